@@ -1,0 +1,12 @@
+package batchclaim
+
+import "errors"
+
+var (
+	// ErrClaimLost reports that a write fenced by (service_id, claimant, epoch) affected no
+	// row: the caller no longer owns the service_id and must stop working on it at once.
+	ErrClaimLost = errors.New("claim lost")
+
+	// ErrNotFound reports that a looked-up row does not exist.
+	ErrNotFound = errors.New("not found")
+)

@@ -1,0 +1,3 @@
+DROP TABLE IF EXISTS batch_transitions;
+DROP TABLE IF EXISTS submission_attempts;
+DROP TABLE IF EXISTS batches;

@@ -1,0 +1,126 @@
+-- Claims. Everything that decides expiry compares with the database clock: now(), or the
+-- optional now a test passes to move the database's view of time.
+
+-- name: ClaimsRegister :execrows
+INSERT INTO service_id_claims (service_id)
+SELECT unnest(sqlc.arg(service_ids)::text[])
+ON CONFLICT (service_id) DO NOTHING;
+
+-- name: ClaimsVoidExpired :many
+-- Two-phase maintenance. A claim is void when its claimant's lease is past expiry_2, or past
+-- expiry_1 while the claim has no batch in submission. Runs inside the SERIALIZABLE cycle.
+WITH voided AS (
+    UPDATE service_id_claims c
+    SET claimant = NULL, submitting_since = NULL
+    FROM instances i
+    WHERE c.claimant = i.id
+      AND i.expiry_1 <= COALESCE(sqlc.narg(now)::timestamptz, now())
+      AND (i.expiry_2 <= COALESCE(sqlc.narg(now)::timestamptz, now()) OR c.submitting_since IS NULL)
+    RETURNING c.service_id, i.id AS instance_id, c.epoch,
+              CASE WHEN i.expiry_2 <= COALESCE(sqlc.narg(now)::timestamptz, now()) THEN 'voided_expired' ELSE 'voided_idle' END AS event
+)
+INSERT INTO claim_events (service_id, instance_id, epoch, event)
+SELECT v.service_id, v.instance_id, v.epoch, v.event FROM voided v
+RETURNING service_id, instance_id, epoch, event;
+
+-- name: ClaimsHeld :many
+SELECT service_id, epoch, claimed_at, submitting_since
+FROM service_id_claims
+WHERE claimant = sqlc.arg(claimant)::uuid
+ORDER BY service_id;
+
+-- name: ClaimsAcquire :many
+-- Takes up to max free claims, reading the free index from a random point of its hash order
+-- (wrapping around) so that concurrent acquirers mostly read different index pages.
+WITH pick AS (
+    (SELECT f.service_id FROM service_id_claims f
+     WHERE f.claimant IS NULL AND hashtextextended(f.service_id, 0) >= sqlc.arg(start)::bigint
+     ORDER BY hashtextextended(f.service_id, 0) LIMIT sqlc.arg(max)::int)
+    UNION ALL
+    (SELECT f.service_id FROM service_id_claims f
+     WHERE f.claimant IS NULL AND hashtextextended(f.service_id, 0) < sqlc.arg(start)::bigint
+     ORDER BY hashtextextended(f.service_id, 0) LIMIT sqlc.arg(max)::int)
+    LIMIT sqlc.arg(max)::int
+),
+taken AS (
+    UPDATE service_id_claims c
+    SET claimant = sqlc.arg(claimant)::uuid, epoch = c.epoch + 1, claimed_at = COALESCE(sqlc.narg(now)::timestamptz, now()), submitting_since = NULL
+    FROM pick
+    WHERE c.service_id = pick.service_id AND c.claimant IS NULL
+    RETURNING c.service_id, c.epoch, c.claimed_at
+),
+logged AS (
+    INSERT INTO claim_events (service_id, instance_id, epoch, event)
+    SELECT taken.service_id, sqlc.arg(claimant)::uuid, taken.epoch, 'acquired' FROM taken
+)
+SELECT service_id, epoch, claimed_at FROM taken;
+
+-- name: ClaimsRelease :many
+-- Gives claims back, each only if it is still held with the given epoch. event says why
+-- (released on stop, surplus_released for fair share). With only_idle, claims with a batch
+-- in submission are kept.
+WITH wanted AS (
+    SELECT unnest(sqlc.arg(service_ids)::text[]) AS service_id, unnest(sqlc.arg(epochs)::bigint[]) AS epoch
+),
+released AS (
+    UPDATE service_id_claims c
+    SET claimant = NULL, submitting_since = NULL
+    FROM wanted
+    WHERE c.service_id = wanted.service_id AND c.epoch = wanted.epoch
+      AND c.claimant = sqlc.arg(claimant)::uuid
+      AND (NOT sqlc.arg(only_idle)::bool OR c.submitting_since IS NULL)
+    RETURNING c.service_id, c.epoch
+)
+INSERT INTO claim_events (service_id, instance_id, epoch, event)
+SELECT r.service_id, sqlc.arg(claimant)::uuid, r.epoch, sqlc.arg(event)::text FROM released r
+RETURNING service_id, epoch;
+
+-- name: ClaimBeginSubmission :one
+-- Marks the claim busy before a POST. Fenced on (claimant, epoch) and refused unless the
+-- claimant's lease is still in phase one by the database clock. Being an UPDATE of the claim
+-- row, it conflicts with a concurrent fast-path takeover of the same row: one of the two wins.
+UPDATE service_id_claims c
+SET submitting_since = COALESCE(c.submitting_since, COALESCE(sqlc.narg(now)::timestamptz, now()))
+FROM instances i
+WHERE c.service_id = sqlc.arg(service_id) AND c.claimant = sqlc.arg(claimant)::uuid AND c.epoch = sqlc.arg(epoch)
+  AND i.id = c.claimant AND i.expiry_1 > COALESCE(sqlc.narg(now)::timestamptz, now())
+RETURNING c.submitting_since;
+
+-- name: ClaimEndSubmission :execrows
+UPDATE service_id_claims
+SET submitting_since = NULL
+WHERE service_id = sqlc.arg(service_id) AND claimant = sqlc.arg(claimant)::uuid AND epoch = sqlc.arg(epoch);
+
+-- name: ClaimFence :one
+-- Locks the claim row for the rest of the caller's transaction if and only if it is still
+-- held with this epoch. A takeover waits for the caller's commit; a takeover that committed
+-- first makes this return no row.
+SELECT epoch FROM service_id_claims
+WHERE service_id = sqlc.arg(service_id) AND claimant = sqlc.arg(claimant)::uuid AND epoch = sqlc.arg(epoch)
+FOR SHARE;
+
+-- name: ClaimsCensus :one
+-- Inputs to fair share, read outside the SERIALIZABLE cycle (they are advice, not safety).
+SELECT (SELECT count(*) FROM service_id_claims)::bigint AS service_ids,
+       (SELECT count(*) FROM service_id_claims WHERE claimant IS NULL)::bigint AS free;
+
+-- name: ClaimsEffective :many
+SELECT service_id, claimant, claimant_name, epoch, claimed_at, renewed_at, expiry_1, expiry_2,
+       submitting_since, phase
+FROM service_id_claims_effective
+ORDER BY service_id
+LIMIT sqlc.narg(max_rows);
+
+-- name: ClaimsPerInstance :many
+SELECT claimant, count(*)::bigint AS claims,
+       count(*) FILTER (WHERE submitting_since IS NOT NULL)::bigint AS submitting
+FROM service_id_claims
+WHERE claimant IS NOT NULL
+GROUP BY claimant;
+
+-- name: ClaimEvents :many
+SELECT id, service_id, instance_id, epoch, event, at
+FROM claim_events
+WHERE id > sqlc.arg(after_id)
+ORDER BY id
+LIMIT sqlc.arg(max_rows);

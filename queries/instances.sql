@@ -1,0 +1,41 @@
+-- Time is the database's: now(), or the optional now a test passes to move the database's
+-- view of time. Durations arrive as milliseconds.
+
+-- name: InstanceRegister :one
+INSERT INTO instances (id, name, host, version, started_at, heartbeat_at, expiry_1, expiry_2)
+VALUES ( sqlc.arg(id)::uuid, sqlc.arg(name)::text, sqlc.arg(host)::text, sqlc.arg(version)::text, COALESCE(sqlc.narg(now)::timestamptz, now()), COALESCE(sqlc.narg(now)::timestamptz, now()),
+       COALESCE(sqlc.narg(now)::timestamptz, now()) + sqlc.arg(expiry_1_ms)::bigint * interval '1 millisecond',
+       COALESCE(sqlc.narg(now)::timestamptz, now()) + sqlc.arg(expiry_2_ms)::bigint * interval '1 millisecond')
+RETURNING heartbeat_at, expiry_1, expiry_2;
+
+-- name: InstanceHeartbeat :one
+-- Renews the lease that keeps all of the instance's claims alive: one row, whatever the
+-- number of claims.
+UPDATE instances i
+SET heartbeat_at = COALESCE(sqlc.narg(now)::timestamptz, now()),
+    expiry_1 = COALESCE(sqlc.narg(now)::timestamptz, now()) + sqlc.arg(expiry_1_ms)::bigint * interval '1 millisecond',
+    expiry_2 = COALESCE(sqlc.narg(now)::timestamptz, now()) + sqlc.arg(expiry_2_ms)::bigint * interval '1 millisecond'
+WHERE i.id = sqlc.arg(id)
+RETURNING i.heartbeat_at, i.expiry_1, i.expiry_2;
+
+-- name: InstanceDeregister :execrows
+DELETE FROM instances WHERE id = sqlc.arg(id);
+
+-- name: InstancesLive :many
+-- Instances whose lease is in phase one: the ones fair share divides the work among.
+SELECT id FROM instances
+WHERE expiry_1 > COALESCE(sqlc.narg(now)::timestamptz, now())
+ORDER BY id;
+
+-- name: InstancesPrune :execrows
+-- Forgets instances dead for long that hold nothing any more.
+DELETE FROM instances i
+WHERE i.expiry_2 < COALESCE(sqlc.narg(now)::timestamptz, now()) - sqlc.arg(older_than_ms)::bigint * interval '1 millisecond'
+  AND NOT EXISTS (SELECT 1 FROM service_id_claims c WHERE c.claimant = i.id);
+
+-- name: InstancesStatus :many
+SELECT i.id, i.name, i.host, i.version, i.started_at, i.heartbeat_at, i.expiry_1, i.expiry_2,
+       EXTRACT(EPOCH FROM now() - i.heartbeat_at)::float8 AS heartbeat_age_seconds,
+       (SELECT count(*) FROM service_id_claims c WHERE c.claimant = i.id)::bigint AS claims
+FROM instances i
+ORDER BY i.name, i.id;
