@@ -1,0 +1,184 @@
+package dlt
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"time"
+)
+
+// Defaults applied to zero Config fields.
+const (
+	// RequestTimeoutDefault bounds one HTTP request (a POST or one status GET).
+	RequestTimeoutDefault = 10 * time.Second
+	// StatusConcurrencyDefault bounds the status GETs one Statuses call runs at once.
+	StatusConcurrencyDefault = 4
+	// SawtoothMaxStatusIDs is the most ids one Sawtooth GET /batch_statuses carries.
+	SawtoothMaxStatusIDs = 15
+	// ScabbardMaxStatusIDs is the most ids one scabbard GET batch_statuses carries; it keeps
+	// the URL under about 7 KB.
+	ScabbardMaxStatusIDs = 50
+)
+
+// Config selects and configures a Client; see NewClient.
+type Config struct {
+	// Flavor selects the API. Required.
+	Flavor Flavor
+	// URL is the Sawtooth REST API root (e.g. http://localhost:8008) or the Splinter node
+	// (e.g. http://localhost:8085). Required; http or https, without query or fragment.
+	URL string
+	// Circuit and Service name the scabbard service: requests go to
+	// {URL}/scabbard/{Circuit}/{Service}/... Required for scabbard, unused for sawtooth.
+	Circuit, Service string
+	// Authorization, when set, is sent as the Authorization header of every request.
+	Authorization string
+	// HTTPClient sends the requests. Nil means a client with no overall timeout (each request
+	// is bounded by RequestTimeout through its context).
+	HTTPClient *http.Client
+	// RequestTimeout bounds one HTTP request. Zero means RequestTimeoutDefault.
+	RequestTimeout time.Duration
+	// StatusConcurrency bounds the status GETs one Statuses call runs at once. Zero means
+	// StatusConcurrencyDefault.
+	StatusConcurrency int
+	// Logger receives debug logs of every request. Nil discards them.
+	Logger *slog.Logger
+}
+
+// SawtoothConfig configures a Sawtooth client. The fields mean what they mean in Config.
+type SawtoothConfig struct {
+	URL               string
+	Authorization     string
+	HTTPClient        *http.Client
+	RequestTimeout    time.Duration
+	StatusConcurrency int
+	Logger            *slog.Logger
+}
+
+// ScabbardConfig configures a scabbard client. The fields mean what they mean in Config.
+type ScabbardConfig struct {
+	URL               string
+	Circuit, Service  string
+	Authorization     string
+	HTTPClient        *http.Client
+	RequestTimeout    time.Duration
+	StatusConcurrency int
+	Logger            *slog.Logger
+}
+
+// NewClient returns the Client cfg.Flavor names. It does no I/O.
+func NewClient(cfg Config) (Client, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	switch cfg.Flavor {
+	case FlavorSawtooth:
+		return NewSawtooth(SawtoothConfig{
+			URL: cfg.URL, Authorization: cfg.Authorization, HTTPClient: cfg.HTTPClient,
+			RequestTimeout: cfg.RequestTimeout, StatusConcurrency: cfg.StatusConcurrency, Logger: cfg.Logger,
+		})
+	default:
+		return NewScabbard(ScabbardConfig{
+			URL: cfg.URL, Circuit: cfg.Circuit, Service: cfg.Service, Authorization: cfg.Authorization,
+			HTTPClient: cfg.HTTPClient, RequestTimeout: cfg.RequestTimeout,
+			StatusConcurrency: cfg.StatusConcurrency, Logger: cfg.Logger,
+		})
+	}
+}
+
+func (c Config) validate() error {
+	if _, err := ParseFlavor(string(c.Flavor)); err != nil {
+		return fmt.Errorf("dlt config: %w", err)
+	}
+	if _, err := parseBaseURL(c.URL); err != nil {
+		return fmt.Errorf("dlt config: %w", err)
+	}
+	if c.Flavor == FlavorScabbard {
+		if err := checkScabbardNames(c.Circuit, c.Service); err != nil {
+			return fmt.Errorf("dlt config: %w", err)
+		}
+	}
+	return checkLimits(c.RequestTimeout, c.StatusConcurrency)
+}
+
+func checkScabbardNames(circuit, service string) error {
+	switch {
+	case circuit == "" && service == "":
+		return errors.New("scabbard needs a circuit and a service")
+	case circuit == "":
+		return errors.New("scabbard needs a circuit")
+	case service == "":
+		return errors.New("scabbard needs a service")
+	}
+	return nil
+}
+
+func checkLimits(timeout time.Duration, concurrency int) error {
+	if timeout < 0 {
+		return fmt.Errorf("dlt config: request timeout %v is negative", timeout)
+	}
+	if concurrency < 0 {
+		return fmt.Errorf("dlt config: status concurrency %d is negative", concurrency)
+	}
+	return nil
+}
+
+// parseBaseURL checks a ledger URL: absolute http(s), with a host, without query or fragment.
+func parseBaseURL(raw string) (*url.URL, error) {
+	if raw == "" {
+		return nil, errors.New("ledger URL is empty")
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		return nil, fmt.Errorf("ledger URL: %w", err)
+	}
+	switch {
+	case u.Scheme != "http" && u.Scheme != "https":
+		return nil, fmt.Errorf("ledger URL %q: scheme must be http or https", raw)
+	case u.Host == "":
+		return nil, fmt.Errorf("ledger URL %q has no host", raw)
+	case u.RawQuery != "" || u.Fragment != "":
+		return nil, fmt.Errorf("ledger URL %q must not have a query or fragment", raw)
+	}
+	return u, nil
+}
+
+// transportConfig is what both flavours share.
+type transportConfig struct {
+	url           string
+	authorization string
+	httpClient    *http.Client
+	timeout       time.Duration
+	concurrency   int
+	logger        *slog.Logger
+	headers       map[string]string
+}
+
+func newTransport(c transportConfig) (*transport, error) {
+	base, err := parseBaseURL(c.url)
+	if err != nil {
+		return nil, fmt.Errorf("dlt config: %w", err)
+	}
+	if err := checkLimits(c.timeout, c.concurrency); err != nil {
+		return nil, err
+	}
+	hc := c.httpClient
+	if hc == nil {
+		hc = &http.Client{}
+	}
+	log := c.logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &transport{
+		base:        base,
+		hc:          hc,
+		timeout:     cmp.Or(c.timeout, RequestTimeoutDefault),
+		concurrency: cmp.Or(c.concurrency, StatusConcurrencyDefault),
+		auth:        c.authorization,
+		headers:     c.headers,
+		log:         log,
+	}, nil
+}

@@ -1,0 +1,136 @@
+package dltsim
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+
+	"github.com/batchclaim/batchclaim/dlt"
+)
+
+const commandUsage = `Usage: batchclaim dlt-sim [flags]
+
+Runs a simulated ledger API (the Sawtooth REST API or a Splinter scabbard service) until
+interrupted. It prints the base URL it listens on as the first line of standard output: the
+REST API root for sawtooth, the node URL for scabbard (whose service lives under
+/scabbard/CIRCUIT/SERVICE). Logs go to standard error.
+
+An admin API on the same address drives the simulation:
+  GET  /_sim/posts                  every POST received (JSON)
+  GET  /_sim/committed              committed batch ids in commit order (JSON)
+  POST /_sim/restart                forget pending and invalid batches (scabbard: all history)
+  POST /_sim/inject?status=503&n=3  the next n POSTs answer the status
+  POST /_sim/inject?timeout=2s&n=1  the next n POSTs get no answer and are not accepted
+  POST /_sim/inject?drop=1          the next POSTs take effect but get no answer
+  POST /_sim/pause?on=true|false    stop or resume committing
+  POST /_sim/commit?n=N             commit the next N queued batches now
+
+Flags:
+`
+
+// Command runs `batchclaim dlt-sim` until ctx ends. Flag errors come back as one-line errors
+// for the caller to print; -h prints the usage on stdout and returns nil.
+func Command(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs, opts := commandFlags()
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			printUsage(fs, stdout)
+			return nil
+		}
+		return fmt.Errorf("dlt-sim: %w", err)
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("dlt-sim: unexpected argument %q (see -h)", fs.Arg(0))
+	}
+	opts.cfg.Logger = slog.New(slog.NewTextHandler(stderr, nil))
+	sim, err := New(opts.cfg)
+	if err != nil {
+		return fmt.Errorf("dlt-sim: %w", err)
+	}
+	baseURL, err := sim.Start(opts.listen)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(stdout, baseURL)
+	opts.cfg.Logger.Info("dlt-sim listening", "flavor", string(sim.Flavor()), "url", baseURL)
+	<-ctx.Done()
+	if err := sim.Close(); err != nil {
+		return fmt.Errorf("dlt-sim: close: %w", err)
+	}
+	if opts.postLog != "" {
+		return writePostLog(opts.postLog, sim.Posts())
+	}
+	return nil
+}
+
+type commandOptions struct {
+	cfg     Config
+	listen  string
+	postLog string
+}
+
+func commandFlags() (*flag.FlagSet, *commandOptions) {
+	o := &commandOptions{cfg: Config{Flavor: dlt.FlavorSawtooth}}
+	fs := flag.NewFlagSet("dlt-sim", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	c := &o.cfg
+	fs.Func("flavor", "ledger API: sawtooth or scabbard (default sawtooth)", func(v string) error {
+		f, err := dlt.ParseFlavor(v)
+		c.Flavor = f
+		return err
+	})
+	fs.StringVar(&o.listen, "listen", "127.0.0.1:0", "address to listen on (port 0 picks a free one)")
+	fs.StringVar(&c.Circuit, "circuit", CircuitDefault, "scabbard circuit id")
+	fs.StringVar(&c.Service, "service", ServiceDefault, "scabbard service id")
+	fs.StringVar(&c.Authorization, "authorization", "", "require this Authorization header value")
+	fs.DurationVar(&c.CommitLatency, "commit-latency", 0, "time from arrival to commit (0: at the next request)")
+	fs.Float64Var(&c.InvalidRate, "invalid-rate", 0, "fraction 0..1 of batches that come out INVALID")
+	fs.IntVar(&c.QueueHigh, "queue-high", 0, "queued batches at which POSTs get 429 (0: sawtooth 100, scabbard 30)")
+	fs.IntVar(&c.QueueLow, "queue-low", 0, "queued batches below which POSTs are accepted again (0: sawtooth 50, scabbard 15, or queue-high/2)")
+	fs.IntVar(&c.HistoryLimit, "history", 0, "scabbard history size (0: 100, negative: unlimited)")
+	fs.DurationVar(&c.InvalidMemory, "invalid-memory", 0, "how long sawtooth remembers INVALID (0: 600s)")
+	fs.DurationVar(&c.RetryAfter, "retry-after", 0, "Retry-After sent with 429 and 503 (0: none)")
+	fs.Int64Var(&c.Seed, "seed", 0, "seed choosing the INVALID batches")
+	fs.StringVar(&o.postLog, "post-log", "", "write the POST log to this file as JSON lines on exit")
+	return fs, o
+}
+
+func printUsage(fs *flag.FlagSet, w io.Writer) {
+	var b strings.Builder
+	b.WriteString(commandUsage)
+	fs.SetOutput(&b)
+	fs.PrintDefaults()
+	fs.SetOutput(io.Discard)
+	fmt.Fprint(w, b.String())
+}
+
+// writePostLog writes posts as JSON lines.
+func writePostLog(path string, posts []Post) (err error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("dlt-sim: post log: %w", err)
+	}
+	defer func() {
+		if cerr := f.Close(); err == nil && cerr != nil {
+			err = fmt.Errorf("dlt-sim: post log: %w", cerr)
+		}
+	}()
+	bw := bufio.NewWriter(f)
+	enc := json.NewEncoder(bw)
+	for _, p := range posts {
+		if err := enc.Encode(p); err != nil {
+			return fmt.Errorf("dlt-sim: post log: %w", err)
+		}
+	}
+	if err := bw.Flush(); err != nil {
+		return fmt.Errorf("dlt-sim: post log: %w", err)
+	}
+	return nil
+}

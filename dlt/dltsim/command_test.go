@@ -1,0 +1,122 @@
+package dltsim_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/batchclaim/batchclaim/dlt"
+	"github.com/batchclaim/batchclaim/dlt/dltsim"
+)
+
+// syncBuffer is a bytes.Buffer safe for one writer and concurrent readers.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+func TestCommandHelp(t *testing.T) {
+	t.Parallel()
+	var stdout, stderr bytes.Buffer
+	if err := dltsim.Command(t.Context(), []string{"-h"}, &stdout, &stderr); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"Usage: batchclaim dlt-sim", "-flavor", "-listen", "-commit-latency",
+		"-invalid-rate", "-queue-high", "-queue-low", "-history", "-retry-after", "-seed", "-post-log", "/_sim/inject"} {
+		if !strings.Contains(stdout.String(), want) {
+			t.Errorf("usage lacks %q", want)
+		}
+	}
+	if stderr.Len() != 0 {
+		t.Errorf("stderr = %q", stderr.String())
+	}
+}
+
+func TestCommandBadFlags(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--flavor", "fabric"}, `unknown ledger flavor "fabric"`},
+		{[]string{"--commit-latency", "soon"}, "-commit-latency"},
+		{[]string{"--invalid-rate", "2"}, "invalid rate 2 is not between 0 and 1"},
+		{[]string{"--queue-high", "10", "--queue-low", "20"}, "queue low 20"},
+		{[]string{"--seed", "x"}, "-seed"},
+		{[]string{"--no-such-flag"}, "no-such-flag"},
+		{[]string{"extra"}, `unexpected argument "extra"`},
+		{[]string{"--circuit", "a b"}, "circuit and service"},
+		{[]string{"--listen", "256.0.0.1:99999"}, "listen"},
+	}
+	for _, tt := range tests {
+		var stdout, stderr bytes.Buffer
+		err := dltsim.Command(t.Context(), tt.args, &stdout, &stderr)
+		if err == nil || !strings.Contains(err.Error(), tt.want) || strings.Contains(err.Error(), "\n") {
+			t.Errorf("%v: err = %v, want one line containing %q", tt.args, err, tt.want)
+		}
+		if stdout.Len() != 0 {
+			t.Errorf("%v: stdout = %q", tt.args, stdout.String())
+		}
+	}
+}
+
+func TestCommandRuns(t *testing.T) {
+	t.Parallel()
+	postLog := filepath.Join(t.TempDir(), "posts.jsonl")
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	var stdout, stderr syncBuffer
+	done := make(chan error, 1)
+	go func() {
+		done <- dltsim.Command(ctx, []string{"--flavor", "scabbard", "--listen", "127.0.0.1:0",
+			"--post-log", postLog, "--retry-after", "2s"}, &stdout, &stderr)
+	}()
+	eventually(t, "the URL is printed", func() bool { return strings.HasSuffix(stdout.String(), "\n") })
+	url := strings.TrimSpace(stdout.String())
+	if !strings.HasPrefix(url, "http://127.0.0.1:") {
+		t.Fatalf("printed %q, want a loopback URL", url)
+	}
+	id, list := dlt.FakeBatch("svc", 1)
+	resp, err := http.Post(url+"/scabbard/circuit0/service0/batches", "application/octet-stream", bytes.NewReader(list))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusAccepted {
+		t.Fatalf("post: %s", resp.Status)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(postLog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(data)), "\n")
+	var p dltsim.Post
+	if len(lines) != 1 || json.Unmarshal([]byte(lines[0]), &p) != nil || p.BatchID != id || p.Effect != "accepted" || p.Service != "svc" {
+		t.Fatalf("post log = %q", data)
+	}
+	if !strings.Contains(stderr.String(), "dlt-sim listening") {
+		t.Fatalf("stderr = %q, want the listening log", stderr.String())
+	}
+}

@@ -1,0 +1,30 @@
+package dltsim
+
+import "time"
+
+// Effects of a POST on one batch, as recorded in Post.Effect.
+const (
+	EffectAccepted  = "accepted"         // new batch, queued, answered 202
+	EffectDuplicate = "duplicate"        // already known; harmless, answered 202
+	EffectRejected  = "rejected"         // not accepted: a 4xx or 5xx answer
+	EffectDropped   = "dropped-response" // accepted (or duplicate), connection closed unanswered
+	EffectTimeout   = "timeout"          // held unanswered, not accepted
+)
+
+// Post records one batch of one POST the simulator received. A POST of k batches gives k
+// records with the same Seq; a POST rejected before its batches could be read gives one
+// record with an empty BatchID.
+type Post struct {
+	// Seq numbers the POSTs in arrival order, from 1.
+	Seq int `json:"seq"`
+	// BatchID is the batch's id; empty when the body could not be read as a BatchList.
+	BatchID string `json:"batch_id,omitempty"`
+	// Service is the service id of a batch built by dlt.FakeBatch, else empty.
+	Service string `json:"service,omitempty"`
+	// At is the arrival time on the simulator's clock.
+	At time.Time `json:"at"`
+	// HTTPStatus is the status answered; 0 when no answer was sent.
+	HTTPStatus int `json:"http_status"`
+	// Effect is one of the Effect constants.
+	Effect string `json:"effect"`
+}

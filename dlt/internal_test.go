@@ -1,0 +1,89 @@
+package dlt
+
+import (
+	"encoding/json"
+	"net/http"
+	"testing"
+	"time"
+)
+
+func TestParseRetryAfter(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	tests := []struct {
+		in   string
+		want time.Duration
+	}{
+		{"", 0},
+		{"5", 5 * time.Second},
+		{" 7 ", 7 * time.Second},
+		{"0", 0},
+		{"-3", 0},
+		{"soon", 0},
+		{"99999999999", maxRetryAfter},
+		{now.Add(30 * time.Second).Format(http.TimeFormat), 30 * time.Second},
+		{now.Add(-time.Minute).Format(http.TimeFormat), 0},
+		{now.Add(72 * time.Hour).Format(http.TimeFormat), maxRetryAfter},
+		{now.Add(90 * time.Second).Format(time.RFC850), 90 * time.Second},
+	}
+	for _, tt := range tests {
+		if got := parseRetryAfter(tt.in, now); got != tt.want {
+			t.Errorf("parseRetryAfter(%q) = %v, want %v", tt.in, got, tt.want)
+		}
+	}
+}
+
+func TestFlexBytes(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		in      string
+		want    string
+		wantErr bool
+	}{
+		{`"ZGx0c2lt"`, "dltsim", false},
+		{`[100,108,116]`, "dlt", false},
+		{`null`, "", false},
+		{`[]`, "", false},
+		{`"not base64!"`, "", true},
+		{`[300]`, "", true},
+		{`{}`, "", true},
+	}
+	for _, tt := range tests {
+		var f flexBytes
+		err := json.Unmarshal([]byte(tt.in), &f)
+		if (err != nil) != tt.wantErr || string(f) != tt.want {
+			t.Errorf("unmarshal %s = %q, %v; want %q, error %v", tt.in, f, err, tt.want, tt.wantErr)
+		}
+	}
+}
+
+func TestClassify(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		code    int
+		verdict Verdict
+		unknown bool
+	}{
+		{200, Accepted, false}, {202, Accepted, false}, {400, Rejected, false},
+		{401, Retry, false}, {404, Retry, false}, {408, Retry, false}, {429, Retry, false},
+		{500, Retry, true}, {502, Retry, true}, {503, Retry, false}, {504, Retry, true},
+	}
+	for _, tt := range tests {
+		r := classify(tt.code)
+		if r.Verdict != tt.verdict || r.Unknown != tt.unknown || r.HTTPStatus != tt.code {
+			t.Errorf("classify(%d) = %+v, want %v unknown=%v", tt.code, r, tt.verdict, tt.unknown)
+		}
+	}
+}
+
+func TestEndpointEscapes(t *testing.T) {
+	t.Parallel()
+	s, err := NewScabbard(ScabbardConfig{URL: "http://node:8085/prefix/", Circuit: "a b", Service: "s/1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := s.t.endpoint("scabbard", s.circuit, s.service, "batches")
+	if want := "http://node:8085/prefix/scabbard/a%20b/s%2F1/batches"; got != want {
+		t.Fatalf("endpoint = %s, want %s", got, want)
+	}
+}

@@ -1,0 +1,118 @@
+package dlt
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/batchclaim/batchclaim"
+)
+
+// ScabbardProtocolVersion is the SplinterProtocolVersion header the client sends.
+const ScabbardProtocolVersion = "1"
+
+// Scabbard is a Client of a Splinter scabbard service.
+type Scabbard struct {
+	t                *transport
+	circuit, service string
+}
+
+// NewScabbard returns a client of service cfg.Service on circuit cfg.Circuit of the node at
+// cfg.URL. It does no I/O.
+func NewScabbard(cfg ScabbardConfig) (*Scabbard, error) {
+	if err := checkScabbardNames(cfg.Circuit, cfg.Service); err != nil {
+		return nil, fmt.Errorf("dlt config: %w", err)
+	}
+	t, err := newTransport(transportConfig{
+		url: cfg.URL, authorization: cfg.Authorization, httpClient: cfg.HTTPClient,
+		timeout: cfg.RequestTimeout, concurrency: cfg.StatusConcurrency, logger: cfg.Logger,
+		headers: map[string]string{"SplinterProtocolVersion": ScabbardProtocolVersion},
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &Scabbard{t: t, circuit: cfg.Circuit, service: cfg.Service}, nil
+}
+
+// Flavor returns FlavorScabbard.
+func (s *Scabbard) Flavor() Flavor { return FlavorScabbard }
+
+// OrderedOnValid returns true: a VALID batch has been executed in its final place.
+func (s *Scabbard) OrderedOnValid() bool { return true }
+
+// Post sends a BatchList to {node}/scabbard/{circuit}/{service}/batches.
+func (s *Scabbard) Post(ctx context.Context, batchList []byte) (PostResult, error) {
+	if _, err := SplitBatchList(batchList); err != nil {
+		return PostResult{}, fmt.Errorf("post batches: %w", err)
+	}
+	return s.t.post(ctx, s.t.endpoint("scabbard", s.circuit, s.service, "batches"), batchList, scabbardDetail)
+}
+
+// Statuses asks {node}/scabbard/{circuit}/{service}/batch_statuses about at most 50 ids at
+// a time.
+func (s *Scabbard) Statuses(ctx context.Context, ids []string) ([]BatchStatus, error) {
+	return s.t.statuses(ctx, ids, ScabbardMaxStatusIDs, s.fetch)
+}
+
+type scabbardStatus struct {
+	ID     string `json:"id"`
+	Status struct {
+		StatusType string `json:"statusType"`
+		Message    []struct {
+			TransactionID string    `json:"transaction_id"`
+			ErrorMessage  string    `json:"error_message"`
+			ErrorData     flexBytes `json:"error_data"`
+		} `json:"message"`
+	} `json:"status"`
+}
+
+func (s *Scabbard) fetch(ctx context.Context, ids []string) ([]BatchStatus, error) {
+	target := s.t.endpoint("scabbard", s.circuit, s.service, "batch_statuses") + "?ids=" + strings.Join(ids, ",")
+	var ans []scabbardStatus
+	if err := s.t.getJSON(ctx, target, &ans, scabbardDetail); err != nil {
+		return nil, err
+	}
+	out := make([]BatchStatus, 0, len(ans))
+	for _, a := range ans {
+		st, err := parseScabbardStatus(a.Status.StatusType)
+		if err != nil {
+			return nil, fmt.Errorf("batch %s: %w", a.ID, err)
+		}
+		bs := BatchStatus{ID: a.ID, Status: st}
+		if st == batchclaim.StatusInvalid {
+			for _, m := range a.Status.Message {
+				bs.Invalid = append(bs.Invalid, InvalidTransaction{ID: m.TransactionID, Message: m.ErrorMessage, ExtendedData: m.ErrorData})
+			}
+		}
+		out = append(out, bs)
+	}
+	return out, nil
+}
+
+func parseScabbardStatus(s string) (batchclaim.Status, error) {
+	switch s {
+	case "Unknown":
+		return batchclaim.StatusUnknown, nil
+	case "Pending":
+		return batchclaim.StatusPending, nil
+	case "Invalid":
+		return batchclaim.StatusInvalid, nil
+	case "Valid":
+		return batchclaim.StatusValid, nil
+	case "Committed":
+		return batchclaim.StatusCommitted, nil
+	}
+	return "", fmt.Errorf("unknown scabbard status type %q", s)
+}
+
+// scabbardDetail reads {"code": "400", "message": "..."}.
+func scabbardDetail(code int, body []byte) string {
+	var v struct {
+		Message string `json:"message"`
+	}
+	if json.Unmarshal(body, &v) != nil || v.Message == "" {
+		return bodyExcerpt(code, body)
+	}
+	return v.Message
+}

@@ -1,0 +1,189 @@
+package dlt
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptrace"
+	"net/url"
+	"strings"
+	"sync/atomic"
+	"time"
+)
+
+// Body size limits: answers larger than this are cut (and then usually fail to decode).
+const (
+	maxPostAnswer   = 64 << 10
+	maxStatusAnswer = 16 << 20
+)
+
+// HTTPError is returned (wrapped) by Statuses when the ledger answers with a status other
+// than 200.
+type HTTPError struct {
+	StatusCode int
+	// RetryAfter is the delay a Retry-After header asked for, 0 when absent.
+	RetryAfter time.Duration
+	// Detail is the error message of the body or an excerpt of it.
+	Detail string
+}
+
+func (e *HTTPError) Error() string {
+	return fmt.Sprintf("http %d: %s", e.StatusCode, e.Detail)
+}
+
+// transport holds what the flavours share: the base URL, the HTTP client, the headers sent
+// with every request and the status fan-out.
+type transport struct {
+	base        *url.URL
+	hc          *http.Client
+	timeout     time.Duration
+	concurrency int
+	auth        string
+	headers     map[string]string
+	log         *slog.Logger
+}
+
+// endpoint returns the base URL followed by the path-escaped elements.
+func (t *transport) endpoint(elem ...string) string {
+	var b strings.Builder
+	b.WriteString(strings.TrimRight(t.base.String(), "/"))
+	for _, e := range elem {
+		b.WriteByte('/')
+		b.WriteString(url.PathEscape(e))
+	}
+	return b.String()
+}
+
+func (t *transport) newRequest(ctx context.Context, method, target string, body []byte) (*http.Request, error) {
+	req, err := http.NewRequestWithContext(ctx, method, target, bytes.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	if t.auth != "" {
+		req.Header.Set("Authorization", t.auth)
+	}
+	for k, v := range t.headers {
+		req.Header.Set(k, v)
+	}
+	return req, nil
+}
+
+// post sends a BatchList and classifies the answer; detail extracts a message from an error
+// body.
+func (t *transport) post(ctx context.Context, target string, payload []byte,
+	detail func(code int, body []byte) string) (PostResult, error) {
+	if err := ctx.Err(); err != nil {
+		return PostResult{}, fmt.Errorf("post batches: %w", err)
+	}
+	rctx, cancel := context.WithTimeout(ctx, t.timeout)
+	defer cancel()
+	var wrote atomic.Bool
+	rctx = httptrace.WithClientTrace(rctx, &httptrace.ClientTrace{
+		WroteRequest: func(i httptrace.WroteRequestInfo) { wrote.Store(i.Err == nil) },
+	})
+	req, err := t.newRequest(rctx, http.MethodPost, target, payload)
+	if err != nil {
+		return PostResult{}, fmt.Errorf("post batches: %w", err)
+	}
+	req.Header.Set("Content-Type", "application/octet-stream")
+	resp, err := t.hc.Do(req)
+	if err != nil {
+		if ctx.Err() != nil {
+			return PostResult{}, fmt.Errorf("post batches: %w", ctx.Err())
+		}
+		res := PostResult{Verdict: Retry, Detail: err.Error(), Unknown: wrote.Load()}
+		t.log.DebugContext(ctx, "post batches failed", "url", target, "error", err, "unknown", res.Unknown)
+		return res, nil
+	}
+	defer resp.Body.Close()
+	body, readErr := io.ReadAll(io.LimitReader(resp.Body, maxPostAnswer))
+	res := classify(resp.StatusCode)
+	res.RetryAfter = parseRetryAfter(resp.Header.Get("Retry-After"), time.Now())
+	if res.Verdict == Accepted {
+		res.Link = t.link(body)
+	} else {
+		res.Detail = detail(resp.StatusCode, body)
+	}
+	if readErr != nil && res.Detail == "" {
+		res.Detail = "read answer: " + readErr.Error()
+	}
+	t.log.DebugContext(ctx, "post batches", "url", target, "http_status", res.HTTPStatus,
+		"verdict", res.Verdict.String(), "detail", res.Detail)
+	return res, nil
+}
+
+// classify maps an HTTP status code to a verdict.
+func classify(code int) PostResult {
+	res := PostResult{HTTPStatus: code, Verdict: Retry}
+	switch {
+	case code >= 200 && code < 300:
+		res.Verdict = Accepted
+	case code == http.StatusBadRequest:
+		res.Verdict = Rejected
+	case code == http.StatusInternalServerError, code == http.StatusBadGateway,
+		code == http.StatusGatewayTimeout:
+		res.Unknown = true
+	}
+	return res
+}
+
+// link reads {"link": L} and resolves L against the base URL; "" when absent.
+func (t *transport) link(body []byte) string {
+	var v struct {
+		Link string `json:"link"`
+	}
+	if json.Unmarshal(body, &v) != nil || v.Link == "" {
+		return ""
+	}
+	ref, err := url.Parse(v.Link)
+	if err != nil {
+		return ""
+	}
+	return t.base.ResolveReference(ref).String()
+}
+
+// getJSON sends a GET and decodes a 200 answer into v.
+func (t *transport) getJSON(ctx context.Context, target string, v any,
+	detail func(code int, body []byte) string) error {
+	rctx, cancel := context.WithTimeout(ctx, t.timeout)
+	defer cancel()
+	req, err := t.newRequest(rctx, http.MethodGet, target, nil)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Accept", "application/json")
+	resp, err := t.hc.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, maxStatusAnswer))
+	if err != nil {
+		return fmt.Errorf("read answer: %w", err)
+	}
+	t.log.DebugContext(ctx, "get batch statuses", "url", target, "http_status", resp.StatusCode)
+	if resp.StatusCode != http.StatusOK {
+		return &HTTPError{
+			StatusCode: resp.StatusCode,
+			RetryAfter: parseRetryAfter(resp.Header.Get("Retry-After"), time.Now()),
+			Detail:     detail(resp.StatusCode, body),
+		}
+	}
+	if err := json.Unmarshal(body, v); err != nil {
+		return fmt.Errorf("decode answer: %w", err)
+	}
+	return nil
+}
+
+// bodyExcerpt is the fallback detail of an error answer.
+func bodyExcerpt(code int, body []byte) string {
+	s := strings.Join(strings.Fields(string(body)), " ")
+	if s == "" {
+		return http.StatusText(code)
+	}
+	return excerpt(s, 200)
+}
