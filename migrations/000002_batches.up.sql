@@ -35,6 +35,15 @@ CREATE INDEX batches_open_idx ON batches (service_id, seq)
 -- The ingest API answers GET /batch_statuses?id=... by batch id alone.
 CREATE INDEX batches_batch_id_idx ON batches (batch_id);
 
+-- Service_ids halted after an INVALID batch (when the halt-on-invalid option is on). The
+-- queuer sends nothing more for them until an operator deletes the row.
+CREATE TABLE service_halts (
+    service_id text        PRIMARY KEY,
+    seq        bigint      NOT NULL,
+    reason     text        NOT NULL,
+    at         timestamptz NOT NULL DEFAULT now()
+);
+
 -- Append-only: one row per POST attempt, written in the same transaction as the fenced
 -- in-flight mark (so a POST that never reports back is still visible), its outcome filled in
 -- once. Every duplicate submission of a batch is visible here after the fact.

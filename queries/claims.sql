@@ -124,3 +124,20 @@ FROM claim_events
 WHERE id > sqlc.arg(after_id)
 ORDER BY id
 LIMIT sqlc.arg(max_rows);
+
+-- name: ClockNow :one
+SELECT clock_timestamp()::timestamptz AS now;
+
+-- name: TakeoverDelays :many
+-- For every claim voided from an instance: seconds from since (when it failed) until the
+-- service_id was acquired again (-1 while it is not).
+SELECT v.service_id, v.event,
+       COALESCE(EXTRACT(EPOCH FROM (
+           SELECT min(a.at) FROM claim_events a
+           WHERE a.service_id = v.service_id AND a.event = 'acquired' AND a.epoch > v.epoch
+       ) - sqlc.arg(since)::timestamptz)::float8, -1)::float8 AS seconds
+FROM claim_events v
+WHERE v.instance_id = sqlc.arg(instance_id)::uuid AND v.event IN ('voided_idle', 'voided_expired');
+
+-- name: TakeoverCount :one
+SELECT count(*)::bigint FROM claim_events WHERE event IN ('voided_idle', 'voided_expired');

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5/pgtype"
 )
 
 const claimBeginSubmission = `-- name: ClaimBeginSubmission :one
@@ -217,7 +216,7 @@ ORDER BY service_id
 LIMIT $1
 `
 
-func (q *Queries) ClaimsEffective(ctx context.Context, db DBTX, maxRows pgtype.Int4) ([]ServiceIDClaimsEffective, error) {
+func (q *Queries) ClaimsEffective(ctx context.Context, db DBTX, maxRows *int32) ([]ServiceIDClaimsEffective, error) {
 	rows, err := db.Query(ctx, claimsEffective, maxRows)
 	if err != nil {
 		return nil, err
@@ -438,6 +437,71 @@ func (q *Queries) ClaimsVoidExpired(ctx context.Context, db DBTX, now *time.Time
 			&i.Epoch,
 			&i.Event,
 		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const clockNow = `-- name: ClockNow :one
+SELECT clock_timestamp()::timestamptz AS now
+`
+
+func (q *Queries) ClockNow(ctx context.Context, db DBTX) (time.Time, error) {
+	row := db.QueryRow(ctx, clockNow)
+	var now time.Time
+	err := row.Scan(&now)
+	return now, err
+}
+
+const takeoverCount = `-- name: TakeoverCount :one
+SELECT count(*)::bigint FROM claim_events WHERE event IN ('voided_idle', 'voided_expired')
+`
+
+func (q *Queries) TakeoverCount(ctx context.Context, db DBTX) (int64, error) {
+	row := db.QueryRow(ctx, takeoverCount)
+	var column_1 int64
+	err := row.Scan(&column_1)
+	return column_1, err
+}
+
+const takeoverDelays = `-- name: TakeoverDelays :many
+SELECT v.service_id, v.event,
+       COALESCE(EXTRACT(EPOCH FROM (
+           SELECT min(a.at) FROM claim_events a
+           WHERE a.service_id = v.service_id AND a.event = 'acquired' AND a.epoch > v.epoch
+       ) - $1::timestamptz)::float8, -1)::float8 AS seconds
+FROM claim_events v
+WHERE v.instance_id = $2::uuid AND v.event IN ('voided_idle', 'voided_expired')
+`
+
+type TakeoverDelaysParams struct {
+	Since      time.Time
+	InstanceID uuid.UUID
+}
+
+type TakeoverDelaysRow struct {
+	ServiceID string
+	Event     string
+	Seconds   float64
+}
+
+// For every claim voided from an instance: seconds from since (when it failed) until the
+// service_id was acquired again (-1 while it is not).
+func (q *Queries) TakeoverDelays(ctx context.Context, db DBTX, arg TakeoverDelaysParams) ([]TakeoverDelaysRow, error) {
+	rows, err := db.Query(ctx, takeoverDelays, arg.Since, arg.InstanceID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []TakeoverDelaysRow{}
+	for rows.Next() {
+		var i TakeoverDelaysRow
+		if err := rows.Scan(&i.ServiceID, &i.Event, &i.Seconds); err != nil {
 			return nil, err
 		}
 		items = append(items, i)

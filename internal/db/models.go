@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5/pgtype"
 )
 
 type Batch struct {
@@ -20,11 +19,11 @@ type Batch struct {
 	State           string
 	Attempts        int32
 	Claimant        *uuid.UUID
-	ClaimEpoch      pgtype.Int8
+	ClaimEpoch      *int64
 	SubmittedAt     *time.Time
 	NextAttemptAt   *time.Time
-	LastError       pgtype.Text
-	DltStatus       pgtype.Text
+	LastError       *string
+	DltStatus       *string
 	StatusUpdatedAt *time.Time
 	UnknownCount    int32
 	InvalidDetails  []byte
@@ -34,12 +33,12 @@ type Batch struct {
 type BatchTransition struct {
 	ID         int64
 	Seq        int64
-	FromState  pgtype.Text
+	FromState  *string
 	ToState    string
 	InstanceID *uuid.UUID
-	Epoch      pgtype.Int8
+	Epoch      *int64
 	At         time.Time
-	Detail     pgtype.Text
+	Detail     *string
 }
 
 type ClaimEvent struct {
@@ -62,6 +61,13 @@ type Instance struct {
 	Expiry2     time.Time
 }
 
+type ServiceHalt struct {
+	ServiceID string
+	Seq       int64
+	Reason    string
+	At        time.Time
+}
+
 type ServiceIDClaim struct {
 	ServiceID       string
 	Claimant        *uuid.UUID
@@ -74,7 +80,7 @@ type ServiceIDClaim struct {
 type ServiceIDClaimsEffective struct {
 	ServiceID       string
 	Claimant        *uuid.UUID
-	ClaimantName    pgtype.Text
+	ClaimantName    *string
 	Epoch           int64
 	ClaimedAt       *time.Time
 	RenewedAt       *time.Time
@@ -94,8 +100,8 @@ type SubmissionAttempt struct {
 	Reason     string
 	StartedAt  time.Time
 	FinishedAt *time.Time
-	HttpStatus pgtype.Int4
-	LatencyMs  pgtype.Float8
-	Outcome    pgtype.Text
-	Error      pgtype.Text
+	HttpStatus *int32
+	LatencyMs  *float64
+	Outcome    *string
+	Error      *string
 }

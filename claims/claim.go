@@ -1,0 +1,56 @@
+package claims
+
+import (
+	"context"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// Claim is a service_id this instance holds, with the epoch of its acquisition. Every write
+// made about the service_id is fenced on (instance, ServiceID, Epoch).
+type Claim struct {
+	ServiceID string
+	Epoch     int64
+	ClaimedAt time.Time // database time of the acquisition
+
+	ctx context.Context
+}
+
+// Context is cancelled the moment the instance learns the claim is lost, releases it, or its
+// local deadline passes. Work done for the claim (an HTTP POST, say) should run under it.
+// A Claim not handed out by an Engine has a context that is never cancelled.
+func (c Claim) Context() context.Context {
+	if c.ctx == nil {
+		return context.TODO()
+	}
+	return c.ctx
+}
+
+// LossReason says why a claim was lost.
+type LossReason string
+
+const (
+	// LossTaken: the database no longer lists the claim as ours (voided or taken by another).
+	LossTaken LossReason = "taken"
+	// LossFenced: a fenced write found the epoch stale.
+	LossFenced LossReason = "fenced"
+	// LossDeadline: no renewal succeeded before the local deadline; we fenced ourselves.
+	LossDeadline LossReason = "deadline"
+	// LossReleased: we gave the claim back (graceful stop or fair-share surplus).
+	LossReleased LossReason = "released"
+)
+
+// Querier runs statements: a *pgxpool.Pool, a *pgx.Conn or a pgx.Tx.
+type Querier interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// Pool is a Querier that can also start transactions, such as *pgxpool.Pool.
+type Pool interface {
+	Querier
+	BeginTx(ctx context.Context, opts pgx.TxOptions) (pgx.Tx, error)
+}

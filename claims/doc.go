@@ -1,0 +1,114 @@
+// Package claims is the claim engine: it shares service_ids among many identical instances
+// through one Postgres database, so that each service_id has at most one owner at a time and
+// an owner that dies, hangs or is cut off is replaced. Instances never talk to each other.
+//
+// # Tables
+//
+// instances is the registry. Each row is also the instance's lease: expiry_1 and expiry_2,
+// both computed by the database as now() + T1 and now() + T2 whenever the instance renews.
+// service_id_claims has one row per service_id: claimant (NULL when free), epoch, claimed_at
+// and submitting_since. A claim's effective expiries are its claimant's lease, so keeping
+// 10,000 claims alive costs one row update per renew interval, not 10,000; claim rows are
+// written only when ownership changes or a submission starts or ends. The view
+// service_id_claims_effective shows each claim with its effective expiries. claim_events is
+// an append-only history of ownership changes (acquired, released, voided), one row each.
+//
+// # Life cycle of a claim
+//
+//	free --acquire (epoch+1)--> held --renewals--> held ...
+//	held --owner's lease past expiry_1, no batch in submission--> voided (free)  [fast path]
+//	held --owner's lease past expiry_2, whatever it was doing-----> voided (free)  [slow path]
+//	held --graceful stop or fair-share surplus, epoch checked----> released (free)
+//
+// Every instance runs the same cycle every renew interval R (Engine.Cycle):
+//
+//  1. Renew its lease: one UPDATE of its own instances row. This is a short statement of its
+//     own, not part of the serializable transaction below, because writing the registry
+//     inside it turns every cycle into a write-skew candidate with every other cycle.
+//  2. Read the fair-share inputs: the number K of service_ids and the live instances (lease
+//     still in phase one), ordered by id. Target = K/N, plus one for the first K mod N
+//     instances. The targets add up to K, so at rest no claim is free and no two instances
+//     hold counts that differ by more than one.
+//  3. In one SERIALIZABLE transaction, retried with jittered backoff on SQLSTATE 40001 and
+//     40P01: void expired claims (the two phases above), read its own claims from the
+//     database (the database, not memory, says what it holds), take free claims up to its
+//     target, and, if it has been over its target for two cycles in a row, give back idle
+//     surplus claims so that a newcomer gets work within a few seconds without keys churning
+//     on every small fluctuation.
+//  4. Make its in-memory set equal to what the database said, reporting gains and losses
+//     (Config.OnGained, Config.OnLost). Each held Claim carries a context that is cancelled
+//     the moment the claim is lost.
+//
+// # The two expiry phases
+//
+// A healthy owner renews well within T1. Past expiry_1 it is probably dead, unless it is in
+// the middle of a submission that is taking long: so past expiry_1 a claim may be taken only
+// if submitting_since is NULL (the fast path, for an owner that is neither submitting nor
+// renewing). Past expiry_2 it may be taken regardless (the slow path): by then any submission
+// the owner could have started has ended or been cancelled by the owner itself, because
+// T2 >= D + S + margin (see below).
+//
+// submitting_since is set by BeginSubmission before a POST and cleared by EndSubmission once
+// its outcome is recorded. It is a column of the claim row on purpose: setting it is an
+// UPDATE of the very row a fast-path takeover must UPDATE, so the two cannot both succeed.
+// Either the owner's mark commits first and the takeover's SERIALIZABLE transaction fails and
+// retries (and then sees the mark), or the takeover commits first and the owner's mark
+// matches no row and returns batchclaim.ErrClaimLost.
+//
+// # Epochs and fencing
+//
+// Every acquisition sets epoch = epoch + 1 on the claim row; rows are never deleted, so an
+// epoch is never reused and the epochs of one service_id strictly increase over time. A Claim
+// is the pair (service_id, epoch). Every write an owner makes about the service_id is
+// conditional on (claimant = this instance, epoch = the claim's epoch): BeginSubmission and
+// EndSubmission are such UPDATEs, and Fence locks the claim row FOR SHARE inside the caller's
+// transaction so that no takeover can commit between the check and the caller's commit.
+// Zero rows matched means batchclaim.ErrClaimLost: the instance drops the claim, cancels its
+// context (and with it any POST running for it) and stops working on the service_id. A
+// delayed owner that comes back after a takeover therefore finds its epoch stale and can
+// write nothing.
+//
+// # One clock
+//
+// All expiry arithmetic happens in SQL with the database's now(). An instance never
+// compares its own wall clock with a stored time. Locally it keeps only a monotonic deadline:
+// D after the moment it *sent* its last successful renewal. The database stamped that lease
+// no earlier than the send, so the local deadline always ends before the database's
+// expiry_1 (D < T1) even if the renewal sat in a network queue.
+//
+// # Self-fencing
+//
+// When the local deadline passes without a successful renewal (database unreachable, process
+// stalled, network cut), the engine fences itself: Held returns nothing, BeginSubmission
+// refuses, every claim's context is cancelled (which cancels in-flight POSTs) and the claims
+// are reported lost with LossDeadline. When a renewal succeeds again, the next cycle re-reads
+// its claims from the database and adopts those that are still in its name with the same
+// epoch (nobody took them, so nothing was lost).
+//
+// # Timing rules
+//
+// With R the renew interval, D the local deadline, T1 and T2 the expiries, S the longest a
+// submission may take, and the stop time and margin as configured (Config.Resolve checks
+// them all at start and names the rule that fails):
+//
+//   - R <= T1/3: an owner gets at least three tries to renew before its claims can be taken.
+//   - D >= 2R: one failed renewal alone does not fence an instance.
+//   - D + stop time < T1: an instance that cannot renew has stopped starting submissions
+//     before its idle claims can be taken on the fast path.
+//   - T2 > T1, and T2 >= D + S + margin: a submission is started only before the local
+//     deadline and lasts at most S, so it has ended before anybody may take the claim on the
+//     slow path.
+//
+// Defaults are R = 5s, D = 20s, T1 = 30s, S = 60s, T2 = 120s. Knobs left unset follow from the
+// ones set: T1 = 30s, R = min(5s, T1/6), D = 2/3 T1, T2 = 4 T1, stop time = margin = T1/10,
+// S = min(60s, T2 - D - margin). So R = 500ms, T1 = 3s, T2 = 15s alone is a valid
+// configuration.
+//
+// # Takeover times
+//
+// A claim of an instance that died idle is free once expiry_1 passes and is taken by the next
+// cycle of an instance under its target: within T1 + R of the last renewal. A claim that was
+// busy is taken within T2 + R. Graceful stop (Shutdown) releases claims at once.
+//
+// docs/claims.md says the same with the reasons for each rule and the operator's view.
+package claims

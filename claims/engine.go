@@ -1,0 +1,334 @@
+package claims
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/batchclaim/batchclaim/internal/db"
+)
+
+// Engine holds and keeps this instance's claims. It is safe for concurrent use.
+//
+// New does no I/O. Register inserts the instance row; Run (or repeated calls to Cycle) keeps
+// the lease and the claims; Shutdown releases everything and removes the instance row.
+type Engine struct {
+	cfg  Config
+	pool Pool
+	q    *db.Queries
+	log  *slog.Logger
+
+	shift atomic.Int64 // nanoseconds added to the database clock (tests and drills)
+
+	testHookBeforeCommit func() // tests only: runs at the end of the serializable transaction
+	stats counters
+
+	mu         sync.Mutex
+	base       context.Context // parent of claim contexts; never cancelled by Run's ctx
+	held       map[string]*heldClaim
+	deadline   time.Time // monotonic: send time of the last successful renewal + D
+	fenced     bool      // the local deadline passed and no renewal succeeded since
+	registered bool
+	watchdog   *time.Timer
+	overCycles int // consecutive cycles with more claims than the fair share
+	cycles     int
+	share      Share
+}
+
+type heldClaim struct {
+	claim  Claim
+	cancel context.CancelFunc
+}
+
+// New checks cfg and returns an Engine. It does no I/O.
+func New(pool Pool, cfg Config) (*Engine, error) {
+	if pool == nil {
+		return nil, errors.New("claims: nil pool")
+	}
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	return &Engine{
+		cfg:  cfg,
+		pool: pool,
+		q:    db.New(),
+		log:  cfg.Logger.With("instance_id", cfg.InstanceID.String()),
+		held: map[string]*heldClaim{},
+	}, nil
+}
+
+// InstanceID is this instance's id in the instances table.
+func (e *Engine) InstanceID() uuid.UUID { return e.cfg.InstanceID }
+
+// Name is this instance's human-readable name.
+func (e *Engine) Name() string { return e.cfg.Name }
+
+// Timings returns the timing knobs in force.
+func (e *Engine) Timings() Timings { return e.cfg.timings() }
+
+// ShiftDBTime makes every statement of this engine judge time as the database's now() + d.
+// It exists so that tests and drills can move the database's view of time instead of
+// sleeping; production code never calls it.
+func (e *Engine) ShiftDBTime(d time.Duration) { e.shift.Store(int64(d)) }
+
+// Register inserts this instance into the registry and starts its lease. It must succeed
+// before Cycle.
+func (e *Engine) Register(ctx context.Context) error {
+	now, err := e.dbNow(ctx, e.pool)
+	if err != nil {
+		return fmt.Errorf("register instance: %w", err)
+	}
+	sent := time.Now()
+	_, err = e.q.InstanceRegister(ctx, e.pool, db.InstanceRegisterParams{
+		ID: e.cfg.InstanceID, Name: e.cfg.Name, Host: e.cfg.Host, Version: e.cfg.Version,
+		Now: now, Expiry1Ms: e.cfg.Expiry1.Milliseconds(), Expiry2Ms: e.cfg.Expiry2.Milliseconds(),
+	})
+	if err != nil {
+		return fmt.Errorf("register instance: %w", err)
+	}
+	e.mu.Lock()
+	if e.base == nil {
+		e.base = context.WithoutCancel(ctx)
+	}
+	e.registered = true
+	e.mu.Unlock()
+	e.renewed(sent)
+	e.log.Info("instance registered", "name", e.cfg.Name)
+	return nil
+}
+
+// Run registers the instance (if needed) and runs the claim cycle every RenewInterval until
+// ctx ends. A failed cycle is logged and counted; the local deadline decides when repeated
+// failures mean the claims are lost. Run returns ctx's error; it does not release the claims
+// (call Shutdown once the work running under them has stopped).
+func (e *Engine) Run(ctx context.Context) error {
+	e.mu.Lock()
+	registered := e.registered
+	e.mu.Unlock()
+	if !registered {
+		if err := e.Register(ctx); err != nil {
+			return err
+		}
+	}
+	t := time.NewTicker(e.cfg.RenewInterval)
+	defer t.Stop()
+	for {
+		if _, err := e.Cycle(ctx); err != nil && ctx.Err() == nil {
+			e.log.Warn("claim cycle failed", "error", err)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+}
+
+// Held returns the claims this instance may work on now, sorted by service_id: none while its
+// local deadline has passed.
+func (e *Engine) Held() []Claim {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if !e.usableLocked() {
+		return nil
+	}
+	out := make([]Claim, 0, len(e.held))
+	for _, h := range e.held {
+		out = append(out, h.claim)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ServiceID < out[j].ServiceID })
+	return out
+}
+
+// Holds returns the claim on serviceID if this instance may work on it now.
+func (e *Engine) Holds(serviceID string) (Claim, bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	h, ok := e.held[serviceID]
+	if !ok || !e.usableLocked() {
+		return Claim{}, false
+	}
+	return h.claim, true
+}
+
+// Healthy reports whether the local deadline has not passed.
+func (e *Engine) Healthy() bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.registered && e.usableLocked()
+}
+
+// Deadline is the local (monotonic) deadline: the send time of the last successful renewal
+// plus LocalDeadline.
+func (e *Engine) Deadline() time.Time {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.deadline
+}
+
+// Share returns the fair-share figures of the last cycle.
+func (e *Engine) Share() Share {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.share
+}
+
+func (e *Engine) usableLocked() bool {
+	return !e.fenced && time.Now().Before(e.deadline)
+}
+
+// renewed records a successful renewal sent at sent and re-arms the fencing watchdog.
+func (e *Engine) renewed(sent time.Time) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.deadline = sent.Add(e.cfg.LocalDeadline)
+	if e.fenced {
+		e.log.Info("renewal succeeded again; claims will be re-read from the database")
+		e.fenced = false
+	}
+	wait := time.Until(e.deadline)
+	if e.watchdog == nil {
+		e.watchdog = time.AfterFunc(wait, e.checkDeadline)
+	} else {
+		e.watchdog.Reset(wait)
+	}
+}
+
+// checkDeadline runs when the local deadline may have passed. If it has, the instance fences
+// itself: every claim's context is cancelled and the claims are treated as lost.
+func (e *Engine) checkDeadline() {
+	e.mu.Lock()
+	if wait := time.Until(e.deadline); wait > 0 {
+		e.watchdog.Reset(wait)
+		e.mu.Unlock()
+		return
+	}
+	if e.fenced || !e.registered {
+		e.mu.Unlock()
+		return
+	}
+	e.fenced = true
+	lost := e.dropAllLocked()
+	e.mu.Unlock()
+	e.stats.deadlineFences.Add(1)
+	e.log.Error("local deadline passed without a renewal; fencing: no new submissions, in-flight ones cancelled",
+		"claims", len(lost))
+	e.notifyLost(lost, LossDeadline)
+}
+
+func (e *Engine) dropAllLocked() []Claim {
+	lost := make([]Claim, 0, len(e.held))
+	for id, h := range e.held {
+		h.cancel()
+		lost = append(lost, h.claim)
+		delete(e.held, id)
+	}
+	return lost
+}
+
+// lose drops c from the held set if it is still held with c's epoch.
+func (e *Engine) lose(c Claim, why LossReason) {
+	e.mu.Lock()
+	h, ok := e.held[c.ServiceID]
+	if !ok || h.claim.Epoch != c.Epoch {
+		e.mu.Unlock()
+		return
+	}
+	h.cancel()
+	delete(e.held, c.ServiceID)
+	e.mu.Unlock()
+	e.notifyLost([]Claim{c}, why)
+}
+
+func (e *Engine) notifyLost(lost []Claim, why LossReason) {
+	e.stats.lost.Add(int64(len(lost)))
+	for _, c := range lost {
+		e.log.Info("claim lost", "service_id", c.ServiceID, "epoch", c.Epoch, "reason", string(why))
+		if e.cfg.OnLost != nil {
+			e.cfg.OnLost(c, why)
+		}
+	}
+}
+
+func (e *Engine) notifyGained(gained []Claim) {
+	e.stats.gained.Add(int64(len(gained)))
+	for _, c := range gained {
+		e.log.Debug("claim gained", "service_id", c.ServiceID, "epoch", c.Epoch)
+		if e.cfg.OnGained != nil {
+			e.cfg.OnGained(c)
+		}
+	}
+}
+
+// dbNow returns the time a statement should judge by: nil (the database's now()) unless a
+// shift is set.
+func (e *Engine) dbNow(ctx context.Context, q Querier) (*time.Time, error) {
+	d := e.shift.Load()
+	if d == 0 {
+		return nil, nil
+	}
+	var t time.Time
+	if err := q.QueryRow(ctx, "SELECT now() + $1::bigint * interval '1 microsecond'", d/1000).Scan(&t); err != nil {
+		return nil, err
+	}
+	return &t, nil
+}
+
+// Shutdown releases every claim still held (each only if its epoch still matches) and
+// removes the instance from the registry, so that other instances take the claims on their
+// next cycle. Call it after the work running under the claims has stopped. It uses ctx
+// without its cancellation, bounded by a few seconds.
+func (e *Engine) Shutdown(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	e.mu.Lock()
+	claims := make([]Claim, 0, len(e.held))
+	for _, h := range e.held {
+		claims = append(claims, h.claim)
+	}
+	if e.watchdog != nil {
+		e.watchdog.Stop()
+	}
+	e.mu.Unlock()
+	released, err := e.release(ctx, e.pool, claims, "released", false)
+	for _, c := range claims {
+		e.lose(c, LossReleased)
+	}
+	if err != nil {
+		return fmt.Errorf("release claims: %w", err)
+	}
+	if _, err := e.q.InstanceDeregister(ctx, e.pool, e.cfg.InstanceID); err != nil {
+		return fmt.Errorf("deregister instance: %w", err)
+	}
+	e.mu.Lock()
+	e.registered = false
+	e.mu.Unlock()
+	e.log.Info("instance stopped; claims released", "released", released)
+	return nil
+}
+
+// release gives claims back with an epoch check and returns how many were released.
+func (e *Engine) release(ctx context.Context, q Querier, claims []Claim, event string, onlyIdle bool) (int, error) {
+	if len(claims) == 0 {
+		return 0, nil
+	}
+	p := db.ClaimsReleaseParams{Claimant: e.cfg.InstanceID, Event: event, OnlyIdle: onlyIdle}
+	for _, c := range claims {
+		p.ServiceIds = append(p.ServiceIds, c.ServiceID)
+		p.Epochs = append(p.Epochs, c.Epoch)
+	}
+	rows, err := e.q.ClaimsRelease(ctx, q, p)
+	if err != nil {
+		return 0, err
+	}
+	e.stats.released.Add(int64(len(rows)))
+	return len(rows), nil
+}

@@ -1,0 +1,85 @@
+package claims
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/batchclaim/batchclaim"
+	"github.com/batchclaim/batchclaim/internal/db"
+)
+
+// BeginSubmission marks c busy before a batch of it is posted: from now until EndSubmission
+// the claim survives expiry_1 (it can only be taken past expiry_2). It is refused with
+// batchclaim.ErrClaimLost when c is no longer held with its epoch, when the local deadline
+// has passed, or when the database clock says this instance's lease left phase one. Run it in
+// the same transaction as the batch's in-flight mark and commit before the POST.
+func (e *Engine) BeginSubmission(ctx context.Context, q Querier, c Claim) error {
+	if _, ok := e.current(c); !ok {
+		return fmt.Errorf("begin submission %s@%d: %w", c.ServiceID, c.Epoch, batchclaim.ErrClaimLost)
+	}
+	now, err := e.dbNow(ctx, q)
+	if err != nil {
+		return fmt.Errorf("begin submission: %w", err)
+	}
+	_, err = e.q.ClaimBeginSubmission(ctx, q, db.ClaimBeginSubmissionParams{
+		Now: now, ServiceID: c.ServiceID, Claimant: e.cfg.InstanceID, Epoch: c.Epoch,
+	})
+	return e.fenceResult("begin submission", c, err)
+}
+
+// EndSubmission clears the busy mark once the submission's outcome is recorded.
+func (e *Engine) EndSubmission(ctx context.Context, q Querier, c Claim) error {
+	n, err := e.q.ClaimEndSubmission(ctx, q, db.ClaimEndSubmissionParams{
+		ServiceID: c.ServiceID, Claimant: e.cfg.InstanceID, Epoch: c.Epoch,
+	})
+	if err == nil && n == 0 {
+		err = pgx.ErrNoRows
+	}
+	return e.fenceResult("end submission", c, err)
+}
+
+// Fence makes the caller's transaction conditional on c: it returns batchclaim.ErrClaimLost
+// if c is no longer held with its epoch, and otherwise locks the claim row until the
+// transaction ends, so that no takeover can commit in between. Call it first in every
+// transaction that writes about c's service_id.
+func (e *Engine) Fence(ctx context.Context, tx Querier, c Claim) error {
+	_, err := e.q.ClaimFence(ctx, tx, db.ClaimFenceParams{ServiceID: c.ServiceID, Claimant: e.cfg.InstanceID, Epoch: c.Epoch})
+	return e.fenceResult("fence", c, err)
+}
+
+func (e *Engine) fenceResult(op string, c Claim, err error) error {
+	if errors.Is(err, pgx.ErrNoRows) {
+		e.stats.staleWrites.Add(1)
+		e.lose(c, LossFenced)
+		return fmt.Errorf("%s %s@%d: %w", op, c.ServiceID, c.Epoch, batchclaim.ErrClaimLost)
+	}
+	if err != nil {
+		return fmt.Errorf("%s %s: %w", op, c.ServiceID, err)
+	}
+	return nil
+}
+
+// current returns the held claim for c's service_id if it has c's epoch and may be used.
+func (e *Engine) current(c Claim) (Claim, bool) {
+	h, ok := e.Holds(c.ServiceID)
+	if !ok || h.Epoch != c.Epoch {
+		return Claim{}, false
+	}
+	return h, true
+}
+
+// RegisterServiceIDs makes sure each service_id has a claim row, so that some instance will
+// claim it. It is cheap to call for ids that exist, and may run in the caller's transaction
+// (enqueue does this together with storing the batch).
+func RegisterServiceIDs(ctx context.Context, q Querier, ids ...string) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	if _, err := db.New().ClaimsRegister(ctx, q, ids); err != nil {
+		return fmt.Errorf("register service_ids: %w", err)
+	}
+	return nil
+}

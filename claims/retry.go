@@ -1,0 +1,64 @@
+package claims
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/cenkalti/backoff/v4"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// isSerializationFailure reports SQLSTATE 40001 (serialization_failure) or 40P01
+// (deadlock_detected): the transaction lost a race and may simply be run again.
+func isSerializationFailure(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && (pgErr.Code == "40001" || pgErr.Code == "40P01")
+}
+
+// newBackOff builds the jittered exponential backoff used between serialization retries.
+func newBackOff(ctx context.Context, maxTries int) backoff.BackOff {
+	b := backoff.NewExponentialBackOff()
+	b.InitialInterval = 5 * time.Millisecond
+	b.MaxInterval = 250 * time.Millisecond
+	b.RandomizationFactor = 0.5
+	b.MaxElapsedTime = 0 // bounded by tries
+	return backoff.WithContext(backoff.WithMaxRetries(b, uint64(maxTries)), ctx)
+}
+
+// serializable runs fn in a SERIALIZABLE transaction, again and again while it fails with a
+// serialization failure, up to maxTries retries. retried is called once per retry.
+func serializable(ctx context.Context, pool Pool, maxTries int, retried func(), fn func(pgx.Tx) error) error {
+	op := func() error {
+		err := runTx(ctx, pool, fn)
+		if err == nil {
+			return nil
+		}
+		if isSerializationFailure(err) {
+			retried()
+			return err
+		}
+		return backoff.Permanent(err)
+	}
+	if err := backoff.Retry(op, newBackOff(ctx, maxTries)); err != nil {
+		if isSerializationFailure(err) {
+			return fmt.Errorf("gave up after %d serialization retries: %w", maxTries, err)
+		}
+		return err
+	}
+	return nil
+}
+
+func runTx(ctx context.Context, pool Pool, fn func(pgx.Tx) error) error {
+	tx, err := pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.Serializable})
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // no-op after commit
+	if err := fn(tx); err != nil {
+		return err
+	}
+	return tx.Commit(ctx)
+}

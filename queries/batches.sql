@@ -1,0 +1,142 @@
+-- Batches. Every state change is one conditional UPDATE (expected state, and for an owner's
+-- writes the claim epoch), run in a transaction that first fenced the claim row.
+
+-- name: BatchInsert :one
+-- Idempotent on (service_id, batch_id): a batch stored twice keeps its first seq.
+INSERT INTO batches (service_id, batch_id, payload)
+VALUES (sqlc.arg(service_id), sqlc.arg(batch_id), sqlc.arg(payload))
+ON CONFLICT (service_id, batch_id) DO NOTHING
+RETURNING seq, created_at;
+
+-- name: BatchBySeq :one
+SELECT seq, service_id, batch_id, state, created_at FROM batches WHERE seq = sqlc.arg(seq);
+
+-- name: BatchLookup :one
+SELECT seq, state, created_at FROM batches
+WHERE service_id = sqlc.arg(service_id) AND batch_id = sqlc.arg(batch_id);
+
+-- name: BatchHeads :many
+-- The oldest unfinished batch of each given service_id (one index probe each), with what
+-- the queuer needs to decide whether it can go now, judged by the database clock. With
+-- skip_valid, VALID batches count as done for ordering (adapters whose VALID fixes order).
+SELECT h.seq, h.service_id, h.batch_id, h.payload, h.state, h.attempts, h.claim_epoch, h.claimant,
+       h.unknown_count,
+       (h.next_attempt_at IS NULL OR h.next_attempt_at <= now())::bool AS due,
+       EXTRACT(EPOCH FROM now() - COALESCE(h.status_updated_at, h.submitted_at, h.created_at))::float8 AS state_age_seconds
+FROM unnest(sqlc.arg(service_ids)::text[]) AS s(service_id)
+CROSS JOIN LATERAL (
+    SELECT b.* FROM batches b
+    WHERE b.service_id = s.service_id
+      AND b.state NOT IN ('COMMITTED', 'INVALID')
+      AND NOT (sqlc.arg(skip_valid)::bool AND b.state = 'VALID')
+    ORDER BY b.seq
+    LIMIT 1
+) h
+WHERE NOT EXISTS (SELECT 1 FROM service_halts x WHERE x.service_id = s.service_id);
+
+-- name: BatchMarkInflight :one
+-- Fenced by the caller (the claim row is locked by BeginSubmission in the same transaction).
+UPDATE batches
+SET state = 'INFLIGHT', attempts = attempts + 1, claimant = sqlc.arg(claimant)::uuid,
+    claim_epoch = sqlc.arg(epoch)::bigint, submitted_at = now(), updated_at = now(),
+    next_attempt_at = NULL
+WHERE seq = sqlc.arg(seq) AND state = sqlc.arg(expected_state)::text
+RETURNING attempts;
+
+-- name: AttemptStart :one
+INSERT INTO submission_attempts (seq, service_id, batch_id, instance_id, epoch, reason)
+VALUES (sqlc.arg(seq), sqlc.arg(service_id), sqlc.arg(batch_id), sqlc.arg(instance_id), sqlc.arg(epoch), sqlc.arg(reason))
+RETURNING id;
+
+-- name: AttemptFinish :exec
+UPDATE submission_attempts
+SET finished_at = now(), http_status = sqlc.narg(http_status), latency_ms = sqlc.arg(latency_ms),
+    outcome = sqlc.arg(outcome), error = sqlc.narg(error)
+WHERE id = sqlc.arg(id) AND finished_at IS NULL;
+
+-- name: BatchRecordOutcome :one
+-- The outcome of a POST by the epoch that marked it in flight. A late answer after a
+-- takeover matches no row (the new owner's mark changed claim_epoch or state).
+UPDATE batches
+SET state = sqlc.arg(new_state)::text,
+    dlt_status = COALESCE(sqlc.narg(dlt_status)::text, dlt_status),
+    status_updated_at = CASE WHEN sqlc.narg(dlt_status)::text IS NULL THEN status_updated_at ELSE now() END,
+    next_attempt_at = now() + sqlc.arg(retry_after_ms)::bigint * interval '1 millisecond',
+    last_error = sqlc.narg(last_error),
+    invalid_details = COALESCE(sqlc.narg(invalid_details)::jsonb, invalid_details),
+    unknown_count = CASE WHEN sqlc.arg(new_state)::text = 'UNKNOWN' THEN unknown_count ELSE 0 END,
+    updated_at = now()
+WHERE seq = sqlc.arg(seq) AND state = 'INFLIGHT' AND claim_epoch = sqlc.arg(epoch)::bigint
+  AND claimant = sqlc.arg(claimant)::uuid
+RETURNING EXTRACT(EPOCH FROM now() - created_at)::float8 AS age_seconds;
+
+-- name: BatchRecordStatus :one
+-- A status the ledger reported for a batch of a claimed service_id. Fenced by the caller.
+UPDATE batches
+SET state = sqlc.arg(new_state)::text,
+    dlt_status = sqlc.arg(dlt_status)::text,
+    status_updated_at = now(),
+    unknown_count = CASE WHEN sqlc.arg(dlt_status)::text = 'UNKNOWN' THEN unknown_count + 1 ELSE 0 END,
+    invalid_details = COALESCE(sqlc.narg(invalid_details)::jsonb, invalid_details),
+    claimant = sqlc.arg(claimant)::uuid, claim_epoch = sqlc.arg(epoch)::bigint,
+    updated_at = now()
+WHERE seq = sqlc.arg(seq) AND state = sqlc.arg(expected_state)::text
+RETURNING state, EXTRACT(EPOCH FROM now() - created_at)::float8 AS age_seconds;
+
+-- name: TransitionLog :exec
+INSERT INTO batch_transitions (seq, from_state, to_state, instance_id, epoch, detail)
+VALUES (sqlc.arg(seq), sqlc.narg(from_state), sqlc.arg(to_state), sqlc.arg(instance_id), sqlc.arg(epoch), sqlc.narg(detail));
+
+-- name: BatchesToPoll :many
+-- Batches whose outcome the ledger still has to tell, of the given (claimed) service_ids:
+-- accepted (PENDING), executed (VALID) or unknown.
+SELECT b.seq, b.service_id, b.batch_id, b.state
+FROM batches b
+WHERE b.service_id = ANY(sqlc.arg(service_ids)::text[])
+  AND b.state IN ('PENDING', 'VALID', 'UNKNOWN')
+ORDER BY b.service_id, b.seq
+LIMIT sqlc.arg(max_rows);
+
+-- name: ServiceHalt :exec
+INSERT INTO service_halts (service_id, seq, reason) VALUES (sqlc.arg(service_id), sqlc.arg(seq), sqlc.arg(reason))
+ON CONFLICT (service_id) DO NOTHING;
+
+-- name: BatchStatusesByID :many
+-- For the ingest API's GET /batch_statuses.
+SELECT batch_id, service_id, state, dlt_status, invalid_details
+FROM batches WHERE batch_id = ANY(sqlc.arg(batch_ids)::text[]);
+
+-- name: BatchStateCounts :many
+SELECT service_id, state, count(*)::bigint AS batches,
+       COALESCE(EXTRACT(EPOCH FROM now() - min(created_at) FILTER (WHERE state NOT IN ('COMMITTED', 'INVALID'))), 0)::float8 AS oldest_open_seconds
+FROM batches
+GROUP BY service_id, state
+ORDER BY service_id, state;
+
+-- name: BatchStateTotals :many
+SELECT state, count(*)::bigint AS batches FROM batches GROUP BY state;
+
+-- name: ServiceHalts :many
+SELECT service_id, seq, reason, at FROM service_halts ORDER BY service_id;
+
+-- name: InstanceProgress :many
+-- Per instance: claims held, batches it has in flight, batches it recorded COMMITTED.
+SELECT i.id, i.name,
+       (SELECT count(*) FROM service_id_claims c WHERE c.claimant = i.id)::bigint AS claims,
+       (SELECT count(*) FROM batches b WHERE b.state = 'INFLIGHT' AND b.claimant = i.id)::bigint AS in_flight,
+       (SELECT count(*) FROM batch_transitions t WHERE t.to_state = 'COMMITTED' AND t.instance_id = i.id)::bigint AS committed
+FROM instances i
+ORDER BY i.name;
+
+-- name: DuplicateExplainers :many
+-- Per batch: how many of its submissions had an outcome nobody saw (unknown, or never
+-- recorded because the submitter died, hung or lost its claim) and how many times the ledger
+-- said it did not know an accepted batch. Each one explains one more POST of the batch.
+SELECT b.batch_id,
+       ((SELECT count(*) FROM submission_attempts a WHERE a.seq = b.seq AND (a.outcome IS NULL OR a.outcome = 'unknown'))
+      + (SELECT count(*) FROM batch_transitions t WHERE t.seq = b.seq AND t.to_state = 'UNKNOWN'
+           AND t.from_state IN ('PENDING', 'VALID')))::bigint AS explainers
+FROM batches b;
+
+-- name: BatchSeqs :many
+SELECT batch_id, service_id, seq, state FROM batches;
