@@ -76,7 +76,7 @@ func (e *Engine) Cycle(ctx context.Context) (CycleReport, error) {
 	e.mu.Unlock()
 
 	var dbHeld []db.ClaimsHeldRow
-	err = serializable(ctx, e.pool, e.cfg.MaxSerializationRetries, func() {
+	err = serializable(ctx, e.pool, e.cfg.MaxSerializationRetries, e.GuardTx, func() {
 		rep.Retries++
 		e.stats.serializationRetries.Add(1)
 	}, func(tx pgx.Tx) error {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -70,6 +72,23 @@ func (e *Engine) current(c Claim) (Claim, bool) {
 	}
 	return h, true
 }
+
+// GuardTx bounds, for the rest of the transaction on q, how long a statement waits for a lock
+// (lock_timeout = R) and how long the server keeps the transaction open while the client is
+// silent (idle_in_transaction_session_timeout = T1/5). The second matters when an instance
+// is paused or cut off in the middle of a transaction: the server ends that transaction and
+// frees its locks long before expiry_1, so the others are never blocked behind a stalled
+// instance. Every transaction that writes claim or batch rows should call it first.
+func (e *Engine) GuardTx(ctx context.Context, q Querier) error {
+	_, err := q.Exec(ctx, "SELECT set_config('lock_timeout', $1, true), set_config('idle_in_transaction_session_timeout', $2, true)",
+		ms(e.cfg.RenewInterval), ms(max(e.cfg.Expiry1/5, 100*time.Millisecond)))
+	if err != nil {
+		return fmt.Errorf("set transaction timeouts: %w", err)
+	}
+	return nil
+}
+
+func ms(d time.Duration) string { return strconv.FormatInt(d.Milliseconds(), 10) }
 
 // RegisterServiceIDs makes sure each service_id has a claim row, so that some instance will
 // claim it. It is cheap to call for ids that exist, and may run in the caller's transaction

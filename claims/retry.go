@@ -30,9 +30,9 @@ func newBackOff(ctx context.Context, maxTries int) backoff.BackOff {
 
 // serializable runs fn in a SERIALIZABLE transaction, again and again while it fails with a
 // serialization failure, up to maxTries retries. retried is called once per retry.
-func serializable(ctx context.Context, pool Pool, maxTries int, retried func(), fn func(pgx.Tx) error) error {
+func serializable(ctx context.Context, pool Pool, maxTries int, guard func(context.Context, Querier) error, retried func(), fn func(pgx.Tx) error) error {
 	op := func() error {
-		err := runTx(ctx, pool, fn)
+		err := runTx(ctx, pool, guard, fn)
 		if err == nil {
 			return nil
 		}
@@ -51,12 +51,15 @@ func serializable(ctx context.Context, pool Pool, maxTries int, retried func(), 
 	return nil
 }
 
-func runTx(ctx context.Context, pool Pool, fn func(pgx.Tx) error) error {
+func runTx(ctx context.Context, pool Pool, guard func(context.Context, Querier) error, fn func(pgx.Tx) error) error {
 	tx, err := pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.Serializable})
 	if err != nil {
 		return err
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // no-op after commit
+	if err := guard(ctx, tx); err != nil {
+		return err
+	}
 	if err := fn(tx); err != nil {
 		return err
 	}
