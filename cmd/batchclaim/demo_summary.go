@@ -1,0 +1,60 @@
+package main
+
+import (
+	"context"
+	"time"
+
+	"github.com/batchclaim/batchclaim/dlt/dltsim"
+	"github.com/batchclaim/batchclaim/internal/db"
+	"github.com/batchclaim/batchclaim/internal/history"
+)
+
+// summarize checks the run against the ledger's record.
+func (d *demoRun) summarize(ctx context.Context) (summary, error) {
+	s := summary{Instances: d.cfg.instances, ServiceIDs: d.cfg.serviceIDs, Flavor: string(d.cfg.flavor),
+		Faults: d.faults, DurationSeconds: time.Since(d.start).Seconds()}
+	rep, err := history.Check(ctx, d.pool, simLedger(d.sim))
+	if err != nil {
+		return s, err
+	}
+	s.BatchesTotal, s.Committed, s.Invalid, s.Lost = rep.Batches, rep.Committed, rep.Invalid, rep.Lost
+	s.OrderViolations, s.DuplicatePosts, s.DuplicatePostsUnexplained = rep.OrderViolations, rep.DuplicatePosts, rep.DuplicatePostsUnexplained
+	s.Posts = len(d.sim.Posts())
+	for _, p := range rep.Problems {
+		d.out.Write([]byte("  problem: " + p + "\n")) //nolint:errcheck
+	}
+	for _, k := range d.kids {
+		s.StaleWritesRejected += k.stale
+	}
+	q := db.New()
+	n, err := q.TakeoverCount(ctx, d.pool)
+	if err != nil {
+		return s, err
+	}
+	s.Takeovers = int(n)
+	for _, v := range d.victims {
+		delays, err := q.TakeoverDelays(ctx, d.pool, db.TakeoverDelaysParams{Since: v.at, InstanceID: v.id})
+		if err != nil {
+			return s, err
+		}
+		for _, dl := range delays {
+			if dl.Seconds < 0 {
+				dl.Seconds = s.DurationSeconds // never taken back
+			}
+			s.MaxTakeoverSeconds = max(s.MaxTakeoverSeconds, dl.Seconds)
+		}
+	}
+	return s, nil
+}
+
+// simLedger turns the simulator's record into what history.Check compares with.
+func simLedger(sim *dltsim.Sim) history.Ledger {
+	l := history.Ledger{Committed: sim.Committed(), Effective: map[string]int{}, Status: sim.Status}
+	for _, p := range sim.Posts() {
+		switch p.Effect {
+		case "accepted", "duplicate", "dropped-response":
+			l.Effective[p.BatchID]++
+		}
+	}
+	return l
+}

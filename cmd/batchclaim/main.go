@@ -1,0 +1,143 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"sort"
+	"strings"
+	"syscall"
+
+	"github.com/batchclaim/batchclaim/dlt/dltsim"
+)
+
+// command is one subcommand of the CLI.
+type command struct {
+	summary string
+	hidden  bool
+	run     func(ctx context.Context, args []string, stdout, stderr io.Writer) error
+}
+
+var commands map[string]command
+
+func init() {
+	commands = map[string]command{
+		"migrate": {summary: "apply, revert or show the schema version (up | down [N] | version)", run: runMigrate},
+		"status":  {summary: "show instances, claims and batches", run: runStatus},
+		"run":     {summary: "run an instance: claim service_ids and work on them", run: runDaemon},
+		"demo":    {summary: "the whole story on a throwaway database: instances, a ledger simulator, faults", run: runDemo},
+		"enqueue": {summary: "store the batches of a BatchList for a service_id", run: runEnqueue},
+		"dlt-sim": {summary: "run the ledger simulator (Sawtooth REST API or Splinter scabbard)", run: dltsim.Command},
+	}
+}
+
+// errUsage marks errors for which the command's usage was already printed.
+var errUsage = errors.New("usage")
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := realMain(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+func realMain(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		usage(stdout)
+		if len(args) == 0 {
+			return 2
+		}
+		return 0
+	}
+	cmd, ok := commands[args[0]]
+	if !ok {
+		fmt.Fprintf(stderr, "batchclaim: unknown command %q (see batchclaim --help)\n", args[0])
+		return 2
+	}
+	err := cmd.run(ctx, args[1:], stdout, stderr)
+	switch {
+	case err == nil, errors.Is(err, flag.ErrHelp):
+		return 0
+	case errors.Is(err, errUsage):
+		return 2
+	case errors.Is(err, context.Canceled) && ctx.Err() != nil:
+		return 130
+	}
+	fmt.Fprintf(stderr, "batchclaim %s: %s\n", args[0], oneLine(err))
+	var ec exitCoder
+	if errors.As(err, &ec) {
+		return ec.ExitCode()
+	}
+	return 1
+}
+
+type exitCoder interface{ ExitCode() int }
+
+func usage(w io.Writer) {
+	fmt.Fprintf(w, "batchclaim distributes batch submission across instances through claims in Postgres.\n\n")
+	fmt.Fprintf(w, "Usage: batchclaim COMMAND [flags]\n\nCommands:\n")
+	names := make([]string, 0, len(commands))
+	for n, c := range commands {
+		if !c.hidden {
+			names = append(names, n)
+		}
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		fmt.Fprintf(w, "  %-9s %s\n", n, commands[n].summary)
+	}
+	fmt.Fprintf(w, "\nRun 'batchclaim COMMAND --help' for a command's flags.\n")
+	fmt.Fprintf(w, "The database comes from --database-url or DATABASE_URL.\n")
+}
+
+// newFlagSet returns a FlagSet whose usage text starts with synopsis and describe.
+func newFlagSet(name, synopsis, describe string, stderr io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "Usage: batchclaim %s %s\n\n%s\n\nFlags:\n", name, synopsis, describe)
+		fs.PrintDefaults()
+	}
+	return fs
+}
+
+// parse parses args, fills flags left unset from BATCHCLAIM_<FLAG> environment variables (and
+// --database-url from DATABASE_URL), and turns flag errors into errUsage.
+func parse(fs *flag.FlagSet, args []string) error {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return errUsage
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	var err error
+	fs.VisitAll(func(f *flag.Flag) {
+		if set[f.Name] || err != nil {
+			return
+		}
+		env := "BATCHCLAIM_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
+		v, ok := os.LookupEnv(env)
+		if !ok && f.Name == "database-url" {
+			env = "DATABASE_URL"
+			v, ok = os.LookupEnv(env)
+		}
+		if ok {
+			if e := fs.Set(f.Name, v); e != nil {
+				err = fmt.Errorf("environment %s=%q: %w", env, v, e)
+			}
+		}
+	})
+	return err
+}
+
+func errorf(format string, a ...any) error { return fmt.Errorf(format, a...) }
+
+func oneLine(err error) string {
+	return strings.Join(strings.Fields(strings.ReplaceAll(err.Error(), "\n", "; ")), " ")
+}

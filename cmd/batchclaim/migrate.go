@@ -1,0 +1,66 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strconv"
+
+	"github.com/batchclaim/batchclaim/migrations"
+)
+
+func runMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("migrate", "up | down [N] | version [flags]",
+		"Applies the embedded schema migrations (up), reverts N of them (down N; down alone reverts\none, down 0 reverts all), or prints the applied version (version).", stderr)
+	dbURL := dbFlag(fs)
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	rest := fs.Args()
+	if len(rest) == 0 {
+		fs.Usage()
+		return errUsage
+	}
+	// Flags may also follow the action: migrate up --database-url ...
+	if err := parse(fs, rest[1:]); err != nil {
+		return err
+	}
+	action, rest := rest[0], fs.Args()
+	if err := checkURL(ctx, *dbURL); err != nil {
+		return err
+	}
+	latest, err := migrations.Latest()
+	if err != nil {
+		return err
+	}
+	switch action {
+	case "up":
+		if err := migrations.Up(ctx, *dbURL); err != nil {
+			return fmt.Errorf("migrate up: %w", err)
+		}
+	case "down":
+		steps := 1
+		if len(rest) > 0 {
+			if steps, err = strconv.Atoi(rest[0]); err != nil || steps < 0 {
+				return fmt.Errorf("down takes a number of steps >= 0, got %q", rest[0])
+			}
+		}
+		if err := migrations.Down(ctx, *dbURL, steps); err != nil {
+			return fmt.Errorf("migrate down: %w", err)
+		}
+	case "version":
+	default:
+		fs.Usage()
+		return errUsage
+	}
+	v, dirty, err := migrations.Version(ctx, *dbURL)
+	if err != nil {
+		return err
+	}
+	state := "clean"
+	if dirty {
+		state = "DIRTY: a migration failed halfway; fix the schema by hand, then force the version"
+	}
+	fmt.Fprintf(stdout, "schema version %d of %d (%s)\n", v, latest, state)
+	return nil
+}

@@ -1,0 +1,152 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/batchclaim/batchclaim/claims"
+	"github.com/batchclaim/batchclaim/dlt"
+	"github.com/batchclaim/batchclaim/ingest"
+	"github.com/batchclaim/batchclaim/node"
+	"github.com/batchclaim/batchclaim/observer"
+	"github.com/batchclaim/batchclaim/queuer"
+	"github.com/batchclaim/batchclaim/submitter"
+)
+
+// timingFlags registers the claim engine's timing knobs.
+func timingFlags(fs *flag.FlagSet, c *claims.Config) {
+	fs.DurationVar(&c.RenewInterval, "renew-interval", 0, "R: how often the lease is renewed and the claim cycle runs (default min(5s, expiry-1/6))")
+	fs.DurationVar(&c.LocalDeadline, "local-deadline", 0, "D: fence this instance if no renewal succeeded for this long (default 2/3 of expiry-1)")
+	fs.DurationVar(&c.Expiry1, "expiry-1", 0, "T1: idle claims of an instance silent this long may be taken (default 30s)")
+	fs.DurationVar(&c.Expiry2, "expiry-2", 0, "T2: all claims of an instance silent this long may be taken (default 4 x expiry-1)")
+	fs.DurationVar(&c.MaxSubmission, "submit-timeout", 0, "S: longest one submission may take (default min(60s, expiry-2 - local-deadline - margin))")
+	fs.DurationVar(&c.StopTime, "stop-time", 0, "time needed to stop starting submissions once fenced (default expiry-1/10)")
+	fs.DurationVar(&c.Margin, "margin", 0, "safety margin for latency and clock-rate differences (default expiry-1/10)")
+	fs.IntVar(&c.ShareSlack, "share-slack", 0, "claims an instance may hold over its fair share before releasing surplus")
+}
+
+// logFlags registers --log-level and --log-format and returns a constructor.
+func logFlags(fs *flag.FlagSet) func(w io.Writer) (*slog.Logger, error) {
+	level := fs.String("log-level", "info", "debug | info | warn | error")
+	format := fs.String("log-format", "text", "text | json")
+	return func(w io.Writer) (*slog.Logger, error) {
+		var l slog.Level
+		if err := l.UnmarshalText([]byte(*level)); err != nil {
+			return nil, fmt.Errorf("--log-level %q: want debug, info, warn or error", *level)
+		}
+		opts := &slog.HandlerOptions{Level: l}
+		switch strings.ToLower(*format) {
+		case "text":
+			return slog.New(slog.NewTextHandler(w, opts)), nil
+		case "json":
+			return slog.New(slog.NewJSONHandler(w, opts)), nil
+		}
+		return nil, fmt.Errorf("--log-format %q: want text or json", *format)
+	}
+}
+
+func runDaemon(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("run", "[flags]",
+		"Runs one instance: registers it, keeps its lease, claims its fair share of service_ids,\n"+
+			"submits their batches to the ledger in order and records every status, until SIGTERM or\n"+
+			"SIGINT; then it stops taking work, lets submissions in flight finish and releases its\n"+
+			"claims. Every flag can also be set through BATCHCLAIM_<FLAG> (e.g. BATCHCLAIM_EXPIRY_1=3s).", stderr)
+	dbURL := dbFlag(fs)
+	var cfg node.Config
+	fs.StringVar(&cfg.Claims.Name, "instance-name", "", "name shown by status (default <host>-<pid>)")
+	timingFlags(fs, &cfg.Claims)
+	dltURL := fs.String("dlt-url", "", "ledger REST API base URL (Sawtooth REST API, or the Splinter node for scabbard)")
+	flavor := fs.String("dlt-flavor", "sawtooth", "sawtooth | scabbard")
+	circuit := fs.String("scabbard-circuit", "", "scabbard circuit id (scabbard only)")
+	service := fs.String("scabbard-service", "", "scabbard service id (scabbard only)")
+	auth := fs.String("dlt-authorization", "", "Authorization header value for the ledger, if it needs one")
+	fs.StringVar(&cfg.Listen, "listen", "127.0.0.1:8080", "HTTP address for /healthz, /readyz, /metrics and the ingest API (empty: none)")
+	fs.IntVar(&cfg.Workers, "workers", submitter.WorkersDefault, "concurrent submissions")
+	fs.DurationVar(&cfg.PollInterval, "poll-interval", observer.PollIntervalDefault, "how often the ledger is asked about accepted batches")
+	fs.DurationVar(&cfg.UnknownGrace, "unknown-grace", queuer.UnknownGraceDefault, "resubmit a batch the ledger does not know after this long")
+	fs.IntVar(&cfg.UnknownAnswers, "unknown-answers", queuer.UnknownAnswersDefault, "... or after this many consecutive UNKNOWN answers")
+	fs.DurationVar(&cfg.BackoffBase, "backoff-base", submitter.BackoffBaseDefault, "first delay after ledger back-pressure (doubles per attempt, jittered)")
+	fs.DurationVar(&cfg.BackoffMax, "backoff-max", submitter.BackoffMaxDefault, "longest delay after ledger back-pressure")
+	fs.BoolVar(&cfg.HaltOnInvalid, "halt-on-invalid", false, "stop a service_id after an INVALID batch (default: skip the batch, go on)")
+	fs.Int64Var(&cfg.MaxBody, "max-body", ingest.MaxBodyDefault, "largest ingest request body in bytes")
+	claimsOnly := fs.Bool("claims-only", false, "only hold claims (no ledger, no batches): for trying out the claim engine")
+	newLogger := logFlags(fs)
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	logger, err := newLogger(stderr)
+	if err != nil {
+		return err
+	}
+	cfg.Logger, cfg.Claims.Logger, cfg.Claims.Version = logger, logger, version
+	timings, err := cfg.Claims.Resolve()
+	if err != nil {
+		return err
+	}
+	var client dlt.Client
+	if !*claimsOnly {
+		if *dltURL == "" {
+			return errorf("--dlt-url is required (the ledger to submit to), or --claims-only")
+		}
+		fl, err := dlt.ParseFlavor(*flavor)
+		if err != nil {
+			return err
+		}
+		client, err = dlt.NewClient(dlt.Config{Flavor: fl, URL: *dltURL, Circuit: *circuit, Service: *service,
+			Authorization: *auth, RequestTimeout: timings.MaxSubmission, Logger: logger})
+		if err != nil {
+			return err
+		}
+	}
+	pool, err := openPool(ctx, *dbURL, 0)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	if *claimsOnly {
+		return runClaimsOnly(ctx, pool, cfg.Claims, logger)
+	}
+	cfg.Submitter, cfg.Statuses, cfg.SkipValid = node.DLTSubmitter(client), node.DLTStatuses(client), client.OrderedOnValid()
+	n, err := node.New(pool, cfg)
+	if err != nil {
+		return err
+	}
+	logger.Info("starting", "instance_id", n.Engine().InstanceID().String(), "name", n.Engine().Name(), "pid", os.Getpid(),
+		"dlt", *dltURL, "flavor", *flavor, "renew_interval", timings.RenewInterval, "local_deadline", timings.LocalDeadline,
+		"expiry_1", timings.Expiry1, "expiry_2", timings.Expiry2, "submit_timeout", timings.MaxSubmission)
+	return n.Run(ctx)
+}
+
+func runClaimsOnly(ctx context.Context, pool *pgxpool.Pool, cfg claims.Config, logger *slog.Logger) error {
+	engine, err := claims.New(pool, cfg)
+	if err != nil {
+		return err
+	}
+	logger.Info("starting (claims only)", "instance_id", engine.InstanceID().String(), "name", engine.Name(), "pid", os.Getpid())
+	err = engine.Run(ctx)
+	if ctx.Err() == nil {
+		return err
+	}
+	logger.Info("stopping: releasing claims")
+	return engine.Shutdown(ctx)
+}
+
+const version = "0.1.0"
+
+func fmtTime(t *time.Time) string {
+	if t == nil {
+		return "-"
+	}
+	return t.Format("15:04:05.000")
+}

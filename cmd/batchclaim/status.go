@@ -1,0 +1,169 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/batchclaim/batchclaim"
+	"github.com/batchclaim/batchclaim/claims"
+	"github.com/batchclaim/batchclaim/internal/db"
+)
+
+func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("status", "[flags]",
+		"Shows the registered instances (heartbeat age by the database clock, lease phase, claims\nheld), the number of service_ids and how many are unclaimed, batches by state, the service_ids\nwith unfinished batches (oldest first) and halted service_ids.", stderr)
+	dbURL := dbFlag(fs)
+	asJSON := fs.Bool("json", false, "print one JSON object instead of tables")
+	listClaims := fs.Int("claims", 0, "also list up to N claims with their effective expiries (-1: all)")
+	listServices := fs.Int("services", 20, "list up to N service_ids with unfinished batches, oldest first (-1: all)")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	pool, err := openPool(ctx, *dbURL, 2)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	snap, err := claims.ReadSnapshot(ctx, pool, *listClaims)
+	if err != nil {
+		return err
+	}
+	work, err := readBatchStatus(ctx, pool, *listServices)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(struct {
+			claims.Snapshot
+			Batches batchStatus `json:"batches"`
+		}{snap, work})
+	}
+	printSnapshot(stdout, snap)
+	work.print(stdout)
+	return nil
+}
+
+// batchStatus is the batch part of `status`.
+type batchStatus struct {
+	ByState           map[string]int64 `json:"by_state"`
+	OldestOpenSeconds float64          `json:"oldest_open_seconds"`
+	OpenServices      int              `json:"open_services"`
+	Services          []serviceStatus  `json:"services"`
+	Halted            []haltStatus     `json:"halted"`
+}
+
+type serviceStatus struct {
+	ServiceID         string           `json:"service_id"`
+	ByState           map[string]int64 `json:"by_state"`
+	OldestOpenSeconds float64          `json:"oldest_open_seconds"`
+}
+
+type haltStatus struct {
+	ServiceID string    `json:"service_id"`
+	Seq       int64     `json:"seq"`
+	Reason    string    `json:"reason"`
+	At        time.Time `json:"at"`
+}
+
+func readBatchStatus(ctx context.Context, q db.DBTX, maxServices int) (batchStatus, error) {
+	qs := db.New()
+	rows, err := qs.BatchStateCounts(ctx, q)
+	if err != nil {
+		return batchStatus{}, fmt.Errorf("count batches: %w", err)
+	}
+	out := batchStatus{ByState: map[string]int64{}, Services: []serviceStatus{}, Halted: []haltStatus{}}
+	per := map[string]*serviceStatus{}
+	var order []string
+	for _, r := range rows {
+		out.ByState[r.State] += r.Batches
+		s := per[r.ServiceID]
+		if s == nil {
+			s = &serviceStatus{ServiceID: r.ServiceID, ByState: map[string]int64{}}
+			per[r.ServiceID] = s
+			order = append(order, r.ServiceID)
+		}
+		s.ByState[r.State] = r.Batches
+		s.OldestOpenSeconds = max(s.OldestOpenSeconds, r.OldestOpenSeconds)
+	}
+	var open []serviceStatus
+	for _, id := range order {
+		if s := per[id]; s.OldestOpenSeconds > 0 {
+			open = append(open, *s)
+			out.OldestOpenSeconds = max(out.OldestOpenSeconds, s.OldestOpenSeconds)
+		}
+	}
+	sort.Slice(open, func(i, j int) bool { return open[i].OldestOpenSeconds > open[j].OldestOpenSeconds })
+	out.OpenServices = len(open)
+	if maxServices >= 0 && len(open) > maxServices {
+		open = open[:maxServices]
+	}
+	out.Services = append(out.Services, open...)
+	halts, err := qs.ServiceHalts(ctx, q)
+	if err != nil {
+		return out, fmt.Errorf("read halted services: %w", err)
+	}
+	for _, h := range halts {
+		out.Halted = append(out.Halted, haltStatus{h.ServiceID, h.Seq, h.Reason, h.At})
+	}
+	return out, nil
+}
+
+func (b batchStatus) print(w io.Writer) {
+	var parts []string
+	for _, st := range batchclaim.States {
+		if n := b.ByState[string(st)]; n > 0 {
+			parts = append(parts, fmt.Sprintf("%s %d", st, n))
+		}
+	}
+	if len(parts) == 0 {
+		parts = []string{"none"}
+	}
+	fmt.Fprintf(w, "\nbatches: %s\n", strings.Join(parts, ", "))
+	fmt.Fprintf(w, "service_ids with unfinished batches: %d; oldest unfinished batch: %.1fs\n", b.OpenServices, b.OldestOpenSeconds)
+	if len(b.Services) > 0 {
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "SERVICE_ID\tOLDEST OPEN\tBATCHES BY STATE")
+		for _, s := range b.Services {
+			var st []string
+			for _, k := range batchclaim.States {
+				if n := s.ByState[string(k)]; n > 0 {
+					st = append(st, fmt.Sprintf("%s %d", k, n))
+				}
+			}
+			fmt.Fprintf(tw, "%s\t%.1fs\t%s\n", s.ServiceID, s.OldestOpenSeconds, strings.Join(st, ", "))
+		}
+		tw.Flush()
+	}
+	for _, h := range b.Halted {
+		fmt.Fprintf(w, "HALTED %s at seq %d since %s: %s (delete its service_halts row to resume)\n", h.ServiceID, h.Seq, h.At.Format(time.RFC3339), h.Reason)
+	}
+}
+
+func printSnapshot(w io.Writer, s claims.Snapshot) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "INSTANCE\tHOST\tHEARTBEAT AGE\tLEASE\tCLAIMS")
+	for _, i := range s.Instances {
+		fmt.Fprintf(tw, "%s\t%s\t%.1fs\t%s\t%d\n", i.Name, i.Host, i.HeartbeatAgeSeconds, i.Phase, i.Claims)
+	}
+	tw.Flush()
+	fmt.Fprintf(w, "\nservice_ids: %d, unclaimed: %d\n", s.ServiceIDs, s.Unclaimed)
+	if len(s.Claims) == 0 {
+		return
+	}
+	fmt.Fprintln(w)
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "SERVICE_ID\tOWNER\tEPOCH\tPHASE\tEXPIRY_1\tEXPIRY_2\tSUBMITTING SINCE")
+	for _, c := range s.Claims {
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\n", c.ServiceID, c.ClaimantName, c.Epoch, c.Phase,
+			fmtTime(c.Expiry1), fmtTime(c.Expiry2), fmtTime(c.SubmittingSince))
+	}
+	tw.Flush()
+}

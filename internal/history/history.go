@@ -1,0 +1,116 @@
+package history
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/batchclaim/batchclaim"
+	"github.com/batchclaim/batchclaim/claims"
+	"github.com/batchclaim/batchclaim/internal/db"
+)
+
+// Ledger is the ledger's record (a dltsim.Sim).
+type Ledger struct {
+	// Committed lists batch ids in the order the ledger committed them.
+	Committed []string
+	// Effective counts, per batch id, the POSTs that reached the ledger and took effect or
+	// found the batch already known (posts refused with 429/503 or timed out are not counted).
+	Effective map[string]int
+	// Status reports the ledger's current status of a batch id.
+	Status func(id string) batchclaim.Status
+}
+
+// Report is what Check found.
+type Report struct {
+	Batches, Committed, Invalid, Open int
+	// Lost: batches not finished, or recorded COMMITTED that the ledger does not have.
+	Lost int
+	// OrderViolations: batches the ledger committed before an earlier batch (by seq) of the
+	// same service_id.
+	OrderViolations int
+	// DuplicatePosts: POSTs of a batch after the first that took effect.
+	DuplicatePosts int
+	// DuplicatePostsUnexplained: duplicates not explained by an earlier submission whose
+	// outcome nobody saw, or by the ledger saying it did not know an accepted batch.
+	DuplicatePostsUnexplained int
+	Problems                  []string // the first few, for messages
+}
+
+func (r *Report) problem(format string, a ...any) {
+	if len(r.Problems) < 20 {
+		r.Problems = append(r.Problems, fmt.Sprintf(format, a...))
+	}
+}
+
+// Check compares the database with the ledger's record.
+func Check(ctx context.Context, q claims.Querier, l Ledger) (Report, error) {
+	var r Report
+	qs := db.New()
+	rows, err := qs.BatchSeqs(ctx, q)
+	if err != nil {
+		return r, err
+	}
+	type info struct {
+		svc   string
+		seq   int64
+		state batchclaim.State
+	}
+	byID := make(map[string]info, len(rows))
+	for _, b := range rows {
+		st := batchclaim.State(b.State)
+		byID[b.BatchID] = info{b.ServiceID, b.Seq, st}
+		r.Batches++
+		switch {
+		case st == batchclaim.StateCommitted:
+			r.Committed++
+			if l.Status != nil && l.Status(b.BatchID) != batchclaim.StatusCommitted {
+				r.Lost++
+				r.problem("batch %s (%s seq %d) recorded COMMITTED but the ledger says %s", short(b.BatchID), b.ServiceID, b.Seq, l.Status(b.BatchID))
+			}
+		case st == batchclaim.StateInvalid:
+			r.Invalid++
+		default:
+			r.Open++
+			r.Lost++
+			r.problem("batch %s (%s seq %d) not finished: %s", short(b.BatchID), b.ServiceID, b.Seq, st)
+		}
+	}
+	last := map[string]int64{}
+	for _, id := range l.Committed {
+		b, ok := byID[id]
+		if !ok {
+			continue
+		}
+		if b.seq < last[b.svc] {
+			r.OrderViolations++
+			r.problem("%s: seq %d committed after seq %d", b.svc, b.seq, last[b.svc])
+		}
+		last[b.svc] = max(last[b.svc], b.seq)
+	}
+	expl, err := qs.DuplicateExplainers(ctx, q)
+	if err != nil {
+		return r, err
+	}
+	explainers := make(map[string]int, len(expl))
+	for _, e := range expl {
+		explainers[e.BatchID] = int(e.Explainers)
+	}
+	for id, n := range l.Effective {
+		if n <= 1 {
+			continue
+		}
+		r.DuplicatePosts += n - 1
+		if u := n - 1 - explainers[id]; u > 0 {
+			r.DuplicatePostsUnexplained += u
+			r.problem("batch %s posted %d times with %d unknown outcomes to explain it", short(id), n, explainers[id])
+		}
+	}
+	return r, nil
+}
+
+func short(id string) string {
+	if len(id) > 12 {
+		return id[:12]
+	}
+	return id
+}

@@ -1,0 +1,53 @@
+package node
+
+import (
+	"context"
+	"encoding/json"
+
+	"github.com/batchclaim/batchclaim"
+	"github.com/batchclaim/batchclaim/dlt"
+	"github.com/batchclaim/batchclaim/observer"
+	"github.com/batchclaim/batchclaim/submitter"
+)
+
+// DLTSubmitter posts batches (their payload is a BatchList) through a ledger adapter.
+func DLTSubmitter(c dlt.Client) submitter.Submitter {
+	return submitter.SubmitterFunc(func(ctx context.Context, b batchclaim.Batch) (batchclaim.Result, error) {
+		res, err := c.Post(ctx, b.Payload)
+		if err != nil {
+			return batchclaim.Result{}, err
+		}
+		out := batchclaim.Result{HTTPStatus: res.HTTPStatus, RetryAfter: res.RetryAfter, Detail: res.Detail}
+		switch {
+		case res.Verdict == dlt.Accepted:
+			out.Verdict = batchclaim.Accepted
+		case res.Verdict == dlt.Rejected:
+			out.Verdict = batchclaim.Rejected
+		case res.Unknown:
+			out.Verdict = batchclaim.Unknown
+		default:
+			out.Verdict = batchclaim.Retry
+		}
+		return out, nil
+	})
+}
+
+// DLTStatuses asks a ledger adapter about batch statuses.
+func DLTStatuses(c dlt.Client) observer.StatusSource { return statusSource{c} }
+
+type statusSource struct{ c dlt.Client }
+
+func (s statusSource) Statuses(ctx context.Context, ids []string) ([]observer.LedgerStatus, error) {
+	got, err := s.c.Statuses(ctx, ids)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]observer.LedgerStatus, len(got))
+	for i, g := range got {
+		out[i] = observer.LedgerStatus{ID: g.ID, Status: g.Status}
+		if len(g.Invalid) > 0 {
+			out[i].Invalid, _ = json.Marshal(g.Invalid)
+		}
+	}
+	return out, nil
+}

@@ -1,0 +1,106 @@
+package node
+
+import (
+	"context"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/batchclaim/batchclaim"
+	"github.com/batchclaim/batchclaim/claims"
+	"github.com/batchclaim/batchclaim/internal/db"
+)
+
+// metrics are the instance's Prometheus metrics.
+type metrics struct {
+	submitLatency *prometheus.HistogramVec
+	commitLatency prometheus.Histogram
+	responses     *prometheus.CounterVec
+	transitions   *prometheus.CounterVec
+	ingested      prometheus.Counter
+	states        *batchStates
+}
+
+func newMetrics(reg prometheus.Registerer, eng *claims.Engine, pool claims.Querier, busy func() int) *metrics {
+	m := &metrics{
+		states: &batchStates{pool: pool},
+		submitLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "batchclaim_submit_latency_seconds", Help: "Duration of one submission (POST) by verdict.",
+			Buckets: prometheus.ExponentialBuckets(0.005, 2, 14),
+		}, []string{"verdict"}),
+		commitLatency: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "batchclaim_commit_latency_seconds", Help: "Time from a batch being stored to it being recorded COMMITTED.",
+			Buckets: prometheus.ExponentialBuckets(0.05, 2, 14),
+		}),
+		responses: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "batchclaim_dlt_responses_total", Help: "Ledger answers to submissions by HTTP status code (0: no answer).",
+		}, []string{"code"}),
+		transitions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "batchclaim_batch_transitions_total", Help: "Batch state changes recorded by this instance.",
+		}, []string{"to"}),
+		ingested: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "batchclaim_batches_ingested_total", Help: "New batches stored through the ingest API.",
+		}),
+	}
+	stat := func(name, help string, f func(claims.Stats) int64, counter bool) prometheus.Collector {
+		fn := func() float64 { return float64(f(eng.Stats())) }
+		if counter {
+			return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help}, fn)
+		}
+		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, fn)
+	}
+	reg.MustRegister(m.submitLatency, m.commitLatency, m.responses, m.transitions, m.ingested,
+		stat("batchclaim_claims_held", "Claims this instance holds.", func(s claims.Stats) int64 { return s.Held }, false),
+		stat("batchclaim_claims_gained_total", "Claims gained.", func(s claims.Stats) int64 { return s.Gained }, true),
+		stat("batchclaim_claims_lost_total", "Claims lost (taken, fenced, deadline, released).", func(s claims.Stats) int64 { return s.Lost }, true),
+		stat("batchclaim_takeovers_total", "Claims of expired instances this instance freed.", func(s claims.Stats) int64 { return s.Voided }, true),
+		stat("batchclaim_claim_cycles_total", "Claim cycles run.", func(s claims.Stats) int64 { return s.Cycles }, true),
+		stat("batchclaim_claim_cycle_errors_total", "Claim cycles that failed.", func(s claims.Stats) int64 { return s.CycleErrors }, true),
+		stat("batchclaim_serialization_retries_total", "Claim transactions retried after SQLSTATE 40001/40P01.", func(s claims.Stats) int64 { return s.SerializationRetries }, true),
+		stat("batchclaim_serialization_give_ups_total", "Claim cycles that failed after all retries.", func(s claims.Stats) int64 { return s.SerializationGiveUps }, true),
+		stat("batchclaim_stale_writes_rejected_total", "Fenced writes refused because the epoch was stale.", func(s claims.Stats) int64 { return s.StaleWritesRejected }, true),
+		stat("batchclaim_deadline_fences_total", "Times the local deadline passed without a renewal.", func(s claims.Stats) int64 { return s.DeadlineFences }, true),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "batchclaim_submissions_in_flight", Help: "Submissions running now."},
+			func() float64 { return float64(busy()) }),
+		m.states,
+	)
+	return m
+}
+
+func (m *metrics) result(r batchclaim.Result, latency time.Duration) {
+	m.submitLatency.WithLabelValues(r.Verdict.String()).Observe(latency.Seconds())
+	m.responses.WithLabelValues(strconv.Itoa(r.HTTPStatus)).Inc()
+}
+
+// batchStates reports batches by state, read from the database at scrape time.
+type batchStates struct {
+	pool claims.Querier
+	ctx  atomic.Pointer[context.Context] // the node's run context; nothing is read before Run
+}
+
+var batchesDesc = prometheus.NewDesc("batchclaim_batches", "Batches in the database by state (all instances).", []string{"state"}, nil)
+
+func (b *batchStates) Describe(ch chan<- *prometheus.Desc) { ch <- batchesDesc }
+
+func (b *batchStates) Collect(ch chan<- prometheus.Metric) {
+	base := b.ctx.Load()
+	if base == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(*base, 2*time.Second)
+	defer cancel()
+	rows, err := db.New().BatchStateTotals(ctx, b.pool)
+	if err != nil {
+		ch <- prometheus.NewInvalidMetric(batchesDesc, err)
+		return
+	}
+	counts := map[string]int64{}
+	for _, r := range rows {
+		counts[r.State] = r.Batches
+	}
+	for _, s := range batchclaim.States {
+		ch <- prometheus.MustNewConstMetric(batchesDesc, prometheus.GaugeValue, float64(counts[string(s)]), string(s))
+	}
+}

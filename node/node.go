@@ -1,0 +1,292 @@
+package node
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/batchclaim/batchclaim"
+	"github.com/batchclaim/batchclaim/claims"
+	"github.com/batchclaim/batchclaim/ingest"
+	"github.com/batchclaim/batchclaim/observer"
+	"github.com/batchclaim/batchclaim/queuer"
+	"github.com/batchclaim/batchclaim/submitter"
+)
+
+// Config configures a Node. Claims holds the claim engine's identity and timings; the
+// submit timeout of the pool is the engine's MaxSubmission (S).
+type Config struct {
+	Claims claims.Config
+	// Submitter runs batches. Required.
+	Submitter submitter.Submitter
+	// Statuses asks the ledger about accepted batches. Nil means no polling: use it only with
+	// a Submitter whose results are final (Done, Rejected, Retry).
+	Statuses observer.StatusSource
+	// SkipValid: VALID fixes the order (scabbard); the next batch may go.
+	SkipValid bool
+	// Workers bounds concurrent submissions. Zero means submitter.WorkersDefault.
+	Workers int
+	// PollInterval between status polls. Zero means observer.PollIntervalDefault.
+	PollInterval time.Duration
+	// UnknownGrace and UnknownAnswers: when an UNKNOWN batch is resubmitted (see queuer).
+	UnknownGrace   time.Duration
+	UnknownAnswers int
+	// BackoffBase and BackoffMax shape the delay of DELAYED batches (see submitter).
+	BackoffBase, BackoffMax time.Duration
+	// HaltOnInvalid halts a service_id after an INVALID batch.
+	HaltOnInvalid bool
+	// Events are hooks for embedders.
+	Events observer.Events
+	// Listen is the HTTP address for /healthz, /readyz, /metrics and the ingest API. Empty
+	// means no listener.
+	Listen string
+	// MaxBody bounds an ingest body. Zero means ingest.MaxBodyDefault.
+	MaxBody int64
+	// Registry receives the metrics. Nil means a new registry (served on /metrics).
+	Registry *prometheus.Registry
+	// Logger; nil discards.
+	Logger *slog.Logger
+}
+
+// Node is one running instance.
+type Node struct {
+	cfg      Config
+	pool     *pgxpool.Pool
+	engine   *claims.Engine
+	queuer   *queuer.Queuer
+	workers  *submitter.Pool
+	recorder *observer.Recorder
+	poller   *observer.Poller
+	metrics  *metrics
+	registry *prometheus.Registry
+	log      *slog.Logger
+
+	mu   sync.Mutex
+	addr string
+}
+
+// New builds a Node. It does no I/O.
+func New(pool *pgxpool.Pool, cfg Config) (*Node, error) {
+	if pool == nil || cfg.Submitter == nil {
+		return nil, errors.New("node: a pool and a Submitter are required")
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	n := &Node{cfg: cfg, pool: pool, log: cfg.Logger, registry: cmp.Or(cfg.Registry, prometheus.NewRegistry())}
+	var q *queuer.Queuer // set below; the hooks run only once Run starts
+	cc := cfg.Claims
+	cc.Logger = cmp.Or(cc.Logger, cfg.Logger)
+	cc.OnGained = chain1(cc.OnGained, cfg.Events.ClaimGained, func(claims.Claim) { q.Wake() })
+	cc.OnLost = chain2(cc.OnLost, cfg.Events.ClaimLost)
+	if cfg.Events.InstancePresumedDead != nil {
+		dead := cfg.Events.InstancePresumedDead
+		cc.OnVoided = func(v claims.Voided) { dead(v.Owner, v.ServiceID, v.Phase) }
+	}
+	eng, err := claims.New(pool, cc)
+	if err != nil {
+		return nil, err
+	}
+	n.engine = eng
+	timings := eng.Timings()
+
+	events := cfg.Events
+	events.StatusChanged = func(t observer.Transition) {
+		n.metrics.transitions.WithLabelValues(string(t.To)).Inc()
+		if t.To == batchclaim.StateCommitted {
+			n.metrics.commitLatency.Observe(t.AgeSeconds)
+		}
+		if cfg.Events.StatusChanged != nil {
+			cfg.Events.StatusChanged(t)
+		}
+		if t.To != batchclaim.StateInflight {
+			q.Wake()
+		}
+	}
+	n.recorder = observer.NewRecorder(pool, eng, observer.RecorderConfig{HaltOnInvalid: cfg.HaltOnInvalid, Events: &events})
+	n.workers, err = submitter.New(submitter.Config{
+		Workers: cfg.Workers, Timeout: timings.MaxSubmission, BackoffBase: cfg.BackoffBase, BackoffMax: cfg.BackoffMax,
+		OnResult: func(_ submitter.Job, r batchclaim.Result, d time.Duration) { n.metrics.result(r, d) },
+		Logger:   cfg.Logger,
+	}, cfg.Submitter, recorderAdapter{n.recorder}, func(j submitter.Job) { q.Done(queuer.Work(j)) })
+	if err != nil {
+		return nil, err
+	}
+	q, err = queuer.New(pool, eng, dispatcher{n.workers}, n.recorder, queuer.Config{
+		Interval: timings.RenewInterval, UnknownGrace: cfg.UnknownGrace, UnknownAnswers: cfg.UnknownAnswers,
+		SkipValid: cfg.SkipValid, Logger: cfg.Logger,
+	})
+	if err != nil {
+		return nil, err
+	}
+	n.queuer = q
+	if cfg.Statuses != nil {
+		n.poller, err = observer.NewPoller(pool, eng, n.recorder, cfg.Statuses, observer.PollerConfig{Interval: cfg.PollInterval, Logger: cfg.Logger})
+		if err != nil {
+			return nil, err
+		}
+	}
+	n.metrics = newMetrics(n.registry, eng, pool, n.workers.Busy)
+	if cfg.Registry == nil {
+		n.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	}
+	return n, nil
+}
+
+// Engine returns the node's claim engine.
+func (n *Node) Engine() *claims.Engine { return n.engine }
+
+// Addr is the HTTP listener's address once Run has started it ("" before, or without one).
+func (n *Node) Addr() string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.addr
+}
+
+// InFlight is the number of submissions running.
+func (n *Node) InFlight() int { return n.workers.Busy() }
+
+// Run registers the instance and works until ctx ends, then stops gracefully.
+func (n *Node) Run(ctx context.Context) error {
+	n.metrics.states.ctx.Store(&ctx)
+	if err := n.engine.Register(ctx); err != nil {
+		return err
+	}
+	srv, err := n.listen(ctx)
+	if err != nil {
+		_ = n.engine.Shutdown(ctx)
+		return err
+	}
+	var wg sync.WaitGroup
+	if n.poller != nil {
+		wg.Add(1)
+		go func() { defer wg.Done(); _ = n.poller.Run(ctx) }()
+	}
+	runErr := n.queuer.Run(ctx)
+	wg.Wait()
+	return errors.Join(ignoreCanceled(runErr), n.stop(ctx, srv))
+}
+
+// stop lets running submissions finish (bounded by the submit timeout), then releases the
+// claims and deregisters.
+func (n *Node) stop(ctx context.Context, srv *http.Server) error {
+	n.log.Info("stopping: no new work; waiting for submissions in flight", "in_flight", n.workers.Busy())
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), n.engine.Timings().MaxSubmission)
+	werr := n.workers.Wait(wctx)
+	cancel()
+	if werr != nil {
+		n.log.Warn("submissions still running at the stop deadline; their claims are released anyway", "in_flight", n.workers.Busy())
+	}
+	err := n.engine.Shutdown(ctx)
+	if srv != nil {
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+		_ = srv.Shutdown(sctx)
+		cancel()
+	}
+	return err
+}
+
+func (n *Node) listen(ctx context.Context) (*http.Server, error) {
+	if n.cfg.Listen == "" {
+		return nil, nil
+	}
+	ln, err := net.Listen("tcp", n.cfg.Listen)
+	if err != nil {
+		return nil, fmt.Errorf("listen on %s: %w", n.cfg.Listen, err)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
+	mux.HandleFunc("GET /readyz", n.ready)
+	mux.Handle("GET /metrics", promhttp.HandlerFor(n.registry, promhttp.HandlerOpts{}))
+	ingest.NewHandler(n.pool, ingest.Config{MaxBody: n.cfg.MaxBody, Logger: n.log,
+		OnStored: func(k int) { n.metrics.ingested.Add(float64(k)) }}).Register(mux)
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, BaseContext: func(net.Listener) context.Context { return context.WithoutCancel(ctx) }}
+	n.mu.Lock()
+	n.addr = ln.Addr().String()
+	n.mu.Unlock()
+	n.log.Info("listening", "addr", n.addr)
+	go func() {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			n.log.Error("http server", "error", err)
+		}
+	}()
+	return srv, nil
+}
+
+// ready: the database answers and the instance is registered with a live lease.
+func (n *Node) ready(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), time.Second)
+	defer cancel()
+	if err := n.pool.Ping(ctx); err != nil {
+		http.Error(w, "database unreachable: "+err.Error(), http.StatusServiceUnavailable)
+		return
+	}
+	if !n.engine.Healthy() {
+		http.Error(w, "not registered or fenced (no recent lease renewal)", http.StatusServiceUnavailable)
+		return
+	}
+	_, _ = w.Write([]byte("ready\n"))
+}
+
+// dispatcher adapts the submitter pool to the queuer.
+type dispatcher struct{ p *submitter.Pool }
+
+func (d dispatcher) Free() int                      { return d.p.Free() }
+func (d dispatcher) TryDispatch(w queuer.Work) bool { return d.p.TrySubmit(submitter.Job(w)) }
+
+// recorderAdapter adapts the observer's recorder to the submitter.
+type recorderAdapter struct{ r *observer.Recorder }
+
+func (a recorderAdapter) Begin(ctx context.Context, j submitter.Job) (int64, error) {
+	id, err := a.r.Begin(ctx, observer.Submission(j))
+	if errors.Is(err, observer.ErrStateChanged) {
+		err = fmt.Errorf("%w: %w", submitter.ErrStateChanged, err)
+	}
+	return id, err
+}
+
+func (a recorderAdapter) Finish(ctx context.Context, j submitter.Job, id int64, r batchclaim.Result, latency, next time.Duration) error {
+	err := a.r.Finish(ctx, observer.Submission(j), id, r, latency, next)
+	if errors.Is(err, observer.ErrStateChanged) {
+		err = fmt.Errorf("%w: %w", submitter.ErrStateChanged, err)
+	}
+	return err
+}
+
+func chain1[T any](fs ...func(T)) func(T) {
+	return func(v T) {
+		for _, f := range fs {
+			if f != nil {
+				f(v)
+			}
+		}
+	}
+}
+
+func chain2[A, B any](fs ...func(A, B)) func(A, B) {
+	return func(a A, b B) {
+		for _, f := range fs {
+			if f != nil {
+				f(a, b)
+			}
+		}
+	}
+}
+
+func ignoreCanceled(err error) error {
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return nil
+	}
+	return err
+}

@@ -1,0 +1,145 @@
+package node_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/batchclaim/batchclaim/dlt"
+	"github.com/batchclaim/batchclaim/dlt/dltsim"
+	"github.com/batchclaim/batchclaim/node"
+)
+
+// Several instances share the work; every batch is committed, in seq order per service_id,
+// with no unexplained duplicate POST; both ledger flavours.
+func TestPipelineCommitsEverythingInOrder(t *testing.T) {
+	t.Parallel()
+	for _, flavor := range []dlt.Flavor{dlt.FlavorSawtooth, dlt.FlavorScabbard} {
+		t.Run(string(flavor), func(t *testing.T) {
+			t.Parallel()
+			e := setup(t, flavor, dltsim.Config{CommitLatency: 5 * time.Millisecond})
+			e.enqueue(12, 5)
+			for _, name := range []string{"a", "b", "c"} {
+				e.start(name, nil)
+			}
+			e.waitFinished(60 * time.Second)
+			rep := e.check()
+			if rep.Committed != 60 {
+				t.Fatalf("committed %d of 60", rep.Committed)
+			}
+		})
+	}
+}
+
+// An instance that stops gracefully hands its service_ids over at once; nothing is lost.
+func TestGracefulStopHandsOver(t *testing.T) {
+	t.Parallel()
+	e := setup(t, dlt.FlavorSawtooth, dltsim.Config{CommitLatency: 5 * time.Millisecond})
+	e.enqueue(10, 4)
+	_, stopA := e.start("a", nil)
+	waitFor(t, 20*time.Second, "some batch committed", func() bool { return len(e.sim.Committed()) > 0 })
+	stopA()
+	var left int
+	if err := e.admin.QueryRow(context.Background(), `SELECT count(*) FROM service_id_claims WHERE claimant IS NOT NULL`).Scan(&left); err != nil {
+		t.Fatal(err)
+	}
+	if left != 0 {
+		t.Fatalf("%d claims still held after a graceful stop", left)
+	}
+	e.start("b", nil)
+	e.waitFinished(60 * time.Second)
+	e.check()
+}
+
+// INVALID is terminal: never posted again, and the service_id goes on with its next batch.
+func TestInvalidIsTerminal(t *testing.T) {
+	t.Parallel()
+	e := setup(t, dlt.FlavorSawtooth, dltsim.Config{CommitLatency: 5 * time.Millisecond, InvalidRate: 0.3, Seed: 7})
+	e.enqueue(6, 5)
+	e.start("a", nil)
+	e.waitFinished(60 * time.Second)
+	rep := e.check()
+	if rep.Invalid == 0 || rep.Committed == 0 {
+		t.Fatalf("want both outcomes with a 30%% invalid rate, got committed=%d invalid=%d", rep.Committed, rep.Invalid)
+	}
+	rows, err := e.admin.Query(context.Background(), `SELECT batch_id FROM batches WHERE state = 'INVALID'`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			t.Fatal(err)
+		}
+		if n := e.effectivePosts(id); n != 1 {
+			t.Errorf("INVALID batch %s was posted %d times, want once", id[:12], n)
+		}
+	}
+}
+
+// With halt-on-invalid, the first INVALID batch stops its service_id.
+func TestHaltOnInvalid(t *testing.T) {
+	t.Parallel()
+	e := setup(t, dlt.FlavorSawtooth, dltsim.Config{CommitLatency: 5 * time.Millisecond, InvalidRate: 1})
+	ids := e.enqueue(1, 3)["svc-000"]
+	n, _ := e.start("a", func(c *node.Config) { c.HaltOnInvalid = true })
+	waitFor(t, 20*time.Second, "first batch INVALID", func() bool { return e.state(ids[0]) == "INVALID" })
+	waitFor(t, 20*time.Second, "service halted", func() bool {
+		var n int
+		_ = e.admin.QueryRow(context.Background(), `SELECT count(*) FROM service_halts WHERE service_id = 'svc-000'`).Scan(&n)
+		return n == 1
+	})
+	// Let the queuer run five more cycles; the later batches must stay NEW.
+	from := n.Engine().Stats().Cycles
+	waitFor(t, 20*time.Second, "five more cycles", func() bool { return n.Engine().Stats().Cycles >= from+5 })
+	for _, id := range ids[1:] {
+		if s := e.state(id); s != "NEW" || e.effectivePosts(id) != 0 {
+			t.Fatalf("batch after the halt is %s with %d posts, want NEW and none", s, e.effectivePosts(id))
+		}
+	}
+}
+
+// A ledger restart forgets a pending batch: after the UNKNOWN answers it is resubmitted
+// exactly once, before the next batch, and then committed.
+func TestUnknownAfterLedgerRestartResubmitsOnce(t *testing.T) {
+	t.Parallel()
+	e := setup(t, dlt.FlavorSawtooth, dltsim.Config{CommitLatency: 5 * time.Millisecond})
+	ids := e.enqueue(1, 2)["svc-000"]
+	e.sim.SetPaused(true) // accepted batches stay PENDING
+	e.start("a", nil)
+	waitFor(t, 20*time.Second, "first batch PENDING", func() bool { return e.state(ids[0]) == "PENDING" })
+	e.sim.Restart()
+	e.sim.SetPaused(false)
+	e.waitFinished(30 * time.Second)
+	if n := e.effectivePosts(ids[0]); n != 2 {
+		t.Fatalf("the forgotten batch was posted %d times, want 2 (one resubmission)", n)
+	}
+	rep := e.check()
+	if rep.DuplicatePosts != 1 {
+		t.Fatalf("duplicate posts = %d, want 1", rep.DuplicatePosts)
+	}
+	committed := e.sim.Committed()
+	if len(committed) != 2 || committed[0] != ids[0] {
+		t.Fatalf("commit order %v, want the resubmitted batch first", committed)
+	}
+}
+
+// Ledger back-pressure (429, 503) delays batches without losing or reordering them.
+func TestBackPressure(t *testing.T) {
+	t.Parallel()
+	e := setup(t, dlt.FlavorScabbard, dltsim.Config{CommitLatency: 20 * time.Millisecond, QueueHigh: 4, QueueLow: 2, RetryAfter: 0})
+	e.sim.InjectStatus(503, 10)
+	e.enqueue(12, 3)
+	e.start("a", nil)
+	e.start("b", nil)
+	e.waitFinished(60 * time.Second)
+	e.check()
+	var delayed int
+	if err := e.admin.QueryRow(context.Background(), `SELECT count(*) FROM batch_transitions WHERE to_state = 'DELAYED'`).Scan(&delayed); err != nil {
+		t.Fatal(err)
+	}
+	if delayed == 0 {
+		t.Fatal("no batch was ever DELAYED under back-pressure")
+	}
+}

@@ -1,0 +1,181 @@
+package node_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/batchclaim/batchclaim/claims"
+	"github.com/batchclaim/batchclaim/dlt"
+	"github.com/batchclaim/batchclaim/dlt/dltsim"
+	"github.com/batchclaim/batchclaim/ingest"
+	"github.com/batchclaim/batchclaim/internal/dbtest"
+	"github.com/batchclaim/batchclaim/internal/history"
+	"github.com/batchclaim/batchclaim/node"
+)
+
+// env is a database, a ledger simulator and any number of in-process instances.
+type env struct {
+	t      *testing.T
+	url    string
+	admin  *pgxpool.Pool
+	sim    *dltsim.Sim
+	simURL string
+	flavor dlt.Flavor
+}
+
+func setup(t *testing.T, flavor dlt.Flavor, simCfg dltsim.Config) *env {
+	t.Helper()
+	url := dbtest.NewDB(t)
+	simCfg.Flavor = flavor
+	sim, err := dltsim.New(simCfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	base, err := sim.Start("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sim.Close() })
+	return &env{t: t, url: url, admin: newPool(t, url), sim: sim, simURL: base, flavor: flavor}
+}
+
+func newPool(t testing.TB, url string) *pgxpool.Pool {
+	t.Helper()
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.MaxConns = 8
+	p, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Close)
+	return p
+}
+
+// testClaims: R = 100ms, T1 = 1s, T2 = 4s.
+func testClaims(name string) claims.Config {
+	return claims.Config{Name: name, RenewInterval: 100 * time.Millisecond, Expiry1: time.Second, Expiry2: 4 * time.Second}
+}
+
+// start runs an instance until the test ends (or stop is called).
+func (e *env) start(name string, tweak func(*node.Config)) (n *node.Node, stop func()) {
+	e.t.Helper()
+	client, err := dlt.NewClient(dlt.Config{Flavor: e.flavor, URL: e.simURL, Circuit: "circuit0", Service: "service0", RequestTimeout: 2 * time.Second})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	cfg := node.Config{
+		Claims: testClaims(name), Submitter: node.DLTSubmitter(client), Statuses: node.DLTStatuses(client),
+		SkipValid: client.OrderedOnValid(), Workers: 4, PollInterval: 50 * time.Millisecond,
+		UnknownAnswers: 2, UnknownGrace: 2 * time.Second, BackoffBase: 20 * time.Millisecond, BackoffMax: 200 * time.Millisecond,
+	}
+	if tweak != nil {
+		tweak(&cfg)
+	}
+	n, err = node.New(newPool(e.t, e.url), cfg)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- n.Run(ctx) }()
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
+				e.t.Errorf("%s stopped with %v", name, err)
+			}
+		})
+	}
+	e.t.Cleanup(stop)
+	return n, stop
+}
+
+// enqueue stores services x batches fake batches, interleaved, and returns their ids per service.
+func (e *env) enqueue(services, batches int) map[string][]string {
+	e.t.Helper()
+	ids := map[string][]string{}
+	ctx := context.Background()
+	for b := range batches {
+		for s := range services {
+			svc := fmt.Sprintf("svc-%03d", s)
+			id, list := dlt.FakeBatch(svc, b)
+			if _, err := ingest.Enqueue(ctx, e.admin, svc, id, list); err != nil {
+				e.t.Fatal(err)
+			}
+			ids[svc] = append(ids[svc], id)
+		}
+	}
+	return ids
+}
+
+// waitFinished polls (with a deadline) until every batch is COMMITTED or INVALID.
+func (e *env) waitFinished(timeout time.Duration) {
+	e.t.Helper()
+	waitFor(e.t, timeout, "every batch finished", func() bool {
+		var open int
+		if err := e.admin.QueryRow(context.Background(), `SELECT count(*) FROM batches WHERE state NOT IN ('COMMITTED','INVALID')`).Scan(&open); err != nil {
+			e.t.Fatal(err)
+		}
+		return open == 0
+	})
+}
+
+func waitFor(t testing.TB, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for: %s", timeout, what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// check runs the invariant checks against the simulator's record and fails on violations.
+func (e *env) check() history.Report {
+	e.t.Helper()
+	l := history.Ledger{Committed: e.sim.Committed(), Effective: map[string]int{}, Status: e.sim.Status}
+	for _, p := range e.sim.Posts() {
+		switch p.Effect {
+		case "accepted", "duplicate", "dropped-response":
+			l.Effective[p.BatchID]++
+		}
+	}
+	rep, err := history.Check(context.Background(), e.admin, l)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if rep.Lost != 0 || rep.OrderViolations != 0 || rep.DuplicatePostsUnexplained != 0 {
+		e.t.Fatalf("invariants violated: lost=%d order=%d unexplained duplicates=%d: %v",
+			rep.Lost, rep.OrderViolations, rep.DuplicatePostsUnexplained, rep.Problems)
+	}
+	return rep
+}
+
+func (e *env) effectivePosts(id string) int {
+	n := 0
+	for _, p := range e.sim.Posts() {
+		if p.BatchID == id && (p.Effect == "accepted" || p.Effect == "duplicate" || p.Effect == "dropped-response") {
+			n++
+		}
+	}
+	return n
+}
+
+func (e *env) state(id string) string {
+	var s string
+	if err := e.admin.QueryRow(context.Background(), `SELECT state FROM batches WHERE batch_id = $1`, id).Scan(&s); err != nil {
+		e.t.Fatal(err)
+	}
+	return s
+}

@@ -1,0 +1,261 @@
+package queuer
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/batchclaim/batchclaim"
+	"github.com/batchclaim/batchclaim/claims"
+	"github.com/batchclaim/batchclaim/internal/db"
+)
+
+// Work is a batch to submit with the claim it runs under (the same fields as submitter.Job).
+type Work struct {
+	Claim     claims.Claim
+	Batch     batchclaim.Batch
+	FromState batchclaim.State
+	Reason    string // first | retry | resubmit
+}
+
+// Engine is the part of claims.Engine the queuer needs.
+type Engine interface {
+	Cycle(ctx context.Context) (claims.CycleReport, error)
+	Held() []claims.Claim
+}
+
+// Dispatcher runs Work (a submitter.Pool behind a conversion).
+type Dispatcher interface {
+	Free() int
+	TryDispatch(w Work) bool
+}
+
+// Adopter turns an orphaned INFLIGHT batch into UNKNOWN (observer.Recorder).
+type Adopter interface {
+	Adopt(ctx context.Context, c claims.Claim, b batchclaim.Batch, detail string) error
+}
+
+// Defaults.
+const (
+	FetchLimitDefault     = 1000
+	UnknownGraceDefault   = 30 * time.Second
+	UnknownAnswersDefault = 3
+)
+
+// Config configures a Queuer.
+type Config struct {
+	// Interval between claim cycles: the claim engine's renew interval. Required.
+	Interval time.Duration
+	// FetchLimit bounds the service_ids looked at per fetch. Zero means 1000.
+	FetchLimit int
+	// UnknownGrace: an UNKNOWN head is resubmitted once it has been UNKNOWN this long.
+	// Zero means 30s.
+	UnknownGrace time.Duration
+	// UnknownAnswers: an UNKNOWN head is resubmitted after this many consecutive UNKNOWN
+	// answers from the ledger. Zero means 3.
+	UnknownAnswers int
+	// SkipValid lets the next batch go once the head is VALID (adapters whose VALID fixes
+	// the order).
+	SkipValid bool
+	// Logger; nil discards.
+	Logger *slog.Logger
+}
+
+// Queuer is one instance's loop.
+type Queuer struct {
+	cfg   Config
+	pool  claims.Querier
+	eng   Engine
+	disp  Dispatcher
+	adopt Adopter
+	q     *db.Queries
+	log   *slog.Logger
+	wake  chan struct{}
+
+	mu       sync.Mutex
+	inflight map[string]int64 // service_id -> seq handed to the dispatcher and not yet done
+	rr       int
+}
+
+// New returns a Queuer. It does no I/O.
+func New(pool claims.Querier, eng Engine, disp Dispatcher, adopt Adopter, cfg Config) (*Queuer, error) {
+	cfg.FetchLimit = cmp.Or(cfg.FetchLimit, FetchLimitDefault)
+	cfg.UnknownGrace = cmp.Or(cfg.UnknownGrace, UnknownGraceDefault)
+	cfg.UnknownAnswers = cmp.Or(cfg.UnknownAnswers, UnknownAnswersDefault)
+	switch {
+	case cfg.Interval <= 0:
+		return nil, errors.New("queuer: interval must be positive")
+	case cfg.FetchLimit < 0 || cfg.UnknownGrace < 0 || cfg.UnknownAnswers < 0:
+		return nil, errors.New("queuer: fetch limit, unknown grace and unknown answers must be positive")
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Queuer{cfg: cfg, pool: pool, eng: eng, disp: disp, adopt: adopt, q: db.New(), log: cfg.Logger,
+		wake: make(chan struct{}, 1), inflight: map[string]int64{}}, nil
+}
+
+// Run runs the claim cycle and a fetch every Interval, and a fetch whenever woken, until ctx
+// ends. It then stops handing out work; submissions already running are not touched.
+func (q *Queuer) Run(ctx context.Context) error {
+	t := time.NewTicker(q.cfg.Interval)
+	defer t.Stop()
+	cycle := true
+	for {
+		if cycle {
+			if _, err := q.eng.Cycle(ctx); err != nil && ctx.Err() == nil {
+				q.log.Warn("claim cycle failed", "error", err)
+			}
+		}
+		if _, err := q.Fetch(ctx); err != nil && ctx.Err() == nil {
+			q.log.Warn("fetch failed", "error", err)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+			cycle = true
+		case <-q.wake:
+			cycle = false
+		}
+	}
+}
+
+// Wake asks for a fetch soon (a submission ended or a batch changed state).
+func (q *Queuer) Wake() {
+	select {
+	case q.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Done is called when a piece of Work is over, whatever its outcome.
+func (q *Queuer) Done(w Work) {
+	q.mu.Lock()
+	if q.inflight[w.Claim.ServiceID] == w.Batch.Seq {
+		delete(q.inflight, w.Claim.ServiceID)
+	}
+	q.mu.Unlock()
+	q.Wake()
+}
+
+// InFlight is the number of service_ids with work handed out.
+func (q *Queuer) InFlight() int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return len(q.inflight)
+}
+
+// Fetch looks at the head batch of each claimed service_id without work in flight and hands
+// out what may go now. It returns how much it handed out.
+func (q *Queuer) Fetch(ctx context.Context) (int, error) {
+	free := q.disp.Free()
+	if free == 0 {
+		return 0, nil
+	}
+	claimsByID, ids := q.candidates()
+	if len(ids) == 0 {
+		return 0, nil
+	}
+	heads, err := q.q.BatchHeads(ctx, q.pool, db.BatchHeadsParams{ServiceIds: ids, SkipValid: q.cfg.SkipValid})
+	if err != nil {
+		return 0, fmt.Errorf("read head batches: %w", err)
+	}
+	order := make(map[string]int, len(ids))
+	for i, id := range ids {
+		order[id] = i
+	}
+	// Keep the rotation order of ids (the query does not promise one).
+	sorted := make([]db.BatchHeadsRow, len(ids))
+	present := make([]bool, len(ids))
+	for _, h := range heads {
+		i := order[h.ServiceID]
+		sorted[i], present[i] = h, true
+	}
+	handed := 0
+	for i, h := range sorted {
+		if !present[i] || handed >= free {
+			continue
+		}
+		c := claimsByID[h.ServiceID]
+		reason, ok := q.decide(ctx, c, h)
+		if !ok {
+			continue
+		}
+		if !q.dispatch(c, h, reason) {
+			break
+		}
+		handed++
+	}
+	return handed, nil
+}
+
+// candidates returns the held claims without work in flight, rotated for fairness and
+// bounded by FetchLimit.
+func (q *Queuer) candidates() (map[string]claims.Claim, []string) {
+	held := q.eng.Held()
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	byID := make(map[string]claims.Claim, len(held))
+	ids := make([]string, 0, len(held))
+	if len(held) > 0 {
+		q.rr = (q.rr + 1) % len(held)
+	}
+	for i := range held {
+		c := held[(q.rr+i)%len(held)]
+		if _, busy := q.inflight[c.ServiceID]; busy {
+			continue
+		}
+		byID[c.ServiceID] = c
+		ids = append(ids, c.ServiceID)
+		if len(ids) == q.cfg.FetchLimit {
+			break
+		}
+	}
+	return byID, ids
+}
+
+// decide says whether the head h of c's service_id may go now, and why.
+func (q *Queuer) decide(ctx context.Context, c claims.Claim, h db.BatchHeadsRow) (string, bool) {
+	switch batchclaim.State(h.State) {
+	case batchclaim.StateNew:
+		return "first", true
+	case batchclaim.StateDelayed:
+		return "retry", h.Due
+	case batchclaim.StateUnknown:
+		grace := h.StateAgeSeconds >= q.cfg.UnknownGrace.Seconds()
+		return "resubmit", grace || int(h.UnknownCount) >= q.cfg.UnknownAnswers
+	case batchclaim.StateInflight:
+		// Not ours in flight (those were filtered out): the outcome of that POST is unknown.
+		detail := "in flight when its owner changed"
+		if h.ClaimEpoch != nil && *h.ClaimEpoch == c.Epoch {
+			detail = "in flight when this instance lost track of it"
+		}
+		if err := q.adopt.Adopt(ctx, c, batchOf(h), detail); err != nil && ctx.Err() == nil {
+			q.log.Info("could not adopt in-flight batch", "service_id", c.ServiceID, "seq", h.Seq, "error", err)
+		}
+	}
+	return "", false
+}
+
+func (q *Queuer) dispatch(c claims.Claim, h db.BatchHeadsRow, reason string) bool {
+	q.mu.Lock()
+	q.inflight[c.ServiceID] = h.Seq
+	q.mu.Unlock()
+	w := Work{Claim: c, Batch: batchOf(h), FromState: batchclaim.State(h.State), Reason: reason}
+	if q.disp.TryDispatch(w) {
+		return true
+	}
+	q.mu.Lock()
+	delete(q.inflight, c.ServiceID)
+	q.mu.Unlock()
+	return false
+}
+
+func batchOf(h db.BatchHeadsRow) batchclaim.Batch {
+	return batchclaim.Batch{Seq: h.Seq, ServiceID: h.ServiceID, BatchID: h.BatchID, Payload: h.Payload, Attempts: int(h.Attempts)}
+}

@@ -1,0 +1,66 @@
+package batchclaim
+
+import (
+	"fmt"
+	"time"
+)
+
+// Batch is one unit of work of a service_id, in the per-service order seq.
+type Batch struct {
+	Seq       int64
+	ServiceID string
+	BatchID   string
+	Payload   []byte
+	Attempts  int // attempts made before this one
+}
+
+// Verdict is what the result of one submission means for its batch.
+type Verdict int
+
+const (
+	Done     Verdict = iota + 1 // finished for good (a job runner's success): COMMITTED
+	Accepted                    // accepted; the final outcome is polled for: PENDING
+	Rejected                    // refused for good: INVALID, never resubmitted
+	Retry                       // certainly not taken (back-pressure, refused connection): DELAYED
+	Unknown                     // may or may not have taken effect: UNKNOWN, checked before any resubmission
+)
+
+func (v Verdict) String() string {
+	switch v {
+	case Done:
+		return "done"
+	case Accepted:
+		return "accepted"
+	case Rejected:
+		return "rejected"
+	case Retry:
+		return "retry"
+	case Unknown:
+		return "unknown"
+	}
+	return fmt.Sprintf("verdict(%d)", int(v))
+}
+
+// State is the batch state a verdict leads to.
+func (v Verdict) State() State {
+	switch v {
+	case Done:
+		return StateCommitted
+	case Accepted:
+		return StatePending
+	case Rejected:
+		return StateInvalid
+	case Retry:
+		return StateDelayed
+	}
+	return StateUnknown
+}
+
+// Result is the outcome of one submission.
+type Result struct {
+	Verdict    Verdict
+	HTTPStatus int           // 0 if no HTTP answer arrived
+	RetryAfter time.Duration // the server's Retry-After, if any
+	Detail     string        // error text or response excerpt
+	Invalid    []byte        // JSON details of a rejection, if any
+}

@@ -1,0 +1,121 @@
+package submitter_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/batchclaim/batchclaim"
+	"github.com/batchclaim/batchclaim/claims"
+	"github.com/batchclaim/batchclaim/ingest"
+	"github.com/batchclaim/batchclaim/internal/dbtest"
+	"github.com/batchclaim/batchclaim/observer"
+	"github.com/batchclaim/batchclaim/submitter"
+)
+
+type recorder struct{ r *observer.Recorder }
+
+func (a recorder) Begin(ctx context.Context, j submitter.Job) (int64, error) {
+	return a.r.Begin(ctx, observer.Submission(j))
+}
+
+func (a recorder) Finish(ctx context.Context, j submitter.Job, id int64, r batchclaim.Result, l, n time.Duration) error {
+	return a.r.Finish(ctx, observer.Submission(j), id, r, l, n)
+}
+
+// A claim lost while its POST runs cancels the POST; the late answer is refused by the epoch
+// check and the new owner's view of the batch is untouched.
+func TestClaimLostMidPost(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := dbtest.NewPool(t)
+	timings := claims.Config{RenewInterval: 100 * time.Millisecond, Expiry1: time.Second, Expiry2: 4 * time.Second}
+	newEngine := func(name string) *claims.Engine {
+		c := timings
+		c.Name = name
+		e, err := claims.New(pool, c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := e.Register(ctx); err != nil {
+			t.Fatal(err)
+		}
+		return e
+	}
+	stored, err := ingest.Enqueue(ctx, pool, "svc", "batch-1", []byte("payload"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := newEngine("a")
+	if _, err := a.Cycle(ctx); err != nil {
+		t.Fatal(err)
+	}
+	claim, ok := a.Holds("svc")
+	if !ok {
+		t.Fatal("a does not hold svc")
+	}
+	rec := observer.NewRecorder(pool, a, observer.RecorderConfig{})
+
+	started, cancelled := make(chan struct{}), make(chan error, 1)
+	answer := make(chan struct{})
+	sub := submitter.SubmitterFunc(func(ctx context.Context, b batchclaim.Batch) (batchclaim.Result, error) {
+		close(started)
+		<-ctx.Done() // the POST hangs until cancelled
+		cancelled <- ctx.Err()
+		<-answer // ... and its answer arrives late
+		return batchclaim.Result{Verdict: batchclaim.Accepted, HTTPStatus: 202}, nil
+	})
+	done := make(chan struct{})
+	p, err := submitter.New(submitter.Config{Workers: 1, Timeout: time.Minute}, sub, recorder{rec}, func(submitter.Job) { close(done) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	job := submitter.Job{Claim: claim, FromState: batchclaim.StateNew, Reason: "first",
+		Batch: batchclaim.Batch{Seq: stored.Seq, ServiceID: "svc", BatchID: "batch-1", Payload: []byte("payload")}}
+	if !p.TrySubmit(job) {
+		t.Fatal("no free worker")
+	}
+	<-started
+
+	// b sees a's lease past expiry_2 (a is busy, so only the slow path applies) and takes svc.
+	b := newEngine("b")
+	b.ShiftDBTime(5 * time.Second)
+	if _, err := b.Cycle(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := b.Holds("svc"); !ok {
+		t.Fatal("b did not take svc past expiry_2")
+	}
+	// a's next cycle learns it lost svc, which cancels the POST.
+	if _, err := a.Cycle(ctx); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-cancelled:
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("POST ended with %v, want context.Canceled", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("losing the claim did not cancel the POST")
+	}
+	close(answer)
+	<-done
+
+	// The late answer, recorded directly with a's stale claim, is refused by the epoch check.
+	err = rec.Finish(ctx, observer.Submission(job), 1, batchclaim.Result{Verdict: batchclaim.Accepted}, time.Millisecond, 0)
+	if !errors.Is(err, batchclaim.ErrClaimLost) {
+		t.Fatalf("late result: %v, want ErrClaimLost", err)
+	}
+	var state string
+	var epoch int64
+	if err := pool.QueryRow(ctx, `SELECT state, claim_epoch FROM batches WHERE seq = $1`, stored.Seq).Scan(&state, &epoch); err != nil {
+		t.Fatal(err)
+	}
+	if state != "INFLIGHT" || epoch != 1 {
+		t.Fatalf("batch is %s@%d, want INFLIGHT@1 left for the new owner to adopt", state, epoch)
+	}
+	if a.Stats().StaleWritesRejected == 0 {
+		t.Fatal("the refused late write was not counted")
+	}
+}

@@ -1,0 +1,198 @@
+package submitter
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/batchclaim/batchclaim"
+	"github.com/batchclaim/batchclaim/claims"
+)
+
+// Submitter runs one batch. An error means the same as Verdict Unknown.
+type Submitter interface {
+	Submit(ctx context.Context, b batchclaim.Batch) (batchclaim.Result, error)
+}
+
+// SubmitterFunc adapts a function to Submitter.
+type SubmitterFunc func(ctx context.Context, b batchclaim.Batch) (batchclaim.Result, error)
+
+func (f SubmitterFunc) Submit(ctx context.Context, b batchclaim.Batch) (batchclaim.Result, error) {
+	return f(ctx, b)
+}
+
+// Job is a batch handed over by the queuer with the claim it runs under. queuer.Work and
+// observer.Submission have the same fields, so the types convert into each other.
+type Job struct {
+	Claim     claims.Claim
+	Batch     batchclaim.Batch
+	FromState batchclaim.State // the state the in-flight mark expects
+	Reason    string           // first | retry | resubmit
+}
+
+// Recorder makes the fenced writes around a submission (package observer implements it).
+type Recorder interface {
+	// Begin marks the batch in flight and opens an attempt-log row, fenced on the claim.
+	Begin(ctx context.Context, j Job) (attemptID int64, err error)
+	// Finish records the outcome, fenced on the claim, and ends the submission.
+	Finish(ctx context.Context, j Job, attemptID int64, r batchclaim.Result, latency time.Duration, nextAttempt time.Duration) error
+}
+
+// ErrStateChanged from Recorder.Begin means the batch moved on (another writer won): skip it.
+var ErrStateChanged = errors.New("batch state changed")
+
+// Defaults.
+const (
+	WorkersDefault       = 16
+	BackoffBaseDefault   = 200 * time.Millisecond
+	BackoffMaxDefault    = 30 * time.Second
+	SubmitTimeoutDefault = 60 * time.Second
+)
+
+// Config configures a Pool.
+type Config struct {
+	// Workers bounds concurrent submissions. Zero means 16.
+	Workers int
+	// Timeout bounds one submission (the claim engine's S). Zero means 60s.
+	Timeout time.Duration
+	// BackoffBase and BackoffMax shape the capped, jittered exponential delay before a DELAYED
+	// batch is tried again: base * 2^attempts, capped, with full jitter; a Retry-After from the
+	// server is honoured when longer. Zero means 200ms and 30s.
+	BackoffBase, BackoffMax time.Duration
+	// OnResult, when set, is called after every submission (for metrics).
+	OnResult func(j Job, r batchclaim.Result, latency time.Duration)
+	// Logger; nil discards.
+	Logger *slog.Logger
+}
+
+// Pool is a bounded pool of submission workers.
+type Pool struct {
+	cfg  Config
+	sub  Submitter
+	rec  Recorder
+	log  *slog.Logger
+	done func(j Job)
+
+	slots chan struct{}
+	wg    sync.WaitGroup
+}
+
+// New returns a Pool. done, if not nil, is called when a job is over, whatever happened.
+func New(cfg Config, sub Submitter, rec Recorder, done func(Job)) (*Pool, error) {
+	cfg.Workers = cmp.Or(cfg.Workers, WorkersDefault)
+	cfg.Timeout = cmp.Or(cfg.Timeout, SubmitTimeoutDefault)
+	cfg.BackoffBase = cmp.Or(cfg.BackoffBase, BackoffBaseDefault)
+	cfg.BackoffMax = cmp.Or(cfg.BackoffMax, BackoffMaxDefault)
+	switch {
+	case cfg.Workers < 0:
+		return nil, fmt.Errorf("submitter: workers must be positive, got %d", cfg.Workers)
+	case cfg.Timeout < 0 || cfg.BackoffBase < 0 || cfg.BackoffMax < cfg.BackoffBase:
+		return nil, fmt.Errorf("submitter: need timeout >= 0 and 0 <= backoff base <= backoff max")
+	case sub == nil || rec == nil:
+		return nil, errors.New("submitter: nil Submitter or Recorder")
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Pool{cfg: cfg, sub: sub, rec: rec, log: cfg.Logger, done: done, slots: make(chan struct{}, cfg.Workers)}, nil
+}
+
+// Free is the number of idle workers.
+func (p *Pool) Free() int { return cap(p.slots) - len(p.slots) }
+
+// Busy is the number of running submissions.
+func (p *Pool) Busy() int { return len(p.slots) }
+
+// TrySubmit starts j on an idle worker and reports whether one was free.
+func (p *Pool) TrySubmit(j Job) bool {
+	select {
+	case p.slots <- struct{}{}:
+	default:
+		return false
+	}
+	p.wg.Add(1)
+	go func() {
+		defer func() {
+			<-p.slots
+			p.wg.Done()
+			if p.done != nil {
+				p.done(j)
+			}
+		}()
+		p.run(j)
+	}()
+	return true
+}
+
+// Wait blocks until every running submission has ended or ctx ends.
+func (p *Pool) Wait(ctx context.Context) error {
+	ch := make(chan struct{})
+	go func() { p.wg.Wait(); close(ch) }()
+	select {
+	case <-ch:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// run performs one submission: fenced mark, the call under the claim's context, fenced outcome.
+func (p *Pool) run(j Job) {
+	log := p.log.With("service_id", j.Batch.ServiceID, "batch_id", short(j.Batch.BatchID), "epoch", j.Claim.Epoch, "seq", j.Batch.Seq)
+	claimCtx := j.Claim.Context()
+	attempt, err := p.rec.Begin(claimCtx, j)
+	if err != nil {
+		if !errors.Is(err, ErrStateChanged) && !errors.Is(err, batchclaim.ErrClaimLost) && claimCtx.Err() == nil {
+			log.Warn("could not mark batch in flight", "error", err)
+		}
+		return
+	}
+	ctx, cancel := context.WithTimeout(claimCtx, p.cfg.Timeout)
+	start := time.Now()
+	res, err := p.sub.Submit(ctx, j.Batch)
+	latency := time.Since(start)
+	cancel()
+	if err != nil {
+		res = batchclaim.Result{Verdict: batchclaim.Unknown, HTTPStatus: res.HTTPStatus, Detail: err.Error()}
+	}
+	if res.Verdict == 0 {
+		res.Verdict = batchclaim.Unknown
+	}
+	if p.cfg.OnResult != nil {
+		p.cfg.OnResult(j, res, latency)
+	}
+	next := p.backoff(j.Batch.Attempts, res.RetryAfter)
+	// Recording runs under the claim's context too: a lost claim must not write. A cancelled
+	// POST (claim lost, deadline) is left INFLIGHT for the next owner, who treats it as unknown.
+	if err := p.rec.Finish(claimCtx, j, attempt, res, latency, next); err != nil {
+		if claimCtx.Err() == nil && !errors.Is(err, batchclaim.ErrClaimLost) && !errors.Is(err, ErrStateChanged) {
+			log.Warn("could not record submission outcome", "error", err)
+		} else {
+			log.Info("submission outcome not recorded: claim lost", "verdict", res.Verdict.String())
+		}
+		return
+	}
+	log.Debug("submitted", "verdict", res.Verdict.String(), "http_status", res.HTTPStatus, "latency", latency)
+}
+
+// backoff is the delay before a DELAYED batch may be tried again.
+func (p *Pool) backoff(attempts int, retryAfter time.Duration) time.Duration {
+	d := p.cfg.BackoffBase << min(attempts, 20)
+	if d <= 0 || d > p.cfg.BackoffMax {
+		d = p.cfg.BackoffMax
+	}
+	d = time.Duration(rand.Int64N(int64(d)) + 1) // full jitter
+	return max(d, retryAfter)
+}
+
+func short(id string) string {
+	if len(id) > 12 {
+		return id[:12]
+	}
+	return id
+}
