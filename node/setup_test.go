@@ -68,6 +68,12 @@ func testClaims(name string) claims.Config {
 // start runs an instance until the test ends (or stop is called).
 func (e *env) start(name string, tweak func(*node.Config)) (n *node.Node, stop func()) {
 	e.t.Helper()
+	return e.startOn(e.url, name, tweak)
+}
+
+// startOn is start with the instance's database connections going to dbURL.
+func (e *env) startOn(dbURL, name string, tweak func(*node.Config)) (n *node.Node, stop func()) {
+	e.t.Helper()
 	client, err := dlt.NewClient(dlt.Config{Flavor: e.flavor, URL: e.simURL, Circuit: "circuit0", Service: "service0", RequestTimeout: 2 * time.Second})
 	if err != nil {
 		e.t.Fatal(err)
@@ -80,7 +86,7 @@ func (e *env) start(name string, tweak func(*node.Config)) (n *node.Node, stop f
 	if tweak != nil {
 		tweak(&cfg)
 	}
-	n, err = node.New(newPool(e.t, e.url), cfg)
+	n, err = node.New(newPool(e.t, dbURL), cfg)
 	if err != nil {
 		e.t.Fatal(err)
 	}
