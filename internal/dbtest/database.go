@@ -1,0 +1,102 @@
+package dbtest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+const (
+	// createAttempts bounds retries of CREATE DATABASE while the template is still in use.
+	createAttempts = 10
+	createBackoff  = 200 * time.Millisecond
+)
+
+var (
+	// createMu serializes this binary's CREATE DATABASE ... TEMPLATE statements: Postgres
+	// refuses a copy while another session uses the template, and a copy in progress is one.
+	createMu sync.Mutex
+	dbCount  atomic.Int64
+)
+
+// NewDB creates a fresh database copied from the migrated template and returns its URL. The
+// database is dropped (WITH (FORCE), cutting leftover connections) when the test ends. It
+// skips or fails the test when there is no server.
+func NewDB(t testing.TB) string {
+	t.Helper()
+	ensure(t)
+	name := fmt.Sprintf("bct_%s_%d", runID, dbCount.Add(1))
+	if err := createFromTemplate(t.Context(), name); err != nil {
+		t.Fatalf("dbtest: create database %s: %v", name, err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
+		defer cancel()
+		if err := adminExec(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{name}.Sanitize()+" WITH (FORCE)"); err != nil {
+			t.Errorf("dbtest: drop database %s: %v", name, err)
+		}
+	})
+	u, err := databaseURL(source.URL, name)
+	if err != nil {
+		t.Fatalf("dbtest: %v", err)
+	}
+	return u
+}
+
+// NewPool returns a pool on a fresh database from NewDB. The pool is closed when the test
+// ends, before the database is dropped.
+func NewPool(t testing.TB) *pgxpool.Pool {
+	t.Helper()
+	u := NewDB(t)
+	pool, err := pgxpool.New(t.Context(), u)
+	if err != nil {
+		t.Fatalf("dbtest: open pool: %v", err)
+	}
+	t.Cleanup(pool.Close)
+	return pool
+}
+
+// createFromTemplate copies the template, retrying while another session still uses it
+// (another binary's leftover backend, or one still exiting).
+func createFromTemplate(ctx context.Context, name string) error {
+	sql := fmt.Sprintf("CREATE DATABASE %s TEMPLATE %s", pgx.Identifier{name}.Sanitize(), pgx.Identifier{template}.Sanitize())
+	for attempt := 1; ; attempt++ {
+		createMu.Lock()
+		err := adminExec(ctx, sql)
+		createMu.Unlock()
+		if err == nil || !isObjectInUse(err) || attempt == createAttempts {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(createBackoff):
+		}
+	}
+}
+
+// isObjectInUse matches "source database ... is being accessed by other users".
+func isObjectInUse(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == "55006"
+}
+
+// databaseURL replaces the database in a postgres:// URL.
+func databaseURL(raw, name string) (string, error) {
+	u, err := url.Parse(raw)
+	if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
+		return "", errors.New("want a postgres:// URL")
+	}
+	u.Path = "/" + name
+	u.RawPath = ""
+	return u.String(), nil
+}

@@ -1,0 +1,126 @@
+package dbtest_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/batchclaim/batchclaim/internal/dbtest"
+)
+
+func TestMain(m *testing.M) { dbtest.Main(m) }
+
+func TestParallelTestsGetTheirOwnMigratedDatabases(t *testing.T) {
+	t.Parallel()
+	var names [4]string
+	t.Run("group", func(t *testing.T) {
+		for i := range names {
+			t.Run("db", func(t *testing.T) {
+				t.Parallel()
+				ctx := t.Context()
+				pool := dbtest.NewPool(t)
+				if err := pool.QueryRow(ctx, "SELECT current_database()").Scan(&names[i]); err != nil {
+					t.Fatal(err)
+				}
+				if !hasTable(t, pool, "service_id_claims") {
+					t.Fatal("table service_id_claims missing: database not copied from the migrated template")
+				}
+			})
+		}
+	})
+	seen := map[string]bool{}
+	for _, n := range names {
+		if n == "" || seen[n] {
+			t.Fatalf("databases %q: want distinct, non-empty names", names)
+		}
+		seen[n] = true
+	}
+	ctx := t.Context()
+	conn, err := pgx.Connect(ctx, dbtest.AdminURL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	var left int
+	if err := conn.QueryRow(ctx, "SELECT count(*) FROM pg_database WHERE datname = ANY($1)", names[:]).Scan(&left); err != nil {
+		t.Fatal(err)
+	}
+	if left != 0 {
+		t.Fatalf("%d of the databases %q left after their tests ended", left, names)
+	}
+}
+
+func TestDatabasesAreIsolated(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	a, b := dbtest.NewPool(t), dbtest.NewPool(t)
+	if _, err := a.Exec(ctx, "CREATE TABLE only_in_a (id int)"); err != nil {
+		t.Fatal(err)
+	}
+	if !hasTable(t, a, "only_in_a") || hasTable(t, b, "only_in_a") {
+		t.Fatal("a table created in one database is visible in the other, or missing in its own")
+	}
+}
+
+func TestTemplateRefusesConnections(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	conn, err := pgx.Connect(ctx, dbtest.AdminURL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	var open int
+	err = conn.QueryRow(ctx, "SELECT count(*) FROM pg_database WHERE datname LIKE 'bctpl\\_%' AND datallowconn").Scan(&open)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if open != 0 {
+		t.Fatalf("%d template databases accept connections; copies need them idle", open)
+	}
+}
+
+// TestClusterRestart is not parallel: it restarts this binary's server before the parallel
+// tests run.
+func TestClusterRestart(t *testing.T) {
+	c := dbtest.Cluster(t)
+	if c == nil {
+		t.Skip("server is not a throwaway cluster (TEST_DATABASE_URL or Docker)")
+	}
+	ctx := t.Context()
+	url := dbtest.NewDB(t)
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Exec(ctx, "CREATE TABLE kept (id int); INSERT INTO kept VALUES (7)"); err != nil {
+		t.Fatal(err)
+	}
+	conn.Close(ctx)
+	if err := c.Restart(ctx); err != nil {
+		t.Fatal(err)
+	}
+	conn, err = pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatalf("connect after restart: %v", err)
+	}
+	defer conn.Close(ctx)
+	var id int
+	if err := conn.QueryRow(ctx, "SELECT id FROM kept").Scan(&id); err != nil || id != 7 {
+		t.Fatalf("row after restart: %d, %v; want 7", id, err)
+	}
+	if !hasTable(t, dbtest.NewPool(t), "service_id_claims") {
+		t.Fatal("NewDB after a restart gave a database without the schema")
+	}
+}
+
+func hasTable(t *testing.T, pool *pgxpool.Pool, name string) bool {
+	t.Helper()
+	var ok bool
+	if err := pool.QueryRow(context.Background(), "SELECT to_regclass($1) IS NOT NULL", name).Scan(&ok); err != nil {
+		t.Fatal(err)
+	}
+	return ok
+}

@@ -1,0 +1,17 @@
+// Package pglocal starts a throwaway Postgres cluster from the local server binaries
+// (initdb, pg_ctl, postgres), for tests and the demo.
+//
+// Start runs initdb (trust authentication, superuser postgres) in a new temporary directory
+// and starts the postmaster on a free port of 127.0.0.1, with its unix socket in that
+// directory and durability switched off (fsync, synchronous_commit, full_page_writes), which
+// is safe only because the data is thrown away. Stop shuts it down with pg_ctl stop -m fast
+// and removes the directory; Restart stops and starts it on the same port and data, for
+// fault tests.
+//
+// Postgres refuses to run as root. When this process is root, the cluster's directory is
+// handed to the "postgres" user (else "nobody") and initdb, pg_ctl and postgres run as that
+// user.
+//
+// The postmaster is a child of this process, in its own process group, and gets SIGQUIT when
+// this process dies, so a test binary killed by -timeout leaves no server running.
+package pglocal

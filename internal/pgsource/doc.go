@@ -1,0 +1,7 @@
+// Package pgsource finds a Postgres server to use, trying in order: a URL from an environment
+// variable (DATABASE_URL for the demo, TEST_DATABASE_URL for tests), a throwaway cluster from
+// local PostgreSQL binaries (package pglocal), and a postgres:15-alpine container through
+// testcontainers-go when a Docker engine answers. When none works the error says how to
+// provide one. The demo (Acquire) and the test harness (package dbtest, through Server) share
+// this chain.
+package pgsource
