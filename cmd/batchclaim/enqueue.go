@@ -14,17 +14,19 @@ func runEnqueue(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		"Stores the batches of a serialized BatchList (from FILE, or standard input with - or no\nargument) for service_id S, after that service_id's earlier batches. Storing a batch again\nchanges nothing. Prints one line per batch: its id, its seq, and whether it was new.", stderr)
 	dbURL := dbFlag(fs)
 	serviceID := fs.String("service-id", "", "the service_id the batches belong to (required)")
-	if err := parse(fs, args); err != nil {
+	files, err := parseInterspersed(fs, args)
+	if err != nil {
 		return err
 	}
 	if *serviceID == "" {
 		return errorf("--service-id is required")
 	}
-	if fs.NArg() > 1 {
-		return errorf("at most one FILE, got %d arguments", fs.NArg())
+	if len(files) > 1 {
+		return errorf("at most one FILE, got %d arguments", len(files))
 	}
 	in := io.Reader(os.Stdin)
-	if name := fs.Arg(0); name != "" && name != "-" {
+	if len(files) == 1 && files[0] != "-" {
+		name := files[0]
 		f, err := os.Open(name)
 		if err != nil {
 			return err

@@ -138,6 +138,22 @@ func parse(fs *flag.FlagSet, args []string) error {
 
 func errorf(format string, a ...any) error { return fmt.Errorf(format, a...) }
 
+// parseInterspersed is parse for commands with positional arguments, allowing flags before,
+// between and after them. It returns the positional arguments.
+func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := parse(fs, args); err != nil {
+			return nil, err
+		}
+		args = fs.Args()
+		if len(args) == 0 {
+			return pos, nil
+		}
+		pos, args = append(pos, args[0]), args[1:]
+	}
+}
+
 func oneLine(err error) string {
 	return strings.Join(strings.Fields(strings.ReplaceAll(err.Error(), "\n", "; ")), " ")
 }

@@ -13,21 +13,20 @@ func runMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	fs := newFlagSet("migrate", "up | down [N] | version [flags]",
 		"Applies the embedded schema migrations (up), reverts N of them (down N; down alone reverts\none, down 0 reverts all), or prints the applied version (version).", stderr)
 	dbURL := dbFlag(fs)
-	if err := parse(fs, args); err != nil {
+	rest, err := parseInterspersed(fs, args)
+	if err != nil {
 		return err
 	}
-	rest := fs.Args()
 	if len(rest) == 0 {
 		fs.Usage()
 		return errUsage
 	}
-	// Flags may also follow the action: migrate up --database-url ...
-	if err := parse(fs, rest[1:]); err != nil {
-		return err
-	}
-	action, rest := rest[0], fs.Args()
+	action, rest := rest[0], rest[1:]
 	if err := checkURL(ctx, *dbURL); err != nil {
 		return err
+	}
+	if len(rest) > 1 || (len(rest) == 1 && action != "down") {
+		return errorf("unexpected argument %q", rest[len(rest)-1])
 	}
 	latest, err := migrations.Latest()
 	if err != nil {

@@ -1,0 +1,101 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os/exec"
+	"strings"
+	"testing"
+
+	"github.com/batchclaim/batchclaim/internal/dbtest"
+	"github.com/batchclaim/batchclaim/migrations"
+)
+
+// The operator's commands on a real database: migrate version/down/up, enqueue, status.
+func TestMigrateEnqueueStatus(t *testing.T) {
+	t.Parallel()
+	url := dbtest.NewDB(t)
+	run := func(want int, args ...string) string {
+		t.Helper()
+		var stdout, stderr bytes.Buffer
+		if code := realMain(context.Background(), append(args, "--database-url", url), &stdout, &stderr); code != want {
+			t.Fatalf("%v: exit %d, want %d; stderr %s", args, code, want, stderr.String())
+		}
+		return stdout.String()
+	}
+	latest, _ := migrations.Latest()
+	if out := run(0, "migrate", "version"); !strings.Contains(out, "schema version 2 of 2 (clean)") || latest != 2 {
+		t.Fatalf("migrate version: %q", out)
+	}
+	if out := run(0, "migrate", "down", "0"); !strings.Contains(out, "schema version 0 of 2") {
+		t.Fatalf("migrate down 0: %q", out)
+	}
+	if out := run(0, "migrate", "up"); !strings.Contains(out, "schema version 2 of 2 (clean)") {
+		t.Fatalf("migrate up: %q", out)
+	}
+
+	// enqueue a BatchList of two batches from a file, twice: stored once.
+	list := fakeList(t, "svc-a", 2)
+	file := t.TempDir() + "/batches.bin"
+	if err := writeFile(file, list); err != nil {
+		t.Fatal(err)
+	}
+	if out := run(0, "enqueue", "--service-id", "svc-a", file); strings.Count(out, " stored") != 2 {
+		t.Fatalf("enqueue: %q", out)
+	}
+	if out := run(0, "enqueue", "--service-id", "svc-a", file); strings.Count(out, "already stored") != 2 {
+		t.Fatalf("enqueue again: %q", out)
+	}
+
+	var st struct {
+		ServiceIDs int64 `json:"service_ids"`
+		Unclaimed  int64 `json:"unclaimed"`
+		Batches    struct {
+			ByState      map[string]int64 `json:"by_state"`
+			OpenServices int              `json:"open_services"`
+		} `json:"batches"`
+	}
+	if err := json.Unmarshal([]byte(run(0, "status", "--json")), &st); err != nil {
+		t.Fatal(err)
+	}
+	if st.ServiceIDs != 1 || st.Unclaimed != 1 || st.Batches.ByState["NEW"] != 2 || st.Batches.OpenServices != 1 {
+		t.Fatalf("status --json: %+v", st)
+	}
+	if out := run(0, "status"); !strings.Contains(out, "batches: NEW 2") || !strings.Contains(out, "svc-a") {
+		t.Fatalf("status: %q", out)
+	}
+}
+
+// demo --json on a small shape: the main job end to end, checked by its own summary.
+func TestDemoJSON(t *testing.T) {
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("the demo takes about 20 seconds")
+	}
+	bin := buildBinary(t)
+	cmd := exec.Command(bin, "demo", "--json", "--service-ids", "30", "--batches", "4")
+	cmd.Env = append(cmd.Environ(), "DATABASE_URL="+dbtest.AdminURL(t))
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("demo: %v\n%s", err, stderr.String())
+	}
+	var sum map[string]any
+	if err := json.Unmarshal(stdout.Bytes(), &sum); err != nil {
+		t.Fatalf("stdout is not one JSON object: %v\n%s", err, stdout.String())
+	}
+	for _, k := range []string{"batches_total", "committed", "invalid", "lost", "order_violations", "duplicate_posts",
+		"duplicate_posts_unexplained", "stale_writes_rejected", "takeovers", "max_takeover_seconds", "duration_seconds"} {
+		if _, ok := sum[k]; !ok {
+			t.Errorf("summary lacks %q", k)
+		}
+	}
+	if sum["batches_total"] != 120.0 || sum["committed"] != 120.0 || sum["lost"] != 0.0 ||
+		sum["order_violations"] != 0.0 || sum["duplicate_posts_unexplained"] != 0.0 {
+		t.Fatalf("summary: %v", sum)
+	}
+	if sum["takeovers"].(float64) == 0 {
+		t.Fatalf("no takeover after a SIGKILL: %v", sum)
+	}
+}

@@ -1,0 +1,48 @@
+package node_test
+
+import (
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/batchclaim/batchclaim/dlt"
+	"github.com/batchclaim/batchclaim/dlt/dltsim"
+	"github.com/batchclaim/batchclaim/node"
+)
+
+// The listener serves health, readiness and the metrics operators need.
+func TestHealthReadinessMetrics(t *testing.T) {
+	t.Parallel()
+	e := setup(t, dlt.FlavorSawtooth, dltsim.Config{CommitLatency: 5 * time.Millisecond})
+	e.enqueue(3, 2)
+	n, _ := e.start("a", func(c *node.Config) { c.Listen = "127.0.0.1:0" })
+	waitFor(t, 10*time.Second, "listener up", func() bool { return n.Addr() != "" })
+	base := "http://" + n.Addr()
+	get := func(path string) (int, string) {
+		resp, err := http.Get(base + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	if code, _ := get("/healthz"); code != 200 {
+		t.Fatalf("/healthz %d", code)
+	}
+	waitFor(t, 10*time.Second, "/readyz 200", func() bool { code, _ := get("/readyz"); return code == 200 })
+	e.waitFinished(30 * time.Second)
+	_, metrics := get("/metrics")
+	for _, m := range []string{
+		"batchclaim_claims_held ", "batchclaim_claims_gained_total ", "batchclaim_claims_lost_total ",
+		"batchclaim_takeovers_total ", "batchclaim_serialization_retries_total ", `batchclaim_batches{state="COMMITTED"} 6`,
+		"batchclaim_submit_latency_seconds_bucket", "batchclaim_commit_latency_seconds_count 6",
+		`batchclaim_dlt_responses_total{code="202"} 6`, "batchclaim_stale_writes_rejected_total ",
+	} {
+		if !strings.Contains(metrics, m) {
+			t.Errorf("/metrics lacks %q", m)
+		}
+	}
+}
