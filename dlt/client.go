@@ -95,7 +95,8 @@ type Client interface {
 	// Flavor names the API.
 	Flavor() Flavor
 	// OrderedOnValid reports whether a VALID status already fixes the batch's place in the
-	// ledger's order (scabbard). Sawtooth never reports VALID.
+	// ledger's order, so that the next batch of the service_id may be sent. Neither adapter
+	// says so: Sawtooth never reports VALID, and scabbard can forget a VALID batch on restart.
 	OrderedOnValid() bool
 }
 

@@ -56,7 +56,7 @@ func TestNewClientFlavors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, ok := c.(*dlt.Scabbard); !ok || c.Flavor() != dlt.FlavorScabbard || !c.OrderedOnValid() {
+	if _, ok := c.(*dlt.Scabbard); !ok || c.Flavor() != dlt.FlavorScabbard || c.OrderedOnValid() {
 		t.Fatalf("scabbard client = %T %s ordered=%v", c, c.Flavor(), c.OrderedOnValid())
 	}
 	c, err = dlt.NewClient(dlt.Config{Flavor: dlt.FlavorSawtooth, URL: "http://rest:8008"})

@@ -38,8 +38,10 @@ func NewScabbard(cfg ScabbardConfig) (*Scabbard, error) {
 // Flavor returns FlavorScabbard.
 func (s *Scabbard) Flavor() Flavor { return FlavorScabbard }
 
-// OrderedOnValid returns true: a VALID batch has been executed in its final place.
-func (s *Scabbard) OrderedOnValid() bool { return true }
+// OrderedOnValid returns false. A VALID batch has been executed but not committed, and
+// scabbard keeps it only in memory: a node restart forgets it, while the next batch, if it was
+// already sent, can commit first. Only COMMITTED fixes a batch's place.
+func (s *Scabbard) OrderedOnValid() bool { return false }
 
 // Post sends a BatchList to {node}/scabbard/{circuit}/{service}/batches.
 func (s *Scabbard) Post(ctx context.Context, batchList []byte) (PostResult, error) {

@@ -143,3 +143,24 @@ func TestBackPressure(t *testing.T) {
 		t.Fatal("no batch was ever DELAYED under back-pressure")
 	}
 }
+
+// With an adapter whose VALID fixes the order (SkipValid), the next batch goes out while the
+// previous is VALID, before it is committed; order at the ledger still holds.
+func TestSkipValidSendsNextBatchEarly(t *testing.T) {
+	t.Parallel()
+	e := setup(t, dlt.FlavorScabbard, dltsim.Config{CommitLatency: 600 * time.Millisecond})
+	ids := e.enqueue(1, 3)["svc-000"]
+	e.start("a", func(c *node.Config) { c.SkipValid = true })
+	e.waitFinished(30 * time.Second)
+	e.check()
+	var early bool
+	if err := e.admin.QueryRow(context.Background(), `
+		SELECT (SELECT min(t.id) FROM batch_transitions t JOIN batches b USING (seq) WHERE b.batch_id = $2 AND t.to_state = 'INFLIGHT')
+		     < (SELECT min(t.id) FROM batch_transitions t JOIN batches b USING (seq) WHERE b.batch_id = $1 AND t.to_state = 'COMMITTED')`,
+		ids[0], ids[1]).Scan(&early); err != nil {
+		t.Fatal(err)
+	}
+	if !early {
+		t.Fatal("the second batch was not sent before the first was committed")
+	}
+}

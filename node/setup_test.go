@@ -150,7 +150,7 @@ func waitFor(t testing.TB, timeout time.Duration, what string, cond func() bool)
 // check runs the invariant checks against the simulator's record and fails on violations.
 func (e *env) check() history.Report {
 	e.t.Helper()
-	l := history.Ledger{Committed: e.sim.Committed(), Effective: map[string]int{}, Status: e.sim.Status}
+	l := history.Ledger{Committed: e.sim.Committed(), Effective: map[string]int{}}
 	for _, p := range e.sim.Posts() {
 		switch p.Effect {
 		case "accepted", "duplicate", "dropped-response":

@@ -70,11 +70,17 @@ func TestMigrateEnqueueStatus(t *testing.T) {
 // demo --json on a small shape: the main job end to end, checked by its own summary.
 func TestDemoJSON(t *testing.T) {
 	t.Parallel()
-	if testing.Short() {
-		t.Skip("the demo takes about 20 seconds")
-	}
 	bin := buildBinary(t)
-	cmd := exec.Command(bin, "demo", "--json", "--service-ids", "30", "--batches", "4")
+	for _, flavor := range []string{"sawtooth", "scabbard"} {
+		t.Run(flavor, func(t *testing.T) {
+			t.Parallel()
+			demoJSON(t, bin, flavor)
+		})
+	}
+}
+
+func demoJSON(t *testing.T, bin, flavor string) {
+	cmd := exec.Command(bin, "demo", "--json", "--flavor", flavor, "--service-ids", "30", "--batches", "4")
 	cmd.Env = append(cmd.Environ(), "DATABASE_URL="+dbtest.AdminURL(t))
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr

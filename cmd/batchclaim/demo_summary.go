@@ -49,7 +49,7 @@ func (d *demoRun) summarize(ctx context.Context) (summary, error) {
 
 // simLedger turns the simulator's record into what history.Check compares with.
 func simLedger(sim *dltsim.Sim) history.Ledger {
-	l := history.Ledger{Committed: sim.Committed(), Effective: map[string]int{}, Status: sim.Status}
+	l := history.Ledger{Committed: sim.Committed(), Effective: map[string]int{}}
 	for _, p := range sim.Posts() {
 		switch p.Effect {
 		case "accepted", "duplicate", "dropped-response":
