@@ -164,3 +164,26 @@ func TestSkipValidSendsNextBatchEarly(t *testing.T) {
 		t.Fatal("the second batch was not sent before the first was committed")
 	}
 }
+
+// A submission whose answer is lost after the ledger took the batch (dropped response) is
+// UNKNOWN; the ledger is asked before anything is resent, and since it has the batch,
+// nothing is.
+func TestDroppedResponseIsAskedNotResent(t *testing.T) {
+	t.Parallel()
+	e := setup(t, dlt.FlavorSawtooth, dltsim.Config{CommitLatency: 5 * time.Millisecond})
+	ids := e.enqueue(1, 2)["svc-000"]
+	e.sim.InjectDroppedResponses(1)
+	e.start("a", nil)
+	e.waitFinished(30 * time.Second)
+	e.check()
+	if n := e.effectivePosts(ids[0]); n != 1 {
+		t.Fatalf("the batch whose answer was dropped reached the ledger %d times, want 1", n)
+	}
+	var outcome string
+	if err := e.admin.QueryRow(context.Background(), `SELECT outcome FROM submission_attempts a JOIN batches b USING (seq) WHERE b.batch_id = $1 ORDER BY a.id LIMIT 1`, ids[0]).Scan(&outcome); err != nil {
+		t.Fatal(err)
+	}
+	if outcome != "unknown" {
+		t.Fatalf("first attempt outcome %q, want unknown", outcome)
+	}
+}

@@ -60,11 +60,13 @@ WHERE id = sqlc.arg(id) AND finished_at IS NULL;
 UPDATE batches
 SET state = sqlc.arg(new_state)::text,
     dlt_status = COALESCE(sqlc.narg(dlt_status)::text, dlt_status),
-    status_updated_at = CASE WHEN sqlc.narg(dlt_status)::text IS NULL THEN status_updated_at ELSE now() END,
+    -- A new outcome starts the clock and the count of UNKNOWN answers afresh: an UNKNOWN
+    -- outcome is resubmitted only after new answers from the ledger (or the grace period).
+    status_updated_at = now(),
     next_attempt_at = now() + sqlc.arg(retry_after_ms)::bigint * interval '1 millisecond',
     last_error = sqlc.narg(last_error),
     invalid_details = COALESCE(sqlc.narg(invalid_details)::jsonb, invalid_details),
-    unknown_count = CASE WHEN sqlc.arg(new_state)::text = 'UNKNOWN' THEN unknown_count ELSE 0 END,
+    unknown_count = 0,
     updated_at = now()
 WHERE seq = sqlc.arg(seq) AND state = 'INFLIGHT' AND claim_epoch = sqlc.arg(epoch)::bigint
   AND claimant = sqlc.arg(claimant)::uuid

@@ -248,11 +248,13 @@ const batchRecordOutcome = `-- name: BatchRecordOutcome :one
 UPDATE batches
 SET state = $1::text,
     dlt_status = COALESCE($2::text, dlt_status),
-    status_updated_at = CASE WHEN $2::text IS NULL THEN status_updated_at ELSE now() END,
+    -- A new outcome starts the clock and the count of UNKNOWN answers afresh: an UNKNOWN
+    -- outcome is resubmitted only after new answers from the ledger (or the grace period).
+    status_updated_at = now(),
     next_attempt_at = now() + $3::bigint * interval '1 millisecond',
     last_error = $4,
     invalid_details = COALESCE($5::jsonb, invalid_details),
-    unknown_count = CASE WHEN $1::text = 'UNKNOWN' THEN unknown_count ELSE 0 END,
+    unknown_count = 0,
     updated_at = now()
 WHERE seq = $6 AND state = 'INFLIGHT' AND claim_epoch = $7::bigint
   AND claimant = $8::uuid
