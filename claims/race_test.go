@@ -82,11 +82,12 @@ func TestConcurrentInstances(t *testing.T) {
 	quiesce(t, admin, live, serviceIDs)
 	checkHistory(t, admin)
 
-	var retries int64
+	var retries, cycles int64
 	for _, e := range engines[:8] {
 		retries += e.Stats().SerializationRetries
+		cycles += e.Stats().Cycles
 	}
-	t.Logf("serialization retries over the concurrent phase: %d", retries)
+	t.Logf("concurrent phase: %d serialization retries over %d cycles", retries, cycles)
 
 	// A join moves about K/N claims: the newcomer's share, plus at most one per instance whose
 	// rank-based +1 moved.

@@ -105,3 +105,34 @@ func demoJSON(t *testing.T, bin, flavor string) {
 		t.Fatalf("no takeover after a SIGKILL: %v", sum)
 	}
 }
+
+// bench --json on a small shape: the figures are printed, and once the claims are balanced a
+// quiet fleet changes no ownership.
+func TestBenchJSON(t *testing.T) { // not parallel: it sets DATABASE_URL
+	var stdout, stderr bytes.Buffer
+	t.Setenv("DATABASE_URL", dbtest.AdminURL(t))
+	code := realMain(context.Background(), []string{"bench", "--json", "--instances", "3", "--service-ids", "60", "--duration", "1s"}, &stdout, &stderr)
+	if code != 0 {
+		t.Fatalf("bench: exit %d: %s", code, stderr.String())
+	}
+	var out struct {
+		Phases []struct {
+			Name         string `json:"name"`
+			Cycles       int64  `json:"cycles"`
+			OwnerChanges int64  `json:"ownership_changes"`
+		} `json:"phases"`
+		Totals struct {
+			InstanceRowUpdates int64 `json:"instance_row_updates"`
+			Cycles             int64 `json:"cycles"`
+		} `json:"totals"`
+	}
+	if err := json.Unmarshal(stdout.Bytes(), &out); err != nil {
+		t.Fatalf("%v: %s", err, stdout.String())
+	}
+	if len(out.Phases) != 2 || out.Phases[0].OwnerChanges < 60 || out.Phases[1].Cycles == 0 || out.Phases[1].OwnerChanges != 0 {
+		t.Fatalf("phases %+v: want 60+ ownership changes while acquiring and none in the steady phase", out.Phases)
+	}
+	if out.Totals.InstanceRowUpdates < out.Totals.Cycles {
+		t.Fatalf("totals %+v: every cycle renews the lease row", out.Totals)
+	}
+}

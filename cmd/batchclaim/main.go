@@ -31,6 +31,7 @@ func init() {
 		"run":     {summary: "run an instance: claim service_ids and work on them", run: runDaemon},
 		"demo":    {summary: "the whole story on a throwaway database: instances, a ledger simulator, faults", run: runDemo},
 		"enqueue": {summary: "store the batches of a BatchList for a service_id", run: runEnqueue},
+		"bench":   {summary: "measure the claim cycle: throughput, serialization retries, row writes", run: runBench},
 		"dlt-sim": {summary: "run the ledger simulator (Sawtooth REST API or Splinter scabbard)", run: dltsim.Command},
 	}
 }
