@@ -1,0 +1,15 @@
+// Command batchclaim runs and operates instances that share batch submission to a
+// distributed ledger through claims in one Postgres database.
+//
+//	batchclaim migrate up|down [N]|version   schema migrations (embedded)
+//	batchclaim run --dlt-url URL [...]       an instance: claims, queuer, submitter, observer, HTTP
+//	batchclaim enqueue --service-id S FILE   store the batches of a BatchList
+//	batchclaim status [--json]               instances, claims, batches, stuck work
+//	batchclaim dlt-sim                       the ledger simulator
+//	batchclaim demo [--json]                 the whole story on a throwaway database
+//	batchclaim bench [--json]                measure the claim cycle
+//
+// Every command takes --help. The database comes from --database-url or DATABASE_URL, and
+// every flag of run also from BATCHCLAIM_<FLAG>. Errors are one line on stderr with exit
+// status 1 (2 for usage errors).
+package main
