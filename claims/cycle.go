@@ -128,6 +128,11 @@ func (e *Engine) Cycle(ctx context.Context) (CycleReport, error) {
 	return rep, nil
 }
 
+// Renew renews the lease only: no maintenance, no acquisition. A stopping instance calls it
+// while the submissions it already started drain, so that its claims stay alive (and its
+// local deadline does not cancel those submissions) until it releases them.
+func (e *Engine) Renew(ctx context.Context) error { return e.heartbeat(ctx) }
+
 // heartbeat renews the instance's lease; if the row is gone (pruned after a long stall), it
 // registers again: whatever the old row held was freed with it.
 func (e *Engine) heartbeat(ctx context.Context) error {

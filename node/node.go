@@ -183,6 +183,7 @@ func (n *Node) Run(ctx context.Context) error {
 func (n *Node) stop(ctx context.Context, srv *http.Server) error {
 	n.log.Info("stopping: no new work; waiting for submissions in flight", "in_flight", n.workers.Busy())
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), n.engine.Timings().MaxSubmission)
+	go n.renewUntil(wctx)
 	werr := n.workers.Wait(wctx)
 	cancel()
 	if werr != nil {
@@ -195,6 +196,22 @@ func (n *Node) stop(ctx context.Context, srv *http.Server) error {
 		cancel()
 	}
 	return err
+}
+
+// renewUntil keeps the lease alive until ctx ends.
+func (n *Node) renewUntil(ctx context.Context) {
+	t := time.NewTicker(n.engine.Timings().RenewInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if err := n.engine.Renew(ctx); err != nil && ctx.Err() == nil {
+				n.log.Warn("renew lease while stopping", "error", err)
+			}
+		}
+	}
 }
 
 func (n *Node) listen(ctx context.Context) (*http.Server, error) {

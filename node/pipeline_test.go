@@ -5,9 +5,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/batchclaim/batchclaim"
 	"github.com/batchclaim/batchclaim/dlt"
 	"github.com/batchclaim/batchclaim/dlt/dltsim"
 	"github.com/batchclaim/batchclaim/node"
+	"github.com/batchclaim/batchclaim/submitter"
 )
 
 // Several instances share the work; every batch is committed, in seq order per service_id,
@@ -185,5 +187,39 @@ func TestDroppedResponseIsAskedNotResent(t *testing.T) {
 	}
 	if outcome != "unknown" {
 		t.Fatalf("first attempt outcome %q, want unknown", outcome)
+	}
+}
+
+// A graceful stop lets a submission that outlasts the local deadline finish (the lease keeps
+// being renewed while it drains), records its outcome, and then releases the claim.
+func TestGracefulStopDrainsLongSubmission(t *testing.T) {
+	t.Parallel()
+	e := setup(t, dlt.FlavorSawtooth, dltsim.Config{CommitLatency: 5 * time.Millisecond})
+	ids := e.enqueue(1, 1)["svc-000"]
+	started := make(chan struct{})
+	slow := submitter.SubmitterFunc(func(ctx context.Context, b batchclaim.Batch) (batchclaim.Result, error) {
+		close(started)
+		select { // longer than the local deadline (2/3 s)
+		case <-time.After(1500 * time.Millisecond):
+			return batchclaim.Result{Verdict: batchclaim.Done}, nil
+		case <-ctx.Done():
+			return batchclaim.Result{}, ctx.Err()
+		}
+	})
+	n, stop := e.start("a", func(c *node.Config) { c.Submitter, c.Statuses = slow, nil })
+	<-started
+	stop()
+	if got := e.state(ids[0]); got != "COMMITTED" {
+		t.Fatalf("after the graceful stop the batch is %s, want COMMITTED (the submission was cut short)", got)
+	}
+	if f := n.Engine().Stats().DeadlineFences; f != 0 {
+		t.Fatalf("the instance fenced itself %d times while draining", f)
+	}
+	var held int
+	if err := e.admin.QueryRow(context.Background(), `SELECT count(*) FROM service_id_claims WHERE claimant IS NOT NULL`).Scan(&held); err != nil {
+		t.Fatal(err)
+	}
+	if held != 0 {
+		t.Fatalf("%d claims still held after the stop", held)
 	}
 }
