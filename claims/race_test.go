@@ -35,13 +35,18 @@ func TestConcurrentInstances(t *testing.T) {
 	// Instances 0-5 run from the start; 6 and 7 join at round 10; 2 and 4 leave (graceful
 	// stop) at round 20.
 	joined := make(chan struct{})
+	var joinOnce sync.Once
+	join := func() { joinOnce.Do(func() { close(joined) }) }
 	var wg sync.WaitGroup
 	errs := make(chan error, 100)
 	run := func(e *claims.Engine, from, leaveAt int) {
 		defer wg.Done()
+		if e == engines[0] {
+			defer join() // also when it fails early: the joiners must not wait forever
+		}
 		for r := from; r < rounds; r++ {
 			if r == 10 && e == engines[0] {
-				close(joined)
+				join()
 			}
 			if r == leaveAt {
 				if err := e.Shutdown(ctx); err != nil {

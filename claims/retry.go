@@ -11,11 +11,12 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 )
 
-// isSerializationFailure reports SQLSTATE 40001 (serialization_failure) or 40P01
-// (deadlock_detected): the transaction lost a race and may simply be run again.
+// isSerializationFailure reports SQLSTATE 40001 (serialization_failure), 40P01
+// (deadlock_detected) or 55P03 (lock_not_available: lock_timeout passed while another cycle
+// held a row): the transaction lost a race and may simply be run again.
 func isSerializationFailure(err error) bool {
 	var pgErr *pgconn.PgError
-	return errors.As(err, &pgErr) && (pgErr.Code == "40001" || pgErr.Code == "40P01")
+	return errors.As(err, &pgErr) && (pgErr.Code == "40001" || pgErr.Code == "40P01" || pgErr.Code == "55P03")
 }
 
 // newBackOff builds the jittered exponential backoff used between serialization retries.

@@ -31,15 +31,27 @@ ORDER BY service_id;
 
 -- name: ClaimsAcquire :many
 -- Takes up to max free claims, reading the free index from a random point of its hash order
--- (wrapping around) so that concurrent acquirers mostly read different index pages.
-WITH pick AS (
-    (SELECT f.service_id FROM service_id_claims f
-     WHERE f.claimant IS NULL AND hashtextextended(f.service_id, 0) >= sqlc.arg(start)::bigint
-     ORDER BY hashtextextended(f.service_id, 0) LIMIT sqlc.arg(max)::int)
-    UNION ALL
-    (SELECT f.service_id FROM service_id_claims f
-     WHERE f.claimant IS NULL AND hashtextextended(f.service_id, 0) < sqlc.arg(start)::bigint
-     ORDER BY hashtextextended(f.service_id, 0) LIMIT sqlc.arg(max)::int)
+-- (wrapping around) so that concurrent acquirers mostly read different index pages, and
+-- skipping rows another acquirer has just locked instead of waiting for them.
+WITH after_start AS (
+    SELECT f.service_id, hashtextextended(f.service_id, 0) AS h FROM service_id_claims f
+    WHERE f.claimant IS NULL AND hashtextextended(f.service_id, 0) >= sqlc.arg(start)::bigint
+    ORDER BY hashtextextended(f.service_id, 0) LIMIT sqlc.arg(max)::int
+    FOR UPDATE SKIP LOCKED
+),
+before_start AS (
+    SELECT f.service_id, hashtextextended(f.service_id, 0) AS h FROM service_id_claims f
+    WHERE f.claimant IS NULL AND hashtextextended(f.service_id, 0) < sqlc.arg(start)::bigint
+    ORDER BY hashtextextended(f.service_id, 0) LIMIT sqlc.arg(max)::int
+    FOR UPDATE SKIP LOCKED
+),
+pick AS (
+    SELECT x.service_id FROM (
+        SELECT a.service_id, 0 AS part, a.h FROM after_start a
+        UNION ALL
+        SELECT b.service_id, 1 AS part, b.h FROM before_start b
+    ) x
+    ORDER BY x.part, x.h
     LIMIT sqlc.arg(max)::int
 ),
 taken AS (

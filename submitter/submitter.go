@@ -6,9 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"sync"
 	"time"
+
+	"github.com/cenkalti/backoff/v4"
 
 	"github.com/batchclaim/batchclaim"
 	"github.com/batchclaim/batchclaim/claims"
@@ -61,8 +62,8 @@ type Config struct {
 	// Timeout bounds one submission (the claim engine's S). Zero means 60s.
 	Timeout time.Duration
 	// BackoffBase and BackoffMax shape the capped, jittered exponential delay before a DELAYED
-	// batch is tried again: base * 2^attempts, capped, with full jitter; a Retry-After from the
-	// server is honoured when longer. Zero means 200ms and 30s.
+	// batch is tried again: about base * 2^attempts (+-50%), capped at max; a Retry-After from
+	// the server is honoured when longer. Zero means 200ms and 30s.
 	BackoffBase, BackoffMax time.Duration
 	// OnResult, when set, is called after every submission (for metrics).
 	OnResult func(j Job, r batchclaim.Result, latency time.Duration)
@@ -180,13 +181,19 @@ func (p *Pool) run(j Job) {
 	log.Debug("submitted", "verdict", res.Verdict.String(), "http_status", res.HTTPStatus, "latency", latency)
 }
 
-// backoff is the delay before a DELAYED batch may be tried again.
+// backoff is the delay before a DELAYED batch may be tried again: step attempts+1 of a
+// jittered exponential backoff (base, doubling, capped at max, randomization 0.5), or the
+// server's Retry-After when that is longer. The attempt count lives in the database, so each
+// retry may run on another instance and still back off further.
 func (p *Pool) backoff(attempts int, retryAfter time.Duration) time.Duration {
-	d := p.cfg.BackoffBase << min(attempts, 20)
-	if d <= 0 || d > p.cfg.BackoffMax {
-		d = p.cfg.BackoffMax
+	b := backoff.NewExponentialBackOff()
+	b.InitialInterval, b.MaxInterval = p.cfg.BackoffBase, p.cfg.BackoffMax
+	b.Multiplier, b.RandomizationFactor, b.MaxElapsedTime = 2, 0.5, 0
+	b.Reset()
+	d := b.NextBackOff()
+	for range min(attempts, 40) {
+		d = b.NextBackOff()
 	}
-	d = time.Duration(rand.Int64N(int64(d)) + 1) // full jitter
 	return max(d, retryAfter)
 }
 

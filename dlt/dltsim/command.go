@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/batchclaim/batchclaim/dlt"
 )
@@ -49,6 +50,14 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if fs.NArg() > 0 {
 		return fmt.Errorf("dlt-sim: unexpected argument %q (see -h)", fs.Arg(0))
 	}
+	switch {
+	case opts.failStatus < 400 || opts.failStatus > 599:
+		return fmt.Errorf("dlt-sim: --fail-status must be an HTTP error status (400-599), got %d", opts.failStatus)
+	case opts.failCount < 0 || opts.timeouts < 0 || opts.drops < 0:
+		return errors.New("dlt-sim: --fail-count, --timeouts and --drop-responses must not be negative")
+	case opts.timeoutHold <= 0 || opts.restartEvery < 0:
+		return errors.New("dlt-sim: --timeout-hold must be positive and --restart-every not negative")
+	}
 	opts.cfg.Logger = slog.New(slog.NewTextHandler(stderr, nil))
 	sim, err := New(opts.cfg)
 	if err != nil {
@@ -60,6 +69,18 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	fmt.Fprintln(stdout, baseURL)
 	opts.cfg.Logger.Info("dlt-sim listening", "flavor", string(sim.Flavor()), "url", baseURL)
+	if opts.failCount > 0 {
+		sim.InjectStatus(opts.failStatus, opts.failCount)
+	}
+	if opts.timeouts > 0 {
+		sim.InjectTimeouts(opts.timeouts, opts.timeoutHold)
+	}
+	if opts.drops > 0 {
+		sim.InjectDroppedResponses(opts.drops)
+	}
+	if opts.restartEvery > 0 {
+		go restartEvery(ctx, sim, opts.restartEvery)
+	}
 	<-ctx.Done()
 	if err := sim.Close(); err != nil {
 		return fmt.Errorf("dlt-sim: close: %w", err)
@@ -74,6 +95,12 @@ type commandOptions struct {
 	cfg     Config
 	listen  string
 	postLog string
+
+	failStatus, failCount int           // the first failCount POSTs answer failStatus
+	timeouts              int           // then this many POSTs are held without an answer...
+	timeoutHold           time.Duration // ...for this long
+	drops                 int           // and this many take effect but lose their answer
+	restartEvery          time.Duration // restart (forget everything uncommitted) this often
 }
 
 func commandFlags() (*flag.FlagSet, *commandOptions) {
@@ -99,6 +126,12 @@ func commandFlags() (*flag.FlagSet, *commandOptions) {
 	fs.DurationVar(&c.RetryAfter, "retry-after", 0, "Retry-After sent with 429 and 503 (0: none)")
 	fs.Int64Var(&c.Seed, "seed", 0, "seed choosing the INVALID batches")
 	fs.StringVar(&o.postLog, "post-log", "", "write the POST log to this file as JSON lines on exit")
+	fs.IntVar(&o.failStatus, "fail-status", 503, "HTTP status of the injected failures of --fail-count")
+	fs.IntVar(&o.failCount, "fail-count", 0, "answer the first N POSTs with --fail-status (not accepted)")
+	fs.IntVar(&o.timeouts, "timeouts", 0, "hold N POSTs without an answer (not accepted) for --timeout-hold")
+	fs.DurationVar(&o.timeoutHold, "timeout-hold", 30*time.Second, "how long a --timeouts POST is held")
+	fs.IntVar(&o.drops, "drop-responses", 0, "accept N POSTs but close the connection without answering")
+	fs.DurationVar(&o.restartEvery, "restart-every", 0, "restart the ledger this often: PENDING (and for scabbard all history) is forgotten (0: never)")
 	return fs, o
 }
 
@@ -109,6 +142,19 @@ func printUsage(fs *flag.FlagSet, w io.Writer) {
 	fs.PrintDefaults()
 	fs.SetOutput(io.Discard)
 	fmt.Fprint(w, b.String())
+}
+
+func restartEvery(ctx context.Context, sim *Sim, every time.Duration) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			sim.Restart()
+		}
+	}
 }
 
 // writePostLog writes posts as JSON lines.

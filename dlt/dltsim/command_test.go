@@ -4,12 +4,15 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/batchclaim/batchclaim/dlt"
 	"github.com/batchclaim/batchclaim/dlt/dltsim"
@@ -118,5 +121,45 @@ func TestCommandRuns(t *testing.T) {
 	}
 	if !strings.Contains(stderr.String(), "dlt-sim listening") {
 		t.Fatalf("stderr = %q, want the listening log", stderr.String())
+	}
+}
+
+func TestCommandInjectsFailuresFromFlags(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	out := &syncBuffer{}
+	done := make(chan error, 1)
+	go func() {
+		done <- dltsim.Command(ctx, []string{"--listen", "127.0.0.1:0", "--fail-count", "2", "--fail-status", "503", "--drop-responses", "1"}, out, io.Discard)
+	}()
+	var base string
+	deadline := time.Now().Add(10 * time.Second)
+	for base == "" {
+		if time.Now().After(deadline) {
+			t.Fatal("no base URL printed")
+		}
+		base = strings.TrimSpace(out.String())
+		time.Sleep(10 * time.Millisecond)
+	}
+	var codes []int
+	for i := range 4 {
+		_, list := dlt.FakeBatch("svc", i)
+		resp, err := http.Post(base+"/batches", "application/octet-stream", bytes.NewReader(list))
+		if err != nil {
+			codes = append(codes, 0) // the dropped response
+			continue
+		}
+		resp.Body.Close()
+		codes = append(codes, resp.StatusCode)
+	}
+	if fmt.Sprint(codes) != "[503 503 0 202]" {
+		t.Fatalf("answers %v, want [503 503 0 202]", codes)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if err := dltsim.Command(context.Background(), []string{"--fail-status", "200"}, io.Discard, io.Discard); err == nil || !strings.Contains(err.Error(), "--fail-status must be an HTTP error status") {
+		t.Fatalf("bad --fail-status: %v", err)
 	}
 }

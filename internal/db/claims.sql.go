@@ -126,15 +126,26 @@ func (q *Queries) ClaimFence(ctx context.Context, db DBTX, arg ClaimFenceParams)
 }
 
 const claimsAcquire = `-- name: ClaimsAcquire :many
-WITH pick AS (
-    (SELECT f.service_id FROM service_id_claims f
-     WHERE f.claimant IS NULL AND hashtextextended(f.service_id, 0) >= $2::bigint
-     ORDER BY hashtextextended(f.service_id, 0) LIMIT $1::int)
-    UNION ALL
-    (SELECT f.service_id FROM service_id_claims f
-     WHERE f.claimant IS NULL AND hashtextextended(f.service_id, 0) < $2::bigint
-     ORDER BY hashtextextended(f.service_id, 0) LIMIT $1::int)
-    LIMIT $1::int
+WITH after_start AS (
+    SELECT f.service_id, hashtextextended(f.service_id, 0) AS h FROM service_id_claims f
+    WHERE f.claimant IS NULL AND hashtextextended(f.service_id, 0) >= $1::bigint
+    ORDER BY hashtextextended(f.service_id, 0) LIMIT $2::int
+    FOR UPDATE SKIP LOCKED
+),
+before_start AS (
+    SELECT f.service_id, hashtextextended(f.service_id, 0) AS h FROM service_id_claims f
+    WHERE f.claimant IS NULL AND hashtextextended(f.service_id, 0) < $1::bigint
+    ORDER BY hashtextextended(f.service_id, 0) LIMIT $2::int
+    FOR UPDATE SKIP LOCKED
+),
+pick AS (
+    SELECT x.service_id FROM (
+        SELECT a.service_id, 0 AS part, a.h FROM after_start a
+        UNION ALL
+        SELECT b.service_id, 1 AS part, b.h FROM before_start b
+    ) x
+    ORDER BY x.part, x.h
+    LIMIT $2::int
 ),
 taken AS (
     UPDATE service_id_claims c
@@ -151,8 +162,8 @@ SELECT service_id, epoch, claimed_at FROM taken
 `
 
 type ClaimsAcquireParams struct {
-	Max      int32
 	Start    int64
+	Max      int32
 	Claimant uuid.UUID
 	Now      *time.Time
 }
@@ -164,11 +175,12 @@ type ClaimsAcquireRow struct {
 }
 
 // Takes up to max free claims, reading the free index from a random point of its hash order
-// (wrapping around) so that concurrent acquirers mostly read different index pages.
+// (wrapping around) so that concurrent acquirers mostly read different index pages, and
+// skipping rows another acquirer has just locked instead of waiting for them.
 func (q *Queries) ClaimsAcquire(ctx context.Context, db DBTX, arg ClaimsAcquireParams) ([]ClaimsAcquireRow, error) {
 	rows, err := db.Query(ctx, claimsAcquire,
-		arg.Max,
 		arg.Start,
+		arg.Max,
 		arg.Claimant,
 		arg.Now,
 	)
