@@ -68,6 +68,16 @@
 // delayed owner that comes back after a takeover therefore finds its epoch stale and can
 // write nothing.
 //
+// # Locks
+//
+// Acquisition skips free rows another instance is taking at that moment (FOR UPDATE SKIP
+// LOCKED) rather than waiting for them. Every transaction that writes claim or batch rows
+// first calls GuardTx: lock_timeout = R bounds any wait, and
+// idle_in_transaction_session_timeout = T1/5 makes the server end the transaction of an
+// instance that stalls in the middle of one (paused process, cut network), so its row locks
+// never hold the other instances up for long. Lock timeouts are retried like serialization
+// failures.
+//
 // # One clock
 //
 // All expiry arithmetic happens in SQL with the database's now(). An instance never
