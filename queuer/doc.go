@@ -18,6 +18,6 @@
 //   - INVALID is terminal and never resubmitted; with halt-on-invalid the service_id stops.
 //
 // Fetching is bounded (Config.FetchLimit service_ids a fetch, and never more than the idle
-// workers) and fair: the starting service_id rotates from one fetch to the next. All time
+// workers) and fair: round-robin, each fetch starting after the service_id handed out last. All time
 // comparisons (next_attempt_at, the age of an UNKNOWN) are made by the database clock.
 package queuer

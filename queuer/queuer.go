@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sort"
 	"sync"
 	"time"
 
@@ -78,7 +79,7 @@ type Queuer struct {
 
 	mu       sync.Mutex
 	inflight map[string]int64 // service_id -> seq handed to the dispatcher and not yet done
-	rr       int
+	cursor   string           // the last service_id handed out: the next fetch starts after it
 }
 
 // New returns a Queuer. It does no I/O.
@@ -194,19 +195,17 @@ func (q *Queuer) Fetch(ctx context.Context) (int, error) {
 	return handed, nil
 }
 
-// candidates returns the held claims without work in flight, rotated for fairness and
-// bounded by FetchLimit.
+// candidates returns the held claims without work in flight, bounded by FetchLimit, in
+// round-robin order: starting after the service_id handed out last.
 func (q *Queuer) candidates() (map[string]claims.Claim, []string) {
-	held := q.eng.Held()
+	held := q.eng.Held() // sorted by service_id
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	byID := make(map[string]claims.Claim, len(held))
 	ids := make([]string, 0, len(held))
-	if len(held) > 0 {
-		q.rr = (q.rr + 1) % len(held)
-	}
+	start := sort.Search(len(held), func(i int) bool { return held[i].ServiceID > q.cursor })
 	for i := range held {
-		c := held[(q.rr+i)%len(held)]
+		c := held[(start+i)%len(held)]
 		if _, busy := q.inflight[c.ServiceID]; busy {
 			continue
 		}
@@ -245,6 +244,7 @@ func (q *Queuer) decide(ctx context.Context, c claims.Claim, h db.BatchHeadsRow)
 func (q *Queuer) dispatch(c claims.Claim, h db.BatchHeadsRow, reason string) bool {
 	q.mu.Lock()
 	q.inflight[c.ServiceID] = h.Seq
+	q.cursor = c.ServiceID
 	q.mu.Unlock()
 	w := Work{Claim: c, Batch: batchOf(h), FromState: batchclaim.State(h.State), Reason: reason}
 	if q.disp.TryDispatch(w) {

@@ -1,0 +1,181 @@
+package queuer_test
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/batchclaim/batchclaim"
+	"github.com/batchclaim/batchclaim/claims"
+	"github.com/batchclaim/batchclaim/ingest"
+	"github.com/batchclaim/batchclaim/internal/dbtest"
+	"github.com/batchclaim/batchclaim/queuer"
+)
+
+func TestMain(m *testing.M) { dbtest.Main(m) }
+
+// dispatcher records what the queuer hands out.
+type dispatcher struct {
+	free int
+	got  []queuer.Work
+}
+
+func (d *dispatcher) Free() int { return d.free - len(d.got) }
+func (d *dispatcher) TryDispatch(w queuer.Work) bool {
+	if d.Free() == 0 {
+		return false
+	}
+	d.got = append(d.got, w)
+	return true
+}
+
+// adopter records adoptions.
+type adopter struct{ adopted []int64 }
+
+func (a *adopter) Adopt(_ context.Context, _ claims.Claim, b batchclaim.Batch, _ string) error {
+	a.adopted = append(a.adopted, b.Seq)
+	return nil
+}
+
+// Each case stores two batches of one service_id, puts the first (the head) in a state, and
+// says what one Fetch must hand out.
+func TestFetchPolicy(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name       string
+		head       string // SQL SET clause for the head batch ("" leaves it NEW)
+		halt       bool
+		wantReason string // "" = nothing handed out
+		wantAdopt  bool
+	}{
+		{name: "new head goes first", wantReason: "first"},
+		{name: "pending head waits for the ledger", head: "state = 'PENDING'"},
+		{name: "valid head waits for commit", head: "state = 'VALID'"},
+		{name: "delayed head waits for next_attempt_at", head: "state = 'DELAYED', next_attempt_at = now() + interval '1 hour'"},
+		{name: "delayed head goes once due", head: "state = 'DELAYED', next_attempt_at = now() - interval '1 second'", wantReason: "retry"},
+		{name: "fresh unknown head waits", head: "state = 'UNKNOWN', unknown_count = 1, status_updated_at = now()"},
+		{name: "unknown head resubmitted after K answers", head: "state = 'UNKNOWN', unknown_count = 3, status_updated_at = now()", wantReason: "resubmit"},
+		{name: "unknown head resubmitted after the grace period", head: "state = 'UNKNOWN', unknown_count = 0, status_updated_at = now() - interval '1 hour'", wantReason: "resubmit"},
+		{name: "orphaned in-flight head is adopted, not resent", head: "state = 'INFLIGHT', claim_epoch = 99", wantAdopt: true},
+		{name: "committed head lets the next batch go", head: "state = 'COMMITTED'", wantReason: "first"},
+		{name: "invalid head lets the next batch go", head: "state = 'INVALID'", wantReason: "first"},
+		{name: "halted service sends nothing", halt: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			pool := dbtest.NewPool(t)
+			first, _ := ingest.Enqueue(ctx, pool, "svc", "b1", []byte("1"))
+			second, _ := ingest.Enqueue(ctx, pool, "svc", "b2", []byte("2"))
+			if tt.head != "" {
+				exec(t, pool, "UPDATE batches SET "+tt.head+" WHERE seq = $1", first.Seq)
+			}
+			if tt.halt {
+				exec(t, pool, "INSERT INTO service_halts (service_id, seq, reason) VALUES ('svc', $1, 'test')", first.Seq)
+			}
+			eng := engine(t, pool)
+			d, a := &dispatcher{free: 10}, &adopter{}
+			q, err := queuer.New(pool, eng, d, a, queuer.Config{Interval: time.Second, UnknownAnswers: 3, UnknownGrace: time.Minute})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := q.Fetch(ctx); err != nil {
+				t.Fatal(err)
+			}
+			switch {
+			case tt.wantReason == "" && len(d.got) != 0:
+				t.Fatalf("handed out %+v, want nothing", d.got[0].Batch)
+			case tt.wantReason != "":
+				if len(d.got) != 1 {
+					t.Fatalf("handed out %d batches, want 1", len(d.got))
+				}
+				want := first.Seq
+				if tt.head == "state = 'COMMITTED'" || tt.head == "state = 'INVALID'" {
+					want = second.Seq
+				}
+				if w := d.got[0]; w.Reason != tt.wantReason || w.Batch.Seq != want {
+					t.Fatalf("handed out seq %d for %q, want seq %d for %q", w.Batch.Seq, w.Reason, want, tt.wantReason)
+				}
+			}
+			if got := len(a.adopted) == 1 && a.adopted[0] == first.Seq; got != tt.wantAdopt {
+				t.Fatalf("adopted %v, want adoption of the head: %v", a.adopted, tt.wantAdopt)
+			}
+		})
+	}
+}
+
+// Fetch is bounded by the idle workers, hands out one batch per service_id (its head), and
+// goes round-robin: with 2 workers and 6 service_ids, three fetches serve all six.
+func TestFetchIsBoundedOneAtATimeAndRoundRobin(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := dbtest.NewPool(t)
+	for b := range 2 {
+		for s := range 6 {
+			if _, err := ingest.Enqueue(ctx, pool, fmt.Sprintf("svc-%d", s), fmt.Sprintf("b%d", b), []byte("x")); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	d := &dispatcher{free: 2}
+	q, err := queuer.New(pool, engine(t, pool), d, &adopter{}, queuer.Config{Interval: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	for range 3 {
+		if _, err := q.Fetch(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := q.Fetch(ctx); err != nil { // no idle worker: nothing more
+			t.Fatal(err)
+		}
+		if len(d.got) != 2 || d.got[0].Claim.ServiceID == d.got[1].Claim.ServiceID {
+			t.Fatalf("handed out %d (want 2, of two service_ids) with 2 idle workers", len(d.got))
+		}
+		for _, w := range d.got {
+			if w.Batch.BatchID != "b0" {
+				t.Fatalf("%s: handed out %s before its head b0", w.Claim.ServiceID, w.Batch.BatchID)
+			}
+			seen[w.Claim.ServiceID] = true
+			q.Done(w) // the worker finished (its head stays NEW in this test)
+		}
+		d.got = nil
+	}
+	if len(seen) != 6 {
+		var ids []string
+		for id := range seen {
+			ids = append(ids, id)
+		}
+		sort.Strings(ids)
+		t.Fatalf("three fetches served %v, want all six service_ids", ids)
+	}
+}
+
+func engine(t *testing.T, pool *pgxpool.Pool) *claims.Engine {
+	t.Helper()
+	eng, err := claims.New(pool, claims.Config{Name: "q"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := eng.Register(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := eng.Cycle(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return eng
+}
+
+func exec(t *testing.T, pool *pgxpool.Pool, sql string, args ...any) {
+	t.Helper()
+	if _, err := pool.Exec(context.Background(), sql, args...); err != nil {
+		t.Fatal(err)
+	}
+}
