@@ -148,13 +148,13 @@ func waitFor(t testing.TB, timeout time.Duration, what string, cond func() bool)
 // check runs the invariant checks against the simulator's record and fails on violations.
 func (e *env) check() history.Report {
 	e.t.Helper()
-	l := history.Ledger{Committed: e.sim.Committed(), Effective: map[string]int{}}
-	for _, p := range e.sim.Posts() {
-		switch p.Effect {
-		case "accepted", "duplicate", "dropped-response":
-			l.Effective[p.BatchID]++
+	l := history.SimLedger(e.sim.Committed(), func(yield func(string, string) bool) {
+		for _, p := range e.sim.Posts() {
+			if !yield(p.BatchID, p.Effect) {
+				return
+			}
 		}
-	}
+	})
 	rep, err := history.Check(context.Background(), e.admin, l)
 	if err != nil {
 		e.t.Fatal(err)
@@ -169,7 +169,7 @@ func (e *env) check() history.Report {
 func (e *env) effectivePosts(id string) int {
 	n := 0
 	for _, p := range e.sim.Posts() {
-		if p.BatchID == id && (p.Effect == "accepted" || p.Effect == "duplicate" || p.Effect == "dropped-response") {
+		if p.BatchID == id && history.TookEffect(p.Effect) {
 			n++
 		}
 	}

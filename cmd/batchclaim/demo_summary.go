@@ -49,12 +49,11 @@ func (d *demoRun) summarize(ctx context.Context) (summary, error) {
 
 // simLedger turns the simulator's record into what history.Check compares with.
 func simLedger(sim *dltsim.Sim) history.Ledger {
-	l := history.Ledger{Committed: sim.Committed(), Effective: map[string]int{}}
-	for _, p := range sim.Posts() {
-		switch p.Effect {
-		case "accepted", "duplicate", "dropped-response":
-			l.Effective[p.BatchID]++
+	return history.SimLedger(sim.Committed(), func(yield func(string, string) bool) {
+		for _, p := range sim.Posts() {
+			if !yield(p.BatchID, p.Effect) {
+				return
+			}
 		}
-	}
-	return l
+	})
 }

@@ -153,13 +153,13 @@ func simRecord(t *testing.T, base string) history.Ledger {
 	var committed []string
 	getJSON(t, base+"/_sim/posts", &posts)
 	getJSON(t, base+"/_sim/committed", &committed)
-	l := history.Ledger{Committed: committed, Effective: map[string]int{}}
-	for _, p := range posts {
-		switch p.Effect {
-		case "accepted", "duplicate", "dropped-response":
-			l.Effective[p.BatchID]++
+	l := history.SimLedger(committed, func(yield func(string, string) bool) {
+		for _, p := range posts {
+			if !yield(p.BatchID, p.Effect) {
+				return
+			}
 		}
-	}
+	})
 	return l
 }
 

@@ -116,3 +116,22 @@ func short(id string) string {
 	}
 	return id
 }
+
+// TookEffect reports whether a POST with this simulator effect reached the ledger's record:
+// accepted, a repeat of a known batch, or accepted with its answer lost. Refused (429, 503)
+// and timed-out POSTs did not.
+func TookEffect(effect string) bool {
+	return effect == "accepted" || effect == "duplicate" || effect == "dropped-response"
+}
+
+// SimLedger builds a Ledger from a simulator's record: committed ids in commit order and
+// (batch id, effect) pairs of every POST.
+func SimLedger(committed []string, posts func(yield func(batchID, effect string) bool)) Ledger {
+	l := Ledger{Committed: committed, Effective: map[string]int{}}
+	for id, effect := range posts {
+		if TookEffect(effect) {
+			l.Effective[id]++
+		}
+	}
+	return l
+}
