@@ -5,7 +5,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"net/url"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -54,6 +53,5 @@ func checkURL(ctx context.Context, dbURL string) error {
 }
 
 func where(cfg *pgxpool.Config) string {
-	u := url.URL{Host: fmt.Sprintf("%s:%d", cfg.ConnConfig.Host, cfg.ConnConfig.Port), Path: cfg.ConnConfig.Database}
-	return u.Host + "/" + cfg.ConnConfig.Database
+	return fmt.Sprintf("%s:%d/%s", cfg.ConnConfig.Host, cfg.ConnConfig.Port, cfg.ConnConfig.Database)
 }

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"os"
 	"time"
 
 	"github.com/batchclaim/batchclaim/dlt"
@@ -118,5 +117,4 @@ func (s summary) print(w io.Writer) {
 	fmt.Fprintf(w, "  stale writes rejected: %d\n", s.StaleWritesRejected)
 	fmt.Fprintf(w, "  takeovers:             %d claims, the slowest %.1fs after its owner failed\n", s.Takeovers, s.MaxTakeoverSeconds)
 	fmt.Fprintf(w, "  duration:              %.1fs\n", s.DurationSeconds)
-	_ = os.Stdout.Sync()
 }

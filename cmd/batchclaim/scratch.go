@@ -32,6 +32,13 @@ func newScratchDB(ctx context.Context, prefix string, keep bool, out io.Writer, 
 	}
 	s := &scratchDB{source: src, admin: src.URL, keep: keep, name: fmt.Sprintf("%s_%d_%d", prefix, os.Getpid(), time.Now().Unix()%100000)}
 	fmt.Fprintf(out, "database: %s (%s)\n", redact(src.URL), src.Kind)
+	u, err := url.Parse(s.admin)
+	if err != nil {
+		_ = src.Close(ctx)
+		return nil, fmt.Errorf("database URL: %w", err)
+	}
+	u.Path = "/" + s.name
+	s.URL = u.String()
 	conn, err := pgx.Connect(ctx, s.admin)
 	if err != nil {
 		_ = src.Close(ctx)
@@ -43,12 +50,6 @@ func newScratchDB(ctx context.Context, prefix string, keep bool, out io.Writer, 
 		_ = src.Close(ctx)
 		return nil, fmt.Errorf("create scratch database %s (the demo needs CREATEDB on the server): %w", s.name, err)
 	}
-	u, err := url.Parse(s.admin)
-	if err != nil {
-		return nil, err
-	}
-	u.Path = "/" + s.name
-	s.URL = u.String()
 	if err := migrations.Up(ctx, s.URL); err != nil {
 		s.Close(ctx)
 		return nil, fmt.Errorf("migrate scratch database: %w", err)
@@ -56,24 +57,19 @@ func newScratchDB(ctx context.Context, prefix string, keep bool, out io.Writer, 
 	return s, nil
 }
 
-// Close drops the scratch database (unless kept) and releases the server.
+// Close drops the scratch database and releases the server, unless asked to keep them.
 func (s *scratchDB) Close(ctx context.Context) {
+	if s.keep {
+		fmt.Fprintf(os.Stderr, "kept database %s\n", redact(s.URL))
+		return
+	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 20*time.Second)
 	defer cancel()
-	if !s.keep {
-		if conn, err := pgx.Connect(ctx, s.admin); err == nil {
-			_, _ = conn.Exec(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{s.name}.Sanitize()+" WITH (FORCE)")
-			conn.Close(ctx)
-		}
+	if conn, err := pgx.Connect(ctx, s.admin); err == nil {
+		_, _ = conn.Exec(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{s.name}.Sanitize()+" WITH (FORCE)")
+		conn.Close(ctx)
 	}
-	if s.source.Kind != "env" || s.keep {
-		if s.keep {
-			fmt.Fprintf(os.Stderr, "kept database %s\n", redact(s.URL))
-		}
-	}
-	if !s.keep {
-		_ = s.source.Close(ctx)
-	}
+	_ = s.source.Close(ctx)
 }
 
 func redact(raw string) string {
