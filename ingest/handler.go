@@ -74,6 +74,14 @@ type apiError struct {
 	Msg    string `json:"message"`
 }
 
+// WriteError writes an error in the Sawtooth REST API's shape,
+// {"error":{"code":N,"title":"...","message":"..."}}, with the HTTP status given. Other
+// handlers in front of the API (authentication, limits) answer through it so that clients
+// see one error shape.
+func WriteError(w http.ResponseWriter, status, code int, title, message string) {
+	writeError(w, apiError{status, code, title, message})
+}
+
 func writeError(w http.ResponseWriter, e apiError) {
 	writeJSON(w, e.status, map[string]apiError{"error": e})
 }
