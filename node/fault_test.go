@@ -2,86 +2,25 @@ package node_test
 
 import (
 	"context"
-	"io"
-	"net"
 	"net/url"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/batchclaim/batchclaim/dlt"
 	"github.com/batchclaim/batchclaim/dlt/dltsim"
 	"github.com/batchclaim/batchclaim/internal/history"
+	"github.com/batchclaim/batchclaim/internal/tcpproxy"
 )
 
-// proxy is a TCP proxy in front of Postgres whose link can be cut and restored.
-type proxy struct {
-	ln     net.Listener
-	target string
-	mu     sync.Mutex
-	cut    bool
-	conns  map[net.Conn]struct{}
-}
-
-func newProxy(t *testing.T, target string) *proxy {
+// newProxy starts a TCP proxy to target that the test closes at its end.
+func newProxy(t *testing.T, target string) *tcpproxy.Proxy {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	p, err := tcpproxy.Start("127.0.0.1:0", target)
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &proxy{ln: ln, target: target, conns: map[net.Conn]struct{}{}}
-	t.Cleanup(func() { ln.Close(); p.Cut() })
-	go p.serve()
+	t.Cleanup(func() { p.Close() })
 	return p
-}
-
-func (p *proxy) serve() {
-	for {
-		c, err := p.ln.Accept()
-		if err != nil {
-			return
-		}
-		p.mu.Lock()
-		cut := p.cut
-		p.mu.Unlock()
-		if cut {
-			c.Close()
-			continue
-		}
-		up, err := net.Dial("tcp", p.target)
-		if err != nil {
-			c.Close()
-			continue
-		}
-		p.mu.Lock()
-		p.conns[c], p.conns[up] = struct{}{}, struct{}{}
-		p.mu.Unlock()
-		go pipe(c, up)
-		go pipe(up, c)
-	}
-}
-
-func pipe(dst, src net.Conn) {
-	_, _ = io.Copy(dst, src)
-	dst.Close()
-	src.Close()
-}
-
-// Cut drops every connection and refuses new ones until Restore.
-func (p *proxy) Cut() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.cut = true
-	for c := range p.conns {
-		c.Close()
-		delete(p.conns, c)
-	}
-}
-
-func (p *proxy) Restore() {
-	p.mu.Lock()
-	p.cut = false
-	p.mu.Unlock()
 }
 
 // TestDatabaseLinkCutAndBackendsKilled: instance a loses its database link for longer than
@@ -98,7 +37,7 @@ func TestDatabaseLinkCutAndBackendsKilled(t *testing.T) {
 	}
 	p := newProxy(t, u.Host)
 	viaProxy := *u
-	viaProxy.Host = p.ln.Addr().String()
+	viaProxy.Host = p.Addr()
 	direct := *u
 	q := direct.Query()
 	q.Set("application_name", "node-b")
