@@ -15,6 +15,9 @@ func (s *Sim) adminRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("GET /_sim/committed", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusOK, s.Committed())
 	})
+	mux.HandleFunc("GET /_sim/settled", func(w http.ResponseWriter, _ *http.Request) {
+		writeJSON(w, http.StatusOK, s.Settled())
+	})
 	mux.HandleFunc("POST /_sim/restart", func(w http.ResponseWriter, _ *http.Request) {
 		s.Restart()
 		w.WriteHeader(http.StatusNoContent)
@@ -39,7 +42,8 @@ func (s *Sim) adminRoutes(mux *http.ServeMux) {
 	})
 }
 
-// adminInject serves POST /_sim/inject?status=CODE&n=N, ?timeout=D&n=N and ?drop=N.
+// adminInject serves POST /_sim/inject?status=CODE[&code=N]&n=N, ?timeout=D&n=N, ?drop=N and
+// ?clear=true.
 func (s *Sim) adminInject(w http.ResponseWriter, r *http.Request) {
 	if err := s.inject(r); err != nil {
 		http.Error(w, "inject: "+err.Error(), http.StatusBadRequest)
@@ -62,6 +66,8 @@ func (s *Sim) inject(r *http.Request) error {
 		return n, nil
 	}
 	switch {
+	case q.Has("clear"):
+		s.ClearFaults()
 	case q.Has("status"):
 		code, err := strconv.Atoi(q.Get("status"))
 		if err != nil || code < 400 || code > 599 {
@@ -71,7 +77,13 @@ func (s *Sim) inject(r *http.Request) error {
 		if err != nil {
 			return err
 		}
-		s.InjectStatus(code, n)
+		ecode := 0
+		if q.Has("code") {
+			if ecode, err = count("code"); err != nil {
+				return err
+			}
+		}
+		s.InjectError(code, ecode, n)
 	case q.Has("timeout"):
 		hold, err := time.ParseDuration(q.Get("timeout"))
 		if err != nil || hold < 0 {
@@ -89,7 +101,7 @@ func (s *Sim) inject(r *http.Request) error {
 		}
 		s.InjectDroppedResponses(n)
 	default:
-		return fmt.Errorf("want status=CODE, timeout=DURATION or drop=N")
+		return fmt.Errorf("want status=CODE, timeout=DURATION, drop=N or clear=true")
 	}
 	return nil
 }

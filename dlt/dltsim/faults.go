@@ -5,6 +5,7 @@ import "time"
 // faults counts the injected failures still to come. Sim guards it.
 type faults struct {
 	statusCode int
+	errorCode  int // sawtooth error code of the injected status; 0: the status's usual one
 	statusN    int
 	timeoutN   int
 	hold       time.Duration
@@ -19,7 +20,26 @@ func (s *Sim) InjectStatus(code, n int) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.faults.statusCode, s.faults.statusN = code, max(n, 0)
+	s.faults.statusCode, s.faults.statusN, s.faults.errorCode = code, max(n, 0), 0
+}
+
+// InjectError is InjectStatus with the Sawtooth error code the body carries (e.g. 503 with
+// code 17, "Validator Timed Out", or 18, "Validator Disconnected"); scabbard bodies have no
+// such code and ignore it. Zero means the status's usual code.
+func (s *Sim) InjectError(status, code, n int) {
+	if status < 400 || status > 599 {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.faults.statusCode, s.faults.statusN, s.faults.errorCode = status, max(n, 0), max(code, 0)
+}
+
+// ClearFaults cancels every injected failure still to come.
+func (s *Sim) ClearFaults() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.faults = faults{}
 }
 
 // InjectTimeouts makes the next n POSTs go unanswered without accepting their batches: the

@@ -44,6 +44,8 @@ type ledger struct {
 	queued  map[string]*entry
 	chain   []string // committed ids in commit order
 	onChain map[string]bool
+	settled []Settlement // every settlement, in order
+	posts   int          // POST records so far (Sim keeps it current), for Settlement.AfterPosts
 }
 
 func newLedger(cfg Config) *ledger {
@@ -105,7 +107,11 @@ func (l *ledger) settle(e *entry, now time.Time) {
 	e.updated = now
 	if e.invalid {
 		e.status = batchclaim.StatusInvalid
+		l.settled = append(l.settled, Settlement{BatchID: e.id, Service: e.service, Status: string(e.status), At: now, AfterPosts: l.posts})
 		return
+	}
+	if !l.onChain[e.id] {
+		l.settled = append(l.settled, Settlement{BatchID: e.id, Service: e.service, Status: string(batchclaim.StatusCommitted), At: now, AfterPosts: l.posts})
 	}
 	e.status = batchclaim.StatusCommitted
 	if !l.onChain[e.id] {

@@ -11,6 +11,21 @@ const (
 	EffectTimeout   = "timeout"          // held unanswered, not accepted
 )
 
+// Settlement records a batch leaving the ledger's queue for good: committed to the chain, or
+// INVALID. Batches lost by a restart never settle.
+type Settlement struct {
+	BatchID string `json:"batch_id"`
+	// Service is the service id of a batch built by dlt.FakeBatch, else empty.
+	Service string `json:"service,omitempty"`
+	// Status is COMMITTED or INVALID.
+	Status string `json:"status"`
+	// At is the time on the simulator's clock.
+	At time.Time `json:"at"`
+	// AfterPosts is the number of Post records made before it: the settlement happened after
+	// Posts()[AfterPosts-1] and before Posts()[AfterPosts].
+	AfterPosts int `json:"after_posts"`
+}
+
 // Post records one batch of one POST the simulator received. A POST of k batches gives k
 // records with the same Seq; a POST rejected before its batches could be read gives one
 // record with an empty BatchID.

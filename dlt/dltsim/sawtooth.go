@@ -161,3 +161,35 @@ func sawtoothEntry(v view) map[string]any {
 	}
 	return map[string]any{"id": v.id, "status": string(v.status), "invalid_transactions": invalid}
 }
+
+// Sawtooth REST API codes of the validator faults an injection may name.
+const (
+	codeValidatorTimedOut     = 17
+	codeValidatorDisconnected = 18
+)
+
+// sawtoothErrorTitle is the title the REST API sends with an error code, else title.
+func sawtoothErrorTitle(code int, title string) string {
+	switch code {
+	case codeValidatorNotReady:
+		return "Validator Not Ready"
+	case codeValidatorTimedOut:
+		return "Validator Timed Out"
+	case codeValidatorDisconnected:
+		return "Validator Disconnected"
+	case codeSubmissionTimeout:
+		return "Submission Timeout"
+	}
+	return title
+}
+
+// sawtoothErrorMessage is the message the REST API sends with an error code, else message.
+func sawtoothErrorMessage(code int, message string) string {
+	switch code {
+	case codeValidatorTimedOut:
+		return "The request timed out while waiting for a response from the validator. It may or may not have been processed."
+	case codeValidatorDisconnected:
+		return "The validator disconnected before sending a response. Try your request again later."
+	}
+	return message
+}

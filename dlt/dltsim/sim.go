@@ -110,6 +110,14 @@ func (s *Sim) Committed() []string {
 	return slices.Clone(s.ledger.chain)
 }
 
+// Settled returns every settlement so far, in order.
+func (s *Sim) Settled() []Settlement {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.ledger.advance(s.cfg.Now())
+	return slices.Clone(s.ledger.settled)
+}
+
 // Status returns what the API would answer about id now.
 func (s *Sim) Status(id string) batchclaim.Status {
 	return s.views([]string{id})[0].status

@@ -34,6 +34,7 @@ type api interface {
 // outcome is what the ledger decided about a POST.
 type outcome struct {
 	status  int           // answer to send; 0: none
+	code    int           // sawtooth error code of an injected status; 0: the usual one
 	timeout bool          // hold the request for hold, then close the connection
 	hold    time.Duration // how long an injected timeout holds
 	drop    bool          // close the connection instead of answering
@@ -71,7 +72,11 @@ func (s *Sim) handlePost(a api) http.HandlerFunc {
 		case out.status == http.StatusAccepted:
 			a.writeAccepted(w, r, out.ids)
 		default:
-			s.writeError(w, a, a.fault(out.status))
+			e := a.fault(out.status)
+			if out.code != 0 {
+				e.code, e.title, e.message = out.code, sawtoothErrorTitle(out.code, e.title), sawtoothErrorMessage(out.code, e.message)
+			}
+			s.writeError(w, a, e)
 		}
 	}
 }
@@ -87,7 +92,7 @@ func (s *Sim) decide(batches []dlt.Batch) outcome {
 	switch {
 	case f.statusN > 0:
 		f.statusN--
-		return s.recordAll(batches, now, outcome{status: f.statusCode}, EffectRejected)
+		return s.recordAll(batches, now, outcome{status: f.statusCode, code: f.errorCode}, EffectRejected)
 	case f.timeoutN > 0:
 		f.timeoutN--
 		return s.recordAll(batches, now, outcome{timeout: true, hold: f.hold}, EffectTimeout)
@@ -126,6 +131,7 @@ func (s *Sim) recordAll(batches []dlt.Batch, now time.Time, out outcome, effect 
 func (s *Sim) record(p Post) {
 	p.Seq = s.seq
 	s.posts = append(s.posts, p)
+	s.ledger.posts = len(s.posts)
 	s.log.Debug("post", "seq", p.Seq, "batch_id", p.BatchID, "service_id", p.Service,
 		"http_status", p.HTTPStatus, "effect", p.Effect)
 }
