@@ -26,6 +26,12 @@ type Options struct {
 	BinDir string
 	// Logger receives progress messages; nil discards them.
 	Logger *slog.Logger
+	// Port is the port to listen on. Zero picks a free one.
+	Port int
+	// Settings are server settings (name -> value) given to postgres as -c options after the
+	// defaults, so they override them: e.g. {"synchronous_commit": "on"} for a cluster whose
+	// commits must wait for a synchronous standby. Nil means none.
+	Settings map[string]string
 }
 
 const (
@@ -41,6 +47,7 @@ const (
 type Cluster struct {
 	bin, dir, data string
 	port           int
+	settings       []string            // extra -c options, name=value
 	cred           *syscall.Credential // non-nil when the cluster runs as another user
 	log            *slog.Logger
 
@@ -75,18 +82,21 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 	if err != nil {
 		return nil, fmt.Errorf("create cluster directory: %w", err)
 	}
-	c := &Cluster{bin: bin, dir: dir, data: filepath.Join(dir, "data"), log: log}
+	c := &Cluster{bin: bin, dir: dir, data: filepath.Join(dir, "data"), log: log, settings: settingFlags(opts.Settings)}
 	if err := c.create(ctx); err != nil {
 		_ = os.RemoveAll(dir)
 		return nil, err
 	}
 	for attempt := 1; ; attempt++ {
-		if c.port, err = freePort(); err != nil {
-			_ = os.RemoveAll(dir)
-			return nil, err
+		c.port = opts.Port
+		if c.port == 0 {
+			if c.port, err = freePort(); err != nil {
+				_ = os.RemoveAll(dir)
+				return nil, err
+			}
 		}
 		err = c.start(ctx)
-		if err == nil || attempt == portAttempts || !errors.Is(err, errPortTaken) {
+		if err == nil || attempt == portAttempts || opts.Port != 0 || !errors.Is(err, errPortTaken) {
 			break
 		}
 		log.Debug("port taken, trying another", "port", c.port)
@@ -192,7 +202,7 @@ func (c *Cluster) spawn() (*process, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open server log: %w", err)
 	}
-	cmd := exec.Command(filepath.Join(c.bin, "postgres"),
+	args := []string{
 		"-D", c.data,
 		"-p", strconv.Itoa(c.port),
 		"-k", c.dir,
@@ -201,7 +211,11 @@ func (c *Cluster) spawn() (*process, error) {
 		"-c", "synchronous_commit=off",
 		"-c", "full_page_writes=off",
 		"-c", "max_connections=200",
-	)
+	}
+	for _, s := range c.settings {
+		args = append(args, "-c", s)
+	}
+	cmd := exec.Command(filepath.Join(c.bin, "postgres"), args...)
 	cmd.Dir = c.dir
 	cmd.Env = append(os.Environ(), "LC_ALL=C")
 	cmd.Stdout, cmd.Stderr = logFile, logFile

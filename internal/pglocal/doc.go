@@ -6,7 +6,15 @@
 // directory and durability switched off (fsync, synchronous_commit, full_page_writes), which
 // is safe only because the data is thrown away. Stop shuts it down with pg_ctl stop -m fast
 // and removes the directory; Restart stops and starts it on the same port and data, for
-// fault tests.
+// fault tests. Options.Settings override the defaults (e.g. synchronous_commit=on) and
+// Options.Port fixes the port.
+//
+// For failover tests a cluster can have a streaming replica: StartStandby copies it with
+// pg_basebackup -R and starts the copy in standby mode; SetSynchronousStandbys and
+// WaitStreaming make and check it a synchronous standby; Kill stops a server as a crash would
+// and Promote makes the standby the primary. A new standby of the promoted server can take the
+// old primary's port, so a client that lists both addresses in a multi-host URL with
+// target_session_attrs=read-write always finds the primary.
 //
 // Postgres refuses to run as root. When this process is root, the cluster's directory is
 // handed to the "postgres" user (else "nobody") and initdb, pg_ctl and postgres run as that
