@@ -1,0 +1,97 @@
+package history
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/batchclaim/batchclaim/claims"
+)
+
+// WriteReport is what CheckWrites found.
+type WriteReport struct {
+	// Writes is the number of fenced writes checked: state transitions and POST attempts
+	// made by an owner.
+	Writes int
+	// StaleAccepted counts writes whose (instance, epoch) did not own the service_id when
+	// the write committed.
+	StaleAccepted int
+	Problems      []string
+}
+
+// CheckWrites verifies that every status write (a row of batch_transitions) and every
+// submission (a row of submission_attempts, written with the fenced in-flight mark) was made
+// by the owner of its service_id with its epoch, while that ownership lasted: from the commit
+// of its acquisition to the commit of its end. With track_commit_timestamp on, times are
+// commit timestamps; otherwise the write's transaction start, which can only hide a stale
+// write, never invent one.
+func CheckWrites(ctx context.Context, q claims.Querier) (WriteReport, error) {
+	var r WriteReport
+	owns, err := Ownerships(ctx, q)
+	if err != nil {
+		return r, err
+	}
+	commitTS, err := tracksCommitTimestamps(ctx, q)
+	if err != nil {
+		return r, err
+	}
+	type key struct {
+		svc   string
+		epoch int64
+	}
+	byEpoch := map[key]Ownership{}
+	for svc, os := range owns {
+		for _, o := range os {
+			byEpoch[key{svc, o.Epoch}] = o
+		}
+	}
+	tAt, aAt := "t.at", "a.started_at"
+	if commitTS {
+		tAt, aAt = "COALESCE(pg_xact_commit_timestamp(t.xmin), t.at)", "a.started_at"
+	}
+	// A submission_attempts row is updated when its outcome arrives, so its xmin is that
+	// update's; the in-flight mark's own transition row carries the commit time instead.
+	rows, err := q.Query(ctx, `
+		SELECT 'transition ' || t.from_state || '->' || t.to_state, b.service_id, b.batch_id, t.instance_id, t.epoch, `+tAt+`
+		FROM batch_transitions t JOIN batches b ON b.seq = t.seq
+		WHERE t.instance_id IS NOT NULL AND t.epoch IS NOT NULL
+		UNION ALL
+		SELECT 'attempt ' || a.reason, a.service_id, a.batch_id, a.instance_id, a.epoch, `+aAt+`
+		FROM submission_attempts a`)
+	if err != nil {
+		return r, fmt.Errorf("read writes: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var what, svc, batch string
+		var inst uuid.UUID
+		var epoch int64
+		var at time.Time
+		if err := rows.Scan(&what, &svc, &batch, &inst, &epoch, &at); err != nil {
+			return r, err
+		}
+		r.Writes++
+		o, ok := byEpoch[key{svc, epoch}]
+		bad := ""
+		switch {
+		case !ok:
+			bad = "no ownership with that epoch"
+		case o.Instance != inst:
+			bad = fmt.Sprintf("epoch %d was owned by %s", epoch, o.Instance)
+		case at.Before(o.From):
+			bad = fmt.Sprintf("before the ownership began at %s", o.From.Format(time.StampMicro))
+		case !o.To.IsZero() && at.After(o.To):
+			bad = fmt.Sprintf("after the ownership ended (%s) at %s", o.End, o.To.Format(time.StampMicro))
+		}
+		if bad != "" {
+			r.StaleAccepted++
+			if len(r.Problems) < 20 {
+				r.Problems = append(r.Problems, fmt.Sprintf("%s: %s of batch %s by %s@%d at %s: %s",
+					svc, what, short(batch), inst, epoch, at.Format(time.StampMicro), bad))
+			}
+		}
+	}
+	return r, rows.Err()
+}
