@@ -3,6 +3,7 @@ package node
 import (
 	"cmp"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -53,10 +54,49 @@ type Config struct {
 	Listen string
 	// MaxBody bounds an ingest body. Zero means ingest.MaxBodyDefault.
 	MaxBody int64
+	// TLSCertFile and TLSKeyFile, both set, make the listener serve HTTPS with this
+	// certificate chain and key (PEM files, read when Run starts). Both empty means plain HTTP.
+	TLSCertFile, TLSKeyFile string
+	// Auth, when set, wraps the listener's whole handler, e.g. httpauth.Tokens.Middleware.
+	// Nil means no authentication.
+	Auth func(http.Handler) http.Handler
+	// ReadTimeout bounds reading one request, body included. Zero means ReadTimeoutDefault.
+	ReadTimeout time.Duration
+	// ReadHeaderTimeout bounds reading one request's headers. Zero means
+	// ReadHeaderTimeoutDefault.
+	ReadHeaderTimeout time.Duration
+	// MaxHeaderBytes bounds the size of one request's headers. Zero means
+	// MaxHeaderBytesDefault.
+	MaxHeaderBytes int
+	// MaxIngestRequests bounds the ingest API requests (POST /batches, GET and POST
+	// /batch_statuses) served at once; one more is answered 503 with Retry-After. Zero means
+	// MaxIngestRequestsDefault.
+	MaxIngestRequests int
 	// Registry receives the metrics. Nil means a new registry (served on /metrics).
 	Registry *prometheus.Registry
 	// Logger; nil discards.
 	Logger *slog.Logger
+}
+
+// Listener limits applied to zero Config fields.
+const (
+	ReadTimeoutDefault       = time.Minute
+	ReadHeaderTimeoutDefault = 10 * time.Second
+	MaxHeaderBytesDefault    = 64 << 10
+	MaxIngestRequestsDefault = 64
+	// IdleTimeout closes keep-alive connections idle this long.
+	IdleTimeout = 2 * time.Minute
+	// httpShutdownTimeout bounds the HTTP server's graceful shutdown at the end of a stop.
+	httpShutdownTimeout = 2 * time.Second
+)
+
+// StopBudget is the longest a node with these timings takes to stop once its context ends:
+// submissions in flight get up to S (MaxSubmission), releasing the claims up to
+// claims.ShutdownTimeout, the HTTP server up to 2s, and one renew interval covers the queuer's
+// last cycle. A supervisor's kill timeout (systemd TimeoutStopSec, Kubernetes
+// terminationGracePeriodSeconds) should be at least this; see docs/operations.md.
+func StopBudget(t claims.Timings) time.Duration {
+	return t.MaxSubmission + claims.ShutdownTimeout + httpShutdownTimeout + t.RenewInterval
 }
 
 // Node is one running instance.
@@ -80,6 +120,9 @@ type Node struct {
 func New(pool *pgxpool.Pool, cfg Config) (*Node, error) {
 	if pool == nil || cfg.Submitter == nil {
 		return nil, errors.New("node: a pool and a Submitter are required")
+	}
+	if err := cfg.validate(); err != nil {
+		return nil, err
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
@@ -144,6 +187,25 @@ func New(pool *pgxpool.Pool, cfg Config) (*Node, error) {
 	return n, nil
 }
 
+// validate checks the listener's settings.
+func (c Config) validate() error {
+	var errs []error
+	if (c.TLSCertFile == "") != (c.TLSKeyFile == "") {
+		errs = append(errs, errors.New("a TLS certificate and key go together: set both or neither"))
+	}
+	if c.ReadTimeout < 0 || c.ReadHeaderTimeout < 0 {
+		errs = append(errs, fmt.Errorf("read timeouts must not be negative, got %s and %s", c.ReadTimeout, c.ReadHeaderTimeout))
+	}
+	if c.MaxHeaderBytes < 0 || c.MaxIngestRequests < 0 || c.MaxBody < 0 {
+		errs = append(errs, fmt.Errorf("listener limits must not be negative, got max header bytes %d, max ingest requests %d, max body %d",
+			c.MaxHeaderBytes, c.MaxIngestRequests, c.MaxBody))
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("node: %w", errors.Join(errs...))
+	}
+	return nil
+}
+
 // Engine returns the node's claim engine.
 func (n *Node) Engine() *claims.Engine { return n.engine }
 
@@ -191,7 +253,7 @@ func (n *Node) stop(ctx context.Context, srv *http.Server) error {
 	}
 	err := n.engine.Shutdown(ctx)
 	if srv != nil {
-		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), httpShutdownTimeout)
 		_ = srv.Shutdown(sctx)
 		cancel()
 	}
@@ -218,6 +280,14 @@ func (n *Node) listen(ctx context.Context) (*http.Server, error) {
 	if n.cfg.Listen == "" {
 		return nil, nil
 	}
+	var tlsCfg *tls.Config
+	if n.cfg.TLSCertFile != "" {
+		cert, err := tls.LoadX509KeyPair(n.cfg.TLSCertFile, n.cfg.TLSKeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("load TLS certificate: %w", err)
+		}
+		tlsCfg = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	}
 	ln, err := net.Listen("tcp", n.cfg.Listen)
 	if err != nil {
 		return nil, fmt.Errorf("listen on %s: %w", n.cfg.Listen, err)
@@ -226,13 +296,34 @@ func (n *Node) listen(ctx context.Context) (*http.Server, error) {
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
 	mux.HandleFunc("GET /readyz", n.ready)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(n.registry, promhttp.HandlerOpts{}))
+	api := http.NewServeMux()
 	ingest.NewHandler(n.pool, ingest.Config{MaxBody: n.cfg.MaxBody, Logger: n.log,
-		OnStored: func(k int) { n.metrics.ingested.Add(float64(k)) }}).Register(mux)
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, BaseContext: func(net.Listener) context.Context { return context.WithoutCancel(ctx) }}
+		OnStored: func(k int) { n.metrics.ingested.Add(float64(k)) }}).Register(api)
+	limited := limitConcurrency(api, cmp.Or(n.cfg.MaxIngestRequests, MaxIngestRequestsDefault))
+	for _, route := range []string{"POST /batches", "GET /batch_statuses", "POST /batch_statuses"} {
+		mux.Handle(route, limited)
+	}
+	var handler http.Handler = mux
+	if n.cfg.Auth != nil {
+		handler = n.cfg.Auth(mux)
+	}
+	srv := &http.Server{
+		Handler:           handler,
+		TLSConfig:         tlsCfg,
+		ReadTimeout:       cmp.Or(n.cfg.ReadTimeout, ReadTimeoutDefault),
+		ReadHeaderTimeout: cmp.Or(n.cfg.ReadHeaderTimeout, ReadHeaderTimeoutDefault),
+		MaxHeaderBytes:    cmp.Or(n.cfg.MaxHeaderBytes, MaxHeaderBytesDefault),
+		IdleTimeout:       IdleTimeout,
+		ErrorLog:          slog.NewLogLogger(n.log.Handler(), slog.LevelWarn),
+		BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
+	}
+	if tlsCfg != nil {
+		ln = tls.NewListener(ln, tlsCfg)
+	}
 	n.mu.Lock()
 	n.addr = ln.Addr().String()
 	n.mu.Unlock()
-	n.log.Info("listening", "addr", n.addr)
+	n.log.Info("listening", "addr", n.addr, "tls", tlsCfg != nil, "auth", n.cfg.Auth != nil)
 	go func() {
 		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			n.log.Error("http server", "error", err)
@@ -240,6 +331,26 @@ func (n *Node) listen(ctx context.Context) (*http.Server, error) {
 	}()
 	return srv, nil
 }
+
+// limitConcurrency serves at most max requests at once through next and answers the others
+// 503 with Retry-After, in the Sawtooth error shape, without waiting.
+func limitConcurrency(next http.Handler, max int) http.Handler {
+	sem := make(chan struct{}, max)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case sem <- struct{}{}:
+			defer func() { <-sem }()
+			next.ServeHTTP(w, r)
+		default:
+			w.Header().Set("Retry-After", "1")
+			ingest.WriteError(w, http.StatusServiceUnavailable, CodeBusy, "Too Many Requests",
+				fmt.Sprintf("This instance is serving its limit of %d ingest requests; try again shortly", max))
+		}
+	})
+}
+
+// CodeBusy is the error code of the 503 answered beyond Config.MaxIngestRequests.
+const CodeBusy = 31
 
 // ready: the database answers and the instance is registered with a live lease.
 func (n *Node) ready(w http.ResponseWriter, r *http.Request) {

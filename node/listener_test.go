@@ -1,0 +1,185 @@
+package node_test
+
+import (
+	"bytes"
+	"crypto/tls"
+	"encoding/json"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/batchclaim/batchclaim/dlt"
+	"github.com/batchclaim/batchclaim/dlt/dltsim"
+	"github.com/batchclaim/batchclaim/internal/httpauth"
+	"github.com/batchclaim/batchclaim/internal/testcert"
+	"github.com/batchclaim/batchclaim/node"
+)
+
+// sawtoothError is the error body of the ingest API.
+type sawtoothError struct {
+	Error struct {
+		Code    int    `json:"code"`
+		Title   string `json:"title"`
+		Message string `json:"message"`
+	} `json:"error"`
+}
+
+// httpsClient trusts only cert.
+func httpsClient(cert testcert.Cert) *http.Client {
+	return &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: cert.Pool()}}}
+}
+
+func do(t *testing.T, c *http.Client, method, url, token string, body io.Reader) (*http.Response, []byte) {
+	t.Helper()
+	req, err := http.NewRequest(method, url, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/octet-stream")
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, url, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp, b
+}
+
+// A token-protected instance over TLS refuses an unauthenticated POST with 401 in the Sawtooth
+// shape, accepts an authenticated one, keeps health open, and follows a token file reload.
+func TestListenerTLSAndAuth(t *testing.T) {
+	t.Parallel()
+	e := setup(t, dlt.FlavorSawtooth, dltsim.Config{CommitLatency: 5 * time.Millisecond})
+	cert := testcert.New(t)
+	tokenFile := filepath.Join(t.TempDir(), "tokens")
+	if err := os.WriteFile(tokenFile, []byte("first-token\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tokens, err := httpauth.LoadTokens(tokenFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, _ := e.start("tls", func(c *node.Config) {
+		c.Listen, c.TLSCertFile, c.TLSKeyFile, c.Auth = "127.0.0.1:0", cert.CertFile, cert.KeyFile, tokens.Middleware
+	})
+	waitFor(t, 10*time.Second, "listener up", func() bool { return n.Addr() != "" })
+	base := "https://" + n.Addr()
+	client := httpsClient(cert)
+	_, list := dlt.FakeBatch("svc-tls", 0)
+	post := func(token string) (*http.Response, []byte) {
+		return do(t, client, "POST", base+"/batches?service_id=svc-tls", token, bytes.NewReader(list))
+	}
+
+	resp, body := post("")
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("unauthenticated POST: %d %s", resp.StatusCode, body)
+	}
+	var e401 sawtoothError
+	if err := json.Unmarshal(body, &e401); err != nil || e401.Error.Code != httpauth.CodeUnauthorized || e401.Error.Title == "" || e401.Error.Message == "" {
+		t.Fatalf("401 body %s is not in the Sawtooth error shape (%v)", body, err)
+	}
+	var stored int
+	if err := e.admin.QueryRow(t.Context(), `SELECT count(*) FROM batches`).Scan(&stored); err != nil || stored != 0 {
+		t.Fatalf("after the refused POST: %d batches stored (%v), want 0", stored, err)
+	}
+	if resp, body := post("first-token"); resp.StatusCode != http.StatusAccepted || !strings.Contains(string(body), `"link":"https://`) {
+		t.Fatalf("authenticated POST: %d %s", resp.StatusCode, body)
+	}
+	if resp, _ := do(t, client, "GET", base+"/healthz", "", nil); resp.StatusCode != http.StatusOK {
+		t.Errorf("/healthz without a token: %d", resp.StatusCode)
+	}
+	if resp, _ := do(t, client, "GET", base+"/metrics", "", nil); resp.StatusCode != http.StatusOK {
+		t.Errorf("/metrics without a token: %d", resp.StatusCode)
+	}
+	if resp, err := http.Get("http://" + n.Addr() + "/healthz"); err == nil {
+		resp.Body.Close()
+		if resp.StatusCode == http.StatusOK {
+			t.Error("plain HTTP answered 200 on the TLS listener")
+		}
+	}
+
+	if err := os.WriteFile(tokenFile, []byte("second-token\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := tokens.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	if resp, _ := post("first-token"); resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("removed token after reload: %d, want 401", resp.StatusCode)
+	}
+	if resp, body := post("second-token"); resp.StatusCode != http.StatusAccepted {
+		t.Errorf("new token after reload: %d %s", resp.StatusCode, body)
+	}
+}
+
+// Beyond MaxIngestRequests the ingest API answers 503 with Retry-After; a body that never
+// ends is cut by the read timeout and frees its slot; oversized headers get 431.
+func TestListenerLimits(t *testing.T) {
+	t.Parallel()
+	e := setup(t, dlt.FlavorSawtooth, dltsim.Config{})
+	n, _ := e.start("limits", func(c *node.Config) {
+		c.Listen, c.MaxIngestRequests, c.ReadTimeout, c.MaxHeaderBytes = "127.0.0.1:0", 1, 3*time.Second, 4<<10
+	})
+	waitFor(t, 10*time.Second, "listener up", func() bool { return n.Addr() != "" })
+	base := "http://" + n.Addr()
+	client := &http.Client{Timeout: 30 * time.Second}
+
+	// A POST whose body never ends holds the only slot while the handler reads it.
+	pr, pw := io.Pipe()
+	defer pw.Close()
+	held := make(chan error, 1)
+	go func() {
+		req, _ := http.NewRequest("POST", base+"/batches?service_id=svc-slow", pr)
+		req.Header.Set("Content-Type", "application/octet-stream")
+		resp, err := client.Do(req)
+		if err == nil {
+			resp.Body.Close()
+		}
+		held <- err
+	}()
+	var busy *http.Response
+	var busyBody []byte
+	waitFor(t, 10*time.Second, "a second ingest request answered 503", func() bool {
+		busy, busyBody = do(t, client, "GET", base+"/batch_statuses?id=x", "", nil)
+		return busy.StatusCode == http.StatusServiceUnavailable
+	})
+	if ra := busy.Header.Get("Retry-After"); ra != "1" {
+		t.Errorf("503 Retry-After %q, want 1", ra)
+	}
+	var e503 sawtoothError
+	if err := json.Unmarshal(busyBody, &e503); err != nil || e503.Error.Code != node.CodeBusy {
+		t.Errorf("503 body %s not in the Sawtooth error shape (%v)", busyBody, err)
+	}
+	if resp, _ := do(t, client, "GET", base+"/healthz", "", nil); resp.StatusCode != http.StatusOK {
+		t.Errorf("/healthz while ingest is saturated: %d", resp.StatusCode)
+	}
+
+	// The read timeout (3s) ends the held request although its body never ends.
+	select {
+	case <-held:
+	case <-time.After(30 * time.Second):
+		t.Fatal("a request whose body never ends was not cut by the read timeout")
+	}
+	waitFor(t, 10*time.Second, "the slot freed", func() bool {
+		resp, _ := do(t, client, "GET", base+"/batch_statuses?id=x", "", nil)
+		return resp.StatusCode == http.StatusBadRequest // through to the handler: a bad id
+	})
+
+	req, _ := http.NewRequest("GET", base+"/healthz", nil)
+	req.Header.Set("X-Large", strings.Repeat("x", 16<<10))
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusRequestHeaderFieldsTooLarge {
+		t.Errorf("16 KiB header with MaxHeaderBytes 4 KiB: %d, want 431", resp.StatusCode)
+	}
+}
