@@ -36,8 +36,14 @@ type Config struct {
 	// Authorization, when set, is sent as the Authorization header of every request.
 	Authorization string
 	// HTTPClient sends the requests. Nil means a client with no overall timeout (each request
-	// is bounded by RequestTimeout through its context).
+	// is bounded by RequestTimeout through its context) and the TLS settings below.
 	HTTPClient *http.Client
+	// CAFile names a PEM bundle of the certificate authorities trusted for an https URL, in
+	// place of the system's roots. Empty means the system's roots.
+	CAFile string
+	// ClientCertFile and ClientKeyFile name a PEM certificate chain and key presented to the
+	// ledger (mutual TLS). Both or neither. The TLS files need an https URL and no HTTPClient.
+	ClientCertFile, ClientKeyFile string
 	// RequestTimeout bounds one HTTP request. Zero means RequestTimeoutDefault.
 	RequestTimeout time.Duration
 	// StatusConcurrency bounds the status GETs one Statuses call runs at once. Zero means
@@ -68,10 +74,18 @@ type ScabbardConfig struct {
 	Logger            *slog.Logger
 }
 
-// NewClient returns the Client cfg.Flavor names. It does no I/O.
+// NewClient returns the Client cfg.Flavor names. It does no network I/O; the TLS files cfg
+// names, if any, are read here, so that a bad file fails at once.
 func NewClient(cfg Config) (Client, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
+	}
+	if cfg.CAFile != "" || cfg.ClientCertFile != "" {
+		hc, err := tlsHTTPClient(cfg.CAFile, cfg.ClientCertFile, cfg.ClientKeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("dlt config: %w", err)
+		}
+		cfg.HTTPClient = hc
 	}
 	switch cfg.Flavor {
 	case FlavorSawtooth:
@@ -92,7 +106,11 @@ func (c Config) validate() error {
 	if _, err := ParseFlavor(string(c.Flavor)); err != nil {
 		return fmt.Errorf("dlt config: %w", err)
 	}
-	if _, err := parseBaseURL(c.URL); err != nil {
+	u, err := parseBaseURL(c.URL)
+	if err != nil {
+		return fmt.Errorf("dlt config: %w", err)
+	}
+	if err := c.validateTLS(u.Scheme); err != nil {
 		return fmt.Errorf("dlt config: %w", err)
 	}
 	if c.Flavor == FlavorScabbard {
@@ -101,6 +119,22 @@ func (c Config) validate() error {
 		}
 	}
 	return checkLimits(c.RequestTimeout, c.StatusConcurrency)
+}
+
+func (c Config) validateTLS(scheme string) error {
+	if (c.ClientCertFile == "") != (c.ClientKeyFile == "") {
+		return errors.New("a client certificate and its key go together: set both or neither")
+	}
+	if c.CAFile == "" && c.ClientCertFile == "" {
+		return nil
+	}
+	if scheme != "https" {
+		return fmt.Errorf("a CA file or client certificate is set but the ledger URL is %s, not https", scheme)
+	}
+	if c.HTTPClient != nil {
+		return errors.New("a CA file or client certificate is set together with an HTTPClient: configure TLS in the HTTPClient instead")
+	}
+	return nil
 }
 
 func checkScabbardNames(circuit, service string) error {
