@@ -32,6 +32,7 @@ func init() {
 		"demo":    {summary: "the whole story on a throwaway database: instances, a ledger simulator, faults", run: runDemo},
 		"enqueue": {summary: "store the batches of a BatchList for a service_id", run: runEnqueue},
 		"bench":   {summary: "measure the claim cycle: throughput, serialization retries, row writes", run: runBench},
+		"chaos":   {summary: "inject faults from a seed into real instances, then check the recorded history", run: runChaos},
 		"dlt-sim": {summary: "run the ledger simulator (Sawtooth REST API or Splinter scabbard)", run: dltsim.Command},
 	}
 }

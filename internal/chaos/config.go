@@ -1,0 +1,172 @@
+package chaos
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"slices"
+	"strings"
+	"time"
+)
+
+// The fault kinds, by the names the report counts them under.
+const (
+	KindSIGKILL            = "sigkill"
+	KindSIGSTOP            = "sigstop"
+	KindLinkCut            = "link_cut"
+	KindLinkBlackhole      = "link_blackhole"
+	KindLinkLatency        = "link_latency"
+	KindTerminateBackend   = "terminate_backend"
+	KindPostgresRestart    = "postgres_restart"
+	KindPostgresFailover   = "postgres_failover"
+	KindLedger429          = "ledger_429"
+	KindLedger503          = "ledger_503"
+	KindLedgerTimeout      = "ledger_timeout"
+	KindLedgerDropResponse = "ledger_drop_response"
+	KindLedgerRestart      = "ledger_restart"
+	KindConcurrentEnqueue  = "concurrent_enqueue"
+)
+
+// The invariants, by the names the report counts violations under.
+const (
+	Lost                  = "lost"
+	OrderViolations       = "order_violations"
+	DoubleOutstanding     = "double_outstanding"
+	DoubleOwner           = "double_owner"
+	EpochRegressions      = "epoch_regressions"
+	StaleWritesAccepted   = "stale_writes_accepted"
+	UnexplainedDuplicates = "unexplained_duplicates"
+	SlowTakeovers         = "slow_takeovers"
+	Unbalanced            = "unbalanced"
+	HistoryGaps           = "history_gaps"
+)
+
+// hostKinds are the faults of processes, links and Postgres: one at a time, so that a slow
+// takeover is never blamed on two faults at once.
+var hostKinds = []string{KindSIGKILL, KindSIGSTOP, KindLinkCut, KindLinkBlackhole, KindLinkLatency,
+	KindTerminateBackend, KindPostgresRestart, KindPostgresFailover}
+
+// ledgerKinds are the faults of the ledger and of the clients that enqueue; they run beside
+// the host faults.
+var ledgerKinds = []string{KindLedger429, KindLedger503, KindLedgerTimeout, KindLedgerDropResponse,
+	KindLedgerRestart, KindConcurrentEnqueue}
+
+// Kinds returns every fault kind.
+func Kinds() []string { return slices.Concat(hostKinds, ledgerKinds) }
+
+// Invariants returns every invariant the check counts.
+func Invariants() []string {
+	return []string{Lost, OrderViolations, DoubleOutstanding, DoubleOwner, EpochRegressions,
+		StaleWritesAccepted, UnexplainedDuplicates, SlowTakeovers, Unbalanced, HistoryGaps}
+}
+
+// Defaults applied to zero Config fields.
+const (
+	DurationDefault   = 90 * time.Second
+	InstancesDefault  = 4
+	ServiceIDsDefault = 24
+	BatchesDefault    = 5
+	// The instances' timings: R, T1 and T2.
+	RenewDefault   = 200 * time.Millisecond
+	Expiry1Default = 2 * time.Second
+	Expiry2Default = 8 * time.Second
+	// AllowanceDefault is added to every takeover bound: the time a loaded machine may take to
+	// schedule the processes involved (a cycle that should start now starts this much later).
+	AllowanceDefault = 1500 * time.Millisecond
+	// QuiesceDefault bounds the wait for every batch to finish once the faults stopped.
+	QuiesceDefault = 3 * time.Minute
+	// BalanceWaitDefault bounds the wait for balanced claims once every batch finished.
+	BalanceWaitDefault = 30 * time.Second
+)
+
+// Config shapes one chaos run.
+type Config struct {
+	// Duration is how long faults are injected and batches arrive. Zero means 90s.
+	Duration time.Duration
+	// Instances is the number of `run` processes kept running. Zero means 4; at least 3.
+	Instances int
+	// ServiceIDs is the number of service_ids. Zero means 24.
+	ServiceIDs int
+	// Batches is the number of batches per service_id stored before the start; more keep
+	// arriving during the run. Zero means 5.
+	Batches int
+	// Seed chooses the faults, their victims and their timing. Zero means 1 (the command
+	// picks a random one and prints it).
+	Seed int64
+	// Kinds restricts the faults to these kinds. Nil means every kind.
+	Kinds []string
+	// DatabaseURL, when set, is an existing server to run on (a scratch database is created
+	// there and dropped afterwards); postgres_restart and postgres_failover are then skipped.
+	// Empty means a throwaway cluster with a synchronous standby from local binaries.
+	DatabaseURL string
+	// Binary is the batchclaim executable the instances run. Required.
+	Binary string
+	// Renew, Expiry1 and Expiry2 are the instances' R, T1 and T2. Zero means 200ms, 2s, 8s.
+	Renew, Expiry1, Expiry2 time.Duration
+	// Allowance is the scheduling allowance added to every takeover bound. Zero means 1.5s.
+	Allowance time.Duration
+	// Quiesce bounds the wait for every batch to finish after the faults. Zero means 3m.
+	Quiesce time.Duration
+	// LogDir receives the instances' logs. Empty means a new temporary directory.
+	LogDir string
+	// Progress receives one line per event and a status line every few seconds. Nil
+	// discards them.
+	Progress io.Writer
+	// Logger receives the harness's own diagnostics. Nil discards them.
+	Logger *slog.Logger
+}
+
+func (c Config) withDefaults() Config {
+	c.Duration = cmp.Or(c.Duration, DurationDefault)
+	c.Instances = cmp.Or(c.Instances, InstancesDefault)
+	c.ServiceIDs = cmp.Or(c.ServiceIDs, ServiceIDsDefault)
+	c.Batches = cmp.Or(c.Batches, BatchesDefault)
+	c.Seed = cmp.Or(c.Seed, 1)
+	c.Renew = cmp.Or(c.Renew, RenewDefault)
+	c.Expiry1 = cmp.Or(c.Expiry1, Expiry1Default)
+	c.Expiry2 = cmp.Or(c.Expiry2, Expiry2Default)
+	c.Allowance = cmp.Or(c.Allowance, AllowanceDefault)
+	c.Quiesce = cmp.Or(c.Quiesce, QuiesceDefault)
+	if c.Kinds == nil {
+		c.Kinds = Kinds()
+	}
+	if c.Progress == nil {
+		c.Progress = io.Discard
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	return c
+}
+
+func (c Config) validate() error {
+	var errs []string
+	bad := func(format string, a ...any) { errs = append(errs, fmt.Sprintf(format, a...)) }
+	if c.Duration < 10*time.Second {
+		bad("duration %v is shorter than 10s", c.Duration)
+	}
+	if c.Instances < 3 {
+		bad("instances %d: at least 3 (one may be down while two share the work)", c.Instances)
+	}
+	if c.ServiceIDs < 1 || c.Batches < 1 {
+		bad("service-ids and batches must be at least 1")
+	}
+	if c.Binary == "" {
+		bad("no batchclaim binary to run instances of")
+	}
+	if c.Renew <= 0 || c.Expiry1 < 3*c.Renew || c.Expiry2 <= c.Expiry1 {
+		bad("timings: want 0 < 3 x renew (%v) <= expiry-1 (%v) < expiry-2 (%v)", c.Renew, c.Expiry1, c.Expiry2)
+	}
+	known := Kinds()
+	for _, k := range c.Kinds {
+		if !slices.Contains(known, k) {
+			bad("unknown fault kind %q (want one of %s)", k, strings.Join(known, ", "))
+		}
+	}
+	if len(errs) > 0 {
+		return errors.New("chaos config: " + strings.Join(errs, "; "))
+	}
+	return nil
+}

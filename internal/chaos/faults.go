@@ -1,0 +1,259 @@
+package chaos
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"slices"
+	"syscall"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// victim is an instance a fault took out, with what it held then, for the takeover check.
+type victim struct {
+	kind, name string
+	id         uuid.UUID
+	at         time.Time // database time the fault hit; zero: not judged
+	wall       time.Time // this process's clock then
+	held       []heldClaim
+	e1, e2     time.Time // its lease as it stood at the end of the outage
+	until      time.Time // database time the outage ended; zero: never (killed)
+}
+
+type heldClaim struct {
+	service string
+	epoch   int64
+	busy    bool // a batch was in submission: the claim is kept until expiry-2
+}
+
+// lane injects faults of the given kinds one after another until the deadline: first every
+// kind once in a random order, then kinds at random, with short random gaps.
+func (r *run) lane(ctx context.Context, kinds []string, rng *rand.Rand, until time.Time) {
+	order := slices.Clone(kinds)
+	rng.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
+	for i := 0; time.Now().Before(until) && ctx.Err() == nil; i++ {
+		kind := kinds[rng.IntN(len(kinds))]
+		if i < len(order) {
+			kind = order[i]
+		}
+		if err := r.inject(ctx, kind, rng); err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			r.problem("fault %s failed: %v", kind, err)
+		}
+		r.sleep(ctx, time.Duration(300+rng.IntN(1200))*time.Millisecond)
+	}
+}
+
+func (r *run) sleep(ctx context.Context, d time.Duration) {
+	select {
+	case <-ctx.Done():
+	case <-time.After(d):
+	}
+}
+
+// outage is how long a victim stays out for its claims to be judged: long enough for even
+// a busy claim's bound (expiry-2 plus two renew intervals plus the allowance) to pass.
+func (r *run) outage(rng *rand.Rand) time.Duration {
+	c := r.cfg
+	return c.Expiry2 + 2*c.Renew + c.Allowance + time.Duration(rng.IntN(1000))*time.Millisecond
+}
+
+// inject runs one fault to its end.
+func (r *run) inject(ctx context.Context, kind string, rng *rand.Rand) error {
+	switch kind {
+	case KindSIGKILL:
+		in := r.pickRunning(rng)
+		if in == nil {
+			return nil
+		}
+		v := r.hit(ctx, kind, in)
+		in.kill()
+		r.event(kind, "%s killed, holding %d claims", in.name, len(v.held))
+		r.leaseEnd(ctx, v, false)
+		r.sleep(ctx, time.Duration(1000+rng.IntN(2000))*time.Millisecond)
+		if err := in.start(r); err != nil {
+			return err
+		}
+		r.event(kind, "%s started in its place", in.name)
+		r.sleep(ctx, time.Until(v.wall.Add(r.outage(rng))))
+	case KindSIGSTOP:
+		in := r.pickRunning(rng)
+		if in == nil {
+			return nil
+		}
+		d := r.outage(rng)
+		v := r.hit(ctx, kind, in)
+		in.signal(syscall.SIGSTOP, stateStopped)
+		r.event(kind, "%s stopped for %.1fs, holding %d claims", in.name, d.Seconds(), len(v.held))
+		r.sleep(ctx, d)
+		r.leaseEnd(ctx, v, true)
+		in.signal(syscall.SIGCONT, stateRunning)
+	case KindLinkCut, KindLinkBlackhole:
+		in := r.pickRunning(rng)
+		if in == nil {
+			return nil
+		}
+		d := r.outage(rng)
+		if rng.IntN(3) == 0 { // a short one, that the instance must ride out
+			d = time.Duration(100+rng.IntN(int(r.cfg.Expiry1/time.Millisecond/2))) * time.Millisecond
+		}
+		v := r.hit(ctx, kind, in)
+		for _, p := range in.proxies {
+			if kind == KindLinkCut {
+				p.Cut()
+			} else {
+				p.Blackhole()
+			}
+		}
+		r.event(kind, "%s's database link down for %.1fs, holding %d claims", in.name, d.Seconds(), len(v.held))
+		r.sleep(ctx, d)
+		r.leaseEnd(ctx, v, true)
+		for _, p := range in.proxies {
+			p.Restore()
+		}
+	case KindLinkLatency:
+		in := r.pickRunning(rng)
+		if in == nil {
+			return nil
+		}
+		lat := time.Duration(20+rng.IntN(230)) * time.Millisecond
+		d := time.Duration(3000+rng.IntN(3000)) * time.Millisecond
+		r.count(kind)
+		for _, p := range in.proxies {
+			p.SetLatency(lat)
+		}
+		r.event(kind, "%s's database link delayed %v each way for %.1fs", in.name, lat, d.Seconds())
+		r.sleep(ctx, d)
+		for _, p := range in.proxies {
+			p.SetLatency(0)
+		}
+	case KindTerminateBackend:
+		in := r.pickRunning(rng)
+		if in == nil {
+			return nil
+		}
+		n, err := r.db.terminate(ctx, r.pool, in.name)
+		if err != nil {
+			return err
+		}
+		r.count(kind)
+		r.event(kind, "%d backends of %s terminated", n, in.name)
+	case KindPostgresRestart:
+		start := time.Now()
+		if err := r.db.restart(ctx); err != nil {
+			return err
+		}
+		r.count(kind)
+		r.event(kind, "primary restarted in %.1fs", time.Since(start).Seconds())
+	case KindPostgresFailover:
+		down, total, err := r.db.failover(ctx)
+		if err != nil {
+			return err
+		}
+		r.count(kind)
+		r.event(kind, "primary killed, standby promoted in %.1fs; new synchronous standby after %.1fs", down.Seconds(), total.Seconds())
+	case KindLedger429:
+		n := 5 + rng.IntN(25)
+		r.sim.InjectStatus(http.StatusTooManyRequests, n)
+		r.count(kind)
+		r.event(kind, "next %d POSTs answer 429", n)
+		r.sleep(ctx, time.Duration(1000+rng.IntN(2000))*time.Millisecond)
+	case KindLedger503:
+		n, code := 3+rng.IntN(12), []int{15, 17, 18}[rng.IntN(3)]
+		r.sim.InjectError(http.StatusServiceUnavailable, code, n)
+		r.count(kind)
+		r.event(kind, "next %d POSTs answer 503 (code %d)", n, code)
+		r.sleep(ctx, time.Duration(1000+rng.IntN(2000))*time.Millisecond)
+	case KindLedgerTimeout:
+		n := 1 + rng.IntN(4)
+		hold := time.Duration(500+rng.IntN(int(r.cfg.Expiry2/time.Millisecond))) * time.Millisecond
+		r.sim.InjectTimeouts(n, hold)
+		r.count(kind)
+		r.event(kind, "next %d POSTs held unanswered for %.1fs", n, hold.Seconds())
+		r.sleep(ctx, hold+time.Second)
+	case KindLedgerDropResponse:
+		n := 1 + rng.IntN(5)
+		r.sim.InjectDroppedResponses(n)
+		r.count(kind)
+		r.event(kind, "next %d accepted POSTs lose their answer", n)
+		r.sleep(ctx, time.Duration(1000+rng.IntN(2000))*time.Millisecond)
+	case KindLedgerRestart:
+		r.sim.Restart()
+		r.count(kind)
+		r.event(kind, "ledger restarted: every batch not yet committed is forgotten")
+		r.sleep(ctx, time.Duration(1000+rng.IntN(2000))*time.Millisecond)
+	case KindConcurrentEnqueue:
+		r.count(kind)
+		r.event(kind, "%s", r.concurrentEnqueue(ctx, rng))
+	default:
+		return fmt.Errorf("unknown fault kind %q", kind)
+	}
+	return nil
+}
+
+// pickRunning returns a random running instance, or nil.
+func (r *run) pickRunning(rng *rand.Rand) *instance {
+	var up []*instance
+	for _, in := range r.instances {
+		if _, state, _ := in.snapshot(); state == stateRunning {
+			up = append(up, in)
+		}
+	}
+	if len(up) == 0 {
+		return nil
+	}
+	return up[rng.IntN(len(up))]
+}
+
+// hit records a victim: the database time, and the claims it holds, just before the fault.
+func (r *run) hit(ctx context.Context, kind string, in *instance) *victim {
+	r.count(kind)
+	name, _, _ := in.snapshot()
+	v := &victim{kind: kind, name: name, id: in.lookupID(ctx, r.pool), wall: time.Now()}
+	qctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	if err := r.pool.QueryRow(qctx, `SELECT now()`).Scan(&v.at); err != nil {
+		v.at = time.Time{} // not judged
+	}
+	if v.id != uuid.Nil && !v.at.IsZero() {
+		rows, err := r.pool.Query(qctx, `SELECT service_id, epoch, submitting_since IS NOT NULL FROM service_id_claims WHERE claimant = $1`, v.id)
+		if err == nil {
+			for rows.Next() {
+				var h heldClaim
+				if rows.Scan(&h.service, &h.epoch, &h.busy) == nil {
+					v.held = append(v.held, h)
+				}
+			}
+			rows.Close()
+		}
+	}
+	r.mu.Lock()
+	r.victims = append(r.victims, v)
+	r.mu.Unlock()
+	return v
+}
+
+// leaseEnd records the victim's lease as the outage leaves it and, when the outage ends now,
+// the database time.
+func (r *run) leaseEnd(ctx context.Context, v *victim, ends bool) {
+	qctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	var now time.Time
+	var e1, e2 *time.Time
+	err := r.pool.QueryRow(qctx, `SELECT now(), (SELECT expiry_1 FROM instances WHERE id = $1), (SELECT expiry_2 FROM instances WHERE id = $1)`, v.id).Scan(&now, &e1, &e2)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if err != nil || e1 == nil || e2 == nil {
+		v.at = time.Time{} // the lease is unknown: not judged
+		return
+	}
+	v.e1, v.e2 = *e1, *e2
+	if ends {
+		v.until = now
+	}
+}

@@ -1,0 +1,174 @@
+package chaos
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/batchclaim/batchclaim/dlt"
+	"github.com/batchclaim/batchclaim/ingest"
+)
+
+// arrivalInterval is how often a new batch arrives while faults run.
+const arrivalInterval = 200 * time.Millisecond
+
+// batchNumbers hands out each service_id's batch numbers (dlt.FakeBatch(service, n)), so that
+// concurrent clients never store the same batch.
+type batchNumbers struct {
+	mu   sync.Mutex
+	next map[string]int
+}
+
+func (b *batchNumbers) take(svc string) int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	n := b.next[svc]
+	b.next[svc] = n + 1
+	return n
+}
+
+func serviceID(i int) string { return fmt.Sprintf("svc-%03d", i) }
+
+// enqueueInitial stores the first batches of every service_id in one transaction.
+func (r *run) enqueueInitial(ctx context.Context) error {
+	tx, err := r.pool.Begin(ctx)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback(ctx) //nolint:errcheck // no-op after commit
+	for range r.cfg.Batches {
+		for s := range r.cfg.ServiceIDs {
+			svc := serviceID(s)
+			id, list := dlt.FakeBatch(svc, r.numbers.take(svc))
+			if _, err := ingest.Enqueue(ctx, tx, svc, id, list); err != nil {
+				return err
+			}
+		}
+	}
+	return tx.Commit(ctx)
+}
+
+// enqueueDirect stores one batch straight in the database, holding the transaction open for
+// hold before it commits (a slow client).
+func (r *run) enqueueDirect(ctx context.Context, svc string, n int, hold time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, hold+5*time.Second)
+	defer cancel()
+	tx, err := r.pool.Begin(ctx)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // no-op after commit
+	id, list := dlt.FakeBatch(svc, n)
+	if _, err := ingest.Enqueue(ctx, tx, svc, id, list); err != nil {
+		return err
+	}
+	if hold > 0 {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(hold):
+		}
+	}
+	return tx.Commit(ctx)
+}
+
+// enqueueVia stores one batch through an instance's ingest API.
+func (r *run) enqueueVia(ctx context.Context, in *instance, svc string, n int) error {
+	in.mu.Lock()
+	addr := in.listen
+	in.mu.Unlock()
+	_, list := dlt.FakeBatch(svc, n)
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+addr+"/batches?service_id="+svc, bytes.NewReader(list))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/octet-stream")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	resp.Body.Close()
+	if resp.StatusCode/100 != 2 {
+		return fmt.Errorf("ingest via %s: %s", addr, resp.Status)
+	}
+	return nil
+}
+
+// feed keeps batches arriving, one every arrivalInterval for a random service_id, until ctx
+// ends. A batch that could not be stored is tried again (its number is kept) before that
+// service_id gets a new one.
+func (r *run) feed(ctx context.Context, rng *rand.Rand) {
+	retry := map[string]int{}
+	t := time.NewTicker(arrivalInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		svc := serviceID(rng.IntN(r.cfg.ServiceIDs))
+		n, ok := retry[svc]
+		if !ok {
+			n = r.numbers.take(svc)
+		}
+		if err := r.enqueueDirect(ctx, svc, n, 0); err != nil {
+			retry[svc] = n
+			continue
+		}
+		delete(retry, svc)
+		r.arrived.Add(1)
+	}
+}
+
+// concurrentEnqueue has several clients store batches of the same service_ids at once:
+// through the ingest APIs of different instances, and straight in the database inside
+// transactions held open for a while. It returns a description.
+func (r *run) concurrentEnqueue(ctx context.Context, rng *rand.Rand) string {
+	services := 1 + rng.IntN(3)
+	clients := 3 + rng.IntN(3)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	stored, long := 0, 0
+	for range services {
+		svc := serviceID(rng.IntN(r.cfg.ServiceIDs))
+		for c := range clients {
+			n := r.numbers.take(svc)
+			hold := time.Duration(0)
+			var via *instance
+			if c%2 == 0 {
+				hold = time.Duration(200+rng.IntN(1800)) * time.Millisecond
+			} else {
+				via = r.instances[rng.IntN(len(r.instances))]
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				var err error
+				if via != nil {
+					err = r.enqueueVia(ctx, via, svc, n)
+				}
+				if via == nil || err != nil {
+					err = r.enqueueDirect(ctx, svc, n, hold)
+				}
+				if err == nil {
+					mu.Lock()
+					stored++
+					if hold > 0 {
+						long++
+					}
+					mu.Unlock()
+					r.arrived.Add(1)
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	return fmt.Sprintf("%d clients x %d service_ids, %d stored (%d in transactions held open)", clients, services, stored, long)
+}

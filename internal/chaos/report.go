@@ -1,0 +1,65 @@
+package chaos
+
+import (
+	"fmt"
+	"io"
+)
+
+// Report is the outcome of a run; the command prints it as text or as one JSON object.
+type Report struct {
+	Seed            int64          `json:"seed"`
+	Replay          string         `json:"replay"`
+	Database        string         `json:"database"`
+	Instances       int            `json:"instances"`
+	ServiceIDs      int            `json:"service_ids"`
+	DurationSeconds float64        `json:"duration_seconds"`
+	Faults          map[string]int `json:"faults"`
+	Skipped         []string       `json:"skipped,omitempty"`
+	Violations      map[string]int `json:"violations"`
+	Batches         int            `json:"batches"`
+	Committed       int            `json:"committed"`
+	Invalid         int            `json:"invalid"`
+	Posts           int            `json:"posts"`
+	DuplicatePosts  int            `json:"duplicate_posts"`
+	Acquisitions    int            `json:"acquisitions"`
+	Writes          int            `json:"fenced_writes"`
+	TakeoversJudged int            `json:"takeovers_judged"`
+	Problems        []string       `json:"problems,omitempty"`
+	LogDir          string         `json:"log_dir"`
+}
+
+// Violated returns the total number of violations.
+func (r Report) Violated() int {
+	n := 0
+	for _, v := range r.Violations {
+		n += v
+	}
+	return n
+}
+
+// Print writes the report for a person.
+func (r Report) Print(w io.Writer) {
+	fmt.Fprintf(w, "\nchaos: seed %d, %d instances, %d service_ids, %.0fs, database: %s\n", r.Seed, r.Instances, r.ServiceIDs, r.DurationSeconds, r.Database)
+	fmt.Fprintf(w, "faults:\n")
+	for _, k := range Kinds() {
+		fmt.Fprintf(w, "  %-22s %d\n", k, r.Faults[k])
+	}
+	for _, k := range r.Skipped {
+		fmt.Fprintf(w, "  skipped: %s (needs a cluster this run owns; DATABASE_URL was given)\n", k)
+	}
+	fmt.Fprintf(w, "history: %d batches (%d committed, %d invalid), %d POSTs (%d duplicates), %d acquisitions, %d fenced writes, %d takeovers judged\n",
+		r.Batches, r.Committed, r.Invalid, r.Posts, r.DuplicatePosts, r.Acquisitions, r.Writes, r.TakeoversJudged)
+	fmt.Fprintf(w, "violations:\n")
+	for _, k := range Invariants() {
+		fmt.Fprintf(w, "  %-22s %d\n", k, r.Violations[k])
+	}
+	for _, p := range r.Problems {
+		fmt.Fprintf(w, "  problem: %s\n", p)
+	}
+	fmt.Fprintf(w, "instance logs: %s\n", r.LogDir)
+	if r.Violated() > 0 {
+		fmt.Fprintf(w, "\nINVARIANTS VIOLATED with seed %d; replay with:\n  %s\n", r.Seed, r.Replay)
+	} else {
+		fmt.Fprintf(w, "\nevery invariant held (seed %d)\n", r.Seed)
+	}
+}

@@ -1,0 +1,359 @@
+package chaos
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/batchclaim/batchclaim"
+	"github.com/batchclaim/batchclaim/dlt"
+	"github.com/batchclaim/batchclaim/dlt/dltsim"
+	"github.com/batchclaim/batchclaim/internal/db"
+)
+
+// run is the state of one chaos run.
+type run struct {
+	cfg       Config
+	db        *servers
+	pool      *pgxpool.Pool
+	sim       *dltsim.Sim
+	simURL    string
+	logDir    string
+	instances []*instance
+	numbers   batchNumbers
+	arrived   atomic.Int64
+	start     time.Time
+
+	mu         sync.Mutex
+	faults     map[string]int
+	victims    []*victim
+	problems   []string
+	unbalanced string // why the claims never balanced; empty when they did
+	skipped    []string
+}
+
+// Run performs one chaos run and checks its history. The error is for a run that could not
+// be carried out; violations of the invariants are in the Report.
+func Run(ctx context.Context, cfg Config) (Report, error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return Report{}, err
+	}
+	r := &run{cfg: cfg, faults: map[string]int{}, numbers: batchNumbers{next: map[string]int{}}}
+	r.say("seed %d: replay with: %s", cfg.Seed, replayCommand(cfg))
+	var err error
+	if r.db, err = startServers(ctx, cfg.DatabaseURL, r.say); err != nil {
+		return Report{}, err
+	}
+	defer r.db.close(ctx)
+	if !r.db.own {
+		r.skip(KindPostgresRestart, KindPostgresFailover)
+	}
+	if r.pool, err = r.db.pool(ctx); err != nil {
+		return Report{}, err
+	}
+	defer r.pool.Close()
+	if err := r.startLedger(); err != nil {
+		return Report{}, err
+	}
+	defer r.sim.Close()
+	if r.logDir = cfg.LogDir; r.logDir == "" {
+		if r.logDir, err = os.MkdirTemp("", "batchclaim-chaos-"); err != nil {
+			return Report{}, err
+		}
+	}
+	if err := r.enqueueInitial(ctx); err != nil {
+		return Report{}, fmt.Errorf("store the first batches: %w", err)
+	}
+	defer func() {
+		for _, in := range r.instances {
+			in.stop(10 * time.Second)
+			in.closeProxies()
+		}
+	}()
+	for i := range cfg.Instances {
+		in, err := newInstance(i+1, r.db.addrs)
+		if err != nil {
+			return Report{}, err
+		}
+		r.instances = append(r.instances, in)
+		if err := in.start(r); err != nil {
+			return Report{}, err
+		}
+	}
+	r.say("%d instances (logs in %s); R=%v T1=%v T2=%v; ledger at %s", cfg.Instances, r.logDir, cfg.Renew, cfg.Expiry1, cfg.Expiry2, r.simURL)
+	r.start = time.Now()
+	r.chaos(ctx)
+	if ctx.Err() != nil {
+		return Report{}, ctx.Err()
+	}
+	r.quiesce(ctx)
+	for _, in := range r.instances {
+		in.stop(10 * time.Second)
+	}
+	return r.check(ctx)
+}
+
+func replayCommand(c Config) string {
+	cmd := fmt.Sprintf("batchclaim chaos --seed %d --duration %s --instances %d --service-ids %d --batches %d",
+		c.Seed, c.Duration, c.Instances, c.ServiceIDs, c.Batches)
+	if len(c.Kinds) != len(Kinds()) {
+		cmd += " --faults " + strings.Join(c.Kinds, ",")
+	}
+	return cmd
+}
+
+func (r *run) startLedger() error {
+	sim, err := dltsim.New(dltsim.Config{Flavor: dlt.FlavorSawtooth, CommitLatency: 300 * time.Millisecond,
+		InvalidRate: 0.02, Seed: r.cfg.Seed})
+	if err != nil {
+		return err
+	}
+	if r.simURL, err = sim.Listen(); err != nil {
+		return err
+	}
+	r.sim = sim
+	return nil
+}
+
+func (r *run) say(format string, a ...any) {
+	line := fmt.Sprintf(format, a...)
+	if !r.start.IsZero() {
+		line = fmt.Sprintf("t=%5.1fs %s", time.Since(r.start).Seconds(), line)
+	}
+	fmt.Fprintln(r.cfg.Progress, line)
+}
+
+func (r *run) event(kind, format string, a ...any) { r.say(">>> "+kind+": "+format, a...) }
+
+func (r *run) count(kind string) {
+	r.mu.Lock()
+	r.faults[kind]++
+	r.mu.Unlock()
+}
+
+func (r *run) problem(format string, a ...any) {
+	r.mu.Lock()
+	r.problems = append(r.problems, fmt.Sprintf(format, a...))
+	r.mu.Unlock()
+	r.say("problem: "+format, a...)
+}
+
+func (r *run) skip(kinds ...string) {
+	for _, k := range kinds {
+		if i := indexOf(r.cfg.Kinds, k); i >= 0 {
+			r.cfg.Kinds = append(r.cfg.Kinds[:i:i], r.cfg.Kinds[i+1:]...)
+			r.skipped = append(r.skipped, k)
+		}
+	}
+}
+
+func indexOf(s []string, v string) int {
+	for i, x := range s {
+		if x == v {
+			return i
+		}
+	}
+	return -1
+}
+
+// chaos runs the two fault lanes and the arrivals for the configured duration.
+func (r *run) chaos(ctx context.Context) {
+	until := r.start.Add(r.cfg.Duration)
+	var host, ledger []string
+	for _, k := range r.cfg.Kinds {
+		if indexOf(hostKinds, k) >= 0 {
+			host = append(host, k)
+		} else {
+			ledger = append(ledger, k)
+		}
+	}
+	feedCtx, stopFeed := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	seed := uint64(r.cfg.Seed)
+	wg.Go(func() { r.feed(feedCtx, rand.New(rand.NewPCG(seed, 3))) })
+	wg.Go(func() { r.watch(feedCtx) })
+	var lanes sync.WaitGroup
+	if len(host) > 0 {
+		lanes.Go(func() { r.lane(ctx, host, rand.New(rand.NewPCG(seed, 1)), until) })
+	}
+	if len(ledger) > 0 {
+		lanes.Go(func() { r.lane(ctx, ledger, rand.New(rand.NewPCG(seed, 2)), until) })
+	}
+	lanes.Wait()
+	stopFeed()
+	wg.Wait()
+	r.sim.ClearFaults()
+	r.say("faults stopped; %d batches arrived during the run", r.arrived.Load())
+}
+
+// watch prints a status line every few seconds and notices instances that exited by
+// themselves.
+func (r *run) watch(ctx context.Context) {
+	t := time.NewTicker(5 * time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		r.checkExited()
+		r.status(ctx)
+	}
+}
+
+// checkExited restarts an instance that exited without being told to, and reports it.
+func (r *run) checkExited() {
+	for _, in := range r.instances {
+		if name, state, _ := in.snapshot(); state == stateExited {
+			r.problem("%s exited by itself (see %s/%s.log); starting a new one", name, r.logDir, name)
+			if err := in.start(r); err != nil {
+				r.problem("restart of slot %d: %v", in.slot, err)
+			}
+		}
+	}
+}
+
+// status prints one line: batches finished and claims per instance.
+func (r *run) status(ctx context.Context) (finished, total int) {
+	qctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	totals, err := db.New().BatchStateTotals(qctx, r.pool)
+	if err != nil {
+		r.say("status: database unreachable (%v)", err)
+		return -1, -1
+	}
+	for _, t := range totals {
+		total += int(t.Batches)
+		if batchclaim.State(t.State).Terminal() {
+			finished += int(t.Batches)
+		}
+	}
+	counts, _ := r.claimCounts(qctx)
+	var cells []string
+	for _, in := range r.instances {
+		name, state, id := in.snapshot()
+		cell := fmt.Sprintf("%s:%d", name, counts[id])
+		if state != stateRunning {
+			cell += "[" + state + "]"
+		}
+		cells = append(cells, cell)
+	}
+	r.say("finished %d/%d; claims %s", finished, total, strings.Join(cells, " "))
+	return finished, total
+}
+
+// claimCounts returns the claims held per instance id.
+func (r *run) claimCounts(ctx context.Context) (map[uuid.UUID]int, error) {
+	for _, in := range r.instances {
+		in.lookupID(ctx, r.pool)
+	}
+	rows, err := r.pool.Query(ctx, `SELECT claimant, count(*) FROM service_id_claims WHERE claimant IS NOT NULL GROUP BY claimant`)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := map[uuid.UUID]int{}
+	for rows.Next() {
+		var id uuid.UUID
+		var n int
+		if err := rows.Scan(&id, &n); err != nil {
+			return nil, err
+		}
+		out[id] = n
+	}
+	return out, rows.Err()
+}
+
+// quiesce waits, with every fault stopped and every instance running, until every batch is
+// finished, then until the claims are balanced.
+func (r *run) quiesce(ctx context.Context) {
+	for _, in := range r.instances {
+		in.signal(syscall.SIGCONT, stateRunning)
+		for _, p := range in.proxies {
+			p.Restore()
+		}
+	}
+	r.checkExited()
+	deadline := time.Now().Add(r.cfg.Quiesce)
+	var last time.Time
+	for ; time.Now().Before(deadline) && ctx.Err() == nil; r.sleep(ctx, 500*time.Millisecond) {
+		var finished, total int
+		if time.Since(last) > 5*time.Second {
+			finished, total = r.status(ctx)
+			last = time.Now()
+			r.checkExited()
+		} else {
+			finished, total = r.progress(ctx)
+		}
+		if total > 0 && finished == total {
+			r.say("quiescent: every batch finished")
+			break
+		}
+	}
+	balanceDeadline := time.Now().Add(BalanceWaitDefault)
+	for ctx.Err() == nil {
+		counts, err := r.claimCounts(ctx)
+		if err == nil {
+			var per []int
+			var ids []string
+			for _, in := range r.instances {
+				name, _, id := in.snapshot()
+				per = append(per, counts[id])
+				ids = append(ids, fmt.Sprintf("%s:%d", name, counts[id]))
+			}
+			sort.Ints(per)
+			held := 0
+			for _, n := range counts {
+				held += n
+			}
+			if per[len(per)-1]-per[0] <= 1 && held == sumInts(per) {
+				r.say("balanced: %s", strings.Join(ids, " "))
+				return
+			}
+			if time.Now().After(balanceDeadline) {
+				r.unbalanced = fmt.Sprintf("claims per instance after %v of quiescence: %s (held by others: %d)",
+					BalanceWaitDefault, strings.Join(ids, " "), held-sumInts(per))
+				r.say("unbalanced: %s", r.unbalanced)
+				return
+			}
+		}
+		r.sleep(ctx, 500*time.Millisecond)
+	}
+}
+
+func sumInts(v []int) int {
+	s := 0
+	for _, x := range v {
+		s += x
+	}
+	return s
+}
+
+// progress counts finished and total batches without printing.
+func (r *run) progress(ctx context.Context) (finished, total int) {
+	qctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	totals, err := db.New().BatchStateTotals(qctx, r.pool)
+	if err != nil {
+		return -1, -1
+	}
+	for _, t := range totals {
+		total += int(t.Batches)
+		if batchclaim.State(t.State).Terminal() {
+			finished += int(t.Batches)
+		}
+	}
+	return finished, total
+}
