@@ -50,6 +50,35 @@ type ClaimEvent struct {
 	At         time.Time
 }
 
+type ElectionEvent struct {
+	ID         int64
+	Role       string
+	Epoch      int64
+	InstanceID uuid.UUID
+	Name       string
+	Host       string
+	Event      string
+	At         time.Time
+}
+
+type ElectionMember struct {
+	InstanceID uuid.UUID
+	Name       string
+	Host       string
+	JoinedAt   time.Time
+	RenewedAt  time.Time
+	ExpiresAt  time.Time
+}
+
+type ElectionTerm struct {
+	Role       string
+	Epoch      int64
+	InstanceID *uuid.UUID
+	Name       string
+	Host       string
+	ElectedAt  *time.Time
+}
+
 type Instance struct {
 	ID          uuid.UUID
 	Name        string

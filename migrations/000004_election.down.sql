@@ -1,0 +1,3 @@
+DROP TABLE IF EXISTS election_events;
+DROP TABLE IF EXISTS election_terms;
+DROP TABLE IF EXISTS election_members;
