@@ -19,6 +19,16 @@ build: ## Build bin/batchclaim
 demo: build ## Run the demo: instances sharing service_ids, one killed, the others take over
 	$(BIN)/batchclaim demo
 
+CHAOS_SEEDS ?= 1 2 3 4 5
+CHAOS_DURATION ?= 5m
+
+.PHONY: chaos
+chaos: build ## Long chaos runs at several seeds on a throwaway cluster (CHAOS_SEEDS, CHAOS_DURATION); stops at the first violation
+	@for s in $(CHAOS_SEEDS); do \
+	  echo "== batchclaim chaos --seed $$s --duration $(CHAOS_DURATION)"; \
+	  env -u DATABASE_URL $(BIN)/batchclaim chaos --seed $$s --duration $(CHAOS_DURATION) || exit 1; \
+	done
+
 .PHONY: test
 test: ## Run every test with the race detector against a real Postgres (TEST_DATABASE_URL, else a throwaway local cluster)
 	$(GO) test -race -count=1 -timeout 30m $(PKGS)
