@@ -33,6 +33,7 @@ func init() {
 		"enqueue": {summary: "store the batches of a BatchList for a service_id", run: runEnqueue},
 		"bench":   {summary: "measure the claim cycle: throughput, serialization retries, row writes", run: runBench},
 		"chaos":   {summary: "inject faults from a seed into real instances, then check the recorded history", run: runChaos},
+		"version": {summary: "print the release, module version and commit of this binary", run: runVersion},
 		"dlt-sim": {summary: "run the ledger simulator (Sawtooth REST API or Splinter scabbard)", run: dltsim.Command},
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/batchclaim/batchclaim/claims"
 	"github.com/batchclaim/batchclaim/dlt"
 	"github.com/batchclaim/batchclaim/ingest"
+	"github.com/batchclaim/batchclaim/internal/httpauth"
 	"github.com/batchclaim/batchclaim/node"
 	"github.com/batchclaim/batchclaim/observer"
 	"github.com/batchclaim/batchclaim/queuer"
@@ -68,7 +69,18 @@ func runDaemon(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	circuit := fs.String("scabbard-circuit", "", "scabbard circuit id (scabbard only)")
 	service := fs.String("scabbard-service", "", "scabbard service id (scabbard only)")
 	auth := fs.String("dlt-authorization", "", "Authorization header value for the ledger, if it needs one")
+	dltCA := fs.String("dlt-ca", "", "PEM bundle of the CAs trusted for an https --dlt-url (default: the system's roots)")
+	dltCert := fs.String("dlt-client-cert", "", "PEM client certificate presented to the ledger (mutual TLS; with --dlt-client-key)")
+	dltKey := fs.String("dlt-client-key", "", "PEM private key of --dlt-client-cert")
 	fs.StringVar(&cfg.Listen, "listen", "127.0.0.1:8080", "HTTP address for /healthz, /readyz, /metrics and the ingest API (empty: none)")
+	tokenFile := fs.String("auth-token-file", "", "file of bearer tokens, one a line, required by the ingest API and every state-changing request (reloaded on SIGHUP)")
+	insecure := fs.Bool("insecure-listen", false, "allow a non-loopback --listen without --auth-token-file")
+	fs.StringVar(&cfg.TLSCertFile, "tls-cert", "", "serve HTTPS with this PEM certificate chain (with --tls-key)")
+	fs.StringVar(&cfg.TLSKeyFile, "tls-key", "", "PEM private key of --tls-cert")
+	fs.DurationVar(&cfg.ReadTimeout, "read-timeout", node.ReadTimeoutDefault, "longest time to read one request, body included")
+	fs.DurationVar(&cfg.ReadHeaderTimeout, "read-header-timeout", node.ReadHeaderTimeoutDefault, "longest time to read one request's headers")
+	fs.IntVar(&cfg.MaxHeaderBytes, "max-header-bytes", node.MaxHeaderBytesDefault, "largest request header block in bytes")
+	fs.IntVar(&cfg.MaxIngestRequests, "max-ingest-requests", node.MaxIngestRequestsDefault, "ingest requests served at once; more are answered 503 with Retry-After")
 	fs.IntVar(&cfg.Workers, "workers", submitter.WorkersDefault, "concurrent submissions")
 	fs.DurationVar(&cfg.PollInterval, "poll-interval", observer.PollIntervalDefault, "how often the ledger is asked about accepted batches")
 	fs.DurationVar(&cfg.UnknownGrace, "unknown-grace", queuer.UnknownGraceDefault, "resubmit a batch the ledger does not know after this long")
@@ -94,6 +106,26 @@ func runDaemon(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err != nil {
 		return err
 	}
+	var tokens *httpauth.Tokens
+	if !*claimsOnly {
+		if err := checkListen(cfg.Listen, *tokenFile, *insecure); err != nil {
+			return err
+		}
+		if *tokenFile != "" {
+			if tokens, err = httpauth.LoadTokens(*tokenFile); err != nil {
+				return err
+			}
+			cfg.Auth = tokens.Middleware
+		}
+		if cfg.Listen != "" && !loopbackOnly(cfg.Listen) {
+			switch {
+			case tokens == nil:
+				logger.Warn("the listener accepts requests from other hosts without authentication (--insecure-listen)", "listen", cfg.Listen)
+			case cfg.TLSCertFile == "":
+				logger.Warn("bearer tokens travel in clear text: give --tls-cert and --tls-key, or terminate TLS in front", "listen", cfg.Listen)
+			}
+		}
+	}
 	var client dlt.Client
 	if !*claimsOnly {
 		if *dltURL == "" {
@@ -104,7 +136,8 @@ func runDaemon(ctx context.Context, args []string, stdout, stderr io.Writer) err
 			return err
 		}
 		client, err = dlt.NewClient(dlt.Config{Flavor: fl, URL: *dltURL, Circuit: *circuit, Service: *service,
-			Authorization: *auth, RequestTimeout: timings.MaxSubmission, Logger: logger})
+			Authorization: *auth, RequestTimeout: timings.MaxSubmission, Logger: logger,
+			CAFile: *dltCA, ClientCertFile: *dltCert, ClientKeyFile: *dltKey})
 		if err != nil {
 			return err
 		}
@@ -123,8 +156,11 @@ func runDaemon(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return err
 	}
 	logger.Info("starting", "instance_id", n.Engine().InstanceID().String(), "name", n.Engine().Name(), "pid", os.Getpid(),
-		"dlt", *dltURL, "flavor", *flavor, "renew_interval", timings.RenewInterval, "local_deadline", timings.LocalDeadline,
-		"expiry_1", timings.Expiry1, "expiry_2", timings.Expiry2, "submit_timeout", timings.MaxSubmission)
+		"version", version, "database", redact(*dbURL), "dlt", redact(*dltURL), "flavor", *flavor,
+		"renew_interval", timings.RenewInterval, "local_deadline", timings.LocalDeadline,
+		"expiry_1", timings.Expiry1, "expiry_2", timings.Expiry2, "submit_timeout", timings.MaxSubmission,
+		"stop_budget", node.StopBudget(timings))
+	reloadOnSIGHUP(ctx, tokens, logger)
 	return n.Run(ctx)
 }
 
@@ -141,8 +177,6 @@ func runClaimsOnly(ctx context.Context, pool *pgxpool.Pool, cfg claims.Config, l
 	logger.Info("stopping: releasing claims")
 	return engine.Shutdown(ctx)
 }
-
-const version = "0.1.0"
 
 func fmtTime(t *time.Time) string {
 	if t == nil {

@@ -71,11 +71,3 @@ func (s *scratchDB) Close(ctx context.Context) {
 	}
 	_ = s.source.Close(ctx)
 }
-
-func redact(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return "(unparseable URL)"
-	}
-	return u.Redacted()
-}
