@@ -1,0 +1,28 @@
+// Package ui is the live status page of a batchclaim deployment: one HTML page, a stylesheet
+// and a small script, embedded in the binary (no build step, nothing loaded from elsewhere,
+// so it works offline), over a JSON API that reads the shared database.
+//
+// Every instance serves it on its listener at / (see package node), and `batchclaim ui
+// --listen ADDR` serves it without running an instance. Because everything comes from the
+// database, any instance's page shows the whole fleet:
+//
+//   - instances with their lease phase (live, expiry_1_passed, expired) and heartbeat age;
+//   - claims per instance, one bar each, against the fair share;
+//   - service_ids with unfinished batches, oldest first, with their owner;
+//   - state changes of batches over the last minutes, as a small stacked chart;
+//   - the newest transitions and takeovers (claims freed from an instance whose lease ran out);
+//   - halted service_ids (after an INVALID batch with halt-on-invalid), each with a button
+//     that resumes it.
+//
+// The page polls GET /api/status every Config.Refresh and redraws without a reload. Answers
+// are reused for half that interval, so many open pages cost the database no more than one,
+// and every query is bounded (the partial index over unfinished batches, the newest rows of
+// the append-only logs), so a large history does not make the page expensive.
+//
+// The only write is POST /api/halts/{service_id}/resume (observer.Resume). The handler does
+// not authenticate it itself: mount it behind the listener's authentication middleware. The
+// page lets the operator type a token, keeps it in the tab's sessionStorage, sends it as
+// "Authorization: Bearer ..." on the resume request and says so plainly when the answer is
+// 401. A browser POST from another origin is refused (403), so that a page elsewhere cannot
+// make an operator's browser resume a service_id on a listener without authentication.
+package ui

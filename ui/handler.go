@@ -1,0 +1,240 @@
+package ui
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"html/template"
+	"io/fs"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/batchclaim/batchclaim"
+	"github.com/batchclaim/batchclaim/claims"
+	"github.com/batchclaim/batchclaim/observer"
+)
+
+// Defaults for Config's zero values.
+const (
+	RefreshDefault  = 2 * time.Second
+	WindowDefault   = 10 * time.Minute
+	BucketsDefault  = 30
+	RecentDefault   = 15
+	ServicesDefault = 20
+	ScanDefault     = 100_000
+)
+
+//go:embed assets
+var assets embed.FS
+
+// Config configures the status page. Every zero value means the default.
+type Config struct {
+	// Refresh is how often the page asks for new data. Answers are reused for half of it,
+	// so any number of open pages cost one read per half Refresh. Zero means RefreshDefault;
+	// at least 100ms.
+	Refresh time.Duration
+	// Window is the span of the chart of state changes. Zero means WindowDefault.
+	Window time.Duration
+	// Buckets is the number of bars in the chart; Window/Buckets must be at least a second.
+	// Zero means BucketsDefault.
+	Buckets int
+	// Recent is how many recent transitions and takeovers are listed. Zero means RecentDefault.
+	Recent int
+	// Services is how many service_ids with unfinished batches are listed (oldest first).
+	// Zero means ServicesDefault.
+	Services int
+	// Scan bounds the newest rows of the transition and ownership logs read for the chart and
+	// the takeovers, so that a busy database is not scanned at every refresh. Zero means
+	// ScanDefault.
+	Scan int
+	// Logger; nil discards.
+	Logger *slog.Logger
+}
+
+func (c *Config) applyDefaults() {
+	c.Refresh = cmp.Or(c.Refresh, RefreshDefault)
+	c.Window = cmp.Or(c.Window, WindowDefault)
+	c.Buckets = cmp.Or(c.Buckets, BucketsDefault)
+	c.Recent = cmp.Or(c.Recent, RecentDefault)
+	c.Services = cmp.Or(c.Services, ServicesDefault)
+	c.Scan = cmp.Or(c.Scan, ScanDefault)
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+}
+
+func (c Config) validate() error {
+	switch {
+	case c.Refresh < 100*time.Millisecond:
+		return fmt.Errorf("ui: refresh %s is under 100ms", c.Refresh)
+	case c.Buckets < 1 || c.Recent < 1 || c.Services < 1 || c.Scan < 1:
+		return errors.New("ui: buckets, recent, services and scan must be positive (zero means the default)")
+	case c.Window/time.Duration(c.Buckets) < time.Second:
+		return fmt.Errorf("ui: window %s over %d buckets is under a second a bucket", c.Window, c.Buckets)
+	}
+	return nil
+}
+
+// Handler serves the status page and its JSON API.
+type Handler struct {
+	pool   claims.Querier
+	cfg    Config
+	log    *slog.Logger
+	page   []byte
+	static fs.FS
+
+	mu     sync.Mutex
+	last   []byte
+	lastAt time.Time
+}
+
+// New returns the status page's handler over the database behind pool. It does no I/O.
+func New(pool claims.Querier, cfg Config) (*Handler, error) {
+	if pool == nil {
+		return nil, errors.New("ui: a pool is required")
+	}
+	cfg.applyDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	page, err := renderPage(cfg.Refresh)
+	if err != nil {
+		return nil, err
+	}
+	static, err := fs.Sub(assets, "assets")
+	if err != nil {
+		return nil, fmt.Errorf("ui: assets: %w", err)
+	}
+	return &Handler{pool: pool, cfg: cfg, log: cfg.Logger, page: page, static: static}, nil
+}
+
+// Register adds the page's routes to mux. Only the resume POST changes anything; an
+// authentication middleware around mux protects it (the handler does not authenticate).
+//
+//	GET  /                                   the page
+//	GET  /assets/{file}                      its stylesheet and script
+//	GET  /api/status                         everything the page shows, as JSON (Status)
+//	POST /api/halts/{service_id}/resume      lift a halt; 404 if the service_id is not halted
+func (h *Handler) Register(mux *http.ServeMux) {
+	mux.HandleFunc("GET /{$}", h.index)
+	mux.HandleFunc("GET /assets/{file}", h.asset)
+	mux.HandleFunc("GET /api/status", h.status)
+	mux.HandleFunc("POST /api/halts/{service_id}/resume", h.resume)
+}
+
+func renderPage(refresh time.Duration) ([]byte, error) {
+	t, err := template.ParseFS(assets, "assets/index.html")
+	if err != nil {
+		return nil, fmt.Errorf("ui: page template: %w", err)
+	}
+	var b bytes.Buffer
+	if err := t.Execute(&b, struct{ RefreshMs int64 }{refresh.Milliseconds()}); err != nil {
+		return nil, fmt.Errorf("ui: page template: %w", err)
+	}
+	return b.Bytes(), nil
+}
+
+func (h *Handler) index(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-cache")
+	_, _ = w.Write(h.page)
+}
+
+// asset serves the stylesheet and the script (the page itself only at /).
+func (h *Handler) asset(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("file")
+	if name == "index.html" {
+		http.NotFound(w, r)
+		return
+	}
+	http.ServeFileFS(w, r, h.static, name)
+}
+
+func (h *Handler) status(w http.ResponseWriter, r *http.Request) {
+	b, err := h.read(r.Context())
+	if err != nil {
+		h.log.Warn("status page: read", "error", err)
+		writeError(w, http.StatusServiceUnavailable, "database unavailable", err.Error())
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	_, _ = w.Write(b)
+}
+
+// read returns the encoded Status, reusing one younger than half the refresh interval.
+func (h *Handler) read(ctx context.Context) ([]byte, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.last != nil && time.Since(h.lastAt) < h.cfg.Refresh/2 {
+		return h.last, nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, max(h.cfg.Refresh, 2*time.Second))
+	defer cancel()
+	st, err := readStatus(ctx, h.pool, readOptions{
+		services: h.cfg.Services, recent: h.cfg.Recent, scan: h.cfg.Scan, buckets: h.cfg.Buckets, window: h.cfg.Window,
+	})
+	if err != nil {
+		return nil, err
+	}
+	b, err := json.Marshal(st)
+	if err != nil {
+		return nil, fmt.Errorf("encode status: %w", err)
+	}
+	h.last, h.lastAt = b, time.Now()
+	return b, nil
+}
+
+func (h *Handler) resume(w http.ResponseWriter, r *http.Request) {
+	if !sameOrigin(r) {
+		writeError(w, http.StatusForbidden, "cross-origin request refused", "the request's Origin is not this server")
+		return
+	}
+	id := r.PathValue("service_id")
+	halt, err := observer.Resume(r.Context(), h.pool, id)
+	switch {
+	case errors.Is(err, batchclaim.ErrNotFound):
+		writeError(w, http.StatusNotFound, "not halted", fmt.Sprintf("service_id %q is not halted", id))
+		return
+	case err != nil:
+		h.log.Warn("status page: resume", "service_id", id, "error", err)
+		writeError(w, http.StatusServiceUnavailable, "database unavailable", err.Error())
+		return
+	}
+	h.log.Info("service_id resumed from the status page", "service_id", id, "seq", halt.Seq, "remote", r.RemoteAddr)
+	h.mu.Lock()
+	h.last = nil // the next read shows the halt gone
+	h.mu.Unlock()
+	writeJSON(w, http.StatusOK, map[string]observer.Halt{"resumed": halt})
+}
+
+// sameOrigin refuses a browser's cross-site POST: a page elsewhere could otherwise make a
+// browser on the operator's machine resume a service_id on a listener without
+// authentication. Clients that send no Origin (curl, scripts) are not browsers and pass.
+func sameOrigin(r *http.Request) bool {
+	o := r.Header.Get("Origin")
+	if o == "" {
+		return true
+	}
+	u, err := url.Parse(o)
+	return err == nil && strings.EqualFold(u.Host, r.Host)
+}
+
+// writeError answers {"error": {"title": ..., "message": ...}}.
+func writeError(w http.ResponseWriter, status int, title, message string) {
+	writeJSON(w, status, map[string]map[string]string{"error": {"title": title, "message": message}})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}

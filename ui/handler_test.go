@@ -1,0 +1,330 @@
+package ui_test
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/batchclaim/batchclaim/claims"
+	"github.com/batchclaim/batchclaim/ingest"
+	"github.com/batchclaim/batchclaim/internal/dbtest"
+	"github.com/batchclaim/batchclaim/internal/httpauth"
+	"github.com/batchclaim/batchclaim/ui"
+)
+
+// bundle is a database with a little of everything the page shows, and the page's server.
+type bundle struct {
+	pool   *pgxpool.Pool
+	srv    *httptest.Server
+	alpha  *claims.Engine // holds every claim at first, then stops renewing
+	beta   *claims.Engine // took alpha's claims over
+	seqs   map[string][]int64
+	tokens *httpauth.Tokens
+}
+
+// setup stores batches for three service_ids, lets instance alpha claim them, has beta take
+// them over once alpha's lease expired (by moving beta's view of the database clock), marks
+// one batch COMMITTED with its transition and halts svc-c. With auth, the page's mux is
+// wrapped in the bearer-token middleware, as the listener does.
+func setup(t *testing.T, auth bool) *bundle {
+	t.Helper()
+	ctx := context.Background()
+	pool := dbtest.NewPool(t)
+	b := &bundle{pool: pool, seqs: map[string][]int64{}}
+	for _, e := range []struct {
+		svc string
+		n   int
+	}{{"svc-a", 3}, {"svc-b", 1}, {"svc-c", 2}} {
+		for i := range e.n {
+			st, err := ingest.Enqueue(ctx, pool, e.svc, e.svc+"-"+string(rune('0'+i)), []byte("x"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			b.seqs[e.svc] = append(b.seqs[e.svc], st.Seq)
+		}
+	}
+	engine := func(name string) *claims.Engine {
+		e, err := claims.New(pool, claims.Config{Name: name, Host: "test-host", RenewInterval: time.Second, Expiry1: 3 * time.Second, Expiry2: 6 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := e.Register(ctx); err != nil {
+			t.Fatal(err)
+		}
+		return e
+	}
+	b.alpha = engine("alpha")
+	if _, err := b.alpha.Cycle(ctx); err != nil {
+		t.Fatal(err)
+	}
+	b.beta = engine("beta")
+	b.beta.ShiftDBTime(time.Minute) // alpha's lease is long over in beta's view
+	if _, err := b.beta.Cycle(ctx); err != nil {
+		t.Fatal(err)
+	}
+	exec(t, pool, `UPDATE batches SET state = 'COMMITTED' WHERE seq = $1`, b.seqs["svc-a"][0])
+	exec(t, pool, `INSERT INTO batch_transitions (seq, from_state, to_state, instance_id, epoch) VALUES ($1, 'PENDING', 'COMMITTED', $2, 1)`,
+		b.seqs["svc-a"][0], b.beta.InstanceID())
+	exec(t, pool, `INSERT INTO service_halts (service_id, seq, reason) VALUES ('svc-c', $1, 'batch INVALID: bad signature')`, b.seqs["svc-c"][0])
+
+	h, err := ui.New(pool, ui.Config{Refresh: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	h.Register(mux)
+	var handler http.Handler = mux
+	if auth {
+		path := filepath.Join(t.TempDir(), "tokens")
+		if err := os.WriteFile(path, []byte("# operators\nop-token\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if b.tokens, err = httpauth.LoadTokens(path); err != nil {
+			t.Fatal(err)
+		}
+		handler = b.tokens.Middleware(mux)
+	}
+	b.srv = httptest.NewServer(handler)
+	t.Cleanup(b.srv.Close)
+	return b
+}
+
+func exec(t *testing.T, pool *pgxpool.Pool, sql string, args ...any) {
+	t.Helper()
+	if _, err := pool.Exec(context.Background(), sql, args...); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (b *bundle) do(t *testing.T, method, path string, header map[string]string) (int, string) {
+	t.Helper()
+	req, err := http.NewRequest(method, b.srv.URL+path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range header {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(body)
+}
+
+func (b *bundle) status(t *testing.T) ui.Status {
+	t.Helper()
+	code, body := b.do(t, "GET", "/api/status", nil)
+	if code != http.StatusOK {
+		t.Fatalf("GET /api/status: %d %s", code, body)
+	}
+	var st ui.Status
+	if err := json.Unmarshal([]byte(body), &st); err != nil {
+		t.Fatalf("decode status: %v\n%s", err, body)
+	}
+	return st
+}
+
+// halted reads the halts through the API, polling past the reuse of recent answers.
+func (b *bundle) halted(t *testing.T, want int) ui.Status {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		st := b.status(t)
+		if len(st.Halted) == want || time.Now().After(deadline) {
+			return st
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func TestStatusAPI(t *testing.T) {
+	t.Parallel()
+	b := setup(t, false)
+	st := b.status(t)
+
+	if len(st.Instances) != 2 {
+		t.Fatalf("instances: %+v", st.Instances)
+	}
+	byName := map[string]claims.InstanceStatus{}
+	for _, i := range st.Instances {
+		byName[i.Name] = i
+	}
+	if a, bb := byName["alpha"], byName["beta"]; a.Claims != 0 || bb.Claims != 3 || bb.Phase != "live" || bb.Host != "test-host" {
+		t.Errorf("claims after the takeover: alpha %d, beta %d (%s on %q); want 0 and 3, beta live", a.Claims, bb.Claims, bb.Phase, bb.Host)
+	}
+	if st.ServiceIDs != 3 || st.Unclaimed != 0 || st.FairShare < 2 {
+		t.Errorf("service_ids %d unclaimed %d fair share %d; want 3, 0, at least 2", st.ServiceIDs, st.Unclaimed, st.FairShare)
+	}
+
+	if st.Open.Total != 5 || st.Open.ByState["NEW"] != 5 || st.Open.ServiceCount != 3 {
+		t.Errorf("open batches: %+v; want 5 NEW over 3 service_ids", st.Open)
+	}
+	for i := 1; i < len(st.Open.Services); i++ {
+		if st.Open.Services[i-1].OldestSeconds < st.Open.Services[i].OldestSeconds {
+			t.Errorf("service_ids not oldest first: %+v", st.Open.Services)
+		}
+	}
+	if len(st.Open.Services) > 0 && st.Open.Services[0].Owner != "beta" {
+		t.Errorf("owner of %s: %q, want beta", st.Open.Services[0].ServiceID, st.Open.Services[0].Owner)
+	}
+
+	if len(st.Halted) != 1 || st.Halted[0].ServiceID != "svc-c" || st.Halted[0].Seq != b.seqs["svc-c"][0] {
+		t.Errorf("halted: %+v", st.Halted)
+	}
+
+	if st.Chart.Totals["COMMITTED"] != 1 || len(st.Chart.Counts["COMMITTED"]) != ui.BucketsDefault {
+		t.Errorf("chart: totals %v, %d buckets", st.Chart.Totals, len(st.Chart.Counts["COMMITTED"]))
+	} else if last := st.Chart.Counts["COMMITTED"][ui.BucketsDefault-1]; last != 1 {
+		t.Errorf("the commit just now is not in the newest bucket: %v", st.Chart.Counts["COMMITTED"])
+	}
+	if len(st.Transitions) != 1 || st.Transitions[0].To != "COMMITTED" || st.Transitions[0].Instance != "beta" || st.Transitions[0].ServiceID != "svc-a" {
+		t.Errorf("transitions: %+v", st.Transitions)
+	}
+
+	if len(st.Takeovers) != 3 {
+		t.Fatalf("takeovers: %+v; want alpha's 3 claims", st.Takeovers)
+	}
+	for _, tk := range st.Takeovers {
+		if tk.From != "alpha" || tk.To != "beta" || tk.Event != "voided_expired" || tk.AcquiredAfterSeconds < 0 {
+			t.Errorf("takeover %+v: want voided_expired from alpha, acquired by beta", tk)
+		}
+	}
+}
+
+func TestResume(t *testing.T) {
+	t.Parallel()
+	b := setup(t, false)
+	if st := b.halted(t, 1); len(st.Halted) != 1 {
+		t.Fatalf("halted before: %+v", st.Halted)
+	}
+
+	code, body := b.do(t, "POST", "/api/halts/svc-c/resume", map[string]string{"Origin": "http://evil.example"})
+	if code != http.StatusForbidden {
+		t.Errorf("cross-origin resume: %d %s, want 403", code, body)
+	}
+	if st := b.halted(t, 1); len(st.Halted) != 1 {
+		t.Fatalf("a refused resume lifted the halt: %+v", st.Halted)
+	}
+
+	code, body = b.do(t, "POST", "/api/halts/svc-c/resume", map[string]string{"Origin": b.srv.URL})
+	if code != http.StatusOK || !strings.Contains(body, `"service_id":"svc-c"`) || !strings.Contains(body, "bad signature") {
+		t.Fatalf("resume: %d %s", code, body)
+	}
+	if st := b.halted(t, 0); len(st.Halted) != 0 {
+		t.Errorf("still halted after resume: %+v", st.Halted)
+	}
+	var n int
+	if err := b.pool.QueryRow(context.Background(), `SELECT count(*) FROM service_halts`).Scan(&n); err != nil || n != 0 {
+		t.Errorf("service_halts rows: %d (%v)", n, err)
+	}
+
+	code, body = b.do(t, "POST", "/api/halts/svc-c/resume", nil)
+	if code != http.StatusNotFound || !strings.Contains(body, "not halted") {
+		t.Errorf("resume of a service_id that is not halted: %d %s, want 404", code, body)
+	}
+}
+
+// Behind the listener's token middleware the page and its data stay readable, and resume
+// needs a valid bearer token.
+func TestResumeNeedsTokenBehindAuth(t *testing.T) {
+	t.Parallel()
+	b := setup(t, true)
+	for _, path := range []string{"/", "/assets/app.js", "/assets/style.css", "/api/status"} {
+		if code, body := b.do(t, "GET", path, nil); code != http.StatusOK {
+			t.Errorf("GET %s without a token: %d %s", path, code, body)
+		}
+	}
+	for _, auth := range []string{"", "Bearer wrong"} {
+		h := map[string]string{}
+		if auth != "" {
+			h["Authorization"] = auth
+		}
+		if code, body := b.do(t, "POST", "/api/halts/svc-c/resume", h); code != http.StatusUnauthorized {
+			t.Errorf("resume with %q: %d %s, want 401", auth, code, body)
+		}
+	}
+	if st := b.halted(t, 1); len(st.Halted) != 1 {
+		t.Fatalf("an unauthenticated resume lifted the halt: %+v", st.Halted)
+	}
+	if code, body := b.do(t, "POST", "/api/halts/svc-c/resume", map[string]string{"Authorization": "Bearer op-token"}); code != http.StatusOK {
+		t.Errorf("resume with the token: %d %s", code, body)
+	}
+}
+
+func TestPageAndAssets(t *testing.T) {
+	t.Parallel()
+	b := setup(t, false)
+	for _, c := range []struct {
+		path, contentType, contains string
+		code                        int
+	}{
+		{"/", "text/html", `data-refresh-ms="200"`, 200},
+		{"/assets/app.js", "javascript", "/api/status", 200},
+		{"/assets/style.css", "text/css", ".tiles", 200},
+		{"/assets/index.html", "", "", 404}, // the template only through /
+		{"/assets/nope.js", "", "", 404},
+		{"/elsewhere", "", "", 404}, // / is the page, not a catch-all
+	} {
+		req, _ := http.NewRequest("GET", b.srv.URL+c.path, nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != c.code {
+			t.Errorf("GET %s: %d, want %d", c.path, resp.StatusCode, c.code)
+			continue
+		}
+		if !strings.Contains(resp.Header.Get("Content-Type"), c.contentType) || !strings.Contains(string(body), c.contains) {
+			t.Errorf("GET %s: %s, body lacks %q", c.path, resp.Header.Get("Content-Type"), c.contains)
+		}
+	}
+	// Nothing is loaded from elsewhere: the page works offline.
+	_, page := b.do(t, "GET", "/", nil)
+	for _, bad := range []string{"http://", "https://", "//cdn"} {
+		if strings.Contains(page, bad) {
+			t.Errorf("the page refers to %q", bad)
+		}
+	}
+}
+
+func TestConfigValidation(t *testing.T) {
+	t.Parallel()
+	pool := &pgxpool.Pool{} // never used: New does no I/O
+	for _, c := range []struct {
+		name string
+		cfg  ui.Config
+		want string
+	}{
+		{"zero is the defaults", ui.Config{}, ""},
+		{"refresh too short", ui.Config{Refresh: 50 * time.Millisecond}, "under 100ms"},
+		{"negative recent", ui.Config{Recent: -1}, "must be positive"},
+		{"buckets under a second", ui.Config{Window: 10 * time.Second, Buckets: 20}, "under a second"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := ui.New(pool, c.cfg)
+			switch {
+			case c.want == "" && err != nil:
+				t.Fatalf("unexpected error %v", err)
+			case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)):
+				t.Fatalf("error %v, want one saying %q", err, c.want)
+			}
+		})
+	}
+	if _, err := ui.New(nil, ui.Config{}); err == nil {
+		t.Error("a nil pool was accepted")
+	}
+}
