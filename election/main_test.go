@@ -1,0 +1,70 @@
+package election_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/batchclaim/batchclaim/election"
+	"github.com/batchclaim/batchclaim/internal/dbtest"
+)
+
+// helperEnv, when set to a database URL, makes the test binary run as a helper process: an
+// elector for role "r" that, while primary, makes a fenced write every 20ms, and reports
+// "elected EPOCH" and "stepped-down EPOCH REASON" lines on stdout. The process tests SIGKILL
+// and SIGSTOP it.
+const helperEnv = "ELECTION_TEST_HELPER_DB"
+
+func TestMain(m *testing.M) {
+	if url := os.Getenv(helperEnv); url != "" {
+		os.Exit(helperMain(url))
+	}
+	dbtest.Main(m)
+}
+
+func helperMain(url string) int {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	pool, err := pgxpool.New(ctx, url)
+	if err != nil {
+		fmt.Println("error", err)
+		return 2
+	}
+	defer pool.Close()
+	var el *election.Elector
+	el, err = election.New(pool, election.Config{
+		Roles: []string{"r"}, Name: "helper", HeartbeatInterval: testInterval, Timeout: testTimeout,
+		OnElected: func(ctx context.Context, t election.Term) {
+			fmt.Printf("elected %d\n", t.Epoch)
+			for ctx.Err() == nil {
+				_ = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+					if err := el.Fence(ctx, tx, "r"); err != nil {
+						return err
+					}
+					_, err := tx.Exec(ctx, `INSERT INTO test_writes (name, epoch) VALUES ('helper', $1)`, t.Epoch)
+					return err
+				})
+				select {
+				case <-ctx.Done():
+				case <-time.After(20 * time.Millisecond):
+				}
+			}
+		},
+		OnSteppedDown: func(t election.Term, why election.StepDownReason) {
+			fmt.Printf("stepped-down %d %s\n", t.Epoch, why)
+		},
+	})
+	if err != nil {
+		fmt.Println("error", err)
+		return 2
+	}
+	_ = el.Run(ctx)
+	return 0
+}
