@@ -1,0 +1,132 @@
+package singleflight
+
+import (
+	"cmp"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+	"time"
+)
+
+// Defaults for the Config fields left zero.
+const (
+	TTLDefault          = 5 * time.Minute
+	ErrorTTLDefault     = 5 * time.Second
+	LeaseTTLDefault     = 10 * time.Second
+	MaxFetchTimeDefault = time.Minute
+	PollIntervalDefault = 2 * time.Second
+)
+
+// maxKeyLen keeps a key within what a NOTIFY payload carries (8000 bytes) with room to spare.
+const maxKeyLen = 1000
+
+// Config shapes a Cache. Every duration is measured by the database clock where it is stored
+// (TTL, ErrorTTL, LeaseTTL) and by the local monotonic clock only where it bounds what this
+// process does (MaxFetchTime, RenewInterval, PollInterval).
+type Config struct {
+	// Holder names this instance in the lease rows. Zero means host-pid-random, unique per
+	// Cache. Two live caches must never share a Holder.
+	Holder string
+
+	// TTL is how long a fetched value is fresh, counted from the moment its fetch lease was
+	// taken (the expiry is fixed before the source is called). Zero means TTLDefault. It must
+	// be longer than MaxFetchTime, or a value could arrive already stale.
+	TTL time.Duration
+
+	// ErrorTTL is how long a source error is kept and served as a negative result, so that
+	// the waiters of that fetch get it and a failing source is not called by every instance
+	// in turn. Zero means ErrorTTLDefault. At most TTL.
+	ErrorTTL time.Duration
+
+	// LeaseTTL is the fetch lease: a fetcher that stops renewing (died, hung, cut off) is
+	// replaced by a waiter LeaseTTL after its last renewal. Zero means LeaseTTLDefault.
+	LeaseTTL time.Duration
+
+	// RenewInterval is how often a fetcher renews its lease while the source runs. Zero means
+	// LeaseTTL/4. At most LeaseTTL/3, so that one failed renewal does not lose the lease.
+	RenewInterval time.Duration
+
+	// MaxFetchTime bounds one call of the source; a call that takes longer is cancelled and
+	// stored as a negative result. Zero means MaxFetchTimeDefault.
+	MaxFetchTime time.Duration
+
+	// PollInterval is how often a waiter re-reads the key when no notification wakes it
+	// (the fallback for a lost LISTEN connection or a cache that is not Run). Zero means
+	// PollIntervalDefault.
+	PollInterval time.Duration
+
+	// Logger receives the cache's logs. Nil discards them.
+	Logger *slog.Logger
+}
+
+// resolved is a Config with defaults applied and every rule checked.
+type resolved struct {
+	holder                                  string
+	ttl, errorTTL, leaseTTL, renewInterval  time.Duration
+	localDeadline, maxFetchTime, pollPeriod time.Duration
+	logger                                  *slog.Logger
+}
+
+func (c Config) resolve() (resolved, error) {
+	r := resolved{
+		holder:       c.Holder,
+		ttl:          cmp.Or(c.TTL, TTLDefault),
+		errorTTL:     cmp.Or(c.ErrorTTL, ErrorTTLDefault),
+		leaseTTL:     cmp.Or(c.LeaseTTL, LeaseTTLDefault),
+		maxFetchTime: cmp.Or(c.MaxFetchTime, MaxFetchTimeDefault),
+		pollPeriod:   cmp.Or(c.PollInterval, PollIntervalDefault),
+		logger:       c.Logger,
+	}
+	r.renewInterval = cmp.Or(c.RenewInterval, r.leaseTTL/4)
+	// A fetcher that has not renewed for this long (monotonic, from sending its last
+	// successful renewal) cancels its source call: the lease it wrote then ends at least
+	// LeaseTTL after the send, so the fetcher stops before anyone may take over.
+	r.localDeadline = r.leaseTTL * 2 / 3
+	if r.holder == "" {
+		r.holder = defaultHolder()
+	}
+	if r.logger == nil {
+		r.logger = slog.New(slog.DiscardHandler)
+	}
+	return r, r.validate()
+}
+
+func (r resolved) validate() error {
+	var errs []error
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{{"TTL", r.ttl}, {"ErrorTTL", r.errorTTL}, {"LeaseTTL", r.leaseTTL}, {"RenewInterval", r.renewInterval},
+		{"MaxFetchTime", r.maxFetchTime}, {"PollInterval", r.pollPeriod}} {
+		if d.v < time.Millisecond {
+			errs = append(errs, fmt.Errorf("%s must be at least 1ms, got %s", d.name, d.v))
+		}
+	}
+	if r.ttl <= r.maxFetchTime {
+		errs = append(errs, fmt.Errorf("TTL must be longer than MaxFetchTime (a value would arrive stale): TTL = %s, MaxFetchTime = %s", r.ttl, r.maxFetchTime))
+	}
+	if r.errorTTL > r.ttl {
+		errs = append(errs, fmt.Errorf("ErrorTTL must be at most TTL: ErrorTTL = %s, TTL = %s", r.errorTTL, r.ttl))
+	}
+	if r.renewInterval > r.leaseTTL/3 {
+		errs = append(errs, fmt.Errorf("RenewInterval must be at most LeaseTTL/3: RenewInterval = %s, LeaseTTL = %s", r.renewInterval, r.leaseTTL))
+	}
+	if len(r.holder) > 200 || strings.TrimSpace(r.holder) == "" {
+		errs = append(errs, fmt.Errorf("Holder must be 1 to 200 characters and not blank, got %q", r.holder))
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("invalid singleflight config: %w", errors.Join(errs...))
+	}
+	return nil
+}
+
+func defaultHolder() string {
+	host, _ := os.Hostname()
+	b := make([]byte, 4)
+	_, _ = rand.Read(b)
+	return fmt.Sprintf("%s-%d-%s", cmp.Or(host, "host"), os.Getpid(), hex.EncodeToString(b))
+}

@@ -1,0 +1,165 @@
+package singleflight
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/cenkalti/backoff/v4"
+	"github.com/jackc/pgx/v5"
+)
+
+// listenCheckEvery is how long the listener waits for a notification before it pings its
+// connection, so that a connection that died silently is noticed and replaced.
+const listenCheckEvery = 15 * time.Second
+
+// Run keeps a dedicated connection LISTENing for stored results, waking the Gets that wait for
+// them, and opens it again (with backoff) whenever it is lost; meanwhile waiters poll. It
+// blocks until ctx ends, then stops the cache: fetches in progress are cancelled and their
+// leases released so that another instance takes over at once, and later Gets return
+// ErrStopped. A Cache is Run at most once.
+func (c *Cache) Run(ctx context.Context) error {
+	ctx, cancel := context.WithCancel(ctx)
+	c.mu.Lock()
+	if c.runCtx != nil || c.stopped {
+		c.mu.Unlock()
+		cancel()
+		return errors.New("singleflight: Run called twice")
+	}
+	c.runCtx = ctx
+	c.mu.Unlock()
+	defer func() {
+		c.mu.Lock()
+		c.stopped = true
+		c.mu.Unlock()
+		cancel()
+		c.fetches.Wait()
+		c.broadcast()
+	}()
+
+	bo := backoff.NewExponentialBackOff()
+	bo.InitialInterval, bo.MaxInterval, bo.MaxElapsedTime = 100*time.Millisecond, 5*time.Second, 0
+	for {
+		err := c.listen(ctx, bo.Reset)
+		c.setNotify(false)
+		if ctx.Err() != nil {
+			return nil
+		}
+		c.stats.reconnects.Add(1)
+		c.broadcast() // a notification may have been missed: every waiter reads its key again
+		wait := bo.NextBackOff()
+		c.cfg.logger.Warn("singleflight: LISTEN connection lost; waiters poll until it is back", "error", err, "retry_in", wait)
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+// listen holds one connection out of the pool, LISTENs, and dispatches notifications until
+// the connection fails or ctx ends.
+func (c *Cache) listen(ctx context.Context, connected func()) error {
+	pc, err := c.pool.Acquire(ctx)
+	if err != nil {
+		return fmt.Errorf("acquire listen connection: %w", err)
+	}
+	conn := pc.Hijack() // ours alone from now on; the pool opens another in its place
+	defer func() {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+		defer cancel()
+		_ = conn.Close(cctx)
+	}()
+	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{notifyChannel}.Sanitize()); err != nil {
+		return fmt.Errorf("listen: %w", err)
+	}
+	connected()
+	c.setNotify(true)
+	c.broadcast() // results stored while nobody listened: read again now
+	for {
+		wctx, cancel := context.WithTimeout(ctx, listenCheckEvery)
+		n, err := conn.WaitForNotification(wctx)
+		cancel()
+		switch {
+		case err == nil:
+			c.wakeKey(n.Payload)
+		case ctx.Err() != nil:
+			return ctx.Err()
+		case wctx.Err() != nil: // quiet for a while: make sure the connection is alive
+			pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			err = conn.Ping(pctx)
+			cancel()
+			if err != nil {
+				return fmt.Errorf("ping listen connection: %w", err)
+			}
+		default:
+			return fmt.Errorf("wait for notification: %w", err)
+		}
+	}
+}
+
+func (c *Cache) setNotify(on bool) {
+	c.mu.Lock()
+	c.notify = on
+	c.mu.Unlock()
+}
+
+// Listening reports whether the LISTEN connection is up (waiters are woken by notifications
+// rather than only by polling).
+func (c *Cache) Listening() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.notify
+}
+
+// subscribe registers a Get waiting on key; the channel receives (without blocking the
+// sender, at most one pending) whenever the key may have changed.
+func (c *Cache) subscribe(key string) chan struct{} {
+	ch := make(chan struct{}, 1)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	set := c.waiters[key]
+	if set == nil {
+		set = map[chan struct{}]struct{}{}
+		c.waiters[key] = set
+	}
+	set[ch] = struct{}{}
+	return ch
+}
+
+func (c *Cache) unsubscribe(key string, ch chan struct{}) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.waiters[key], ch)
+	if len(c.waiters[key]) == 0 {
+		delete(c.waiters, key)
+	}
+}
+
+func (c *Cache) wakeKey(key string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for ch := range c.waiters[key] {
+		poke(ch)
+	}
+}
+
+func (c *Cache) broadcast() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, set := range c.waiters {
+		for ch := range set {
+			poke(ch)
+		}
+	}
+}
+
+func poke(ch chan struct{}) {
+	select {
+	case ch <- struct{}{}:
+	default:
+	}
+}
