@@ -2,9 +2,12 @@ package observer_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/batchclaim/batchclaim"
 	"github.com/batchclaim/batchclaim/claims"
@@ -110,4 +113,139 @@ func TestPollerRecordsAnswersForClaimedServiceIDsOnly(t *testing.T) {
 	if len(changes) != 1 || changes[0].BatchID != "p1" || changes[0].To != batchclaim.StateCommitted {
 		t.Fatalf("status changes reported: %+v, want only p1 -> COMMITTED", changes)
 	}
+}
+
+// claimedPending stores one PENDING batch (id "<svc>-b<k>") per batch count of each of
+// services service_ids, gives all of them to a single registered engine and returns it.
+func claimedPending(t *testing.T, pool *pgxpool.Pool, services int, perService func(i int) int) (*claims.Engine, []string) {
+	t.Helper()
+	ctx := context.Background()
+	var ids []string
+	for i := range services {
+		svc := fmt.Sprintf("svc-%04d", i)
+		for k := range perService(i) {
+			id := fmt.Sprintf("%s-b%d", svc, k)
+			s, err := ingest.Enqueue(ctx, pool, svc, id, []byte("x"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := pool.Exec(ctx, `UPDATE batches SET state = 'PENDING' WHERE seq = $1`, s.Seq); err != nil {
+				t.Fatal(err)
+			}
+			ids = append(ids, id)
+		}
+	}
+	e, err := claims.New(pool, claims.Config{Name: "me"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Register(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, `UPDATE service_id_claims SET claimant = $1, epoch = 1`, e.InstanceID()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.Cycle(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := len(e.Held()); got != services {
+		t.Fatalf("engine holds %d claims, want %d", got, services)
+	}
+	return e, ids
+}
+
+// More open batches than one poll reads: the poller rotates through them, so every batch
+// of every claimed service_id is asked about within ceil(open/MaxBatches)+1 polls, and no
+// poll reads more than MaxBatches.
+func TestPollerRotatesThroughAllServiceIDs(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := dbtest.NewPool(t)
+	// 40 service_ids, every fifth with 3 batches to ask about: 56 batches.
+	me, ids := claimedPending(t, pool, 40, func(i int) int { return 1 + 2*btoi(i%5 == 0) })
+	const perPoll = 7
+	src := &source{answer: map[string]batchclaim.Status{}} // no answer: everything stays PENDING
+	p, err := observer.NewPoller(pool, me, observer.NewRecorder(pool, me, observer.RecorderConfig{}), src,
+		observer.PollerConfig{MaxBatches: perPoll})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rounds := (len(ids)+perPoll-1)/perPoll + 1
+	asked := map[string]int{}
+	for r := range rounds {
+		src.asked = nil
+		n, err := p.PollOnce(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n > perPoll {
+			t.Fatalf("poll %d asked about %d batches, more than MaxBatches %d", r, n, perPoll)
+		}
+		for _, req := range src.asked {
+			for _, id := range req {
+				asked[id]++
+			}
+		}
+	}
+	var never []string
+	for _, id := range ids {
+		if asked[id] == 0 {
+			never = append(never, id)
+		}
+	}
+	if len(never) > 0 {
+		t.Fatalf("after %d polls of at most %d batches, %d of %d batches were never asked about (first: %v)",
+			rounds, perPoll, len(never), len(ids), never[:min(5, len(never))])
+	}
+}
+
+// Ids of different service_ids share a status request: 20 service_ids with one batch each
+// need two requests of at most 15 ids (the Sawtooth limit), not 20 requests of one.
+func TestPollerPacksIDsOfSeveralServiceIDsPerRequest(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := dbtest.NewPool(t)
+	me, ids := claimedPending(t, pool, 20, func(int) int { return 1 })
+	answer := map[string]batchclaim.Status{}
+	for _, id := range ids {
+		answer[id] = batchclaim.StatusCommitted
+	}
+	src := &source{answer: answer}
+	p, err := observer.NewPoller(pool, me, observer.NewRecorder(pool, me, observer.RecorderConfig{}), src, observer.PollerConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, err := p.PollOnce(ctx); err != nil || n != len(ids) {
+		t.Fatalf("PollOnce asked about %d batches (err %v), want %d", n, err, len(ids))
+	}
+	if len(src.asked) != 2 {
+		t.Fatalf("%d status requests for %d batches of %d service_ids, want 2 (ids packed across service_ids, at most %d a request)",
+			len(src.asked), len(ids), len(ids), observer.PollIDsPerRequestDefault)
+	}
+	seen := map[string]bool{}
+	for _, req := range src.asked {
+		if len(req) > observer.PollIDsPerRequestDefault {
+			t.Errorf("a request carried %d ids, more than %d", len(req), observer.PollIDsPerRequestDefault)
+		}
+		for _, id := range req {
+			seen[id] = true
+		}
+	}
+	if len(seen) != len(ids) {
+		t.Fatalf("asked about %d distinct ids, want %d", len(seen), len(ids))
+	}
+	var committed int
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM batches WHERE state = 'COMMITTED'`).Scan(&committed); err != nil {
+		t.Fatal(err)
+	}
+	if committed != len(ids) {
+		t.Fatalf("%d batches recorded COMMITTED, want %d: each answer goes to its own service_id's claim", committed, len(ids))
+	}
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }

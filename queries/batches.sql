@@ -91,11 +91,14 @@ VALUES (sqlc.arg(seq), sqlc.narg(from_state), sqlc.arg(to_state), sqlc.arg(insta
 
 -- name: BatchesToPoll :many
 -- Batches whose outcome the ledger still has to tell, of the given (claimed) service_ids:
--- accepted (PENDING), executed (VALID) or unknown.
+-- accepted (PENDING), executed (VALID) or unknown; a page of them in (service_id, seq)
+-- order after the cursor (after_service_id, after_seq), so that the poller rotates through
+-- all of them however many there are.
 SELECT b.seq, b.service_id, b.batch_id, b.state
 FROM batches b
 WHERE b.service_id = ANY(sqlc.arg(service_ids)::text[])
   AND b.state IN ('PENDING', 'VALID', 'UNKNOWN')
+  AND (b.service_id, b.seq) > (sqlc.arg(after_service_id)::text, sqlc.arg(after_seq)::bigint)
 ORDER BY b.service_id, b.seq
 LIMIT sqlc.arg(max_rows);
 

@@ -484,13 +484,16 @@ SELECT b.seq, b.service_id, b.batch_id, b.state
 FROM batches b
 WHERE b.service_id = ANY($1::text[])
   AND b.state IN ('PENDING', 'VALID', 'UNKNOWN')
+  AND (b.service_id, b.seq) > ($2::text, $3::bigint)
 ORDER BY b.service_id, b.seq
-LIMIT $2
+LIMIT $4
 `
 
 type BatchesToPollParams struct {
-	ServiceIds []string
-	MaxRows    int32
+	ServiceIds     []string
+	AfterServiceID string
+	AfterSeq       int64
+	MaxRows        int32
 }
 
 type BatchesToPollRow struct {
@@ -501,9 +504,16 @@ type BatchesToPollRow struct {
 }
 
 // Batches whose outcome the ledger still has to tell, of the given (claimed) service_ids:
-// accepted (PENDING), executed (VALID) or unknown.
+// accepted (PENDING), executed (VALID) or unknown; a page of them in (service_id, seq)
+// order after the cursor (after_service_id, after_seq), so that the poller rotates through
+// all of them however many there are.
 func (q *Queries) BatchesToPoll(ctx context.Context, db DBTX, arg BatchesToPollParams) ([]BatchesToPollRow, error) {
-	rows, err := db.Query(ctx, batchesToPoll, arg.ServiceIds, arg.MaxRows)
+	rows, err := db.Query(ctx, batchesToPoll,
+		arg.ServiceIds,
+		arg.AfterServiceID,
+		arg.AfterSeq,
+		arg.MaxRows,
+	)
 	if err != nil {
 		return nil, err
 	}
