@@ -27,9 +27,14 @@ func TestInjectErrorCodeAndClear(t *testing.T) {
 	if a.status != 503 || !strings.Contains(string(a.body), `"code":17`) || !strings.Contains(string(a.body), "Timed Out") {
 		t.Fatalf("injected 503 code 17: %d %s", a.status, a.body)
 	}
-	admin("inject?status=503&n=1") // a plain 503 keeps the usual code
-	if a := b.postList(t, list); a.status != 503 || !strings.Contains(string(a.body), `"code":15`) {
-		t.Fatalf("injected 503: %d %s", a.status, a.body)
+	// Code 17 says the outcome is unknown: the batch was in fact accepted.
+	if posts := b.sim.Posts(); posts[0].Effect != dltsim.EffectAcceptedError || len(b.sim.Committed()) != 1 {
+		t.Fatalf("503 code 17: effect %q, committed %v; want accepted-error and the batch committed", posts[0].Effect, b.sim.Committed())
+	}
+	_, list2 := dlt.FakeBatch("svc", 2)
+	admin("inject?status=503&n=1") // a plain 503 keeps the usual code, and is not accepted
+	if a := b.postList(t, list2); a.status != 503 || !strings.Contains(string(a.body), `"code":15`) || len(b.sim.Committed()) != 1 {
+		t.Fatalf("injected 503: %d %s, committed %v", a.status, a.body, b.sim.Committed())
 	}
 	admin("inject?status=429&n=5")
 	admin("inject?clear=true")

@@ -30,7 +30,7 @@ An admin API on the same address drives the simulation:
   POST /_sim/inject?status=503&n=3  the next n POSTs answer the status
   POST /_sim/inject?timeout=2s&n=1  the next n POSTs get no answer and are not accepted
   POST /_sim/inject?drop=1          the next POSTs take effect but get no answer
-  POST /_sim/inject?status=503&code=17&n=1  a 503 saying the outcome is unknown
+  POST /_sim/inject?status=503&code=17&n=1  503 "may or may not have been processed" (it was)
   POST /_sim/inject?clear=true      cancel the injected faults still to come
   GET  /_sim/settled                batches committed or INVALID, in order (JSON)
   POST /_sim/pause?on=true|false    stop or resume committing

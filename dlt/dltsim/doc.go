@@ -41,7 +41,8 @@
 // serves an admin API under /_sim/: GET /_sim/posts, GET /_sim/committed, POST /_sim/restart,
 // POST /_sim/inject?status=503&n=3, POST /_sim/inject?timeout=2s&n=1, POST /_sim/inject?drop=1,
 // POST /_sim/pause?on=true|false and POST /_sim/commit?n=N. InjectError makes a status carry a
-// chosen Sawtooth code (503 with 17: the validator timed out and the outcome is unknown;
+// chosen Sawtooth code (503 with 17: the validator timed out and the outcome is unknown, and
+// in the simulator the batch was in fact accepted;
 // POST /_sim/inject?status=503&code=17&n=3); ClearFaults (POST /_sim/inject?clear=true) cancels
 // what is left; Settled (GET /_sim/settled) lists every batch that left the queue, COMMITTED
 // or INVALID, with its place among the POSTs.

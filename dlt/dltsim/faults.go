@@ -24,8 +24,10 @@ func (s *Sim) InjectStatus(code, n int) {
 }
 
 // InjectError is InjectStatus with the Sawtooth error code the body carries (e.g. 503 with
-// code 17, "Validator Timed Out", or 18, "Validator Disconnected"); scabbard bodies have no
-// such code and ignore it. Zero means the status's usual code.
+// code 18, "Validator Disconnected"); scabbard bodies have no such code and ignore it. Zero
+// means the status's usual code. A 503 with code 17 ("Validator Timed Out": the batch may or
+// may not have been processed) is the one error that takes effect: the batches are accepted
+// and the answer is the error (Post.Effect "accepted-error").
 func (s *Sim) InjectError(status, code, n int) {
 	if status < 400 || status > 599 {
 		return

@@ -9,6 +9,9 @@ const (
 	EffectRejected  = "rejected"         // not accepted: a 4xx or 5xx answer
 	EffectDropped   = "dropped-response" // accepted (or duplicate), connection closed unanswered
 	EffectTimeout   = "timeout"          // held unanswered, not accepted
+	// EffectAcceptedError: accepted (or duplicate), answered 503 with code 17 ("timed out
+	// ... may or may not have been processed").
+	EffectAcceptedError = "accepted-error"
 )
 
 // Settlement records a batch leaving the ledger's queue for good: committed to the chain, or

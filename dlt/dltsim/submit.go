@@ -71,6 +71,9 @@ func (s *Sim) handlePost(a api) http.HandlerFunc {
 			dropConnection(w)
 		case out.status == http.StatusAccepted:
 			a.writeAccepted(w, r, out.ids)
+		case out.code == codeValidatorTimedOut:
+			s.writeError(w, a, &apiError{status: out.status, code: out.code,
+				title: sawtoothErrorTitle(out.code, ""), message: sawtoothErrorMessage(out.code, "")})
 		default:
 			e := a.fault(out.status)
 			if out.code != 0 {
@@ -89,7 +92,12 @@ func (s *Sim) decide(batches []dlt.Batch) outcome {
 	s.seq++
 	s.ledger.advance(now)
 	f := &s.faults
+	out := outcome{status: http.StatusAccepted}
 	switch {
+	case f.statusN > 0 && f.statusCode == http.StatusServiceUnavailable && f.errorCode == codeValidatorTimedOut:
+		// "It may or may not have been processed": this one was.
+		f.statusN--
+		out = outcome{status: f.statusCode, code: f.errorCode}
 	case f.statusN > 0:
 		f.statusN--
 		return s.recordAll(batches, now, outcome{status: f.statusCode, code: f.errorCode}, EffectRejected)
@@ -99,8 +107,7 @@ func (s *Sim) decide(batches []dlt.Batch) outcome {
 	case !s.ledger.admit():
 		return s.recordAll(batches, now, outcome{status: http.StatusTooManyRequests}, EffectRejected)
 	}
-	out := outcome{status: http.StatusAccepted}
-	if f.dropN > 0 {
+	if f.dropN > 0 && out.status == http.StatusAccepted {
 		f.dropN--
 		out = outcome{drop: true}
 	}
@@ -110,8 +117,11 @@ func (s *Sim) decide(batches []dlt.Batch) outcome {
 		if s.ledger.accept(b, service, s.invalid(b.ID), now) {
 			effect = EffectDuplicate
 		}
-		if out.drop {
+		switch {
+		case out.drop:
 			effect = EffectDropped
+		case out.status != http.StatusAccepted:
+			effect = EffectAcceptedError
 		}
 		out.ids = append(out.ids, b.ID)
 		s.record(Post{BatchID: b.ID, Service: service, At: now, HTTPStatus: out.status, Effect: effect})
