@@ -3,6 +3,7 @@ package chaos
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/batchclaim/batchclaim/dlt/dltsim"
@@ -45,6 +46,16 @@ func (r *run) check(ctx context.Context) (Report, error) {
 	rep.Violations[OrderViolations] = batches.OrderViolations
 	rep.Violations[UnexplainedDuplicates] = batches.DuplicatePostsUnexplained
 	rep.Problems = append(rep.Problems, batches.Problems...)
+	seqs, err := r.seqs(ctx)
+	if err != nil {
+		return rep, err
+	}
+	for _, id := range batches.Unexplained {
+		rep.Diagnoses = append(rep.Diagnoses, diagnoseDuplicate(id, posts, seqs))
+	}
+	for _, o := range batches.Reordered {
+		rep.Diagnoses = append(rep.Diagnoses, r.diagnoseOrder(o.Service, o.EarlyID, o.LateID, seqs))
+	}
 
 	claims, err := history.CheckClaims(ctx, r.pool)
 	if err != nil {
@@ -67,6 +78,14 @@ func (r *run) check(ctx context.Context) (Report, error) {
 	out := history.CheckOutstanding(ledgerEvents(posts, settled))
 	rep.Violations[DoubleOutstanding] = out.DoubleOutstanding
 	rep.Problems = append(rep.Problems, out.Problems...)
+	for _, p := range out.Pairs {
+		if seqs[p.Posted] < seqs[p.Outstanding] {
+			rep.Diagnoses = append(rep.Diagnoses, r.diagnoseOrder(p.Service, p.Posted, p.Outstanding, seqs))
+			continue
+		}
+		rep.Diagnoses = append(rep.Diagnoses, fmt.Sprintf("%s: seq %d posted while seq %d was still outstanding at the ledger: the head was handed out while an earlier batch was unfinished (defect 1, second part), or an UNKNOWN outcome was taken for finished",
+			p.Service, seqs[p.Posted], seqs[p.Outstanding]))
+	}
 
 	owns, err := history.Ownerships(ctx, r.pool)
 	if err != nil {
@@ -81,6 +100,69 @@ func (r *run) check(ctx context.Context) (Report, error) {
 		rep.Problems = append(rep.Problems, r.unbalanced)
 	}
 	return rep, nil
+}
+
+// seqs maps batch ids to their stored seq.
+func (r *run) seqs(ctx context.Context) (map[string]int64, error) {
+	rows, err := r.pool.Query(ctx, `SELECT batch_id, seq FROM batches`)
+	if err != nil {
+		return nil, fmt.Errorf("read seqs: %w", err)
+	}
+	defer rows.Close()
+	out := map[string]int64{}
+	for rows.Next() {
+		var id string
+		var seq int64
+		if err := rows.Scan(&id, &seq); err != nil {
+			return nil, err
+		}
+		out[id] = seq
+	}
+	return out, rows.Err()
+}
+
+// diagnoseOrder explains why early (smaller seq) went to the ledger after late: when the
+// client that stored early saw its COMMIT return after late's, the stored order (seq) was
+// not the commit order.
+func (r *run) diagnoseOrder(svc, early, late string, seqs map[string]int64) string {
+	r.mu.Lock()
+	e, eok := r.stores[early]
+	l, lok := r.stores[late]
+	r.mu.Unlock()
+	if eok && lok && e.done.After(l.done) {
+		return fmt.Sprintf("%s: seq %d (batch %s, stored via %s, transaction held open %v) committed at %s, after seq %d (via %s) committed at %s: "+
+			"seq order is not commit order, so the queuer handed out seq %d before seq %d existed for it (defect 1)",
+			svc, seqs[early], short(early), e.via, e.held, clock(e.done), seqs[late], l.via, clock(l.done), seqs[late], seqs[early])
+	}
+	return fmt.Sprintf("%s: seq %d went to the ledger after seq %d although it was stored first (stored %s via %s; %s via %s): not explained by the stored order",
+		svc, seqs[early], seqs[late], clock(e.done), e.via, clock(l.done), l.via)
+}
+
+func short(id string) string {
+	if len(id) > 12 {
+		return id[:12]
+	}
+	return id
+}
+
+// diagnoseDuplicate lists what the ledger answered to each POST of a batch posted more often
+// than its unknown outcomes explain.
+func diagnoseDuplicate(id string, posts []dltsim.Post, seqs map[string]int64) string {
+	var effects []string
+	svc, blind := "", false
+	for _, p := range posts {
+		if p.BatchID != id {
+			continue
+		}
+		svc = p.Service
+		effects = append(effects, fmt.Sprintf("%s %d", p.Effect, p.HTTPStatus))
+		blind = blind || p.Effect == dltsim.EffectAcceptedError
+	}
+	why := "no answer in the ledger's record explains the repeat"
+	if blind {
+		why = "a 503 with code 17 (outcome unknown; the ledger had accepted it) was retried as if refused, and the attempt was not recorded as an unknown outcome (defect 8)"
+	}
+	return fmt.Sprintf("%s: seq %d (batch %s) POSTs: %s: %s", svc, seqs[id], short(id), strings.Join(effects, ", "), why)
 }
 
 // ledgerEvents merges the simulator's POSTs and settlements in the order it saw them.

@@ -29,15 +29,19 @@ type heldClaim struct {
 	busy    bool // a batch was in submission: the claim is kept until expiry-2
 }
 
-// lane injects faults of the given kinds one after another until the deadline: first every
-// kind once in a random order, then kinds at random, with short random gaps.
+// lane injects faults of the given kinds one after another: first every kind once in a
+// random order (even past the deadline, so that a short run still has every kind), then kinds
+// at random until the deadline, with short random gaps.
 func (r *run) lane(ctx context.Context, kinds []string, rng *rand.Rand, until time.Time) {
 	order := slices.Clone(kinds)
 	rng.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
-	for i := 0; time.Now().Before(until) && ctx.Err() == nil; i++ {
+	for i := 0; (i < len(order) || time.Now().Before(until)) && ctx.Err() == nil; i++ {
 		kind := kinds[rng.IntN(len(kinds))]
 		if i < len(order) {
 			kind = order[i]
+		}
+		if indexOf(hostKinds, kind) >= 0 {
+			r.settle(ctx, r.cfg.Expiry2+2*time.Second)
 		}
 		if err := r.inject(ctx, kind, rng); err != nil {
 			if ctx.Err() != nil {
@@ -217,8 +221,11 @@ func (r *run) hit(ctx context.Context, kind string, in *instance) *victim {
 	v := &victim{kind: kind, name: name, id: in.lookupID(ctx, r.pool), wall: time.Now()}
 	qctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
-	if err := r.pool.QueryRow(qctx, `SELECT now()`).Scan(&v.at); err != nil {
-		v.at = time.Time{} // not judged
+	var live *bool
+	if err := r.pool.QueryRow(qctx, `SELECT now(), (SELECT expiry_1 > now() FROM instances WHERE id = $1)`, v.id).Scan(&v.at, &live); err != nil || live == nil || !*live {
+		// Unknown, or its lease had already lapsed (after a Postgres fault, say): whatever it
+		// held was orphaned before this fault, which is not the one to judge.
+		v.at = time.Time{}
 	}
 	if v.id != uuid.Nil && !v.at.IsZero() {
 		rows, err := r.pool.Query(qctx, `SELECT service_id, epoch, submitting_since IS NOT NULL FROM service_id_claims WHERE claimant = $1`, v.id)
@@ -236,6 +243,40 @@ func (r *run) hit(ctx context.Context, kind string, in *instance) *victim {
 	r.victims = append(r.victims, v)
 	r.mu.Unlock()
 	return v
+}
+
+// settle waits (up to limit) until every running instance is registered and its lease is
+// in phase one, so that the next host fault hits a healthy fleet.
+func (r *run) settle(ctx context.Context, limit time.Duration) bool {
+	deadline := time.Now().Add(limit)
+	for ctx.Err() == nil {
+		var ids []uuid.UUID
+		missing := false
+		for _, in := range r.instances {
+			if _, state, _ := in.snapshot(); state != stateRunning {
+				continue
+			}
+			id := in.lookupID(ctx, r.pool)
+			if id == uuid.Nil {
+				missing = true
+			}
+			ids = append(ids, id)
+		}
+		if !missing {
+			qctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+			var healthy int
+			err := r.pool.QueryRow(qctx, `SELECT count(*) FROM instances WHERE id = ANY($1) AND expiry_1 > now()`, ids).Scan(&healthy)
+			cancel()
+			if err == nil && healthy == len(ids) {
+				return true
+			}
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+		r.sleep(ctx, 100*time.Millisecond)
+	}
+	return false
 }
 
 // leaseEnd records the victim's lease as the outage leaves it and, when the outage ends now,

@@ -31,6 +31,23 @@ func (b *batchNumbers) take(svc string) int {
 	return n
 }
 
+// stored is what a client of the run knows about a batch it stored: when its transaction's
+// COMMIT returned, how long the transaction was held open, and how it was stored.
+type stored struct {
+	done time.Time
+	held time.Duration
+	via  string
+}
+
+func (r *run) noteStored(svc string, n int, s stored) {
+	id, _ := dlt.FakeBatch(svc, n)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if _, ok := r.stores[id]; !ok {
+		r.stores[id] = s
+	}
+}
+
 func serviceID(i int) string { return fmt.Sprintf("svc-%03d", i) }
 
 // enqueueInitial stores the first batches of every service_id in one transaction.
@@ -49,7 +66,15 @@ func (r *run) enqueueInitial(ctx context.Context) error {
 			}
 		}
 	}
-	return tx.Commit(ctx)
+	if err := tx.Commit(ctx); err != nil {
+		return err
+	}
+	for s := range r.cfg.ServiceIDs {
+		for n := range r.cfg.Batches {
+			r.noteStored(serviceID(s), n, stored{done: time.Now(), via: "initial"})
+		}
+	}
+	return nil
 }
 
 // enqueueDirect stores one batch straight in the database, holding the transaction open for
@@ -73,7 +98,11 @@ func (r *run) enqueueDirect(ctx context.Context, svc string, n int, hold time.Du
 		case <-time.After(hold):
 		}
 	}
-	return tx.Commit(ctx)
+	if err := tx.Commit(ctx); err != nil {
+		return err
+	}
+	r.noteStored(svc, n, stored{done: time.Now(), held: hold, via: "database"})
+	return nil
 }
 
 // enqueueVia stores one batch through an instance's ingest API.
@@ -97,6 +126,7 @@ func (r *run) enqueueVia(ctx context.Context, in *instance, svc string, n int) e
 	if resp.StatusCode/100 != 2 {
 		return fmt.Errorf("ingest via %s: %s", addr, resp.Status)
 	}
+	r.noteStored(svc, n, stored{done: time.Now(), via: "ingest API of " + in.name})
 	return nil
 }
 

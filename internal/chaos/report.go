@@ -25,7 +25,10 @@ type Report struct {
 	Writes          int            `json:"fenced_writes"`
 	TakeoversJudged int            `json:"takeovers_judged"`
 	Problems        []string       `json:"problems,omitempty"`
-	LogDir          string         `json:"log_dir"`
+	// Diagnoses explain violations by what the run knows (e.g. when each client's COMMIT
+	// returned).
+	Diagnoses []string `json:"diagnoses,omitempty"`
+	LogDir    string   `json:"log_dir"`
 }
 
 // Violated returns the total number of violations.
@@ -55,6 +58,9 @@ func (r Report) Print(w io.Writer) {
 	}
 	for _, p := range r.Problems {
 		fmt.Fprintf(w, "  problem: %s\n", p)
+	}
+	for _, d := range r.Diagnoses {
+		fmt.Fprintf(w, "  diagnosis: %s\n", d)
 	}
 	fmt.Fprintf(w, "instance logs: %s\n", r.LogDir)
 	if r.Violated() > 0 {

@@ -36,6 +36,7 @@ type run struct {
 
 	mu         sync.Mutex
 	faults     map[string]int
+	stores     map[string]stored // by batch id
 	victims    []*victim
 	problems   []string
 	unbalanced string // why the claims never balanced; empty when they did
@@ -49,7 +50,7 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	if err := cfg.validate(); err != nil {
 		return Report{}, err
 	}
-	r := &run{cfg: cfg, faults: map[string]int{}, numbers: batchNumbers{next: map[string]int{}}}
+	r := &run{cfg: cfg, faults: map[string]int{}, stores: map[string]stored{}, numbers: batchNumbers{next: map[string]int{}}}
 	r.say("seed %d: replay with: %s", cfg.Seed, replayCommand(cfg))
 	var err error
 	if r.db, err = startServers(ctx, cfg.DatabaseURL, r.say); err != nil {
@@ -90,6 +91,9 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 		if err := in.start(r); err != nil {
 			return Report{}, err
 		}
+	}
+	if !r.settle(ctx, time.Minute) {
+		return Report{}, fmt.Errorf("the instances did not all register within a minute; see their logs in %s", r.logDir)
 	}
 	r.say("%d instances (logs in %s); R=%v T1=%v T2=%v; ledger at %s", cfg.Instances, r.logDir, cfg.Renew, cfg.Expiry1, cfg.Expiry2, r.simURL)
 	r.start = time.Now()

@@ -31,7 +31,19 @@ type Report struct {
 	// DuplicatePostsUnexplained: duplicates not explained by an earlier submission whose
 	// outcome nobody saw, or by the ledger saying it did not know an accepted batch.
 	DuplicatePostsUnexplained int
-	Problems                  []string // the first few, for messages
+	// Reordered lists each order violation: Early (smaller seq) committed by the ledger after
+	// Late.
+	Reordered []Reorder
+	// Unexplained lists the batch ids with unexplained duplicate POSTs.
+	Unexplained []string
+	Problems  []string // the first few, for messages
+}
+
+// Reorder is one order violation of one service_id.
+type Reorder struct {
+	Service           string
+	EarlyID, LateID   string
+	EarlySeq, LateSeq int64
 }
 
 func (r *Report) problem(format string, a ...any) {
@@ -78,6 +90,7 @@ func Check(ctx context.Context, q claims.Querier, l Ledger) (Report, error) {
 		}
 	}
 	last := map[string]int64{}
+	lastID := map[string]string{}
 	for _, id := range l.Committed {
 		b, ok := byID[id]
 		if !ok {
@@ -85,9 +98,12 @@ func Check(ctx context.Context, q claims.Querier, l Ledger) (Report, error) {
 		}
 		if b.seq < last[b.svc] {
 			r.OrderViolations++
+			r.Reordered = append(r.Reordered, Reorder{Service: b.svc, EarlyID: id, EarlySeq: b.seq, LateID: lastID[b.svc], LateSeq: last[b.svc]})
 			r.problem("%s: seq %d committed after seq %d", b.svc, b.seq, last[b.svc])
 		}
-		last[b.svc] = max(last[b.svc], b.seq)
+		if b.seq > last[b.svc] {
+			last[b.svc], lastID[b.svc] = b.seq, id
+		}
 	}
 	expl, err := qs.DuplicateExplainers(ctx, q)
 	if err != nil {
@@ -104,6 +120,7 @@ func Check(ctx context.Context, q claims.Querier, l Ledger) (Report, error) {
 		r.DuplicatePosts += n - 1
 		if u := n - 1 - explainers[id]; u > 0 {
 			r.DuplicatePostsUnexplained += u
+			r.Unexplained = append(r.Unexplained, id)
 			r.problem("batch %s posted %d times with %d unknown outcomes to explain it", short(id), n, explainers[id])
 		}
 	}
@@ -118,10 +135,11 @@ func short(id string) string {
 }
 
 // TookEffect reports whether a POST with this simulator effect reached the ledger's record:
-// accepted, a repeat of a known batch, or accepted with its answer lost. Refused (429, 503)
-// and timed-out POSTs did not.
+// accepted, a repeat of a known batch, accepted with its answer lost, or accepted with a 503
+// saying the outcome is unknown (Sawtooth code 17). Refused (429, 503) and timed-out POSTs did
+// not.
 func TookEffect(effect string) bool {
-	return effect == "accepted" || effect == "duplicate" || effect == "dropped-response"
+	return effect == "accepted" || effect == "duplicate" || effect == "dropped-response" || effect == "accepted-error"
 }
 
 // SimLedger builds a Ledger from a simulator's record: committed ids in commit order and

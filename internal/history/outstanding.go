@@ -22,7 +22,14 @@ type OutstandingReport struct {
 	// same service_id had been posted (and taken) and was not yet settled: more than one
 	// batch of a service_id in flight at the ledger.
 	DoubleOutstanding int
-	Problems          []string
+	// Pairs names, for each, the batch posted and the one that was outstanding.
+	Pairs    []OutstandingPair
+	Problems []string
+}
+
+// OutstandingPair is one double outstanding POST.
+type OutstandingPair struct {
+	Service, Posted, Outstanding string
 }
 
 // CheckOutstanding walks the ledger's record and counts POSTs that broke one-round serial
@@ -47,6 +54,7 @@ func CheckOutstanding(events []LedgerEvent) OutstandingReport {
 		others := slices.DeleteFunc(slices.Clone(open[e.Service]), func(id string) bool { return id == e.BatchID })
 		if len(others) > 0 {
 			r.DoubleOutstanding++
+			r.Pairs = append(r.Pairs, OutstandingPair{Service: e.Service, Posted: e.BatchID, Outstanding: others[0]})
 			if len(r.Problems) < 20 {
 				r.Problems = append(r.Problems, fmt.Sprintf("%s: batch %s posted at %s while %s was outstanding",
 					e.Service, short(e.BatchID), e.At.Format(time.StampMicro), short(others[0])))

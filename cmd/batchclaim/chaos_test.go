@@ -1,0 +1,74 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/batchclaim/batchclaim/internal/chaos"
+	"github.com/batchclaim/batchclaim/internal/pglocal"
+)
+
+// TestChaosShort runs the short chaos run that CI runs: about two minutes of every fault kind
+// against real instances, a throwaway primary with a synchronous standby and the ledger
+// simulator. It fails on any violated invariant and prints the seed's replay command.
+// CHAOS_SEED picks another seed.
+func TestChaosShort(t *testing.T) {
+	if testing.Short() {
+		t.Skip("chaos takes about two minutes")
+	}
+	if _, err := pglocal.Find(""); err != nil {
+		if os.Getenv("REQUIRE_DB") == "1" {
+			t.Fatalf("REQUIRE_DB=1 but chaos needs local PostgreSQL binaries for its own cluster: %v", err)
+		}
+		t.Skipf("no local PostgreSQL binaries: %v", err)
+	}
+	t.Parallel()
+	bin := buildBinary(t)
+	seed := os.Getenv("CHAOS_SEED")
+	if seed == "" {
+		seed = "1"
+	}
+	cmd := exec.Command(bin, "chaos", "--json", "--seed", seed, "--duration", "60s", "--log-dir", t.TempDir())
+	// The run owns its cluster: never the shared server a test run may point at.
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "DATABASE_URL=") && !strings.HasPrefix(kv, "BATCHCLAIM_") {
+			cmd.Env = append(cmd.Env, kv)
+		}
+	}
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	runErr := cmd.Run()
+	var rep chaos.Report
+	if err := json.Unmarshal(stdout.Bytes(), &rep); err != nil {
+		t.Fatalf("chaos did not print one JSON report (%v, exit %v): %s\nprogress:\n%s", err, runErr, stdout.String(), stderr.String())
+	}
+	for _, k := range chaos.Kinds() {
+		if rep.Faults[k] == 0 {
+			t.Errorf("fault %s never injected", k)
+		}
+	}
+	for _, k := range chaos.Invariants() {
+		if _, ok := rep.Violations[k]; !ok {
+			t.Errorf("report lacks violations.%s", k)
+		}
+	}
+	if rep.Batches == 0 || rep.Committed == 0 || rep.TakeoversJudged == 0 || rep.Acquisitions == 0 || rep.Writes == 0 {
+		t.Errorf("the run checked too little: %+v", rep)
+	}
+	if n := rep.Violated(); n > 0 || runErr != nil {
+		var bad []string
+		for _, k := range chaos.Invariants() {
+			if rep.Violations[k] > 0 {
+				bad = append(bad, k)
+			}
+		}
+		slices.Sort(bad)
+		t.Fatalf("%d violations (%s), exit %v; replay: %s\nproblems:\n  %s\nprogress:\n%s",
+			n, strings.Join(bad, ", "), runErr, rep.Replay, strings.Join(rep.Problems, "\n  "), stderr.String())
+	}
+}
