@@ -1,0 +1,93 @@
+package chaos
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/batchclaim/batchclaim/dlt/dltsim"
+	"github.com/batchclaim/batchclaim/internal/history"
+)
+
+func TestConfigValidate(t *testing.T) {
+	t.Parallel()
+	ok := Config{Binary: "batchclaim"}.withDefaults()
+	if err := ok.validate(); err != nil {
+		t.Fatalf("defaults: %v", err)
+	}
+	for _, tc := range []struct {
+		name string
+		edit func(*Config)
+		want string
+	}{
+		{"too few instances", func(c *Config) { c.Instances = 2 }, "instances 2"},
+		{"short run", func(c *Config) { c.Duration = time.Second }, "shorter than 10s"},
+		{"no binary", func(c *Config) { c.Binary = "" }, "no batchclaim binary"},
+		{"expiry-2 not after expiry-1", func(c *Config) { c.Expiry2 = c.Expiry1 }, "timings"},
+		{"unknown kind", func(c *Config) { c.Kinds = []string{"meteor"} }, `unknown fault kind "meteor"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			c := ok
+			tc.edit(&c)
+			if err := c.validate(); err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("validate = %v, want %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// Settlements are placed between the POSTs they happened between.
+func TestLedgerEvents(t *testing.T) {
+	t.Parallel()
+	posts := []dltsim.Post{{BatchID: "a", Service: "s"}, {BatchID: "b", Service: "s"}}
+	settled := []dltsim.Settlement{{BatchID: "a", Service: "s", AfterPosts: 1}, {BatchID: "b", Service: "s", AfterPosts: 2}}
+	var got []string
+	for _, e := range ledgerEvents(posts, settled) {
+		kind := "post"
+		if e.Settle {
+			kind = "settle"
+		}
+		got = append(got, kind+" "+e.BatchID)
+	}
+	if strings.Join(got, ", ") != "post a, settle a, post b, settle b" {
+		t.Fatalf("events = %v", got)
+	}
+}
+
+// A victim's claims must be taken by their bound; claims it released itself, outages shorter
+// than the bound and victims whose lease had already lapsed are not judged.
+func TestJudgeTakeovers(t *testing.T) {
+	t.Parallel()
+	base := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	at := func(ms int) time.Time { return base.Add(time.Duration(ms) * time.Millisecond) }
+	victimID, other := uuid.New(), uuid.New()
+	r := &run{cfg: Config{Renew: 200 * time.Millisecond, Allowance: time.Second}}
+	// Lease: expiry-1 at 2s, expiry-2 at 8s. Bounds: idle 3.4s, busy 9.4s.
+	r.victims = []*victim{{kind: KindSIGKILL, name: "i1-1", id: victimID, at: at(0), e1: at(2000), e2: at(8000),
+		held: []heldClaim{{"fast", 1, false}, {"slow", 1, false}, {"busy", 1, true}, {"released", 1, false}, {"never", 1, false}}}}
+	owned := func(svc string, end string, takenMS int) []history.Ownership {
+		o := []history.Ownership{{Service: svc, Instance: victimID, Epoch: 1, From: at(-5000), To: at(takenMS), End: end}}
+		if takenMS > 0 {
+			o = append(o, history.Ownership{Service: svc, Instance: other, Epoch: 2, From: at(takenMS)})
+		}
+		return o
+	}
+	owns := map[string][]history.Ownership{
+		"fast":     owned("fast", "voided_idle", 3000),
+		"slow":     owned("slow", "voided_idle", 4000),
+		"busy":     owned("busy", "voided_expired", 9000),
+		"released": owned("released", "released", 20000),
+		"never":    {{Service: "never", Instance: victimID, Epoch: 1, From: at(-5000)}},
+	}
+	slow, judged, problems := r.judgeTakeovers(owns)
+	if slow != 2 || judged != 4 {
+		t.Fatalf("slow %d judged %d, want 2 of 4: %v", slow, judged, problems)
+	}
+	r.victims[0].until = at(3000) // back before any bound
+	if slow, judged, _ := r.judgeTakeovers(owns); slow != 0 || judged != 0 {
+		t.Fatalf("short outage: slow %d judged %d, want none judged", slow, judged)
+	}
+}
