@@ -1,0 +1,202 @@
+package failover
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/batchclaim/batchclaim/internal/db"
+)
+
+// notifyChannel is the LISTEN/NOTIFY channel that wakes nodes; the payload is a node id.
+const notifyChannel = "failover_commands"
+
+// Command kinds: the source design's "switch to primary" and `REPLICAOF <ip> <port>`.
+const (
+	KindPromote   = "promote"
+	KindReplicaOf = "replicaof"
+)
+
+// Command is one entry of a node's queue.
+type Command struct {
+	ID             int64
+	Shard          string
+	Epoch          int64
+	Kind           string
+	PrimaryID      string
+	PrimaryAddress string
+	IssuedBy       string
+	// Applied is false when the command was stale (an older epoch than the node had acted on,
+	// or a promote the shard's decision no longer backs): consumed and ignored.
+	Applied bool
+}
+
+// ConsumeCommands pops and applies the node's queued commands, oldest first, until the queue
+// is empty, and returns how many it consumed. Each command is marked consumed in the same
+// transaction that applies it (SELECT ... FOR UPDATE SKIP LOCKED, then UPDATE), so it takes
+// effect exactly once even if two consumers read the same queue or the node dies halfway.
+func (n *Node) ConsumeCommands(ctx context.Context) (int, error) {
+	count := 0
+	for {
+		cmd, ok, err := n.consumeOne(ctx)
+		if err != nil {
+			return count, fmt.Errorf("consume commands: %w", err)
+		}
+		if !ok {
+			return count, nil
+		}
+		count++
+		if n.cfg.OnCommand != nil {
+			n.cfg.OnCommand(cmd)
+		}
+	}
+}
+
+func (n *Node) consumeOne(ctx context.Context) (Command, bool, error) {
+	n.opMu.Lock()
+	defer n.opMu.Unlock()
+	var cmd Command
+	var found, promoted bool
+	var next State
+	sent := time.Now()
+	cur := n.State()
+	err := n.inTx(ctx, func(tx pgx.Tx) error {
+		found, promoted, next = false, false, cur
+		row, err := n.q.FailoverCommandConsume(ctx, tx, n.cfg.NodeID)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		found = true
+		cmd = Command{ID: row.ID, Shard: row.Shard, Epoch: row.Epoch, Kind: row.Kind, PrimaryID: row.PrimaryID,
+			PrimaryAddress: row.PrimaryAddress, IssuedBy: row.IssuedBy}
+		if cmd.Epoch < cur.Epoch || (cmd.Epoch == cur.Epoch && cur.Role == RolePrimary) {
+			return nil // an older decision: the node acts on the highest epoch it has seen
+		}
+		switch cmd.Kind {
+		case KindPromote:
+			shard, err := n.q.FailoverShardShare(ctx, tx, n.cfg.Shard)
+			if err != nil {
+				return err
+			}
+			if shard.Epoch != cmd.Epoch || shard.PrimaryID != n.cfg.NodeID {
+				return nil // superseded by a later decision
+			}
+			if _, err := n.q.FailoverRoleRecord(ctx, tx, db.FailoverRoleRecordParams{Shard: n.cfg.Shard, NodeID: n.cfg.NodeID,
+				Epoch: cmd.Epoch, Role: string(RolePrimary), PrimaryID: n.cfg.NodeID, LeaseMs: n.cfg.PrimaryLease.Milliseconds()}); err != nil {
+				return err
+			}
+			next = State{Role: RolePrimary, Epoch: cmd.Epoch, PrimaryID: n.cfg.NodeID, PrimaryAddress: n.cfg.Address}
+			promoted = true
+		case KindReplicaOf:
+			if cmd.PrimaryID == n.cfg.NodeID {
+				return nil
+			}
+			next = State{Role: RoleReplica, Epoch: cmd.Epoch, PrimaryID: cmd.PrimaryID, PrimaryAddress: cmd.PrimaryAddress}
+			if err := n.record(ctx, tx, next); err != nil {
+				return err
+			}
+		default:
+			return nil
+		}
+		cmd.Applied = true
+		_, err = n.q.FailoverNodeRegister(ctx, tx, db.FailoverNodeRegisterParams{
+			NodeID: n.cfg.NodeID, Shard: n.cfg.Shard, Address: n.cfg.Address, Role: string(next.Role),
+			PrimaryID: next.PrimaryID, Epoch: next.Epoch, LastTxnID: n.progress()})
+		return err
+	})
+	if err != nil || !found {
+		return Command{}, false, err
+	}
+	n.log.Info("command consumed", "kind", cmd.Kind, "epoch", cmd.Epoch, "primary_id", cmd.PrimaryID, "applied", cmd.Applied, "issued_by", cmd.IssuedBy)
+	if cmd.Applied {
+		n.adopt(next, promoted, sent)
+	}
+	return cmd, true, nil
+}
+
+// consumeLoop drains the queue whenever a notification for this node arrives, and every
+// PollInterval in any case (the fallback when a notification is lost, the listening
+// connection broke, or DisableListen is set).
+func (n *Node) consumeLoop(ctx context.Context) {
+	for ctx.Err() == nil {
+		if n.cfg.DisableListen {
+			n.pollLoop(ctx)
+			return
+		}
+		if err := n.listen(ctx); err != nil && ctx.Err() == nil {
+			n.log.Warn("listening for commands failed; polling until it works again", "error", err)
+			pctx, cancel := context.WithTimeout(ctx, 5*n.cfg.PollInterval)
+			n.pollLoop(pctx)
+			cancel()
+		}
+	}
+}
+
+// pollLoop drains the queue every PollInterval until ctx ends.
+func (n *Node) pollLoop(ctx context.Context) {
+	t := time.NewTicker(n.cfg.PollInterval)
+	defer t.Stop()
+	for {
+		n.drain(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// listen holds one connection with LISTEN on the channel and drains the queue on each
+// notification for this node, or after PollInterval without one.
+func (n *Node) listen(ctx context.Context) error {
+	conn, err := n.pool.Acquire(ctx)
+	if err != nil {
+		return err
+	}
+	healthy := false
+	defer func() {
+		if healthy {
+			_, _ = conn.Exec(context.WithoutCancel(ctx), "UNLISTEN *")
+			conn.Release()
+		} else {
+			_ = conn.Hijack().Close(context.WithoutCancel(ctx))
+		}
+	}()
+	if _, err := conn.Exec(ctx, "LISTEN "+notifyChannel); err != nil {
+		return err
+	}
+	for {
+		n.drain(ctx) // also right after LISTEN: commands queued before it are not notified again
+		for {
+			wctx, cancel := context.WithTimeout(ctx, n.cfg.PollInterval)
+			note, err := conn.Conn().WaitForNotification(wctx)
+			timedOut := wctx.Err() != nil
+			cancel()
+			if ctx.Err() != nil {
+				healthy = true
+				return nil
+			}
+			if timedOut {
+				break // no notification within PollInterval: poll
+			}
+			if err != nil {
+				return err
+			}
+			if note.Payload == n.cfg.NodeID {
+				break
+			}
+		}
+	}
+}
+
+func (n *Node) drain(ctx context.Context) {
+	if _, err := n.ConsumeCommands(ctx); err != nil && ctx.Err() == nil {
+		n.log.Warn("command queue", "error", err)
+	}
+}

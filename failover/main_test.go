@@ -1,0 +1,99 @@
+package failover_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+	"testing"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/batchclaim/batchclaim/failover"
+	"github.com/batchclaim/batchclaim/internal/dbtest"
+)
+
+// childEnv, when set, makes the test binary one node of a shard for the fault tests instead
+// of running tests. Its value is a childSpec in JSON.
+const childEnv = "FAILOVER_TEST_NODE"
+
+type childSpec struct {
+	URL, Shard, NodeID string
+	Progress           int64
+	Bootstrap          bool
+	// StallAtEpoch: after deciding a failover to this epoch, print "decided" and wait for a
+	// line on stdin before going on.
+	StallAtEpoch int64
+}
+
+func TestMain(m *testing.M) {
+	if spec := os.Getenv(childEnv); spec != "" {
+		os.Exit(runChild(spec))
+	}
+	dbtest.Main(m)
+}
+
+func runChild(spec string) int {
+	var s childSpec
+	if err := json.Unmarshal([]byte(spec), &s); err != nil {
+		fmt.Println("bad spec:", err)
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
+	defer stop()
+	pool, err := pgxpool.New(ctx, s.URL)
+	if err != nil {
+		fmt.Println(err)
+		return 2
+	}
+	defer pool.Close()
+	cfg := testConfig(s.Shard, s.NodeID, s.Progress)
+	cfg.Bootstrap = s.Bootstrap
+	cfg.Logger = slog.New(slog.NewTextHandler(os.Stdout, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	if s.StallAtEpoch > 0 {
+		stdin := bufio.NewScanner(os.Stdin)
+		cfg.AfterDecision = func(ctx context.Context, d failover.Decision) {
+			if d.Epoch == s.StallAtEpoch {
+				fmt.Println("decided", d.Epoch)
+				stdin.Scan()
+			}
+		}
+	}
+	n, err := failover.New(pool, cfg)
+	if err != nil {
+		fmt.Println(err)
+		return 2
+	}
+	_ = n.Run(ctx)
+	return 0
+}
+
+// exampleTB lets a runnable example use dbtest, which wants a testing.TB. Only the methods
+// dbtest calls are provided; a failure panics, which fails the example with the message.
+type exampleTB struct {
+	testing.TB
+	cleanups []func()
+}
+
+func (e *exampleTB) Helper()                        {}
+func (e *exampleTB) Context() context.Context       { return context.Background() }
+func (e *exampleTB) Cleanup(f func())               { e.cleanups = append(e.cleanups, f) }
+func (e *exampleTB) Fatal(a ...any)                 { panic(fmt.Sprint(a...)) }
+func (e *exampleTB) Fatalf(format string, a ...any) { panic(fmt.Sprintf(format, a...)) }
+func (e *exampleTB) Errorf(format string, a ...any) { fmt.Fprintf(os.Stderr, format+"\n", a...) }
+func (e *exampleTB) Skipf(format string, a ...any)  { panic(fmt.Sprintf(format, a...)) }
+func (e *exampleTB) done() {
+	for i := len(e.cleanups) - 1; i >= 0; i-- {
+		e.cleanups[i]()
+	}
+}
+
+// examplePool returns a pool on a fresh migrated database and a func that drops it.
+func examplePool() (*pgxpool.Pool, func()) {
+	tb := &exampleTB{}
+	return dbtest.NewPool(tb), tb.done
+}
