@@ -1,0 +1,106 @@
+package heartbeat
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/batchclaim/batchclaim/internal/db"
+)
+
+// fencer is the part of the election the active instance's writes need: Fence makes the
+// caller's transaction conditional on still being the primary of role (an error wrapping
+// batchclaim.ErrClaimLost otherwise).
+type fencer interface {
+	Fence(ctx context.Context, tx pgx.Tx, role string) error
+}
+
+// writer names the active instance in the events it writes.
+type writer struct {
+	instanceID uuid.UUID
+	epoch      int64
+}
+
+// monitor is the design's DB monitoring process: one step raises, clears and cleans up.
+type monitor struct {
+	pool      TxStarter
+	fence     fencer
+	role      string
+	txTimeout time.Duration
+}
+
+// stepResult is what one step wrote.
+type stepResult struct {
+	Raised, Cleared []Event // Cleared includes clears of removed event types
+	Purged          int64   // invalid event types deleted
+}
+
+// step runs one monitoring step in one transaction fenced by the election, so that an
+// instance that is no longer active can write nothing:
+//
+//  1. clear the open events of sources whose event type was removed, and delete the removed
+//     types with their sources (the design's validity-flag clean-up);
+//  2. raise every source that is not raised and whose last heartbeat is MissedCount
+//     intervals old by the database's clock (now, or the optional now a test passes), or
+//     that has a late silence (one that ended before any step saw it);
+//  3. clear every raised source that sent a heartbeat since its raise.
+//
+// Raising comes first so that a late silence is raised and cleared in the same step. A
+// source that beat once after its raise and went silent again is cleared now and raised
+// again (a new episode) by the next step.
+func (m *monitor) step(ctx context.Context, w writer, now *time.Time) (stepResult, error) {
+	var res stepResult
+	ctx, cancel := context.WithTimeout(ctx, m.txTimeout)
+	defer cancel()
+	err := pgx.BeginFunc(ctx, m.pool, func(tx pgx.Tx) error {
+		res = stepResult{}
+		if err := guardTx(ctx, tx, m.txTimeout); err != nil {
+			return err
+		}
+		if err := m.fence.Fence(ctx, tx, m.role); err != nil {
+			return err
+		}
+		q := db.New()
+		removed, err := q.HeartbeatClearRemoved(ctx, tx, db.HeartbeatClearRemovedParams{InstanceID: w.instanceID, TermEpoch: w.epoch})
+		if err != nil {
+			return fmt.Errorf("clear removed: %w", err)
+		}
+		if res.Purged, err = q.HeartbeatEventTypesPurge(ctx, tx); err != nil {
+			return fmt.Errorf("purge removed event types: %w", err)
+		}
+		raised, err := q.HeartbeatRaiseDue(ctx, tx, db.HeartbeatRaiseDueParams{Now: now, InstanceID: w.instanceID, TermEpoch: w.epoch})
+		if err != nil {
+			return fmt.Errorf("raise: %w", err)
+		}
+		cleared, err := q.HeartbeatClearFresh(ctx, tx, db.HeartbeatClearFreshParams{InstanceID: w.instanceID, TermEpoch: w.epoch})
+		if err != nil {
+			return fmt.Errorf("clear: %w", err)
+		}
+		if res.Cleared, err = eventsFromRows(append(removed, cleared...)); err != nil {
+			return err
+		}
+		res.Raised, err = eventsFromRows(raised)
+		return err
+	})
+	if err != nil {
+		return stepResult{}, fmt.Errorf("monitor step: %w", err)
+	}
+	return res, nil
+}
+
+// guardTx bounds the transaction's lock waits and, should this process stall in the middle
+// of it (SIGSTOP, a cut network), makes the server end it soon, so that the locks it holds
+// (the election's fence among them) never hold up a takeover for long.
+func guardTx(ctx context.Context, tx pgx.Tx, timeout time.Duration) error {
+	idle := max(timeout/5, 200*time.Millisecond)
+	_, err := tx.Exec(ctx, "SELECT set_config('lock_timeout', $1, true), set_config('idle_in_transaction_session_timeout', $2, true)",
+		strconv.FormatInt(timeout.Milliseconds(), 10), strconv.FormatInt(idle.Milliseconds(), 10))
+	if err != nil {
+		return fmt.Errorf("set transaction timeouts: %w", err)
+	}
+	return nil
+}
