@@ -79,6 +79,59 @@ type ElectionTerm struct {
 	ElectedAt  *time.Time
 }
 
+type HeartbeatConfig struct {
+	Singleton  bool
+	Generation int64
+	UpdatedAt  time.Time
+}
+
+type HeartbeatEvent struct {
+	ID                int64
+	EventName         string
+	SourceName        string
+	Episode           int64
+	Kind              string
+	Reason            string
+	LastReceivedAt    time.Time
+	LastEpochMicrosec int64
+	HeartbeatSeq      int64
+	IntervalMs        int64
+	MissedCount       int32
+	ControlLoop       []byte
+	InstanceID        uuid.UUID
+	TermEpoch         int64
+	WrittenAt         time.Time
+	DeliveredAt       *time.Time
+	Attempts          int32
+	NextAttemptAt     time.Time
+	LastError         string
+}
+
+type HeartbeatEventType struct {
+	EventName   string
+	IntervalMs  int64
+	MissedCount int32
+	ControlLoop []byte
+	Valid       bool
+	Generation  int64
+	UpdatedAt   time.Time
+}
+
+type HeartbeatSource struct {
+	EventName         string
+	SourceName        string
+	FirstReceivedAt   time.Time
+	ReceivedAt        time.Time
+	LastEpochMicrosec int64
+	Heartbeats        int64
+	Episodes          int64
+	Raised            bool
+	RaisedHeartbeat   *int64
+	LateHeartbeat     *int64
+	LateReceivedAt    *time.Time
+	LateEpochMicrosec *int64
+}
+
 type Instance struct {
 	ID          uuid.UUID
 	Name        string
