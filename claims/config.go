@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -74,6 +76,56 @@ type Config struct {
 	// OnVoided, when set, is called after a cycle freed claims of another instance whose
 	// lease expired: that instance is presumed dead or hung.
 	OnVoided func(Voided)
+
+	// KnobNames, when set, is how errors call the timing knobs the caller's user sets, keyed
+	// by field name ("Expiry2": "--expiry-2"). A knob without a name is called by its field
+	// name. When a rule fails on a value the caller did not set, the error says which values
+	// it was derived from, which of them were set, and which knob to set instead.
+	KnobNames map[string]string
+
+	// given records which timing knobs were set before withDefaults filled in the others.
+	given map[string]bool
+}
+
+// timingKnobs lists the timing knobs in a fixed order, each with its symbol (docs/claims.md)
+// and, for a knob left unset, how withDefaults derives it and from which knobs.
+var timingKnobs = []struct {
+	field, symbol, rule string
+	from                []string
+}{
+	{"Expiry1", "T1", "default", nil},
+	{"RenewInterval", "R", "min(5s, T1/6)", []string{"Expiry1"}},
+	{"LocalDeadline", "D", "2/3 of T1", []string{"Expiry1"}},
+	{"Expiry2", "T2", "4 x T1", []string{"Expiry1"}},
+	{"StopTime", "stop time", "T1/10", []string{"Expiry1"}},
+	{"Margin", "margin", "T1/10", []string{"Expiry1"}},
+	{"MaxSubmission", "S", "min(60s, T2 - D - margin)", []string{"Expiry2", "LocalDeadline", "Margin"}},
+}
+
+// knob returns a timing knob's value by field name.
+func (c Config) knob(field string) time.Duration {
+	switch field {
+	case "RenewInterval":
+		return c.RenewInterval
+	case "LocalDeadline":
+		return c.LocalDeadline
+	case "Expiry1":
+		return c.Expiry1
+	case "Expiry2":
+		return c.Expiry2
+	case "MaxSubmission":
+		return c.MaxSubmission
+	case "StopTime":
+		return c.StopTime
+	case "Margin":
+		return c.Margin
+	}
+	panic("claims: unknown timing knob " + field)
+}
+
+// knobName is how the caller's user knows a knob.
+func (c Config) knobName(field string) string {
+	return cmp.Or(c.KnobNames[field], field)
 }
 
 // Voided is a claim this instance's maintenance freed from an expired owner.
@@ -86,6 +138,7 @@ type Voided struct {
 
 // withDefaults returns a copy with every zero knob filled in from the ones set.
 func (c Config) withDefaults() Config {
+	c = c.recordGiven()
 	if c.InstanceID == uuid.Nil {
 		c.InstanceID = uuid.New()
 	}
@@ -110,6 +163,18 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
+// recordGiven notes which timing knobs are set, once, before defaults are applied.
+func (c Config) recordGiven() Config {
+	if c.given != nil {
+		return c
+	}
+	c.given = map[string]bool{}
+	for _, k := range timingKnobs {
+		c.given[k.field] = c.knob(k.field) != 0
+	}
+	return c
+}
+
 // Timings is the resolved set of timing knobs, after defaults.
 type Timings struct {
 	RenewInterval, LocalDeadline, Expiry1, Expiry2, MaxSubmission, StopTime, Margin time.Duration
@@ -126,51 +191,134 @@ func (c Config) timings() Timings {
 }
 
 // validate checks the timing rules of DESIGN 4.8 on a Config with defaults applied. Each
-// error names the rule and the values.
+// error names the rule and the values, and, when the rule failed on values the caller did not
+// set, where they came from (see explain).
 func (c Config) validate() error {
 	var errs []error
-	bad := func(format string, a ...any) { errs = append(errs, fmt.Errorf(format, a...)) }
+	bad := func(knobs []string, format string, a ...any) {
+		errs = append(errs, fmt.Errorf(format+c.explain(knobs), a...))
+	}
 	for _, k := range []struct {
-		name string
-		d    time.Duration
+		field, name string
 	}{
-		{"renew interval (R)", c.RenewInterval}, {"local deadline (D)", c.LocalDeadline},
-		{"expiry-1 (T1)", c.Expiry1}, {"expiry-2 (T2)", c.Expiry2},
-		{"max submission time (S)", c.MaxSubmission}, {"stop time", c.StopTime}, {"margin", c.Margin},
+		{"RenewInterval", "renew interval (R)"}, {"LocalDeadline", "local deadline (D)"},
+		{"Expiry1", "expiry-1 (T1)"}, {"Expiry2", "expiry-2 (T2)"},
+		{"MaxSubmission", "max submission time (S)"}, {"StopTime", "stop time"}, {"Margin", "margin"},
 	} {
-		if k.d <= 0 {
-			bad("%s must be positive, got %s", k.name, k.d)
+		if d := c.knob(k.field); d <= 0 {
+			bad([]string{k.field}, "%s must be positive, got %s", k.name, d)
 		}
 	}
 	if len(errs) > 0 {
 		return errors.Join(errs...)
 	}
 	if c.RenewInterval > c.Expiry1/3 {
-		bad("renew interval R <= T1/3 violated: R = %s, T1 = %s (T1/3 = %s)", c.RenewInterval, c.Expiry1, c.Expiry1/3)
+		bad([]string{"RenewInterval", "Expiry1"}, "renew interval R <= T1/3 violated: R = %s, T1 = %s (T1/3 = %s)", c.RenewInterval, c.Expiry1, c.Expiry1/3)
 	}
 	if c.LocalDeadline < 2*c.RenewInterval {
-		bad("local deadline D >= 2R violated: D = %s, R = %s (2R = %s)", c.LocalDeadline, c.RenewInterval, 2*c.RenewInterval)
+		bad([]string{"LocalDeadline", "RenewInterval"}, "local deadline D >= 2R violated: D = %s, R = %s (2R = %s)", c.LocalDeadline, c.RenewInterval, 2*c.RenewInterval)
 	}
 	if c.LocalDeadline+c.StopTime >= c.Expiry1 {
-		bad("D + stop time < T1 violated: D = %s + stop time = %s is %s, T1 = %s", c.LocalDeadline, c.StopTime, c.LocalDeadline+c.StopTime, c.Expiry1)
+		bad([]string{"LocalDeadline", "StopTime", "Expiry1"}, "D + stop time < T1 violated: D = %s + stop time = %s is %s, T1 = %s", c.LocalDeadline, c.StopTime, c.LocalDeadline+c.StopTime, c.Expiry1)
 	}
 	if c.Expiry2 <= c.Expiry1 {
-		bad("T2 > T1 violated: T2 = %s, T1 = %s", c.Expiry2, c.Expiry1)
+		bad([]string{"Expiry2", "Expiry1"}, "T2 > T1 violated: T2 = %s, T1 = %s", c.Expiry2, c.Expiry1)
 	}
 	if need := c.LocalDeadline + c.MaxSubmission + c.Margin; c.Expiry2 < need {
-		bad("T2 >= D + S + margin violated: T2 = %s, D = %s + S = %s + margin = %s is %s", c.Expiry2, c.LocalDeadline, c.MaxSubmission, c.Margin, need)
+		bad([]string{"Expiry2", "LocalDeadline", "MaxSubmission", "Margin"}, "T2 >= D + S + margin violated: T2 = %s, D = %s + S = %s + margin = %s is %s", c.Expiry2, c.LocalDeadline, c.MaxSubmission, c.Margin, need)
 	}
 	if c.ShareSlack < 0 {
-		bad("share slack must not be negative, got %d", c.ShareSlack)
+		bad(nil, "share slack must not be negative, got %d", c.ShareSlack)
 	}
 	if c.MaxSerializationRetries < 0 {
-		bad("max serialization retries must not be negative, got %d", c.MaxSerializationRetries)
+		bad(nil, "max serialization retries must not be negative, got %d", c.MaxSerializationRetries)
 	}
 	if len(c.Name) > 200 {
-		bad("instance name is %d bytes; at most 200 allowed", len(c.Name))
+		bad(nil, "instance name is %d bytes; at most 200 allowed", len(c.Name))
 	}
 	if len(errs) > 0 {
 		return fmt.Errorf("invalid claim timings: %w", errors.Join(errs...))
 	}
 	return nil
+}
+
+// explain is appended to a broken rule's message when some of the rule's knobs were not set:
+// it walks from them to the values they were derived from, lists the unset ones with their
+// derivation, names the set ones, and says what to set instead. It is empty when the caller
+// set every knob of the rule (the message already shows their values), or when it is not
+// known what was set (validate on a Config that did not pass through withDefaults).
+func (c Config) explain(rule []string) string {
+	if c.given == nil {
+		return ""
+	}
+	byField := map[string]int{}
+	for i, k := range timingKnobs {
+		byField[k.field] = i
+	}
+	var unset, set []string
+	seen := map[string]bool{}
+	var visit func(field string)
+	visit = func(field string) {
+		if seen[field] {
+			return
+		}
+		seen[field] = true
+		if c.given[field] {
+			set = append(set, field)
+			return
+		}
+		unset = append(unset, field)
+		for _, from := range timingKnobs[byField[field]].from {
+			visit(from)
+		}
+	}
+	for _, f := range rule {
+		visit(f)
+	}
+	if len(unset) == 0 {
+		return ""
+	}
+	var b strings.Builder
+	b.WriteString(". Not set, so from the defaults: ")
+	var instead []string
+	for i, f := range unset {
+		k := timingKnobs[byField[f]]
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		if k.from == nil {
+			fmt.Fprintf(&b, "%s = %s (%s)", k.symbol, c.knob(f), k.rule)
+		} else {
+			fmt.Fprintf(&b, "%s = %s = %s", k.symbol, k.rule, c.knob(f))
+		}
+		if slices.Contains(rule, f) || k.from == nil {
+			instead = append(instead, c.knobName(f))
+		}
+	}
+	if len(set) > 0 {
+		b.WriteString(". You set ")
+		for i, f := range set {
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			fmt.Fprintf(&b, "%s = %s", c.knobName(f), c.knob(f))
+		}
+		if len(set) > 1 {
+			b.WriteString(": change them, or also set ")
+		} else {
+			b.WriteString(": change it, or also set ")
+		}
+	} else {
+		b.WriteString(". Set ")
+	}
+	b.WriteString(orList(instead))
+	return b.String()
+}
+
+// orList joins names as "a", "a or b", "a, b or c".
+func orList(names []string) string {
+	if len(names) < 2 {
+		return strings.Join(names, "")
+	}
+	return strings.Join(names[:len(names)-1], ", ") + " or " + names[len(names)-1]
 }

@@ -26,5 +26,5 @@ func ExampleConfig_Resolve() {
 	// local deadline: 2s
 	// max submission: 12.7s
 	// invalid claim timings: renew interval R <= T1/3 violated: R = 2s, T1 = 3s (T1/3 = 1s)
-	// local deadline D >= 2R violated: D = 2s, R = 2s (2R = 4s)
+	// local deadline D >= 2R violated: D = 2s, R = 2s (2R = 4s). Not set, so from the defaults: D = 2/3 of T1 = 2s. You set Expiry1 = 3s, RenewInterval = 2s: change them, or also set LocalDeadline
 }

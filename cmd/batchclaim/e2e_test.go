@@ -213,7 +213,7 @@ func TestCLIErrors(t *testing.T) {
 		{[]string{"status", "--database-url", "postgres://u@127.0.0.1:1/x?connect_timeout=2"}, regexp.MustCompile(`^batchclaim status: cannot reach database at 127\.0\.0\.1:1/x: .*\n$`), 1},
 		{[]string{"migrate", "up", "--database-url", "not a url%%"}, regexp.MustCompile(`^batchclaim migrate: bad database URL: .*\n$`), 1},
 		{[]string{"status"}, regexp.MustCompile(`^batchclaim status: no database: set --database-url or DATABASE_URL\n$`), 1},
-		{[]string{"run", "--database-url", "postgres://x@127.0.0.1:1/x", "--dlt-url", "http://127.0.0.1:1", "--expiry-1", "3s", "--renew-interval", "2s"}, regexp.MustCompile(`^batchclaim run: invalid claim timings: renew interval R <= T1/3 violated: R = 2s, T1 = 3s \(T1/3 = 1s\); local deadline D >= 2R violated: D = 2s, R = 2s \(2R = 4s\)\n$`), 1},
+		{[]string{"run", "--database-url", "postgres://x@127.0.0.1:1/x", "--dlt-url", "http://127.0.0.1:1", "--expiry-1", "3s", "--renew-interval", "2s"}, regexp.MustCompile(`^batchclaim run: invalid claim timings: renew interval R <= T1/3 violated: R = 2s, T1 = 3s \(T1/3 = 1s\); local deadline D >= 2R violated: D = 2s, R = 2s \(2R = 4s\)\. Not set, so from the defaults: D = 2/3 of T1 = 2s\. You set --expiry-1 = 3s, --renew-interval = 2s: change them, or also set --local-deadline\n$`), 1},
 		{[]string{"run", "--database-url", "postgres://x@127.0.0.1:1/x"}, regexp.MustCompile(`^batchclaim run: --dlt-url is required`), 1},
 		{[]string{"nosuch"}, regexp.MustCompile(`unknown command "nosuch"`), 2},
 	}
