@@ -34,8 +34,9 @@ const (
 	Accepted Verdict = iota + 1
 	// Rejected: 400, the batches are at fault; terminal, never post them again.
 	Rejected
-	// Retry: back-pressure (429, 503), a timeout (408), a server error, a connection error, a
-	// timeout or a dropped response. Post again later.
+	// Retry: not accepted and not rejected. Post again later: at once after back-pressure that
+	// proves refusal (429, 503 code 15, a refused connection), only after asking the ledger when
+	// Unknown is set.
 	Retry
 )
 
@@ -64,9 +65,11 @@ type PostResult struct {
 	// Detail explains a rejection or a retry: the error title and message of the body, a short
 	// excerpt of it, or the transport error's text.
 	Detail string
-	// Unknown is true when the POST may have taken effect although its answer was not seen:
-	// a timeout or a dropped connection after the request was written, or a 500, 502 or 504.
-	// A later re-post of the same batches may then be a duplicate, which this explains.
+	// Unknown is true when the POST may have taken effect although no answer proved either
+	// way: a timeout or a dropped connection after the request was written, a 408, a 503 other
+	// than Sawtooth's "validator not ready" (code 15), or another 5xx. The ledger is asked
+	// before the batches are posted again; a later re-post may then be a duplicate, which this
+	// explains.
 	Unknown bool
 }
 

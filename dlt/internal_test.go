@@ -2,6 +2,7 @@ package dlt
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"testing"
 	"time"
@@ -57,21 +58,34 @@ func TestFlexBytes(t *testing.T) {
 	}
 }
 
+// Only an answer that proves the batches were not taken is retried blind; every other
+// non-final answer is an unknown outcome that the ledger is asked about first.
 func TestClassify(t *testing.T) {
 	t.Parallel()
+	sawtooth := func(code int) string {
+		return fmt.Sprintf(`{"error": {"code": %d, "title": "t", "message": "m"}}`, code)
+	}
 	tests := []struct {
 		code    int
+		body    string
 		verdict Verdict
 		unknown bool
 	}{
-		{200, Accepted, false}, {202, Accepted, false}, {400, Rejected, false},
-		{401, Retry, false}, {404, Retry, false}, {408, Retry, false}, {429, Retry, false},
-		{500, Retry, true}, {502, Retry, true}, {503, Retry, false}, {504, Retry, true},
+		{200, "", Accepted, false}, {202, `{"link": "x"}`, Accepted, false},
+		{400, sawtooth(30), Rejected, false},
+		{401, "", Retry, false}, {404, "", Retry, false},
+		{429, sawtooth(31), Retry, false}, {429, "", Retry, false},
+		{503, sawtooth(15), Retry, false}, // validator not ready: never passed on
+		{503, sawtooth(17), Retry, true},  // validator timed out: may have been taken
+		{503, sawtooth(18), Retry, true},  // validator disconnected after receiving it
+		{503, "", Retry, true},            // no proof of refusal
+		{408, sawtooth(19), Retry, true},
+		{500, "", Retry, true}, {502, "", Retry, true}, {504, "", Retry, true},
 	}
 	for _, tt := range tests {
-		r := classify(tt.code)
+		r := classify(tt.code, []byte(tt.body))
 		if r.Verdict != tt.verdict || r.Unknown != tt.unknown || r.HTTPStatus != tt.code {
-			t.Errorf("classify(%d) = %+v, want %v unknown=%v", tt.code, r, tt.verdict, tt.unknown)
+			t.Errorf("classify(%d, %s) = %+v, want %v unknown=%v", tt.code, tt.body, r, tt.verdict, tt.unknown)
 		}
 	}
 }

@@ -130,7 +130,7 @@ func (t *transport) post(ctx context.Context, target string, payload []byte,
 	}
 	defer resp.Body.Close()
 	body, readErr := io.ReadAll(io.LimitReader(resp.Body, maxPostAnswer))
-	res := classify(resp.StatusCode)
+	res := classify(resp.StatusCode, body)
 	res.RetryAfter = parseRetryAfter(resp.Header.Get("Retry-After"), time.Now())
 	if res.Verdict == Accepted {
 		res.Link = t.link(body)
@@ -145,19 +145,46 @@ func (t *transport) post(ctx context.Context, target string, payload []byte,
 	return res, nil
 }
 
-// classify maps an HTTP status code to a verdict.
-func classify(code int) PostResult {
+// classify maps an answer to a verdict. Only an answer that proves the batches were not
+// taken may be retried blind (Retry without Unknown): 429 (queue full), a 503 whose Sawtooth
+// error code is 15 (validator not ready: the REST API did not pass the batches on), and the
+// other 4xx (the request itself was refused). Everything else whose outcome is not an
+// acceptance or a rejection is Unknown: the ledger must be asked before the batches go again.
+// That includes 408 (the REST API gave up sending to the validator after trying), a 503 with
+// code 17 (validator timed out: the batches may have been taken) or 18 (validator
+// disconnected after receiving them), a 503 without a Sawtooth code, and every other 5xx.
+func classify(code int, body []byte) PostResult {
 	res := PostResult{HTTPStatus: code, Verdict: Retry}
 	switch {
 	case code >= 200 && code < 300:
 		res.Verdict = Accepted
 	case code == http.StatusBadRequest:
 		res.Verdict = Rejected
-	case code == http.StatusInternalServerError, code == http.StatusBadGateway,
-		code == http.StatusGatewayTimeout:
+	case code == http.StatusTooManyRequests:
+	case code == http.StatusServiceUnavailable:
+		res.Unknown = sawtoothErrorCode(body) != sawtoothValidatorNotReady
+	case code == http.StatusRequestTimeout, code >= 500:
 		res.Unknown = true
 	}
 	return res
+}
+
+// sawtoothValidatorNotReady is the Sawtooth REST API's error code for a 503 sent before the
+// batches were passed to the validator.
+const sawtoothValidatorNotReady = 15
+
+// sawtoothErrorCode reads the code of a Sawtooth error body, {"error": {"code": N}}; 0 when
+// the body is not one.
+func sawtoothErrorCode(body []byte) int {
+	var v struct {
+		Error struct {
+			Code int `json:"code"`
+		} `json:"error"`
+	}
+	if json.Unmarshal(body, &v) != nil {
+		return 0
+	}
+	return v.Error.Code
 }
 
 // link reads {"link": L} and resolves L against the base URL; "" when absent.
