@@ -142,11 +142,13 @@ func (e *Engine) heartbeat(ctx context.Context) error {
 	}
 	sent := time.Now()
 	_, err = e.q.InstanceHeartbeat(ctx, e.pool, db.InstanceHeartbeatParams{
-		ID: e.cfg.InstanceID, Now: now,
+		ID: e.cfg.InstanceID, Nonce: e.nonce, Now: now,
 		Expiry1Ms: e.cfg.Expiry1.Milliseconds(), Expiry2Ms: e.cfg.Expiry2.Milliseconds(),
 	})
 	if errors.Is(err, pgx.ErrNoRows) {
-		e.log.Warn("instance row missing (pruned?); registering again")
+		// Pruned after a long stall (register again), or replaced by another process with the
+		// same id (Register refuses while that one is live).
+		e.log.Warn("instance row missing or not ours any more; registering again")
 		return e.Register(ctx)
 	}
 	if err != nil {
@@ -181,6 +183,13 @@ func (e *Engine) claimTx(ctx context.Context, tx pgx.Tx, share Share, releaseSur
 	now, err := e.dbNow(ctx, tx)
 	if err != nil {
 		return nil, nil, 0, err
+	}
+	owned, err := e.q.InstanceOwned(ctx, tx, db.InstanceOwnedParams{ID: e.cfg.InstanceID, Nonce: e.nonce})
+	if err != nil {
+		return nil, nil, 0, fmt.Errorf("check own lease: %w", err)
+	}
+	if !owned {
+		return nil, nil, 0, fmt.Errorf("claim cycle: %w: the registry row of %s belongs to another process", ErrInstanceIDInUse, e.cfg.InstanceID)
 	}
 	v, err := e.q.ClaimsVoidExpired(ctx, tx, now)
 	if err != nil {

@@ -11,19 +11,25 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 
 	"github.com/batchclaim/batchclaim/internal/db"
 )
+
+// ErrInstanceIDInUse: another process registered the same instance id and its lease has not
+// passed expiry_2, so it may still be working under its claims.
+var ErrInstanceIDInUse = errors.New("instance id in use")
 
 // Engine holds and keeps this instance's claims. It is safe for concurrent use.
 //
 // New does no I/O. Register inserts the instance row; Run (or repeated calls to Cycle) keeps
 // the lease and the claims; Shutdown releases everything and removes the instance row.
 type Engine struct {
-	cfg  Config
-	pool Pool
-	q    *db.Queries
-	log  *slog.Logger
+	cfg   Config
+	pool  Pool
+	q     *db.Queries
+	log   *slog.Logger
+	nonce uuid.UUID // random per Engine: only this process can use its instance row
 
 	shift atomic.Int64 // nanoseconds added to the database clock (tests and drills)
 
@@ -57,11 +63,12 @@ func New(pool Pool, cfg Config) (*Engine, error) {
 		return nil, err
 	}
 	return &Engine{
-		cfg:  cfg,
-		pool: pool,
-		q:    db.New(),
-		log:  cfg.Logger.With("instance_id", cfg.InstanceID.String()),
-		held: map[string]*heldClaim{},
+		cfg:   cfg,
+		pool:  pool,
+		q:     db.New(),
+		log:   cfg.Logger.With("instance_id", cfg.InstanceID.String()),
+		nonce: uuid.New(),
+		held:  map[string]*heldClaim{},
 	}, nil
 }
 
@@ -81,16 +88,19 @@ func (e *Engine) ShiftDBTime(d time.Duration) { e.shift.Store(int64(d)) }
 
 // Register inserts this instance into the registry and starts its lease. It must succeed
 // before Cycle.
+//
+// The row is this process's alone (a random nonce, checked by renewal and every fence). If
+// another process registered the same InstanceID and its lease has not passed expiry_2,
+// Register fails with ErrInstanceIDInUse: that process may still be working under its claims.
+// A row whose lease passed expiry_2 belongs to a dead process: its claims are voided and the
+// row is replaced.
 func (e *Engine) Register(ctx context.Context) error {
-	now, err := e.dbNow(ctx, e.pool)
-	if err != nil {
-		return fmt.Errorf("register instance: %w", err)
-	}
 	sent := time.Now()
-	_, err = e.q.InstanceRegister(ctx, e.pool, db.InstanceRegisterParams{
-		ID: e.cfg.InstanceID, Name: e.cfg.Name, Host: e.cfg.Host, Version: e.cfg.Version,
-		Now: now, Expiry1Ms: e.cfg.Expiry1.Milliseconds(), Expiry2Ms: e.cfg.Expiry2.Milliseconds(),
-	})
+	err := serializable(ctx, e.pool, e.cfg.MaxSerializationRetries, e.GuardTx, func() {},
+		func(tx pgx.Tx) error { return e.registerTx(ctx, tx) })
+	if isUniqueViolation(err) {
+		err = fmt.Errorf("%w: %s was registered by another process at the same moment", ErrInstanceIDInUse, e.cfg.InstanceID)
+	}
 	if err != nil {
 		return fmt.Errorf("register instance: %w", err)
 	}
@@ -103,6 +113,43 @@ func (e *Engine) Register(ctx context.Context) error {
 	e.renewed(sent)
 	e.log.Info("instance registered", "name", e.cfg.Name)
 	return nil
+}
+
+func (e *Engine) registerTx(ctx context.Context, tx pgx.Tx) error {
+	now, err := e.dbNow(ctx, tx)
+	if err != nil {
+		return err
+	}
+	old, err := e.q.InstanceLockForRegister(ctx, tx, db.InstanceLockForRegisterParams{ID: e.cfg.InstanceID, Now: now})
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+	case err != nil:
+		return err
+	case old.Nonce == e.nonce:
+		// Our own row (Register called again): renewing it is all there is to do.
+		_, err := e.q.InstanceHeartbeat(ctx, tx, db.InstanceHeartbeatParams{
+			ID: e.cfg.InstanceID, Nonce: e.nonce, Now: now,
+			Expiry1Ms: e.cfg.Expiry1.Milliseconds(), Expiry2Ms: e.cfg.Expiry2.Milliseconds(),
+		})
+		return err
+	case old.Live:
+		return fmt.Errorf("%w: %s is held by another live process (its lease lasts until %s by the database clock); give each process its own id, or wait",
+			ErrInstanceIDInUse, e.cfg.InstanceID, old.Expiry2.Format(time.RFC3339))
+	default:
+		voided, err := e.q.ClaimsVoidOwner(ctx, tx, e.cfg.InstanceID)
+		if err != nil {
+			return err
+		}
+		if _, err := e.q.InstanceDeleteDead(ctx, tx, db.InstanceDeleteDeadParams{ID: e.cfg.InstanceID, Nonce: old.Nonce}); err != nil {
+			return err
+		}
+		e.log.Warn("replaced the registry row of a dead process with the same instance id", "voided_claims", len(voided))
+	}
+	_, err = e.q.InstanceRegister(ctx, tx, db.InstanceRegisterParams{
+		ID: e.cfg.InstanceID, Nonce: e.nonce, Name: e.cfg.Name, Host: e.cfg.Host, Version: e.cfg.Version,
+		Now: now, Expiry1Ms: e.cfg.Expiry1.Milliseconds(), Expiry2Ms: e.cfg.Expiry2.Milliseconds(),
+	})
+	return err
 }
 
 // Run registers the instance (if needed) and runs the claim cycle every RenewInterval until
@@ -288,27 +335,51 @@ const ShutdownTimeout = 5 * time.Second
 // Shutdown releases every claim still held (each only if its epoch still matches) and
 // removes the instance from the registry, so that other instances take the claims on their
 // next cycle. Call it after the work running under the claims has stopped. It uses ctx
-// without its cancellation, bounded by ShutdownTimeout.
-func (e *Engine) Shutdown(ctx context.Context) error {
+// without its cancellation, bounded by a few seconds.
+func (e *Engine) Shutdown(ctx context.Context) error { return e.ShutdownKeeping(ctx, nil) }
+
+// ShutdownKeeping is Shutdown for an instance some of whose work under its claims may still
+// be running (a submission that did not end when asked to): the claims of the service_ids in
+// busy are not released but left to expire (after expiry_2, as they are marked in
+// submission), and the instance row stays until then, so that no other instance starts on
+// them while that work may still reach the ledger. Every claim is dropped locally.
+func (e *Engine) ShutdownKeeping(ctx context.Context, busy []string) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ShutdownTimeout)
 	defer cancel()
+	keep := make(map[string]bool, len(busy))
+	for _, id := range busy {
+		keep[id] = true
+	}
 	e.mu.Lock()
-	claims := make([]Claim, 0, len(e.held))
+	var give, kept []Claim
 	for _, h := range e.held {
-		claims = append(claims, h.claim)
+		if keep[h.claim.ServiceID] {
+			kept = append(kept, h.claim)
+		} else {
+			give = append(give, h.claim)
+		}
 	}
 	if e.watchdog != nil {
 		e.watchdog.Stop()
 	}
 	e.mu.Unlock()
-	released, err := e.release(ctx, e.pool, claims, "released", false)
-	for _, c := range claims {
+	released, err := e.release(ctx, e.pool, give, "released", false)
+	for _, c := range give {
 		e.lose(c, LossReleased)
 	}
+	e.mu.Lock()
+	lostKept := e.dropAllLocked()
+	e.mu.Unlock()
+	e.notifyLost(lostKept, LossReleased)
 	if err != nil {
 		return fmt.Errorf("release claims: %w", err)
 	}
-	if _, err := e.q.InstanceDeregister(ctx, e.pool, e.cfg.InstanceID); err != nil {
+	if len(busy) > 0 {
+		e.log.Warn("stopped with work still running: its claims are left to expire instead of being released",
+			"released", released, "left_to_expire", len(kept))
+		return nil
+	}
+	if _, err := e.q.InstanceDeregister(ctx, e.pool, db.InstanceDeregisterParams{ID: e.cfg.InstanceID, Nonce: e.nonce}); err != nil {
 		return fmt.Errorf("deregister instance: %w", err)
 	}
 	e.mu.Lock()

@@ -27,7 +27,7 @@ func (e *Engine) BeginSubmission(ctx context.Context, q Querier, c Claim) error 
 		return fmt.Errorf("begin submission: %w", err)
 	}
 	_, err = e.q.ClaimBeginSubmission(ctx, q, db.ClaimBeginSubmissionParams{
-		Now: now, ServiceID: c.ServiceID, Claimant: e.cfg.InstanceID, Epoch: c.Epoch,
+		Now: now, ServiceID: c.ServiceID, Claimant: e.cfg.InstanceID, Epoch: c.Epoch, Nonce: e.nonce,
 	})
 	return e.fenceResult("begin submission", c, err)
 }
@@ -48,7 +48,7 @@ func (e *Engine) EndSubmission(ctx context.Context, q Querier, c Claim) error {
 // transaction ends, so that no takeover can commit in between. Call it first in every
 // transaction that writes about c's service_id.
 func (e *Engine) Fence(ctx context.Context, tx Querier, c Claim) error {
-	_, err := e.q.ClaimFence(ctx, tx, db.ClaimFenceParams{ServiceID: c.ServiceID, Claimant: e.cfg.InstanceID, Epoch: c.Epoch})
+	_, err := e.q.ClaimFence(ctx, tx, db.ClaimFenceParams{ServiceID: c.ServiceID, Claimant: e.cfg.InstanceID, Epoch: c.Epoch, Nonce: e.nonce})
 	return e.fenceResult("fence", c, err)
 }
 
@@ -86,6 +86,16 @@ func (e *Engine) GuardTx(ctx context.Context, q Querier) error {
 		return fmt.Errorf("set transaction timeouts: %w", err)
 	}
 	return nil
+}
+
+// WriteTx runs fn in a READ COMMITTED transaction guarded by GuardTx, and runs it again
+// (with jittered backoff, up to MaxSerializationRetries times, while ctx lasts) when it fails
+// with a lock timeout, a deadlock or a serialization failure (SQLSTATE 55P03, 40P01, 40001):
+// a fenced write that merely lost a race must not be given up, or a recorded outcome turns into
+// an adoption. fn must be safe to run again: everything it did in a failed try is rolled back.
+func (e *Engine) WriteTx(ctx context.Context, fn func(pgx.Tx) error) error {
+	return retryTx(ctx, e.pool, pgx.TxOptions{}, e.cfg.MaxSerializationRetries, e.GuardTx,
+		func() { e.stats.writeRetries.Add(1) }, fn)
 }
 
 func ms(d time.Duration) string { return strconv.FormatInt(d.Milliseconds(), 10) }

@@ -12,11 +12,17 @@ import (
 )
 
 // isSerializationFailure reports SQLSTATE 40001 (serialization_failure), 40P01
-// (deadlock_detected) or 55P03 (lock_not_available: lock_timeout passed while another cycle
-// held a row): the transaction lost a race and may simply be run again.
+// (deadlock_detected) or 55P03 (lock_not_available: lock_timeout passed while another
+// transaction held a row): the transaction lost a race and may simply be run again.
 func isSerializationFailure(err error) bool {
 	var pgErr *pgconn.PgError
 	return errors.As(err, &pgErr) && (pgErr.Code == "40001" || pgErr.Code == "40P01" || pgErr.Code == "55P03")
+}
+
+// isUniqueViolation reports SQLSTATE 23505.
+func isUniqueViolation(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == "23505"
 }
 
 // newBackOff builds the jittered exponential backoff used between serialization retries.
@@ -32,8 +38,15 @@ func newBackOff(ctx context.Context, maxTries int) backoff.BackOff {
 // serializable runs fn in a SERIALIZABLE transaction, again and again while it fails with a
 // serialization failure, up to maxTries retries. retried is called once per retry.
 func serializable(ctx context.Context, pool Pool, maxTries int, guard func(context.Context, Querier) error, retried func(), fn func(pgx.Tx) error) error {
+	return retryTx(ctx, pool, pgx.TxOptions{IsoLevel: pgx.Serializable}, maxTries, guard, retried, fn)
+}
+
+// retryTx runs fn in a transaction with opts, again while it fails with a transient
+// conflict (isSerializationFailure), up to maxTries retries with jittered backoff; ctx ends
+// the retries.
+func retryTx(ctx context.Context, pool Pool, opts pgx.TxOptions, maxTries int, guard func(context.Context, Querier) error, retried func(), fn func(pgx.Tx) error) error {
 	op := func() error {
-		err := runTx(ctx, pool, guard, fn)
+		err := runTx(ctx, pool, opts, guard, fn)
 		if err == nil {
 			return nil
 		}
@@ -45,15 +58,15 @@ func serializable(ctx context.Context, pool Pool, maxTries int, guard func(conte
 	}
 	if err := backoff.Retry(op, newBackOff(ctx, maxTries)); err != nil {
 		if isSerializationFailure(err) {
-			return fmt.Errorf("gave up after %d serialization retries: %w", maxTries, err)
+			return fmt.Errorf("gave up after %d retries of a transient conflict: %w", maxTries, err)
 		}
 		return err
 	}
 	return nil
 }
 
-func runTx(ctx context.Context, pool Pool, guard func(context.Context, Querier) error, fn func(pgx.Tx) error) error {
-	tx, err := pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.Serializable})
+func runTx(ctx context.Context, pool Pool, opts pgx.TxOptions, guard func(context.Context, Querier) error, fn func(pgx.Tx) error) error {
+	tx, err := pool.BeginTx(ctx, opts)
 	if err != nil {
 		return err
 	}

@@ -7,6 +7,7 @@ type counters struct {
 	serializationRetries, serializationGiveUps atomic.Int64
 	gained, lost, voided, released             atomic.Int64
 	deadlineFences, staleWrites                atomic.Int64
+	writeRetries                               atomic.Int64
 }
 
 // Stats are the engine's cumulative counters since New, for metrics.
@@ -21,6 +22,7 @@ type Stats struct {
 	Released             int64 // claims given back (surplus or shutdown)
 	DeadlineFences       int64 // times the local deadline passed without a renewal
 	StaleWritesRejected  int64 // fenced writes refused because the epoch was stale
+	WriteRetries         int64 // batch-recording transactions (WriteTx) run again after a lock timeout, deadlock or serialization failure
 	Held                 int64 // claims held now
 }
 
@@ -33,6 +35,7 @@ func (e *Engine) Stats() Stats {
 		Cycles: e.stats.cycles.Load(), CycleErrors: e.stats.cycleErrors.Load(),
 		SerializationRetries: e.stats.serializationRetries.Load(), SerializationGiveUps: e.stats.serializationGiveUps.Load(),
 		Gained: e.stats.gained.Load(), Lost: e.stats.lost.Load(), Voided: e.stats.voided.Load(),
-		Released: e.stats.released.Load(), DeadlineFences: e.stats.deadlineFences.Load(), StaleWritesRejected: e.stats.staleWrites.Load(), Held: held,
+		Released: e.stats.released.Load(), DeadlineFences: e.stats.deadlineFences.Load(), StaleWritesRejected: e.stats.staleWrites.Load(),
+		WriteRetries: e.stats.writeRetries.Load(), Held: held,
 	}
 }

@@ -20,11 +20,22 @@ type Stored struct {
 	New     bool  // false when it was already stored (idempotent repeat)
 }
 
-// Enqueue stores one batch of serviceID with opaque payload bytes, after every batch stored
-// before it for that service_id. batchID must be unique per service_id; storing the same
-// (serviceID, batchID) again changes nothing. Run it in a transaction (pass a pgx.Tx) to
-// store the batch atomically with other writes.
+// ErrBatchIDTaken: a ledger batch id is already stored under another service_id. A ledger
+// batch id (the batch header signature) is global on the ledger, so one batch never belongs to
+// two service_ids.
+var ErrBatchIDTaken = errors.New("ledger batch id already stored under another service_id")
+
+// Enqueue stores one batch of serviceID with opaque payload bytes, after every batch of that
+// service_id committed before it: enqueues of one service_id are serialized (a
+// transaction-scoped advisory lock), so the per-service order is the order of the commits.
+// batchID must be unique per service_id; storing the same (serviceID, batchID) again changes
+// nothing. Run it in a transaction (pass a pgx.Tx) to store the batch atomically with other
+// writes; other enqueues of serviceID then wait for that transaction to end, so keep it short.
 func Enqueue(ctx context.Context, q claims.Querier, serviceID, batchID string, payload []byte) (Stored, error) {
+	return enqueue(ctx, q, serviceID, batchID, payload, false)
+}
+
+func enqueue(ctx context.Context, q claims.Querier, serviceID, batchID string, payload []byte, ledger bool) (Stored, error) {
 	if err := batchclaim.ValidateServiceID(serviceID); err != nil {
 		return Stored{}, err
 	}
@@ -35,23 +46,34 @@ func Enqueue(ctx context.Context, q claims.Querier, serviceID, batchID string, p
 		return Stored{}, err
 	}
 	qs := db.New()
-	row, err := qs.BatchInsert(ctx, q, db.BatchInsertParams{ServiceID: serviceID, BatchID: batchID, Payload: payload})
-	if errors.Is(err, pgx.ErrNoRows) {
-		old, err := qs.BatchLookup(ctx, q, db.BatchLookupParams{ServiceID: serviceID, BatchID: batchID})
-		if err != nil {
-			return Stored{}, fmt.Errorf("look up stored batch: %w", err)
-		}
-		return Stored{BatchID: batchID, Seq: old.Seq}, nil
+	row, err := qs.BatchInsert(ctx, q, db.BatchInsertParams{ServiceID: serviceID, BatchID: batchID, Payload: payload, Ledger: ledger})
+	if err == nil {
+		return Stored{BatchID: batchID, Seq: row.Seq, New: true}, nil
 	}
-	if err != nil {
+	if !errors.Is(err, pgx.ErrNoRows) {
 		return Stored{}, fmt.Errorf("store batch: %w", err)
 	}
-	return Stored{BatchID: batchID, Seq: row.Seq, New: true}, nil
+	// A conflict: the same batch stored before (an idempotent repeat), or a ledger batch id
+	// stored under another service_id.
+	old, err := qs.BatchLookup(ctx, q, db.BatchLookupParams{ServiceID: serviceID, BatchID: batchID})
+	if err == nil {
+		return Stored{BatchID: batchID, Seq: old.Seq}, nil
+	}
+	if !errors.Is(err, pgx.ErrNoRows) {
+		return Stored{}, fmt.Errorf("look up stored batch: %w", err)
+	}
+	other, err := qs.BatchLedgerOwner(ctx, q, batchID)
+	if err != nil {
+		// Stored by a transaction this one's snapshot does not see.
+		return Stored{}, fmt.Errorf("batch %s: %w (stored by a concurrent transaction)", batchID, ErrBatchIDTaken)
+	}
+	return Stored{}, fmt.Errorf("batch %s: %w %q (seq %d); not stored under %q", batchID, ErrBatchIDTaken, other.ServiceID, other.Seq, serviceID)
 }
 
 // EnqueueBatchList stores every batch of a serialized BatchList for serviceID, in list
 // order, each as a one-batch BatchList keyed by its header signature. Nothing is stored if the
-// list does not decode. Pass a pgx.Tx to make the whole list atomic.
+// list does not decode. A batch already stored under another service_id is refused with
+// ErrBatchIDTaken. Pass a pgx.Tx to make the whole list atomic (and nothing stored on error).
 func EnqueueBatchList(ctx context.Context, q claims.Querier, serviceID string, list []byte) ([]Stored, error) {
 	if err := batchclaim.ValidateServiceID(serviceID); err != nil {
 		return nil, err
@@ -62,7 +84,7 @@ func EnqueueBatchList(ctx context.Context, q claims.Querier, serviceID string, l
 	}
 	out := make([]Stored, 0, len(batches))
 	for _, b := range batches {
-		s, err := Enqueue(ctx, q, serviceID, b.ID, b.List)
+		s, err := enqueue(ctx, q, serviceID, b.ID, b.List, true)
 		if err != nil {
 			return nil, err
 		}

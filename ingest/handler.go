@@ -124,6 +124,11 @@ func (h *Handler) postBatches(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	stored, err := h.store(r.Context(), serviceID, body)
+	if errors.Is(err, ErrBatchIDTaken) {
+		writeError(w, apiError{http.StatusConflict, 72, "Batch Stored Under Another service_id",
+			"A batch id is global on the ledger; nothing was stored: " + err.Error()})
+		return
+	}
 	if err != nil {
 		h.log.Error("store batches", "service_id", serviceID, "error", err)
 		writeError(w, apiError{http.StatusServiceUnavailable, 18, "Storage Unavailable", "The batches could not be stored; try again"})

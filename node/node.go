@@ -91,12 +91,12 @@ const (
 )
 
 // StopBudget is the longest a node with these timings takes to stop once its context ends:
-// submissions in flight get up to S (MaxSubmission), releasing the claims up to
-// claims.ShutdownTimeout, the HTTP server up to 2s, and one renew interval covers the queuer's
-// last cycle. A supervisor's kill timeout (systemd TimeoutStopSec, Kubernetes
+// submissions in flight get up to S (MaxSubmission) and, if they overrun it, StopTime more to
+// end once cancelled; releasing the claims takes up to claims.ShutdownTimeout, the HTTP server
+// up to 2s, and one renew interval covers the queuer's last cycle. A supervisor's kill timeout (systemd TimeoutStopSec, Kubernetes
 // terminationGracePeriodSeconds) should be at least this; see docs/operations.md.
 func StopBudget(t claims.Timings) time.Duration {
-	return t.MaxSubmission + claims.ShutdownTimeout + httpShutdownTimeout + t.RenewInterval
+	return t.MaxSubmission + t.StopTime + claims.ShutdownTimeout + httpShutdownTimeout + t.RenewInterval
 }
 
 // Node is one running instance.
@@ -161,6 +161,7 @@ func New(pool *pgxpool.Pool, cfg Config) (*Node, error) {
 	n.workers, err = submitter.New(submitter.Config{
 		Workers: cfg.Workers, Timeout: timings.MaxSubmission, BackoffBase: cfg.BackoffBase, BackoffMax: cfg.BackoffMax,
 		OnResult: func(_ submitter.Job, r batchclaim.Result, d time.Duration) { n.metrics.result(r, d) },
+		Lease:    eng,
 		Logger:   cfg.Logger,
 	}, cfg.Submitter, recorderAdapter{n.recorder}, func(j submitter.Job) { q.Done(queuer.Work(j)) })
 	if err != nil {
@@ -240,20 +241,32 @@ func (n *Node) Run(ctx context.Context) error {
 	return errors.Join(ignoreCanceled(runErr), n.stop(ctx, srv))
 }
 
-// stop lets running submissions finish (bounded by the submit timeout), then releases the
-// claims and deregisters.
+// stop lets running submissions finish (bounded by the submit timeout) while the lease is
+// kept alive, then cancels the ones still running and waits for them briefly, then releases
+// the claims whose submissions have ended. A claim whose submission is still running is left
+// to expire: releasing it would let another instance adopt and resend the batch while the old
+// POST may still reach the ledger.
 func (n *Node) stop(ctx context.Context, srv *http.Server) error {
 	n.log.Info("stopping: no new work; waiting for submissions in flight", "in_flight", n.workers.Busy())
-	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), n.engine.Timings().MaxSubmission)
-	go n.renewUntil(wctx)
+	t := n.engine.Timings()
+	base := context.WithoutCancel(ctx)
+	rctx, stopRenewing := context.WithCancel(base)
+	defer stopRenewing()
+	go n.renewUntil(rctx)
+	wctx, cancel := context.WithTimeout(base, t.MaxSubmission)
 	werr := n.workers.Wait(wctx)
 	cancel()
 	if werr != nil {
-		n.log.Warn("submissions still running at the stop deadline; their claims are released anyway", "in_flight", n.workers.Busy())
+		n.log.Warn("submissions still running at the stop deadline; cancelling them", "in_flight", n.workers.Busy())
+		n.workers.Cancel()
+		wctx, cancel := context.WithTimeout(base, t.StopTime)
+		_ = n.workers.Wait(wctx)
+		cancel()
 	}
-	err := n.engine.Shutdown(ctx)
+	stopRenewing()
+	err := n.engine.ShutdownKeeping(ctx, n.workers.Running())
 	if srv != nil {
-		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), httpShutdownTimeout)
+		sctx, cancel := context.WithTimeout(base, httpShutdownTimeout)
 		_ = srv.Shutdown(sctx)
 		cancel()
 	}

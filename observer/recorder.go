@@ -22,7 +22,9 @@ type Fencer interface {
 	BeginSubmission(ctx context.Context, q claims.Querier, c claims.Claim) error
 	EndSubmission(ctx context.Context, q claims.Querier, c claims.Claim) error
 	Fence(ctx context.Context, tx claims.Querier, c claims.Claim) error
-	GuardTx(ctx context.Context, tx claims.Querier) error
+	// WriteTx runs a guarded transaction, retried on lock timeouts, deadlocks and
+	// serialization failures.
+	WriteTx(ctx context.Context, fn func(pgx.Tx) error) error
 }
 
 // Pool starts transactions (a *pgxpool.Pool).
@@ -167,7 +169,7 @@ func (r *Recorder) Finish(ctx context.Context, s Submission, attemptID int64, re
 // also ends any submission mark c's own epoch left behind.
 func (r *Recorder) Adopt(ctx context.Context, c claims.Claim, b batchclaim.Batch, detail string) error {
 	return r.RecordStatuses(ctx, c, []StatusUpdate{{Seq: b.Seq, BatchID: b.BatchID, From: batchclaim.StateInflight,
-		Status: batchclaim.StatusUnknown, Detail: detail}}, true)
+		Status: batchclaim.StatusUnknown, Detail: detail, Adopted: true}}, true)
 }
 
 // StatusUpdate is one ledger answer to record.
@@ -178,6 +180,9 @@ type StatusUpdate struct {
 	Status  batchclaim.Status
 	Invalid []byte // JSON details of invalid transactions
 	Detail  string
+	// Adopted marks the UNKNOWN of an orphaned in-flight batch: no answer from the ledger, so
+	// it does not count towards the consecutive UNKNOWN answers that allow a resubmission.
+	Adopted bool
 }
 
 // RecordStatuses records ledger answers for batches of claim c's service_id, in one fenced
@@ -197,6 +202,7 @@ func (r *Recorder) RecordStatuses(ctx context.Context, c claims.Claim, ups []Sta
 			row, err := r.q.BatchRecordStatus(ctx, tx, db.BatchRecordStatusParams{
 				NewState: string(to), DltStatus: string(u.Status), InvalidDetails: jsonOrNil(u.Invalid),
 				Claimant: r.fence.InstanceID(), Epoch: c.Epoch, Seq: u.Seq, ExpectedState: string(u.From),
+				Answer: !u.Adopted,
 			})
 			if errors.Is(err, pgx.ErrNoRows) {
 				continue
@@ -258,18 +264,7 @@ func (r *Recorder) logTransition(ctx context.Context, tx pgx.Tx, seq int64, from
 }
 
 func (r *Recorder) inTx(ctx context.Context, fn func(pgx.Tx) error) error {
-	tx, err := r.pool.Begin(ctx)
-	if err != nil {
-		return err
-	}
-	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // no-op after commit
-	if err := r.fence.GuardTx(ctx, tx); err != nil {
-		return err
-	}
-	if err := fn(tx); err != nil {
-		return err
-	}
-	return tx.Commit(ctx)
+	return r.fence.WriteTx(ctx, fn)
 }
 
 func ptr[T any](v T) *T { return &v }

@@ -2,11 +2,24 @@
 -- writes the claim epoch), run in a transaction that first fenced the claim row.
 
 -- name: BatchInsert :one
--- Idempotent on (service_id, batch_id): a batch stored twice keeps its first seq.
-INSERT INTO batches (service_id, batch_id, payload)
-VALUES (sqlc.arg(service_id), sqlc.arg(batch_id), sqlc.arg(payload))
-ON CONFLICT (service_id, batch_id) DO NOTHING
+-- Stores a batch after every batch of its service_id committed before it. Enqueues of one
+-- service_id are serialized by a transaction-scoped advisory lock taken before seq is drawn,
+-- so seq order is commit order: a transaction that drew a lower seq has committed (or rolled
+-- back) before the next one can draw. The lock is held to the end of the caller's transaction
+-- (or of this statement alone when it runs outside one).
+-- Idempotent on (service_id, batch_id): a batch stored twice keeps its first seq. No row
+-- comes back on any conflict, including a ledger batch id stored under another service_id.
+WITH serial AS (
+    SELECT pg_advisory_xact_lock(hashtext('batchclaim.enqueue'), hashtext(sqlc.arg(service_id)::text))
+)
+INSERT INTO batches (service_id, batch_id, payload, ledger)
+SELECT sqlc.arg(service_id)::text, sqlc.arg(batch_id)::text, sqlc.arg(payload)::bytea, sqlc.arg(ledger)::bool FROM serial
+ON CONFLICT DO NOTHING
 RETURNING seq, created_at;
+
+-- name: BatchLedgerOwner :one
+-- The service_id a ledger batch id is stored under.
+SELECT service_id, seq FROM batches WHERE batch_id = sqlc.arg(batch_id) AND ledger;
 
 -- name: BatchBySeq :one
 SELECT seq, service_id, batch_id, state, created_at FROM batches WHERE seq = sqlc.arg(seq);
@@ -22,7 +35,9 @@ WHERE service_id = sqlc.arg(service_id) AND batch_id = sqlc.arg(batch_id);
 SELECT h.seq, h.service_id, h.batch_id, h.payload, h.state, h.attempts, h.claim_epoch, h.claimant,
        h.unknown_count,
        (h.next_attempt_at IS NULL OR h.next_attempt_at <= now())::bool AS due,
-       EXTRACT(EPOCH FROM now() - COALESCE(h.status_updated_at, h.submitted_at, h.created_at))::float8 AS state_age_seconds
+       -- The UNKNOWN grace runs from the last POST, not from the last status write (every
+       -- poll writes one).
+       EXTRACT(EPOCH FROM now() - COALESCE(h.submitted_at, h.created_at))::float8 AS since_post_seconds
 FROM unnest(sqlc.arg(service_ids)::text[]) AS s(service_id)
 CROSS JOIN LATERAL (
     SELECT b.* FROM batches b
@@ -36,10 +51,11 @@ WHERE NOT EXISTS (SELECT 1 FROM service_halts x WHERE x.service_id = s.service_i
 
 -- name: BatchMarkInflight :one
 -- Fenced by the caller (the claim row is locked by BeginSubmission in the same transaction).
+-- A POST starts the count of UNKNOWN answers afresh: only answers about this POST count.
 UPDATE batches
 SET state = 'INFLIGHT', attempts = attempts + 1, claimant = sqlc.arg(claimant)::uuid,
     claim_epoch = sqlc.arg(epoch)::bigint, submitted_at = now(), updated_at = now(),
-    next_attempt_at = NULL
+    next_attempt_at = NULL, unknown_count = 0
 WHERE seq = sqlc.arg(seq) AND state = sqlc.arg(expected_state)::text
 RETURNING attempts;
 
@@ -78,7 +94,10 @@ UPDATE batches
 SET state = sqlc.arg(new_state)::text,
     dlt_status = sqlc.arg(dlt_status)::text,
     status_updated_at = now(),
-    unknown_count = CASE WHEN sqlc.arg(dlt_status)::text = 'UNKNOWN' THEN unknown_count + 1 ELSE 0 END,
+    -- Only an answer from the ledger counts; adopting an orphaned in-flight batch is none.
+    unknown_count = CASE WHEN sqlc.arg(dlt_status)::text <> 'UNKNOWN' THEN 0
+                         WHEN sqlc.arg(answer)::bool THEN unknown_count + 1
+                         ELSE unknown_count END,
     invalid_details = COALESCE(sqlc.narg(invalid_details)::jsonb, invalid_details),
     claimant = sqlc.arg(claimant)::uuid, claim_epoch = sqlc.arg(epoch)::bigint,
     updated_at = now()

@@ -95,7 +95,7 @@ UPDATE service_id_claims c
 SET submitting_since = COALESCE(c.submitting_since, COALESCE(sqlc.narg(now)::timestamptz, now()))
 FROM instances i
 WHERE c.service_id = sqlc.arg(service_id) AND c.claimant = sqlc.arg(claimant)::uuid AND c.epoch = sqlc.arg(epoch)
-  AND i.id = c.claimant AND i.expiry_1 > COALESCE(sqlc.narg(now)::timestamptz, now())
+  AND i.id = c.claimant AND i.nonce = sqlc.arg(nonce)::uuid AND i.expiry_1 > COALESCE(sqlc.narg(now)::timestamptz, now())
 RETURNING c.submitting_since;
 
 -- name: ClaimEndSubmission :execrows
@@ -107,9 +107,23 @@ WHERE service_id = sqlc.arg(service_id) AND claimant = sqlc.arg(claimant)::uuid 
 -- Locks the claim row for the rest of the caller's transaction if and only if it is still
 -- held with this epoch. A takeover waits for the caller's commit; a takeover that committed
 -- first makes this return no row.
-SELECT epoch FROM service_id_claims
-WHERE service_id = sqlc.arg(service_id) AND claimant = sqlc.arg(claimant)::uuid AND epoch = sqlc.arg(epoch)
-FOR SHARE;
+-- The nonce check makes the fence fail for a process whose instance row was taken over.
+SELECT c.epoch FROM service_id_claims c
+WHERE c.service_id = sqlc.arg(service_id) AND c.claimant = sqlc.arg(claimant)::uuid AND c.epoch = sqlc.arg(epoch)
+  AND EXISTS (SELECT 1 FROM instances i WHERE i.id = c.claimant AND i.nonce = sqlc.arg(nonce)::uuid)
+FOR SHARE OF c;
+
+-- name: ClaimsVoidOwner :many
+-- Frees every claim of a dead instance whose id is registered again by a new process.
+WITH voided AS (
+    UPDATE service_id_claims c
+    SET claimant = NULL, submitting_since = NULL
+    WHERE c.claimant = sqlc.arg(claimant)::uuid
+    RETURNING c.service_id, c.epoch
+)
+INSERT INTO claim_events (service_id, instance_id, epoch, event)
+SELECT v.service_id, sqlc.arg(claimant)::uuid, v.epoch, 'voided_expired' FROM voided v
+RETURNING service_id, epoch;
 
 -- name: ClaimsCensus :one
 -- Inputs to fair share, read outside the SERIALIZABLE cycle (they are advice, not safety).

@@ -2,8 +2,10 @@
 -- view of time. Durations arrive as milliseconds.
 
 -- name: InstanceRegister :one
-INSERT INTO instances (id, name, host, version, started_at, heartbeat_at, expiry_1, expiry_2)
-VALUES ( sqlc.arg(id)::uuid, sqlc.arg(name)::text, sqlc.arg(host)::text, sqlc.arg(version)::text, COALESCE(sqlc.narg(now)::timestamptz, now()), COALESCE(sqlc.narg(now)::timestamptz, now()),
+-- nonce is random per process: only the process that registered the row can renew it or
+-- pass a fence with it, even if another process is given the same id.
+INSERT INTO instances (id, nonce, name, host, version, started_at, heartbeat_at, expiry_1, expiry_2)
+VALUES ( sqlc.arg(id)::uuid, sqlc.arg(nonce)::uuid, sqlc.arg(name)::text, sqlc.arg(host)::text, sqlc.arg(version)::text, COALESCE(sqlc.narg(now)::timestamptz, now()), COALESCE(sqlc.narg(now)::timestamptz, now()),
        COALESCE(sqlc.narg(now)::timestamptz, now()) + sqlc.arg(expiry_1_ms)::bigint * interval '1 millisecond',
        COALESCE(sqlc.narg(now)::timestamptz, now()) + sqlc.arg(expiry_2_ms)::bigint * interval '1 millisecond')
 RETURNING heartbeat_at, expiry_1, expiry_2;
@@ -15,11 +17,28 @@ UPDATE instances i
 SET heartbeat_at = COALESCE(sqlc.narg(now)::timestamptz, now()),
     expiry_1 = COALESCE(sqlc.narg(now)::timestamptz, now()) + sqlc.arg(expiry_1_ms)::bigint * interval '1 millisecond',
     expiry_2 = COALESCE(sqlc.narg(now)::timestamptz, now()) + sqlc.arg(expiry_2_ms)::bigint * interval '1 millisecond'
-WHERE i.id = sqlc.arg(id)
+WHERE i.id = sqlc.arg(id) AND i.nonce = sqlc.arg(nonce)::uuid
 RETURNING i.heartbeat_at, i.expiry_1, i.expiry_2;
 
+-- name: InstanceLockForRegister :one
+-- An existing row with the id a process is about to register, locked until the
+-- registration commits: live while its lease has not passed expiry_2 by the database clock
+-- (a paused owner may still be mid-submission until then).
+SELECT nonce, expiry_2, (expiry_2 > COALESCE(sqlc.narg(now)::timestamptz, now()))::bool AS live
+FROM instances WHERE id = sqlc.arg(id)
+FOR UPDATE;
+
+-- name: InstanceOwned :one
+-- Whether the row with this id is still the one this process registered.
+SELECT EXISTS (SELECT 1 FROM instances WHERE id = sqlc.arg(id) AND nonce = sqlc.arg(nonce)::uuid)::bool;
+
 -- name: InstanceDeregister :execrows
-DELETE FROM instances WHERE id = sqlc.arg(id);
+DELETE FROM instances WHERE id = sqlc.arg(id) AND nonce = sqlc.arg(nonce)::uuid;
+
+-- name: InstanceDeleteDead :execrows
+-- Removes the row of a dead process whose id a new process registers (see
+-- InstanceLockForRegister); its claims were voided first.
+DELETE FROM instances WHERE id = sqlc.arg(id) AND nonce = sqlc.arg(nonce)::uuid;
 
 -- name: InstancesLive :many
 -- Instances whose lease is in phase one: the ones fair share divides the work among.

@@ -53,11 +53,12 @@ type Config struct {
 	Interval time.Duration
 	// FetchLimit bounds the service_ids looked at per fetch. Zero means 1000.
 	FetchLimit int
-	// UnknownGrace: an UNKNOWN head is resubmitted once it has been UNKNOWN this long.
-	// Zero means 30s.
+	// UnknownGrace: an UNKNOWN head is resubmitted once its last POST is this old (measured
+	// by the database clock from the POST, not from the last status answer). Zero means 30s.
 	UnknownGrace time.Duration
 	// UnknownAnswers: an UNKNOWN head is resubmitted after this many consecutive UNKNOWN
-	// answers from the ledger. Zero means 3.
+	// answers from the ledger about its last POST (adopting an orphaned in-flight batch is
+	// no answer). Zero means 3.
 	UnknownAnswers int
 	// SkipValid lets the next batch go once the head is VALID (adapters whose VALID fixes
 	// the order).
@@ -226,7 +227,7 @@ func (q *Queuer) decide(ctx context.Context, c claims.Claim, h db.BatchHeadsRow)
 	case batchclaim.StateDelayed:
 		return "retry", h.Due
 	case batchclaim.StateUnknown:
-		grace := h.StateAgeSeconds >= q.cfg.UnknownGrace.Seconds()
+		grace := h.SincePostSeconds >= q.cfg.UnknownGrace.Seconds()
 		return "resubmit", grace || int(h.UnknownCount) >= q.cfg.UnknownAnswers
 	case batchclaim.StateInflight:
 		// Not ours in flight (those were filtered out): the outcome of that POST is unknown.

@@ -59,7 +59,10 @@ func TestFetchPolicy(t *testing.T) {
 		{name: "delayed head goes once due", head: "state = 'DELAYED', next_attempt_at = now() - interval '1 second'", wantReason: "retry"},
 		{name: "fresh unknown head waits", head: "state = 'UNKNOWN', unknown_count = 1, status_updated_at = now()"},
 		{name: "unknown head resubmitted after K answers", head: "state = 'UNKNOWN', unknown_count = 3, status_updated_at = now()", wantReason: "resubmit"},
-		{name: "unknown head resubmitted after the grace period", head: "state = 'UNKNOWN', unknown_count = 0, status_updated_at = now() - interval '1 hour'", wantReason: "resubmit"},
+		{name: "unknown head resubmitted after the grace period", head: "state = 'UNKNOWN', unknown_count = 0, submitted_at = now() - interval '1 hour', status_updated_at = now() - interval '1 hour'", wantReason: "resubmit"},
+		// The grace runs from the POST: a poll that just answered UNKNOWN does not restart it.
+		{name: "unknown grace runs from the post, not the last answer", head: "state = 'UNKNOWN', unknown_count = 1, submitted_at = now() - interval '1 hour', status_updated_at = now()", wantReason: "resubmit"},
+		{name: "unknown head posted recently waits however old its last answer", head: "state = 'UNKNOWN', unknown_count = 1, submitted_at = now(), status_updated_at = now() - interval '1 hour'"},
 		{name: "orphaned in-flight head is adopted, not resent", head: "state = 'INFLIGHT', claim_epoch = 99", wantAdopt: true},
 		{name: "committed head lets the next batch go", head: "state = 'COMMITTED'", wantReason: "first"},
 		{name: "invalid head lets the next batch go", head: "state = 'INVALID'", wantReason: "first"},

@@ -44,6 +44,15 @@ type Recorder interface {
 	Finish(ctx context.Context, j Job, attemptID int64, r batchclaim.Result, latency time.Duration, nextAttempt time.Duration) error
 }
 
+// Lease says whether a claim may still be worked on (claims.Engine implements it).
+type Lease interface {
+	// Holds returns the claim on serviceID if this instance may work on it now: held, and
+	// the local deadline not passed.
+	Holds(serviceID string) (claims.Claim, bool)
+	// Deadline is the local deadline: past it the instance fences itself.
+	Deadline() time.Time
+}
+
 // ErrStateChanged from Recorder.Begin means the batch moved on (another writer won): skip it.
 var ErrStateChanged = errors.New("batch state changed")
 
@@ -65,6 +74,11 @@ type Config struct {
 	// batch is tried again: about base * 2^attempts (+-50%), capped at max; a Retry-After from
 	// the server is honoured when longer. Zero means 200ms and 30s.
 	BackoffBase, BackoffMax time.Duration
+	// Lease, when set, is asked right before each call to the Submitter whether the claim is
+	// still held with its epoch and the local deadline has not passed (a process resumed after
+	// a long pause may not have noticed yet: its watchdog may not have run). Nil means the
+	// claim's context alone guards the call.
+	Lease Lease
 	// OnResult, when set, is called after every submission (for metrics).
 	OnResult func(j Job, r batchclaim.Result, latency time.Duration)
 	// Logger; nil discards.
@@ -81,6 +95,11 @@ type Pool struct {
 
 	slots chan struct{}
 	wg    sync.WaitGroup
+
+	stop    context.Context // cancelled by Cancel: ends every running submission
+	cancel  context.CancelFunc
+	mu      sync.Mutex
+	running map[string]int // service_id -> submissions running
 }
 
 // New returns a Pool. done, if not nil, is called when a job is over, whatever happened.
@@ -100,7 +119,9 @@ func New(cfg Config, sub Submitter, rec Recorder, done func(Job)) (*Pool, error)
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Pool{cfg: cfg, sub: sub, rec: rec, log: cfg.Logger, done: done, slots: make(chan struct{}, cfg.Workers)}, nil
+	stop, cancel := context.WithCancel(context.Background())
+	return &Pool{cfg: cfg, sub: sub, rec: rec, log: cfg.Logger, done: done, slots: make(chan struct{}, cfg.Workers),
+		stop: stop, cancel: cancel, running: map[string]int{}}, nil
 }
 
 // Free is the number of idle workers.
@@ -117,8 +138,16 @@ func (p *Pool) TrySubmit(j Job) bool {
 		return false
 	}
 	p.wg.Add(1)
+	p.mu.Lock()
+	p.running[j.Batch.ServiceID]++
+	p.mu.Unlock()
 	go func() {
 		defer func() {
+			p.mu.Lock()
+			if p.running[j.Batch.ServiceID]--; p.running[j.Batch.ServiceID] == 0 {
+				delete(p.running, j.Batch.ServiceID)
+			}
+			p.mu.Unlock()
 			<-p.slots
 			p.wg.Done()
 			if p.done != nil {
@@ -129,6 +158,22 @@ func (p *Pool) TrySubmit(j Job) bool {
 	}()
 	return true
 }
+
+// Running returns the service_ids with a submission running now.
+func (p *Pool) Running() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := make([]string, 0, len(p.running))
+	for id := range p.running {
+		out = append(out, id)
+	}
+	return out
+}
+
+// Cancel cancels every running submission's context (a stopping instance whose drain took
+// too long). Their outcomes are not recorded: the batches stay INFLIGHT for the next owner,
+// who asks the ledger before sending them again.
+func (p *Pool) Cancel() { p.cancel() }
 
 // Wait blocks until every running submission has ended or ctx ends.
 func (p *Pool) Wait(ctx context.Context) error {
@@ -145,7 +190,8 @@ func (p *Pool) Wait(ctx context.Context) error {
 // run performs one submission: fenced mark, the call under the claim's context, fenced outcome.
 func (p *Pool) run(j Job) {
 	log := p.log.With("service_id", j.Batch.ServiceID, "batch_id", short(j.Batch.BatchID), "epoch", j.Claim.Epoch, "seq", j.Batch.Seq)
-	claimCtx := j.Claim.Context()
+	claimCtx, stop := mergeCancel(j.Claim.Context(), p.stop)
+	defer stop()
 	attempt, err := p.rec.Begin(claimCtx, j)
 	if err != nil {
 		if !errors.Is(err, ErrStateChanged) && !errors.Is(err, batchclaim.ErrClaimLost) && claimCtx.Err() == nil {
@@ -153,7 +199,14 @@ func (p *Pool) run(j Job) {
 		}
 		return
 	}
-	ctx, cancel := context.WithTimeout(claimCtx, p.cfg.Timeout)
+	// The mark is committed; between it and the call the claim may have gone (a takeover, or
+	// this process paused past its local deadline without its watchdog having run yet).
+	deadline, ok := p.mayPost(j)
+	if !ok {
+		log.Info("claim lost or local deadline passed after the in-flight mark; not posting (the next owner asks the ledger)")
+		return
+	}
+	ctx, cancel := context.WithDeadline(claimCtx, deadline)
 	start := time.Now()
 	res, err := p.sub.Submit(ctx, j.Batch)
 	latency := time.Since(start)
@@ -179,6 +232,30 @@ func (p *Pool) run(j Job) {
 		return
 	}
 	log.Debug("submitted", "verdict", res.Verdict.String(), "http_status", res.HTTPStatus, "latency", latency)
+}
+
+// mayPost reports whether j may be posted now, and until when the call may run (the
+// submission timeout S). The call also ends when the claim's context does: the engine
+// cancels it the moment the local deadline passes without a renewal, so a call runs until
+// the earlier of S and the local deadline as renewals move it.
+func (p *Pool) mayPost(j Job) (time.Time, bool) {
+	if err := j.Claim.Context().Err(); err != nil || p.stop.Err() != nil {
+		return time.Time{}, false
+	}
+	if p.cfg.Lease != nil {
+		c, ok := p.cfg.Lease.Holds(j.Claim.ServiceID)
+		if !ok || c.Epoch != j.Claim.Epoch || !time.Now().Before(p.cfg.Lease.Deadline()) {
+			return time.Time{}, false
+		}
+	}
+	return time.Now().Add(p.cfg.Timeout), true
+}
+
+// mergeCancel returns a context that ends when parent or other ends.
+func mergeCancel(parent, other context.Context) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(parent)
+	stopAfter := context.AfterFunc(other, cancel)
+	return ctx, func() { stopAfter(); cancel() }
 }
 
 // backoff is the delay before a DELAYED batch may be tried again: step attempts+1 of a

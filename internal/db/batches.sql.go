@@ -96,10 +96,12 @@ const batchHeads = `-- name: BatchHeads :many
 SELECT h.seq, h.service_id, h.batch_id, h.payload, h.state, h.attempts, h.claim_epoch, h.claimant,
        h.unknown_count,
        (h.next_attempt_at IS NULL OR h.next_attempt_at <= now())::bool AS due,
-       EXTRACT(EPOCH FROM now() - COALESCE(h.status_updated_at, h.submitted_at, h.created_at))::float8 AS state_age_seconds
+       -- The UNKNOWN grace runs from the last POST, not from the last status write (every
+       -- poll writes one).
+       EXTRACT(EPOCH FROM now() - COALESCE(h.submitted_at, h.created_at))::float8 AS since_post_seconds
 FROM unnest($1::text[]) AS s(service_id)
 CROSS JOIN LATERAL (
-    SELECT b.seq, b.service_id, b.batch_id, b.payload, b.created_at, b.state, b.attempts, b.claimant, b.claim_epoch, b.submitted_at, b.next_attempt_at, b.last_error, b.dlt_status, b.status_updated_at, b.unknown_count, b.invalid_details, b.updated_at FROM batches b
+    SELECT b.seq, b.service_id, b.batch_id, b.payload, b.created_at, b.state, b.attempts, b.claimant, b.claim_epoch, b.submitted_at, b.next_attempt_at, b.last_error, b.dlt_status, b.status_updated_at, b.unknown_count, b.invalid_details, b.updated_at, b.ledger FROM batches b
     WHERE b.service_id = s.service_id
       AND b.state NOT IN ('COMMITTED', 'INVALID')
       AND NOT ($2::bool AND b.state = 'VALID')
@@ -115,17 +117,17 @@ type BatchHeadsParams struct {
 }
 
 type BatchHeadsRow struct {
-	Seq             int64
-	ServiceID       string
-	BatchID         string
-	Payload         []byte
-	State           string
-	Attempts        int32
-	ClaimEpoch      *int64
-	Claimant        *uuid.UUID
-	UnknownCount    int32
-	Due             bool
-	StateAgeSeconds float64
+	Seq              int64
+	ServiceID        string
+	BatchID          string
+	Payload          []byte
+	State            string
+	Attempts         int32
+	ClaimEpoch       *int64
+	Claimant         *uuid.UUID
+	UnknownCount     int32
+	Due              bool
+	SincePostSeconds float64
 }
 
 // The oldest unfinished batch of each given service_id (one index probe each), with what
@@ -151,7 +153,7 @@ func (q *Queries) BatchHeads(ctx context.Context, db DBTX, arg BatchHeadsParams)
 			&i.Claimant,
 			&i.UnknownCount,
 			&i.Due,
-			&i.StateAgeSeconds,
+			&i.SincePostSeconds,
 		); err != nil {
 			return nil, err
 		}
@@ -165,9 +167,12 @@ func (q *Queries) BatchHeads(ctx context.Context, db DBTX, arg BatchHeadsParams)
 
 const batchInsert = `-- name: BatchInsert :one
 
-INSERT INTO batches (service_id, batch_id, payload)
-VALUES ($1, $2, $3)
-ON CONFLICT (service_id, batch_id) DO NOTHING
+WITH serial AS (
+    SELECT pg_advisory_xact_lock(hashtext('batchclaim.enqueue'), hashtext($1::text))
+)
+INSERT INTO batches (service_id, batch_id, payload, ledger)
+SELECT $1::text, $2::text, $3::bytea, $4::bool FROM serial
+ON CONFLICT DO NOTHING
 RETURNING seq, created_at
 `
 
@@ -175,6 +180,7 @@ type BatchInsertParams struct {
 	ServiceID string
 	BatchID   string
 	Payload   []byte
+	Ledger    bool
 }
 
 type BatchInsertRow struct {
@@ -184,11 +190,39 @@ type BatchInsertRow struct {
 
 // Batches. Every state change is one conditional UPDATE (expected state, and for an owner's
 // writes the claim epoch), run in a transaction that first fenced the claim row.
-// Idempotent on (service_id, batch_id): a batch stored twice keeps its first seq.
+// Stores a batch after every batch of its service_id committed before it. Enqueues of one
+// service_id are serialized by a transaction-scoped advisory lock taken before seq is drawn,
+// so seq order is commit order: a transaction that drew a lower seq has committed (or rolled
+// back) before the next one can draw. The lock is held to the end of the caller's transaction
+// (or of this statement alone when it runs outside one).
+// Idempotent on (service_id, batch_id): a batch stored twice keeps its first seq. No row
+// comes back on any conflict, including a ledger batch id stored under another service_id.
 func (q *Queries) BatchInsert(ctx context.Context, db DBTX, arg BatchInsertParams) (BatchInsertRow, error) {
-	row := db.QueryRow(ctx, batchInsert, arg.ServiceID, arg.BatchID, arg.Payload)
+	row := db.QueryRow(ctx, batchInsert,
+		arg.ServiceID,
+		arg.BatchID,
+		arg.Payload,
+		arg.Ledger,
+	)
 	var i BatchInsertRow
 	err := row.Scan(&i.Seq, &i.CreatedAt)
+	return i, err
+}
+
+const batchLedgerOwner = `-- name: BatchLedgerOwner :one
+SELECT service_id, seq FROM batches WHERE batch_id = $1 AND ledger
+`
+
+type BatchLedgerOwnerRow struct {
+	ServiceID string
+	Seq       int64
+}
+
+// The service_id a ledger batch id is stored under.
+func (q *Queries) BatchLedgerOwner(ctx context.Context, db DBTX, batchID string) (BatchLedgerOwnerRow, error) {
+	row := db.QueryRow(ctx, batchLedgerOwner, batchID)
+	var i BatchLedgerOwnerRow
+	err := row.Scan(&i.ServiceID, &i.Seq)
 	return i, err
 }
 
@@ -219,7 +253,7 @@ const batchMarkInflight = `-- name: BatchMarkInflight :one
 UPDATE batches
 SET state = 'INFLIGHT', attempts = attempts + 1, claimant = $1::uuid,
     claim_epoch = $2::bigint, submitted_at = now(), updated_at = now(),
-    next_attempt_at = NULL
+    next_attempt_at = NULL, unknown_count = 0
 WHERE seq = $3 AND state = $4::text
 RETURNING attempts
 `
@@ -232,6 +266,7 @@ type BatchMarkInflightParams struct {
 }
 
 // Fenced by the caller (the claim row is locked by BeginSubmission in the same transaction).
+// A POST starts the count of UNKNOWN answers afresh: only answers about this POST count.
 func (q *Queries) BatchMarkInflight(ctx context.Context, db DBTX, arg BatchMarkInflightParams) (int32, error) {
 	row := db.QueryRow(ctx, batchMarkInflight,
 		arg.Claimant,
@@ -242,6 +277,39 @@ func (q *Queries) BatchMarkInflight(ctx context.Context, db DBTX, arg BatchMarkI
 	var attempts int32
 	err := row.Scan(&attempts)
 	return attempts, err
+}
+
+const batchOpenStateTotals = `-- name: BatchOpenStateTotals :many
+SELECT state, count(*)::bigint AS batches FROM batches
+WHERE state NOT IN ('COMMITTED', 'INVALID')
+GROUP BY state
+`
+
+type BatchOpenStateTotalsRow struct {
+	State   string
+	Batches int64
+}
+
+// Unfinished batches by state, for the /metrics gauge: the predicate is batches_open_idx's,
+// so a scrape reads open batches only, however many finished ones the table holds.
+func (q *Queries) BatchOpenStateTotals(ctx context.Context, db DBTX) ([]BatchOpenStateTotalsRow, error) {
+	rows, err := db.Query(ctx, batchOpenStateTotals)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []BatchOpenStateTotalsRow{}
+	for rows.Next() {
+		var i BatchOpenStateTotalsRow
+		if err := rows.Scan(&i.State, &i.Batches); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 const batchRecordOutcome = `-- name: BatchRecordOutcome :one
@@ -295,17 +363,21 @@ UPDATE batches
 SET state = $1::text,
     dlt_status = $2::text,
     status_updated_at = now(),
-    unknown_count = CASE WHEN $2::text = 'UNKNOWN' THEN unknown_count + 1 ELSE 0 END,
-    invalid_details = COALESCE($3::jsonb, invalid_details),
-    claimant = $4::uuid, claim_epoch = $5::bigint,
+    -- Only an answer from the ledger counts; adopting an orphaned in-flight batch is none.
+    unknown_count = CASE WHEN $2::text <> 'UNKNOWN' THEN 0
+                         WHEN $3::bool THEN unknown_count + 1
+                         ELSE unknown_count END,
+    invalid_details = COALESCE($4::jsonb, invalid_details),
+    claimant = $5::uuid, claim_epoch = $6::bigint,
     updated_at = now()
-WHERE seq = $6 AND state = $7::text
+WHERE seq = $7 AND state = $8::text
 RETURNING state, EXTRACT(EPOCH FROM now() - created_at)::float8 AS age_seconds
 `
 
 type BatchRecordStatusParams struct {
 	NewState       string
 	DltStatus      string
+	Answer         bool
 	InvalidDetails []byte
 	Claimant       uuid.UUID
 	Epoch          int64
@@ -323,6 +395,7 @@ func (q *Queries) BatchRecordStatus(ctx context.Context, db DBTX, arg BatchRecor
 	row := db.QueryRow(ctx, batchRecordStatus,
 		arg.NewState,
 		arg.DltStatus,
+		arg.Answer,
 		arg.InvalidDetails,
 		arg.Claimant,
 		arg.Epoch,

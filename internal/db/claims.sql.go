@@ -17,7 +17,7 @@ UPDATE service_id_claims c
 SET submitting_since = COALESCE(c.submitting_since, COALESCE($1::timestamptz, now()))
 FROM instances i
 WHERE c.service_id = $2 AND c.claimant = $3::uuid AND c.epoch = $4
-  AND i.id = c.claimant AND i.expiry_1 > COALESCE($1::timestamptz, now())
+  AND i.id = c.claimant AND i.nonce = $5::uuid AND i.expiry_1 > COALESCE($1::timestamptz, now())
 RETURNING c.submitting_since
 `
 
@@ -26,6 +26,7 @@ type ClaimBeginSubmissionParams struct {
 	ServiceID string
 	Claimant  uuid.UUID
 	Epoch     int64
+	Nonce     uuid.UUID
 }
 
 // Marks the claim busy before a POST. Fenced on (claimant, epoch) and refused unless the
@@ -37,6 +38,7 @@ func (q *Queries) ClaimBeginSubmission(ctx context.Context, db DBTX, arg ClaimBe
 		arg.ServiceID,
 		arg.Claimant,
 		arg.Epoch,
+		arg.Nonce,
 	)
 	var submitting_since *time.Time
 	err := row.Scan(&submitting_since)
@@ -104,22 +106,30 @@ func (q *Queries) ClaimEvents(ctx context.Context, db DBTX, arg ClaimEventsParam
 }
 
 const claimFence = `-- name: ClaimFence :one
-SELECT epoch FROM service_id_claims
-WHERE service_id = $1 AND claimant = $2::uuid AND epoch = $3
-FOR SHARE
+SELECT c.epoch FROM service_id_claims c
+WHERE c.service_id = $1 AND c.claimant = $2::uuid AND c.epoch = $3
+  AND EXISTS (SELECT 1 FROM instances i WHERE i.id = c.claimant AND i.nonce = $4::uuid)
+FOR SHARE OF c
 `
 
 type ClaimFenceParams struct {
 	ServiceID string
 	Claimant  uuid.UUID
 	Epoch     int64
+	Nonce     uuid.UUID
 }
 
 // Locks the claim row for the rest of the caller's transaction if and only if it is still
 // held with this epoch. A takeover waits for the caller's commit; a takeover that committed
 // first makes this return no row.
+// The nonce check makes the fence fail for a process whose instance row was taken over.
 func (q *Queries) ClaimFence(ctx context.Context, db DBTX, arg ClaimFenceParams) (int64, error) {
-	row := db.QueryRow(ctx, claimFence, arg.ServiceID, arg.Claimant, arg.Epoch)
+	row := db.QueryRow(ctx, claimFence,
+		arg.ServiceID,
+		arg.Claimant,
+		arg.Epoch,
+		arg.Nonce,
+	)
 	var epoch int64
 	err := row.Scan(&epoch)
 	return epoch, err
@@ -449,6 +459,44 @@ func (q *Queries) ClaimsVoidExpired(ctx context.Context, db DBTX, now *time.Time
 			&i.Epoch,
 			&i.Event,
 		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const claimsVoidOwner = `-- name: ClaimsVoidOwner :many
+WITH voided AS (
+    UPDATE service_id_claims c
+    SET claimant = NULL, submitting_since = NULL
+    WHERE c.claimant = $1::uuid
+    RETURNING c.service_id, c.epoch
+)
+INSERT INTO claim_events (service_id, instance_id, epoch, event)
+SELECT v.service_id, $1::uuid, v.epoch, 'voided_expired' FROM voided v
+RETURNING service_id, epoch
+`
+
+type ClaimsVoidOwnerRow struct {
+	ServiceID string
+	Epoch     int64
+}
+
+// Frees every claim of a dead instance whose id is registered again by a new process.
+func (q *Queries) ClaimsVoidOwner(ctx context.Context, db DBTX, claimant uuid.UUID) ([]ClaimsVoidOwnerRow, error) {
+	rows, err := db.Query(ctx, claimsVoidOwner, claimant)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []ClaimsVoidOwnerRow{}
+	for rows.Next() {
+		var i ClaimsVoidOwnerRow
+		if err := rows.Scan(&i.ServiceID, &i.Epoch); err != nil {
 			return nil, err
 		}
 		items = append(items, i)

@@ -12,12 +12,36 @@ import (
 	"github.com/google/uuid"
 )
 
-const instanceDeregister = `-- name: InstanceDeregister :execrows
-DELETE FROM instances WHERE id = $1
+const instanceDeleteDead = `-- name: InstanceDeleteDead :execrows
+DELETE FROM instances WHERE id = $1 AND nonce = $2::uuid
 `
 
-func (q *Queries) InstanceDeregister(ctx context.Context, db DBTX, id uuid.UUID) (int64, error) {
-	result, err := db.Exec(ctx, instanceDeregister, id)
+type InstanceDeleteDeadParams struct {
+	ID    uuid.UUID
+	Nonce uuid.UUID
+}
+
+// Removes the row of a dead process whose id a new process registers (see
+// InstanceLockForRegister); its claims were voided first.
+func (q *Queries) InstanceDeleteDead(ctx context.Context, db DBTX, arg InstanceDeleteDeadParams) (int64, error) {
+	result, err := db.Exec(ctx, instanceDeleteDead, arg.ID, arg.Nonce)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
+const instanceDeregister = `-- name: InstanceDeregister :execrows
+DELETE FROM instances WHERE id = $1 AND nonce = $2::uuid
+`
+
+type InstanceDeregisterParams struct {
+	ID    uuid.UUID
+	Nonce uuid.UUID
+}
+
+func (q *Queries) InstanceDeregister(ctx context.Context, db DBTX, arg InstanceDeregisterParams) (int64, error) {
+	result, err := db.Exec(ctx, instanceDeregister, arg.ID, arg.Nonce)
 	if err != nil {
 		return 0, err
 	}
@@ -29,7 +53,7 @@ UPDATE instances i
 SET heartbeat_at = COALESCE($1::timestamptz, now()),
     expiry_1 = COALESCE($1::timestamptz, now()) + $2::bigint * interval '1 millisecond',
     expiry_2 = COALESCE($1::timestamptz, now()) + $3::bigint * interval '1 millisecond'
-WHERE i.id = $4
+WHERE i.id = $4 AND i.nonce = $5::uuid
 RETURNING i.heartbeat_at, i.expiry_1, i.expiry_2
 `
 
@@ -38,6 +62,7 @@ type InstanceHeartbeatParams struct {
 	Expiry1Ms int64
 	Expiry2Ms int64
 	ID        uuid.UUID
+	Nonce     uuid.UUID
 }
 
 type InstanceHeartbeatRow struct {
@@ -54,23 +79,69 @@ func (q *Queries) InstanceHeartbeat(ctx context.Context, db DBTX, arg InstanceHe
 		arg.Expiry1Ms,
 		arg.Expiry2Ms,
 		arg.ID,
+		arg.Nonce,
 	)
 	var i InstanceHeartbeatRow
 	err := row.Scan(&i.HeartbeatAt, &i.Expiry1, &i.Expiry2)
 	return i, err
 }
 
+const instanceLockForRegister = `-- name: InstanceLockForRegister :one
+SELECT nonce, expiry_2, (expiry_2 > COALESCE($1::timestamptz, now()))::bool AS live
+FROM instances WHERE id = $2
+FOR UPDATE
+`
+
+type InstanceLockForRegisterParams struct {
+	Now *time.Time
+	ID  uuid.UUID
+}
+
+type InstanceLockForRegisterRow struct {
+	Nonce   uuid.UUID
+	Expiry2 time.Time
+	Live    bool
+}
+
+// An existing row with the id a process is about to register, locked until the
+// registration commits: live while its lease has not passed expiry_2 by the database clock
+// (a paused owner may still be mid-submission until then).
+func (q *Queries) InstanceLockForRegister(ctx context.Context, db DBTX, arg InstanceLockForRegisterParams) (InstanceLockForRegisterRow, error) {
+	row := db.QueryRow(ctx, instanceLockForRegister, arg.Now, arg.ID)
+	var i InstanceLockForRegisterRow
+	err := row.Scan(&i.Nonce, &i.Expiry2, &i.Live)
+	return i, err
+}
+
+const instanceOwned = `-- name: InstanceOwned :one
+SELECT EXISTS (SELECT 1 FROM instances WHERE id = $1 AND nonce = $2::uuid)::bool
+`
+
+type InstanceOwnedParams struct {
+	ID    uuid.UUID
+	Nonce uuid.UUID
+}
+
+// Whether the row with this id is still the one this process registered.
+func (q *Queries) InstanceOwned(ctx context.Context, db DBTX, arg InstanceOwnedParams) (bool, error) {
+	row := db.QueryRow(ctx, instanceOwned, arg.ID, arg.Nonce)
+	var column_1 bool
+	err := row.Scan(&column_1)
+	return column_1, err
+}
+
 const instanceRegister = `-- name: InstanceRegister :one
 
-INSERT INTO instances (id, name, host, version, started_at, heartbeat_at, expiry_1, expiry_2)
-VALUES ( $1::uuid, $2::text, $3::text, $4::text, COALESCE($5::timestamptz, now()), COALESCE($5::timestamptz, now()),
-       COALESCE($5::timestamptz, now()) + $6::bigint * interval '1 millisecond',
-       COALESCE($5::timestamptz, now()) + $7::bigint * interval '1 millisecond')
+INSERT INTO instances (id, nonce, name, host, version, started_at, heartbeat_at, expiry_1, expiry_2)
+VALUES ( $1::uuid, $2::uuid, $3::text, $4::text, $5::text, COALESCE($6::timestamptz, now()), COALESCE($6::timestamptz, now()),
+       COALESCE($6::timestamptz, now()) + $7::bigint * interval '1 millisecond',
+       COALESCE($6::timestamptz, now()) + $8::bigint * interval '1 millisecond')
 RETURNING heartbeat_at, expiry_1, expiry_2
 `
 
 type InstanceRegisterParams struct {
 	ID        uuid.UUID
+	Nonce     uuid.UUID
 	Name      string
 	Host      string
 	Version   string
@@ -87,9 +158,12 @@ type InstanceRegisterRow struct {
 
 // Time is the database's: now(), or the optional now a test passes to move the database's
 // view of time. Durations arrive as milliseconds.
+// nonce is random per process: only the process that registered the row can renew it or
+// pass a fence with it, even if another process is given the same id.
 func (q *Queries) InstanceRegister(ctx context.Context, db DBTX, arg InstanceRegisterParams) (InstanceRegisterRow, error) {
 	row := db.QueryRow(ctx, instanceRegister,
 		arg.ID,
+		arg.Nonce,
 		arg.Name,
 		arg.Host,
 		arg.Version,

@@ -1,0 +1,148 @@
+package ingest_test
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/batchclaim/batchclaim/dlt"
+	"github.com/batchclaim/batchclaim/ingest"
+	"github.com/batchclaim/batchclaim/internal/dbtest"
+)
+
+// Two transactions enqueue for one service_id; the one that stored first commits last (an
+// embedding service's long transaction). The per-service order (seq) must be the commit
+// order: the second enqueue waits for the first transaction instead of drawing a seq that a
+// slower transaction can jump.
+func TestEnqueueOrderIsCommitOrder(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := dbtest.NewPool(t)
+	// The service_id is known already (its claim row exists), as in steady operation.
+	if _, err := ingest.Enqueue(ctx, pool, "svc", "earlier", []byte("0")); err != nil {
+		t.Fatal(err)
+	}
+
+	slow, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer slow.Rollback(ctx) //nolint:errcheck
+	first, err := ingest.Enqueue(ctx, slow, "svc", "stored-first", []byte("1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	type result struct {
+		stored ingest.Stored
+		err    error
+		at     time.Time
+	}
+	done := make(chan result, 1)
+	go func() {
+		s, err := ingest.Enqueue(ctx, pool, "svc", "stored-second", []byte("2")) // its own commit
+		done <- result{s, err, time.Now()}
+	}()
+	// Wait until the second enqueue has either committed or is waiting on a lock.
+	var second *result
+	waitFor(t, 10*time.Second, func() bool {
+		select {
+		case r := <-done:
+			second = &r
+			return true
+		default:
+		}
+		var waiting bool
+		_ = pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_stat_activity
+			WHERE datname = current_database() AND wait_event_type = 'Lock' AND state = 'active')`).Scan(&waiting)
+		return waiting
+	})
+	slowCommitted := time.Now()
+	if err := slow.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if second == nil {
+		r := <-done
+		second = &r
+	}
+	if second.err != nil {
+		t.Fatal(second.err)
+	}
+	if second.at.Before(slowCommitted) {
+		t.Fatalf("the second enqueue committed (seq %d) while the transaction holding seq %d was still open: "+
+			"seq order is not commit order", second.stored.Seq, first.Seq)
+	}
+	if second.stored.Seq <= first.Seq {
+		t.Fatalf("seq of the batch committed second = %d, not after %d", second.stored.Seq, first.Seq)
+	}
+}
+
+// A ledger batch id is global: the same batch under a second service_id is refused and
+// nothing is stored, through the library and through the API (409 in the Sawtooth shape).
+// Opaque job ids stay per service_id.
+func TestLedgerBatchIDIsGlobal(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	srv, pool := setup(t)
+	id, list := dlt.FakeBatch("x", 1)
+
+	if _, err := ingest.EnqueueBatchList(ctx, pool, "a", list); err != nil {
+		t.Fatal(err)
+	}
+	again, err := ingest.EnqueueBatchList(ctx, pool, "a", list)
+	if err != nil || len(again) != 1 || again[0].New {
+		t.Fatalf("storing the same batch under the same service_id again: %+v, %v; want an idempotent repeat", again, err)
+	}
+	_, err = ingest.EnqueueBatchList(ctx, pool, "b", list)
+	if !errors.Is(err, ingest.ErrBatchIDTaken) {
+		t.Fatalf("same ledger batch under another service_id: err = %v, want ErrBatchIDTaken", err)
+	}
+	code, body := post(t, srv.URL+"/batches?service_id=c", "application/octet-stream", list)
+	if code != http.StatusConflict {
+		t.Fatalf("POST under a third service_id: status %d, body %v; want 409", code, body)
+	}
+	if e, _ := body["error"].(map[string]any); e == nil || e["code"] == nil || e["message"] == nil {
+		t.Fatalf("409 body not in the Sawtooth error shape: %v", body)
+	}
+	assertRows(t, pool, "SELECT count(*) FROM batches WHERE batch_id = $1", id, 1)
+	assertRows(t, pool, "SELECT count(*) FROM service_id_claims WHERE service_id = 'c'", nil, 0)
+
+	// Opaque job ids of a job runner are per key.
+	for _, key := range []string{"k1", "k2"} {
+		if s, err := ingest.Enqueue(ctx, pool, key, "job-1", []byte("x")); err != nil || !s.New {
+			t.Fatalf("opaque id under %s: %+v, %v", key, s, err)
+		}
+	}
+}
+
+func assertRows(t *testing.T, pool *pgxpool.Pool, sql string, arg any, want int) {
+	t.Helper()
+	var n int
+	var err error
+	if arg == nil {
+		err = pool.QueryRow(context.Background(), sql).Scan(&n)
+	} else {
+		err = pool.QueryRow(context.Background(), sql, arg).Scan(&n)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n != want {
+		t.Fatalf("%s: %d rows, want %d", sql, n, want)
+	}
+}
+
+func waitFor(t *testing.T, limit time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(limit)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not reached in time")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

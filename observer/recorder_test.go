@@ -1,0 +1,122 @@
+package observer_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/batchclaim/batchclaim"
+	"github.com/batchclaim/batchclaim/claims"
+	"github.com/batchclaim/batchclaim/ingest"
+	"github.com/batchclaim/batchclaim/internal/dbtest"
+	"github.com/batchclaim/batchclaim/observer"
+)
+
+// recorderSetup returns a registered engine holding "svc" (lock timeout R = 100ms), its
+// recorder, and one stored batch of svc.
+func recorderSetup(t *testing.T) (*pgxpool.Pool, *claims.Engine, *observer.Recorder, claims.Claim, batchclaim.Batch) {
+	t.Helper()
+	ctx := context.Background()
+	pool := dbtest.NewPool(t)
+	s, err := ingest.Enqueue(ctx, pool, "svc", "b1", []byte("x"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	eng, err := claims.New(pool, claims.Config{Name: "rec", RenewInterval: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := eng.Register(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := eng.Cycle(ctx); err != nil {
+		t.Fatal(err)
+	}
+	c, ok := eng.Holds("svc")
+	if !ok {
+		t.Fatal("engine does not hold svc")
+	}
+	return pool, eng, observer.NewRecorder(pool, eng, observer.RecorderConfig{}), c,
+		batchclaim.Batch{Seq: s.Seq, ServiceID: "svc", BatchID: "b1", Payload: []byte("x")}
+}
+
+func unknownCount(t *testing.T, pool *pgxpool.Pool, seq int64) (state string, n int) {
+	t.Helper()
+	if err := pool.QueryRow(context.Background(), `SELECT state, unknown_count FROM batches WHERE seq = $1`, seq).Scan(&state, &n); err != nil {
+		t.Fatal(err)
+	}
+	return state, n
+}
+
+// Only answers about the latest POST count towards a resubmission: a POST starts the count
+// afresh, and adopting an orphaned in-flight batch is no answer. Otherwise a batch
+// resubmitted once and then orphaned would be resubmitted at once by its next owner.
+func TestUnknownCountRestartsAtEachPostAndAdoptionIsNoAnswer(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool, _, rec, c, b := recorderSetup(t)
+	if _, err := pool.Exec(ctx, `UPDATE batches SET state = 'UNKNOWN', unknown_count = 3 WHERE seq = $1`, b.Seq); err != nil {
+		t.Fatal(err)
+	}
+	// Resubmitted after three UNKNOWN answers...
+	if _, err := rec.Begin(ctx, observer.Submission{Claim: c, Batch: b, FromState: batchclaim.StateUnknown, Reason: "resubmit"}); err != nil {
+		t.Fatal(err)
+	}
+	if st, n := unknownCount(t, pool, b.Seq); st != "INFLIGHT" || n != 0 {
+		t.Fatalf("after the POST's mark: %s with %d UNKNOWN answers, want INFLIGHT with 0", st, n)
+	}
+	// ...and orphaned: the next owner adopts it. That is no answer from the ledger.
+	if err := rec.Adopt(ctx, c, b, "in flight when its owner changed"); err != nil {
+		t.Fatal(err)
+	}
+	if st, n := unknownCount(t, pool, b.Seq); st != "UNKNOWN" || n != 0 {
+		t.Fatalf("after adoption: %s with %d UNKNOWN answers, want UNKNOWN with 0", st, n)
+	}
+	// A real answer counts.
+	if err := rec.RecordStatuses(ctx, c, []observer.StatusUpdate{{Seq: b.Seq, BatchID: b.BatchID, From: batchclaim.StateUnknown, Status: batchclaim.StatusUnknown}}, false); err != nil {
+		t.Fatal(err)
+	}
+	if st, n := unknownCount(t, pool, b.Seq); st != "UNKNOWN" || n != 1 {
+		t.Fatalf("after one UNKNOWN answer: %s with %d, want UNKNOWN with 1", st, n)
+	}
+}
+
+// A recording transaction that waits on a lock longer than lock_timeout (R) is run again
+// rather than given up: a lost outcome write would turn into an adoption and a resubmission.
+func TestRecordingRetriesLockTimeouts(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool, eng, rec, c, b := recorderSetup(t)
+	j := observer.Submission{Claim: c, Batch: b, FromState: batchclaim.StateNew, Reason: "first"}
+	attempt, err := rec.Begin(ctx, j)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Another transaction holds the claim row for five lock timeouts.
+	blocker, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := blocker.Exec(ctx, `SELECT 1 FROM service_id_claims WHERE service_id = 'svc' FOR UPDATE`); err != nil {
+		t.Fatal(err)
+	}
+	released := make(chan struct{})
+	go func() {
+		time.Sleep(500 * time.Millisecond) // provokes lock timeouts; not a wait for state
+		_ = blocker.Commit(ctx)
+		close(released)
+	}()
+	err = rec.Finish(ctx, j, attempt, batchclaim.Result{Verdict: batchclaim.Accepted, HTTPStatus: 202}, time.Millisecond, 0)
+	<-released
+	if err != nil {
+		t.Fatalf("outcome not recorded: %v", err)
+	}
+	if st, _ := unknownCount(t, pool, b.Seq); st != "PENDING" {
+		t.Fatalf("state %s, want PENDING", st)
+	}
+	if eng.Stats().WriteRetries == 0 {
+		t.Fatal("the recording did not have to be retried: the test did not provoke a lock timeout")
+	}
+}
