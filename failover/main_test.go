@@ -10,6 +10,7 @@ import (
 	"os/signal"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -28,6 +29,8 @@ type childSpec struct {
 	// StallAtEpoch: after deciding a failover to this epoch, print "decided" and wait for a
 	// line on stdin before going on.
 	StallAtEpoch int64
+	// Patience, when set, replaces the test patience and its jitter.
+	Patience time.Duration
 }
 
 func TestMain(m *testing.M) {
@@ -53,6 +56,9 @@ func runChild(spec string) int {
 	defer pool.Close()
 	cfg := testConfig(s.Shard, s.NodeID, s.Progress)
 	cfg.Bootstrap = s.Bootstrap
+	if s.Patience > 0 {
+		cfg.Patience, cfg.PatienceJitter = s.Patience, -1
+	}
 	cfg.Logger = slog.New(slog.NewTextHandler(os.Stdout, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	if s.StallAtEpoch > 0 {
 		stdin := bufio.NewScanner(os.Stdin)
