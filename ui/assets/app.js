@@ -30,6 +30,12 @@
     if (s < 86400) return Math.floor(s / 3600) + "h" + String(Math.floor((s % 3600) / 60)).padStart(2, "0") + "m";
     return Math.floor(s / 86400) + "d" + Math.floor((s % 86400) / 3600) + "h";
   }
+  // span names a configured length: "10m", "20s", "1h".
+  function span(s) {
+    if (s >= 3600 && s % 3600 === 0) return s / 3600 + "h";
+    if (s >= 60 && s % 60 === 0) return s / 60 + "m";
+    return Number.isInteger(s) ? s + "s" : age(s);
+  }
   const since = (now, t) => (Date.parse(now) - Date.parse(t)) / 1000;
   const clock = (t) => new Date(t).toLocaleTimeString([], { hour12: false });
 
@@ -65,7 +71,7 @@
     $("t-open").textContent = st.open.total;
     $("t-oldest").textContent = st.open.total ? age(st.open.oldest_seconds) : "–";
     $("t-committed").textContent = st.chart.totals.COMMITTED || 0;
-    $("t-committed-l").textContent = "committed, last " + age(st.chart.window_seconds);
+    $("t-committed-l").textContent = "committed in " + span(st.chart.window_seconds);
     $("t-halted").textContent = st.halted.length;
     $("t-halted").classList.toggle("nonzero", st.halted.length > 0);
   }
@@ -80,7 +86,7 @@
 
     const bars = $("bars");
     bars.replaceChildren();
-    $("share").textContent = st.fair_share ? "(fair share " + st.fair_share + ", marked)" : "";
+    $("share").textContent = st.fair_share ? "(fair share " + st.fair_share + ": the line)" : "";
     const top = Math.max(1, st.fair_share, ...st.instances.map((i) => i.claims));
     for (const i of st.instances) {
       const fill = el("div", { class: "fill" + (st.fair_share && i.claims > st.fair_share ? " over" : "") });
@@ -130,8 +136,8 @@
         svg.append(r);
       }
     }
-    $("chart-span").textContent = "per " + age(c.bucket_seconds) + ", peak " + peak;
-    $("axis-left").textContent = "−" + age(c.window_seconds);
+    $("chart-span").textContent = "(all instances, per " + span(c.bucket_seconds) + "; tallest bar " + peak + ")";
+    $("axis-left").textContent = "−" + span(c.window_seconds);
     const legend = $("legend");
     legend.replaceChildren();
     for (const s of STATES) {

@@ -1,0 +1,253 @@
+package ui_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/batchclaim/batchclaim/claims"
+	"github.com/batchclaim/batchclaim/dlt"
+	"github.com/batchclaim/batchclaim/dlt/dltsim"
+	"github.com/batchclaim/batchclaim/ingest"
+	"github.com/batchclaim/batchclaim/internal/dbtest"
+	"github.com/batchclaim/batchclaim/node"
+)
+
+// The page in a real browser: two running instances appear with their claims, the page
+// redraws by itself, and its numbers move when batches commit. A screenshot is kept in
+// $ARTIFACTS_DIR (else a new directory under the system's temp dir) and its path logged.
+// Chromium runs twice, reading the DOM it rendered (--dump-dom) after a few seconds of the
+// page's own virtual time: before any batch and after every batch committed.
+// Without a Chromium binary the test skips, unless REQUIRE_BROWSER=1.
+func TestPageInBrowser(t *testing.T) {
+	browser := findBrowser()
+	if browser == "" {
+		if os.Getenv("REQUIRE_BROWSER") == "1" {
+			t.Fatal("REQUIRE_BROWSER=1 but no chromium binary was found (apt-get install chromium)")
+		}
+		t.Skip("no chromium binary found; set REQUIRE_BROWSER=1 to make this a failure")
+	}
+	t.Parallel()
+	ctx := context.Background()
+	url := dbtest.NewDB(t)
+	pool, err := pgxpool.New(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	sim, err := dltsim.New(dltsim.Config{CommitLatency: 5 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	simURL, err := sim.Start("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sim.Close() })
+
+	// An instance that claims everything and then dies: the others take its claims over.
+	services := []string{"svc-a", "svc-b", "svc-c", "svc-d", "svc-e", "svc-f", "svc-halted"}
+	if err := claims.RegisterServiceIDs(ctx, pool, services...); err != nil {
+		t.Fatal(err)
+	}
+	ghost, err := claims.New(pool, testTimings("node-gone"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ghost.Register(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ghost.Cycle(ctx); err != nil {
+		t.Fatal(err)
+	}
+	st, err := ingest.Enqueue(ctx, pool, "svc-halted", "halted-0", []byte("x"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	execSQL(t, pool, `INSERT INTO service_halts (service_id, seq, reason) VALUES ('svc-halted', $1, 'batch INVALID: signature check failed')`, st.Seq)
+
+	a := startNode(t, pool, simURL, "node-a")
+	startNode(t, pool, simURL, "node-b")
+	waitFor(t, 20*time.Second, "the dead instance's claims taken over", func() bool {
+		var held int
+		err := pool.QueryRow(ctx, `SELECT count(*) FROM service_id_claims c JOIN instances i ON i.id = c.claimant WHERE i.name <> 'node-gone'`).Scan(&held)
+		return err == nil && held == len(services)
+	})
+	page := "http://" + a.Addr() + "/"
+
+	before := dumpDOM(t, browser, page)
+	for _, name := range []string{"node-a", "node-b", "node-gone"} {
+		if !regexp.MustCompile(`<tr data-instance="` + name + `">`).MatchString(before) {
+			t.Errorf("instance %s is not in the instances table", name)
+		}
+	}
+	if r := intOf(t, before, `data-renders="(\d+)"`); r < 2 {
+		t.Errorf("the page rendered %d times in its first seconds; it should poll and redraw by itself", r)
+	}
+	if c := intOf(t, before, `id="t-committed">(\d+)<`); c != 0 {
+		t.Errorf("committed before any batch: %d", c)
+	}
+	held := 0
+	for _, m := range regexp.MustCompile(`data-claims="(\d+)"`).FindAllStringSubmatch(before, -1) {
+		k, _ := strconv.Atoi(m[1])
+		held += k
+	}
+	if held != len(services) {
+		t.Errorf("the claim bars add up to %d, want %d", held, len(services))
+	}
+	if !regexp.MustCompile(`<tr data-service="svc-halted">`).MatchString(before) {
+		t.Error("the halted service_id is not listed")
+	}
+
+	const perService = 4
+	for b := range perService {
+		for _, svc := range services[:6] {
+			id, list := dlt.FakeBatch(svc, b)
+			if _, err := ingest.Enqueue(ctx, pool, svc, id, list); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	want := 6 * perService
+	waitFor(t, 60*time.Second, "every batch committed", func() bool {
+		var n int
+		err := pool.QueryRow(ctx, `SELECT count(*) FROM batches WHERE state = 'COMMITTED'`).Scan(&n)
+		return err == nil && n == want
+	})
+
+	dir := os.Getenv("ARTIFACTS_DIR")
+	if dir == "" {
+		if dir, err = os.MkdirTemp("", "batchclaim-ui-"); err != nil {
+			t.Fatal(err)
+		}
+	} else if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	shot := filepath.Join(dir, "status-page.png")
+	after := runBrowser(t, browser, "--dump-dom", "--virtual-time-budget=5000", "--screenshot="+shot, "--window-size=1280,900", page)
+	if fi, err := os.Stat(shot); err != nil || fi.Size() < 10_000 {
+		t.Errorf("screenshot %s: %v", shot, err)
+	} else {
+		t.Logf("screenshot: %s", shot)
+		fmt.Fprintf(os.Stderr, "status page screenshot: %s\n", shot)
+	}
+	if c := intOf(t, after, `id="t-committed">(\d+)<`); c != want {
+		t.Errorf("committed after the batches: %d, want %d", c, want)
+	}
+	if o := intOf(t, after, `id="t-open">(\d+)<`); o != 1 {
+		t.Errorf("unfinished batches: %d, want the halted service_id's 1", o)
+	}
+	if !regexp.MustCompile(`<rect [^>]*fill="[^"]+"`).MatchString(after) {
+		t.Error("the chart has no bars after the commits")
+	}
+}
+
+func findBrowser() string {
+	for _, name := range []string{"chromium", "chromium-browser", "google-chrome", "chrome", "headless_shell"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	return ""
+}
+
+// runBrowser runs headless Chromium once with a throwaway profile and returns its stdout.
+func runBrowser(t *testing.T, browser string, args ...string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute) // a loaded machine starts it slowly
+	defer cancel()
+	base := []string{"--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+		"--disable-background-networking", "--disable-component-update", "--disable-sync",
+		"--disable-dev-shm-usage", "--user-data-dir=" + t.TempDir()}
+	cmd := exec.CommandContext(ctx, browser, append(base, args...)...)
+	var stderr limitedBuffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("%s: %v\n%s", browser, err, stderr.String())
+	}
+	return string(out)
+}
+
+// dumpDOM loads url, lets the page run for a few seconds of its own (virtual) time, and
+// returns the DOM as rendered.
+func dumpDOM(t *testing.T, browser, url string) string {
+	t.Helper()
+	return runBrowser(t, browser, "--dump-dom", "--virtual-time-budget=5000", url)
+}
+
+func intOf(t *testing.T, dom, pattern string) int {
+	t.Helper()
+	m := regexp.MustCompile(pattern).FindStringSubmatch(dom)
+	if m == nil {
+		t.Fatalf("the rendered page has no match for %s", pattern)
+	}
+	n, err := strconv.Atoi(m[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+func testTimings(name string) claims.Config {
+	return claims.Config{Name: name, RenewInterval: 100 * time.Millisecond, Expiry1: time.Second, Expiry2: 4 * time.Second}
+}
+
+func startNode(t *testing.T, pool *pgxpool.Pool, simURL, name string) *node.Node {
+	t.Helper()
+	client, err := dlt.NewClient(dlt.Config{Flavor: dlt.FlavorSawtooth, URL: simURL, RequestTimeout: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := node.New(pool, node.Config{
+		Claims: testTimings(name), Submitter: node.DLTSubmitter(client), Statuses: node.DLTStatuses(client),
+		Workers: 4, PollInterval: 50 * time.Millisecond, Listen: "127.0.0.1:0",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- n.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
+			t.Errorf("%s stopped with %v", name, err)
+		}
+	})
+	waitFor(t, 10*time.Second, name+" listening", func() bool { return n.Addr() != "" })
+	return n
+}
+
+func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for: %s", timeout, what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// limitedBuffer keeps the last 8 KiB written to it (Chromium is chatty on stderr).
+type limitedBuffer struct{ b []byte }
+
+func (l *limitedBuffer) Write(p []byte) (int, error) {
+	l.b = append(l.b, p...)
+	if len(l.b) > 8<<10 {
+		l.b = l.b[len(l.b)-8<<10:]
+	}
+	return len(p), nil
+}
+
+func (l *limitedBuffer) String() string { return string(l.b) }
