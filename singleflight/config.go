@@ -33,8 +33,9 @@ type Config struct {
 	Holder string
 
 	// TTL is how long a fetched value is fresh, counted from the moment its fetch lease was
-	// taken (the expiry is fixed before the source is called). Zero means TTLDefault. It must
-	// be longer than MaxFetchTime, or a value could arrive already stale.
+	// taken (the expiry is fixed before the source is called). Zero means TTLDefault. Keep it
+	// well above the usual fetch time: a fetch that outlasts it stores a value that is stale
+	// on arrival (its waiters still get it, marked Entry.Stale).
 	TTL time.Duration
 
 	// ErrorTTL is how long a source error is kept and served as a negative result, so that
@@ -50,8 +51,10 @@ type Config struct {
 	// LeaseTTL/4. At most LeaseTTL/3, so that one failed renewal does not lose the lease.
 	RenewInterval time.Duration
 
-	// MaxFetchTime bounds one call of the source; a call that takes longer is cancelled and
-	// stored as a negative result. Zero means MaxFetchTimeDefault.
+	// MaxFetchTime bounds one call of the source: past it the call is cancelled (and stored
+	// as a negative result) and the lease is no longer renewed, so a source that ignores its
+	// context holds the key for at most MaxFetchTime + LeaseTTL. Zero means
+	// MaxFetchTimeDefault.
 	MaxFetchTime time.Duration
 
 	// PollInterval is how often a waiter re-reads the key when no notification wakes it
@@ -105,9 +108,6 @@ func (r resolved) validate() error {
 		if d.v < time.Millisecond {
 			errs = append(errs, fmt.Errorf("%s must be at least 1ms, got %s", d.name, d.v))
 		}
-	}
-	if r.ttl <= r.maxFetchTime {
-		errs = append(errs, fmt.Errorf("TTL must be longer than MaxFetchTime (a value would arrive stale): TTL = %s, MaxFetchTime = %s", r.ttl, r.maxFetchTime))
 	}
 	if r.errorTTL > r.ttl {
 		errs = append(errs, fmt.Errorf("ErrorTTL must be at most TTL: ErrorTTL = %s, TTL = %s", r.errorTTL, r.ttl))

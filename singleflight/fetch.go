@@ -127,9 +127,9 @@ func (c *Cache) fetch(base context.Context, f *flight, sent time.Time) {
 	callCtx, cancelCall := context.WithTimeoutCause(ctx, c.cfg.maxFetchTime, errFetchTimeout)
 	defer cancelCall()
 	renewed := make(chan struct{})
-	go func() {
+	go func() { // renewals stop with the call, or at MaxFetchTime if the source ignores ctx
 		defer close(renewed)
-		c.renew(ctx, f, sent, cancel)
+		c.renew(callCtx, f, sent, cancel)
 	}()
 
 	value, err := c.callSource(callCtx, f)

@@ -1,0 +1,102 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"os/exec"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/batchclaim/batchclaim/internal/dbtest"
+)
+
+// singleflight demo --json on a small shape: separate worker processes, one SIGKILLed
+// mid-fetch; the summary is one JSON object whose invariant counters are 0 and which shows
+// the takeover.
+func TestSingleflightDemoJSON(t *testing.T) {
+	t.Parallel()
+	bin := buildBinary(t)
+	cmd := exec.Command(bin, "singleflight", "demo", "--json", "--processes", "3", "--keys", "3", "--duration", "6s")
+	cmd.Env = append(cmd.Environ(), "DATABASE_URL="+dbtest.AdminURL(t))
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("singleflight demo: %v\n%s\n%s", err, stdout.String(), stderr.String())
+	}
+	var sum map[string]any
+	if err := json.Unmarshal(stdout.Bytes(), &sum); err != nil {
+		t.Fatalf("stdout is not one JSON object: %v\n%s", err, stdout.String())
+	}
+	for _, k := range []string{"parallel_fetches", "lost_results", "stale_overwrites", "epochs_reused"} {
+		if v, ok := sum[k]; !ok || v != 0.0 {
+			t.Errorf("%s = %v, want 0", k, v)
+		}
+	}
+	if sum["killed_epoch"].(float64) == 0 || sum["takeover_epoch"].(float64) <= sum["killed_epoch"].(float64) {
+		t.Errorf("no takeover after the SIGKILL: %v", sum)
+	}
+	if sum["waiters_of_killed_key"] != 2.0 || sum["gets"].(float64) == 0 || sum["fetches"].(float64) < 2 {
+		t.Errorf("summary: %v", sum)
+	}
+}
+
+// The demo's checker counts what it must: overlapping source calls of one key (a killed
+// worker's unfinished call lasting until the kill), values replaced by an older epoch,
+// reused epochs, and failed Gets of the survivors.
+func TestSingleflightCheckerCounts(t *testing.T) {
+	t.Parallel()
+	pool, err := pgxpool.New(t.Context(), dbtest.NewDB(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	if _, err := pool.Exec(t.Context(), sfDemoSchema); err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	at := func(s float64) time.Time { return t0.Add(time.Duration(s * float64(time.Second))) }
+	calls := []struct {
+		worker, key string
+		epoch       int64
+		start       float64
+		end         *float64
+	}{
+		{"w1", sfVictimKey, 1, 0, nil}, // killed at t=5: ends then
+		{"w2", sfVictimKey, 2, 6, sfPtr(7.0)},
+		{"w3", "a", 3, 0, sfPtr(2.0)},
+		{"w2", "a", 4, 1, sfPtr(3.0)}, // overlaps epoch 3
+		{"w2", "b", 5, 0, sfPtr(1.0)},
+		{"w3", "b", 5, 2, sfPtr(3.0)},   // reuses epoch 5
+		{"w1", "c", 6, 4, nil},          // killed at 5
+		{"w3", "c", 7, 4.5, sfPtr(6.0)}, // overlaps the killed call
+	}
+	for _, c := range calls {
+		var end *time.Time
+		if c.end != nil {
+			e := at(*c.end)
+			end = &e
+		}
+		if _, err := pool.Exec(t.Context(), `INSERT INTO sf_demo_calls (worker, key, epoch, started_at, ended_at) VALUES ($1, $2, $3, $4, $5)`,
+			c.worker, c.key, c.epoch, at(c.start), end); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := pool.Exec(t.Context(), `
+		INSERT INTO sf_demo_writes (key, old_epoch, new_epoch) VALUES ('a', NULL, 4), ('a', 4, 3), ('b', NULL, 5);
+		INSERT INTO sf_demo_workers (name, done, gets, errors, victim_epoch) VALUES
+			('w1', false, 10, 0, 0), ('w2', true, 10, 2, 2), ('w3', false, 10, 0, 2)`); err != nil {
+		t.Fatal(err)
+	}
+	s, err := sfCheck(t.Context(), pool, "w1", at(5), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.ParallelFetches != 2 || s.StaleOverwrites != 1 || s.EpochsReused != 1 || s.LostResults != 3 ||
+		s.TakeoverEpoch != 2 || s.TakeoverSeconds != 1 || s.WaitersOfKilledKey != 2 {
+		t.Fatalf("checker: %+v", s)
+	}
+}
+
+func sfPtr[T any](v T) *T { return &v }
