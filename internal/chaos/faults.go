@@ -77,6 +77,7 @@ func (r *run) inject(ctx context.Context, kind string, rng *rand.Rand) error {
 		}
 		v := r.hit(ctx, kind, in)
 		in.kill()
+		r.held(ctx, v)
 		r.event(kind, "%s killed, holding %d claims", in.name, len(v.held))
 		r.leaseEnd(ctx, v, false)
 		r.sleep(ctx, time.Duration(1000+rng.IntN(2000))*time.Millisecond)
@@ -93,6 +94,7 @@ func (r *run) inject(ctx context.Context, kind string, rng *rand.Rand) error {
 		d := r.outage(rng)
 		v := r.hit(ctx, kind, in)
 		in.signal(syscall.SIGSTOP, stateStopped)
+		r.held(ctx, v)
 		r.event(kind, "%s stopped for %.1fs, holding %d claims", in.name, d.Seconds(), len(v.held))
 		r.sleep(ctx, d)
 		r.leaseEnd(ctx, v, true)
@@ -114,6 +116,7 @@ func (r *run) inject(ctx context.Context, kind string, rng *rand.Rand) error {
 				p.Blackhole()
 			}
 		}
+		r.held(ctx, v)
 		r.event(kind, "%s's database link down for %.1fs, holding %d claims", in.name, d.Seconds(), len(v.held))
 		r.sleep(ctx, d)
 		r.leaseEnd(ctx, v, true)
@@ -227,22 +230,40 @@ func (r *run) hit(ctx context.Context, kind string, in *instance) *victim {
 		// held was orphaned before this fault, which is not the one to judge.
 		v.at = time.Time{}
 	}
-	if v.id != uuid.Nil && !v.at.IsZero() {
-		rows, err := r.pool.Query(qctx, `SELECT service_id, epoch, submitting_since IS NOT NULL FROM service_id_claims WHERE claimant = $1`, v.id)
-		if err == nil {
-			for rows.Next() {
-				var h heldClaim
-				if rows.Scan(&h.service, &h.epoch, &h.busy) == nil {
-					v.held = append(v.held, h)
-				}
-			}
-			rows.Close()
-		}
-	}
 	r.mu.Lock()
 	r.victims = append(r.victims, v)
 	r.mu.Unlock()
 	return v
+}
+
+// heldSettle is how long after a fault the victim's claims are read: statements it had sent
+// before the fault (a submission mark, say) land within it.
+const heldSettle = 300 * time.Millisecond
+
+// held records the claims the victim holds once the fault took hold, and which of them have a
+// submission in flight (kept until expiry-2).
+func (r *run) held(ctx context.Context, v *victim) {
+	if v.id == uuid.Nil {
+		return
+	}
+	r.sleep(ctx, heldSettle)
+	qctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	rows, err := r.pool.Query(qctx, `SELECT service_id, epoch, submitting_since IS NOT NULL FROM service_id_claims WHERE claimant = $1`, v.id)
+	if err != nil {
+		return
+	}
+	defer rows.Close()
+	var held []heldClaim
+	for rows.Next() {
+		var h heldClaim
+		if rows.Scan(&h.service, &h.epoch, &h.busy) == nil {
+			held = append(held, h)
+		}
+	}
+	r.mu.Lock()
+	v.held = held
+	r.mu.Unlock()
 }
 
 // settle waits (up to limit) until every running instance is registered and its lease is

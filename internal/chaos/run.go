@@ -111,6 +111,15 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 func replayCommand(c Config) string {
 	cmd := fmt.Sprintf("batchclaim chaos --seed %d --duration %s --instances %d --service-ids %d --batches %d",
 		c.Seed, c.Duration, c.Instances, c.ServiceIDs, c.Batches)
+	for _, f := range []struct {
+		name      string
+		v, defval time.Duration
+	}{{"renew-interval", c.Renew, RenewDefault}, {"expiry-1", c.Expiry1, Expiry1Default},
+		{"expiry-2", c.Expiry2, Expiry2Default}, {"allowance", c.Allowance, AllowanceDefault}} {
+		if f.v != f.defval {
+			cmd += fmt.Sprintf(" --%s %s", f.name, f.v)
+		}
+	}
 	if len(c.Kinds) != len(Kinds()) {
 		cmd += " --faults " + strings.Join(c.Kinds, ",")
 	}
