@@ -38,6 +38,8 @@ func init() {
 
 		"election": {summary: "one primary per role: run an elector (election run) or the fault demo (election demo)", run: runElection},
 		"primary":  {summary: "exit 0 if this host's instance is the live primary of --role, 1 if not", run: runPrimary},
+
+		"singleflight": {summary: "per-key single-flight cache: the fault demo (singleflight demo)", run: runSingleflight},
 	}
 }
 
