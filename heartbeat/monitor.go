@@ -44,14 +44,14 @@ type stepResult struct {
 //
 //  1. clear the open events of sources whose event type was removed, and delete the removed
 //     types with their sources (the design's validity-flag clean-up);
-//  2. raise every source that is not raised and whose last heartbeat is MissedCount
+//  2. clear every raised source that sent a heartbeat since its raise;
+//  3. raise every source that is not raised and whose last heartbeat is MissedCount
 //     intervals old by the database's clock (now, or the optional now a test passes), or
 //     that has a late silence (one that ended before any step saw it);
-//  3. clear every raised source that sent a heartbeat since its raise.
+//  4. clear again: a late silence is raised and cleared in the same step.
 //
-// Raising comes first so that a late silence is raised and cleared in the same step. A
-// source that beat once after its raise and went silent again is cleared now and raised
-// again (a new episode) by the next step.
+// A source that beat once after its raise and fell silent again has its old episode
+// cleared in 2 and its new one raised in 3.
 func (m *monitor) step(ctx context.Context, w writer, now *time.Time) (stepResult, error) {
 	var res stepResult
 	ctx, cancel := context.WithTimeout(ctx, m.txTimeout)
@@ -72,14 +72,19 @@ func (m *monitor) step(ctx context.Context, w writer, now *time.Time) (stepResul
 		if res.Purged, err = q.HeartbeatEventTypesPurge(ctx, tx); err != nil {
 			return fmt.Errorf("purge removed event types: %w", err)
 		}
-		raised, err := q.HeartbeatRaiseDue(ctx, tx, db.HeartbeatRaiseDueParams{Now: now, InstanceID: w.instanceID, TermEpoch: w.epoch})
-		if err != nil {
-			return fmt.Errorf("raise: %w", err)
-		}
 		cleared, err := q.HeartbeatClearFresh(ctx, tx, db.HeartbeatClearFreshParams{InstanceID: w.instanceID, TermEpoch: w.epoch})
 		if err != nil {
 			return fmt.Errorf("clear: %w", err)
 		}
+		raised, err := q.HeartbeatRaiseDue(ctx, tx, db.HeartbeatRaiseDueParams{Now: now, InstanceID: w.instanceID, TermEpoch: w.epoch})
+		if err != nil {
+			return fmt.Errorf("raise: %w", err)
+		}
+		late, err := q.HeartbeatClearFresh(ctx, tx, db.HeartbeatClearFreshParams{InstanceID: w.instanceID, TermEpoch: w.epoch})
+		if err != nil {
+			return fmt.Errorf("clear late: %w", err)
+		}
+		cleared = append(cleared, late...)
 		if res.Cleared, err = eventsFromRows(append(removed, cleared...)); err != nil {
 			return err
 		}

@@ -212,3 +212,30 @@ func TestStepsRacingHeartbeatsKeepEpisodesWhole(t *testing.T) {
 		t.Fatal("no silence was raised: the test did not exercise raising")
 	}
 }
+
+// A source that beats once after its raise and falls silent again gets its episode cleared
+// and a new one raised in the same step; a second silence that ends before any step, while
+// the first one's episode is still open, is still raised (late) and cleared.
+func TestSilencesBackToBack(t *testing.T) {
+	t.Parallel()
+	b := setup(t, eventType("hb", 100*time.Millisecond, 2))
+	b.beat(t, "hb", "vnf-1")
+	b.age(t, "hb", "vnf-1", time.Second)
+	if raised, _ := b.step(t, nil); len(raised) != 1 {
+		t.Fatalf("first silence: raised %d", len(raised))
+	}
+	b.beat(t, "hb", "vnf-1")
+	b.age(t, "hb", "vnf-1", time.Second)
+	raised, cleared := b.step(t, nil)
+	if len(cleared) != 1 || cleared[0].Episode != 1 || len(raised) != 1 || raised[0].Episode != 2 || raised[0].HeartbeatSeq != 2 {
+		t.Fatalf("silent again after one heartbeat: raised %v, cleared %v; want 1 cleared, 2 raised", keysOf(raised), keysOf(cleared))
+	}
+	b.beat(t, "hb", "vnf-1") // seq 3: ends episode 2's silence, no step
+	b.age(t, "hb", "vnf-1", time.Second)
+	b.beat(t, "hb", "vnf-1") // seq 4: ends a second silence, no step
+	raised, cleared = b.step(t, nil)
+	if len(raised) != 1 || raised[0].Episode != 3 || raised[0].HeartbeatSeq != 3 || len(cleared) != 2 {
+		t.Fatalf("two silences between steps: raised %v, cleared %v; want episode 3 after heartbeat 3, episodes 2 and 3 cleared",
+			keysOf(raised), keysOf(cleared))
+	}
+}

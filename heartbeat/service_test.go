@@ -128,16 +128,16 @@ func (b bundle) checkOnce(t *testing.T) {
 // is refused by the election's fence and stores nothing.
 func TestTheStandbyNeverRaises(t *testing.T) {
 	t.Parallel()
-	b := setup(t, eventType("hb", 100*time.Millisecond, 2))
+	b := setup(t, eventType("hb", time.Second, 3))
 	a := startInstance(t, b.pool, "a", &hookLog{})
 	waitPrimary(t, b.pool, "a")
 	s := startInstance(t, b.pool, "s", &hookLog{})
 	b.beat(t, "hb", "vnf-1")
-	b.age(t, "hb", "vnf-1", time.Second)
+	b.age(t, "hb", "vnf-1", 10*time.Second)
 	b.waitEvents(t, "the raise", func(es []heartbeat.Event) bool { return has(es, "hb/vnf-1/1/raised") != nil })
 
 	b.beat(t, "hb", "vnf-2")
-	b.age(t, "hb", "vnf-2", time.Second)
+	b.age(t, "hb", "vnf-2", 10*time.Second)
 	for _, epoch := range []int64{1, 2, 99} {
 		_, _, err := s.svc.StepAs(t.Context(), election.Term{Role: heartbeat.RoleDefault, Epoch: epoch, Name: "s"})
 		if !errors.Is(err, batchclaim.ErrClaimLost) {
@@ -158,20 +158,20 @@ func TestTheStandbyNeverRaises(t *testing.T) {
 // deliver, raises what came due, clears what was raised before, and repeats nothing.
 func TestHandoverNeitherLosesNorRepeats(t *testing.T) {
 	t.Parallel()
-	b := setup(t, eventType("hb", 100*time.Millisecond, 2))
+	b := setup(t, eventType("hb", time.Second, 3))
 	old := startInstance(t, b.pool, "old", &hookLog{fail: true})
 	oldTerm := waitPrimary(t, b.pool, "old")
 	next := startInstance(t, b.pool, "next", &hookLog{})
 	for _, src := range []string{"s1", "s2"} {
 		b.beat(t, "hb", src)
 	}
-	b.age(t, "hb", "s1", time.Second)
+	b.age(t, "hb", "s1", 10*time.Second)
 	es := b.waitEvents(t, "s1 raised", func(es []heartbeat.Event) bool { return has(es, "hb/s1/1/raised") != nil })
 	if e := has(es, "hb/s1/1/raised"); e.TermEpoch != oldTerm.Epoch || e.DeliveredAt != nil {
 		t.Fatalf("s1's raise %+v: want it by the old term, undelivered (its hook refuses)", e)
 	}
 
-	b.age(t, "hb", "s2", time.Second) // due during the handover
+	b.age(t, "hb", "s2", 10*time.Second) // due during the handover
 	old.stop()
 	nextTerm := waitPrimary(t, b.pool, "next")
 	es = b.waitEvents(t, "s2 raised", func(es []heartbeat.Event) bool { return has(es, "hb/s2/1/raised") != nil })

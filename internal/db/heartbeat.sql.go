@@ -515,7 +515,9 @@ SET received_at = now(), last_epoch_microsec = EXCLUDED.last_epoch_microsec, hea
         SELECT CASE WHEN late THEN s.heartbeats ELSE s.late_heartbeat END,
                CASE WHEN late THEN s.received_at ELSE s.late_received_at END,
                CASE WHEN late THEN s.last_epoch_microsec ELSE s.late_epoch_microsec END
-        FROM (SELECT NOT s.raised AND s.late_heartbeat IS NULL
+        FROM (SELECT s.late_heartbeat IS NULL
+                     -- not the silence the open episode was raised for
+                     AND NOT (s.raised AND s.raised_heartbeat = s.heartbeats)
                      AND s.received_at + t.missed_count * t.interval_ms * interval '1 millisecond' <= now() AS late
               FROM heartbeat_event_types t WHERE t.event_name = s.event_name) l)
 RETURNING s.received_at, s.heartbeats, s.raised, s.episodes
@@ -537,8 +539,8 @@ type HeartbeatRecordRow struct {
 // Stores a heartbeat of a valid event type, stamped with the database's clock. No row when
 // the event type is unknown or invalid (the heartbeat is discarded). A new source's episode
 // count starts from its highest stored event, so episode numbers never repeat. A heartbeat
-// that ends a silence of missed_count intervals that is not raised marks it late, so that
-// the next step raises it even though the source is beating again.
+// that ends a silence of missed_count intervals that no step raised marks it late, so that
+// the next step raises (and clears) it although the source is beating again.
 func (q *Queries) HeartbeatRecord(ctx context.Context, db DBTX, arg HeartbeatRecordParams) (HeartbeatRecordRow, error) {
 	row := db.QueryRow(ctx, heartbeatRecord, arg.SourceName, arg.LastEpochMicrosec, arg.EventName)
 	var i HeartbeatRecordRow
