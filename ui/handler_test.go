@@ -71,10 +71,10 @@ func setup(t *testing.T, auth bool) *bundle {
 	if _, err := b.beta.Cycle(ctx); err != nil {
 		t.Fatal(err)
 	}
-	exec(t, pool, `UPDATE batches SET state = 'COMMITTED' WHERE seq = $1`, b.seqs["svc-a"][0])
-	exec(t, pool, `INSERT INTO batch_transitions (seq, from_state, to_state, instance_id, epoch) VALUES ($1, 'PENDING', 'COMMITTED', $2, 1)`,
+	execSQL(t, pool, `UPDATE batches SET state = 'COMMITTED' WHERE seq = $1`, b.seqs["svc-a"][0])
+	execSQL(t, pool, `INSERT INTO batch_transitions (seq, from_state, to_state, instance_id, epoch) VALUES ($1, 'PENDING', 'COMMITTED', $2, 1)`,
 		b.seqs["svc-a"][0], b.beta.InstanceID())
-	exec(t, pool, `INSERT INTO service_halts (service_id, seq, reason) VALUES ('svc-c', $1, 'batch INVALID: bad signature')`, b.seqs["svc-c"][0])
+	execSQL(t, pool, `INSERT INTO service_halts (service_id, seq, reason) VALUES ('svc-c', $1, 'batch INVALID: bad signature')`, b.seqs["svc-c"][0])
 
 	h, err := ui.New(pool, ui.Config{Refresh: 200 * time.Millisecond})
 	if err != nil {
@@ -98,7 +98,7 @@ func setup(t *testing.T, auth bool) *bundle {
 	return b
 }
 
-func exec(t *testing.T, pool *pgxpool.Pool, sql string, args ...any) {
+func execSQL(t *testing.T, pool *pgxpool.Pool, sql string, args ...any) {
 	t.Helper()
 	if _, err := pool.Exec(context.Background(), sql, args...); err != nil {
 		t.Fatal(err)
