@@ -17,6 +17,9 @@ func (r *run) check(ctx context.Context) (Report, error) {
 	rep := Report{Seed: c.Seed, Replay: replayCommand(c), Instances: c.Instances, ServiceIDs: c.ServiceIDs,
 		DurationSeconds: time.Since(r.start).Seconds(), Faults: map[string]int{}, Violations: map[string]int{},
 		Skipped: r.skipped, LogDir: r.logDir, Database: "throwaway primary with a synchronous standby"}
+	if r.db.async {
+		rep.Database = "throwaway primary with an ASYNCHRONOUS standby (a demonstration: the guarantees do not hold)"
+	}
 	if !r.db.own {
 		rep.Database = "DATABASE_URL"
 	}
@@ -95,6 +98,11 @@ func (r *run) check(ctx context.Context) (Report, error) {
 	rep.Violations[SlowTakeovers], rep.TakeoversJudged = slow, judged
 	rep.Problems = append(rep.Problems, problems...)
 
+	regress, gaps, problems := r.checkFailovers(owns)
+	rep.Violations[EpochRegressions] += regress
+	rep.Violations[HistoryGaps] += gaps
+	rep.Problems = append(rep.Problems, problems...)
+
 	if r.unbalanced != "" {
 		rep.Violations[Unbalanced] = 1
 		rep.Problems = append(rep.Problems, r.unbalanced)
@@ -143,6 +151,30 @@ func short(id string) string {
 		return id[:12]
 	}
 	return id
+}
+
+// checkFailovers verifies that every acquisition a primary had just before it was killed is on
+// the primary that replaced it, with the same owner: a lost one is a gap in the history, and
+// one whose epoch went to another instance is an epoch that repeated.
+func (r *run) checkFailovers(owns map[string][]history.Ownership) (regress, gaps int, problems []string) {
+	for _, a := range r.beforeFailover {
+		var found *history.Ownership
+		for i := range owns[a.service] {
+			if owns[a.service][i].Epoch == a.epoch {
+				found = &owns[a.service][i]
+				break
+			}
+		}
+		switch {
+		case found == nil:
+			gaps++
+			problems = append(problems, fmt.Sprintf("%s: the acquisition of epoch %d by %s, committed on the old primary, is missing after the failover", a.service, a.epoch, a.instance))
+		case found.Instance != a.instance:
+			regress++
+			problems = append(problems, fmt.Sprintf("%s: epoch %d was acquired by %s on the old primary and again by %s after the failover", a.service, a.epoch, a.instance, found.Instance))
+		}
+	}
+	return regress, gaps, problems
 }
 
 // diagnoseDuplicate lists what the ledger answered to each POST of a batch posted more often

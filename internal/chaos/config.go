@@ -101,6 +101,10 @@ type Config struct {
 	// there and dropped afterwards); postgres_restart and postgres_failover are then skipped.
 	// Empty means a throwaway cluster with a synchronous standby from local binaries.
 	DatabaseURL string
+	// AsyncStandby makes the throwaway cluster's standby asynchronous and holds it a second
+	// behind before each failover: a demonstration that the guarantees then break (expect
+	// epoch_regressions and history_gaps). False (the default) is the supported setup.
+	AsyncStandby bool
 	// Binary is the batchclaim executable the instances run. Required.
 	Binary string
 	// Renew, Expiry1 and Expiry2 are the instances' R, T1 and T2. Zero means 200ms, 2s, 8s.

@@ -12,10 +12,12 @@ import (
 	"sync"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/batchclaim/batchclaim/internal/pglocal"
+	"github.com/batchclaim/batchclaim/internal/tcpproxy"
 	"github.com/batchclaim/batchclaim/migrations"
 )
 
@@ -30,9 +32,22 @@ type servers struct {
 	dbName string
 	admin  string // URL of the server an existing DatabaseURL named (own == false)
 
+	// async: the standby is asynchronous and streams through repl, a proxy that a failover
+	// blackholes first, so that the last commits are missing on the new primary (to show
+	// what the synchronous standby prevents).
+	async bool
+	repl  *tcpproxy.Proxy
+
 	mu      sync.Mutex
 	nodes   [2]*pglocal.Cluster // own: by address index
 	primary int                 // own: index of the primary
+}
+
+// acquisition is an acquisition seen on a primary just before it was killed.
+type acquisition struct {
+	service  string
+	epoch    int64
+	instance uuid.UUID
 }
 
 // clusterSettings keep the guarantees across a failover: every commit waits until the standby
@@ -46,7 +61,7 @@ var clusterSettings = map[string]string{
 
 // startServers starts the throwaway primary and its synchronous standby, or prepares a scratch
 // database on databaseURL, and migrates the database.
-func startServers(ctx context.Context, databaseURL string, progress func(string, ...any)) (*servers, error) {
+func startServers(ctx context.Context, databaseURL string, async bool, progress func(string, ...any)) (*servers, error) {
 	if databaseURL != "" {
 		return externalServer(ctx, databaseURL, progress)
 	}
@@ -54,9 +69,9 @@ func startServers(ctx context.Context, databaseURL string, progress func(string,
 	if err != nil {
 		return nil, fmt.Errorf("start throwaway postgres: %w", err)
 	}
-	s := &servers{own: true, dbName: dbName}
+	s := &servers{own: true, dbName: dbName, async: async}
 	s.nodes[0] = primary
-	standby, err := primary.StartStandby(ctx, 0)
+	standby, err := s.newStandby(ctx, primary, 0)
 	if err != nil {
 		_ = primary.Stop(ctx)
 		return nil, fmt.Errorf("start standby: %w", err)
@@ -82,8 +97,13 @@ func startServers(ctx context.Context, databaseURL string, progress func(string,
 		s.close(ctx)
 		return nil, fmt.Errorf("migrate: %w", err)
 	}
-	progress("postgres: throwaway primary on %s, synchronous standby on %s (synchronous_commit=on, synchronous_standby_names='*')",
-		s.addrs[0], s.addrs[1])
+	if async {
+		progress("postgres: throwaway primary on %s, ASYNCHRONOUS standby on %s: a failover loses the last commits and the guarantees do not hold",
+			s.addrs[0], s.addrs[1])
+	} else {
+		progress("postgres: throwaway primary on %s, synchronous standby on %s (synchronous_commit=on, synchronous_standby_names='*')",
+			s.addrs[0], s.addrs[1])
+	}
 	return s, nil
 }
 
@@ -153,9 +173,30 @@ func (s *servers) pool(ctx context.Context) (*pgxpool.Pool, error) {
 	return pgxpool.NewWithConfig(ctx, cfg)
 }
 
-// makeSynchronous makes the standby synchronous and waits until it is.
+// newStandby starts a standby of primary on port (zero: a free one); an asynchronous one
+// streams through a new replication proxy.
+func (s *servers) newStandby(ctx context.Context, primary *pglocal.Cluster, port int) (*pglocal.Cluster, error) {
+	if !s.async {
+		return primary.StartStandby(ctx, port)
+	}
+	if s.repl != nil {
+		_ = s.repl.Close()
+	}
+	repl, err := tcpproxy.Start("127.0.0.1:0", hostPort(primary.Port()))
+	if err != nil {
+		return nil, err
+	}
+	s.repl = repl
+	return primary.StartStandbyVia(ctx, port, repl.Addr())
+}
+
+// makeSynchronous makes the standby synchronous and waits until it is (an asynchronous one:
+// until it streams).
 func (s *servers) makeSynchronous(ctx context.Context) error {
 	p := s.nodes[s.primary]
+	if s.async {
+		return p.WaitStreaming(ctx, false)
+	}
 	if err := p.SetSynchronousStandbys(ctx, "*"); err != nil {
 		return err
 	}
@@ -171,32 +212,65 @@ func (s *servers) restart(ctx context.Context) error {
 
 // failover kills the primary, promotes the standby, then makes a new synchronous standby of
 // the new primary on the old primary's address. It returns the two steps' durations.
-func (s *servers) failover(ctx context.Context) (down, rebuilt time.Duration, err error) {
+func (s *servers) failover(ctx context.Context) (seen []acquisition, down, rebuilt time.Duration, err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	start := time.Now()
 	old, next := s.primary, 1-s.primary
+	if s.async {
+		// Replication stalls; the primary goes on committing what the standby will not have.
+		s.repl.Blackhole()
+		time.Sleep(asyncLag)
+	}
+	seen = s.acquisitions(ctx, s.addrs[old])
 	if err := s.nodes[old].Kill(ctx); err != nil {
-		return 0, 0, err
+		return seen, 0, 0, err
 	}
 	if err := s.nodes[next].Promote(ctx); err != nil {
-		return 0, 0, err
+		return seen, 0, 0, err
 	}
 	s.primary = next
 	down = time.Since(start)
 	oldPort := s.nodes[old].Port()
 	if err := s.nodes[old].Stop(ctx); err != nil {
-		return down, 0, err
+		return seen, down, 0, err
 	}
-	standby, err := s.nodes[next].StartStandby(ctx, oldPort)
+	standby, err := s.newStandby(ctx, s.nodes[next], oldPort)
 	if err != nil {
-		return down, 0, fmt.Errorf("new standby: %w", err)
+		return seen, down, 0, fmt.Errorf("new standby: %w", err)
 	}
 	s.nodes[old] = standby
 	if err := s.makeSynchronous(ctx); err != nil {
-		return down, 0, err
+		return seen, down, 0, err
 	}
-	return down, time.Since(start), nil
+	return seen, down, time.Since(start), nil
+}
+
+// asyncLag is how long an asynchronous standby is held behind before a failover.
+const asyncLag = time.Second
+
+// acquisitions reads every acquisition a server has, straight from it; nil when it cannot.
+func (s *servers) acquisitions(ctx context.Context, addr string) []acquisition {
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, s.directURL(addr, "chaos"))
+	if err != nil {
+		return nil
+	}
+	defer conn.Close(ctx)
+	rows, err := conn.Query(ctx, `SELECT service_id, epoch, instance_id FROM claim_events WHERE event = 'acquired'`)
+	if err != nil {
+		return nil
+	}
+	defer rows.Close()
+	var out []acquisition
+	for rows.Next() {
+		var a acquisition
+		if rows.Scan(&a.service, &a.epoch, &a.instance) == nil {
+			out = append(out, a)
+		}
+	}
+	return out
 }
 
 // terminate ends every backend of one application_name and returns how many.
@@ -218,6 +292,9 @@ func (s *servers) close(ctx context.Context) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.repl != nil {
+		_ = s.repl.Close()
+	}
 	for _, n := range s.nodes {
 		if n != nil {
 			_ = n.Stop(ctx)

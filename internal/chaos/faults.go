@@ -158,7 +158,10 @@ func (r *run) inject(ctx context.Context, kind string, rng *rand.Rand) error {
 		r.count(kind)
 		r.event(kind, "primary restarted in %.1fs", time.Since(start).Seconds())
 	case KindPostgresFailover:
-		down, total, err := r.db.failover(ctx)
+		seen, down, total, err := r.db.failover(ctx)
+		r.mu.Lock()
+		r.beforeFailover = append(r.beforeFailover, seen...)
+		r.mu.Unlock()
 		if err != nil {
 			return err
 		}

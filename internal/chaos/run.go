@@ -34,13 +34,15 @@ type run struct {
 	arrived   atomic.Int64
 	start     time.Time
 
-	mu         sync.Mutex
-	faults     map[string]int
-	stores     map[string]stored // by batch id
-	victims    []*victim
-	problems   []string
-	unbalanced string // why the claims never balanced; empty when they did
-	skipped    []string
+	mu     sync.Mutex
+	faults map[string]int
+	stores map[string]stored // by batch id
+	// beforeFailover: acquisitions each killed primary had; the new primary must have them.
+	beforeFailover []acquisition
+	victims        []*victim
+	problems       []string
+	unbalanced     string // why the claims never balanced; empty when they did
+	skipped        []string
 }
 
 // Run performs one chaos run and checks its history. The error is for a run that could not
@@ -53,7 +55,7 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	r := &run{cfg: cfg, faults: map[string]int{}, stores: map[string]stored{}, numbers: batchNumbers{next: map[string]int{}}}
 	r.say("seed %d: replay with: %s", cfg.Seed, replayCommand(cfg))
 	var err error
-	if r.db, err = startServers(ctx, cfg.DatabaseURL, r.say); err != nil {
+	if r.db, err = startServers(ctx, cfg.DatabaseURL, cfg.AsyncStandby, r.say); err != nil {
 		return Report{}, err
 	}
 	defer r.db.close(ctx)
@@ -119,6 +121,9 @@ func replayCommand(c Config) string {
 		if f.v != f.defval {
 			cmd += fmt.Sprintf(" --%s %s", f.name, f.v)
 		}
+	}
+	if c.AsyncStandby {
+		cmd += " --async-standby"
 	}
 	if len(c.Kinds) != len(Kinds()) {
 		cmd += " --faults " + strings.Join(c.Kinds, ",")

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -32,6 +33,21 @@ func settingFlags(settings map[string]string) []string {
 // wants synchronous replication from it again attaches a new standby and calls
 // SetSynchronousStandbys. Stop removes it.
 func (c *Cluster) StartStandby(ctx context.Context, port int) (*Cluster, error) {
+	return c.StartStandbyVia(ctx, port, "")
+}
+
+// StartStandbyVia is StartStandby copying from, and then streaming from, via (host:port, e.g.
+// a TCP proxy in front of c, so that a test can cut or hold the replication link); empty
+// means c's own address.
+func (c *Cluster) StartStandbyVia(ctx context.Context, port int, via string) (*Cluster, error) {
+	host, srcPort := "127.0.0.1", strconv.Itoa(c.port)
+	if via != "" {
+		h, p, err := net.SplitHostPort(via)
+		if err != nil {
+			return nil, fmt.Errorf("standby source %q: %w", via, err)
+		}
+		host, srcPort = h, p
+	}
 	dir, err := os.MkdirTemp("", "batchclaim-pg-standby-")
 	if err != nil {
 		return nil, fmt.Errorf("create standby directory: %w", err)
@@ -46,7 +62,7 @@ func (c *Cluster) StartStandby(ctx context.Context, port int) (*Cluster, error) 
 			return fail(fmt.Errorf("hand standby directory to uid %d: %w", s.cred.Uid, err))
 		}
 	}
-	if err := s.run(ctx, "pg_basebackup", "-D", s.data, "-h", "127.0.0.1", "-p", strconv.Itoa(c.port), "-U", "postgres",
+	if err := s.run(ctx, "pg_basebackup", "-D", s.data, "-h", host, "-p", srcPort, "-U", "postgres",
 		"-R", "-X", "stream", "-c", "fast", "--no-sync"); err != nil {
 		return fail(fmt.Errorf("pg_basebackup: %w", err))
 	}
