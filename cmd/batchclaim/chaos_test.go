@@ -68,7 +68,8 @@ func TestChaosShort(t *testing.T) {
 			}
 		}
 		slices.Sort(bad)
-		t.Fatalf("%d violations (%s), exit %v; replay: %s\nproblems:\n  %s\nprogress:\n%s",
-			n, strings.Join(bad, ", "), runErr, rep.Replay, strings.Join(rep.Problems, "\n  "), stderr.String())
+		t.Fatalf("%d violations (%s), exit %v; replay: %s\nproblems:\n  %s\ndiagnoses:\n  %s\nprogress:\n%s",
+			n, strings.Join(bad, ", "), runErr, rep.Replay, strings.Join(rep.Problems, "\n  "),
+			strings.Join(rep.Diagnoses, "\n  "), stderr.String())
 	}
 }
