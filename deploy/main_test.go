@@ -1,9 +1,0 @@
-package deploy_test
-
-import (
-	"testing"
-
-	"github.com/batchclaim/batchclaim/internal/dbtest"
-)
-
-func TestMain(m *testing.M) { dbtest.Main(m) }
