@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -300,9 +301,14 @@ func (e *Elector) campaign(ctx context.Context, conn *pgx.Conn) (time.Duration, 
 	if len(free) == 0 {
 		return wait, nil
 	}
-	won, err := e.acquire(ctx, conn, free, now)
+	won, raced, err := e.acquire(ctx, conn, free, now)
 	if err != nil {
 		return wait, err
+	}
+	if raced {
+		// Another takeover (of another role held by the same dead primary, say) changed the
+		// rows first. Look again at once with a fresh snapshot, rather than I later.
+		wait = min(wait, wakeSlack+time.Duration(rand.Int64N(int64(4*wakeSlack))))
 	}
 	for _, w := range won {
 		e.elected(Term{Role: w.Role, Epoch: w.Epoch, InstanceID: e.id, Name: e.cfg.Name, Host: e.cfg.Host})
@@ -317,17 +323,20 @@ const wakeSlack = 10 * time.Millisecond
 // of their holders, then take the terms. A concurrent renewal of an evicted lease, or a
 // concurrent takeover of the same role, makes it fail with SQLSTATE 40001: the race is lost
 // and nothing changes, as in the source design's optimistic concurrency.
-func (e *Elector) acquire(ctx context.Context, conn *pgx.Conn, roles []string, now *time.Time) ([]db.ElectionTermsAcquireRow, error) {
+//
+// raced reports a serialization failure or deadlock (the rows changed under the takeover),
+// after which a new attempt is worth making at once; a lock timeout (a fenced transaction of
+// the current primary holds the term row) is not, it is retried at the next cycle.
+func (e *Elector) acquire(ctx context.Context, conn *pgx.Conn, roles []string, now *time.Time) (won []db.ElectionTermsAcquireRow, raced bool, err error) {
 	tx, err := conn.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead})
 	if err != nil {
-		return nil, fmt.Errorf("begin takeover: %w", err)
+		return nil, false, fmt.Errorf("begin takeover: %w", err)
 	}
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
 	if _, err := tx.Exec(ctx, "SELECT set_config('lock_timeout', $1, true), set_config('idle_in_transaction_session_timeout', $2, true)",
 		ms(e.cfg.HeartbeatInterval), ms(e.cfg.HeartbeatInterval)); err != nil {
-		return nil, fmt.Errorf("set takeover timeouts: %w", err)
+		return nil, false, fmt.Errorf("set takeover timeouts: %w", err)
 	}
-	var won []db.ElectionTermsAcquireRow
 	_, err = e.q.ElectionMembersEvict(ctx, tx, db.ElectionMembersEvictParams{InstanceID: e.id, Roles: roles, Now: now})
 	if err == nil {
 		won, err = e.q.ElectionTermsAcquire(ctx, tx, db.ElectionTermsAcquireParams{InstanceID: e.id, Roles: roles, Now: now})
@@ -335,29 +344,30 @@ func (e *Elector) acquire(ctx context.Context, conn *pgx.Conn, roles []string, n
 	if err == nil {
 		err = tx.Commit(ctx)
 	}
-	if isRaceLost(err) {
+	if code := raceCode(err); code != "" {
 		e.stats.racesLost.Add(1)
 		e.log.Debug("takeover raced with another change; nothing taken", "roles", roles, "error", err)
-		return nil, nil
+		return nil, code != "55P03", nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("take over %v: %w", roles, err)
+		return nil, false, fmt.Errorf("take over %v: %w", roles, err)
 	}
-	return won, nil
+	return won, false, nil
 }
 
-// isRaceLost matches the errors a takeover gets when another transaction changed the same
-// rows first: serialization failure, deadlock, lock timeout.
-func isRaceLost(err error) bool {
+// raceCode returns the SQLSTATE of the errors a takeover gets when another transaction
+// changed or holds the same rows: serialization failure, deadlock, lock timeout; "" for
+// anything else.
+func raceCode(err error) string {
 	var pgErr *pgconn.PgError
 	if !errors.As(err, &pgErr) {
-		return false
+		return ""
 	}
 	switch pgErr.Code {
 	case "40001", "40P01", "55P03":
-		return true
+		return pgErr.Code
 	}
-	return false
+	return ""
 }
 
 func ms(d time.Duration) string { return fmt.Sprint(d.Milliseconds()) }

@@ -1,0 +1,151 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/batchclaim/batchclaim/election"
+	"github.com/batchclaim/batchclaim/internal/dbtest"
+)
+
+// `election demo --json` runs its three processes and faults on a scratch database of the
+// test server and reports every invariant counter at 0, with the three faults staged.
+func TestElectionDemoJSON(t *testing.T) {
+	t.Parallel()
+	bin := buildBinary(t)
+	cmd := exec.Command(bin, "election", "demo", "--json")
+	cmd.Env = append(os.Environ(), "DATABASE_URL="+dbtest.AdminURL(t))
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	if err != nil {
+		t.Fatalf("election demo: %v\nstderr:\n%s\nstdout:\n%s", err, stderr.String(), stdout.String())
+	}
+	var sum struct {
+		TwoPrimaries        *int `json:"two_primaries"`
+		StalePrimaryWrites  *int `json:"stale_primary_writes"`
+		SlowElections       *int `json:"slow_elections"`
+		ActingRecords       int  `json:"acting_records"`
+		FencedWrites        int  `json:"fenced_writes"`
+		StaleWritesRejected int  `json:"stale_writes_rejected"`
+		Faults              []struct {
+			Kind            string             `json:"kind"`
+			ElectionSeconds map[string]float64 `json:"election_seconds"`
+		} `json:"faults"`
+	}
+	if err := json.Unmarshal(stdout.Bytes(), &sum); err != nil {
+		t.Fatalf("stdout is not one JSON object: %v\n%s", err, stdout.String())
+	}
+	if sum.TwoPrimaries == nil || sum.StalePrimaryWrites == nil || sum.SlowElections == nil {
+		t.Fatalf("a counter is missing: %s", stdout.String())
+	}
+	if *sum.TwoPrimaries != 0 || *sum.StalePrimaryWrites != 0 || *sum.SlowElections != 0 {
+		t.Fatalf("invariants violated: %s", stdout.String())
+	}
+	var kinds []string
+	for _, f := range sum.Faults {
+		kinds = append(kinds, f.Kind)
+		if len(f.ElectionSeconds) == 0 {
+			t.Fatalf("fault %s was followed by no election: %s", f.Kind, stdout.String())
+		}
+	}
+	if got := strings.Join(kinds, ","); got != "sigkill,sigstop,link_cut" {
+		t.Fatalf("faults staged: %s", got)
+	}
+	if sum.ActingRecords == 0 || sum.FencedWrites == 0 || sum.StaleWritesRejected == 0 {
+		t.Fatalf("the run exercised nothing: %s", stdout.String())
+	}
+	if !strings.Contains(stderr.String(), "SIGKILL") {
+		t.Fatalf("the story did not go to stderr:\n%s", stderr.String())
+	}
+}
+
+// `batchclaim primary` and GET /primary against a real elector: exit 0 on the primary's
+// host, 1 elsewhere or when there is no primary, 2 on errors.
+func TestPrimaryCommandAndEndpoint(t *testing.T) {
+	t.Parallel()
+	url := dbtest.NewDB(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	pool, err := pgxpool.New(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	el, err := election.New(pool, election.Config{Roles: []string{"scheduler"}, Name: "s1", Host: "host-a",
+		HeartbeatInterval: 300 * time.Millisecond, Timeout: 1500 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { defer close(done); _ = el.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		if _, ok := el.CheckPrimary("scheduler"); ok {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the elector was not elected")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+
+	run := func(want int, args ...string) string {
+		t.Helper()
+		var stdout, stderr bytes.Buffer
+		if code := realMain(context.Background(), args, &stdout, &stderr); code != want {
+			t.Fatalf("%v: exit %d, want %d; stdout %q stderr %q", args, code, want, stdout.String(), stderr.String())
+		}
+		return stdout.String() + stderr.String()
+	}
+	if out := run(0, "primary", "--role", "scheduler", "--host", "host-a", "--database-url", url); !strings.Contains(out, "primary s1 on host host-a") {
+		t.Fatalf("on the primary's host: %q", out)
+	}
+	if out := run(1, "primary", "--role", "scheduler", "--host", "host-b", "--database-url", url); !strings.Contains(out, "runs on host host-a, not host-b") {
+		t.Fatalf("on another host: %q", out)
+	}
+	if out := run(1, "primary", "--role", "nobody", "--host", "host-a", "--database-url", url); !strings.Contains(out, "no live primary") {
+		t.Fatalf("a role without primary: %q", out)
+	}
+	run(2, "primary", "--host", "host-a", "--database-url", url)
+	run(2, "primary", "--role", "scheduler", "--database-url", "postgres://nobody@127.0.0.1:1/none?connect_timeout=1")
+
+	addr := mustFreeAddr(t)
+	srv, err := servePrimary(ctx, addr, el, pool, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	get := func(path string) (int, string) {
+		resp, err := http.Get("http://" + addr + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	code, body := get("/primary?role=scheduler")
+	var p primaryJSON
+	if code != http.StatusOK || json.Unmarshal([]byte(body), &p) != nil || p.Name != "s1" || p.Host != "host-a" || p.Epoch < 1 || !p.ThisInstance {
+		t.Fatalf("GET /primary?role=scheduler: %d %s", code, body)
+	}
+	if code, body := get("/primary?role=nobody"); code != http.StatusNotFound {
+		t.Fatalf("GET /primary?role=nobody: %d %s", code, body)
+	}
+	if code, body := get("/primary"); code != http.StatusBadRequest {
+		t.Fatalf("GET /primary: %d %s", code, body)
+	}
+}
