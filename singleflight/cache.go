@@ -102,7 +102,7 @@ func (c *Cache) Get(ctx context.Context, key string, opts ...GetOption) (Entry, 
 		if err := c.checkRunning(ctx); err != nil {
 			return Entry{}, err
 		}
-		if f := c.localFlight(key); f != nil {
+		if f := c.localFlight(key); f != nil && !o.allowStale { // a stale reader must not wait for it
 			e, done, err := c.awaitLocal(ctx, f)
 			if done {
 				return e, err
