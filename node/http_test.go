@@ -37,12 +37,18 @@ func TestHealthReadinessMetrics(t *testing.T) {
 	_, metrics := get("/metrics")
 	for _, m := range []string{
 		"batchclaim_claims_held ", "batchclaim_claims_gained_total ", "batchclaim_claims_lost_total ",
-		"batchclaim_takeovers_total ", "batchclaim_serialization_retries_total ", `batchclaim_batches{state="COMMITTED"} 6`,
+		"batchclaim_takeovers_total ", "batchclaim_serialization_retries_total ", `batchclaim_batches{state="NEW"} 0`,
+		`batchclaim_batch_transitions_total{to="COMMITTED"} 6`,
 		"batchclaim_submit_latency_seconds_bucket", "batchclaim_commit_latency_seconds_count 6",
 		`batchclaim_dlt_responses_total{code="202"} 6`, "batchclaim_stale_writes_rejected_total ",
 	} {
 		if !strings.Contains(metrics, m) {
 			t.Errorf("/metrics lacks %q", m)
+		}
+	}
+	for _, st := range []string{"COMMITTED", "INVALID"} { // counted by transitions, not by scanning the table
+		if m := `batchclaim_batches{state="` + st + `"}`; strings.Contains(metrics, m) {
+			t.Errorf("/metrics has %s", m)
 		}
 	}
 }

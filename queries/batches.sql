@@ -140,6 +140,13 @@ ORDER BY service_id, state;
 -- name: BatchStateTotals :many
 SELECT state, count(*)::bigint AS batches FROM batches GROUP BY state;
 
+-- name: BatchOpenStateTotals :many
+-- Unfinished batches by state, for the /metrics gauge: the predicate is batches_open_idx's,
+-- so a scrape reads open batches only, however many finished ones the table holds.
+SELECT state, count(*)::bigint AS batches FROM batches
+WHERE state NOT IN ('COMMITTED', 'INVALID')
+GROUP BY state;
+
 -- name: ServiceHalts :many
 SELECT service_id, seq, reason, at FROM service_halts ORDER BY service_id;
 
