@@ -23,6 +23,7 @@ import (
 	"github.com/batchclaim/batchclaim/observer"
 	"github.com/batchclaim/batchclaim/queuer"
 	"github.com/batchclaim/batchclaim/submitter"
+	"github.com/batchclaim/batchclaim/ui"
 )
 
 // Config configures a Node. Claims holds the claim engine's identity and timings; the
@@ -316,6 +317,12 @@ func (n *Node) listen(ctx context.Context) (*http.Server, error) {
 	for _, route := range []string{"POST /batches", "GET /batch_statuses", "POST /batch_statuses"} {
 		mux.Handle(route, limited)
 	}
+	page, err := ui.New(n.pool, ui.Config{Logger: n.log})
+	if err != nil {
+		_ = ln.Close()
+		return nil, err
+	}
+	page.Register(mux) // the status page at /, its assets and its JSON API under /api/
 	var handler http.Handler = mux
 	if n.cfg.Auth != nil {
 		handler = n.cfg.Auth(mux)

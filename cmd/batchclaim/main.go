@@ -35,6 +35,7 @@ func init() {
 		"chaos":   {summary: "inject faults from a seed into real instances, then check the recorded history", run: runChaos},
 		"version": {summary: "print the release, module version and commit of this binary", run: runVersion},
 		"dlt-sim": {summary: "run the ledger simulator (Sawtooth REST API or Splinter scabbard)", run: dltsim.Command},
+		"ui":      {summary: "serve the live status page from the database, without running an instance", run: runUI},
 
 		"election": {summary: "one primary per role: run an elector (election run) or the fault demo (election demo)", run: runElection},
 		"primary":  {summary: "exit 0 if this host's instance is the live primary of --role, 1 if not", run: runPrimary},

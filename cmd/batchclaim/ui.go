@@ -1,0 +1,96 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/batchclaim/batchclaim/internal/httpauth"
+	"github.com/batchclaim/batchclaim/ui"
+)
+
+func runUI(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("ui", "[flags]",
+		"Serves the live status page (instances, claims, unfinished batches, recent transitions and\n"+
+			"takeovers, halted service_ids) from the database alone, without running an instance.\n"+
+			"The page's one write, resuming a halted service_id, needs a bearer token from\n"+
+			"--auth-token-file when one is given.", stderr)
+	dbURL := dbFlag(fs)
+	listen := fs.String("listen", "127.0.0.1:8090", "HTTP address of the page")
+	tokenFile := fs.String("auth-token-file", "", "file of bearer tokens (one a line) required to resume a halted service_id")
+	insecure := fs.Bool("insecure-listen", false, "allow a non-loopback --listen without --auth-token-file")
+	refresh := fs.Duration("refresh", ui.RefreshDefault, "how often the page refreshes")
+	newLogger := logFlags(fs)
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	logger, err := newLogger(stderr)
+	if err != nil {
+		return err
+	}
+	if *tokenFile == "" && !*insecure && !uiLoopback(*listen) {
+		return errorf("--listen %s is not a loopback address: give --auth-token-file (or --insecure-listen to serve the resume action to anyone who can connect)", *listen)
+	}
+	var tokens *httpauth.Tokens
+	if *tokenFile != "" {
+		if tokens, err = httpauth.LoadTokens(*tokenFile); err != nil {
+			return err
+		}
+	}
+	pool, err := openPool(ctx, *dbURL, 4)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	page, err := ui.New(pool, ui.Config{Refresh: *refresh, Logger: logger})
+	if err != nil {
+		return err
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
+	page.Register(mux)
+	var handler http.Handler = mux
+	if tokens != nil {
+		handler = tokens.Middleware(mux)
+	}
+	ln, err := net.Listen("tcp", *listen)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", *listen, err)
+	}
+	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second}
+	fmt.Fprintf(stdout, "status page on http://%s/\n", ln.Addr())
+	logger.Info("serving the status page", "addr", ln.Addr().String(), "auth", tokens != nil)
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
+
+// uiLoopback reports whether addr (host:port) only accepts connections from this machine.
+func uiLoopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}

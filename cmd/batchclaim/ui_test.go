@@ -1,0 +1,99 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/batchclaim/batchclaim/internal/dbtest"
+)
+
+// ui refuses a listener other hosts can reach unless a token file (or --insecure-listen)
+// says who may resume, before it touches the database.
+func TestUIRefusesOpenListenWithoutTokens(t *testing.T) {
+	t.Parallel()
+	var stdout, stderr bytes.Buffer
+	code := realMain(context.Background(), []string{"ui", "--listen", "0.0.0.0:0", "--database-url", "postgres://nowhere.invalid/x"}, &stdout, &stderr)
+	if code != 1 || !strings.Contains(stderr.String(), "not a loopback address") {
+		t.Fatalf("exit %d, stderr %q; want 1 and a refusal", code, stderr.String())
+	}
+}
+
+// ui serves the page and its data from the database alone; with a token file, resume needs
+// a bearer token while the page stays readable.
+func TestUIServesStatusPage(t *testing.T) {
+	t.Parallel()
+	url := dbtest.NewDB(t)
+	tokens := filepath.Join(t.TempDir(), "tokens")
+	if err := os.WriteFile(tokens, []byte("t0ken\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	out, w := io.Pipe()
+	var stderr bytes.Buffer
+	done := make(chan int, 1)
+	go func() {
+		done <- realMain(ctx, []string{"ui", "--listen", "127.0.0.1:0", "--database-url", url, "--auth-token-file", tokens}, w, &stderr)
+		w.Close()
+	}()
+	line, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil {
+		cancel()
+		t.Fatalf("no address printed: %v; stderr %s", err, stderr.String())
+	}
+	go func() { _, _ = io.Copy(io.Discard, out) }()
+	base := strings.TrimSuffix(strings.TrimPrefix(strings.TrimSpace(line), "status page on "), "/")
+	if !strings.HasPrefix(base, "http://127.0.0.1:") {
+		cancel()
+		t.Fatalf("printed %q", line)
+	}
+
+	get := func(path string) (int, string) {
+		resp, err := http.Get(base + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	if code, body := get("/"); code != 200 || !strings.Contains(body, "batchclaim status") {
+		t.Errorf("GET /: %d", code)
+	}
+	code, body := get("/api/status")
+	var st struct {
+		Instances []any `json:"instances"`
+	}
+	if code != 200 || json.Unmarshal([]byte(body), &st) != nil || st.Instances == nil {
+		t.Errorf("GET /api/status: %d %s", code, body)
+	}
+	resp, err := http.Post(base+"/api/halts/svc-x/resume", "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("resume without a token: %d, want 401", resp.StatusCode)
+	}
+	req, _ := http.NewRequest("POST", base+"/api/halts/svc-x/resume", nil)
+	req.Header.Set("Authorization", "Bearer t0ken")
+	if resp, err = http.DefaultClient.Do(req); err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNotFound {
+		t.Errorf("resume of a service_id that is not halted, with the token: %d, want 404", resp.StatusCode)
+	}
+
+	cancel()
+	if code := <-done; code != 0 {
+		t.Errorf("exit %d after cancel; stderr %s", code, stderr.String())
+	}
+}
