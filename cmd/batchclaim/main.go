@@ -40,6 +40,7 @@ func init() {
 		"election": {summary: "one primary per role: run an elector (election run) or the fault demo (election demo)", run: runElection},
 		"primary":  {summary: "exit 0 if this host's instance is the live primary of --role, 1 if not", run: runPrimary},
 
+		"failover":     {summary: "owner-token lock and best-replica shard failover: run a node (failover node) or the fault demo (failover demo)", run: runFailover},
 		"singleflight": {summary: "per-key single-flight cache: the fault demo (singleflight demo)", run: runSingleflight},
 	}
 }
