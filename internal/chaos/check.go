@@ -60,7 +60,7 @@ func (r *run) check(ctx context.Context) (Report, error) {
 		rep.Diagnoses = append(rep.Diagnoses, r.diagnoseOrder(o.Service, o.EarlyID, o.LateID, seqs))
 	}
 
-	claims, err := history.CheckClaims(ctx, r.pool)
+	claims, err := history.CheckClaimsWith(ctx, r.pool, history.ClaimOptions{Deregistered: r.stopped})
 	if err != nil {
 		return rep, fmt.Errorf("check claims: %w", err)
 	}

@@ -37,6 +37,9 @@ type run struct {
 	mu     sync.Mutex
 	faults map[string]int
 	stores map[string]stored // by batch id
+	// stopped: instances stopped gracefully at the end, with the database time their stop
+	// began (a graceful stop deregisters, which frees what it still holds without an event).
+	stopped map[uuid.UUID]time.Time
 	// beforeFailover: acquisitions each killed primary had; the new primary must have them.
 	beforeFailover []acquisition
 	victims        []*victim
@@ -104,10 +107,24 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 		return Report{}, ctx.Err()
 	}
 	r.quiesce(ctx)
+	r.stopAll(ctx)
+	return r.check(ctx)
+}
+
+// stopAll stops every instance gracefully, one after another, noting when each stop began.
+func (r *run) stopAll(ctx context.Context) {
+	r.stopped = map[uuid.UUID]time.Time{}
 	for _, in := range r.instances {
+		id := in.lookupID(ctx, r.pool)
+		var at time.Time
+		qctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+		err := r.pool.QueryRow(qctx, `SELECT now()`).Scan(&at)
+		cancel()
+		if err == nil && id != uuid.Nil {
+			r.stopped[id] = at
+		}
 		in.stop(10 * time.Second)
 	}
-	return r.check(ctx)
 }
 
 func replayCommand(c Config) string {

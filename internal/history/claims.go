@@ -52,17 +52,33 @@ type claimEvent struct {
 // database instant, that its epochs strictly increased over time, and that the history ends
 // where the claims table is.
 func CheckClaims(ctx context.Context, q claims.Querier) (ClaimReport, error) {
-	r, _, err := claimHistory(ctx, q)
+	r, _, err := claimHistory(ctx, q, ClaimOptions{})
+	return r, err
+}
+
+// ClaimOptions tell CheckClaimsWith what it cannot read from the database.
+type ClaimOptions struct {
+	// Deregistered maps instances that deregistered (a graceful stop deletes the instance
+	// row, which frees whatever it still held without a claim event) to the database time
+	// their stop began. An acquisition after that time while such an instance's ownership
+	// is still open in the history is a gap (a claim freed without an event), not two
+	// owners.
+	Deregistered map[uuid.UUID]time.Time
+}
+
+// CheckClaimsWith is CheckClaims with what the caller knows about deregistrations.
+func CheckClaimsWith(ctx context.Context, q claims.Querier, opts ClaimOptions) (ClaimReport, error) {
+	r, _, err := claimHistory(ctx, q, opts)
 	return r, err
 }
 
 // Ownerships returns every ownership of every service_id, by service_id in order.
 func Ownerships(ctx context.Context, q claims.Querier) (map[string][]Ownership, error) {
-	_, o, err := claimHistory(ctx, q)
+	_, o, err := claimHistory(ctx, q, ClaimOptions{})
 	return o, err
 }
 
-func claimHistory(ctx context.Context, q claims.Querier) (ClaimReport, map[string][]Ownership, error) {
+func claimHistory(ctx context.Context, q claims.Querier, opts ClaimOptions) (ClaimReport, map[string][]Ownership, error) {
 	var r ClaimReport
 	problem := func(counter *int, format string, a ...any) {
 		*counter++
@@ -125,8 +141,13 @@ func claimHistory(ctx context.Context, q claims.Querier) (ClaimReport, map[strin
 			if e.event == "acquired" {
 				r.Acquisitions++
 				if cur != nil {
-					problem(&r.DoubleOwners, "%s: %s acquired epoch %d at %s while %s still owned epoch %d (two owners)",
-						svc, e.instance, e.epoch, e.at.Format(time.StampMicro), cur.Instance, cur.Epoch)
+					if stop, ok := opts.Deregistered[cur.Instance]; ok && !e.at.Before(stop) {
+						problem(&r.Gaps, "%s: epoch %d of %s was freed without a claim event when it deregistered (its stop began at %s; it did not release the claim); %s acquired epoch %d at %s",
+							svc, cur.Epoch, cur.Instance, stop.Format(time.StampMicro), e.instance, e.epoch, e.at.Format(time.StampMicro))
+					} else {
+						problem(&r.DoubleOwners, "%s: %s acquired epoch %d at %s while %s still owned epoch %d (two owners)",
+							svc, e.instance, e.epoch, e.at.Format(time.StampMicro), cur.Instance, cur.Epoch)
+					}
 					owns[svc] = append(owns[svc], *cur)
 				}
 				if e.epoch <= last {
@@ -148,6 +169,10 @@ func claimHistory(ctx context.Context, q claims.Querier) (ClaimReport, map[strin
 			owns[svc] = append(owns[svc], *cur)
 		}
 		o := final[svc]
+		if _, gone := opts.Deregistered[ptrOr(cur).Instance]; cur != nil && gone && o.claimant == nil {
+			problem(&r.Gaps, "%s: epoch %d of %s was freed without a claim event when it deregistered (it did not release the claim)", svc, cur.Epoch, cur.Instance)
+			continue
+		}
 		switch {
 		case cur == nil && o.claimant != nil:
 			problem(&r.Gaps, "%s: history says free, table says %s", svc, o.claimant)
@@ -156,6 +181,13 @@ func claimHistory(ctx context.Context, q claims.Querier) (ClaimReport, map[strin
 		}
 	}
 	return r, owns, nil
+}
+
+func ptrOr(o *Ownership) Ownership {
+	if o == nil {
+		return Ownership{}
+	}
+	return *o
 }
 
 // tracksCommitTimestamps reports whether the server records when each transaction committed

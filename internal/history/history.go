@@ -36,7 +36,7 @@ type Report struct {
 	Reordered []Reorder
 	// Unexplained lists the batch ids with unexplained duplicate POSTs.
 	Unexplained []string
-	Problems  []string // the first few, for messages
+	Problems    []string // the first few, for messages
 }
 
 // Reorder is one order violation of one service_id.

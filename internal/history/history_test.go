@@ -88,3 +88,38 @@ func TestCheckClaimsAndWrites(t *testing.T) {
 		t.Fatalf("writes report: %+v", w)
 	}
 }
+
+// A claim freed by the deregistration of its owner (no claim event) and taken by another
+// instance is a gap in the history when the caller says the owner deregistered, two owners
+// otherwise.
+func TestCheckClaimsDeregistered(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := dbtest.NewPool(t)
+	gone, b := uuid.New(), uuid.New()
+	exec := func(sql string, args ...any) {
+		t.Helper()
+		if _, err := pool.Exec(ctx, sql, args...); err != nil {
+			t.Fatalf("%s: %v", sql, err)
+		}
+	}
+	exec(`INSERT INTO instances (id, name, nonce, expiry_1, expiry_2) VALUES ($1, 'b', gen_random_uuid(), now() + interval '1 hour', now() + interval '2 hours')`, b)
+	exec(`INSERT INTO service_id_claims (service_id, claimant, epoch) VALUES ('s', $1, 2)`, b)
+	exec(`INSERT INTO claim_events (service_id, instance_id, epoch, event) VALUES ('s', $1, 1, 'acquired')`, gone)
+	var stop time.Time
+	if err := pool.QueryRow(ctx, `SELECT clock_timestamp()`).Scan(&stop); err != nil {
+		t.Fatal(err)
+	}
+	exec(`INSERT INTO claim_events (service_id, instance_id, epoch, event) VALUES ('s', $1, 2, 'acquired')`, b)
+
+	rep, err := history.CheckClaimsWith(ctx, pool, history.ClaimOptions{Deregistered: map[uuid.UUID]time.Time{gone: stop}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.DoubleOwners != 0 || rep.Gaps != 1 {
+		t.Fatalf("with the deregistration known: %+v", rep)
+	}
+	if rep, err = history.CheckClaims(ctx, pool); err != nil || rep.DoubleOwners != 1 {
+		t.Fatalf("without it: %+v, %v", rep, err)
+	}
+}
