@@ -53,8 +53,8 @@ func electionRun(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	fs.DurationVar(&cfg.HeartbeatInterval, "interval", 0, "I: heartbeat interval (default timeout/5, or 1s)")
 	fs.DurationVar(&cfg.Timeout, "timeout", 0, "T: a primary silent this long may be replaced; must be > 2I (default 5 x interval, or 5s)")
 	listen := fs.String("listen", "", "HTTP address for GET /primary?role=R and /healthz (empty: none)")
-	demoWrites := fs.Bool("demo-writes", false, "while primary, record acting evidence and fenced writes in the demo's tables")
-	fs.Lookup("demo-writes").Usage += " (used by `election demo`)"
+	demoWrites := fs.Bool("demo-writes", false, "while primary, record acting evidence and fenced writes in the demo's tables (used by `election demo`)")
+	workURL := fs.String("demo-work-database-url", "", "with --demo-writes: make those writes through this URL instead of --database-url, so that cutting the elector's link leaves the work's link up")
 	newLogger := logFlags(fs)
 	if err := parse(fs, args); err != nil {
 		return err
@@ -87,6 +87,12 @@ func electionRun(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	var w *demoWorker
 	if *demoWrites {
 		w = &demoWorker{pool: pool, log: logger}
+		if *workURL != "" {
+			if w.pool, err = openPool(ctx, *workURL, 8); err != nil {
+				return err
+			}
+			defer w.pool.Close()
+		}
 		cfg.OnElected = w.act
 	}
 	el, err := election.New(pool, cfg)

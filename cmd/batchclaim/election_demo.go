@@ -81,9 +81,10 @@ type electionDemoRun struct {
 func electionDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("election demo", "[flags]",
 		"Three processes of this binary stand for two roles on a throwaway database (DATABASE_URL if\n"+
-			"set, else a local throwaway cluster, else Docker), each through its own TCP proxy. The demo\n"+
-			"SIGKILLs the primary of one role, SIGSTOPs the primary of the other past the timeout and\n"+
-			"resumes it, and cuts the database link of a primary; then it checks the recorded history:\n"+
+			"set, else a local throwaway cluster, else Docker), each elector through its own TCP proxy.\n"+
+			"The demo SIGKILLs the primary of one role, SIGSTOPs the primary of the other past the\n"+
+			"timeout and resumes it, and cuts the elector's database link of a primary that keeps\n"+
+			"running (its work still reaches the database); then it checks the recorded history:\n"+
 			"two_primaries, stale_primary_writes and slow_elections must all be 0, or it exits 1.", stderr)
 	asJSON := fs.Bool("json", false, "print the summary as one JSON object on stdout (the story goes to stderr)")
 	keep := fs.Bool("keep-db", false, "keep the scratch database afterwards")
@@ -197,6 +198,9 @@ func (d *electionDemoRun) story(ctx context.Context) error {
 	fmt.Fprintf(d.out, "    SIGCONT %s: it must find its deadline passed and step down without acting\n", victim)
 	d.waitProbe(ctx, victim)
 
+	// Only the elector's link goes through the proxy: the process keeps running and keeps
+	// its link for the work, so if it went on believing it is primary past its deadline, its
+	// records of acting would overlap its successor's.
 	victim = d.primaries(ctx)[electionDemoRoles[0]].Name
 	p := d.proxies[victim]
 	if err := d.fault(ctx, "link_cut", victim, func() error { p.Cut(); return nil }); err != nil {
@@ -337,7 +341,7 @@ func (d *electionDemoRun) startWorker(name string) error {
 	}
 	k, err := startChild(name, filepath.Join(d.logDir, name+".log"), "election", "run",
 		"--database-url", via.String(), "--roles", strings.Join(roles, ","), "--name", name,
-		"--interval", d.interval.String(), "--timeout", d.timeout.String(), "--listen", addr, "--demo-writes")
+		"--interval", d.interval.String(), "--timeout", d.timeout.String(), "--listen", addr, "--demo-writes", "--demo-work-database-url", d.dbURL.String())
 	if err != nil {
 		return err
 	}
