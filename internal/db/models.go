@@ -172,6 +172,23 @@ type ServiceIDClaimsEffective struct {
 	Phase           string
 }
 
+type SingleflightEntry struct {
+	Key            string
+	FetchEpoch     int64
+	Holder         *string
+	LeaseExpiry    *time.Time
+	FetchStartedAt time.Time
+	PendingExpiry  time.Time
+	TakenOverFrom  *string
+	Value          []byte
+	ValueEpoch     *int64
+	FetchedAt      *time.Time
+	ExpiresAt      *time.Time
+	Error          *string
+	ErrorEpoch     *int64
+	ErrorUntil     *time.Time
+}
+
 type SubmissionAttempt struct {
 	ID         int64
 	Seq        int64
