@@ -1,10 +1,11 @@
-// Package deploy holds what operators load next to batchclaim instances rather than code:
+// Package deploy holds files operators use next to batchclaim instances rather than Go code
+// (container, Compose, systemd and Kubernetes files; see docs/operations.md), among them:
 //
 //	grafana/batchclaim.json     a Grafana dashboard over the instances' /metrics
 //	prometheus/alerts.yml       Prometheus alert rules (check with promtool check rules)
 //
 // Its test starts a real instance, lets it work, gathers its metric registry and fails if the
-// dashboard or the rules name a metric (or a label of one) that the instance does not export,
-// so that a renamed metric cannot silently leave a panel empty or an alert that never fires.
-// docs/operations.md describes the metrics, the dashboard and the alerts.
+// dashboard or the rules name a metric (or select on a label) that the instance does not
+// export, so that a renamed metric cannot silently leave a panel empty or an alert that never
+// fires.
 package deploy
