@@ -78,8 +78,8 @@
 // T > 2I is checked by New. A healthy primary renews every I, so it has at least one retry
 // before its deadline at T - I. After a primary dies, is paused or is cut off, a standby is
 // elected within T + I of the failure (and in practice within about T plus one statement),
-// and the old primary stopped acting at least I before that. events are recorded in
-// election_events (elected, resigned; database timestamps) for tests and operators.
+// and the old primary stopped acting at least I before that. Every election and resignation
+// is recorded in election_events, with the database's timestamp, for tests and operators.
 //
 // docs/patterns.md puts the source design's words beside what is built.
 package election

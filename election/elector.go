@@ -197,12 +197,12 @@ func (e *Elector) Cycle(ctx context.Context) (time.Duration, error) {
 		return wait, err
 	}
 	if err := e.cycle(ctx, conn.Conn()); err != nil {
-		e.dropConnection()
+		e.dropConnection(ctx)
 		return wait, err
 	}
 	standby, err := e.campaign(ctx, conn.Conn())
 	if err != nil {
-		e.dropConnection()
+		e.dropConnection(ctx)
 		return wait, err
 	}
 	return min(wait, standby), nil
@@ -390,11 +390,11 @@ func (e *Elector) connection(ctx context.Context) (*pgxpool.Conn, error) {
 
 // dropConnection closes the connection after a failed statement; the next cycle takes a new
 // one (a cut link leaves nothing worth keeping).
-func (e *Elector) dropConnection() {
+func (e *Elector) dropConnection(ctx context.Context) {
 	if e.conn == nil {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
 	defer cancel()
 	_ = e.conn.Conn().Close(ctx)
 	e.conn.Release()

@@ -196,7 +196,7 @@ func (e *Elector) shutdown(ctx context.Context) {
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
-	defer e.dropConnection()
+	defer e.dropConnection(ctx)
 	if len(p.Roles) > 0 {
 		if _, err := e.q.ElectionTermsResign(ctx, e.pool, p); err != nil {
 			e.log.Warn("resign terms", "error", err)
