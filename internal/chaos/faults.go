@@ -166,7 +166,11 @@ func (r *run) inject(ctx context.Context, kind string, rng *rand.Rand) error {
 			return err
 		}
 		r.count(kind)
-		r.event(kind, "primary killed, standby promoted in %.1fs; new synchronous standby after %.1fs", down.Seconds(), total.Seconds())
+		kindOf := "synchronous"
+		if r.db.async {
+			kindOf = "asynchronous"
+		}
+		r.event(kind, "primary killed, standby promoted in %.1fs; new %s standby after %.1fs", down.Seconds(), kindOf, total.Seconds())
 	case KindLedger429:
 		n := 5 + rng.IntN(25)
 		r.sim.InjectStatus(http.StatusTooManyRequests, n)
