@@ -49,6 +49,10 @@
 //     later one answers them; a lease found expired is taken over (Stats.Takeovers) and the
 //     waiter becomes the fetcher.
 //
+// Keys are shared by every Cache on the database (1 to 1000 bytes; prefix them to keep
+// several caches apart), and every Cache needs a Holder name of its own (the default is
+// host-pid-random).
+//
 // Options: AllowStale returns a stale value at once, marked Entry.Stale, and starts one
 // refresh if none is running. The caller's context bounds every wait, and Get returns its
 // error when it ends.
