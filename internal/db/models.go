@@ -79,6 +79,73 @@ type ElectionTerm struct {
 	ElectedAt  *time.Time
 }
 
+type FailoverCommand struct {
+	ID             int64
+	NodeID         string
+	Shard          string
+	Epoch          int64
+	Kind           string
+	PrimaryID      string
+	PrimaryAddress string
+	IssuedBy       string
+	IssuedAt       time.Time
+	ConsumedAt     *time.Time
+}
+
+type FailoverDecision struct {
+	Shard       string
+	Epoch       int64
+	OldPrimary  string
+	NewPrimary  string
+	DecidedBy   string
+	LockEpoch   int64
+	DecidedAt   time.Time
+	LiveAfter   time.Time
+	Outcome     *string
+	CompletedAt *time.Time
+	CompletedBy *string
+}
+
+type FailoverDecisionNode struct {
+	Shard       string
+	Epoch       int64
+	NodeID      string
+	Role        string
+	LastTxnID   int64
+	LastUpdated time.Time
+}
+
+type FailoverNode struct {
+	NodeID      string
+	Shard       string
+	Address     string
+	Role        string
+	PrimaryID   string
+	Epoch       int64
+	LastTxnID   int64
+	LastUpdated time.Time
+	StartedAt   time.Time
+}
+
+type FailoverRole struct {
+	ID         int64
+	Shard      string
+	NodeID     string
+	Epoch      int64
+	Role       string
+	PrimaryID  string
+	At         time.Time
+	RenewedAt  *time.Time
+	LeaseUntil *time.Time
+}
+
+type FailoverShard struct {
+	Shard     string
+	Epoch     int64
+	PrimaryID string
+	UpdatedAt time.Time
+}
+
 type HeartbeatConfig struct {
 	Singleton  bool
 	Generation int64
@@ -141,6 +208,23 @@ type Instance struct {
 	HeartbeatAt time.Time
 	Expiry1     time.Time
 	Expiry2     time.Time
+}
+
+type OwnerLock struct {
+	Name       string
+	Token      *string
+	Epoch      int64
+	AcquiredAt *time.Time
+	ExpiresAt  *time.Time
+}
+
+type OwnerLockEvent struct {
+	ID        int64
+	Name      string
+	Epoch     int64
+	Event     string
+	ExpiresAt *time.Time
+	At        time.Time
 }
 
 type ServiceHalt struct {
