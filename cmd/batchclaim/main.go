@@ -42,6 +42,8 @@ func init() {
 
 		"failover":     {summary: "owner-token lock and best-replica shard failover: run a node (failover node) or the fault demo (failover demo)", run: runFailover},
 		"singleflight": {summary: "per-key single-flight cache: the fault demo (singleflight demo)", run: runSingleflight},
+
+		"heartbeat": {summary: "active/standby missed-heartbeat events: heartbeat run | event-types | demo", run: runHeartbeat},
 	}
 }
 
