@@ -9,8 +9,8 @@ import (
 	"time"
 )
 
-// Defaults for the timing knobs. A knob left at zero follows from the ones set; see
-// Config.withDefaults.
+// Defaults for the timing knobs: the values in force when every knob is left at zero. A knob
+// left at zero follows from the ones set; see Config.Resolve.
 const (
 	HeartbeatIntervalDefault = time.Second      // N
 	PrimaryLeaseDefault      = 3 * time.Second  // 3N
@@ -82,6 +82,13 @@ type Config struct {
 	// decision and before it sends any command, still holding the failover lock. Drills use
 	// it to stop an orchestrator in the middle of a failover.
 	AfterDecision func(context.Context, Decision)
+}
+
+// Resolve applies the defaults and checks every rule, returning the configuration in force
+// (without the node's own jitter, which New draws).
+func (c Config) Resolve() (Config, error) {
+	r := c.withDefaults()
+	return r, r.validate()
 }
 
 // withDefaults returns a copy with every zero knob filled in from the ones set.
