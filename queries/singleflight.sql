@@ -85,7 +85,8 @@ SELECT pg_notify('batchclaim_singleflight', r.key)::text FROM released r;
 
 -- name: SingleflightInvalidate :execrows
 -- Makes the key's value stale now (it stays available to readers that accept stale values)
--- and forgets a negative result, so the next Get fetches.
+-- and forgets a negative result, so the next Get fetches. A fetch already running began
+-- before the invalidation: its value will be stored already stale (its waiters still get it).
 UPDATE singleflight_entries
-SET expires_at = LEAST(expires_at, now()), error_until = NULL
+SET expires_at = LEAST(expires_at, now()), pending_expiry = LEAST(pending_expiry, now()), error_until = NULL
 WHERE key = sqlc.arg(key);

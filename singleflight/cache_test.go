@@ -369,3 +369,26 @@ func TestStopReleasesLease(t *testing.T) {
 		t.Fatalf("b after a stopped: %+v, %v, stats %+v (the lease is an hour long: it must have been released)", e, err, b.Stats())
 	}
 }
+
+// Invalidate during a fetch: the fetch began before the invalidation, so its value is stored
+// already stale; its waiters get it, and the next Get fetches again.
+func TestInvalidateDuringFetch(t *testing.T) {
+	t.Parallel()
+	url := dbtest.NewDB(t)
+	src := newFakeSource(t, true)
+	a := newCache(t, url, src, Config{}, true)
+	ra := getAsync(t.Context(), a, "k")
+	waitFor(t, "a to fetch", func() bool { return src.calls.Load() == 1 })
+	if err := a.Invalidate(t.Context(), "k"); err != nil {
+		t.Fatal(err)
+	}
+	close(src.gate)
+	r := recv(t, ra)
+	if r.err != nil || !r.e.Stale {
+		t.Fatalf("the fetch's waiter got %+v, %v; want its value marked stale", r.e, r.err)
+	}
+	e, err := a.Get(t.Context(), "k")
+	if err != nil || e.Stale || e.Epoch <= r.e.Epoch || src.calls.Load() != 2 {
+		t.Fatalf("next Get: %+v, %v, %d calls; want a new fetch", e, err, src.calls.Load())
+	}
+}

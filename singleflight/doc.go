@@ -63,7 +63,7 @@
 // the source again, so that a failing source is not called by every instance in turn. A
 // stale value survives a failed refresh, and AllowStale callers keep getting it. A call that
 // passes MaxFetchTime is cancelled and stored as such an error. Invalidate makes a value
-// stale and forgets a negative result.
+// stale (also the value of a fetch already running) and forgets a negative result.
 //
 // # What differs from the source design, and why
 //

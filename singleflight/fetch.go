@@ -254,7 +254,9 @@ func (c *Cache) release(ctx context.Context, f *flight) {
 }
 
 // Invalidate makes the key's value stale at once (readers that allow stale values still get
-// it) and forgets a negative result, so that the next Get fetches.
+// it) and forgets a negative result, so that the next Get fetches. A fetch already running
+// began before the invalidation: its value is stored already stale, so its waiters get it
+// and the Get after them fetches again.
 func (c *Cache) Invalidate(ctx context.Context, key string) error {
 	if _, err := c.q.SingleflightInvalidate(ctx, c.pool, key); err != nil {
 		return fmt.Errorf("singleflight: invalidate %q: %w", key, err)

@@ -59,12 +59,13 @@ func (q *Queries) SingleflightAcquire(ctx context.Context, db DBTX, arg Singlefl
 
 const singleflightInvalidate = `-- name: SingleflightInvalidate :execrows
 UPDATE singleflight_entries
-SET expires_at = LEAST(expires_at, now()), error_until = NULL
+SET expires_at = LEAST(expires_at, now()), pending_expiry = LEAST(pending_expiry, now()), error_until = NULL
 WHERE key = $1
 `
 
 // Makes the key's value stale now (it stays available to readers that accept stale values)
-// and forgets a negative result, so the next Get fetches.
+// and forgets a negative result, so the next Get fetches. A fetch already running began
+// before the invalidation: its value will be stored already stale (its waiters still get it).
 func (q *Queries) SingleflightInvalidate(ctx context.Context, db DBTX, key string) (int64, error) {
 	result, err := db.Exec(ctx, singleflightInvalidate, key)
 	if err != nil {
