@@ -21,7 +21,7 @@ func runUI(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			"--auth-token-file when one is given.", stderr)
 	dbURL := dbFlag(fs)
 	listen := fs.String("listen", "127.0.0.1:8090", "HTTP address of the page")
-	tokenFile := fs.String("auth-token-file", "", "file of bearer tokens (one a line) required to resume a halted service_id")
+	tokenFile := fs.String("auth-token-file", "", "file of bearer tokens (one a line) required to resume a halted service_id (reloaded on SIGHUP)")
 	insecure := fs.Bool("insecure-listen", false, "allow a non-loopback --listen without --auth-token-file")
 	refresh := fs.Duration("refresh", ui.RefreshDefault, "how often the page refreshes")
 	newLogger := logFlags(fs)
@@ -35,7 +35,7 @@ func runUI(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if *tokenFile == "" && !*insecure && !uiLoopback(*listen) {
+	if *tokenFile == "" && !*insecure && !loopbackOnly(*listen) {
 		return errorf("--listen %s is not a loopback address: give --auth-token-file (or --insecure-listen to serve the resume action to anyone who can connect)", *listen)
 	}
 	var tokens *httpauth.Tokens
@@ -65,6 +65,7 @@ func runUI(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("listen on %s: %w", *listen, err)
 	}
 	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second}
+	reloadOnSIGHUP(ctx, tokens, logger)
 	fmt.Fprintf(stdout, "status page on http://%s/\n", ln.Addr())
 	logger.Info("serving the status page", "addr", ln.Addr().String(), "auth", tokens != nil)
 	errc := make(chan error, 1)
@@ -80,17 +81,4 @@ func runUI(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	return nil
-}
-
-// uiLoopback reports whether addr (host:port) only accepts connections from this machine.
-func uiLoopback(addr string) bool {
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return false
-	}
-	if host == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
 }
