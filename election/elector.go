@@ -186,6 +186,7 @@ func (e *Elector) Run(ctx context.Context) error {
 // wait before the next cycle. Run calls it; tests may call it directly instead of Run (never
 // both).
 func (e *Elector) Cycle(ctx context.Context) (time.Duration, error) {
+	defer e.stats.cycles.Add(1)
 	e.mu.Lock()
 	if e.runCtx == nil {
 		e.runCtx = ctx

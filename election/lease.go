@@ -214,16 +214,18 @@ type Stats struct {
 	SteppedDown   int64 // terms ended, for any reason
 	RenewFailures int64 // renewals that failed (error or timeout)
 	RacesLost     int64 // takeovers that lost a race with another change
+	Cycles        int64 // cycles run (Cycle calls), failed or not
 	CycleErrors   int64 // cycles that failed
 	FenceRejected int64 // Fence calls that returned ErrClaimLost
 }
 
 type counters struct {
-	elected, steppedDown, renewFailures, racesLost, cycleErrors, fenceRejected atomic.Int64
+	elected, steppedDown, renewFailures, racesLost, cycles, cycleErrors, fenceRejected atomic.Int64
 }
 
 // Stats returns the elector's counters.
 func (e *Elector) Stats() Stats {
 	s := &e.stats
-	return Stats{s.elected.Load(), s.steppedDown.Load(), s.renewFailures.Load(), s.racesLost.Load(), s.cycleErrors.Load(), s.fenceRejected.Load()}
+	return Stats{Elected: s.elected.Load(), SteppedDown: s.steppedDown.Load(), RenewFailures: s.renewFailures.Load(),
+		RacesLost: s.racesLost.Load(), Cycles: s.cycles.Load(), CycleErrors: s.cycleErrors.Load(), FenceRejected: s.fenceRejected.Load()}
 }
