@@ -88,7 +88,7 @@ func electionDemo(ctx context.Context, args []string, stdout, stderr io.Writer) 
 			"two_primaries, stale_primary_writes and slow_elections must all be 0, or it exits 1.", stderr)
 	asJSON := fs.Bool("json", false, "print the summary as one JSON object on stdout (the story goes to stderr)")
 	keep := fs.Bool("keep-db", false, "keep the scratch database afterwards")
-	interval := fs.Duration("interval", 500*time.Millisecond, "I: heartbeat interval of the processes")
+	interval := fs.Duration("interval", 600*time.Millisecond, "I: heartbeat interval of the processes")
 	timeout := fs.Duration("timeout", 2*time.Second, "T: election timeout of the processes (> 2I)")
 	if err := parse(fs, args); err != nil {
 		return err

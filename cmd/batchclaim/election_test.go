@@ -120,6 +120,11 @@ func TestPrimaryCommandAndEndpoint(t *testing.T) {
 		t.Fatalf("a role without primary: %q", out)
 	}
 	run(2, "primary", "--host", "host-a", "--database-url", url)
+	run(2, "election")
+	run(2, "election", "run", "--database-url", url)
+	if out := run(1, "election", "run", "--roles", "a", "--interval", "1s", "--timeout", "2s", "--database-url", url); !strings.Contains(out, "T > 2I violated") {
+		t.Fatalf("election run with T = 2I: %q", out)
+	}
 	run(2, "primary", "--role", "scheduler", "--database-url", "postgres://nobody@127.0.0.1:1/none?connect_timeout=1")
 
 	addr := mustFreeAddr(t)
