@@ -3,6 +3,12 @@
 // /healthz, /readyz, /metrics and the ingest API. The `batchclaim run` daemon is a Node;
 // a service that embeds the library creates one with its own Submitter.
 //
+// The listener can serve HTTPS (Config.TLSCertFile, TLSKeyFile), put an authentication
+// middleware in front of every route (Config.Auth, e.g. bearer tokens from internal/httpauth),
+// and bounds what a client can hold: the time to read a request and its headers, the header
+// size, and the ingest requests served at once (one more is answered 503 with Retry-After).
+// StopBudget says how long a stop can take, for a supervisor's kill timeout.
+//
 // Stopping (ctx cancelled, e.g. on SIGTERM) follows DESIGN 4.6: the queuer stops handing out
 // work, the poller stops, submissions already running may finish (bounded by the submit
 // timeout), then the claims are released with an epoch check and the instance leaves the
