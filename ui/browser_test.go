@@ -4,11 +4,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -19,6 +25,7 @@ import (
 	"github.com/batchclaim/batchclaim/dlt/dltsim"
 	"github.com/batchclaim/batchclaim/ingest"
 	"github.com/batchclaim/batchclaim/internal/dbtest"
+	"github.com/batchclaim/batchclaim/internal/httpauth"
 	"github.com/batchclaim/batchclaim/node"
 )
 
@@ -26,7 +33,10 @@ import (
 // redraws by itself, and its numbers move when batches commit. A screenshot is kept in
 // $ARTIFACTS_DIR (else a new directory under the system's temp dir) and its path logged.
 // Chromium runs twice, reading the DOM it rendered (--dump-dom) after a few seconds of the
-// page's own virtual time: before any batch and after every batch committed.
+// page's own virtual time: before any batch, and after every batch committed. In the first
+// run a small script added to the page presses Resume on the halted service_id, first with
+// no token (the listener requires one: the page must say 401) and then with the token typed
+// into the page's token field.
 // Without a Chromium binary the test skips, unless REQUIRE_BROWSER=1.
 func TestPageInBrowser(t *testing.T) {
 	browser := findBrowser()
@@ -38,8 +48,7 @@ func TestPageInBrowser(t *testing.T) {
 	}
 	t.Parallel()
 	ctx := context.Background()
-	url := dbtest.NewDB(t)
-	pool, err := pgxpool.New(ctx, url)
+	pool, err := pgxpool.New(ctx, dbtest.NewDB(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,14 +78,26 @@ func TestPageInBrowser(t *testing.T) {
 	if _, err := ghost.Cycle(ctx); err != nil {
 		t.Fatal(err)
 	}
-	st, err := ingest.Enqueue(ctx, pool, "svc-halted", "halted-0", []byte("x"))
+	id, list := dlt.FakeBatch("svc-halted", 0)
+	st, err := ingest.Enqueue(ctx, pool, "svc-halted", id, list)
 	if err != nil {
 		t.Fatal(err)
 	}
-	execSQL(t, pool, `INSERT INTO service_halts (service_id, seq, reason) VALUES ('svc-halted', $1, 'batch INVALID: signature check failed')`, st.Seq)
+	halt := func() {
+		execSQL(t, pool, `INSERT INTO service_halts (service_id, seq, reason) VALUES ('svc-halted', $1, 'batch INVALID: signature check failed')`, st.Seq)
+	}
+	halt()
 
-	a := startNode(t, pool, simURL, "node-a")
-	startNode(t, pool, simURL, "node-b")
+	tokens := filepath.Join(t.TempDir(), "tokens")
+	if err := os.WriteFile(tokens, []byte("op-token\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	auth, err := httpauth.LoadTokens(tokens)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := startNode(t, pool, simURL, "node-a", auth.Middleware)
+	startNode(t, pool, simURL, "node-b", nil)
 	waitFor(t, 20*time.Second, "the dead instance's claims taken over", func() bool {
 		var held int
 		err := pool.QueryRow(ctx, `SELECT count(*) FROM service_id_claims c JOIN instances i ON i.id = c.claimant WHERE i.name <> 'node-gone'`).Scan(&held)
@@ -84,7 +105,7 @@ func TestPageInBrowser(t *testing.T) {
 	})
 	page := "http://" + a.Addr() + "/"
 
-	before := dumpDOM(t, browser, page)
+	before := dumpDOM(t, browser, withScript(t, a.Addr(), pressResume))
 	for _, name := range []string{"node-a", "node-b", "node-gone"} {
 		if !regexp.MustCompile(`<tr data-instance="` + name + `">`).MatchString(before) {
 			t.Errorf("instance %s is not in the instances table", name)
@@ -93,7 +114,7 @@ func TestPageInBrowser(t *testing.T) {
 	if r := intOf(t, before, `data-renders="(\d+)"`); r < 2 {
 		t.Errorf("the page rendered %d times in its first seconds; it should poll and redraw by itself", r)
 	}
-	if c := intOf(t, before, `id="t-committed">(\d+)<`); c != 0 {
+	if c := intOf(t, before, `data-committed-before="(\d+)"`); c != 0 {
 		t.Errorf("committed before any batch: %d", c)
 	}
 	held := 0
@@ -104,9 +125,22 @@ func TestPageInBrowser(t *testing.T) {
 	if held != len(services) {
 		t.Errorf("the claim bars add up to %d, want %d", held, len(services))
 	}
-	if !regexp.MustCompile(`<tr data-service="svc-halted">`).MatchString(before) {
-		t.Error("the halted service_id is not listed")
+	if !regexp.MustCompile(`data-halted-seen="svc-halted"`).MatchString(before) {
+		t.Error("the halted service_id was not listed with a Resume button")
 	}
+	if m := regexp.MustCompile(`data-without-token="([^"]*)"`).FindStringSubmatch(before); m == nil || !regexp.MustCompile(`^401 Unauthorized.*No token is saved`).MatchString(m[1]) {
+		t.Errorf("resume without a token: the page said %q, want a 401 message", m)
+	}
+	if m := regexp.MustCompile(`data-with-token="([^"]*)"`).FindStringSubmatch(before); m == nil || m[1] != "Resumed svc-halted." {
+		t.Errorf("resume with the token: the page said %q", m)
+	}
+	// Resumed, its batch commits; halt it again so that the screenshot shows a halt.
+	waitFor(t, 30*time.Second, "the resumed service_id's batch committed", func() bool {
+		var state string
+		err := pool.QueryRow(ctx, `SELECT state FROM batches WHERE seq = $1`, st.Seq).Scan(&state)
+		return err == nil && state == "COMMITTED"
+	})
+	halt()
 
 	const perService = 4
 	for b := range perService {
@@ -117,7 +151,7 @@ func TestPageInBrowser(t *testing.T) {
 			}
 		}
 	}
-	want := 6 * perService
+	want := 6*perService + 1
 	waitFor(t, 60*time.Second, "every batch committed", func() bool {
 		var n int
 		err := pool.QueryRow(ctx, `SELECT count(*) FROM batches WHERE state = 'COMMITTED'`).Scan(&n)
@@ -143,8 +177,11 @@ func TestPageInBrowser(t *testing.T) {
 	if c := intOf(t, after, `id="t-committed">(\d+)<`); c != want {
 		t.Errorf("committed after the batches: %d, want %d", c, want)
 	}
-	if o := intOf(t, after, `id="t-open">(\d+)<`); o != 1 {
-		t.Errorf("unfinished batches: %d, want the halted service_id's 1", o)
+	if o := intOf(t, after, `id="t-open">(\d+)<`); o != 0 {
+		t.Errorf("unfinished batches: %d, want none", o)
+	}
+	if !regexp.MustCompile(`<tr data-service="svc-halted">`).MatchString(after) {
+		t.Error("the halted service_id is not listed")
 	}
 	if !regexp.MustCompile(`<rect [^>]*fill="[^"]+"`).MatchString(after) {
 		t.Error("the chart has no bars after the commits")
@@ -198,11 +235,61 @@ func intOf(t *testing.T, dom, pattern string) int {
 	return n
 }
 
+// testTimings: R = 250ms, T1 = 3s, T2 = 12s: short, with room for a loaded machine (two
+// browsers and the race detector) to renew in time.
 func testTimings(name string) claims.Config {
-	return claims.Config{Name: name, RenewInterval: 100 * time.Millisecond, Expiry1: time.Second, Expiry2: 4 * time.Second}
+	return claims.Config{Name: name, RenewInterval: 250 * time.Millisecond, Expiry1: 3 * time.Second, Expiry2: 12 * time.Second}
 }
 
-func startNode(t *testing.T, pool *pgxpool.Pool, simURL, name string) *node.Node {
+// pressResume runs in the page: once the halted service_id shows, it presses Resume without
+// a token, then types the token into the page's field, saves it and presses Resume again,
+// keeping what the page said each time in attributes of <body>.
+const pressResume = `(async function () {
+  const until = (cond) => new Promise((done) => { const i = setInterval(() => { if (cond()) { clearInterval(i); done(); } }, 20); });
+  const banner = document.getElementById("banner");
+  const button = () => document.querySelector("#halted tr[data-service] button");
+  window.confirm = () => true;
+  sessionStorage.clear();
+  await until(button);
+  document.body.dataset.haltedSeen = button().closest("tr").dataset.service;
+  document.body.dataset.committedBefore = document.getElementById("t-committed").textContent;
+  button().click();
+  await until(() => !banner.hidden && banner.textContent.startsWith("401"));
+  document.body.dataset.withoutToken = banner.textContent;
+  document.getElementById("token").value = "op-token";
+  document.getElementById("token-form").requestSubmit();
+  button().click();
+  await until(() => banner.textContent.startsWith("Resumed"));
+  document.body.dataset.withToken = banner.textContent;
+})();`
+
+// withScript serves the instance's page with script added, and everything else from the
+// instance, on one origin (the page's requests go where a browser would send them), and
+// returns the page's URL.
+func withScript(t *testing.T, addr, script string) string {
+	t.Helper()
+	target := &url.URL{Scheme: "http", Host: addr}
+	proxy := httputil.NewSingleHostReverseProxy(target)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/" {
+			proxy.ServeHTTP(w, r)
+			return
+		}
+		resp, err := http.Get(target.String() + "/")
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadGateway)
+			return
+		}
+		defer resp.Body.Close()
+		page, _ := io.ReadAll(resp.Body)
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		_, _ = w.Write([]byte(strings.Replace(string(page), "</body>", "<script>"+script+"</script></body>", 1)))
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL + "/"
+}
+
+func startNode(t *testing.T, pool *pgxpool.Pool, simURL, name string, auth func(http.Handler) http.Handler) *node.Node {
 	t.Helper()
 	client, err := dlt.NewClient(dlt.Config{Flavor: dlt.FlavorSawtooth, URL: simURL, RequestTimeout: 2 * time.Second})
 	if err != nil {
@@ -210,7 +297,7 @@ func startNode(t *testing.T, pool *pgxpool.Pool, simURL, name string) *node.Node
 	}
 	n, err := node.New(pool, node.Config{
 		Claims: testTimings(name), Submitter: node.DLTSubmitter(client), Statuses: node.DLTStatuses(client),
-		Workers: 4, PollInterval: 50 * time.Millisecond, Listen: "127.0.0.1:0",
+		Workers: 4, PollInterval: 50 * time.Millisecond, Listen: "127.0.0.1:0", Auth: auth,
 	})
 	if err != nil {
 		t.Fatal(err)
