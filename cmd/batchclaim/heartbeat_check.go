@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"math"
 	"sort"
 	"time"
 
@@ -76,20 +77,26 @@ func (d *hbDemo) check(ctx context.Context, end, removedAt time.Time) error {
 }
 
 // checkSource judges one source. Its pauses are the intervals between consecutive accepted
-// heartbeats, and the last one up to stop. Each raise names the heartbeat before its pause
-// (HeartbeatSeq), which places it in exactly one pause.
+// heartbeats; the last one has no end. Each raise names the heartbeat before its pause
+// (HeartbeatSeq), which places it in exactly one pause. Pauses are judged for loss only up to
+// stop (the service had time to raise what came due before it), and a raise counts as
+// cleared-or-lost only if its source beat again before stop.
 func (d *hbDemo) checkSource(s *hbDemoSource, beats []heartbeat.Receipt, events []heartbeat.Event, stop time.Time) {
 	if len(beats) == 0 {
 		return
 	}
 	sort.Slice(beats, func(i, j int) bool { return beats[i].Seq < beats[j].Seq })
 	k := time.Duration(s.missed) * s.interval
+	const unbounded = time.Duration(math.MaxInt64)
+	// gap is the pause after heartbeat i, as long as the database's stamps say.
 	gap := func(i int) time.Duration {
 		if i+1 < len(beats) {
 			return beats[i+1].ReceivedAt.Sub(beats[i].ReceivedAt)
 		}
-		return stop.Sub(beats[i].ReceivedAt)
+		return unbounded
 	}
+	// judged is how much of that pause lies before stop.
+	judged := func(i int) time.Duration { return min(gap(i), stop.Sub(beats[i].ReceivedAt)) }
 	// pauseOf returns the index of the accepted heartbeat a raise follows (-1: before the
 	// first one known).
 	pauseOf := func(seq int64) int {
@@ -114,7 +121,7 @@ func (d *hbDemo) checkSource(s *hbDemoSource, beats []heartbeat.Receipt, events 
 		if i+1 < len(beats) && e.WrittenAt.After(beats[i+1].ReceivedAt) {
 			d.sum.LateRaises++ // raised after its pause ended (a pause during the failover)
 		}
-		// A raise whose source beat again (before the judged end) must be cleared.
+		// A raise whose source beat again before stop must be cleared.
 		if i+1 < len(beats) && beats[i+1].ReceivedAt.Before(stop) && !cleared[e.Episode] {
 			d.sum.LostClears++
 			d.sum.problem("%s/%s episode %d: beat again at %s, never cleared", s.event, s.name, e.Episode, beats[i+1].ReceivedAt.Format(time.RFC3339Nano))
@@ -125,7 +132,7 @@ func (d *hbDemo) checkSource(s *hbDemoSource, beats []heartbeat.Receipt, events 
 		}
 	}
 	for i := range beats {
-		g := gap(i)
+		g := judged(i)
 		if g >= k {
 			d.sum.Silences++
 		}

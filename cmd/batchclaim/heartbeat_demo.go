@@ -404,11 +404,11 @@ func (d *hbDemo) timeline(ctx context.Context) error {
 		t := elapsed()
 		active, _ := election.GetPrimary(ctx, d.pool, heartbeat.RoleDefault)
 		switch {
-		case killed == "" && t >= hbKillAt:
+		case killed == "" && t >= hbKillAt && active.Name != "":
 			killed = active.Name
 			k := d.kids[killed]
 			if k == nil {
-				return fmt.Errorf("no active instance at %.1fs", t)
+				return fmt.Errorf("the active instance %q is not one of the demo's", killed)
 			}
 			if err := k.signal(syscall.SIGKILL); err != nil {
 				return err
