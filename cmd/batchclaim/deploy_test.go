@@ -152,8 +152,11 @@ func TestDeployCompose(t *testing.T) {
 	var instances int
 	for name, s := range services {
 		svc := s.(map[string]any)
-		if svc["image"] != "batchclaim:0.1.0" {
+		if !strings.HasPrefix(fmt.Sprint(svc["image"]), "batchclaim") {
 			continue
+		}
+		if svc["image"] != "batchclaim:"+release {
+			t.Errorf("compose %s: image %v, want the release batchclaim:%s", name, svc["image"], release)
 		}
 		env := map[string]string{}
 		if e, ok := svc["environment"].(map[string]any); ok {
@@ -201,6 +204,11 @@ func TestDeployKubernetes(t *testing.T) {
 		t.Error("the pod does not require a non-root user")
 	}
 	c := at(t, pod, "containers", 0)
+	for _, img := range []any{at(t, c, "image"), at(t, pod, "initContainers", 0, "image")} {
+		if img != "batchclaim:"+release {
+			t.Errorf("k8s image %v, want the release batchclaim:%s", img, release)
+		}
+	}
 	env := map[string]string{}
 	for _, e := range at(t, c, "env").([]any) {
 		m := e.(map[string]any)
