@@ -146,6 +146,7 @@
   }
 
   function renderServices(st) {
+    $("open-states").replaceChildren(...chips(st.open.by_state));
     $("open-count").textContent = st.open.service_count > st.open.services.length
       ? "(oldest " + st.open.services.length + " of " + st.open.service_count + ")" : "";
     fillTable("services", st.open.services.map((s) => el("tr", {},
