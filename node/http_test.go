@@ -38,7 +38,8 @@ func TestHealthReadinessMetrics(t *testing.T) {
 	for _, m := range []string{
 		"batchclaim_claims_held ", "batchclaim_claims_gained_total ", "batchclaim_claims_lost_total ",
 		"batchclaim_takeovers_total ", "batchclaim_serialization_retries_total ", `batchclaim_batches{state="NEW"} 0`,
-		`batchclaim_batch_transitions_total{to="COMMITTED"} 6`,
+		`batchclaim_batch_transitions_total{to="COMMITTED"} 6`, "batchclaim_batches_pruned_total 0",
+		"batchclaim_retention_last_run_timestamp_seconds ",
 		"batchclaim_submit_latency_seconds_bucket", "batchclaim_commit_latency_seconds_count 6",
 		`batchclaim_dlt_responses_total{code="202"} 6`, "batchclaim_stale_writes_rejected_total ",
 	} {

@@ -11,6 +11,7 @@ import (
 	"github.com/batchclaim/batchclaim"
 	"github.com/batchclaim/batchclaim/claims"
 	"github.com/batchclaim/batchclaim/internal/db"
+	"github.com/batchclaim/batchclaim/observer"
 )
 
 // metrics are the instance's Prometheus metrics.
@@ -23,7 +24,7 @@ type metrics struct {
 	states        *batchStates
 }
 
-func newMetrics(reg prometheus.Registerer, eng *claims.Engine, pool claims.Querier, busy func() int) *metrics {
+func newMetrics(reg prometheus.Registerer, eng *claims.Engine, pool claims.Querier, busy func() int, retention func() observer.RetentionStats) *metrics {
 	m := &metrics{
 		states: &batchStates{pool: pool},
 		submitLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
@@ -64,9 +65,27 @@ func newMetrics(reg prometheus.Registerer, eng *claims.Engine, pool claims.Queri
 		stat("batchclaim_deadline_fences_total", "Times the local deadline passed without a renewal.", func(s claims.Stats) int64 { return s.DeadlineFences }, true),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "batchclaim_submissions_in_flight", Help: "Submissions running now."},
 			func() float64 { return float64(busy()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "batchclaim_batches_pruned_total", Help: "Finished batches this instance deleted (retention)."},
+			func() float64 { return float64(retention().Pruned) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "batchclaim_retention_last_run_timestamp_seconds",
+			Help: "Database time of this instance's last retention run that got to work (0: none)."},
+			func() float64 {
+				if at := retention().LastRun; !at.IsZero() {
+					return float64(at.UnixNano()) / 1e9
+				}
+				return 0
+			}),
 		m.states,
 	)
 	return m
+}
+
+// retentionStats are the retention job's counters (zero when retention is off).
+func (n *Node) retentionStats() observer.RetentionStats {
+	if n.retain == nil {
+		return observer.RetentionStats{}
+	}
+	return n.retain.Stats()
 }
 
 func (m *metrics) result(r batchclaim.Result, latency time.Duration) {

@@ -48,6 +48,13 @@ type Config struct {
 	BackoffBase, BackoffMax time.Duration
 	// HaltOnInvalid halts a service_id after an INVALID batch.
 	HaltOnInvalid bool
+	// Retention deletes finished batches (with their attempts and transitions) this long
+	// after they finished, on one instance at a time (observer.Retention). Zero disables it;
+	// the run command's default is observer.RetentionDefault (7 days).
+	Retention time.Duration
+	// RetentionInterval between two runs of the retention job. Zero means
+	// observer.RetentionIntervalDefault.
+	RetentionInterval time.Duration
 	// Events are hooks for embedders.
 	Events observer.Events
 	// Listen is the HTTP address for /healthz, /readyz, /metrics and the ingest API. Empty
@@ -109,6 +116,7 @@ type Node struct {
 	workers  *submitter.Pool
 	recorder *observer.Recorder
 	poller   *observer.Poller
+	retain   *observer.Retention
 	metrics  *metrics
 	registry *prometheus.Registry
 	log      *slog.Logger
@@ -182,7 +190,15 @@ func New(pool *pgxpool.Pool, cfg Config) (*Node, error) {
 			return nil, err
 		}
 	}
-	n.metrics = newMetrics(n.registry, eng, pool, n.workers.Busy)
+	if cfg.Retention != 0 {
+		n.retain, err = observer.NewRetention(pool, observer.RetentionConfig{
+			MaxAge: cfg.Retention, Interval: cfg.RetentionInterval, InstanceID: eng.InstanceID(), Logger: cfg.Logger,
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	n.metrics = newMetrics(n.registry, eng, pool, n.workers.Busy, n.retentionStats)
 	if cfg.Registry == nil {
 		n.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	}
@@ -236,6 +252,10 @@ func (n *Node) Run(ctx context.Context) error {
 	if n.poller != nil {
 		wg.Add(1)
 		go func() { defer wg.Done(); _ = n.poller.Run(ctx) }()
+	}
+	if n.retain != nil {
+		wg.Add(1)
+		go func() { defer wg.Done(); _ = n.retain.Run(ctx) }()
 	}
 	runErr := n.queuer.Run(ctx)
 	wg.Wait()

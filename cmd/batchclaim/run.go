@@ -92,6 +92,8 @@ func runDaemon(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	fs.DurationVar(&cfg.BackoffBase, "backoff-base", submitter.BackoffBaseDefault, "first delay after ledger back-pressure (doubles per attempt, jittered)")
 	fs.DurationVar(&cfg.BackoffMax, "backoff-max", submitter.BackoffMaxDefault, "longest delay after ledger back-pressure")
 	fs.BoolVar(&cfg.HaltOnInvalid, "halt-on-invalid", false, "stop a service_id after an INVALID batch (default: skip the batch, go on)")
+	fs.DurationVar(&cfg.Retention, "retention", observer.RetentionDefault, "delete finished batches (with their attempts and transitions) this long after they finished; 0 disables")
+	fs.DurationVar(&cfg.RetentionInterval, "retention-interval", observer.RetentionIntervalDefault, "how often the retention job runs (one instance at a time)")
 	fs.Int64Var(&cfg.MaxBody, "max-body", ingest.MaxBodyDefault, "largest ingest request body in bytes")
 	claimsOnly := fs.Bool("claims-only", false, "only hold claims (no ledger, no batches): for trying out the claim engine")
 	newLogger := logFlags(fs)

@@ -17,7 +17,7 @@ import (
 
 func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("status", "[flags]",
-		"Shows the registered instances (heartbeat age by the database clock, lease phase, claims\nheld), the number of service_ids and how many are unclaimed, batches by state, the service_ids\nwith unfinished batches (oldest first) and halted service_ids.", stderr)
+		"Shows the registered instances (heartbeat age by the database clock, lease phase, claims\nheld), the number of service_ids and how many are unclaimed, batches by state, the service_ids\nwith unfinished batches (oldest first), halted service_ids and the retention job's last run.", stderr)
 	dbURL := dbFlag(fs)
 	asJSON := fs.Bool("json", false, "print one JSON object instead of tables")
 	listClaims := fs.Int("claims", 0, "also list up to N claims with their effective expiries (-1: all)")
@@ -38,16 +38,22 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err != nil {
 		return err
 	}
+	ret, err := readRetention(ctx, pool)
+	if err != nil {
+		return err
+	}
 	if *asJSON {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
 		return enc.Encode(struct {
 			claims.Snapshot
-			Batches batchStatus `json:"batches"`
-		}{snap, work})
+			Batches   batchStatus     `json:"batches"`
+			Retention retentionStatus `json:"retention"`
+		}{snap, work, ret})
 	}
 	printSnapshot(stdout, snap)
 	work.print(stdout)
+	ret.print(stdout)
 	return nil
 }
 

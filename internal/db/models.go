@@ -28,6 +28,7 @@ type Batch struct {
 	UnknownCount    int32
 	InvalidDetails  []byte
 	UpdatedAt       time.Time
+	Ledger          bool
 }
 
 type BatchTransition struct {
@@ -208,6 +209,7 @@ type Instance struct {
 	HeartbeatAt time.Time
 	Expiry1     time.Time
 	Expiry2     time.Time
+	Nonce       uuid.UUID
 }
 
 type OwnerLock struct {
@@ -225,6 +227,15 @@ type OwnerLockEvent struct {
 	Event     string
 	ExpiresAt *time.Time
 	At        time.Time
+}
+
+type RetentionState struct {
+	ID            bool
+	InstanceID    uuid.UUID
+	MaxAgeMs      int64
+	LastRunAt     time.Time
+	LastRunPruned int64
+	PrunedTotal   int64
 }
 
 type ServiceHalt struct {
