@@ -37,13 +37,21 @@
 // A heartbeat updates its source's row: received_at = the database's now(), heartbeats + 1,
 // lastEpochMicrosec as sent. The active instance's step is one transaction that first calls
 // the election's Fence for its role, then (1) clears the open events of sources whose event
-// type was removed and deletes those types with their sources, (2) clears every raised source
-// whose heartbeat count grew since its raise, and (3) raises every source of a valid type
-// whose received_at + missed_count x interval <= now(). A raise increments the source's
-// episode number and inserts a "raised" row; a clear inserts a "cleared" row for the same
-// episode; (event_name, source_name, episode, kind) is unique. After the commit a delivery
-// loop hands each stored, undelivered event to Config.OnEvent and POSTs it to
+// type was removed and deletes those types with their sources, (2) clears every raised
+// source whose heartbeat count grew since its raise, (3) raises every source of a valid type
+// that is not raised and whose received_at + missed_count x interval <= now(), or that has a
+// late silence (below), and (4) clears again, for the late ones. A raise increments the
+// source's episode number and inserts a "raised" row; a clear inserts a "cleared" row for
+// the same episode; (event_name, source_name, episode, kind) is unique. After the commit a
+// delivery loop hands each stored, undelivered event to Config.OnEvent and POSTs it to
 // Config.WebhookURL, oldest first and in order per source, and marks it delivered.
+//
+// A late silence is one that no step saw: the source fell silent for missed_count intervals
+// and beat again while no active instance ran a step (during a failover). The heartbeat that
+// ends it compares, in the same statement, its own now() with the stored received_at, and
+// if the silence was long enough and not already raised it records the heartbeat before the
+// silence; the next step raises that episode and clears it at once. So a silence is raised
+// whether it ends before or after the next step.
 //
 // # Where this differs from the design, and why
 //
@@ -109,9 +117,16 @@
 // step's own duration), and a raised source is cleared within S of its first heartbeat after
 // the raise. When the active instance dies, the election elects another within its timeout
 // (Config.ElectionTimeout, plus one election interval); raises and clears that came due
-// meanwhile are written by the new active instance's first step. A source that is silent
-// for K intervals and beats again before any active instance runs a step is not raised:
-// misses are judged when a step runs, by the state of that moment.
+// meanwhile, late silences included, are written by the new active instance's first step.
+// Between two steps a source's row remembers one late silence; a second one that begins and
+// ends before a step (two silences of K intervals within one failover) is not raised.
+//
+// # Limits
+//
+// heartbeat_events keeps every event; nothing prunes it. Delivered rows may be deleted, but
+// keep each source's newest episode: a source whose type is removed and added again continues
+// from the highest episode stored. A Fence error in a step aborts the whole step; the
+// election then steps the instance down.
 //
 // # Use
 //
