@@ -292,7 +292,15 @@ func TestPageAndAssets(t *testing.T) {
 			t.Errorf("GET %s: %s, body lacks %q", c.path, resp.Header.Get("Content-Type"), c.contains)
 		}
 	}
-	// Nothing is loaded from elsewhere: the page works offline.
+	// Nothing is loaded from elsewhere: the page works offline, and says so to the browser.
+	resp, err := http.Get(b.srv.URL + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if csp := resp.Header.Get("Content-Security-Policy"); !strings.Contains(csp, "default-src 'self'") || !strings.Contains(csp, "frame-ancestors 'none'") {
+		t.Errorf("Content-Security-Policy %q", csp)
+	}
 	_, page := b.do(t, "GET", "/", nil)
 	for _, bad := range []string{"http://", "https://", "//cdn"} {
 		if strings.Contains(page, bad) {
