@@ -9,8 +9,16 @@
 // synchronous. A write by a stale owner matches nothing and returns batchclaim.ErrClaimLost.
 //
 // Poller asks the ledger about batches of claimed service_ids whose outcome is not yet
-// known (PENDING, VALID, UNKNOWN), grouped per service_id, with bounded concurrency, and
-// records the answers; it ignores ids it did not ask about.
+// known (PENDING, VALID, UNKNOWN) and records the answers that change something, one fenced
+// transaction per service_id; it ignores ids it did not ask about. Each poll reads at most
+// MaxBatches of them, continuing in (service_id, seq) order where the previous poll stopped,
+// so every one is asked about within ceil(open/MaxBatches) polls however many are open; it
+// packs their ids into requests of at most IDsPerRequest (15, the Sawtooth limit for one
+// GET /batch_statuses) whatever their service_id, with bounded concurrency.
+//
+// Retention deletes finished batches (with their attempts and transitions) older than an
+// age, in short chunks, on one instance at a time (a transaction-scoped advisory lock per
+// chunk); see docs/operations.md.
 //
 // Events lets an embedder hear about status changes, claims gained and lost, and instances
 // presumed dead.
