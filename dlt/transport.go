@@ -125,7 +125,7 @@ func (t *transport) post(ctx context.Context, target string, payload []byte,
 			return PostResult{}, fmt.Errorf("post batches: %w", ctx.Err())
 		}
 		res := PostResult{Verdict: Retry, Detail: err.Error(), Unknown: wrote.Load()}
-		t.log.DebugContext(ctx, "post batches failed", "url", target, "error", err, "unknown", res.Unknown)
+		t.log.DebugContext(ctx, "post batches failed", "url", redacted(target), "error", err, "unknown", res.Unknown)
 		return res, nil
 	}
 	defer resp.Body.Close()
@@ -140,7 +140,7 @@ func (t *transport) post(ctx context.Context, target string, payload []byte,
 	if readErr != nil && res.Detail == "" {
 		res.Detail = "read answer: " + readErr.Error()
 	}
-	t.log.DebugContext(ctx, "post batches", "url", target, "http_status", res.HTTPStatus,
+	t.log.DebugContext(ctx, "post batches", "url", redacted(target), "http_status", res.HTTPStatus,
 		"verdict", res.Verdict.String(), "detail", res.Detail)
 	return res, nil
 }
@@ -221,7 +221,7 @@ func (t *transport) getJSON(ctx context.Context, target string, v any,
 	if err != nil {
 		return fmt.Errorf("read answer: %w", err)
 	}
-	t.log.DebugContext(ctx, "get batch statuses", "url", target, "http_status", resp.StatusCode)
+	t.log.DebugContext(ctx, "get batch statuses", "url", redacted(target), "http_status", resp.StatusCode)
 	if resp.StatusCode != http.StatusOK {
 		return &HTTPError{
 			StatusCode: resp.StatusCode,
@@ -233,6 +233,15 @@ func (t *transport) getJSON(ctx context.Context, target string, v any,
 		return fmt.Errorf("decode answer: %w", err)
 	}
 	return nil
+}
+
+// redacted is a URL for logs: a password in its user info becomes "xxxxx".
+func redacted(target string) string {
+	u, err := url.Parse(target)
+	if err != nil {
+		return "(unparseable URL)"
+	}
+	return u.Redacted()
 }
 
 // bodyExcerpt is the fallback detail of an error answer.

@@ -158,7 +158,7 @@ func TestSecretsNeverLogged(t *testing.T) {
 	t.Parallel()
 	bin := binaryWithVCS(t)
 	ctx := context.Background()
-	password, token, token2, dltSecret := randomSecret(t, "pw"), randomSecret(t, "tok"), randomSecret(t, "tok"), randomSecret(t, "dlt")
+	password, token, token2, dltSecret, dltPassword := randomSecret(t, "pw"), randomSecret(t, "tok"), randomSecret(t, "tok"), randomSecret(t, "dlt"), randomSecret(t, "dltpw")
 
 	// A login role with a password on the test server (trust auth: any password would do; the
 	// point is that it is in the URL and must never be printed).
@@ -196,7 +196,8 @@ func TestSecretsNeverLogged(t *testing.T) {
 	simAddr, addr := mustFreeAddr(t), mustFreeAddr(t)
 	sim := startProc(t, bin, "dlt-sim", "--flavor", "sawtooth", "--listen", simAddr)
 	waitHTTP(t, "http://"+simAddr+"/_sim/posts")
-	run := startProc(t, bin, "run", "--database-url", dbURL, "--dlt-url", "http://"+simAddr,
+	// The ledger URL carries a password too (sent as basic auth; the simulator ignores it).
+	run := startProc(t, bin, "run", "--database-url", dbURL, "--dlt-url", "http://ledger:"+dltPassword+"@"+simAddr,
 		"--dlt-authorization", "Bearer "+dltSecret, "--listen", addr, "--auth-token-file", tokenFile,
 		"--tls-cert", cert.CertFile, "--tls-key", cert.KeyFile, "--log-level", "debug",
 		"--renew-interval", "100ms", "--expiry-1", "1s", "--expiry-2", "4s", "--poll-interval", "100ms")
@@ -286,7 +287,7 @@ func TestSecretsNeverLogged(t *testing.T) {
 	}
 	runLog := run.out.String()
 	outputs = append(outputs, runLog, sim.out.String())
-	for _, want := range []string{"listening", "tls=true", "auth=true", "token file reloaded", "postgres://" + role + ":xxxxx@"} {
+	for _, want := range []string{"listening", "tls=true", "auth=true", "token file reloaded", "postgres://" + role + ":xxxxx@", "http://ledger:xxxxx@"} {
 		if !strings.Contains(runLog, want) {
 			t.Errorf("the run log lacks %q: the test would not see secrets it never logged", want)
 		}
@@ -295,7 +296,7 @@ func TestSecretsNeverLogged(t *testing.T) {
 	for _, out := range outputs {
 		for line := range strings.Lines(out) {
 			lines++
-			for name, secret := range map[string]string{"token": token, "new token": token2, "database password": password, "ledger credential": dltSecret} {
+			for name, secret := range map[string]string{"token": token, "new token": token2, "database password": password, "ledger credential": dltSecret, "ledger password": dltPassword} {
 				if strings.Contains(line, secret) {
 					t.Errorf("the %s appears in: %s", name, line)
 				}
