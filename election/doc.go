@@ -40,7 +40,10 @@
 //     live one: a takeover is an UPDATE of that row, so it waits until the fenced
 //     transaction has ended, and a write from an old term is refused with an error
 //     wrapping batchclaim.ErrClaimLost. The lease lives in a separate row so that a
-//     fenced transaction never holds up its own primary's heartbeat.
+//     fenced transaction never holds up its own primary's heartbeat. Fence also sets
+//     idle_in_transaction_session_timeout = I for the transaction: a primary paused in the
+//     middle of a fenced transaction would otherwise hold the term row, and with it every
+//     successor, for as long as the pause lasts.
 //
 // # Where this differs from the source, and why
 //

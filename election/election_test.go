@@ -222,7 +222,13 @@ func TestFenceRejectsOldTerm(t *testing.T) {
 
 	b, _, _ := startElector(t, pool, "b", []string{"r"}, nil)
 	b.ShiftDBTime(testTimeout + time.Second)
-	waitFor(t, 20*time.Second, "b's takeovers blocked by the fenced transaction", func() bool { return b.Stats().RacesLost >= 3 })
+	// Keep the fenced transaction busy (Fence ends it on the server if it idles for I).
+	waitFor(t, 20*time.Second, "b's takeovers blocked by the fenced transaction", func() bool {
+		if _, err := tx.Exec(ctx, "SELECT 1"); err != nil {
+			t.Fatalf("the fenced transaction ended: %v", err)
+		}
+		return b.Stats().RacesLost >= 3
+	})
 	if _, ok := b.CheckPrimary("r"); ok {
 		t.Fatal("b was elected while a's fenced transaction was open")
 	}
@@ -258,10 +264,23 @@ func TestFenceRejectsOldTerm(t *testing.T) {
 	if _, down := recA.snapshot(); len(down) == 0 || down[0].term != termA {
 		t.Fatalf("a's step-down not reported: %+v", down)
 	}
-	// The new term fences fine.
-	if err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error { return b.Fence(ctx, tx, "r") }); err != nil {
+	// The new term fences fine; a fenced transaction left idle is ended by the server.
+	tx2, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx2.Rollback(ctx) }()
+	if err := b.Fence(ctx, tx2, "r"); err != nil {
 		t.Fatalf("b.Fence: %v", err)
 	}
+	var pid int
+	if err := tx2.QueryRow(ctx, "SELECT pg_backend_pid()").Scan(&pid); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 20*time.Second, "the idle fenced transaction ended by the server", func() bool {
+		var alive bool
+		return pool.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_stat_activity WHERE pid = $1)", pid).Scan(&alive) == nil && !alive
+	})
 }
 
 func TestGetPrimaryNone(t *testing.T) {

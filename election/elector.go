@@ -127,12 +127,17 @@ func (e *Elector) Primaries() []Term {
 // says the term is over; otherwise it locks the role's term row FOR SHARE until tx ends, so
 // that no new term can begin before tx commits. Call it first in every transaction whose
 // writes only the primary may make, and keep such transactions short: a takeover waits for
-// them.
+// them. Fence also sets idle_in_transaction_session_timeout = I for the rest of tx, so that
+// if this process is paused or cut off in the middle of it, the server ends the transaction
+// and frees the row instead of holding every successor off for as long as the pause lasts.
 func (e *Elector) Fence(ctx context.Context, tx pgx.Tx, role string) error {
 	t, ok := e.CheckPrimary(role)
 	if !ok {
 		e.stats.fenceRejected.Add(1)
 		return fmt.Errorf("fence %s: not primary: %w", role, batchclaim.ErrClaimLost)
+	}
+	if _, err := tx.Exec(ctx, "SELECT set_config('idle_in_transaction_session_timeout', $1, true)", ms(e.cfg.HeartbeatInterval)); err != nil {
+		return fmt.Errorf("fence %s: set transaction timeout: %w", role, err)
 	}
 	now, err := e.dbNow(ctx, tx)
 	if err != nil {

@@ -17,7 +17,8 @@ import (
 )
 
 // helperEnv, when set to a database URL, makes the test binary run as a helper process: an
-// elector for role "r" that, while primary, makes a fenced write every 20ms, and reports
+// elector for role "r" that, while primary, keeps making fenced writes (each in a
+// transaction held open for 150ms), and reports
 // "elected EPOCH" and "stepped-down EPOCH REASON" lines on stdout. The process tests SIGKILL
 // and SIGSTOP it.
 const helperEnv = "ELECTION_TEST_HELPER_DB"
@@ -48,8 +49,16 @@ func helperMain(url string) int {
 					if err := el.Fence(ctx, tx, "r"); err != nil {
 						return err
 					}
-					_, err := tx.Exec(ctx, `INSERT INTO test_writes (name, epoch) VALUES ('helper', $1)`, t.Epoch)
-					return err
+					if _, err := tx.Exec(ctx, `INSERT INTO test_writes (name, epoch) VALUES ('helper', $1)`, t.Epoch); err != nil {
+						return err
+					}
+					// Hold the fenced transaction open for a while, so that a SIGSTOP most
+					// likely lands inside it, with the term row locked.
+					select {
+					case <-ctx.Done():
+					case <-time.After(150 * time.Millisecond):
+					}
+					return nil
 				})
 				select {
 				case <-ctx.Done():

@@ -51,7 +51,8 @@ func TestSIGKILLOfPrimaryProcess(t *testing.T) {
 	}
 }
 
-// A primary process is stopped with SIGSTOP past the timeout: the standby is elected; when
+// A primary process is stopped with SIGSTOP past the timeout, in the middle of a fenced
+// transaction: the standby is elected all the same; when
 // the process resumes it finds its deadline passed and steps down, and none of the fenced
 // writes it kept trying to make is accepted after the new term began.
 func TestSIGSTOPOfPrimaryProcessPastExpiry(t *testing.T) {
@@ -70,8 +71,27 @@ func TestSIGSTOPOfPrimaryProcessPastExpiry(t *testing.T) {
 		return pool.QueryRow(ctx, `SELECT count(*) FROM test_writes WHERE epoch = $1`, old.Epoch).Scan(&n) == nil && n > 0
 	})
 
-	if err := h.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
-		t.Fatal(err)
+	// Stop it in the middle of a fenced transaction (the term row locked FOR SHARE): the
+	// server must end that transaction, or nobody could be elected while the pause lasts.
+	stoppedInTx := false
+	for range 40 {
+		if err := h.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+			t.Fatal(err)
+		}
+		if err := pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_stat_activity WHERE datname = current_database()
+			AND state = 'idle in transaction' AND query LIKE '%test_writes%')`).Scan(&stoppedInTx); err != nil {
+			t.Fatal(err)
+		}
+		if stoppedInTx {
+			break
+		}
+		if err := h.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(37 * time.Millisecond) // a different phase of the helper's write loop
+	}
+	if !stoppedInTx {
+		t.Fatal("could not stop the helper inside a fenced transaction")
 	}
 	waitFor(t, 30*time.Second, "b elected while the helper is stopped", func() bool { _, ok := b.CheckPrimary("r"); return ok })
 	nt, _ := b.CheckPrimary("r")

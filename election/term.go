@@ -50,7 +50,9 @@ func GetPrimary(ctx context.Context, q DBTX, role string) (Term, error) {
 // begin before tx commits, and returns an error wrapping batchclaim.ErrClaimLost if t is
 // over (a newer term exists, the term was resigned, or its holder's lease expired by the
 // database clock). It checks only the database; Elector.Fence also checks the instance's
-// own deadline. Call it first in the transaction, before the writes it guards.
+// own deadline. Call it first in the transaction, before the writes it guards, and bound
+// the transaction (idle_in_transaction_session_timeout, as Elector.Fence sets it): a
+// takeover waits for it.
 func FenceTerm(ctx context.Context, tx DBTX, t Term) error {
 	return fenceTerm(ctx, tx, t, nil)
 }
