@@ -34,23 +34,29 @@ ORDER BY 1, 2;
 
 -- name: UITakeoversRecent :many
 -- The newest claims voided from an instance whose lease ran out, with the instance that
--- acquired the service_id next (if one did yet). Only the last scan ownership events are read.
--- Instances are named by the start of their id once their row was pruned.
+-- acquired the service_id next (if one did yet). Only the last scan ownership events are read,
+-- and the next owner is looked up for the listed ones only. Instances are named by the start
+-- of their id once their row was pruned.
+WITH v AS (
+    SELECT e.id, e.service_id, e.instance_id, e.epoch, e.event, e.at
+    FROM (SELECT * FROM claim_events ORDER BY id DESC LIMIT sqlc.arg(scan)::int) e
+    WHERE e.event IN ('voided_idle', 'voided_expired')
+    ORDER BY e.id DESC
+    LIMIT sqlc.arg(max_rows)::int
+)
 SELECT v.id, v.service_id, v.epoch, v.event, v.at,
        COALESCE(fi.name, left(v.instance_id::text, 8))::text AS from_name,
        COALESCE(ti.name, left(a.instance_id::text, 8), '')::text AS to_name,
        COALESCE(EXTRACT(EPOCH FROM a.at - v.at), -1)::float8 AS acquired_after_seconds
-FROM (SELECT * FROM claim_events ORDER BY id DESC LIMIT sqlc.arg(scan)::int) v
+FROM v
 LEFT JOIN LATERAL (
     SELECT x.instance_id, x.at FROM claim_events x
-    WHERE x.service_id = v.service_id AND x.event = 'acquired' AND x.epoch > v.epoch
+    WHERE x.service_id = v.service_id AND x.id > v.id AND x.event = 'acquired' AND x.epoch > v.epoch
     ORDER BY x.id LIMIT 1
 ) a ON true
 LEFT JOIN instances fi ON fi.id = v.instance_id
 LEFT JOIN instances ti ON ti.id = a.instance_id
-WHERE v.event IN ('voided_idle', 'voided_expired')
-ORDER BY v.id DESC
-LIMIT sqlc.arg(max_rows)::int;
+ORDER BY v.id DESC;
 
 -- name: ServiceHaltDelete :one
 -- Resumes a halted service_id: the queuer sends its batches again from its next cycle.

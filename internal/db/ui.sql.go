@@ -77,21 +77,26 @@ func (q *Queries) UIOpenBatches(ctx context.Context, db DBTX) ([]UIOpenBatchesRo
 }
 
 const uITakeoversRecent = `-- name: UITakeoversRecent :many
+WITH v AS (
+    SELECT e.id, e.service_id, e.instance_id, e.epoch, e.event, e.at
+    FROM (SELECT id, service_id, instance_id, epoch, event, at FROM claim_events ORDER BY id DESC LIMIT $1::int) e
+    WHERE e.event IN ('voided_idle', 'voided_expired')
+    ORDER BY e.id DESC
+    LIMIT $2::int
+)
 SELECT v.id, v.service_id, v.epoch, v.event, v.at,
        COALESCE(fi.name, left(v.instance_id::text, 8))::text AS from_name,
        COALESCE(ti.name, left(a.instance_id::text, 8), '')::text AS to_name,
        COALESCE(EXTRACT(EPOCH FROM a.at - v.at), -1)::float8 AS acquired_after_seconds
-FROM (SELECT id, service_id, instance_id, epoch, event, at FROM claim_events ORDER BY id DESC LIMIT $1::int) v
+FROM v
 LEFT JOIN LATERAL (
     SELECT x.instance_id, x.at FROM claim_events x
-    WHERE x.service_id = v.service_id AND x.event = 'acquired' AND x.epoch > v.epoch
+    WHERE x.service_id = v.service_id AND x.id > v.id AND x.event = 'acquired' AND x.epoch > v.epoch
     ORDER BY x.id LIMIT 1
 ) a ON true
 LEFT JOIN instances fi ON fi.id = v.instance_id
 LEFT JOIN instances ti ON ti.id = a.instance_id
-WHERE v.event IN ('voided_idle', 'voided_expired')
 ORDER BY v.id DESC
-LIMIT $2::int
 `
 
 type UITakeoversRecentParams struct {
@@ -111,8 +116,9 @@ type UITakeoversRecentRow struct {
 }
 
 // The newest claims voided from an instance whose lease ran out, with the instance that
-// acquired the service_id next (if one did yet). Only the last scan ownership events are read.
-// Instances are named by the start of their id once their row was pruned.
+// acquired the service_id next (if one did yet). Only the last scan ownership events are read,
+// and the next owner is looked up for the listed ones only. Instances are named by the start
+// of their id once their row was pruned.
 func (q *Queries) UITakeoversRecent(ctx context.Context, db DBTX, arg UITakeoversRecentParams) ([]UITakeoversRecentRow, error) {
 	rows, err := db.Query(ctx, uITakeoversRecent, arg.Scan, arg.MaxRows)
 	if err != nil {
