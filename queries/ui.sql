@@ -11,6 +11,13 @@ WHERE state NOT IN ('COMMITTED', 'INVALID')
 GROUP BY service_id, state
 ORDER BY service_id, state;
 
+-- name: UIServiceOwners :many
+-- The instance holding each of the given service_ids (those held).
+SELECT c.service_id, i.name
+FROM service_id_claims c
+JOIN instances i ON i.id = c.claimant
+WHERE c.service_id = ANY(sqlc.arg(service_ids)::text[]);
+
 -- name: UITransitionsRecent :many
 -- The newest batch state changes, with who made them.
 SELECT t.id, t.at, t.from_state, t.to_state, t.epoch, b.service_id, b.batch_id,

@@ -101,7 +101,7 @@ func readStatus(ctx context.Context, q claims.Querier, o readOptions) (Status, e
 	if err != nil {
 		return Status{}, fmt.Errorf("read clock: %w", err)
 	}
-	snap, err := claims.ReadSnapshot(ctx, q, -1)
+	snap, err := claims.ReadSnapshot(ctx, q, 0)
 	if err != nil {
 		return Status{}, err
 	}
@@ -118,13 +118,7 @@ func readStatus(ctx context.Context, q claims.Querier, o readOptions) (Status, e
 	if live > 0 {
 		st.FairShare = int64(math.Ceil(float64(snap.ServiceIDs) / float64(live)))
 	}
-	owners := map[string]string{}
-	for _, c := range snap.Claims {
-		if c.Claimant != nil {
-			owners[c.ServiceID] = c.ClaimantName
-		}
-	}
-	if st.Open, err = readOpen(ctx, qs, q, o.services, owners); err != nil {
+	if st.Open, err = readOpen(ctx, qs, q, o.services); err != nil {
 		return Status{}, err
 	}
 	if st.Halted, err = observer.Halts(ctx, q); err != nil {
@@ -142,7 +136,7 @@ func readStatus(ctx context.Context, q claims.Querier, o readOptions) (Status, e
 	return st, nil
 }
 
-func readOpen(ctx context.Context, qs *db.Queries, q db.DBTX, limit int, owners map[string]string) (Open, error) {
+func readOpen(ctx context.Context, qs *db.Queries, q db.DBTX, limit int) (Open, error) {
 	rows, err := qs.UIOpenBatches(ctx, q)
 	if err != nil {
 		return Open{}, fmt.Errorf("count unfinished batches: %w", err)
@@ -155,7 +149,7 @@ func readOpen(ctx context.Context, qs *db.Queries, q db.DBTX, limit int, owners 
 		out.Total += r.Batches
 		s := per[r.ServiceID]
 		if s == nil {
-			s = &Service{ServiceID: r.ServiceID, ByState: map[string]int64{}, Owner: owners[r.ServiceID]}
+			s = &Service{ServiceID: r.ServiceID, ByState: map[string]int64{}}
 			per[r.ServiceID] = s
 			all = append(all, s)
 		}
@@ -165,6 +159,17 @@ func readOpen(ctx context.Context, qs *db.Queries, q db.DBTX, limit int, owners 
 	}
 	sort.SliceStable(all, func(i, j int) bool { return all[i].OldestSeconds > all[j].OldestSeconds })
 	out.ServiceCount = len(all)
+	ids := make([]string, 0, min(limit, len(all)))
+	for _, s := range all[:min(limit, len(all))] {
+		ids = append(ids, s.ServiceID)
+	}
+	owners, err := qs.UIServiceOwners(ctx, q, ids)
+	if err != nil {
+		return Open{}, fmt.Errorf("read owners: %w", err)
+	}
+	for _, o := range owners {
+		per[o.ServiceID].Owner = o.Name
+	}
 	for _, s := range all[:min(limit, len(all))] {
 		out.Services = append(out.Services, *s)
 	}

@@ -76,6 +76,39 @@ func (q *Queries) UIOpenBatches(ctx context.Context, db DBTX) ([]UIOpenBatchesRo
 	return items, nil
 }
 
+const uIServiceOwners = `-- name: UIServiceOwners :many
+SELECT c.service_id, i.name
+FROM service_id_claims c
+JOIN instances i ON i.id = c.claimant
+WHERE c.service_id = ANY($1::text[])
+`
+
+type UIServiceOwnersRow struct {
+	ServiceID string
+	Name      string
+}
+
+// The instance holding each of the given service_ids (those held).
+func (q *Queries) UIServiceOwners(ctx context.Context, db DBTX, serviceIds []string) ([]UIServiceOwnersRow, error) {
+	rows, err := db.Query(ctx, uIServiceOwners, serviceIds)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []UIServiceOwnersRow{}
+	for rows.Next() {
+		var i UIServiceOwnersRow
+		if err := rows.Scan(&i.ServiceID, &i.Name); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const uITakeoversRecent = `-- name: UITakeoversRecent :many
 WITH v AS (
     SELECT e.id, e.service_id, e.instance_id, e.epoch, e.event, e.at
