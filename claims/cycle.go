@@ -2,7 +2,6 @@ package claims
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -50,8 +49,9 @@ type CycleReport struct {
 
 // Cycle runs one claim cycle:
 //
-//  1. renew the lease: one short UPDATE of this instance's row, outside the serializable
-//     transaction (DESIGN 4.4: writing it inside multiplies serialization failures);
+//  1. renew the lease, unless the lease loop started by Run does that on its own connection:
+//     one short UPDATE of this instance's row, outside the serializable transaction (writing
+//     it inside multiplies serialization failures);
 //  2. read the fair-share inputs (plain reads: they are advice, not safety);
 //  3. in one SERIALIZABLE transaction, retried on 40001/40P01: void expired claims (two-phase),
 //     read our own claims, take free ones up to the target, and give back idle surplus once we
@@ -60,9 +60,11 @@ type CycleReport struct {
 func (e *Engine) Cycle(ctx context.Context) (CycleReport, error) {
 	e.stats.cycles.Add(1)
 	var rep CycleReport
-	if err := e.heartbeat(ctx); err != nil {
-		e.stats.cycleErrors.Add(1)
-		return rep, err
+	if !e.leaseRunning() { // driven by Cycle alone: renew here
+		if err := e.heartbeat(ctx, e.pool); err != nil {
+			e.stats.cycleErrors.Add(1)
+			return rep, err
+		}
 	}
 	share, err := e.census(ctx)
 	if err != nil {
@@ -131,32 +133,7 @@ func (e *Engine) Cycle(ctx context.Context) (CycleReport, error) {
 // Renew renews the lease only: no maintenance, no acquisition. A stopping instance calls it
 // while the submissions it already started drain, so that its claims stay alive (and its
 // local deadline does not cancel those submissions) until it releases them.
-func (e *Engine) Renew(ctx context.Context) error { return e.heartbeat(ctx) }
-
-// heartbeat renews the instance's lease; if the row is gone (pruned after a long stall), it
-// registers again: whatever the old row held was freed with it.
-func (e *Engine) heartbeat(ctx context.Context) error {
-	now, err := e.dbNow(ctx, e.pool)
-	if err != nil {
-		return fmt.Errorf("renew lease: %w", err)
-	}
-	sent := time.Now()
-	_, err = e.q.InstanceHeartbeat(ctx, e.pool, db.InstanceHeartbeatParams{
-		ID: e.cfg.InstanceID, Nonce: e.nonce, Now: now,
-		Expiry1Ms: e.cfg.Expiry1.Milliseconds(), Expiry2Ms: e.cfg.Expiry2.Milliseconds(),
-	})
-	if errors.Is(err, pgx.ErrNoRows) {
-		// Pruned after a long stall (register again), or replaced by another process with the
-		// same id (Register refuses while that one is live).
-		e.log.Warn("instance row missing or not ours any more; registering again")
-		return e.Register(ctx)
-	}
-	if err != nil {
-		return fmt.Errorf("renew lease: %w", err)
-	}
-	e.renewed(sent)
-	return nil
-}
+func (e *Engine) Renew(ctx context.Context) error { return e.heartbeat(ctx, e.pool) }
 
 func (e *Engine) census(ctx context.Context) (Share, error) {
 	now, err := e.dbNow(ctx, e.pool)

@@ -43,7 +43,8 @@ type Engine struct {
 	fenced     bool      // the local deadline passed and no renewal succeeded since
 	registered bool
 	watchdog   *time.Timer
-	overCycles int // consecutive cycles with more claims than the fair share
+	lease      *leaseLoop // the lease loop, while it runs (Run to Shutdown)
+	overCycles int        // consecutive cycles with more claims than the fair share
 	cycles     int
 	share      Share
 }
@@ -152,10 +153,12 @@ func (e *Engine) registerTx(ctx context.Context, tx pgx.Tx) error {
 	return err
 }
 
-// Run registers the instance (if needed) and runs the claim cycle every RenewInterval until
+// Run registers the instance (if needed), starts the lease loop (renewals every
+// RenewInterval on a connection of its own) and runs the claim cycle every RenewInterval until
 // ctx ends. A failed cycle is logged and counted; the local deadline decides when repeated
-// failures mean the claims are lost. Run returns ctx's error; it does not release the claims
-// (call Shutdown once the work running under them has stopped).
+// failed renewals mean the claims are lost. Run returns ctx's error; it does not release the
+// claims, and the lease loop goes on renewing so that work still running under them can end:
+// call Shutdown (or ShutdownKeeping) once it has, which stops the lease loop.
 func (e *Engine) Run(ctx context.Context) error {
 	e.mu.Lock()
 	registered := e.registered
@@ -165,6 +168,7 @@ func (e *Engine) Run(ctx context.Context) error {
 			return err
 		}
 	}
+	e.startLease()
 	t := time.NewTicker(e.cfg.RenewInterval)
 	defer t.Stop()
 	for {
@@ -346,6 +350,7 @@ func (e *Engine) Shutdown(ctx context.Context) error { return e.ShutdownKeeping(
 func (e *Engine) ShutdownKeeping(ctx context.Context, busy []string) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ShutdownTimeout)
 	defer cancel()
+	e.stopLease()
 	keep := make(map[string]bool, len(busy))
 	for _, id := range busy {
 		keep[id] = true
@@ -363,7 +368,15 @@ func (e *Engine) ShutdownKeeping(ctx context.Context, busy []string) error {
 		e.watchdog.Stop()
 	}
 	e.mu.Unlock()
-	released, err := e.release(ctx, e.pool, give, "released", false)
+	// Release by owner, not by the claims known here: a claim cycle whose commit this
+	// process did not see (its context ended meanwhile) may have taken claims it never
+	// learnt of, and deregistering would free those without a trace in claim_events.
+	if busy == nil {
+		busy = []string{}
+	}
+	rows, err := e.q.ClaimsReleaseOwned(ctx, e.pool, db.ClaimsReleaseOwnedParams{Claimant: e.cfg.InstanceID, Keep: busy, Nonce: e.nonce})
+	released := len(rows)
+	e.stats.released.Add(int64(released))
 	for _, c := range give {
 		e.lose(c, LossReleased)
 	}

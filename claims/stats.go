@@ -7,7 +7,7 @@ type counters struct {
 	serializationRetries, serializationGiveUps atomic.Int64
 	gained, lost, voided, released             atomic.Int64
 	deadlineFences, staleWrites                atomic.Int64
-	writeRetries                               atomic.Int64
+	writeRetries, renewErrors                  atomic.Int64
 }
 
 // Stats are the engine's cumulative counters since New, for metrics.
@@ -23,6 +23,7 @@ type Stats struct {
 	DeadlineFences       int64 // times the local deadline passed without a renewal
 	StaleWritesRejected  int64 // fenced writes refused because the epoch was stale
 	WriteRetries         int64 // batch-recording transactions (WriteTx) run again after a lock timeout, deadlock or serialization failure
+	RenewErrors          int64 // lease renewals that failed (the local deadline decides when that means fencing)
 	Held                 int64 // claims held now
 }
 
@@ -36,6 +37,6 @@ func (e *Engine) Stats() Stats {
 		SerializationRetries: e.stats.serializationRetries.Load(), SerializationGiveUps: e.stats.serializationGiveUps.Load(),
 		Gained: e.stats.gained.Load(), Lost: e.stats.lost.Load(), Voided: e.stats.voided.Load(),
 		Released: e.stats.released.Load(), DeadlineFences: e.stats.deadlineFences.Load(), StaleWritesRejected: e.stats.staleWrites.Load(),
-		WriteRetries: e.stats.writeRetries.Load(), Held: held,
+		WriteRetries: e.stats.writeRetries.Load(), RenewErrors: e.stats.renewErrors.Load(), Held: held,
 	}
 }

@@ -169,8 +169,8 @@ func New(pool *pgxpool.Pool, cfg Config) (*Node, error) {
 	n.recorder = observer.NewRecorder(pool, eng, observer.RecorderConfig{HaltOnInvalid: cfg.HaltOnInvalid, Events: &events})
 	n.workers, err = submitter.New(submitter.Config{
 		Workers: cfg.Workers, Timeout: timings.MaxSubmission, BackoffBase: cfg.BackoffBase, BackoffMax: cfg.BackoffMax,
-		OnResult: func(_ submitter.Job, r batchclaim.Result, d time.Duration) { n.metrics.result(r, d) },
 		Lease:    eng,
+		OnResult: func(_ submitter.Job, r batchclaim.Result, d time.Duration) { n.metrics.result(r, d) },
 		Logger:   cfg.Logger,
 	}, cfg.Submitter, recorderAdapter{n.recorder}, func(j submitter.Job) { q.Done(queuer.Work(j)) })
 	if err != nil {
@@ -249,6 +249,8 @@ func (n *Node) Run(ctx context.Context) error {
 		return err
 	}
 	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { defer wg.Done(); _ = n.engine.Run(ctx) }() // claim cycles; its lease loop runs until stop releases
 	if n.poller != nil {
 		wg.Add(1)
 		go func() { defer wg.Done(); _ = n.poller.Run(ctx) }()
@@ -268,12 +270,9 @@ func (n *Node) Run(ctx context.Context) error {
 // to expire: releasing it would let another instance adopt and resend the batch while the old
 // POST may still reach the ledger.
 func (n *Node) stop(ctx context.Context, srv *http.Server) error {
-	n.log.Info("stopping: no new work; waiting for submissions in flight", "in_flight", n.workers.Busy())
 	t := n.engine.Timings()
-	base := context.WithoutCancel(ctx)
-	rctx, stopRenewing := context.WithCancel(base)
-	defer stopRenewing()
-	go n.renewUntil(rctx)
+	n.log.Info("stopping: no new work; waiting for submissions in flight", "in_flight", n.workers.Busy())
+	base := context.WithoutCancel(ctx) // the engine's lease loop keeps renewing meanwhile
 	wctx, cancel := context.WithTimeout(base, t.MaxSubmission)
 	werr := n.workers.Wait(wctx)
 	cancel()
@@ -284,7 +283,6 @@ func (n *Node) stop(ctx context.Context, srv *http.Server) error {
 		_ = n.workers.Wait(wctx)
 		cancel()
 	}
-	stopRenewing()
 	err := n.engine.ShutdownKeeping(ctx, n.workers.Running())
 	if srv != nil {
 		sctx, cancel := context.WithTimeout(base, httpShutdownTimeout)
@@ -292,22 +290,6 @@ func (n *Node) stop(ctx context.Context, srv *http.Server) error {
 		cancel()
 	}
 	return err
-}
-
-// renewUntil keeps the lease alive until ctx ends.
-func (n *Node) renewUntil(ctx context.Context) {
-	t := time.NewTicker(n.engine.Timings().RenewInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			if err := n.engine.Renew(ctx); err != nil && ctx.Err() == nil {
-				n.log.Warn("renew lease while stopping", "error", err)
-			}
-		}
-	}
 }
 
 func (n *Node) listen(ctx context.Context) (*http.Server, error) {

@@ -87,6 +87,22 @@ INSERT INTO claim_events (service_id, instance_id, epoch, event)
 SELECT r.service_id, sqlc.arg(claimant)::uuid, r.epoch, sqlc.arg(event)::text FROM released r
 RETURNING service_id, epoch;
 
+-- name: ClaimsReleaseOwned :many
+-- A stopping instance gives back every claim the database lists as its own, whether or not it
+-- knows of it (a cycle whose commit it did not see may have taken some), except those in
+-- keep: epoch-checked through the owner row's nonce, each logged as released.
+WITH released AS (
+    UPDATE service_id_claims c
+    SET claimant = NULL, submitting_since = NULL
+    WHERE c.claimant = sqlc.arg(claimant)::uuid
+      AND NOT (c.service_id = ANY(sqlc.arg(keep)::text[]))
+      AND EXISTS (SELECT 1 FROM instances i WHERE i.id = c.claimant AND i.nonce = sqlc.arg(nonce)::uuid)
+    RETURNING c.service_id, c.epoch
+)
+INSERT INTO claim_events (service_id, instance_id, epoch, event)
+SELECT r.service_id, sqlc.arg(claimant)::uuid, r.epoch, 'released' FROM released r
+RETURNING service_id, epoch;
+
 -- name: ClaimBeginSubmission :one
 -- Marks the claim busy before a POST. Fenced on (claimant, epoch) and refused unless the
 -- claimant's lease is still in phase one by the database clock. Being an UPDATE of the claim

@@ -23,9 +23,9 @@ type Work struct {
 	Reason    string // first | retry | resubmit
 }
 
-// Engine is the part of claims.Engine the queuer needs.
+// Engine is the part of claims.Engine the queuer needs: the claims held now. The engine
+// runs its own claim cycle and lease (claims.Engine.Run).
 type Engine interface {
-	Cycle(ctx context.Context) (claims.CycleReport, error)
 	Held() []claims.Claim
 }
 
@@ -49,7 +49,8 @@ const (
 
 // Config configures a Queuer.
 type Config struct {
-	// Interval between claim cycles: the claim engine's renew interval. Required.
+	// Interval between fetches when nothing wakes the queuer earlier (node uses the claim
+	// engine's renew interval). Required.
 	Interval time.Duration
 	// FetchLimit bounds the service_ids looked at per fetch. Zero means 1000.
 	FetchLimit int
@@ -101,18 +102,13 @@ func New(pool claims.Querier, eng Engine, disp Dispatcher, adopt Adopter, cfg Co
 		wake: make(chan struct{}, 1), inflight: map[string]int64{}}, nil
 }
 
-// Run runs the claim cycle and a fetch every Interval, and a fetch whenever woken, until ctx
-// ends. It then stops handing out work; submissions already running are not touched.
+// Run fetches every Interval, and whenever woken (a claim gained, a submission ended, a
+// batch changed state), until ctx ends. It then stops handing out work; submissions already
+// running are not touched.
 func (q *Queuer) Run(ctx context.Context) error {
 	t := time.NewTicker(q.cfg.Interval)
 	defer t.Stop()
-	cycle := true
 	for {
-		if cycle {
-			if _, err := q.eng.Cycle(ctx); err != nil && ctx.Err() == nil {
-				q.log.Warn("claim cycle failed", "error", err)
-			}
-		}
 		if _, err := q.Fetch(ctx); err != nil && ctx.Err() == nil {
 			q.log.Warn("fetch failed", "error", err)
 		}
@@ -120,9 +116,7 @@ func (q *Queuer) Run(ctx context.Context) error {
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-t.C:
-			cycle = true
 		case <-q.wake:
-			cycle = false
 		}
 	}
 }

@@ -419,6 +419,54 @@ func (q *Queries) ClaimsRelease(ctx context.Context, db DBTX, arg ClaimsReleaseP
 	return items, nil
 }
 
+const claimsReleaseOwned = `-- name: ClaimsReleaseOwned :many
+WITH released AS (
+    UPDATE service_id_claims c
+    SET claimant = NULL, submitting_since = NULL
+    WHERE c.claimant = $1::uuid
+      AND NOT (c.service_id = ANY($2::text[]))
+      AND EXISTS (SELECT 1 FROM instances i WHERE i.id = c.claimant AND i.nonce = $3::uuid)
+    RETURNING c.service_id, c.epoch
+)
+INSERT INTO claim_events (service_id, instance_id, epoch, event)
+SELECT r.service_id, $1::uuid, r.epoch, 'released' FROM released r
+RETURNING service_id, epoch
+`
+
+type ClaimsReleaseOwnedParams struct {
+	Claimant uuid.UUID
+	Keep     []string
+	Nonce    uuid.UUID
+}
+
+type ClaimsReleaseOwnedRow struct {
+	ServiceID string
+	Epoch     int64
+}
+
+// A stopping instance gives back every claim the database lists as its own, whether or not it
+// knows of it (a cycle whose commit it did not see may have taken some), except those in
+// keep: epoch-checked through the owner row's nonce, each logged as released.
+func (q *Queries) ClaimsReleaseOwned(ctx context.Context, db DBTX, arg ClaimsReleaseOwnedParams) ([]ClaimsReleaseOwnedRow, error) {
+	rows, err := db.Query(ctx, claimsReleaseOwned, arg.Claimant, arg.Keep, arg.Nonce)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []ClaimsReleaseOwnedRow{}
+	for rows.Next() {
+		var i ClaimsReleaseOwnedRow
+		if err := rows.Scan(&i.ServiceID, &i.Epoch); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const claimsVoidExpired = `-- name: ClaimsVoidExpired :many
 WITH voided AS (
     UPDATE service_id_claims c

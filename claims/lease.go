@@ -1,0 +1,148 @@
+package claims
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/batchclaim/batchclaim/internal/db"
+)
+
+// The lease loop renews the instance's lease every RenewInterval on a connection of its own,
+// apart from everything else the instance does: a claim cycle retrying its serializable
+// transaction, a fetch, a submission's writes or a full pool never delay a renewal, so a
+// healthy instance on a healthy database never reaches its local deadline.
+//
+// Run starts it; it runs until Shutdown (not until Run's context ends), so that a stopping
+// instance keeps its claims alive while its submissions drain. An engine driven by calls to
+// Cycle alone (tests, tools) has no lease loop, and each Cycle renews the lease first.
+
+// poolConfig is implemented by *pgxpool.Pool: the lease loop dials its own connection with
+// the pool's settings. A Pool without it renews through the pool.
+type poolConfig interface {
+	Config() *pgxpool.Config
+}
+
+// leaseLoop is the running lease loop.
+type leaseLoop struct {
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// startLease starts the lease loop unless it runs already.
+func (e *Engine) startLease() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.lease != nil {
+		return
+	}
+	ctx, cancel := context.WithCancel(e.base)
+	l := &leaseLoop{cancel: cancel, done: make(chan struct{})}
+	e.lease = l
+	go func() {
+		defer close(l.done)
+		e.runLease(ctx)
+	}()
+}
+
+// stopLease stops the lease loop and waits for it.
+func (e *Engine) stopLease() {
+	e.mu.Lock()
+	l := e.lease
+	e.lease = nil
+	e.mu.Unlock()
+	if l != nil {
+		l.cancel()
+		<-l.done
+	}
+}
+
+func (e *Engine) leaseRunning() bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.lease != nil
+}
+
+func (e *Engine) runLease(ctx context.Context) {
+	var conn *pgx.Conn
+	defer func() {
+		if conn != nil {
+			_ = conn.Close(context.WithoutCancel(ctx))
+		}
+	}()
+	t := time.NewTicker(e.cfg.RenewInterval)
+	defer t.Stop()
+	for {
+		// The first renewal goes at once: the lease was last renewed by Register, whatever
+		// the instance did between Register and Run.
+		var err error
+		conn, err = e.renewOn(ctx, conn)
+		if err != nil && ctx.Err() == nil {
+			e.stats.renewErrors.Add(1)
+			e.log.Warn("lease renewal failed", "error", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// renewOn renews the lease once on conn (dialled first when nil). Each step may take up to
+// the local deadline D: a renewal is useful however late it arrives before then (the new
+// deadline counts from when it was sent), and a hung connection is abandoned by then. It
+// returns the connection to use next time: nil after an error, so that the next renewal
+// dials afresh.
+func (e *Engine) renewOn(ctx context.Context, conn *pgx.Conn) (*pgx.Conn, error) {
+	pc, ok := e.pool.(poolConfig)
+	if !ok {
+		rctx, cancel := context.WithTimeout(ctx, e.cfg.LocalDeadline)
+		defer cancel()
+		return nil, e.heartbeat(rctx, e.pool)
+	}
+	if conn == nil {
+		dctx, cancel := context.WithTimeout(ctx, e.cfg.LocalDeadline)
+		c, err := pgx.ConnectConfig(dctx, pc.Config().ConnConfig.Copy())
+		cancel()
+		if err != nil {
+			return nil, fmt.Errorf("connect for lease renewal: %w", err)
+		}
+		conn = c
+	}
+	rctx, cancel := context.WithTimeout(ctx, e.cfg.LocalDeadline)
+	defer cancel()
+	if err := e.heartbeat(rctx, conn); err != nil {
+		_ = conn.Close(context.WithoutCancel(ctx))
+		return nil, err
+	}
+	return conn, nil
+}
+
+// heartbeat renews the instance's lease through q; if the row is gone (pruned after a long
+// stall) or not ours any more, it registers again (Register refuses an id another live process
+// holds).
+func (e *Engine) heartbeat(ctx context.Context, q Querier) error {
+	now, err := e.dbNow(ctx, q)
+	if err != nil {
+		return fmt.Errorf("renew lease: %w", err)
+	}
+	sent := time.Now()
+	_, err = e.q.InstanceHeartbeat(ctx, q, db.InstanceHeartbeatParams{
+		ID: e.cfg.InstanceID, Nonce: e.nonce, Now: now,
+		Expiry1Ms: e.cfg.Expiry1.Milliseconds(), Expiry2Ms: e.cfg.Expiry2.Milliseconds(),
+	})
+	if errors.Is(err, pgx.ErrNoRows) {
+		e.log.Warn("instance row missing or not ours any more; registering again")
+		return e.Register(ctx)
+	}
+	if err != nil {
+		return fmt.Errorf("renew lease: %w", err)
+	}
+	e.renewed(sent)
+	return nil
+}
