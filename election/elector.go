@@ -214,9 +214,12 @@ func (e *Elector) Cycle(ctx context.Context) (time.Duration, error) {
 	return min(wait, standby), nil
 }
 
-// cycle keeps the lease: a join when it is not believed live, else a renewal.
+// cycle keeps the lease: a join when it is not believed live, else a renewal. It gives up
+// after half the time from a renewal's send to the deadline (at least I), so that a renewal
+// lost in a stalled connection leaves room for another try, on a new connection, before the
+// deadline passes.
 func (e *Elector) cycle(ctx context.Context, conn *pgx.Conn) error {
-	ctx, cancel := context.WithTimeout(ctx, e.cfg.Timeout-e.cfg.HeartbeatInterval)
+	ctx, cancel := context.WithTimeout(ctx, max(e.cfg.HeartbeatInterval, (e.cfg.Timeout-e.cfg.HeartbeatInterval)/2))
 	defer cancel()
 	if !e.ensured {
 		if err := e.q.ElectionTermsEnsure(ctx, conn, e.cfg.Roles); err != nil {
