@@ -231,6 +231,9 @@ func (e *Elector) cycle(ctx context.Context, conn *pgx.Conn) error {
 	if err != nil {
 		return fmt.Errorf("read database clock: %w", err)
 	}
+	// A deadline that passed while the process was paused is acted on before anything is
+	// sent, whichever of this loop and the watchdog runs first on waking.
+	e.checkDeadline()
 	e.mu.Lock()
 	joined := e.joined
 	e.mu.Unlock()
