@@ -106,7 +106,10 @@ var batchesDesc = prometheus.NewDesc("batchclaim_batches",
 	"Unfinished batches in the database by state (all instances); finished ones are counted by batchclaim_batch_transitions_total.",
 	[]string{"state"}, nil)
 
-func (b *batchStates) Describe(ch chan<- *prometheus.Desc) { ch <- batchesDesc }
+var oldestDesc = prometheus.NewDesc("batchclaim_oldest_unfinished_batch_seconds",
+	"Age (database clock) of the oldest unfinished batch of any service_id; 0 when none is unfinished.", nil, nil)
+
+func (b *batchStates) Describe(ch chan<- *prometheus.Desc) { ch <- batchesDesc; ch <- oldestDesc }
 
 func (b *batchStates) Collect(ch chan<- prometheus.Metric) {
 	base := b.ctx.Load()
@@ -121,9 +124,12 @@ func (b *batchStates) Collect(ch chan<- prometheus.Metric) {
 		return
 	}
 	counts := map[string]int64{}
+	var oldest float64
 	for _, r := range rows {
 		counts[r.State] = r.Batches
+		oldest = max(oldest, r.OldestSeconds)
 	}
+	ch <- prometheus.MustNewConstMetric(oldestDesc, prometheus.GaugeValue, oldest)
 	for _, s := range batchclaim.States {
 		if s.Terminal() {
 			continue

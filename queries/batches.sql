@@ -143,7 +143,9 @@ SELECT state, count(*)::bigint AS batches FROM batches GROUP BY state;
 -- name: BatchOpenStateTotals :many
 -- Unfinished batches by state, for the /metrics gauge: the predicate is batches_open_idx's,
 -- so a scrape reads open batches only, however many finished ones the table holds.
-SELECT state, count(*)::bigint AS batches FROM batches
+SELECT state, count(*)::bigint AS batches,
+       COALESCE(EXTRACT(EPOCH FROM now() - min(created_at)), 0)::float8 AS oldest_seconds
+FROM batches
 WHERE state NOT IN ('COMMITTED', 'INVALID')
 GROUP BY state;
 

@@ -280,14 +280,17 @@ func (q *Queries) BatchMarkInflight(ctx context.Context, db DBTX, arg BatchMarkI
 }
 
 const batchOpenStateTotals = `-- name: BatchOpenStateTotals :many
-SELECT state, count(*)::bigint AS batches FROM batches
+SELECT state, count(*)::bigint AS batches,
+       COALESCE(EXTRACT(EPOCH FROM now() - min(created_at)), 0)::float8 AS oldest_seconds
+FROM batches
 WHERE state NOT IN ('COMMITTED', 'INVALID')
 GROUP BY state
 `
 
 type BatchOpenStateTotalsRow struct {
-	State   string
-	Batches int64
+	State         string
+	Batches       int64
+	OldestSeconds float64
 }
 
 // Unfinished batches by state, for the /metrics gauge: the predicate is batches_open_idx's,
@@ -301,7 +304,7 @@ func (q *Queries) BatchOpenStateTotals(ctx context.Context, db DBTX) ([]BatchOpe
 	items := []BatchOpenStateTotalsRow{}
 	for rows.Next() {
 		var i BatchOpenStateTotalsRow
-		if err := rows.Scan(&i.State, &i.Batches); err != nil {
+		if err := rows.Scan(&i.State, &i.Batches, &i.OldestSeconds); err != nil {
 			return nil, err
 		}
 		items = append(items, i)
