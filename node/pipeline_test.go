@@ -184,12 +184,14 @@ func TestDroppedResponseIsAskedNotResent(t *testing.T) {
 	if n := e.effectivePosts(ids[0]); n != 1 {
 		t.Fatalf("the batch whose answer was dropped reached the ledger %d times, want 1", n)
 	}
-	var outcome string
+	// The first attempt's outcome is unknown: recorded as such, or never recorded at all (NULL)
+	// when a loaded machine made the instance miss its local deadline during the POST.
+	var outcome *string
 	if err := e.admin.QueryRow(context.Background(), `SELECT outcome FROM submission_attempts a JOIN batches b USING (seq) WHERE b.batch_id = $1 ORDER BY a.id LIMIT 1`, ids[0]).Scan(&outcome); err != nil {
 		t.Fatal(err)
 	}
-	if outcome != "unknown" {
-		t.Fatalf("first attempt outcome %q, want unknown", outcome)
+	if outcome != nil && *outcome != "unknown" {
+		t.Fatalf("first attempt outcome %q, want unknown", *outcome)
 	}
 }
 
