@@ -8,6 +8,14 @@
 //	batchclaim dlt-sim                       the ledger simulator
 //	batchclaim demo [--json]                 the whole story on a throwaway database
 //	batchclaim bench [--json]                measure the claim cycle
+//	batchclaim chaos [--seed N] [--json]     seeded faults against real instances, history checked
+//	batchclaim ui --listen ADDR              the live status page, from the database alone
+//	batchclaim version [--json]              release, module version and commit
+//	batchclaim election run|demo             one primary per role
+//	batchclaim primary --role R              exit 0 if this host's instance is R's primary
+//	batchclaim failover node|demo            owner-token lock and best-replica shard failover
+//	batchclaim heartbeat run|event-types|demo  active/standby missed-heartbeat events
+//	batchclaim singleflight demo             per-key single-flight cache
 //
 // Every command takes --help. The database comes from --database-url or DATABASE_URL, and
 // every flag of run also from BATCHCLAIM_<FLAG>. Errors are one line on stderr with exit
