@@ -3,6 +3,7 @@ package failover_test
 import (
 	"context"
 	"fmt"
+	"github.com/batchclaim/batchclaim/internal/dbtest"
 	"time"
 
 	"github.com/batchclaim/batchclaim/failover"
@@ -13,7 +14,7 @@ import (
 // replica takes the failover lock, picks b (the most up to date), records the decision at
 // epoch 2 and sends b its promote command and a its REPLICAOF; b takes over.
 func Example() {
-	pool, drop := examplePool()
+	pool, drop := dbtest.ExamplePool()
 	defer drop()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

@@ -77,29 +77,3 @@ func runChild(spec string) int {
 	_ = n.Run(ctx)
 	return 0
 }
-
-// exampleTB lets a runnable example use dbtest, which wants a testing.TB. Only the methods
-// dbtest calls are provided; a failure panics, which fails the example with the message.
-type exampleTB struct {
-	testing.TB
-	cleanups []func()
-}
-
-func (e *exampleTB) Helper()                        {}
-func (e *exampleTB) Context() context.Context       { return context.Background() }
-func (e *exampleTB) Cleanup(f func())               { e.cleanups = append(e.cleanups, f) }
-func (e *exampleTB) Fatal(a ...any)                 { panic(fmt.Sprint(a...)) }
-func (e *exampleTB) Fatalf(format string, a ...any) { panic(fmt.Sprintf(format, a...)) }
-func (e *exampleTB) Errorf(format string, a ...any) { fmt.Fprintf(os.Stderr, format+"\n", a...) }
-func (e *exampleTB) Skipf(format string, a ...any)  { panic(fmt.Sprintf(format, a...)) }
-func (e *exampleTB) done() {
-	for i := len(e.cleanups) - 1; i >= 0; i-- {
-		e.cleanups[i]()
-	}
-}
-
-// examplePool returns a pool on a fresh migrated database and a func that drops it.
-func examplePool() (*pgxpool.Pool, func()) {
-	tb := &exampleTB{}
-	return dbtest.NewPool(tb), tb.done
-}

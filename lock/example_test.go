@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/batchclaim/batchclaim/internal/dbtest"
 	"time"
 
 	"github.com/batchclaim/batchclaim"
@@ -14,7 +15,7 @@ import (
 // the holder's token can renew or release it. Each acquisition has a larger epoch, a fencing
 // token for whatever the job writes.
 func Example() {
-	pool, drop := examplePool()
+	pool, drop := dbtest.ExamplePool()
 	defer drop()
 	ctx := context.Background()
 

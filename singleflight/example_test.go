@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"log"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/batchclaim/batchclaim/internal/dbtest"
 	"github.com/batchclaim/batchclaim/singleflight"
 )
 
@@ -34,34 +36,47 @@ func ExampleNew() {
 }
 
 // How a service embeds the cache: Run keeps the LISTEN connection that wakes waiters, and
-// every instance calls Get for the keys it needs.
+// every instance calls Get for the keys it needs. Here two caches (two instances) share one
+// database; the slow source is called once.
 func ExampleCache_Get() {
-	ctx := context.Background()
-	pool, err := pgxpool.New(ctx, "postgres://app@db.internal:5432/app")
-	if err != nil {
-		log.Fatal(err)
-	}
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	pool, drop := dbtest.ExamplePool() // your service's *pgxpool.Pool
+	defer drop()
+	var calls atomic.Int32
 	source := singleflight.SourceFunc(func(ctx context.Context, req singleflight.Request) ([]byte, error) {
+		calls.Add(1)
 		return fetchRatesFromUpstream(ctx, req.Key) // seconds; called by one instance per key at a time
 	})
-	cache, err := singleflight.New(pool, source, singleflight.Config{TTL: 10 * time.Minute})
-	if err != nil {
-		log.Fatal(err)
+	var caches []*singleflight.Cache
+	for _, holder := range []string{"api-1", "api-2"} {
+		cache, err := singleflight.New(pool, source, singleflight.Config{Holder: holder, TTL: 10 * time.Minute})
+		if err != nil {
+			log.Fatal(err)
+		}
+		go func() { _ = cache.Run(ctx) }()
+		caches = append(caches, cache)
 	}
-	go func() { _ = cache.Run(ctx) }()
 
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	gctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	e, err := cache.Get(ctx, "EUR", singleflight.AllowStale())
-	var srcErr *singleflight.SourceError
-	switch {
-	case errors.As(err, &srcErr):
-		log.Printf("upstream failed for %s: %s", srcErr.Key, srcErr.Message)
-	case err != nil:
-		log.Print(err)
-	default:
-		fmt.Printf("%s (epoch %d, stale %v, fresh until %s)\n", e.Value, e.Epoch, e.Stale, e.ExpiresAt)
+	for _, cache := range caches {
+		e, err := cache.Get(gctx, "EUR", singleflight.AllowStale())
+		var srcErr *singleflight.SourceError
+		switch {
+		case errors.As(err, &srcErr):
+			log.Printf("upstream failed for %s: %s", srcErr.Key, srcErr.Message)
+		case err != nil:
+			log.Print(err)
+		default:
+			fmt.Printf("%s from %s: %s (stale %v)\n", e.Key, cache.Holder(), e.Value, e.Stale)
+		}
 	}
+	fmt.Println("source calls:", calls.Load())
+	// Output:
+	// EUR from api-1: 1.08 (stale false)
+	// EUR from api-2: 1.08 (stale false)
+	// source calls: 1
 }
 
 func fetchRatesFromUpstream(context.Context, string) ([]byte, error) { return []byte("1.08"), nil }
