@@ -1,5 +1,7 @@
-// Package batchclaim holds the vocabulary every other package of the project shares: batch
-// states, ledger statuses, batch ids and the sentinel errors. It imports only the standard
+// Package batchclaim holds the vocabulary every other package of the project shares: a
+// Claim and the Job that runs under it, batch states, ledger statuses, batch ids and the
+// sentinel errors. The queuer hands a Job to the submitter, which posts it and has the
+// recorder write about it: one type from end to end, no conversions at the boundaries. It imports only the standard
 // library so that every layer can depend on it without cycles.
 //
 // The working parts live in sub-packages: claims (the claim engine), queuer, submitter,

@@ -9,4 +9,8 @@ var (
 
 	// ErrNotFound reports that a looked-up row does not exist.
 	ErrNotFound = errors.New("not found")
+
+	// ErrStateChanged reports that a batch was not in the state a conditional write expected
+	// any more: another writer won, and the caller skips the batch.
+	ErrStateChanged = errors.New("batch state changed")
 )

@@ -2,31 +2,16 @@ package claims
 
 import (
 	"context"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/batchclaim/batchclaim"
 )
 
-// Claim is a service_id this instance holds, with the epoch of its acquisition. Every write
-// made about the service_id is fenced on (instance, ServiceID, Epoch).
-type Claim struct {
-	ServiceID string
-	Epoch     int64
-	ClaimedAt time.Time // database time of the acquisition
-
-	ctx context.Context
-}
-
-// Context is cancelled the moment the instance learns the claim is lost, releases it, or its
-// local deadline passes. Work done for the claim (an HTTP POST, say) should run under it.
-// A Claim not handed out by an Engine has a context that is never cancelled.
-func (c Claim) Context() context.Context {
-	if c.ctx == nil {
-		return context.TODO()
-	}
-	return c.ctx
-}
+// Claim is a service_id this instance holds, with the epoch of its acquisition (the
+// vocabulary's batchclaim.Claim; its Context is cancelled when the claim is lost).
+type Claim = batchclaim.Claim
 
 // LossReason says why a claim was lost.
 type LossReason string

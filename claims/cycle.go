@@ -259,7 +259,7 @@ func (e *Engine) reconcile(rows []db.ClaimsHeldRow) (gained, lost []Claim) {
 			continue
 		}
 		ctx, cancel := context.WithCancel(e.base)
-		c := Claim{ServiceID: id, Epoch: r.Epoch, ClaimedAt: timeOf(r.ClaimedAt), ctx: ctx}
+		c := Claim{ServiceID: id, Epoch: r.Epoch, ClaimedAt: timeOf(r.ClaimedAt)}.WithContext(ctx)
 		e.held[id] = &heldClaim{claim: c, cancel: cancel}
 		gained = append(gained, c)
 	}

@@ -172,11 +172,11 @@ func New(pool *pgxpool.Pool, cfg Config) (*Node, error) {
 		Lease:    eng,
 		OnResult: func(_ submitter.Job, r batchclaim.Result, d time.Duration) { n.metrics.result(r, d) },
 		Logger:   cfg.Logger,
-	}, cfg.Submitter, recorderAdapter{n.recorder}, func(j submitter.Job) { q.Done(queuer.Work(j)) })
+	}, cfg.Submitter, n.recorder, func(j batchclaim.Job) { q.Done(j) })
 	if err != nil {
 		return nil, err
 	}
-	q, err = queuer.New(pool, eng, dispatcher{n.workers}, n.recorder, queuer.Config{
+	q, err = queuer.New(pool, eng, n.workers, n.recorder, queuer.Config{
 		Interval: timings.RenewInterval, UnknownGrace: cfg.UnknownGrace, UnknownAnswers: cfg.UnknownAnswers,
 		SkipValid: cfg.SkipValid, Logger: cfg.Logger,
 	})
@@ -387,31 +387,6 @@ func (n *Node) ready(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	_, _ = w.Write([]byte("ready\n"))
-}
-
-// dispatcher adapts the submitter pool to the queuer.
-type dispatcher struct{ p *submitter.Pool }
-
-func (d dispatcher) Free() int                      { return d.p.Free() }
-func (d dispatcher) TryDispatch(w queuer.Work) bool { return d.p.TrySubmit(submitter.Job(w)) }
-
-// recorderAdapter adapts the observer's recorder to the submitter.
-type recorderAdapter struct{ r *observer.Recorder }
-
-func (a recorderAdapter) Begin(ctx context.Context, j submitter.Job) (int64, error) {
-	id, err := a.r.Begin(ctx, observer.Submission(j))
-	if errors.Is(err, observer.ErrStateChanged) {
-		err = fmt.Errorf("%w: %w", submitter.ErrStateChanged, err)
-	}
-	return id, err
-}
-
-func (a recorderAdapter) Finish(ctx context.Context, j submitter.Job, id int64, r batchclaim.Result, latency, next time.Duration) error {
-	err := a.r.Finish(ctx, observer.Submission(j), id, r, latency, next)
-	if errors.Is(err, observer.ErrStateChanged) {
-		err = fmt.Errorf("%w: %w", submitter.ErrStateChanged, err)
-	}
-	return err
 }
 
 func chain1[T any](fs ...func(T)) func(T) {

@@ -33,15 +33,6 @@ type Pool interface {
 	Begin(ctx context.Context) (pgx.Tx, error)
 }
 
-// Submission is a batch in submission with the claim it runs under (the same fields as
-// submitter.Job and queuer.Work).
-type Submission struct {
-	Claim     claims.Claim
-	Batch     batchclaim.Batch
-	FromState batchclaim.State
-	Reason    string
-}
-
 // Transition is one recorded state change.
 type Transition struct {
 	Seq        int64
@@ -50,9 +41,6 @@ type Transition struct {
 	From, To   batchclaim.State
 	AgeSeconds float64 // since the batch was stored (database clock)
 }
-
-// ErrStateChanged: the batch was not in the expected state any more (another writer won).
-var ErrStateChanged = errors.New("batch state changed")
 
 // RecorderConfig configures a Recorder.
 type RecorderConfig struct {
@@ -78,7 +66,7 @@ func NewRecorder(pool Pool, fence Fencer, cfg RecorderConfig) *Recorder {
 }
 
 // Begin marks s's batch in flight (fenced, committed) and opens its attempt-log row.
-func (r *Recorder) Begin(ctx context.Context, s Submission) (attemptID int64, err error) {
+func (r *Recorder) Begin(ctx context.Context, s batchclaim.Job) (attemptID int64, err error) {
 	err = r.inTx(ctx, func(tx pgx.Tx) error {
 		if err := r.fence.BeginSubmission(ctx, tx, s.Claim); err != nil {
 			return err
@@ -88,7 +76,7 @@ func (r *Recorder) Begin(ctx context.Context, s Submission) (attemptID int64, er
 			Claimant: me, Epoch: s.Claim.Epoch, Seq: s.Batch.Seq, ExpectedState: string(s.FromState),
 		})
 		if errors.Is(err, pgx.ErrNoRows) {
-			return ErrStateChanged
+			return batchclaim.ErrStateChanged
 		}
 		if err != nil {
 			return fmt.Errorf("mark in flight: %w", err)
@@ -106,7 +94,7 @@ func (r *Recorder) Begin(ctx context.Context, s Submission) (attemptID int64, er
 }
 
 // Finish records the outcome of s's submission (fenced) and ends the submission.
-func (r *Recorder) Finish(ctx context.Context, s Submission, attemptID int64, res batchclaim.Result, latency, nextAttempt time.Duration) error {
+func (r *Recorder) Finish(ctx context.Context, s batchclaim.Job, attemptID int64, res batchclaim.Result, latency, nextAttempt time.Duration) error {
 	to := res.Verdict.State()
 	var age float64
 	err := r.inTx(ctx, func(tx pgx.Tx) error {
@@ -133,7 +121,7 @@ func (r *Recorder) Finish(ctx context.Context, s Submission, attemptID int64, re
 			Seq: s.Batch.Seq, Epoch: s.Claim.Epoch, Claimant: r.fence.InstanceID(),
 		})
 		if errors.Is(err, pgx.ErrNoRows) {
-			return ErrStateChanged
+			return batchclaim.ErrStateChanged
 		}
 		if err != nil {
 			return fmt.Errorf("record outcome: %w", err)

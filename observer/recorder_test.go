@@ -61,7 +61,7 @@ func TestUnknownCountRestartsAtEachPostAndAdoptionIsNoAnswer(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Resubmitted after three UNKNOWN answers...
-	if _, err := rec.Begin(ctx, observer.Submission{Claim: c, Batch: b, FromState: batchclaim.StateUnknown, Reason: "resubmit"}); err != nil {
+	if _, err := rec.Begin(ctx, batchclaim.Job{Claim: c, Batch: b, FromState: batchclaim.StateUnknown, Reason: "resubmit"}); err != nil {
 		t.Fatal(err)
 	}
 	if st, n := unknownCount(t, pool, b.Seq); st != "INFLIGHT" || n != 0 {
@@ -89,7 +89,7 @@ func TestRecordingRetriesLockTimeouts(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	pool, eng, rec, c, b := recorderSetup(t)
-	j := observer.Submission{Claim: c, Batch: b, FromState: batchclaim.StateNew, Reason: "first"}
+	j := batchclaim.Job{Claim: c, Batch: b, FromState: batchclaim.StateNew, Reason: "first"}
 	attempt, err := rec.Begin(ctx, j)
 	if err != nil {
 		t.Fatal(err)

@@ -15,24 +15,16 @@ import (
 	"github.com/batchclaim/batchclaim/internal/db"
 )
 
-// Work is a batch to submit with the claim it runs under (the same fields as submitter.Job).
-type Work struct {
-	Claim     claims.Claim
-	Batch     batchclaim.Batch
-	FromState batchclaim.State
-	Reason    string // first | retry | resubmit
-}
-
 // Engine is the part of claims.Engine the queuer needs: the claims held now. The engine
 // runs its own claim cycle and lease (claims.Engine.Run).
 type Engine interface {
 	Held() []claims.Claim
 }
 
-// Dispatcher runs Work (a submitter.Pool behind a conversion).
+// Dispatcher runs jobs (a *submitter.Pool).
 type Dispatcher interface {
 	Free() int
-	TryDispatch(w Work) bool
+	TrySubmit(j batchclaim.Job) bool
 }
 
 // Adopter turns an orphaned INFLIGHT batch into UNKNOWN (observer.Recorder).
@@ -129,8 +121,8 @@ func (q *Queuer) Wake() {
 	}
 }
 
-// Done is called when a piece of Work is over, whatever its outcome.
-func (q *Queuer) Done(w Work) {
+// Done is called when a job is over, whatever its outcome.
+func (q *Queuer) Done(w batchclaim.Job) {
 	q.mu.Lock()
 	if q.inflight[w.Claim.ServiceID] == w.Batch.Seq {
 		delete(q.inflight, w.Claim.ServiceID)
@@ -241,8 +233,8 @@ func (q *Queuer) dispatch(c claims.Claim, h db.BatchHeadsRow, reason string) boo
 	q.inflight[c.ServiceID] = h.Seq
 	q.cursor = c.ServiceID
 	q.mu.Unlock()
-	w := Work{Claim: c, Batch: batchOf(h), FromState: batchclaim.State(h.State), Reason: reason}
-	if q.disp.TryDispatch(w) {
+	w := batchclaim.Job{Claim: c, Batch: batchOf(h), FromState: batchclaim.State(h.State), Reason: reason}
+	if q.disp.TrySubmit(w) {
 		return true
 	}
 	q.mu.Lock()

@@ -21,11 +21,11 @@ func TestMain(m *testing.M) { dbtest.Main(m) }
 // dispatcher records what the queuer hands out.
 type dispatcher struct {
 	free int
-	got  []queuer.Work
+	got  []batchclaim.Job
 }
 
 func (d *dispatcher) Free() int { return d.free - len(d.got) }
-func (d *dispatcher) TryDispatch(w queuer.Work) bool {
+func (d *dispatcher) TrySubmit(w batchclaim.Job) bool {
 	if d.Free() == 0 {
 		return false
 	}

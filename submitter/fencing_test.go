@@ -14,16 +14,6 @@ import (
 	"github.com/batchclaim/batchclaim/submitter"
 )
 
-type recorder struct{ r *observer.Recorder }
-
-func (a recorder) Begin(ctx context.Context, j submitter.Job) (int64, error) {
-	return a.r.Begin(ctx, observer.Submission(j))
-}
-
-func (a recorder) Finish(ctx context.Context, j submitter.Job, id int64, r batchclaim.Result, l, n time.Duration) error {
-	return a.r.Finish(ctx, observer.Submission(j), id, r, l, n)
-}
-
 // A claim lost while its POST runs cancels the POST; the late answer is refused by the epoch
 // check and the new owner's view of the batch is untouched.
 func TestClaimLostMidPost(t *testing.T) {
@@ -67,7 +57,7 @@ func TestClaimLostMidPost(t *testing.T) {
 		return batchclaim.Result{Verdict: batchclaim.Accepted, HTTPStatus: 202}, nil
 	})
 	done := make(chan struct{})
-	p, err := submitter.New(submitter.Config{Workers: 1, Timeout: time.Minute}, sub, recorder{rec}, func(submitter.Job) { close(done) })
+	p, err := submitter.New(submitter.Config{Workers: 1, Timeout: time.Minute}, sub, rec, func(submitter.Job) { close(done) })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,7 +93,7 @@ func TestClaimLostMidPost(t *testing.T) {
 	<-done
 
 	// The late answer, recorded directly with a's stale claim, is refused by the epoch check.
-	err = rec.Finish(ctx, observer.Submission(job), 1, batchclaim.Result{Verdict: batchclaim.Accepted}, time.Millisecond, 0)
+	err = rec.Finish(ctx, job, 1, batchclaim.Result{Verdict: batchclaim.Accepted}, time.Millisecond, 0)
 	if !errors.Is(err, batchclaim.ErrClaimLost) {
 		t.Fatalf("late result: %v, want ErrClaimLost", err)
 	}

@@ -27,14 +27,8 @@ func (f SubmitterFunc) Submit(ctx context.Context, b batchclaim.Batch) (batchcla
 	return f(ctx, b)
 }
 
-// Job is a batch handed over by the queuer with the claim it runs under. queuer.Work and
-// observer.Submission have the same fields, so the types convert into each other.
-type Job struct {
-	Claim     claims.Claim
-	Batch     batchclaim.Batch
-	FromState batchclaim.State // the state the in-flight mark expects
-	Reason    string           // first | retry | resubmit
-}
+// Job is a batch handed over by the queuer with the claim it runs under.
+type Job = batchclaim.Job
 
 // Recorder makes the fenced writes around a submission (package observer implements it).
 type Recorder interface {
@@ -52,9 +46,6 @@ type Lease interface {
 	// Deadline is the local deadline: past it the instance fences itself.
 	Deadline() time.Time
 }
-
-// ErrStateChanged from Recorder.Begin means the batch moved on (another writer won): skip it.
-var ErrStateChanged = errors.New("batch state changed")
 
 // Defaults.
 const (
@@ -194,7 +185,7 @@ func (p *Pool) run(j Job) {
 	defer stop()
 	attempt, err := p.rec.Begin(claimCtx, j)
 	if err != nil {
-		if !errors.Is(err, ErrStateChanged) && !errors.Is(err, batchclaim.ErrClaimLost) && claimCtx.Err() == nil {
+		if !errors.Is(err, batchclaim.ErrStateChanged) && !errors.Is(err, batchclaim.ErrClaimLost) && claimCtx.Err() == nil {
 			log.Warn("could not mark batch in flight", "error", err)
 		}
 		return
@@ -224,7 +215,7 @@ func (p *Pool) run(j Job) {
 	// Recording runs under the claim's context too: a lost claim must not write. A cancelled
 	// POST (claim lost, deadline) is left INFLIGHT for the next owner, who treats it as unknown.
 	if err := p.rec.Finish(claimCtx, j, attempt, res, latency, next); err != nil {
-		if claimCtx.Err() == nil && !errors.Is(err, batchclaim.ErrClaimLost) && !errors.Is(err, ErrStateChanged) {
+		if claimCtx.Err() == nil && !errors.Is(err, batchclaim.ErrClaimLost) && !errors.Is(err, batchclaim.ErrStateChanged) {
 			log.Warn("could not record submission outcome", "error", err)
 		} else {
 			log.Info("submission outcome not recorded: claim lost", "verdict", res.Verdict.String())
