@@ -39,26 +39,99 @@ type benchTotals struct {
 	Cycles             int64 `json:"cycles"`
 }
 
+// benchScenarios are the scenarios of `batchclaim bench`, in the order `all` runs them.
+var benchScenarios = []string{"jobs", "ledger", "cycle"}
+
 func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("bench", "[flags]",
-		"Measures the claim cycle: N instances (each with its own connections) cycle flat out over K\n"+
-			"service_ids on a scratch database, first from nothing claimed until the claims are balanced\n"+
-			"(acquire), then with everything held (steady). Prints cycles per second, the share of\n"+
-			"cycles that needed a serialization retry, cycle latency, and the row updates the claims\n"+
-			"and instances tables took (renewal must cost one lease row per cycle, not one per claim).", stderr)
-	instances := fs.Int("instances", 8, "instances cycling concurrently")
-	serviceIDs := fs.Int("service-ids", 2000, "service_ids")
-	duration := fs.Duration("duration", 10*time.Second, "length of the steady phase")
-	asJSON := fs.Bool("json", false, "print the phases as JSON")
-	keep := fs.Bool("keep", false, "keep the scratch database")
+	fs := newFlagSet("bench", "[--scenario jobs|ledger|cycle|all] [--json] [flags]",
+		"Measures batchclaim on scratch databases (DATABASE_URL, else a throwaway local cluster):\n\n"+
+			"  jobs    the job-runner path: --nodes nodes in this process, --keys x --per-key jobs stored\n"+
+			"          up front, a Submitter that does nothing. Jobs per second, stored-to-done latency,\n"+
+			"          statements per job (counted by the client) and commits per job (pg_stat_database).\n"+
+			"  ledger  the ledger path: the node `batchclaim run` runs, against the ledger simulator at\n"+
+			"          zero commit latency. Batches per second, latency, statements and commits per batch.\n"+
+			"  cycle   the claim cycle: --instances instances cycle flat out over --service-ids, first\n"+
+			"          until the claims are balanced (acquire), then with everything held (steady).\n"+
+			"          Cycles per second, serialization retries, cycle latency, row updates.\n\n"+
+			"--json prints one object per line, each with a \"scenario\" field. See docs/performance.md.", stderr)
+	scenario := fs.String("scenario", "all", "jobs | ledger | cycle | all")
+	asJSON := fs.Bool("json", false, "print one JSON object per scenario, one a line")
+	keep := fs.Bool("keep", false, "keep the scratch databases")
+	nodes := fs.Int("nodes", 2, "jobs, ledger: nodes, each with its own pool")
+	workers := fs.Int("workers", 16, "jobs, ledger: workers (concurrent submissions) per node")
+	keys := fs.Int("keys", 1000, "jobs, ledger: keys (service_ids)")
+	perKey := fs.Int("per-key", 10, "jobs, ledger: jobs (batches) per key")
+	poll := fs.Duration("poll-interval", time.Second, "ledger: how often each node asks the ledger about accepted batches")
+	instances := fs.Int("instances", 8, "cycle: instances cycling concurrently")
+	serviceIDs := fs.Int("service-ids", 2000, "cycle: service_ids")
+	duration := fs.Duration("duration", 10*time.Second, "cycle: length of the steady phase")
 	if err := parse(fs, args); err != nil {
 		return err
+	}
+	if fs.NArg() > 0 {
+		return errorf("unexpected argument %q", fs.Arg(0))
+	}
+	var run []string
+	switch *scenario {
+	case "all":
+		run = benchScenarios
+	case "jobs", "ledger", "cycle":
+		run = []string{*scenario}
+	default:
+		return errorf("--scenario %q: want jobs, ledger, cycle or all", *scenario)
+	}
+	if *nodes < 1 || *workers < 1 || *keys < 1 || *perKey < 1 || *poll <= 0 {
+		return errorf("--nodes, --workers, --keys and --per-key must be at least 1, --poll-interval positive")
 	}
 	if *instances < 1 || *serviceIDs < 1 || *duration <= 0 {
 		return errorf("--instances and --service-ids must be at least 1, --duration positive")
 	}
+	// The scratch database's name goes to stderr with --json, so that stdout is only JSON.
+	info := stdout
+	if *asJSON {
+		info = stderr
+	}
+	pc := pathConfig{nodes: *nodes, keys: *keys, perKey: *perKey, workers: *workers, pollInterval: *poll, keep: *keep}
+	enc := json.NewEncoder(stdout)
+	for _, s := range run {
+		switch s {
+		case "jobs":
+			r, err := benchJobs(ctx, pc, info)
+			if err != nil {
+				return fmt.Errorf("jobs: %w", err)
+			}
+			if *asJSON {
+				if err := enc.Encode(r.jobsJSON()); err != nil {
+					return err
+				}
+				continue
+			}
+			r.print(stdout, "jobs", "job", "jobs", "")
+		case "ledger":
+			r, err := benchLedger(ctx, pc, info)
+			if err != nil {
+				return fmt.Errorf("ledger: %w", err)
+			}
+			if *asJSON {
+				if err := enc.Encode(r.ledgerJSON(*poll)); err != nil {
+					return err
+				}
+				continue
+			}
+			r.print(stdout, "ledger", "batch", "batches", fmt.Sprintf(", simulator at zero latency, poll interval %s", *poll))
+		case "cycle":
+			if err := benchCycle(ctx, *instances, *serviceIDs, *duration, *keep, *asJSON, info, stdout); err != nil {
+				return fmt.Errorf("cycle: %w", err)
+			}
+		}
+	}
+	return nil
+}
+
+// benchCycle measures the claim cycle.
+func benchCycle(ctx context.Context, instances, serviceIDs int, duration time.Duration, keep, asJSON bool, info, stdout io.Writer) error {
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	db, err := newScratchDB(ctx, "batchclaim_bench", *keep, stderr, logger)
+	db, err := newScratchDB(ctx, "batchclaim_bench", keep, info, logger)
 	if err != nil {
 		return err
 	}
@@ -68,14 +141,14 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	defer admin.Close()
-	ids := make([]string, *serviceIDs)
+	ids := make([]string, serviceIDs)
 	for i := range ids {
 		ids[i] = fmt.Sprintf("bench-%06d", i)
 	}
 	if err := claims.RegisterServiceIDs(ctx, admin, ids...); err != nil {
 		return err
 	}
-	engines := make([]*claims.Engine, *instances)
+	engines := make([]*claims.Engine, instances)
 	var pools []*pgxpool.Pool
 	defer func() {
 		for _, p := range pools {
@@ -95,12 +168,12 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			return err
 		}
 	}
-	b := bench{engines: engines, admin: admin, k: *serviceIDs}
+	b := bench{engines: engines, admin: admin, k: serviceIDs}
 	acquire, err := b.phase(ctx, "acquire", 0)
 	if err != nil {
 		return err
 	}
-	steady, err := b.phase(ctx, "steady", *duration)
+	steady, err := b.phase(ctx, "steady", duration)
 	if err != nil {
 		return err
 	}
@@ -113,18 +186,17 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
-	if *asJSON {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(map[string]any{"instances": *instances, "service_ids": *serviceIDs, "phases": phases, "totals": totals})
+	if asJSON {
+		return json.NewEncoder(stdout).Encode(map[string]any{"scenario": "cycle", "instances": instances, "service_ids": serviceIDs,
+			"cycles_per_second": steady.CyclesPerSecond, "phases": phases, "totals": totals})
 	}
-	fmt.Fprintf(stdout, "%d instances cycling flat out over %d service_ids\n\n", *instances, *serviceIDs)
+	fmt.Fprintf(stdout, "cycle: %d instances cycling flat out over %d service_ids\n\n", instances, serviceIDs)
 	fmt.Fprintf(stdout, "%-8s %8s %8s %9s %8s %7s %8s %8s %13s\n", "phase", "seconds", "cycles", "cycles/s", "retries", "retry%", "p50 ms", "p99 ms", "owner changes")
 	for _, p := range phases {
 		fmt.Fprintf(stdout, "%-8s %8.1f %8d %9.0f %8d %6.2f%% %8.1f %8.1f %13d\n", p.Name, p.Seconds, p.Cycles, p.CyclesPerSecond,
 			p.Retries, p.RetryPercent, p.P50Millis, p.P99Millis, p.OwnerChanges)
 	}
-	fmt.Fprintf(stdout, "\nrow updates over the run: service_id_claims %d (ownership changes %d), instances %d (cycles %d)\n",
+	fmt.Fprintf(stdout, "\nrow updates over the run: service_id_claims %d (ownership changes %d), instances %d (cycles %d)\n\n",
 		totals.ClaimRowUpdates, totals.OwnerChanges, totals.InstanceRowUpdates, totals.Cycles)
 	return nil
 }

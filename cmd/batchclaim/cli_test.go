@@ -116,7 +116,7 @@ func demoJSON(t *testing.T, bin, flavor string) {
 func TestBenchJSON(t *testing.T) { // not parallel: it sets DATABASE_URL
 	var stdout, stderr bytes.Buffer
 	t.Setenv("DATABASE_URL", dbtest.AdminURL(t))
-	code := realMain(context.Background(), []string{"bench", "--json", "--instances", "3", "--service-ids", "60", "--duration", "1s"}, &stdout, &stderr)
+	code := realMain(context.Background(), []string{"bench", "--json", "--scenario", "cycle", "--instances", "3", "--service-ids", "60", "--duration", "1s"}, &stdout, &stderr)
 	if code != 0 {
 		t.Fatalf("bench: exit %d: %s", code, stderr.String())
 	}

@@ -1,0 +1,309 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/batchclaim/batchclaim"
+	"github.com/batchclaim/batchclaim/claims"
+	"github.com/batchclaim/batchclaim/dlt"
+	"github.com/batchclaim/batchclaim/dlt/dltsim"
+	"github.com/batchclaim/batchclaim/ingest"
+	"github.com/batchclaim/batchclaim/node"
+	"github.com/batchclaim/batchclaim/observer"
+	"github.com/batchclaim/batchclaim/submitter"
+)
+
+// pathConfig is the shape of a jobs or ledger run.
+type pathConfig struct {
+	nodes, keys, perKey, workers int
+	pollInterval                 time.Duration // ledger only
+	keep                         bool
+}
+
+// pathResult is what a jobs or ledger run measured. Units are jobs or batches; the JSON
+// field names say which (see jobsJSON and ledgerJSON).
+type pathResult struct {
+	Nodes, Keys, PerKey, Workers int
+	Units                        int
+	Seconds                      float64
+	P50Ms, P99Ms                 float64
+	Statements, TxControl        int64
+	Commits, Rollbacks           int64
+	ByStatement                  []stmtStat
+}
+
+func (r pathResult) perSecond() float64 { return round3(float64(r.Units) / r.Seconds) }
+func (r pathResult) per(n int64) float64 {
+	return round3(float64(n) / float64(max(r.Units, 1)))
+}
+
+// jobsJSON is the line `bench --json` prints for the jobs scenario.
+func (r pathResult) jobsJSON() map[string]any {
+	return map[string]any{"scenario": "jobs", "nodes": r.Nodes, "keys": r.Keys, "jobs_per_key": r.PerKey,
+		"workers_per_node": r.Workers, "jobs": r.Units, "seconds": round3(r.Seconds),
+		"jobs_per_second": r.perSecond(), "latency_p50_ms": r.P50Ms, "latency_p99_ms": r.P99Ms,
+		"statements_per_job": r.per(r.Statements), "tx_control_per_job": r.per(r.TxControl),
+		"commits_per_job": r.per(r.Commits), "rollbacks": r.Rollbacks, "statements": r.ByStatement}
+}
+
+// ledgerJSON is the line `bench --json` prints for the ledger scenario.
+func (r pathResult) ledgerJSON(poll time.Duration) map[string]any {
+	return map[string]any{"scenario": "ledger", "nodes": r.Nodes, "service_ids": r.Keys, "batches_per_service_id": r.PerKey,
+		"workers_per_node": r.Workers, "poll_interval_ms": poll.Milliseconds(), "batches": r.Units, "seconds": round3(r.Seconds),
+		"batches_per_second": r.perSecond(), "latency_p50_ms": r.P50Ms, "latency_p99_ms": r.P99Ms,
+		"statements_per_batch": r.per(r.Statements), "tx_control_per_batch": r.per(r.TxControl),
+		"commits_per_batch": r.per(r.Commits), "rollbacks": r.Rollbacks, "statements": r.ByStatement}
+}
+
+func (r pathResult) print(w io.Writer, scenario, unit, units, extra string) {
+	fmt.Fprintf(w, "%s: %d nodes x %d workers, %d keys x %d %s stored up front%s\n", scenario, r.Nodes, r.Workers, r.Keys, r.PerKey, units, extra)
+	fmt.Fprintf(w, "  %d %s in %.1fs: %.0f %s/s; stored-to-done latency p50 %.0f ms, p99 %.0f ms\n",
+		r.Units, units, r.Seconds, r.perSecond(), units, r.P50Ms, r.P99Ms)
+	fmt.Fprintf(w, "  per %s: %.2f statements (%.2f of them BEGIN/COMMIT/ROLLBACK), %.2f commits; %d rollbacks in all\n",
+		unit, r.per(r.Statements), r.per(r.TxControl), r.per(r.Commits), r.Rollbacks)
+	fmt.Fprintf(w, "  %-44s %9s %8s %9s\n", "statement", "calls", "per "+unit, "mean ms")
+	for i, s := range r.ByStatement {
+		if i == 12 {
+			break
+		}
+		fmt.Fprintf(w, "  %-44s %9d %8.2f %9.2f\n", s.Name, s.Calls, s.PerUnit, s.MeanMs)
+	}
+	fmt.Fprintln(w)
+}
+
+// Timings of the bench's nodes: those of the demo (R = 200ms), so that the claims settle in
+// well under a second and the queuer's tick is short.
+func benchClaims(name string) claims.Config {
+	return claims.Config{Name: name, RenewInterval: demoRenew, Expiry1: demoExpiry1, Expiry2: demoExpiry2}
+}
+
+// benchJobs runs the job-runner path: keys x perKey jobs stored up front, nodes in this
+// process, each with its own pool, running a Submitter that does nothing and says Done.
+func benchJobs(ctx context.Context, c pathConfig, stderr io.Writer) (pathResult, error) {
+	noop := submitter.SubmitterFunc(func(context.Context, batchclaim.Batch) (batchclaim.Result, error) {
+		return batchclaim.Result{Verdict: batchclaim.Done}, nil
+	})
+	payload := func(string, int) (string, []byte) { return "", nil }
+	return benchPath(ctx, c, "batchclaim_bench_jobs", stderr, payload, func(*node.Config) {}, noop)
+}
+
+// benchLedger runs the ledger path: the node `batchclaim run` runs (the ledger Submitter and
+// status poller), nodes in this process, against the simulator at zero commit latency.
+func benchLedger(ctx context.Context, c pathConfig, stderr io.Writer) (pathResult, error) {
+	sim, err := dltsim.New(dltsim.Config{Flavor: dlt.FlavorSawtooth, Seed: 1})
+	if err != nil {
+		return pathResult{}, err
+	}
+	base, err := sim.Start("127.0.0.1:0")
+	if err != nil {
+		return pathResult{}, err
+	}
+	defer sim.Close()
+	client, err := dlt.NewClient(dlt.Config{Flavor: dlt.FlavorSawtooth, URL: base, RequestTimeout: 10 * time.Second})
+	if err != nil {
+		return pathResult{}, err
+	}
+	tweak := func(cfg *node.Config) {
+		cfg.Statuses, cfg.SkipValid, cfg.PollInterval = node.DLTStatuses(client), client.OrderedOnValid(), c.pollInterval
+	}
+	return benchPath(ctx, c, "batchclaim_bench_ledger", stderr, dlt.FakeBatch, tweak, node.DLTSubmitter(client))
+}
+
+// benchPath stores the work, runs the nodes until every unit is done, and measures: the
+// wall time from the nodes' start to the last unit done, each unit's age when it finished
+// (database clock, from its insertion), the statements the nodes sent (counted by the
+// client, see stmtCounter), and the transactions the scratch database committed and rolled
+// back while the nodes ran (pg_stat_database, read from another database once every node
+// session ended, so that the reading itself is not counted).
+func benchPath(ctx context.Context, c pathConfig, prefix string, stderr io.Writer,
+	payload func(serviceID string, n int) (string, []byte), tweak func(*node.Config), sub submitter.Submitter) (pathResult, error) {
+	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	db, err := newScratchDB(ctx, prefix, c.keep, stderr, logger)
+	if err != nil {
+		return pathResult{}, err
+	}
+	defer db.Close(ctx)
+	r := pathResult{Nodes: c.nodes, Keys: c.keys, PerKey: c.perKey, Workers: c.workers, Units: c.keys * c.perKey}
+	if err := benchStore(ctx, db.URL, c.keys, c.perKey, payload); err != nil {
+		return r, err
+	}
+	server, err := pgx.Connect(ctx, db.admin)
+	if err != nil {
+		return r, fmt.Errorf("connect to %s: %w", redact(db.admin), err)
+	}
+	defer server.Close(context.WithoutCancel(ctx))
+	if err := waitSessionsGone(ctx, server, db.name); err != nil {
+		return r, err
+	}
+	commits0, rollbacks0, err := xactCounts(ctx, server, db.name)
+	if err != nil {
+		return r, err
+	}
+
+	counter := newStmtCounter()
+	var mu sync.Mutex
+	ages := make([]float64, 0, r.Units)
+	allDone := make(chan struct{})
+	events := observer.Events{StatusChanged: func(t observer.Transition) {
+		if t.To != batchclaim.StateCommitted && t.To != batchclaim.StateInvalid {
+			return
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		ages = append(ages, t.AgeSeconds)
+		if len(ages) == r.Units {
+			close(allDone)
+		}
+	}}
+	runCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	var pools []*pgxpool.Pool
+	defer func() {
+		for _, p := range pools {
+			p.Close()
+		}
+	}()
+	var nodes []*node.Node
+	for i := range c.nodes {
+		pool, err := openCountedPool(ctx, db.URL, int32(c.workers+4), counter)
+		if err != nil {
+			return r, err
+		}
+		pools = append(pools, pool)
+		cfg := node.Config{Claims: benchClaims(fmt.Sprintf("bench-%d", i)), Submitter: sub, Workers: c.workers,
+			BackoffBase: 10 * time.Millisecond, BackoffMax: 100 * time.Millisecond, Events: events, Logger: logger}
+		tweak(&cfg)
+		n, err := node.New(pool, cfg)
+		if err != nil {
+			return r, err
+		}
+		nodes = append(nodes, n)
+	}
+	start := time.Now()
+	var wg sync.WaitGroup
+	errs := make(chan error, len(nodes))
+	for _, n := range nodes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := n.Run(runCtx); err != nil && runCtx.Err() == nil {
+				errs <- err
+			}
+		}()
+	}
+	select {
+	case <-allDone:
+	case err := <-errs:
+		stop()
+		wg.Wait()
+		return r, fmt.Errorf("node stopped: %w", err)
+	case <-ctx.Done():
+		stop()
+		wg.Wait()
+		mu.Lock()
+		defer mu.Unlock()
+		return r, fmt.Errorf("%d of %d done: %w", len(ages), r.Units, ctx.Err())
+	}
+	r.Seconds = time.Since(start).Seconds()
+	stop()
+	wg.Wait()
+	for _, p := range pools {
+		p.Close()
+	}
+	pools = nil
+
+	if err := waitSessionsGone(ctx, server, db.name); err != nil {
+		return r, err
+	}
+	commits1, rollbacks1, err := xactCounts(ctx, server, db.name)
+	if err != nil {
+		return r, err
+	}
+	r.Commits, r.Rollbacks = commits1-commits0, rollbacks1-rollbacks0
+	r.Statements, r.TxControl, r.ByStatement = counter.totals(r.Units)
+	slices.Sort(ages)
+	r.P50Ms = round3(ages[len(ages)/2] * 1000)
+	r.P99Ms = round3(ages[len(ages)*99/100] * 1000)
+	return r, nil
+}
+
+// benchStore inserts keys x perKey units through ingest.Enqueue, in the order the ingest API
+// would (unit n of every key, then unit n+1), one transaction per 1,000, and disconnects.
+func benchStore(ctx context.Context, dbURL string, keys, perKey int, payload func(string, int) (string, []byte)) error {
+	pool, err := openPool(ctx, dbURL, 1)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	var tx pgx.Tx
+	for i := range keys * perKey {
+		if tx == nil {
+			if tx, err = pool.Begin(ctx); err != nil {
+				return err
+			}
+		}
+		n, k := i/keys, i%keys
+		svc := fmt.Sprintf("key-%05d", k)
+		id, list := payload(svc, n)
+		if id == "" {
+			id, list = fmt.Sprintf("job-%d", n), []byte("{}")
+		}
+		if _, err := ingest.Enqueue(ctx, tx, svc, id, list); err != nil {
+			_ = tx.Rollback(ctx)
+			return fmt.Errorf("store: %w", err)
+		}
+		if i%1000 == 999 || i == keys*perKey-1 {
+			if err := tx.Commit(ctx); err != nil {
+				return fmt.Errorf("store: %w", err)
+			}
+			tx = nil
+		}
+	}
+	return nil
+}
+
+// xactCounts reads a database's committed and rolled-back transactions. Counters reach
+// pg_stat_database when a session is idle for a second or ends; take a fresh snapshot.
+func xactCounts(ctx context.Context, conn *pgx.Conn, dbName string) (commits, rollbacks int64, err error) {
+	if _, err := conn.Exec(ctx, `SELECT pg_stat_clear_snapshot()`); err != nil {
+		return 0, 0, err
+	}
+	err = conn.QueryRow(ctx, `SELECT xact_commit, xact_rollback FROM pg_stat_database WHERE datname = $1`, dbName).Scan(&commits, &rollbacks)
+	if err != nil {
+		return 0, 0, fmt.Errorf("read pg_stat_database: %w", err)
+	}
+	return commits, rollbacks, nil
+}
+
+// waitSessionsGone waits until no session is connected to the database: a session flushes
+// its counters when it ends at the latest.
+func waitSessionsGone(ctx context.Context, conn *pgx.Conn, dbName string) error {
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		var n int
+		if err := conn.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE datname = $1`, dbName).Scan(&n); err != nil {
+			return err
+		}
+		if n == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%d sessions still connected to %s after 15s", n, dbName)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}

@@ -1,0 +1,87 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/batchclaim/batchclaim/internal/dbtest"
+)
+
+// Bad flags are usage errors (exit 2) that name what is wrong, before any database is used.
+func TestBenchFlags(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--scenario", "river"}, `--scenario "river": want jobs, ledger, cycle or all`},
+		{[]string{"--keys", "0"}, "--keys and --per-key must be at least 1"},
+		{[]string{"--scenario", "cycle", "--duration", "0s"}, "--duration positive"},
+		{[]string{"--poll-interval", "-1s"}, "--poll-interval positive"},
+		{[]string{"extra"}, `unexpected argument "extra"`},
+	} {
+		var stdout, stderr bytes.Buffer
+		code := realMain(context.Background(), append([]string{"bench"}, tc.args...), &stdout, &stderr)
+		if code == 0 || !strings.Contains(stderr.String(), tc.want) {
+			t.Errorf("bench %v: exit %d, stderr %q; want a failure saying %q", tc.args, code, stderr.String(), tc.want)
+		}
+		if stdout.Len() > 0 {
+			t.Errorf("bench %v printed %q", tc.args, stdout.String())
+		}
+	}
+}
+
+// bench --json with every scenario on a tiny shape prints one JSON object per line on stdout,
+// jobs, ledger and cycle in that order, and every unit of work is counted: each job or batch
+// took at least the one commit that recorded its end, and statements of its own.
+func TestBenchJSONScenarios(t *testing.T) { // not parallel: it sets DATABASE_URL
+	t.Setenv("DATABASE_URL", dbtest.AdminURL(t))
+	var stdout, stderr bytes.Buffer
+	code := realMain(context.Background(), []string{"bench", "--json", "--nodes", "2", "--workers", "2", "--keys", "4", "--per-key", "3",
+		"--poll-interval", "100ms", "--instances", "2", "--service-ids", "10", "--duration", "300ms"}, &stdout, &stderr)
+	if code != 0 {
+		t.Fatalf("bench: exit %d: %s", code, stderr.String())
+	}
+	var got []map[string]any
+	sc := bufio.NewScanner(&stdout)
+	for sc.Scan() {
+		var m map[string]any
+		if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
+			t.Fatalf("line %q is not one JSON object: %v", sc.Text(), err)
+		}
+		got = append(got, m)
+	}
+	if len(got) != 3 || got[0]["scenario"] != "jobs" || got[1]["scenario"] != "ledger" || got[2]["scenario"] != "cycle" {
+		t.Fatalf("want jobs, ledger, cycle, one a line; got %v", got)
+	}
+	jobs, ledger, cycle := got[0], got[1], got[2]
+	if jobs["jobs"] != 12.0 || ledger["batches"] != 12.0 {
+		t.Errorf("jobs %v, batches %v: want 4 x 3 = 12 each", jobs["jobs"], ledger["batches"])
+	}
+	for _, c := range []struct {
+		m                map[string]any
+		rate, stmts, cmt string
+	}{
+		{jobs, "jobs_per_second", "statements_per_job", "commits_per_job"},
+		{ledger, "batches_per_second", "statements_per_batch", "commits_per_batch"},
+	} {
+		rate, _ := c.m[c.rate].(float64)
+		stmts, _ := c.m[c.stmts].(float64)
+		cmt, _ := c.m[c.cmt].(float64)
+		p50, _ := c.m["latency_p50_ms"].(float64)
+		p99, _ := c.m["latency_p99_ms"].(float64)
+		if rate <= 0 || cmt < 1 || stmts <= cmt || p50 <= 0 || p99 < p50 {
+			t.Errorf("%s: %s %v, %s %v, %s %v, latency p50 %v p99 %v", c.m["scenario"], c.rate, rate, c.cmt, cmt, c.stmts, stmts, p50, p99)
+		}
+		if list, _ := c.m["statements"].([]any); len(list) == 0 {
+			t.Errorf("%s: no statement breakdown", c.m["scenario"])
+		}
+	}
+	if phases, _ := cycle["phases"].([]any); len(phases) != 2 {
+		t.Errorf("cycle: phases %v", cycle["phases"])
+	}
+}
