@@ -29,6 +29,29 @@ chaos: build ## Long chaos runs at several seeds on a throwaway cluster (CHAOS_S
 	  env -u DATABASE_URL $(BIN)/batchclaim chaos --seed $$s --duration $(CHAOS_DURATION) || exit 1; \
 	done
 
+# make bench: batchclaim's scenarios and River's no-op jobs against one Postgres server:
+# DATABASE_URL when set, else the local server below. Each run creates scratch databases on it
+# and drops them. RIVER_WORKERS is a list: River runs once per count; the default 32 matches
+# bench's default 2 nodes x 16 workers. BENCH_FLAGS go to `batchclaim bench`.
+BENCH_DATABASE_URL := $(or $(DATABASE_URL),postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable)
+BENCH_FLAGS ?=
+RIVER_WORKERS ?= 32
+RIVER_JOBS ?= 10000
+
+.PHONY: bench
+bench: build ## Measure batchclaim (jobs, ledger, cycle) and River's no-op jobs on the same Postgres; print jobs/River
+	@set -o pipefail; out=$$(mktemp); trap 'rm -f '$$out EXIT; \
+	  DATABASE_URL='$(BENCH_DATABASE_URL)' $(BIN)/batchclaim bench --json $(BENCH_FLAGS) | tee $$out || exit 1; \
+	  for w in $(RIVER_WORKERS); do \
+	    (cd bench/river && DATABASE_URL='$(BENCH_DATABASE_URL)' $(GO) run . --workers $$w --jobs $(RIVER_JOBS)) | tee -a $$out || exit 1; \
+	  done; \
+	  awk 'function rate(l) { match(l, /"jobs_per_second":[0-9.eE+-]+/); return substr(l, RSTART + 18, RLENGTH - 18) + 0 } \
+	    /"scenario":"jobs"/ { j = rate($$0); match($$0, /"nodes":[0-9]+/); n = substr($$0, RSTART + 8, RLENGTH - 8); \
+	      match($$0, /"workers_per_node":[0-9]+/); w = substr($$0, RSTART + 19, RLENGTH - 19) } \
+	    /"scenario":"river"/ { r[++k] = rate($$0); match($$0, /"workers":[0-9]+/); rw[k] = substr($$0, RSTART + 10, RLENGTH - 10) } \
+	    END { if (!j) exit; for (i = 1; i <= k; i++) \
+	      printf "batchclaim jobs %.0f jobs/s (%d nodes x %d workers) / River %.0f jobs/s (%d workers) = %.2f\n", j, n, w, r[i], rw[i], j / r[i] }' $$out
+
 .PHONY: test
 test: ## Run every test with the race detector against a real Postgres (TEST_DATABASE_URL, else a throwaway local cluster)
 	$(GO) test -race -count=1 -timeout 30m $(PKGS)
