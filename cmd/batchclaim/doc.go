@@ -7,7 +7,7 @@
 //	batchclaim status [--json]               instances, claims, batches, stuck work
 //	batchclaim dlt-sim                       the ledger simulator
 //	batchclaim demo [--json]                 the whole story on a throwaway database
-//	batchclaim bench [--json]                measure the claim cycle
+//	batchclaim bench [--scenario S] [--json] measure the jobs and ledger paths and the claim cycle
 //	batchclaim chaos [--seed N] [--json]     seeded faults against real instances, history checked
 //	batchclaim ui --listen ADDR              the live status page, from the database alone
 //	batchclaim version [--json]              release, module version and commit
