@@ -87,10 +87,10 @@ type Pool struct {
 	slots chan struct{}
 	wg    sync.WaitGroup
 
-	stop    context.Context // cancelled by Cancel: ends every running submission
-	cancel  context.CancelFunc
-	mu      sync.Mutex
-	running map[string]int // service_id -> submissions running
+	stopped  chan struct{} // closed by Cancel: ends every running submission
+	stopOnce sync.Once
+	mu       sync.Mutex
+	running  map[string]int // service_id -> submissions running
 }
 
 // New returns a Pool. done, if not nil, is called when a job is over, whatever happened.
@@ -110,9 +110,8 @@ func New(cfg Config, sub Submitter, rec Recorder, done func(Job)) (*Pool, error)
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	stop, cancel := context.WithCancel(context.Background())
 	return &Pool{cfg: cfg, sub: sub, rec: rec, log: cfg.Logger, done: done, slots: make(chan struct{}, cfg.Workers),
-		stop: stop, cancel: cancel, running: map[string]int{}}, nil
+		stopped: make(chan struct{}), running: map[string]int{}}, nil
 }
 
 // Free is the number of idle workers.
@@ -164,7 +163,7 @@ func (p *Pool) Running() []string {
 // Cancel cancels every running submission's context (a stopping instance whose drain took
 // too long). Their outcomes are not recorded: the batches stay INFLIGHT for the next owner,
 // who asks the ledger before sending them again.
-func (p *Pool) Cancel() { p.cancel() }
+func (p *Pool) Cancel() { p.stopOnce.Do(func() { close(p.stopped) }) }
 
 // Wait blocks until every running submission has ended or ctx ends.
 func (p *Pool) Wait(ctx context.Context) error {
@@ -181,7 +180,7 @@ func (p *Pool) Wait(ctx context.Context) error {
 // run performs one submission: fenced mark, the call under the claim's context, fenced outcome.
 func (p *Pool) run(j Job) {
 	log := p.log.With("service_id", j.Batch.ServiceID, "batch_id", short(j.Batch.BatchID), "epoch", j.Claim.Epoch, "seq", j.Batch.Seq)
-	claimCtx, stop := mergeCancel(j.Claim.Context(), p.stop)
+	claimCtx, stop := p.jobContext(j.Claim.Context())
 	defer stop()
 	attempt, err := p.rec.Begin(claimCtx, j)
 	if err != nil {
@@ -230,7 +229,12 @@ func (p *Pool) run(j Job) {
 // cancels it the moment the local deadline passes without a renewal, so a call runs until
 // the earlier of S and the local deadline as renewals move it.
 func (p *Pool) mayPost(j Job) (time.Time, bool) {
-	if err := j.Claim.Context().Err(); err != nil || p.stop.Err() != nil {
+	select {
+	case <-p.stopped:
+		return time.Time{}, false
+	default:
+	}
+	if err := j.Claim.Context().Err(); err != nil {
 		return time.Time{}, false
 	}
 	if p.cfg.Lease != nil {
@@ -242,11 +246,17 @@ func (p *Pool) mayPost(j Job) (time.Time, bool) {
 	return time.Now().Add(p.cfg.Timeout), true
 }
 
-// mergeCancel returns a context that ends when parent or other ends.
-func mergeCancel(parent, other context.Context) (context.Context, context.CancelFunc) {
-	ctx, cancel := context.WithCancel(parent)
-	stopAfter := context.AfterFunc(other, cancel)
-	return ctx, func() { stopAfter(); cancel() }
+// jobContext returns a context that ends when claimCtx ends or Cancel is called.
+func (p *Pool) jobContext(claimCtx context.Context) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(claimCtx)
+	go func() {
+		select {
+		case <-p.stopped:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, cancel
 }
 
 // backoff is the delay before a DELAYED batch may be tried again: step attempts+1 of a
