@@ -24,7 +24,12 @@
 //
 //  1. Renew its lease: one UPDATE of its own instances row. This is a short statement of its
 //     own, not part of the serializable transaction below, because writing the registry
-//     inside it turns every cycle into a write-skew candidate with every other cycle.
+//     inside it turns every cycle into a write-skew candidate with every other cycle. Under
+//     Engine.Run the lease is not renewed by the cycle at all but by a lease loop of its own,
+//     every R on a connection of its own, from Run until Shutdown: nothing the instance does
+//     (a cycle retrying its transaction, a fetch, a submission, a full pool) can delay a
+//     renewal, and a stopping instance keeps its lease while its submissions drain. An engine
+//     driven by calls to Cycle alone renews in each Cycle.
 //  2. Read the fair-share inputs: the number K of service_ids and the live instances (lease
 //     still in phase one), ordered by id. Target = K/N, plus one for the first K mod N
 //     instances. The targets add up to K, so at rest no claim is free and no two instances
