@@ -59,6 +59,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	keep := fs.Bool("keep", false, "keep the scratch databases")
 	nodes := fs.Int("nodes", 2, "jobs, ledger: nodes, each with its own pool")
 	workers := fs.Int("workers", 16, "jobs, ledger: workers (concurrent submissions) per node")
+	conns := fs.Int("conns", 0, "jobs, ledger: database connections per node (0: pgx's default, max(4, CPUs), as `run` uses)")
 	keys := fs.Int("keys", 1000, "jobs, ledger: keys (service_ids)")
 	perKey := fs.Int("per-key", 10, "jobs, ledger: jobs (batches) per key")
 	poll := fs.Duration("poll-interval", time.Second, "ledger: how often each node asks the ledger about accepted batches")
@@ -80,8 +81,8 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	default:
 		return errorf("--scenario %q: want jobs, ledger, cycle or all", *scenario)
 	}
-	if *nodes < 1 || *workers < 1 || *keys < 1 || *perKey < 1 || *poll <= 0 {
-		return errorf("--nodes, --workers, --keys and --per-key must be at least 1, --poll-interval positive")
+	if *nodes < 1 || *workers < 1 || *keys < 1 || *perKey < 1 || *poll <= 0 || *conns < 0 {
+		return errorf("--nodes, --workers, --keys and --per-key must be at least 1, --conns not negative, --poll-interval positive")
 	}
 	if *instances < 1 || *serviceIDs < 1 || *duration <= 0 {
 		return errorf("--instances and --service-ids must be at least 1, --duration positive")
@@ -91,7 +92,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if *asJSON {
 		info = stderr
 	}
-	pc := pathConfig{nodes: *nodes, keys: *keys, perKey: *perKey, workers: *workers, pollInterval: *poll, keep: *keep}
+	pc := pathConfig{nodes: *nodes, conns: *conns, keys: *keys, perKey: *perKey, workers: *workers, pollInterval: *poll, keep: *keep}
 	enc := json.NewEncoder(stdout)
 	for _, s := range run {
 		switch s {

@@ -26,6 +26,7 @@ import (
 // pathConfig is the shape of a jobs or ledger run.
 type pathConfig struct {
 	nodes, keys, perKey, workers int
+	conns                        int           // per node; 0: pgx's default, as `batchclaim run` uses
 	pollInterval                 time.Duration // ledger only
 	keep                         bool
 }
@@ -34,6 +35,7 @@ type pathConfig struct {
 // field names say which (see jobsJSON and ledgerJSON).
 type pathResult struct {
 	Nodes, Keys, PerKey, Workers int
+	Conns                        int
 	Units                        int
 	Seconds                      float64
 	P50Ms, P99Ms                 float64
@@ -50,7 +52,7 @@ func (r pathResult) per(n int64) float64 {
 // jobsJSON is the line `bench --json` prints for the jobs scenario.
 func (r pathResult) jobsJSON() map[string]any {
 	return map[string]any{"scenario": "jobs", "nodes": r.Nodes, "keys": r.Keys, "jobs_per_key": r.PerKey,
-		"workers_per_node": r.Workers, "jobs": r.Units, "seconds": round3(r.Seconds),
+		"workers_per_node": r.Workers, "conns_per_node": r.Conns, "jobs": r.Units, "seconds": round3(r.Seconds),
 		"jobs_per_second": r.perSecond(), "latency_p50_ms": r.P50Ms, "latency_p99_ms": r.P99Ms,
 		"statements_per_job": r.per(r.Statements), "tx_control_per_job": r.per(r.TxControl),
 		"commits_per_job": r.per(r.Commits), "rollbacks": r.Rollbacks, "statements": r.ByStatement}
@@ -59,14 +61,14 @@ func (r pathResult) jobsJSON() map[string]any {
 // ledgerJSON is the line `bench --json` prints for the ledger scenario.
 func (r pathResult) ledgerJSON(poll time.Duration) map[string]any {
 	return map[string]any{"scenario": "ledger", "nodes": r.Nodes, "service_ids": r.Keys, "batches_per_service_id": r.PerKey,
-		"workers_per_node": r.Workers, "poll_interval_ms": poll.Milliseconds(), "batches": r.Units, "seconds": round3(r.Seconds),
+		"workers_per_node": r.Workers, "conns_per_node": r.Conns, "poll_interval_ms": poll.Milliseconds(), "batches": r.Units, "seconds": round3(r.Seconds),
 		"batches_per_second": r.perSecond(), "latency_p50_ms": r.P50Ms, "latency_p99_ms": r.P99Ms,
 		"statements_per_batch": r.per(r.Statements), "tx_control_per_batch": r.per(r.TxControl),
 		"commits_per_batch": r.per(r.Commits), "rollbacks": r.Rollbacks, "statements": r.ByStatement}
 }
 
 func (r pathResult) print(w io.Writer, scenario, unit, units, extra string) {
-	fmt.Fprintf(w, "%s: %d nodes x %d workers, %d keys x %d %s stored up front%s\n", scenario, r.Nodes, r.Workers, r.Keys, r.PerKey, units, extra)
+	fmt.Fprintf(w, "%s: %d nodes x %d workers (%d connections each), %d keys x %d %s stored up front%s\n", scenario, r.Nodes, r.Workers, r.Conns, r.Keys, r.PerKey, units, extra)
 	fmt.Fprintf(w, "  %d %s in %.1fs: %.0f %s/s; stored-to-done latency p50 %.0f ms, p99 %.0f ms\n",
 		r.Units, units, r.Seconds, r.perSecond(), units, r.P50Ms, r.P99Ms)
 	fmt.Fprintf(w, "  per %s: %.2f statements (%.2f of them BEGIN/COMMIT/ROLLBACK), %.2f commits; %d rollbacks in all\n",
@@ -175,10 +177,11 @@ func benchPath(ctx context.Context, c pathConfig, prefix string, stderr io.Write
 	}()
 	var nodes []*node.Node
 	for i := range c.nodes {
-		pool, err := openCountedPool(ctx, db.URL, int32(c.workers+4), counter)
+		pool, err := openCountedPool(ctx, db.URL, int32(c.conns), counter)
 		if err != nil {
 			return r, err
 		}
+		r.Conns = int(pool.Config().MaxConns)
 		pools = append(pools, pool)
 		cfg := node.Config{Claims: benchClaims(fmt.Sprintf("bench-%d", i)), Submitter: sub, Workers: c.workers,
 			BackoffBase: 10 * time.Millisecond, BackoffMax: 100 * time.Millisecond, Events: events, Logger: logger}
