@@ -16,9 +16,9 @@ import (
 
 func TestMissesRaiseOnceAndAFreshHeartbeatClears(t *testing.T) {
 	t.Parallel()
-	b := setup(t, eventType("Heartbeat_vDNS", 100*time.Millisecond, 3))
+	b := setup(t, eventType("Heartbeat_vDNS", time.Second, 3))
 	r := b.beat(t, "Heartbeat_vDNS", "vnf-1")
-	due := r.ReceivedAt.Add(300 * time.Millisecond)
+	due := r.ReceivedAt.Add(3 * time.Second)
 
 	if raised, _ := b.step(t, at(due.Add(-time.Microsecond))); len(raised) != 0 {
 		t.Fatalf("raised %d events before 3 intervals had passed", len(raised))
@@ -93,12 +93,12 @@ func TestTheSourceClockIsNotJudged(t *testing.T) {
 // raised, by the next step, and cleared in the same step.
 func TestALateSilenceIsRaisedAndCleared(t *testing.T) {
 	t.Parallel()
-	b := setup(t, eventType("hb", 100*time.Millisecond, 3))
+	b := setup(t, eventType("hb", time.Second, 3))
 	first := b.beat(t, "hb", "vnf-1")
-	b.age(t, "hb", "vnf-1", time.Second)
+	b.age(t, "hb", "vnf-1", 10*time.Second)
 	b.beat(t, "hb", "vnf-1") // ends the silence; no step ran during it
 	raised, cleared := b.step(t, nil)
-	if len(raised) != 1 || raised[0].HeartbeatSeq != 1 || !raised[0].LastReceivedAt.Equal(first.ReceivedAt.Add(-time.Second)) {
+	if len(raised) != 1 || raised[0].HeartbeatSeq != 1 || !raised[0].LastReceivedAt.Equal(first.ReceivedAt.Add(-10*time.Second)) {
 		t.Fatalf("late silence: raised %+v, want episode 1 after heartbeat 1", raised)
 	}
 	if len(cleared) != 1 || cleared[0].Episode != 1 || cleared[0].HeartbeatSeq != 2 {
@@ -112,9 +112,9 @@ func TestALateSilenceIsRaisedAndCleared(t *testing.T) {
 // A step whose fence fails writes nothing: the state stays for the next active instance.
 func TestAFencedOutStepWritesNothing(t *testing.T) {
 	t.Parallel()
-	b := setup(t, eventType("hb", 100*time.Millisecond, 1))
+	b := setup(t, eventType("hb", time.Second, 1))
 	b.beat(t, "hb", "vnf-1")
-	b.age(t, "hb", "vnf-1", time.Second)
+	b.age(t, "hb", "vnf-1", 10*time.Second)
 	lost := heartbeat.FenceFunc(func(context.Context, pgx.Tx, string) error {
 		return fmt.Errorf("fence: %w", batchclaim.ErrClaimLost)
 	})
@@ -133,9 +133,9 @@ func TestAFencedOutStepWritesNothing(t *testing.T) {
 // The unique key makes a second raise of an episode impossible, whoever writes it.
 func TestAnEpisodeCannotBeStoredTwice(t *testing.T) {
 	t.Parallel()
-	b := setup(t, eventType("hb", 100*time.Millisecond, 1))
+	b := setup(t, eventType("hb", time.Second, 1))
 	b.beat(t, "hb", "vnf-1")
-	b.age(t, "hb", "vnf-1", time.Second)
+	b.age(t, "hb", "vnf-1", 10*time.Second)
 	if raised, _ := b.step(t, nil); len(raised) != 1 {
 		t.Fatal("no raise")
 	}
@@ -220,20 +220,20 @@ func TestStepsRacingHeartbeatsKeepEpisodesWhole(t *testing.T) {
 // the first one's episode is still open, is still raised (late) and cleared.
 func TestSilencesBackToBack(t *testing.T) {
 	t.Parallel()
-	b := setup(t, eventType("hb", 100*time.Millisecond, 2))
+	b := setup(t, eventType("hb", time.Second, 2))
 	b.beat(t, "hb", "vnf-1")
-	b.age(t, "hb", "vnf-1", time.Second)
+	b.age(t, "hb", "vnf-1", 10*time.Second)
 	if raised, _ := b.step(t, nil); len(raised) != 1 {
 		t.Fatalf("first silence: raised %d", len(raised))
 	}
 	b.beat(t, "hb", "vnf-1")
-	b.age(t, "hb", "vnf-1", time.Second)
+	b.age(t, "hb", "vnf-1", 10*time.Second)
 	raised, cleared := b.step(t, nil)
 	if len(cleared) != 1 || cleared[0].Episode != 1 || len(raised) != 1 || raised[0].Episode != 2 || raised[0].HeartbeatSeq != 2 {
 		t.Fatalf("silent again after one heartbeat: raised %v, cleared %v; want 1 cleared, 2 raised", keysOf(raised), keysOf(cleared))
 	}
 	b.beat(t, "hb", "vnf-1") // seq 3: ends episode 2's silence, no step
-	b.age(t, "hb", "vnf-1", time.Second)
+	b.age(t, "hb", "vnf-1", 10*time.Second)
 	b.beat(t, "hb", "vnf-1") // seq 4: ends a second silence, no step
 	raised, cleared = b.step(t, nil)
 	if len(raised) != 1 || raised[0].Episode != 3 || raised[0].HeartbeatSeq != 3 || len(cleared) != 2 {

@@ -46,10 +46,10 @@ func (r *receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 func TestOutboxDeliversAtLeastOnceInOrder(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	b := setup(t, eventType("hb", 100*time.Millisecond, 1))
+	b := setup(t, eventType("hb", time.Second, 1))
 	for _, src := range []string{"s1", "s2"} {
 		b.beat(t, "hb", src)
-		b.age(t, "hb", src, time.Second)
+		b.age(t, "hb", src, 10*time.Second)
 	}
 	b.step(t, nil) // raises s1, s2
 	b.beat(t, "hb", "s1")

@@ -15,11 +15,11 @@ import (
 func TestReconfigurationAddsAndRemovesWhileRunning(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	b := setup(t, eventType("A", 100*time.Millisecond, 2), eventType("B", 100*time.Millisecond, 2))
+	b := setup(t, eventType("A", time.Second, 2), eventType("B", time.Second, 2))
 	b.beat(t, "A", "a-1")
 	b.beat(t, "A", "a-2")
 	b.beat(t, "B", "b-1")
-	b.age(t, "A", "a-1", time.Second)
+	b.age(t, "A", "a-1", 10*time.Second)
 	if raised, _ := b.step(t, nil); len(raised) != 1 || raised[0].SourceName != "a-1" {
 		t.Fatalf("raised %+v, want a-1", raised)
 	}
@@ -27,7 +27,7 @@ func TestReconfigurationAddsAndRemovesWhileRunning(t *testing.T) {
 		t.Fatalf("heartbeat of an unconfigured type: err %v, want ErrUnknownEventName", err)
 	}
 
-	gen, err := heartbeat.Reconfigure(ctx, b.pool, []heartbeat.EventType{eventType("B", 200*time.Millisecond, 3), eventType("C", time.Second, 1)})
+	gen, err := heartbeat.Reconfigure(ctx, b.pool, []heartbeat.EventType{eventType("B", 2*time.Second, 3), eventType("C", time.Second, 1)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -39,7 +39,7 @@ func TestReconfigurationAddsAndRemovesWhileRunning(t *testing.T) {
 	for _, ty := range types {
 		got[ty.Name] = ty
 	}
-	if got["A"].Valid || !got["B"].Valid || got["B"].Interval != 200*time.Millisecond || got["B"].MissedCount != 3 ||
+	if got["A"].Valid || !got["B"].Valid || got["B"].Interval != 2*time.Second || got["B"].MissedCount != 3 ||
 		!got["C"].Valid || got["C"].Generation != gen || got["A"].Sources != 2 {
 		t.Fatalf("after reconfiguration: %+v", types)
 	}
@@ -61,11 +61,11 @@ func TestReconfigurationAddsAndRemovesWhileRunning(t *testing.T) {
 	}
 
 	// Re-added, A's source a-1 starts again; its next episode is 2, never 1 again.
-	if err := heartbeat.AddEventType(ctx, b.pool, eventType("A", 100*time.Millisecond, 2)); err != nil {
+	if err := heartbeat.AddEventType(ctx, b.pool, eventType("A", time.Second, 2)); err != nil {
 		t.Fatal(err)
 	}
 	b.beat(t, "A", "a-1")
-	b.age(t, "A", "a-1", time.Second)
+	b.age(t, "A", "a-1", 10*time.Second)
 	raised, _ := b.step(t, nil)
 	if len(raised) != 1 || raised[0].Episode != 2 {
 		t.Fatalf("re-added type: raised %+v, want a-1 episode 2", raised)
@@ -75,7 +75,7 @@ func TestReconfigurationAddsAndRemovesWhileRunning(t *testing.T) {
 	if err := heartbeat.RemoveEventType(ctx, b.pool, "B"); err != nil {
 		t.Fatal(err)
 	}
-	if err := heartbeat.AddEventType(ctx, b.pool, eventType("B", 100*time.Millisecond, 2)); err != nil {
+	if err := heartbeat.AddEventType(ctx, b.pool, eventType("B", time.Second, 2)); err != nil {
 		t.Fatal(err)
 	}
 	if _, _, purged, err := heartbeat.Step(ctx, b.pool, noFence, b.id, 1, nil); err != nil || purged != 0 {
