@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -65,14 +64,8 @@ func runChaos(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return fmt.Errorf("seed %d: %w", c.Seed, err)
 	}
-	if *asJSON {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(rep); err != nil {
-			return err
-		}
-	} else {
-		rep.Print(stdout)
+	if err := writeSummary(stdout, *asJSON, rep, rep.Print); err != nil {
+		return err
 	}
 	if n := rep.Violated(); n > 0 {
 		return exitError{code: 1, msg: fmt.Sprintf("%d invariant violations with seed %d; replay: %s", n, rep.Seed, rep.Replay)}

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"time"
@@ -60,14 +59,8 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err != nil {
 		return err
 	}
-	if c.asJSON {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(sum); err != nil {
-			return err
-		}
-	} else {
-		sum.print(stdout)
+	if err := writeSummary(stdout, c.asJSON, sum, sum.print); err != nil {
+		return err
 	}
 	if sum.Lost > 0 || sum.OrderViolations > 0 || sum.DuplicatePostsUnexplained > 0 {
 		return exitError{code: 1, msg: fmt.Sprintf("invariant violated: lost=%d order_violations=%d duplicate_posts_unexplained=%d",

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -134,14 +133,8 @@ func electionDemo(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		return err
 	}
 	sum.Database = redact(sdb.URL)
-	if *asJSON {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(sum); err != nil {
-			return err
-		}
-	} else {
-		sum.print(stdout)
+	if err := writeSummary(stdout, *asJSON, sum, sum.print); err != nil {
+		return err
 	}
 	if sum.TwoPrimaries > 0 || sum.StalePrimaryWrites > 0 || sum.SlowElections > 0 || sum.EpochRegressions > 0 {
 		return exitError{code: 1, msg: fmt.Sprintf("invariant violated: two_primaries=%d stale_primary_writes=%d slow_elections=%d epoch_regressions=%d (process logs in %s)",

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -104,14 +103,8 @@ func failoverDemo(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		return fmt.Errorf("%w (node logs in %s)", err, logDir)
 	}
 	sum.Database = redact(sdb.URL)
-	if *asJSON {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(sum); err != nil {
-			return err
-		}
-	} else {
-		sum.print(stdout)
+	if err := writeSummary(stdout, *asJSON, sum, sum.print); err != nil {
+		return err
 	}
 	if sum.violations() > 0 {
 		return exitError{code: 1, msg: fmt.Sprintf("invariant violated: two_primaries=%d not_most_up_to_date=%d orphaned_failovers=%d lost_commands=%d (node logs in %s)",

@@ -253,14 +253,8 @@ func heartbeatDemo(ctx context.Context, args []string, stdout, stderr io.Writer)
 		return err
 	}
 	d.sum.DurationSeconds = time.Since(started).Seconds()
-	if *asJSON {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(d.sum); err != nil {
-			return err
-		}
-	} else {
-		d.sum.print(stdout)
+	if err := writeSummary(stdout, *asJSON, d.sum, d.sum.print); err != nil {
+		return err
 	}
 	if n := d.sum.violations(); n > 0 {
 		return exitError{code: 1, msg: fmt.Sprintf("invariant violated: lost_raises=%d duplicate_raises=%d lost_clears=%d raised_by_standby=%d spurious_raises=%d undelivered=%d",

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -113,14 +112,8 @@ func sfDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err != nil {
 		return err
 	}
-	if c.asJSON {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(sum); err != nil {
-			return err
-		}
-	} else {
-		sum.print(stdout)
+	if err := writeSummary(stdout, c.asJSON, sum, sum.print); err != nil {
+		return err
 	}
 	if sum.ParallelFetches > 0 || sum.LostResults > 0 || sum.StaleOverwrites > 0 || sum.EpochsReused > 0 {
 		return exitError{code: 1, msg: fmt.Sprintf("invariant violated: parallel_fetches=%d lost_results=%d stale_overwrites=%d epochs_reused=%d",
