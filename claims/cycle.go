@@ -130,11 +130,6 @@ func (e *Engine) Cycle(ctx context.Context) (CycleReport, error) {
 	return rep, nil
 }
 
-// Renew renews the lease only: no maintenance, no acquisition. A stopping instance calls it
-// while the submissions it already started drain, so that its claims stay alive (and its
-// local deadline does not cancel those submissions) until it releases them.
-func (e *Engine) Renew(ctx context.Context) error { return e.heartbeat(ctx, e.pool) }
-
 func (e *Engine) census(ctx context.Context) (Share, error) {
 	now, err := e.dbNow(ctx, e.pool)
 	if err != nil {
