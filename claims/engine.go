@@ -351,19 +351,7 @@ func (e *Engine) ShutdownKeeping(ctx context.Context, busy []string) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ShutdownTimeout)
 	defer cancel()
 	e.stopLease()
-	keep := make(map[string]bool, len(busy))
-	for _, id := range busy {
-		keep[id] = true
-	}
 	e.mu.Lock()
-	var give, kept []Claim
-	for _, h := range e.held {
-		if keep[h.claim.ServiceID] {
-			kept = append(kept, h.claim)
-		} else {
-			give = append(give, h.claim)
-		}
-	}
 	if e.watchdog != nil {
 		e.watchdog.Stop()
 	}
@@ -377,19 +365,16 @@ func (e *Engine) ShutdownKeeping(ctx context.Context, busy []string) error {
 	rows, err := e.q.ClaimsReleaseOwned(ctx, e.pool, db.ClaimsReleaseOwnedParams{Claimant: e.cfg.InstanceID, Keep: busy, Nonce: e.nonce})
 	released := len(rows)
 	e.stats.released.Add(int64(released))
-	for _, c := range give {
-		e.lose(c, LossReleased)
-	}
 	e.mu.Lock()
-	lostKept := e.dropAllLocked()
+	dropped := e.dropAllLocked() // every claim ends here, released or left to expire
 	e.mu.Unlock()
-	e.notifyLost(lostKept, LossReleased)
+	e.notifyLost(dropped, LossReleased)
 	if err != nil {
 		return fmt.Errorf("release claims: %w", err)
 	}
 	if len(busy) > 0 {
 		e.log.Warn("stopped with work still running: its claims are left to expire instead of being released",
-			"released", released, "left_to_expire", len(kept))
+			"released", released, "left_to_expire", len(busy))
 		return nil
 	}
 	if _, err := e.q.InstanceDeregister(ctx, e.pool, db.InstanceDeregisterParams{ID: e.cfg.InstanceID, Nonce: e.nonce}); err != nil {
