@@ -16,8 +16,8 @@ func dbFlag(fs *flag.FlagSet) *string {
 }
 
 // openPool connects and pings, so that a bad URL or an unreachable database fails here with
-// one clear line instead of on first use.
-func openPool(ctx context.Context, dbURL string, maxConns int32) (*pgxpool.Pool, error) {
+// one clear line instead of on first use. Each option adjusts the pool's config first.
+func openPool(ctx context.Context, dbURL string, maxConns int32, options ...func(*pgxpool.Config)) (*pgxpool.Pool, error) {
 	if dbURL == "" {
 		return nil, errors.New("no database: set --database-url or DATABASE_URL")
 	}
@@ -29,6 +29,9 @@ func openPool(ctx context.Context, dbURL string, maxConns int32) (*pgxpool.Pool,
 		cfg.MaxConns = maxConns
 	}
 	cfg.ConnConfig.ConnectTimeout = 5 * time.Second
+	for _, o := range options {
+		o(cfg)
+	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("bad database URL: %w", err)

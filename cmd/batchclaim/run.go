@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/batchclaim/batchclaim/claims"
 	"github.com/batchclaim/batchclaim/dlt"
@@ -95,7 +96,7 @@ func runDaemon(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	fs.DurationVar(&cfg.Retention, "retention", observer.RetentionDefault, "delete finished batches (with their attempts and transitions) this long after they finished; 0 disables")
 	fs.DurationVar(&cfg.RetentionInterval, "retention-interval", observer.RetentionIntervalDefault, "how often the retention job runs (one instance at a time)")
 	fs.Int64Var(&cfg.MaxBody, "max-body", ingest.MaxBodyDefault, "largest ingest request body in bytes")
-	claimsOnly := fs.Bool("claims-only", false, "only hold claims (no ledger, no batches): for trying out the claim engine")
+	claimsOnly := fs.Bool("claims-only", false, "only hold claims (no ledger, no batches): for trying out the claim engine; serves /metrics only if --listen is given")
 	newLogger := logFlags(fs)
 	if err := parse(fs, args); err != nil {
 		return err
@@ -148,13 +149,18 @@ func runDaemon(ctx context.Context, args []string, stdout, stderr io.Writer) err
 			return err
 		}
 	}
-	pool, err := openPool(ctx, *dbURL, 0)
+	var stmts *stmtMetric
+	cfg.Registry, stmts = runRegistry()
+	pool, err := openPool(ctx, *dbURL, 0, stmts.attach)
 	if err != nil {
 		return err
 	}
 	defer pool.Close()
 	if *claimsOnly {
-		return runClaimsOnly(ctx, pool, cfg.Claims, logger)
+		if !flagGiven(fs, "listen") {
+			cfg.Listen = ""
+		}
+		return runClaimsOnly(ctx, pool, cfg.Claims, logger, cfg.Listen, cfg.Registry)
 	}
 	cfg.Submitter, cfg.Statuses, cfg.SkipValid = node.DLTSubmitter(client), node.DLTStatuses(client), client.OrderedOnValid()
 	n, err := node.New(pool, cfg)
@@ -170,11 +176,16 @@ func runDaemon(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	return n.Run(ctx)
 }
 
-func runClaimsOnly(ctx context.Context, pool *pgxpool.Pool, cfg claims.Config, logger *slog.Logger) error {
+func runClaimsOnly(ctx context.Context, pool *pgxpool.Pool, cfg claims.Config, logger *slog.Logger, listen string, reg *prometheus.Registry) error {
 	engine, err := claims.New(pool, cfg)
 	if err != nil {
 		return err
 	}
+	stopHTTP, err := serveClaimsOnly(listen, reg, engine, logger)
+	if err != nil {
+		return err
+	}
+	defer stopHTTP()
 	logger.Info("starting (claims only)", "instance_id", engine.InstanceID().String(), "name", engine.Name(), "pid", os.Getpid())
 	err = engine.Run(ctx)
 	if ctx.Err() == nil {
