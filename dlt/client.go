@@ -3,7 +3,6 @@ package dlt
 import (
 	"context"
 	"fmt"
-	"time"
 
 	"github.com/batchclaim/batchclaim"
 )
@@ -26,51 +25,19 @@ func ParseFlavor(s string) (Flavor, error) {
 	return "", fmt.Errorf("unknown ledger flavor %q (want %q or %q)", s, FlavorSawtooth, FlavorScabbard)
 }
 
-// Verdict classifies the answer to a POST of a BatchList.
-type Verdict int
-
-const (
-	// Accepted: 200 or 202, the ledger has the batches.
-	Accepted Verdict = iota + 1
-	// Rejected: 400, the batches are at fault; terminal, never post them again.
-	Rejected
-	// Retry: not accepted and not rejected. Post again later: at once after back-pressure that
-	// proves refusal (429, 503 code 15, a refused connection), only after asking the ledger when
-	// Unknown is set.
-	Retry
-)
-
-func (v Verdict) String() string {
-	switch v {
-	case Accepted:
-		return "accepted"
-	case Rejected:
-		return "rejected"
-	case Retry:
-		return "retry"
-	}
-	return fmt.Sprintf("Verdict(%d)", int(v))
-}
-
-// PostResult is the classified answer to one POST.
+// PostResult is the classified answer to one POST: the batchclaim.Result the submission
+// records, and the status link of an accepted POST. Its Verdict is Accepted, Rejected, Retry
+// or Unknown, as the package documentation details: Retry only when the answer proves the
+// batches were not taken, Unknown when the POST may have taken effect, so that the ledger is
+// asked before the batches are posted again. HTTPStatus is 0 when no response arrived;
+// RetryAfter is the delay a Retry-After header asked for (seconds or an HTTP date), 0 when it
+// was absent or unparseable; Detail explains anything but an acceptance (the error title and
+// message of the body, a short excerpt of it, or the transport error's text). Invalid is never
+// set: a POST's 400 does not say which transaction failed; the batch's status does.
 type PostResult struct {
-	Verdict Verdict
-	// HTTPStatus is the response's status code, 0 when no response arrived.
-	HTTPStatus int
-	// RetryAfter is the delay a Retry-After header asked for (seconds or an HTTP date), 0 when
-	// the header was absent or unparseable.
-	RetryAfter time.Duration
-	// Link is the status link of an accepted POST, resolved to an absolute URL.
+	batchclaim.Result
+	// Link is the status link of an accepted POST, resolved to an absolute URL; "" otherwise.
 	Link string
-	// Detail explains a rejection or a retry: the error title and message of the body, a short
-	// excerpt of it, or the transport error's text.
-	Detail string
-	// Unknown is true when the POST may have taken effect although no answer proved either
-	// way: a timeout or a dropped connection after the request was written, a 408, a 503 other
-	// than Sawtooth's "validator not ready" (code 15), or another 5xx. The ledger is asked
-	// before the batches are posted again; a later re-post may then be a duplicate, which this
-	// explains.
-	Unknown bool
 }
 
 // InvalidTransaction explains why a batch is INVALID.
@@ -91,7 +58,7 @@ type BatchStatus struct {
 // Client is a ledger API.
 type Client interface {
 	// Post sends a serialized BatchList. The error is non-nil only for a payload that is not a
-	// valid BatchList or when ctx ends; every HTTP or transport failure is a Verdict.
+	// valid BatchList or when ctx ends; every HTTP or transport failure is a verdict.
 	Post(ctx context.Context, batchList []byte) (PostResult, error)
 	// Statuses returns one status per distinct id, in the order of ids.
 	Statuses(ctx context.Context, ids []string) ([]BatchStatus, error)

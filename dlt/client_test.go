@@ -31,7 +31,7 @@ func TestPostAccepted(t *testing.T) {
 		b := setup(t, flavor, options{})
 		id, list := dlt.FakeBatch("svc", 1)
 		res := post(t, b.client, list)
-		if res.Verdict != dlt.Accepted || res.HTTPStatus != http.StatusAccepted || res.Unknown {
+		if res.Verdict != batchclaim.Accepted || res.HTTPStatus != http.StatusAccepted {
 			t.Fatalf("result = %+v, want accepted 202", res)
 		}
 		want := b.url + "/batch_statuses?id=" + id
@@ -78,23 +78,26 @@ func TestPostLocalErrors(t *testing.T) {
 
 func TestPostInjectedStatuses(t *testing.T) {
 	t.Parallel()
-	// unknown differs per flavor for 503: only Sawtooth's code 15 proves the batches were not
-	// passed on; scabbard's bare 503 proves nothing.
+	// The verdict differs per flavor for 503: only Sawtooth's code 15 proves the batches were
+	// not passed on; scabbard's bare 503 proves nothing.
+	both := func(v batchclaim.Verdict) map[dlt.Flavor]batchclaim.Verdict {
+		return map[dlt.Flavor]batchclaim.Verdict{dlt.FlavorSawtooth: v, dlt.FlavorScabbard: v}
+	}
 	tests := []struct {
 		code       int
-		verdict    dlt.Verdict
-		unknown    map[dlt.Flavor]bool
+		verdict    map[dlt.Flavor]batchclaim.Verdict
 		retryAfter time.Duration
 		detail     map[dlt.Flavor]string
 	}{
-		{400, dlt.Rejected, nil, 0, map[dlt.Flavor]string{
+		{400, both(batchclaim.Rejected), 0, map[dlt.Flavor]string{
 			dlt.FlavorSawtooth: "code 30: Submitted Batches Invalid", dlt.FlavorScabbard: "Bad Request"}},
-		{408, dlt.Retry, map[dlt.Flavor]bool{dlt.FlavorSawtooth: true, dlt.FlavorScabbard: true}, 0, map[dlt.Flavor]string{
+		{408, both(batchclaim.Unknown), 0, map[dlt.Flavor]string{
 			dlt.FlavorSawtooth: "code 19: Submission Timeout", dlt.FlavorScabbard: "Request Timeout"}},
-		{500, dlt.Retry, map[dlt.Flavor]bool{dlt.FlavorSawtooth: true, dlt.FlavorScabbard: true}, 0, map[dlt.Flavor]string{
+		{500, both(batchclaim.Unknown), 0, map[dlt.Flavor]string{
 			dlt.FlavorSawtooth: "code 10: Unknown Validator Error", dlt.FlavorScabbard: "The server encountered an error"}},
-		{503, dlt.Retry, map[dlt.Flavor]bool{dlt.FlavorScabbard: true}, 3 * time.Second, map[dlt.Flavor]string{
-			dlt.FlavorSawtooth: "code 15: Validator Not Ready", dlt.FlavorScabbard: "Service Unavailable"}},
+		{503, map[dlt.Flavor]batchclaim.Verdict{dlt.FlavorSawtooth: batchclaim.Retry, dlt.FlavorScabbard: batchclaim.Unknown},
+			3 * time.Second, map[dlt.Flavor]string{
+				dlt.FlavorSawtooth: "code 15: Validator Not Ready", dlt.FlavorScabbard: "Service Unavailable"}},
 	}
 	forEachFlavor(t, func(t *testing.T, flavor dlt.Flavor) {
 		b := setup(t, flavor, options{sim: dltsim.Config{RetryAfter: 2500 * time.Millisecond}})
@@ -102,10 +105,10 @@ func TestPostInjectedStatuses(t *testing.T) {
 			b.sim.InjectStatus(tt.code, 1)
 			id, list := dlt.FakeBatch("svc", tt.code)
 			res := post(t, b.client, list)
-			if res.Verdict != tt.verdict || res.HTTPStatus != tt.code || res.Unknown != tt.unknown[flavor] ||
+			if res.Verdict != tt.verdict[flavor] || res.HTTPStatus != tt.code ||
 				res.RetryAfter != tt.retryAfter || !strings.Contains(res.Detail, tt.detail[flavor]) {
-				t.Errorf("%d: result = %+v, want %v unknown=%v retry-after=%v detail %q",
-					tt.code, res, tt.verdict, tt.unknown[flavor], tt.retryAfter, tt.detail[flavor])
+				t.Errorf("%d: result = %+v, want %v retry-after=%v detail %q",
+					tt.code, res, tt.verdict[flavor], tt.retryAfter, tt.detail[flavor])
 			}
 			if st := b.sim.Status(id); st != batchclaim.StatusUnknown {
 				t.Errorf("%d: batch status %s, want UNKNOWN (not accepted)", tt.code, st)
@@ -113,7 +116,7 @@ func TestPostInjectedStatuses(t *testing.T) {
 			wantEffects(t, b.sim, id, dltsim.EffectRejected)
 		}
 		id, list := dlt.FakeBatch("svc", 0)
-		if res := post(t, b.client, list); res.Verdict != dlt.Accepted {
+		if res := post(t, b.client, list); res.Verdict != batchclaim.Accepted {
 			t.Fatalf("after the injections: %+v", res)
 		}
 		wantEffects(t, b.sim, id, dltsim.EffectAccepted)
@@ -132,24 +135,24 @@ func TestPostQueueFullHysteresis(t *testing.T) {
 			return post(t, b.client, list)
 		}
 		for range 3 {
-			if res := postNext(); res.Verdict != dlt.Accepted {
+			if res := postNext(); res.Verdict != batchclaim.Accepted {
 				t.Fatalf("filling: %+v", res)
 			}
 		}
 		res := postNext()
-		if res.Verdict != dlt.Retry || res.HTTPStatus != http.StatusTooManyRequests ||
-			res.RetryAfter != time.Second || res.Unknown {
+		if res.Verdict != batchclaim.Retry || res.HTTPStatus != http.StatusTooManyRequests ||
+			res.RetryAfter != time.Second {
 			t.Fatalf("full: %+v, want retry 429 with Retry-After 1s", res)
 		}
 		if flavor == dlt.FlavorScabbard && res.Detail != "Too Many Requests" {
 			t.Fatalf("scabbard 429 detail = %q, want the status text of an empty body", res.Detail)
 		}
 		b.sim.CommitNext(1) // 2 queued: not below QueueLow
-		if res := postNext(); res.Verdict != dlt.Retry {
+		if res := postNext(); res.Verdict != batchclaim.Retry {
 			t.Fatalf("at QueueLow: %+v, want retry", res)
 		}
 		b.sim.CommitNext(1) // 1 queued
-		if res := postNext(); res.Verdict != dlt.Accepted {
+		if res := postNext(); res.Verdict != batchclaim.Accepted {
 			t.Fatalf("below QueueLow: %+v, want accepted", res)
 		}
 	})
@@ -162,14 +165,14 @@ func TestPostTimeout(t *testing.T) {
 		b.sim.InjectTimeouts(1, time.Hour)
 		id, list := dlt.FakeBatch("svc", 1)
 		res := post(t, b.client, list)
-		if res.Verdict != dlt.Retry || res.HTTPStatus != 0 || !res.Unknown || res.Detail == "" {
-			t.Fatalf("result = %+v, want retry, no status, unknown", res)
+		if res.Verdict != batchclaim.Unknown || res.HTTPStatus != 0 || res.Detail == "" {
+			t.Fatalf("result = %+v, want unknown, no status", res)
 		}
 		wantEffects(t, b.sim, id, dltsim.EffectTimeout)
 		if st := b.sim.Status(id); st != batchclaim.StatusUnknown {
 			t.Fatalf("status %s, want UNKNOWN", st)
 		}
-		if res := post(t, b.client, list); res.Verdict != dlt.Accepted {
+		if res := post(t, b.client, list); res.Verdict != batchclaim.Accepted {
 			t.Fatalf("re-post: %+v", res)
 		}
 		wantEffects(t, b.sim, id, dltsim.EffectTimeout, dltsim.EffectAccepted)
@@ -183,11 +186,11 @@ func TestPostDroppedResponse(t *testing.T) {
 		b.sim.InjectDroppedResponses(1)
 		id, list := dlt.FakeBatch("svc", 1)
 		res := post(t, b.client, list)
-		if res.Verdict != dlt.Retry || res.HTTPStatus != 0 || !res.Unknown {
-			t.Fatalf("result = %+v, want retry, no status, unknown", res)
+		if res.Verdict != batchclaim.Unknown || res.HTTPStatus != 0 {
+			t.Fatalf("result = %+v, want unknown, no status", res)
 		}
 		waitStatus(t, b.client, id, batchclaim.StatusCommitted)
-		if res := post(t, b.client, list); res.Verdict != dlt.Accepted {
+		if res := post(t, b.client, list); res.Verdict != batchclaim.Accepted {
 			t.Fatalf("re-post: %+v", res)
 		}
 		wantEffects(t, b.sim, id, dltsim.EffectDropped, dltsim.EffectDuplicate)
@@ -209,8 +212,8 @@ func TestPostConnectionRefused(t *testing.T) {
 		c := newClient(t, flavor, url, dlt.Config{})
 		_, list := dlt.FakeBatch("svc", 1)
 		res := post(t, c, list)
-		if res.Verdict != dlt.Retry || res.HTTPStatus != 0 || res.Unknown || res.Detail == "" {
-			t.Fatalf("result = %+v, want retry, no status, not unknown", res)
+		if res.Verdict != batchclaim.Retry || res.HTTPStatus != 0 || res.Detail == "" {
+			t.Fatalf("result = %+v, want retry, no status", res)
 		}
 		if _, err := c.Statuses(t.Context(), []string{strings.Repeat("a", 128)}); err == nil {
 			t.Fatal("statuses: no error")
@@ -224,7 +227,7 @@ func TestAuthorization(t *testing.T) {
 		b := setup(t, flavor, options{sim: dltsim.Config{Authorization: "Bearer secret"}})
 		id, list := dlt.FakeBatch("svc", 1)
 		res := post(t, b.client, list)
-		if res.Verdict != dlt.Retry || res.HTTPStatus != http.StatusUnauthorized || res.Unknown {
+		if res.Verdict != batchclaim.Retry || res.HTTPStatus != http.StatusUnauthorized {
 			t.Fatalf("without authorization: %+v, want retry 401", res)
 		}
 		var herr *dlt.HTTPError
@@ -232,7 +235,7 @@ func TestAuthorization(t *testing.T) {
 			t.Fatalf("statuses without authorization: err = %v, want HTTPError 401", err)
 		}
 		c := newClient(t, flavor, b.url, dlt.Config{Authorization: "Bearer secret"})
-		if res := post(t, c, list); res.Verdict != dlt.Accepted {
+		if res := post(t, c, list); res.Verdict != batchclaim.Accepted {
 			t.Fatalf("with authorization: %+v", res)
 		}
 		waitStatus(t, c, id, batchclaim.StatusCommitted)

@@ -73,12 +73,3 @@ func TestNewClientFlavors(t *testing.T) {
 		t.Fatal("NewSawtooth with a URL without scheme: no error")
 	}
 }
-
-func TestVerdictString(t *testing.T) {
-	t.Parallel()
-	for v, want := range map[dlt.Verdict]string{dlt.Accepted: "accepted", dlt.Rejected: "rejected", dlt.Retry: "retry", 0: "Verdict(0)"} {
-		if v.String() != want {
-			t.Errorf("%d.String() = %q, want %q", int(v), v.String(), want)
-		}
-	}
-}

@@ -11,23 +11,28 @@
 // header.
 //
 // Clients. Client is what the submitter and the observer use: Post sends one BatchList and
-// classifies the answer as a Verdict, Statuses asks for the status of a set of batch ids. A
-// Post never returns an error for an HTTP or transport failure; those become
+// classifies the answer in the shared vocabulary of package batchclaim, Statuses asks for the
+// status of a set of batch ids. A Post never returns an error for an HTTP or transport
+// failure; its PostResult (a batchclaim.Result and the status link) carries the verdict:
 //
-//   - Accepted: 200 or 202; the ledger has the batch (PostResult.Link is the status link).
-//   - Rejected: 400; the batch itself is at fault and must not be sent again.
-//   - Retry:    429, 503, 408, 500 and every other status, connection errors, timeouts and
-//     dropped responses. RetryAfter carries a Retry-After header when one was sent.
+//   - batchclaim.Accepted: 200 or 202; the ledger has the batch (PostResult.Link is the status
+//     link).
+//   - batchclaim.Rejected: 400; the batch itself is at fault and must not be sent again.
+//   - batchclaim.Retry: an answer that proves the batch was not taken: 429, a Sawtooth 503
+//     with code 15 (validator not ready), a refused connection or a failed handshake before
+//     the request was written, and the other 4xx codes (401, 403, 404, ...), which are not
+//     Rejected because the batch is not at fault: they point at configuration.
+//   - batchclaim.Unknown: the POST may have taken effect although no usable answer arrived: a
+//     timeout or a dropped connection after the request was written, a 408, any other 503, a
+//     500, 502, 504 or other 5xx. The ledger is asked before the batch is posted again; a
+//     re-post is then a harmless duplicate, as both ledgers dedupe by batch id.
 //
-// PostResult.Unknown is set when the POST may have taken effect although no usable answer
-// arrived (a timeout or a dropped connection after the request was written, a 500, 502 or
-// 504). A later re-post of the same batch is then a harmless duplicate: both ledgers dedupe
-// by batch id. Other 4xx codes (401, 403, 404, ...) are Retry rather than Rejected because the
-// batch is not at fault: they point at configuration.
+// RetryAfter carries a Retry-After header when one was sent.
 //
 // Sawtooth reports PENDING, INVALID, COMMITTED or UNKNOWN; Statuses sends at most 15 ids per
 // GET /batch_statuses and runs the groups with bounded concurrency. Scabbard also reports
-// VALID (executed, order fixed, not yet committed), which is why OrderedOnValid differs. For
+// VALID (executed, not yet committed); OrderedOnValid is false for it too, because a restart
+// of the node forgets a VALID batch and only COMMITTED fixes a batch's place. For
 // both flavours an id the ledger did not mention is reported UNKNOWN, and an id the ledger
 // mentions without having been asked is an error (the answer cannot be trusted).
 //

@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"testing"
 	"time"
+
+	"github.com/batchclaim/batchclaim"
 )
 
 func TestParseRetryAfter(t *testing.T) {
@@ -68,24 +70,23 @@ func TestClassify(t *testing.T) {
 	tests := []struct {
 		code    int
 		body    string
-		verdict Verdict
-		unknown bool
+		verdict batchclaim.Verdict
 	}{
-		{200, "", Accepted, false}, {202, `{"link": "x"}`, Accepted, false},
-		{400, sawtooth(30), Rejected, false},
-		{401, "", Retry, false}, {404, "", Retry, false},
-		{429, sawtooth(31), Retry, false}, {429, "", Retry, false},
-		{503, sawtooth(15), Retry, false}, // validator not ready: never passed on
-		{503, sawtooth(17), Retry, true},  // validator timed out: may have been taken
-		{503, sawtooth(18), Retry, true},  // validator disconnected after receiving it
-		{503, "", Retry, true},            // no proof of refusal
-		{408, sawtooth(19), Retry, true},
-		{500, "", Retry, true}, {502, "", Retry, true}, {504, "", Retry, true},
+		{200, "", batchclaim.Accepted}, {202, `{"link": "x"}`, batchclaim.Accepted},
+		{400, sawtooth(30), batchclaim.Rejected},
+		{401, "", batchclaim.Retry}, {404, "", batchclaim.Retry},
+		{429, sawtooth(31), batchclaim.Retry}, {429, "", batchclaim.Retry},
+		{503, sawtooth(15), batchclaim.Retry},   // validator not ready: never passed on
+		{503, sawtooth(17), batchclaim.Unknown}, // validator timed out: may have been taken
+		{503, sawtooth(18), batchclaim.Unknown}, // validator disconnected after receiving it
+		{503, "", batchclaim.Unknown},           // no proof of refusal
+		{408, sawtooth(19), batchclaim.Unknown},
+		{500, "", batchclaim.Unknown}, {502, "", batchclaim.Unknown}, {504, "", batchclaim.Unknown},
 	}
 	for _, tt := range tests {
 		r := classify(tt.code, []byte(tt.body))
-		if r.Verdict != tt.verdict || r.Unknown != tt.unknown || r.HTTPStatus != tt.code {
-			t.Errorf("classify(%d, %s) = %+v, want %v unknown=%v", tt.code, tt.body, r, tt.verdict, tt.unknown)
+		if r.Verdict != tt.verdict || r.HTTPStatus != tt.code {
+			t.Errorf("classify(%d, %s) = %+v, want %v", tt.code, tt.body, r, tt.verdict)
 		}
 	}
 }

@@ -95,7 +95,7 @@ func TestStatusesSplitsLargeRequests(t *testing.T) {
 			id, list := dlt.FakeBatch("svc", i)
 			ids, all = append(ids, id), append(all, list...)
 		}
-		if res := post(t, b.client, all); res.Verdict != dlt.Accepted {
+		if res := post(t, b.client, all); res.Verdict != batchclaim.Accepted {
 			t.Fatalf("post: %+v", res)
 		}
 		asked := append(slices.Clone(ids), ids[0], ids[1]) // repeats are dropped
@@ -240,7 +240,7 @@ func TestStatusesAfterRestartAndEviction(t *testing.T) {
 			t.Fatalf("after restart: %+v, want %s", st, after)
 		}
 		_, list := dlt.FakeBatch("svc", 2)
-		if res := post(t, b.client, list); res.Verdict != dlt.Accepted {
+		if res := post(t, b.client, list); res.Verdict != batchclaim.Accepted {
 			t.Fatalf("re-post after restart: %+v", res)
 		}
 		if st := statuses(t, b.client, ids[2])[0]; st.Status != batchclaim.StatusCommitted {

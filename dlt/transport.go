@@ -16,6 +16,8 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+
+	"github.com/batchclaim/batchclaim"
 )
 
 // Body size limits: answers larger than this are cut (and then usually fail to decode).
@@ -124,15 +126,19 @@ func (t *transport) post(ctx context.Context, target string, payload []byte,
 		if ctx.Err() != nil {
 			return PostResult{}, fmt.Errorf("post batches: %w", ctx.Err())
 		}
-		res := PostResult{Verdict: Retry, Detail: err.Error(), Unknown: wrote.Load()}
-		t.log.DebugContext(ctx, "post batches failed", "url", redacted(target), "error", err, "unknown", res.Unknown)
+		// A request never written was certainly not taken; one written may have been.
+		res := PostResult{Result: batchclaim.Result{Verdict: batchclaim.Retry, Detail: err.Error()}}
+		if wrote.Load() {
+			res.Verdict = batchclaim.Unknown
+		}
+		t.log.DebugContext(ctx, "post batches failed", "url", redacted(target), "error", err, "verdict", res.Verdict.String())
 		return res, nil
 	}
 	defer resp.Body.Close()
 	body, readErr := io.ReadAll(io.LimitReader(resp.Body, maxPostAnswer))
-	res := classify(resp.StatusCode, body)
+	res := PostResult{Result: classify(resp.StatusCode, body)}
 	res.RetryAfter = parseRetryAfter(resp.Header.Get("Retry-After"), time.Now())
-	if res.Verdict == Accepted {
+	if res.Verdict == batchclaim.Accepted {
 		res.Link = t.link(body)
 	} else {
 		res.Detail = detail(resp.StatusCode, body)
@@ -146,25 +152,26 @@ func (t *transport) post(ctx context.Context, target string, payload []byte,
 }
 
 // classify maps an answer to a verdict. Only an answer that proves the batches were not
-// taken may be retried blind (Retry without Unknown): 429 (queue full), a 503 whose Sawtooth
-// error code is 15 (validator not ready: the REST API did not pass the batches on), and the
-// other 4xx (the request itself was refused). Everything else whose outcome is not an
-// acceptance or a rejection is Unknown: the ledger must be asked before the batches go again.
-// That includes 408 (the REST API gave up sending to the validator after trying), a 503 with
-// code 17 (validator timed out: the batches may have been taken) or 18 (validator
-// disconnected after receiving them), a 503 without a Sawtooth code, and every other 5xx.
-func classify(code int, body []byte) PostResult {
-	res := PostResult{HTTPStatus: code, Verdict: Retry}
+// taken is Retry, to be posted again blind: 429 (queue full), a 503 whose Sawtooth error code
+// is 15 (validator not ready: the REST API did not pass the batches on), and the other 4xx
+// (the request itself was refused). Everything else that is not an acceptance or a rejection
+// is Unknown: the ledger must be asked before the batches go again. That includes 408 (the
+// REST API gave up sending to the validator after trying), a 503 with code 17 (validator timed
+// out: the batches may have been taken) or 18 (validator disconnected after receiving them), a
+// 503 without a Sawtooth code, and every other 5xx.
+func classify(code int, body []byte) batchclaim.Result {
+	res := batchclaim.Result{HTTPStatus: code}
 	switch {
 	case code >= 200 && code < 300:
-		res.Verdict = Accepted
+		res.Verdict = batchclaim.Accepted
 	case code == http.StatusBadRequest:
-		res.Verdict = Rejected
-	case code == http.StatusTooManyRequests:
-	case code == http.StatusServiceUnavailable:
-		res.Unknown = sawtoothErrorCode(body) != sawtoothValidatorNotReady
+		res.Verdict = batchclaim.Rejected
+	case code == http.StatusServiceUnavailable && sawtoothErrorCode(body) == sawtoothValidatorNotReady:
+		res.Verdict = batchclaim.Retry
 	case code == http.StatusRequestTimeout, code >= 500:
-		res.Unknown = true
+		res.Verdict = batchclaim.Unknown
+	default: // 429 and the other 4xx
+		res.Verdict = batchclaim.Retry
 	}
 	return res
 }

@@ -10,25 +10,15 @@ import (
 	"github.com/batchclaim/batchclaim/submitter"
 )
 
-// DLTSubmitter posts batches (their payload is a BatchList) through a ledger adapter.
+// DLTSubmitter posts batches (their payload is a BatchList) through a ledger adapter, whose
+// classified answer is the submission's result.
 func DLTSubmitter(c dlt.Client) submitter.Submitter {
 	return submitter.SubmitterFunc(func(ctx context.Context, b batchclaim.Batch) (batchclaim.Result, error) {
 		res, err := c.Post(ctx, b.Payload)
 		if err != nil {
 			return batchclaim.Result{}, err
 		}
-		out := batchclaim.Result{HTTPStatus: res.HTTPStatus, RetryAfter: res.RetryAfter, Detail: res.Detail}
-		switch {
-		case res.Verdict == dlt.Accepted:
-			out.Verdict = batchclaim.Accepted
-		case res.Verdict == dlt.Rejected:
-			out.Verdict = batchclaim.Rejected
-		case res.Unknown:
-			out.Verdict = batchclaim.Unknown
-		default:
-			out.Verdict = batchclaim.Retry
-		}
-		return out, nil
+		return res.Result, nil
 	})
 }
 
