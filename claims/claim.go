@@ -25,6 +25,8 @@ const (
 	LossDeadline LossReason = "deadline"
 	// LossReleased: we gave the claim back (graceful stop or fair-share surplus).
 	LossReleased LossReason = "released"
+	// LossDropped: we deleted the claim row of an idle service_id (Config.DropIdleAfter).
+	LossDropped LossReason = "dropped"
 )
 
 // Querier runs statements: a *pgxpool.Pool, a *pgx.Conn or a pgx.Tx.

@@ -22,6 +22,7 @@ const (
 	MaxSubmissionDefault  = 60 * time.Second  // S
 	Expiry2Default        = 120 * time.Second // T2
 	MaxSerializationTries = 20
+	ChunkSizeDefault      = 1000
 )
 
 // Config configures an Engine. Every duration is wall time measured by the database (for
@@ -60,9 +61,21 @@ type Config struct {
 	// releases surplus. Zero (the default) gives the tightest balance: after quiescence the
 	// claim counts of any two instances differ by at most one.
 	ShareSlack int
-	// MaxSerializationRetries bounds the retries of one claim cycle on SQLSTATE 40001/40P01.
-	// Zero means 20.
+	// MaxSerializationRetries bounds the retries of one claim-cycle statement, of Register and
+	// of a WriteTx transaction after a transient conflict (SQLSTATE 40001, 40P01, 55P03). Zero
+	// means 20.
 	MaxSerializationRetries int
+	// ChunkSize bounds the rows one claim-cycle statement voids, acquires or drops; a cycle
+	// runs as many chunks as it needs (each skips rows others have locked), so no statement
+	// holds many row locks for long. Zero means 1000.
+	ChunkSize int
+	// DropIdleAfter: the claim rows of this instance's service_ids that have had no
+	// unfinished batch for this long (since the last recorded POST outcome, or since the
+	// claim was taken) are deleted, so that the engine's cost follows the keys with work, not
+	// every key ever seen. The next enqueue of such a service_id creates its row again, and
+	// epochs come from one global sequence, so none is ever reused. Zero (the default) never
+	// drops a row; use it for claims-only users whose work is not in the batches table.
+	DropIdleAfter time.Duration
 	// PruneAfter: instances whose lease ended this long ago and that hold nothing are removed
 	// from the registry. Zero means 10 x Expiry2; negative disables pruning.
 	PruneAfter time.Duration
@@ -156,6 +169,7 @@ func (c Config) withDefaults() Config {
 	c.Margin = cmp.Or(c.Margin, c.Expiry1/10)
 	c.MaxSubmission = cmp.Or(c.MaxSubmission, min(MaxSubmissionDefault, c.Expiry2-c.LocalDeadline-c.Margin))
 	c.MaxSerializationRetries = cmp.Or(c.MaxSerializationRetries, MaxSerializationTries)
+	c.ChunkSize = cmp.Or(c.ChunkSize, ChunkSizeDefault)
 	c.PruneAfter = cmp.Or(c.PruneAfter, 10*c.Expiry2)
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
@@ -232,6 +246,12 @@ func (c Config) validate() error {
 	}
 	if c.MaxSerializationRetries < 0 {
 		bad(nil, "max serialization retries must not be negative, got %d", c.MaxSerializationRetries)
+	}
+	if c.ChunkSize < 0 {
+		bad(nil, "chunk size must not be negative, got %d", c.ChunkSize)
+	}
+	if c.DropIdleAfter < 0 {
+		bad(nil, "drop-idle-after must not be negative (zero never drops), got %s", c.DropIdleAfter)
 	}
 	if len(c.Name) > 200 {
 		bad(nil, "instance name is %d bytes; at most 200 allowed", len(c.Name))

@@ -44,62 +44,126 @@ type CycleReport struct {
 	Lost     []string // service_ids the database no longer lists as ours
 	Voided   []Voided // expired claims of other (dead or hung) instances freed by this cycle
 	Released int      // surplus claims given back for fair share
-	Retries  int      // serialization retries this cycle needed
+	Dropped  int      // idle claim rows deleted (Config.DropIdleAfter)
+	Retries  int      // statements of this cycle run again after a transient conflict
 }
 
 // Cycle runs one claim cycle:
 //
-//  1. renew the lease, unless the lease loop started by Run does that on its own connection:
-//     one short UPDATE of this instance's row, outside the serializable transaction (writing
-//     it inside multiplies serialization failures);
-//  2. read the fair-share inputs (plain reads: they are advice, not safety);
-//  3. in one SERIALIZABLE transaction, retried on 40001/40P01: void expired claims (two-phase),
-//     read our own claims, take free ones up to the target, and give back idle surplus once we
-//     have been over the target for two cycles in a row;
-//  4. reconcile the in-memory claim set with what the database says we hold.
+//  1. renew the lease, unless the lease loop started by Run does that on its own connection;
+//  2. survey, in one statement: whether the registry row is still ours, the live instances,
+//     the number of service_ids and free ones, whether any claim waits to be voided, a
+//     fingerprint of our own claims and how many of them are idle past DropIdleAfter;
+//  3. only if the survey says there is something to do: void expired claims (two-phase),
+//     take free ones up to the fair-share target, give back idle surplus once we have been
+//     over the target for two cycles in a row, drop idle claim rows. Each is a READ COMMITTED
+//     statement over a bounded chunk of rows that skips rows others have locked, so one
+//     locked row delays no one and no statement holds many locks for long;
+//  4. reconcile the in-memory claim set with what the database says we hold, reading our
+//     claims only when the fingerprint or our own writes say they changed.
+//
+// An instance with nothing to change sends one statement per cycle (two with the renewal).
 func (e *Engine) Cycle(ctx context.Context) (CycleReport, error) {
 	e.stats.cycles.Add(1)
+	rep, err := e.cycle(ctx)
+	if err != nil {
+		e.stats.cycleErrors.Add(1)
+		return rep, fmt.Errorf("claim cycle: %w", err)
+	}
+	return rep, nil
+}
+
+func (e *Engine) cycle(ctx context.Context) (CycleReport, error) {
 	var rep CycleReport
 	if !e.leaseRunning() { // driven by Cycle alone: renew here
 		if err := e.heartbeat(ctx, e.pool); err != nil {
-			e.stats.cycleErrors.Add(1)
 			return rep, err
 		}
 	}
-	share, err := e.census(ctx)
+	now, err := e.dbNow(ctx, e.pool)
 	if err != nil {
-		e.stats.cycleErrors.Add(1)
 		return rep, err
 	}
+	sv, err := e.q.ClaimsSurvey(ctx, e.pool, db.ClaimsSurveyParams{
+		Claimant: e.cfg.InstanceID, Nonce: e.nonce, Now: now, IdleMs: e.cfg.DropIdleAfter.Milliseconds(),
+	})
+	if err != nil {
+		return rep, fmt.Errorf("survey: %w", err)
+	}
+	if !sv.Owned {
+		return rep, fmt.Errorf("%w: the registry row of %s belongs to another process", ErrInstanceIDInUse, e.cfg.InstanceID)
+	}
+	live := make([]string, len(sv.Live))
+	for i, id := range sv.Live {
+		live[i] = id.String()
+	}
+	share := fairShare(int(sv.ServiceIds), live, e.cfg.InstanceID.String())
 	rep.Share = share
+
+	if sv.Voidable {
+		if rep.Voided, err = e.voidExpired(ctx, now, &rep); err != nil {
+			return rep, err
+		}
+	}
 
 	e.mu.Lock()
 	releaseSurplus := e.overCycles >= 1
+	known := e.fingerprintLocked() == fingerprint{sv.Held, sv.EpochSum}
 	e.mu.Unlock()
 
-	var dbHeld []db.ClaimsHeldRow
-	err = serializable(ctx, e.pool, e.cfg.MaxSerializationRetries, e.GuardTx, func() {
-		rep.Retries++
-		e.stats.serializationRetries.Add(1)
-	}, func(tx pgx.Tx) error {
-		var err error
-		dbHeld, rep.Voided, rep.Released, err = e.claimTx(ctx, tx, share, releaseSurplus)
-		return err
-	})
-	if err != nil {
-		e.stats.cycleErrors.Add(1)
-		if isSerializationFailure(err) {
-			e.stats.serializationGiveUps.Add(1)
+	wrote := false
+	held := int(sv.Held)
+	var rows []db.ClaimsHeldRow // our claims as the database lists them, once read
+	switch want := share.Target - held; {
+	case share.Rank < 0:
+		// Our lease is not in phase one by the database clock: take nothing.
+	case want > 0 && (sv.Free > 0 || len(rep.Voided) > 0):
+		got, err := e.acquire(ctx, now, want, &rep)
+		if err != nil {
+			return rep, err
 		}
-		return rep, fmt.Errorf("claim cycle: %w", err)
+		wrote = wrote || got > 0
+	case -want > e.cfg.ShareSlack && releaseSurplus:
+		if rows, err = e.q.ClaimsHeld(ctx, e.pool, e.cfg.InstanceID); err != nil {
+			return rep, fmt.Errorf("read own claims: %w", err)
+		}
+		if rep.Released, err = e.releaseSurplus(ctx, rows, -want, &rep); err != nil {
+			return rep, err
+		}
+		wrote = wrote || rep.Released > 0
 	}
-	e.stats.voided.Add(int64(len(rep.Voided)))
-	for _, v := range rep.Voided {
-		e.log.Info("claim voided: owner's lease expired", "service_id", v.ServiceID, "epoch", v.Epoch, "owner", v.Owner.String(), "event", v.Phase)
+	if sv.Idle > 0 && e.cfg.DropIdleAfter > 0 {
+		dropped, err := e.dropIdle(ctx, now, &rep)
+		if err != nil {
+			return rep, err
+		}
+		rep.Dropped = len(dropped)
+		wrote = wrote || len(dropped) > 0
+	}
+
+	if known && !wrote && rows == nil {
+		// Nothing changed: the in-memory set is what the database lists.
+		rep.Held = held
+	} else {
+		if rows == nil || wrote {
+			if rows, err = e.q.ClaimsHeld(ctx, e.pool, e.cfg.InstanceID); err != nil {
+				return rep, fmt.Errorf("read own claims: %w", err)
+			}
+		}
+		rep.Held = len(rows)
+		gained, lost := e.reconcile(rows)
+		for _, c := range gained {
+			rep.Gained = append(rep.Gained, c.ServiceID)
+		}
+		for _, c := range lost {
+			rep.Lost = append(rep.Lost, c.ServiceID)
+		}
+		e.notifyLost(lost, LossTaken)
+		e.notifyGained(gained)
 	}
 
 	e.mu.Lock()
-	if len(dbHeld) > share.Target+e.cfg.ShareSlack && share.Rank >= 0 {
+	if rep.Held > share.Target+e.cfg.ShareSlack && share.Rank >= 0 {
 		e.overCycles++
 	} else {
 		e.overCycles = 0
@@ -109,18 +173,10 @@ func (e *Engine) Cycle(ctx context.Context) (CycleReport, error) {
 	prune := e.cycles%10 == 1 && e.cfg.PruneAfter > 0
 	e.mu.Unlock()
 
-	gained, lost := e.reconcile(dbHeld)
-	rep.Held = len(dbHeld)
-	for _, c := range gained {
-		rep.Gained = append(rep.Gained, c.ServiceID)
-	}
-	for _, c := range lost {
-		rep.Lost = append(rep.Lost, c.ServiceID)
-	}
-	e.notifyLost(lost, LossTaken)
-	e.notifyGained(gained)
-	if e.cfg.OnVoided != nil {
-		for _, v := range rep.Voided {
+	e.stats.voided.Add(int64(len(rep.Voided)))
+	for _, v := range rep.Voided {
+		e.log.Info("claim voided: owner's lease expired", "service_id", v.ServiceID, "epoch", v.Epoch, "owner", v.Owner.String(), "event", v.Phase)
+		if e.cfg.OnVoided != nil {
 			e.cfg.OnVoided(v)
 		}
 	}
@@ -130,77 +186,85 @@ func (e *Engine) Cycle(ctx context.Context) (CycleReport, error) {
 	return rep, nil
 }
 
-func (e *Engine) census(ctx context.Context) (Share, error) {
-	now, err := e.dbNow(ctx, e.pool)
-	if err != nil {
-		return Share{}, fmt.Errorf("read fair-share inputs: %w", err)
+// fingerprint identifies a set of claims well enough to notice a change: only this
+// instance's own statements add claims to its set, and every acquisition draws a new epoch, so
+// a set that lost or gained claims has another count or another sum of epochs.
+type fingerprint struct{ count, epochSum int64 }
+
+func (e *Engine) fingerprintLocked() fingerprint {
+	if !e.usableLocked() {
+		return fingerprint{-1, -1} // fenced: nothing is adopted until a renewal, so always re-read
 	}
-	c, err := e.q.ClaimsCensus(ctx, e.pool)
-	if err != nil {
-		return Share{}, fmt.Errorf("count service_ids: %w", err)
+	f := fingerprint{count: int64(len(e.held))}
+	for _, h := range e.held {
+		f.epochSum += h.claim.Epoch
 	}
-	ids, err := e.q.InstancesLive(ctx, e.pool, now)
-	if err != nil {
-		return Share{}, fmt.Errorf("list live instances: %w", err)
-	}
-	live := make([]string, len(ids))
-	for i, id := range ids {
-		live[i] = id.String()
-	}
-	return fairShare(int(c.ServiceIds), live, e.cfg.InstanceID.String()), nil
+	return f
 }
 
-// claimTx is the body of the serializable transaction.
-func (e *Engine) claimTx(ctx context.Context, tx pgx.Tx, share Share, releaseSurplus bool) (held []db.ClaimsHeldRow, voided []Voided, released int, err error) {
-	now, err := e.dbNow(ctx, tx)
+// retried runs one statement of the cycle, again after a transient conflict (a deadlock, a
+// lock timeout), with jittered backoff.
+func (e *Engine) retried(ctx context.Context, rep *CycleReport, what string, fn func() error) error {
+	err := retry(ctx, e.cfg.MaxSerializationRetries, func() { rep.Retries++; e.stats.serializationRetries.Add(1) }, fn)
 	if err != nil {
-		return nil, nil, 0, err
+		if isSerializationFailure(err) {
+			e.stats.serializationGiveUps.Add(1)
+		}
+		return fmt.Errorf("%s: %w", what, err)
 	}
-	owned, err := e.q.InstanceOwned(ctx, tx, db.InstanceOwnedParams{ID: e.cfg.InstanceID, Nonce: e.nonce})
-	if err != nil {
-		return nil, nil, 0, fmt.Errorf("check own lease: %w", err)
-	}
-	if !owned {
-		return nil, nil, 0, fmt.Errorf("claim cycle: %w: the registry row of %s belongs to another process", ErrInstanceIDInUse, e.cfg.InstanceID)
-	}
-	v, err := e.q.ClaimsVoidExpired(ctx, tx, now)
-	if err != nil {
-		return nil, nil, 0, fmt.Errorf("void expired claims: %w", err)
-	}
-	for _, r := range v {
-		voided = append(voided, Voided{ServiceID: r.ServiceID, Owner: r.InstanceID, Epoch: r.Epoch, Phase: r.Event})
-	}
-	held, err = e.q.ClaimsHeld(ctx, tx, e.cfg.InstanceID)
-	if err != nil {
-		return nil, nil, 0, fmt.Errorf("read own claims: %w", err)
-	}
-	switch want := share.Target - len(held); {
-	case share.Rank < 0:
-		// Our lease is not in phase one by the database clock: take nothing.
-	case want > 0:
-		got, err := e.q.ClaimsAcquire(ctx, tx, db.ClaimsAcquireParams{
-			Max: int32(want), Start: rand.Int64() - rand.Int64(), Claimant: e.cfg.InstanceID, Now: now,
+	return nil
+}
+
+// voidExpired frees the claims of instances past their expiries, a chunk at a time, until a
+// chunk comes back short (every other voidable row is being voided by someone else, or none
+// is left).
+func (e *Engine) voidExpired(ctx context.Context, now *time.Time, rep *CycleReport) ([]Voided, error) {
+	var out []Voided
+	for {
+		var rows []db.ClaimsVoidExpiredRow
+		err := e.retried(ctx, rep, "void expired claims", func() (err error) {
+			rows, err = e.q.ClaimsVoidExpired(ctx, e.pool, db.ClaimsVoidExpiredParams{Now: now, Max: int32(e.cfg.ChunkSize)})
+			return err
 		})
 		if err != nil {
-			return nil, nil, 0, fmt.Errorf("acquire claims: %w", err)
+			return out, err
 		}
-		for _, g := range got {
-			held = append(held, db.ClaimsHeldRow{ServiceID: g.ServiceID, Epoch: g.Epoch, ClaimedAt: g.ClaimedAt})
+		for _, r := range rows {
+			out = append(out, Voided{ServiceID: r.ServiceID, Owner: r.InstanceID, Epoch: r.Epoch, Phase: r.Event})
 		}
-	case -want > e.cfg.ShareSlack && releaseSurplus:
-		held, released, err = e.releaseSurplus(ctx, tx, held, -want)
+		if len(rows) < e.cfg.ChunkSize {
+			return out, nil
+		}
+	}
+}
+
+// acquire takes up to want free claims, a chunk at a time, each chunk starting at a random
+// point of the free index so that concurrent acquirers mostly read different rows. It stops
+// when a chunk comes back short.
+func (e *Engine) acquire(ctx context.Context, now *time.Time, want int, rep *CycleReport) (int, error) {
+	got := 0
+	for got < want {
+		n := min(want-got, e.cfg.ChunkSize)
+		var rows []db.ClaimsAcquireRow
+		err := e.retried(ctx, rep, "acquire claims", func() (err error) {
+			rows, err = e.q.ClaimsAcquire(ctx, e.pool, db.ClaimsAcquireParams{
+				Max: int32(n), Start: rand.Int64() - rand.Int64(), Claimant: e.cfg.InstanceID, Now: now,
+			})
+			return err
+		})
 		if err != nil {
-			return nil, nil, 0, err
+			return got, err
+		}
+		got += len(rows)
+		if len(rows) < n {
+			break
 		}
 	}
-	if e.testHookBeforeCommit != nil {
-		e.testHookBeforeCommit()
-	}
-	return held, voided, released, nil
+	return got, nil
 }
 
 // releaseSurplus gives back up to n idle claims, the most recently acquired first.
-func (e *Engine) releaseSurplus(ctx context.Context, tx pgx.Tx, held []db.ClaimsHeldRow, n int) ([]db.ClaimsHeldRow, int, error) {
+func (e *Engine) releaseSurplus(ctx context.Context, held []db.ClaimsHeldRow, n int, rep *CycleReport) (int, error) {
 	idle := make([]db.ClaimsHeldRow, 0, len(held))
 	for _, h := range held {
 		if h.SubmittingSince == nil {
@@ -213,22 +277,66 @@ func (e *Engine) releaseSurplus(ctx context.Context, tx pgx.Tx, held []db.Claims
 	for i, h := range idle {
 		give[i] = Claim{ServiceID: h.ServiceID, Epoch: h.Epoch}
 	}
-	released, err := e.release(ctx, tx, give, "surplus_released", true)
+	var released int
+	err := e.retried(ctx, rep, "release surplus", func() (err error) {
+		released, err = e.release(ctx, e.pool, give, "surplus_released", true)
+		return err
+	})
 	if err != nil {
-		return nil, 0, fmt.Errorf("release surplus: %w", err)
-	}
-	gone := map[string]bool{}
-	for _, c := range give {
-		gone[c.ServiceID] = true
-	}
-	kept := held[:0:0]
-	for _, h := range held {
-		if !gone[h.ServiceID] {
-			kept = append(kept, h)
-		}
+		return 0, err
 	}
 	e.log.Info("released surplus claims over fair share", "released", released)
-	return kept, released, nil
+	return released, nil
+}
+
+// dropIdle deletes up to one chunk of this instance's idle claim rows: those with no
+// unfinished batch and no recorded activity for DropIdleAfter. It runs in a transaction of
+// two statements: the first takes, without waiting, the enqueue lock of each candidate
+// service_id (an enqueue running now keeps its row), the second, whose snapshot comes after
+// those locks, deletes the rows that still have no unfinished batch.
+func (e *Engine) dropIdle(ctx context.Context, now *time.Time, rep *CycleReport) ([]Claim, error) {
+	var dropped []Claim
+	err := e.retried(ctx, rep, "drop idle claims", func() error {
+		dropped = dropped[:0]
+		return runTx(ctx, e.pool, pgx.TxOptions{}, e.GuardTx, func(tx pgx.Tx) error {
+			locked, err := e.q.ClaimsLockIdle(ctx, tx, db.ClaimsLockIdleParams{
+				Claimant: e.cfg.InstanceID, Now: now, IdleMs: e.cfg.DropIdleAfter.Milliseconds(), Max: int32(e.cfg.ChunkSize),
+			})
+			if err != nil || len(locked) == 0 {
+				return err
+			}
+			p := db.ClaimsDropIdleParams{Claimant: e.cfg.InstanceID}
+			for _, l := range locked {
+				p.ServiceIds = append(p.ServiceIds, l.ServiceID)
+				p.Epochs = append(p.Epochs, l.Epoch)
+			}
+			rows, err := e.q.ClaimsDropIdle(ctx, tx, p)
+			for _, r := range rows {
+				dropped = append(dropped, Claim{ServiceID: r.ServiceID, Epoch: r.Epoch})
+			}
+			return err
+		})
+	})
+	if err != nil {
+		return nil, err
+	}
+	if len(dropped) > 0 {
+		e.stats.dropped.Add(int64(len(dropped)))
+		e.log.Debug("dropped idle claim rows", "rows", len(dropped))
+		// Drop them here with their own reason, so that reconcile does not call them taken.
+		e.mu.Lock()
+		var lost []Claim
+		for _, c := range dropped {
+			if h, ok := e.held[c.ServiceID]; ok && h.claim.Epoch == c.Epoch {
+				h.cancel()
+				delete(e.held, c.ServiceID)
+				lost = append(lost, h.claim)
+			}
+		}
+		e.mu.Unlock()
+		e.notifyLost(lost, LossDropped)
+	}
+	return dropped, nil
 }
 
 // reconcile makes the in-memory set equal to what the database says we hold.

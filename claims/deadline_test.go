@@ -52,9 +52,13 @@ func TestLocalDeadlineFencesAndRecovers(t *testing.T) {
 	if len(rep.Gained) != 3 || !e.Healthy() {
 		t.Fatalf("after recovery gained %v healthy=%v", rep.Gained, e.Healthy())
 	}
+	before := map[string]int64{}
+	for _, c := range held {
+		before[c.ServiceID] = c.Epoch
+	}
 	for _, c := range e.Held() {
-		if c.Epoch != 1 {
-			t.Fatalf("%s re-adopted with epoch %d, want the unchanged 1", c.ServiceID, c.Epoch)
+		if c.Epoch != before[c.ServiceID] {
+			t.Fatalf("%s re-adopted with epoch %d, want the unchanged %d", c.ServiceID, c.Epoch, before[c.ServiceID])
 		}
 	}
 	if got := e.Stats().DeadlineFences; got != 1 {

@@ -33,8 +33,7 @@ type Engine struct {
 
 	shift atomic.Int64 // nanoseconds added to the database clock (tests and drills)
 
-	testHookBeforeCommit func() // tests only: runs at the end of the serializable transaction
-	stats                counters
+	stats counters
 
 	mu         sync.Mutex
 	base       context.Context // parent of claim contexts; never cancelled by Run's ctx

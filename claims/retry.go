@@ -41,12 +41,12 @@ func serializable(ctx context.Context, pool Pool, maxTries int, guard func(conte
 	return retryTx(ctx, pool, pgx.TxOptions{IsoLevel: pgx.Serializable}, maxTries, guard, retried, fn)
 }
 
-// retryTx runs fn in a transaction with opts, again while it fails with a transient
-// conflict (isSerializationFailure), up to maxTries retries with jittered backoff; ctx ends
-// the retries.
-func retryTx(ctx context.Context, pool Pool, opts pgx.TxOptions, maxTries int, guard func(context.Context, Querier) error, retried func(), fn func(pgx.Tx) error) error {
+// retry runs fn again while it fails with a transient conflict (isSerializationFailure), up
+// to maxTries retries with jittered backoff; ctx ends the retries. retried is called once per
+// retry.
+func retry(ctx context.Context, maxTries int, retried func(), fn func() error) error {
 	op := func() error {
-		err := runTx(ctx, pool, opts, guard, fn)
+		err := fn()
 		if err == nil {
 			return nil
 		}
@@ -63,6 +63,13 @@ func retryTx(ctx context.Context, pool Pool, opts pgx.TxOptions, maxTries int, g
 		return err
 	}
 	return nil
+}
+
+// retryTx runs fn in a transaction with opts, again while it fails with a transient
+// conflict (isSerializationFailure), up to maxTries retries with jittered backoff; ctx ends
+// the retries.
+func retryTx(ctx context.Context, pool Pool, opts pgx.TxOptions, maxTries int, guard func(context.Context, Querier) error, retried func(), fn func(pgx.Tx) error) error {
+	return retry(ctx, maxTries, retried, func() error { return runTx(ctx, pool, opts, guard, fn) })
 }
 
 func runTx(ctx context.Context, pool Pool, opts pgx.TxOptions, guard func(context.Context, Querier) error, fn func(pgx.Tx) error) error {

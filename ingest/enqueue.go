@@ -42,9 +42,8 @@ func enqueue(ctx context.Context, q claims.Querier, serviceID, batchID string, p
 	if batchID == "" {
 		return Stored{}, errors.New("batch id is empty")
 	}
-	if err := claims.RegisterServiceIDs(ctx, q, serviceID); err != nil {
-		return Stored{}, err
-	}
+	// BatchInsert also creates the service_id's claim row, under the enqueue lock (see
+	// claims.Config.DropIdleAfter for why it must be under the lock).
 	qs := db.New()
 	row, err := qs.BatchInsert(ctx, q, db.BatchInsertParams{ServiceID: serviceID, BatchID: batchID, Payload: payload, Ledger: ledger})
 	if err == nil {

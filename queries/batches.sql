@@ -9,8 +9,16 @@
 -- (or of this statement alone when it runs outside one).
 -- Idempotent on (service_id, batch_id): a batch stored twice keeps its first seq. No row
 -- comes back on any conflict, including a ledger batch id stored under another service_id.
+-- The service_id's claim row is created under the same lock, so that an owner dropping the
+-- row as idle (ClaimsLockIdle, ClaimsDropIdle) either sees this batch or runs entirely before
+-- this statement takes the lock, and then the row is created again here.
 WITH serial AS (
-    SELECT pg_advisory_xact_lock(hashtext('batchclaim.enqueue'), hashtext(sqlc.arg(service_id)::text))
+    SELECT pg_advisory_xact_lock(hashtext('batchclaim.enqueue'), hashtext(sqlc.arg(service_id)::text)) AS locked
+),
+registered AS (
+    INSERT INTO service_id_claims (service_id)
+    SELECT sqlc.arg(service_id)::text FROM serial
+    ON CONFLICT (service_id) DO NOTHING
 )
 INSERT INTO batches (service_id, batch_id, payload, ledger)
 SELECT sqlc.arg(service_id)::text, sqlc.arg(batch_id)::text, sqlc.arg(payload)::bytea, sqlc.arg(ledger)::bool FROM serial

@@ -6,18 +6,58 @@ INSERT INTO service_id_claims (service_id)
 SELECT unnest(sqlc.arg(service_ids)::text[])
 ON CONFLICT (service_id) DO NOTHING;
 
+-- name: ClaimsSurvey :one
+-- Everything one claim cycle needs to know, in one statement, so that an instance with
+-- nothing to change costs one statement per cycle: whether the registry row is still this
+-- process's, the live instances (fair share divides the work among them), the number of
+-- service_ids and of free ones, whether any claim waits to be voided, a fingerprint of this
+-- instance's own claims (count and sum of epochs: it changes whenever the set does, since
+-- only this instance's own statements add to it and every acquisition draws a new epoch),
+-- and how many of them may be dropped as idle. Plain reads: advice, not safety; every write
+-- that follows re-checks its rows.
+SELECT
+    EXISTS (SELECT 1 FROM instances i WHERE i.id = sqlc.arg(claimant)::uuid AND i.nonce = sqlc.arg(nonce)::uuid)::bool AS owned,
+    ARRAY(SELECT i.id FROM instances i WHERE i.expiry_1 > COALESCE(sqlc.narg(now)::timestamptz, now()) ORDER BY i.id)::uuid[] AS live,
+    (SELECT count(*) FROM service_id_claims)::bigint AS service_ids,
+    (SELECT count(*) FROM service_id_claims f WHERE f.claimant IS NULL)::bigint AS free,
+    EXISTS (
+        SELECT 1 FROM instances i
+        WHERE i.expiry_1 <= COALESCE(sqlc.narg(now)::timestamptz, now())
+          AND EXISTS (SELECT 1 FROM service_id_claims c WHERE c.claimant = i.id
+                      AND (i.expiry_2 <= COALESCE(sqlc.narg(now)::timestamptz, now()) OR c.submitting_since IS NULL))
+    )::bool AS voidable,
+    own.held, own.epoch_sum, own.idle
+FROM (
+    SELECT count(*)::bigint AS held, COALESCE(sum(c.epoch), 0)::bigint AS epoch_sum,
+           count(*) FILTER (WHERE sqlc.arg(idle_ms)::bigint > 0 AND c.submitting_since IS NULL
+               AND COALESCE(c.active_at, c.claimed_at, c.registered_at)
+                   <= COALESCE(sqlc.narg(now)::timestamptz, now()) - sqlc.arg(idle_ms)::bigint * interval '1 millisecond')::bigint AS idle
+    FROM service_id_claims c
+    WHERE c.claimant = sqlc.arg(claimant)::uuid
+) own;
+
 -- name: ClaimsVoidExpired :many
--- Two-phase maintenance. A claim is void when its claimant's lease is past expiry_2, or past
--- expiry_1 while the claim has no batch in submission. Runs inside the SERIALIZABLE cycle.
-WITH voided AS (
+-- Two-phase maintenance, one bounded chunk at a time. A claim is void when its claimant's
+-- lease is past expiry_2, or past expiry_1 while the claim has no batch in submission. Rows
+-- another transaction has locked (an owner starting a submission, another instance voiding
+-- the same chunk) are skipped, not waited for; a locked row that changed is judged again on
+-- its new version, so a submission mark that committed first keeps its claim in phase two.
+WITH cand AS (
+    SELECT c.service_id, c.claimant, c.epoch,
+           CASE WHEN i.expiry_2 <= COALESCE(sqlc.narg(now)::timestamptz, now()) THEN 'voided_expired' ELSE 'voided_idle' END AS event
+    FROM instances i
+    JOIN service_id_claims c ON c.claimant = i.id
+    WHERE i.expiry_1 <= COALESCE(sqlc.narg(now)::timestamptz, now())
+      AND (i.expiry_2 <= COALESCE(sqlc.narg(now)::timestamptz, now()) OR c.submitting_since IS NULL)
+    LIMIT sqlc.arg(max)::int
+    FOR UPDATE OF c SKIP LOCKED
+),
+voided AS (
     UPDATE service_id_claims c
     SET claimant = NULL, submitting_since = NULL
-    FROM instances i
-    WHERE c.claimant = i.id
-      AND i.expiry_1 <= COALESCE(sqlc.narg(now)::timestamptz, now())
-      AND (i.expiry_2 <= COALESCE(sqlc.narg(now)::timestamptz, now()) OR c.submitting_since IS NULL)
-    RETURNING c.service_id, i.id AS instance_id, c.epoch,
-              CASE WHEN i.expiry_2 <= COALESCE(sqlc.narg(now)::timestamptz, now()) THEN 'voided_expired' ELSE 'voided_idle' END AS event
+    FROM cand
+    WHERE c.service_id = cand.service_id AND c.claimant = cand.claimant AND c.epoch = cand.epoch
+    RETURNING c.service_id, cand.claimant AS instance_id, c.epoch, cand.event
 )
 INSERT INTO claim_events (service_id, instance_id, epoch, event)
 SELECT v.service_id, v.instance_id, v.epoch, v.event FROM voided v
@@ -56,7 +96,7 @@ pick AS (
 ),
 taken AS (
     UPDATE service_id_claims c
-    SET claimant = sqlc.arg(claimant)::uuid, epoch = c.epoch + 1, claimed_at = COALESCE(sqlc.narg(now)::timestamptz, now()), submitting_since = NULL
+    SET claimant = sqlc.arg(claimant)::uuid, epoch = nextval('service_id_claim_epochs'), claimed_at = COALESCE(sqlc.narg(now)::timestamptz, now()), submitting_since = NULL
     FROM pick
     WHERE c.service_id = pick.service_id AND c.claimant IS NULL
     RETURNING c.service_id, c.epoch, c.claimed_at
@@ -66,6 +106,41 @@ logged AS (
     SELECT taken.service_id, sqlc.arg(claimant)::uuid, taken.epoch, 'acquired' FROM taken
 )
 SELECT service_id, epoch, claimed_at FROM taken;
+
+-- name: ClaimsLockIdle :many
+-- The first step of dropping idle claim rows, in a transaction: own claims idle past the
+-- cutoff, each only if no enqueue of its service_id is running (the enqueue's advisory lock
+-- is free; taking it here makes the next enqueue wait until the drop commits). The locks are
+-- taken last, on the chosen rows only.
+SELECT s.service_id, s.epoch FROM (
+    SELECT c.service_id, c.epoch FROM service_id_claims c
+    WHERE c.claimant = sqlc.arg(claimant)::uuid AND c.submitting_since IS NULL
+      AND COALESCE(c.active_at, c.claimed_at, c.registered_at)
+          <= COALESCE(sqlc.narg(now)::timestamptz, now()) - sqlc.arg(idle_ms)::bigint * interval '1 millisecond'
+    ORDER BY c.service_id
+    LIMIT sqlc.arg(max)::int
+) s
+WHERE pg_try_advisory_xact_lock(hashtext('batchclaim.enqueue'), hashtext(s.service_id));
+
+-- name: ClaimsDropIdle :many
+-- The second step, in the same transaction and so with a snapshot taken after the locks:
+-- deletes the locked claim rows that are still held with the same epoch and have no
+-- unfinished batch (an enqueue that committed before the lock is seen here). The next
+-- enqueue creates the row again, and its next acquisition draws a new epoch.
+WITH wanted AS (
+    SELECT unnest(sqlc.arg(service_ids)::text[]) AS service_id, unnest(sqlc.arg(epochs)::bigint[]) AS epoch
+),
+dropped AS (
+    DELETE FROM service_id_claims c
+    USING wanted
+    WHERE c.service_id = wanted.service_id AND c.epoch = wanted.epoch
+      AND c.claimant = sqlc.arg(claimant)::uuid AND c.submitting_since IS NULL
+      AND NOT EXISTS (SELECT 1 FROM batches b WHERE b.service_id = c.service_id AND b.state NOT IN ('COMMITTED', 'INVALID'))
+    RETURNING c.service_id, c.epoch
+)
+INSERT INTO claim_events (service_id, instance_id, epoch, event)
+SELECT d.service_id, sqlc.arg(claimant)::uuid, d.epoch, 'dropped' FROM dropped d
+RETURNING service_id, epoch;
 
 -- name: ClaimsRelease :many
 -- Gives claims back, each only if it is still held with the given epoch. event says why
@@ -116,7 +191,7 @@ RETURNING c.submitting_since;
 
 -- name: ClaimEndSubmission :execrows
 UPDATE service_id_claims
-SET submitting_since = NULL
+SET submitting_since = NULL, active_at = now()
 WHERE service_id = sqlc.arg(service_id) AND claimant = sqlc.arg(claimant)::uuid AND epoch = sqlc.arg(epoch);
 
 -- name: ClaimFence :one
@@ -142,7 +217,7 @@ SELECT v.service_id, sqlc.arg(claimant)::uuid, v.epoch, 'voided_expired' FROM vo
 RETURNING service_id, epoch;
 
 -- name: ClaimsCensus :one
--- Inputs to fair share, read outside the SERIALIZABLE cycle (they are advice, not safety).
+-- The number of service_ids and of free ones (for status).
 SELECT (SELECT count(*) FROM service_id_claims)::bigint AS service_ids,
        (SELECT count(*) FROM service_id_claims WHERE claimant IS NULL)::bigint AS free;
 

@@ -168,7 +168,12 @@ func (q *Queries) BatchHeads(ctx context.Context, db DBTX, arg BatchHeadsParams)
 const batchInsert = `-- name: BatchInsert :one
 
 WITH serial AS (
-    SELECT pg_advisory_xact_lock(hashtext('batchclaim.enqueue'), hashtext($1::text))
+    SELECT pg_advisory_xact_lock(hashtext('batchclaim.enqueue'), hashtext($1::text)) AS locked
+),
+registered AS (
+    INSERT INTO service_id_claims (service_id)
+    SELECT $1::text FROM serial
+    ON CONFLICT (service_id) DO NOTHING
 )
 INSERT INTO batches (service_id, batch_id, payload, ledger)
 SELECT $1::text, $2::text, $3::bytea, $4::bool FROM serial
@@ -197,6 +202,9 @@ type BatchInsertRow struct {
 // (or of this statement alone when it runs outside one).
 // Idempotent on (service_id, batch_id): a batch stored twice keeps its first seq. No row
 // comes back on any conflict, including a ledger batch id stored under another service_id.
+// The service_id's claim row is created under the same lock, so that an owner dropping the
+// row as idle (ClaimsLockIdle, ClaimsDropIdle) either sees this batch or runs entirely before
+// this statement takes the lock, and then the row is created again here.
 func (q *Queries) BatchInsert(ctx context.Context, db DBTX, arg BatchInsertParams) (BatchInsertRow, error) {
 	row := db.QueryRow(ctx, batchInsert,
 		arg.ServiceID,

@@ -47,7 +47,7 @@ func (q *Queries) ClaimBeginSubmission(ctx context.Context, db DBTX, arg ClaimBe
 
 const claimEndSubmission = `-- name: ClaimEndSubmission :execrows
 UPDATE service_id_claims
-SET submitting_since = NULL
+SET submitting_since = NULL, active_at = now()
 WHERE service_id = $1 AND claimant = $2::uuid AND epoch = $3
 `
 
@@ -159,7 +159,7 @@ pick AS (
 ),
 taken AS (
     UPDATE service_id_claims c
-    SET claimant = $3::uuid, epoch = c.epoch + 1, claimed_at = COALESCE($4::timestamptz, now()), submitting_since = NULL
+    SET claimant = $3::uuid, epoch = nextval('service_id_claim_epochs'), claimed_at = COALESCE($4::timestamptz, now()), submitting_since = NULL
     FROM pick
     WHERE c.service_id = pick.service_id AND c.claimant IS NULL
     RETURNING c.service_id, c.epoch, c.claimed_at
@@ -222,12 +222,64 @@ type ClaimsCensusRow struct {
 	Free       int64
 }
 
-// Inputs to fair share, read outside the SERIALIZABLE cycle (they are advice, not safety).
+// The number of service_ids and of free ones (for status).
 func (q *Queries) ClaimsCensus(ctx context.Context, db DBTX) (ClaimsCensusRow, error) {
 	row := db.QueryRow(ctx, claimsCensus)
 	var i ClaimsCensusRow
 	err := row.Scan(&i.ServiceIds, &i.Free)
 	return i, err
+}
+
+const claimsDropIdle = `-- name: ClaimsDropIdle :many
+WITH wanted AS (
+    SELECT unnest($2::text[]) AS service_id, unnest($3::bigint[]) AS epoch
+),
+dropped AS (
+    DELETE FROM service_id_claims c
+    USING wanted
+    WHERE c.service_id = wanted.service_id AND c.epoch = wanted.epoch
+      AND c.claimant = $1::uuid AND c.submitting_since IS NULL
+      AND NOT EXISTS (SELECT 1 FROM batches b WHERE b.service_id = c.service_id AND b.state NOT IN ('COMMITTED', 'INVALID'))
+    RETURNING c.service_id, c.epoch
+)
+INSERT INTO claim_events (service_id, instance_id, epoch, event)
+SELECT d.service_id, $1::uuid, d.epoch, 'dropped' FROM dropped d
+RETURNING service_id, epoch
+`
+
+type ClaimsDropIdleParams struct {
+	Claimant   uuid.UUID
+	ServiceIds []string
+	Epochs     []int64
+}
+
+type ClaimsDropIdleRow struct {
+	ServiceID string
+	Epoch     int64
+}
+
+// The second step, in the same transaction and so with a snapshot taken after the locks:
+// deletes the locked claim rows that are still held with the same epoch and have no
+// unfinished batch (an enqueue that committed before the lock is seen here). The next
+// enqueue creates the row again, and its next acquisition draws a new epoch.
+func (q *Queries) ClaimsDropIdle(ctx context.Context, db DBTX, arg ClaimsDropIdleParams) ([]ClaimsDropIdleRow, error) {
+	rows, err := db.Query(ctx, claimsDropIdle, arg.Claimant, arg.ServiceIds, arg.Epochs)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []ClaimsDropIdleRow{}
+	for rows.Next() {
+		var i ClaimsDropIdleRow
+		if err := rows.Scan(&i.ServiceID, &i.Epoch); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 const claimsEffective = `-- name: ClaimsEffective :many
@@ -298,6 +350,59 @@ func (q *Queries) ClaimsHeld(ctx context.Context, db DBTX, claimant uuid.UUID) (
 			&i.ClaimedAt,
 			&i.SubmittingSince,
 		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const claimsLockIdle = `-- name: ClaimsLockIdle :many
+SELECT s.service_id, s.epoch FROM (
+    SELECT c.service_id, c.epoch FROM service_id_claims c
+    WHERE c.claimant = $1::uuid AND c.submitting_since IS NULL
+      AND COALESCE(c.active_at, c.claimed_at, c.registered_at)
+          <= COALESCE($2::timestamptz, now()) - $3::bigint * interval '1 millisecond'
+    ORDER BY c.service_id
+    LIMIT $4::int
+) s
+WHERE pg_try_advisory_xact_lock(hashtext('batchclaim.enqueue'), hashtext(s.service_id))
+`
+
+type ClaimsLockIdleParams struct {
+	Claimant uuid.UUID
+	Now      *time.Time
+	IdleMs   int64
+	Max      int32
+}
+
+type ClaimsLockIdleRow struct {
+	ServiceID string
+	Epoch     int64
+}
+
+// The first step of dropping idle claim rows, in a transaction: own claims idle past the
+// cutoff, each only if no enqueue of its service_id is running (the enqueue's advisory lock
+// is free; taking it here makes the next enqueue wait until the drop commits). The locks are
+// taken last, on the chosen rows only.
+func (q *Queries) ClaimsLockIdle(ctx context.Context, db DBTX, arg ClaimsLockIdleParams) ([]ClaimsLockIdleRow, error) {
+	rows, err := db.Query(ctx, claimsLockIdle,
+		arg.Claimant,
+		arg.Now,
+		arg.IdleMs,
+		arg.Max,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []ClaimsLockIdleRow{}
+	for rows.Next() {
+		var i ClaimsLockIdleRow
+		if err := rows.Scan(&i.ServiceID, &i.Epoch); err != nil {
 			return nil, err
 		}
 		items = append(items, i)
@@ -467,21 +572,103 @@ func (q *Queries) ClaimsReleaseOwned(ctx context.Context, db DBTX, arg ClaimsRel
 	return items, nil
 }
 
+const claimsSurvey = `-- name: ClaimsSurvey :one
+SELECT
+    EXISTS (SELECT 1 FROM instances i WHERE i.id = $1::uuid AND i.nonce = $2::uuid)::bool AS owned,
+    ARRAY(SELECT i.id FROM instances i WHERE i.expiry_1 > COALESCE($3::timestamptz, now()) ORDER BY i.id)::uuid[] AS live,
+    (SELECT count(*) FROM service_id_claims)::bigint AS service_ids,
+    (SELECT count(*) FROM service_id_claims f WHERE f.claimant IS NULL)::bigint AS free,
+    EXISTS (
+        SELECT 1 FROM instances i
+        WHERE i.expiry_1 <= COALESCE($3::timestamptz, now())
+          AND EXISTS (SELECT 1 FROM service_id_claims c WHERE c.claimant = i.id
+                      AND (i.expiry_2 <= COALESCE($3::timestamptz, now()) OR c.submitting_since IS NULL))
+    )::bool AS voidable,
+    own.held, own.epoch_sum, own.idle
+FROM (
+    SELECT count(*)::bigint AS held, COALESCE(sum(c.epoch), 0)::bigint AS epoch_sum,
+           count(*) FILTER (WHERE $4::bigint > 0 AND c.submitting_since IS NULL
+               AND COALESCE(c.active_at, c.claimed_at, c.registered_at)
+                   <= COALESCE($3::timestamptz, now()) - $4::bigint * interval '1 millisecond')::bigint AS idle
+    FROM service_id_claims c
+    WHERE c.claimant = $1::uuid
+) own
+`
+
+type ClaimsSurveyParams struct {
+	Claimant uuid.UUID
+	Nonce    uuid.UUID
+	Now      *time.Time
+	IdleMs   int64
+}
+
+type ClaimsSurveyRow struct {
+	Owned      bool
+	Live       []uuid.UUID
+	ServiceIds int64
+	Free       int64
+	Voidable   bool
+	Held       int64
+	EpochSum   int64
+	Idle       int64
+}
+
+// Everything one claim cycle needs to know, in one statement, so that an instance with
+// nothing to change costs one statement per cycle: whether the registry row is still this
+// process's, the live instances (fair share divides the work among them), the number of
+// service_ids and of free ones, whether any claim waits to be voided, a fingerprint of this
+// instance's own claims (count and sum of epochs: it changes whenever the set does, since
+// only this instance's own statements add to it and every acquisition draws a new epoch),
+// and how many of them may be dropped as idle. Plain reads: advice, not safety; every write
+// that follows re-checks its rows.
+func (q *Queries) ClaimsSurvey(ctx context.Context, db DBTX, arg ClaimsSurveyParams) (ClaimsSurveyRow, error) {
+	row := db.QueryRow(ctx, claimsSurvey,
+		arg.Claimant,
+		arg.Nonce,
+		arg.Now,
+		arg.IdleMs,
+	)
+	var i ClaimsSurveyRow
+	err := row.Scan(
+		&i.Owned,
+		&i.Live,
+		&i.ServiceIds,
+		&i.Free,
+		&i.Voidable,
+		&i.Held,
+		&i.EpochSum,
+		&i.Idle,
+	)
+	return i, err
+}
+
 const claimsVoidExpired = `-- name: ClaimsVoidExpired :many
-WITH voided AS (
+WITH cand AS (
+    SELECT c.service_id, c.claimant, c.epoch,
+           CASE WHEN i.expiry_2 <= COALESCE($1::timestamptz, now()) THEN 'voided_expired' ELSE 'voided_idle' END AS event
+    FROM instances i
+    JOIN service_id_claims c ON c.claimant = i.id
+    WHERE i.expiry_1 <= COALESCE($1::timestamptz, now())
+      AND (i.expiry_2 <= COALESCE($1::timestamptz, now()) OR c.submitting_since IS NULL)
+    LIMIT $2::int
+    FOR UPDATE OF c SKIP LOCKED
+),
+voided AS (
     UPDATE service_id_claims c
     SET claimant = NULL, submitting_since = NULL
-    FROM instances i
-    WHERE c.claimant = i.id
-      AND i.expiry_1 <= COALESCE($1::timestamptz, now())
-      AND (i.expiry_2 <= COALESCE($1::timestamptz, now()) OR c.submitting_since IS NULL)
-    RETURNING c.service_id, i.id AS instance_id, c.epoch,
-              CASE WHEN i.expiry_2 <= COALESCE($1::timestamptz, now()) THEN 'voided_expired' ELSE 'voided_idle' END AS event
+    FROM cand
+    WHERE c.service_id = cand.service_id AND c.claimant = cand.claimant AND c.epoch = cand.epoch
+    RETURNING c.service_id, cand.claimant AS instance_id, c.epoch, cand.event
 )
 INSERT INTO claim_events (service_id, instance_id, epoch, event)
 SELECT v.service_id, v.instance_id, v.epoch, v.event FROM voided v
 RETURNING service_id, instance_id, epoch, event
 `
+
+type ClaimsVoidExpiredParams struct {
+	Now *time.Time
+	Max int32
+}
 
 type ClaimsVoidExpiredRow struct {
 	ServiceID  string
@@ -490,10 +677,13 @@ type ClaimsVoidExpiredRow struct {
 	Event      string
 }
 
-// Two-phase maintenance. A claim is void when its claimant's lease is past expiry_2, or past
-// expiry_1 while the claim has no batch in submission. Runs inside the SERIALIZABLE cycle.
-func (q *Queries) ClaimsVoidExpired(ctx context.Context, db DBTX, now *time.Time) ([]ClaimsVoidExpiredRow, error) {
-	rows, err := db.Query(ctx, claimsVoidExpired, now)
+// Two-phase maintenance, one bounded chunk at a time. A claim is void when its claimant's
+// lease is past expiry_2, or past expiry_1 while the claim has no batch in submission. Rows
+// another transaction has locked (an owner starting a submission, another instance voiding
+// the same chunk) are skipped, not waited for; a locked row that changed is judged again on
+// its new version, so a submission mark that committed first keeps its claim in phase two.
+func (q *Queries) ClaimsVoidExpired(ctx context.Context, db DBTX, arg ClaimsVoidExpiredParams) ([]ClaimsVoidExpiredRow, error) {
+	rows, err := db.Query(ctx, claimsVoidExpired, arg.Now, arg.Max)
 	if err != nil {
 		return nil, err
 	}

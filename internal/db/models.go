@@ -252,6 +252,7 @@ type ServiceIDClaim struct {
 	ClaimedAt       *time.Time
 	SubmittingSince *time.Time
 	RegisteredAt    time.Time
+	ActiveAt        *time.Time
 }
 
 type ServiceIDClaimsEffective struct {
