@@ -40,29 +40,52 @@ type benchTotals struct {
 }
 
 // benchScenarios are the scenarios of `batchclaim bench`, in the order `all` runs them.
-var benchScenarios = []string{"jobs", "ledger", "cycle"}
+var benchScenarios = []string{"jobs", "ledger", "failover", "scale", "cycle"}
 
 func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("bench", "[--scenario jobs|ledger|cycle|all] [--json] [flags]",
+	fs := newFlagSet("bench", "[--scenario jobs|ledger|failover|scale|cycle|all] [--json] [flags]",
 		"Measures batchclaim on scratch databases (DATABASE_URL, else a throwaway local cluster):\n\n"+
-			"  jobs    the job-runner path: --nodes nodes in this process, --keys x --per-key jobs stored\n"+
-			"          up front, a Submitter that does nothing. Jobs per second, stored-to-done latency,\n"+
-			"          statements per job (counted by the client) and commits per job (pg_stat_database).\n"+
-			"  ledger  the ledger path: the node `batchclaim run` runs, against the ledger simulator at\n"+
-			"          zero commit latency. Batches per second, latency, statements and commits per batch.\n"+
-			"  cycle   the claim cycle: --instances instances cycle flat out over --service-ids, first\n"+
-			"          until the claims are balanced (acquire), then with everything held (steady).\n"+
-			"          Cycles per second, serialization retries, cycle latency, row updates.\n\n"+
-			"--json prints one object per line, each with a \"scenario\" field. See docs/performance.md.", stderr)
-	scenario := fs.String("scenario", "all", "jobs | ledger | cycle | all")
+			"  jobs      the job-runner path: --nodes nodes in this process, --keys x --per-key jobs stored\n"+
+			"            up front, a Submitter that does nothing. Jobs per second, stored-to-done latency,\n"+
+			"            statements per job (counted by the client) and commits per job (pg_stat_database).\n"+
+			"  ledger    the ledger path: the node `batchclaim run` runs, against the ledger simulator at\n"+
+			"            zero commit latency. Batches per second, latency, statements and commits per batch.\n"+
+			"  failover  `batchclaim run` processes against the ledger simulator: SIGKILL an idle owner,\n"+
+			"            SIGKILL an owner with a POST in flight, SIGTERM an owner; seconds from the fault to\n"+
+			"            the orphaned service_id's next POST by another instance (database clock), beside\n"+
+			"            the targets T1 + 2R, T2 + 2R and 2R. About a minute and a half.\n"+
+			"  scale     --scale-processes `batchclaim run --claims-only` processes over --scale-service-ids:\n"+
+			"            seconds until balanced, self-fencings, statements per instance per renew interval\n"+
+			"            once balanced (batchclaim_db_statements_total), resident memory per process.\n"+
+			"  cycle     the claim cycle: --instances instances cycle flat out over --service-ids, first\n"+
+			"            until the claims are balanced (acquire), then with everything held (steady).\n"+
+			"            Cycles per second, serialization retries, cycle latency, row updates.\n\n"+
+			"--json prints one object per line, each with a \"scenario\" field; everything else goes to\n"+
+			"stderr. See docs/performance.md.", stderr)
+	scenario := fs.String("scenario", "all", "jobs | ledger | failover | scale | cycle | all")
 	asJSON := fs.Bool("json", false, "print one JSON object per scenario, one a line")
-	keep := fs.Bool("keep", false, "keep the scratch databases")
+	keep := fs.Bool("keep", false, "keep the scratch databases (and the failover and scale instance logs)")
 	nodes := fs.Int("nodes", 2, "jobs, ledger: nodes, each with its own pool")
 	workers := fs.Int("workers", 16, "jobs, ledger: workers (concurrent submissions) per node")
 	conns := fs.Int("conns", 0, "jobs, ledger: database connections per node (0: pgx's default, max(4, CPUs), as `run` uses)")
 	keys := fs.Int("keys", 1000, "jobs, ledger: keys (service_ids)")
 	perKey := fs.Int("per-key", 10, "jobs, ledger: jobs (batches) per key")
 	poll := fs.Duration("poll-interval", time.Second, "ledger: how often each node asks the ledger about accepted batches")
+	var fo failoverConfig
+	fs.IntVar(&fo.instances, "failover-instances", 3, "failover: `run` processes (at least 2)")
+	fs.IntVar(&fo.serviceIDs, "failover-service-ids", 30, "failover: service_ids")
+	fs.IntVar(&fo.repeat, "failover-repeat", 3, "failover: faults of each kind")
+	fs.DurationVar(&fo.renew, "failover-renew-interval", time.Second, "failover: the processes' --renew-interval R")
+	fs.DurationVar(&fo.expiry1, "failover-expiry-1", 4*time.Second, "failover: the processes' --expiry-1 T1")
+	fs.DurationVar(&fo.expiry2, "failover-expiry-2", 8*time.Second, "failover: the processes' --expiry-2 T2")
+	var sc scaleConfig
+	fs.IntVar(&sc.serviceIDs, "scale-service-ids", 100000, "scale: service_ids")
+	fs.IntVar(&sc.processes, "scale-processes", 32, "scale: `run --claims-only` processes, started together")
+	fs.DurationVar(&sc.renew, "scale-renew-interval", time.Second, "scale: the processes' --renew-interval R")
+	fs.DurationVar(&sc.expiry1, "scale-expiry-1", 6*time.Second, "scale: the processes' --expiry-1 T1")
+	fs.DurationVar(&sc.expiry2, "scale-expiry-2", 24*time.Second, "scale: the processes' --expiry-2 T2")
+	fs.IntVar(&sc.intervals, "scale-intervals", 10, "scale: renew intervals over which the statements of balanced instances are counted")
+	fs.DurationVar(&sc.limit, "scale-timeout", 100*time.Second, "scale: give up when the claims are not balanced by then")
 	instances := fs.Int("instances", 8, "cycle: instances cycling concurrently")
 	serviceIDs := fs.Int("service-ids", 2000, "cycle: service_ids")
 	duration := fs.Duration("duration", 10*time.Second, "cycle: length of the steady phase")
@@ -76,10 +99,11 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	switch *scenario {
 	case "all":
 		run = benchScenarios
-	case "jobs", "ledger", "cycle":
-		run = []string{*scenario}
 	default:
-		return errorf("--scenario %q: want jobs, ledger, cycle or all", *scenario)
+		if !slices.Contains(benchScenarios, *scenario) {
+			return errorf("--scenario %q: want jobs, ledger, failover, scale, cycle or all", *scenario)
+		}
+		run = []string{*scenario}
 	}
 	if *nodes < 1 || *workers < 1 || *keys < 1 || *perKey < 1 || *poll <= 0 || *conns < 0 {
 		return errorf("--nodes, --workers, --keys and --per-key must be at least 1, --conns not negative, --poll-interval positive")
@@ -87,11 +111,18 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if *instances < 1 || *serviceIDs < 1 || *duration <= 0 {
 		return errorf("--instances and --service-ids must be at least 1, --duration positive")
 	}
+	if fo.instances < 2 || fo.serviceIDs < fo.instances || fo.repeat < 1 {
+		return errorf("--failover-instances must be at least 2, --failover-service-ids at least --failover-instances, --failover-repeat at least 1")
+	}
+	if sc.processes < 1 || sc.serviceIDs < 1 || sc.intervals < 1 || sc.limit <= 0 {
+		return errorf("--scale-processes, --scale-service-ids and --scale-intervals must be at least 1, --scale-timeout positive")
+	}
 	// The scratch database's name goes to stderr with --json, so that stdout is only JSON.
 	info := stdout
 	if *asJSON {
 		info = stderr
 	}
+	fo.keep, sc.keep = *keep, *keep
 	pc := pathConfig{nodes: *nodes, conns: *conns, keys: *keys, perKey: *perKey, workers: *workers, pollInterval: *poll, keep: *keep}
 	enc := json.NewEncoder(stdout)
 	for _, s := range run {
@@ -120,12 +151,37 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 				continue
 			}
 			r.print(stdout, "ledger", "batch", "batches", fmt.Sprintf(", simulator at zero latency, poll interval %s", *poll))
+		case "failover":
+			r, err := benchFailover(ctx, fo, info)
+			if err != nil {
+				return fmt.Errorf("failover: %w", err)
+			}
+			if err := emit(enc, *asJSON, r, r.print, stdout); err != nil {
+				return err
+			}
+		case "scale":
+			r, err := benchScale(ctx, sc, info)
+			if err != nil {
+				return fmt.Errorf("scale: %w", err)
+			}
+			if err := emit(enc, *asJSON, r, r.print, stdout); err != nil {
+				return err
+			}
 		case "cycle":
 			if err := benchCycle(ctx, *instances, *serviceIDs, *duration, *keep, *asJSON, info, stdout); err != nil {
 				return fmt.Errorf("cycle: %w", err)
 			}
 		}
 	}
+	return nil
+}
+
+// emit prints a scenario's result: one JSON line, or its text summary.
+func emit(enc *json.Encoder, asJSON bool, v any, print func(io.Writer), w io.Writer) error {
+	if asJSON {
+		return enc.Encode(v)
+	}
+	print(w)
 	return nil
 }
 

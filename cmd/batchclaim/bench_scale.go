@@ -1,0 +1,288 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/batchclaim/batchclaim/claims"
+)
+
+// scaleConfig is the shape of a scale run.
+type scaleConfig struct {
+	serviceIDs, processes   int
+	renew, expiry1, expiry2 time.Duration
+	intervals               int           // renew intervals of the idle window
+	limit                   time.Duration // give up when not balanced by then
+	keep                    bool
+}
+
+// cycleNotMeasured says why the scale scenario reports no cycle latency.
+const cycleNotMeasured = "not measured: the claim engine exposes no per-cycle duration (no histogram among " +
+	"run's metrics, no field in claims.Stats), and Engine.Run times its cycles inside the process, out of the bench's reach"
+
+// scaleResult is the scale scenario's JSON line.
+type scaleResult struct {
+	Scenario   string `json:"scenario"`
+	Processes  int    `json:"processes"`
+	ServiceIDs int    `json:"service_ids"`
+	RenewMs    int64  `json:"renew_interval_ms"`
+	Expiry1Ms  int64  `json:"expiry_1_ms"`
+	Expiry2Ms  int64  `json:"expiry_2_ms"`
+	// From the first process's start until no claim was free and the counts held by live
+	// instances differed by at most one.
+	SecondsToBalance float64 `json:"seconds_to_balance"`
+	HeldMin          int     `json:"held_min"`
+	HeldMax          int     `json:"held_max"`
+	// batchclaim_deadline_fences_total summed over the processes, at the end.
+	SelfFencings int64 `json:"self_fencings"`
+	// Always null; CycleNote says why.
+	CycleP99Ms *float64 `json:"cycle_ms_p99"`
+	CycleNote  string   `json:"cycle_ms_p99_note"`
+	// batchclaim_db_statements_total over the idle window, per process per renew interval.
+	IdleStatements    float64 `json:"idle_statements_per_instance_per_interval"`
+	IdleStatementsMax float64 `json:"idle_statements_per_instance_per_interval_max"`
+	IdleSeconds       float64 `json:"idle_window_seconds"`
+	StillBalanced     bool    `json:"still_balanced"`
+	RSSMeanMiB        float64 `json:"rss_mib_per_instance_mean"`
+	RSSMaxMiB         float64 `json:"rss_mib_per_instance_max"`
+	ConnsPerInstance  float64 `json:"db_connections_per_instance"`
+	Cycles            int64   `json:"claim_cycles"`
+	CycleErrors       int64   `json:"claim_cycle_errors"`
+	Retries           int64   `json:"serialization_retries"`
+	GiveUps           int64   `json:"serialization_give_ups"`
+}
+
+func (r scaleResult) print(w io.Writer) {
+	fmt.Fprintf(w, "scale: %d `batchclaim run --claims-only` processes started together over %d service_ids; R %s, T1 %s, T2 %s\n",
+		r.Processes, r.ServiceIDs, time.Duration(r.RenewMs)*time.Millisecond, time.Duration(r.Expiry1Ms)*time.Millisecond, time.Duration(r.Expiry2Ms)*time.Millisecond)
+	fmt.Fprintf(w, "  balanced after        %8.1f s  (no claim free, %d to %d claims per instance)\n", r.SecondsToBalance, r.HeldMin, r.HeldMax)
+	fmt.Fprintf(w, "  self-fencings         %8d    (batchclaim_deadline_fences_total, all processes)\n", r.SelfFencings)
+	fmt.Fprintf(w, "  cycle p99             %8s    (%s)\n", "-", r.CycleNote)
+	fmt.Fprintf(w, "  idle statements       %8.2f    per instance per renew interval (max %.2f), over %.1f s once balanced%s\n",
+		r.IdleStatements, r.IdleStatementsMax, r.IdleSeconds, map[bool]string{true: "", false: "; NOT balanced at the end"}[r.StillBalanced])
+	fmt.Fprintf(w, "  resident memory       %8.1f MiB per instance (max %.1f)\n", r.RSSMeanMiB, r.RSSMaxMiB)
+	fmt.Fprintf(w, "  database connections  %8.2f    per instance\n", r.ConnsPerInstance)
+	fmt.Fprintf(w, "  claim cycles %d, failed %d, serialization retries %d, give-ups %d\n\n", r.Cycles, r.CycleErrors, r.Retries, r.GiveUps)
+}
+
+// benchScale starts processes `run --claims-only` processes at once over serviceIDs
+// service_ids and measures how fast they balance and what they cost once balanced.
+func benchScale(ctx context.Context, c scaleConfig, info io.Writer) (scaleResult, error) {
+	r := scaleResult{Scenario: "scale", Processes: c.processes, ServiceIDs: c.serviceIDs,
+		RenewMs: c.renew.Milliseconds(), Expiry1Ms: c.expiry1.Milliseconds(), Expiry2Ms: c.expiry2.Milliseconds(), CycleNote: cycleNotMeasured}
+	if _, err := (claims.Config{RenewInterval: c.renew, Expiry1: c.expiry1, Expiry2: c.expiry2,
+		KnobNames: map[string]string{"RenewInterval": "--scale-renew-interval", "Expiry1": "--scale-expiry-1", "Expiry2": "--scale-expiry-2"}}).Resolve(); err != nil {
+		return r, err
+	}
+	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	db, err := newScratchDB(ctx, "batchclaim_bench_scale", c.keep, info, logger)
+	if err != nil {
+		return r, err
+	}
+	defer db.Close(ctx)
+	admin, err := openPool(ctx, db.URL, 1)
+	if err != nil {
+		return r, err
+	}
+	defer admin.Close()
+	const chunk = 10000
+	ids := make([]string, 0, chunk)
+	for i := range c.serviceIDs {
+		ids = append(ids, fmt.Sprintf("sc-%07d", i))
+		if len(ids) == chunk || i == c.serviceIDs-1 {
+			if err := claims.RegisterServiceIDs(ctx, admin, ids...); err != nil {
+				return r, err
+			}
+			ids = ids[:0]
+		}
+	}
+	logDir, err := os.MkdirTemp("", "batchclaim-bench-scale-")
+	if err != nil {
+		return r, err
+	}
+	fmt.Fprintf(info, "scale: %d service_ids registered; instance logs in %s\n", c.serviceIDs, logDir)
+	f := &fleet{admin: admin, logDir: logDir, prefix: "sc", k: c.serviceIDs, listen: true, args: func(name, listen string) []string {
+		return []string{"run", "--claims-only", "--database-url", db.URL, "--instance-name", name, "--listen", listen,
+			"--log-level", "info", "--renew-interval", c.renew.String(), "--expiry-1", c.expiry1.String(), "--expiry-2", c.expiry2.String()}
+	}}
+	defer f.stopAll()
+	start := time.Now()
+	for range c.processes {
+		if err := f.start(); err != nil {
+			return r, err
+		}
+	}
+	// Poll the claims table until balanced.
+	for {
+		for _, k := range f.kids {
+			if k.exited() {
+				return r, fmt.Errorf("%s exited (%v); see %s", k.name, k.err, logDir)
+			}
+		}
+		if err := f.resolve(ctx); err != nil {
+			return r, err
+		}
+		s, err := readSpread(ctx, admin)
+		if err != nil {
+			return r, err
+		}
+		if s.balanced(c.serviceIDs, f.kids) {
+			r.SecondsToBalance = round3(time.Since(start).Seconds())
+			r.HeldMin, r.HeldMax = s.lo, s.hi
+			break
+		}
+		if time.Since(start) > c.limit {
+			return r, fmt.Errorf("not balanced after %s: %d of %d processes live, %d claims free, %d to %d per live instance (logs in %s)",
+				c.limit, len(s.held), c.processes, s.free, s.lo, s.hi, logDir)
+		}
+		select {
+		case <-ctx.Done():
+			return r, ctx.Err()
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+	fmt.Fprintf(info, "scale: balanced after %.1fs; counting statements over %d renew intervals\n", r.SecondsToBalance, c.intervals)
+
+	// The idle window: every process's statement counter before and after.
+	before, err := scrapeAll(ctx, f.kids)
+	if err != nil {
+		return r, err
+	}
+	select {
+	case <-ctx.Done():
+		return r, ctx.Err()
+	case <-time.After(time.Duration(c.intervals) * c.renew):
+	}
+	after, err := scrapeAll(ctx, f.kids)
+	if err != nil {
+		return r, err
+	}
+	var sum float64
+	for i := range f.kids {
+		d := after[i].metrics["batchclaim_db_statements_total"] - before[i].metrics["batchclaim_db_statements_total"]
+		per := d / (after[i].at.Sub(before[i].at).Seconds() / c.renew.Seconds())
+		sum += per
+		r.IdleStatementsMax = max(r.IdleStatementsMax, round3(per))
+		r.IdleSeconds = max(r.IdleSeconds, round3(after[i].at.Sub(before[i].at).Seconds()))
+		r.SelfFencings += int64(after[i].metrics["batchclaim_deadline_fences_total"])
+		r.Cycles += int64(after[i].metrics["batchclaim_claim_cycles_total"])
+		r.CycleErrors += int64(after[i].metrics["batchclaim_claim_cycle_errors_total"])
+		r.Retries += int64(after[i].metrics["batchclaim_serialization_retries_total"])
+		r.GiveUps += int64(after[i].metrics["batchclaim_serialization_give_ups_total"])
+	}
+	r.IdleStatements = round3(sum / float64(len(f.kids)))
+	var rssSum float64
+	for _, k := range f.kids {
+		kib, err := vmRSS(k.cmd.Process.Pid)
+		if err != nil {
+			return r, err
+		}
+		mib := kib / 1024
+		rssSum += mib
+		r.RSSMaxMiB = max(r.RSSMaxMiB, round3(mib))
+	}
+	r.RSSMeanMiB = round3(rssSum / float64(len(f.kids)))
+	var conns int
+	if err := admin.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()`).Scan(&conns); err != nil {
+		return r, err
+	}
+	r.ConnsPerInstance = round3(float64(conns) / float64(c.processes))
+	s, err := readSpread(ctx, admin)
+	if err != nil {
+		return r, err
+	}
+	r.StillBalanced = s.balanced(c.serviceIDs, f.kids)
+	f.stopAll()
+	if !c.keep {
+		_ = os.RemoveAll(logDir)
+	}
+	return r, nil
+}
+
+// scrape is one reading of a process's /metrics.
+type scrape struct {
+	at      time.Time
+	metrics map[string]float64 // metrics without labels, by name
+}
+
+// scrapeAll reads every process's /metrics, at once.
+func scrapeAll(ctx context.Context, kids []*fleetKid) ([]scrape, error) {
+	out := make([]scrape, len(kids))
+	errs := make([]error, len(kids))
+	var wg sync.WaitGroup
+	for i, k := range kids {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			out[i].metrics, errs[i] = scrapeMetrics(ctx, "http://"+k.listen+"/metrics")
+			out[i].at = time.Now()
+		}()
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", kids[i].name, err)
+		}
+	}
+	return out, nil
+}
+
+// scrapeMetrics reads the metrics without labels of a Prometheus text page.
+func scrapeMetrics(ctx context.Context, url string) (map[string]float64, error) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("GET %s: %s", url, resp.Status)
+	}
+	m := map[string]float64{}
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		line := sc.Text()
+		if strings.HasPrefix(line, "#") {
+			continue
+		}
+		name, value, ok := strings.Cut(line, " ")
+		if !ok || strings.Contains(name, "{") {
+			continue
+		}
+		if v, err := strconv.ParseFloat(strings.TrimSpace(value), 64); err == nil {
+			m[name] = v
+		}
+	}
+	return m, sc.Err()
+}
+
+// vmRSS reads a process's resident set size in KiB.
+func vmRSS(pid int) (float64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, err
+	}
+	for line := range strings.SplitSeq(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			f := strings.Fields(rest)
+			if len(f) >= 1 {
+				return strconv.ParseFloat(f[0], 64)
+			}
+		}
+	}
+	return 0, fmt.Errorf("no VmRSS in /proc/%d/status", pid)
+}

@@ -1,0 +1,225 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/batchclaim/batchclaim/claims"
+	"github.com/batchclaim/batchclaim/internal/dbtest"
+)
+
+// benchJSON runs the built binary's bench with args and returns its one JSON line, checking
+// that stdout holds nothing else.
+func benchJSON(t *testing.T, bin string, args ...string) map[string]any {
+	t.Helper()
+	cmd := exec.Command(bin, append([]string{"bench", "--json"}, args...)...)
+	cmd.Env = append(os.Environ(), "DATABASE_URL="+dbtest.AdminURL(t))
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("bench %v: %v\nstderr:\n%s", args, err, stderr.String())
+	}
+	var lines []map[string]any
+	sc := bufio.NewScanner(&stdout)
+	for sc.Scan() {
+		var m map[string]any
+		if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
+			t.Fatalf("stdout line %q is not one JSON object: %v", sc.Text(), err)
+		}
+		lines = append(lines, m)
+	}
+	if len(lines) != 1 {
+		t.Fatalf("bench %v: want one JSON line, got %d: %s", args, len(lines), stdout.String())
+	}
+	return lines[0]
+}
+
+// hasFields fails the test for every field missing from m.
+func hasFields(t *testing.T, m map[string]any, fields ...string) {
+	t.Helper()
+	for _, f := range fields {
+		if _, ok := m[f]; !ok {
+			t.Errorf("%v: no field %q in %v", m["scenario"], f, m)
+		}
+	}
+}
+
+func num(m map[string]any, field string) float64 {
+	f, _ := m[field].(float64)
+	return f
+}
+
+// The failover scenario on a small fleet: each fault once, every measurement observed (a POST
+// by another instance after the fault) and reported beside its target.
+func TestBenchFailoverScenario(t *testing.T) {
+	t.Parallel()
+	bin := buildBinary(t)
+	m := benchJSON(t, bin, "--scenario", "failover", "--failover-instances", "2", "--failover-service-ids", "6", "--failover-repeat", "1")
+	if m["scenario"] != "failover" {
+		t.Fatalf("scenario %v", m["scenario"])
+	}
+	hasFields(t, m, "instances", "service_ids", "repeat", "renew_interval_ms", "expiry_1_ms", "expiry_2_ms",
+		"takeover_idle_seconds", "takeover_busy_seconds", "handover_sigterm_seconds", "targets_met", "seconds")
+	r, t1, t2 := num(m, "renew_interval_ms")/1000, num(m, "expiry_1_ms")/1000, num(m, "expiry_2_ms")/1000
+	for field, target := range map[string]float64{"takeover_idle_seconds": t1 + 2*r, "takeover_busy_seconds": t2 + 2*r, "handover_sigterm_seconds": 2 * r} {
+		x, _ := m[field].(map[string]any)
+		hasFields(t, x, "samples", "max", "mean", "target", "target_formula", "met")
+		samples, _ := x["samples"].([]any)
+		if len(samples) != 1 {
+			t.Errorf("%s: samples %v, want one", field, x["samples"])
+		}
+		// A takeover observed: a POST by another instance after the fault.
+		if num(x, "max") <= 0 || num(x, "mean") <= 0 || num(x, "mean") > num(x, "max") {
+			t.Errorf("%s: max %v, mean %v", field, x["max"], x["mean"])
+		}
+		if num(x, "target") != target {
+			t.Errorf("%s: target %v, want %v from the timings", field, x["target"], target)
+		}
+		if met, _ := x["met"].(bool); met != (num(x, "max") <= target) {
+			t.Errorf("%s: met %v with max %v and target %v", field, x["met"], x["max"], target)
+		}
+	}
+}
+
+// The scale scenario on four processes: the claims balance, the processes' metrics are read,
+// and the cycle latency is said to be unmeasured rather than made up.
+func TestBenchScaleScenario(t *testing.T) {
+	t.Parallel()
+	bin := buildBinary(t)
+	m := benchJSON(t, bin, "--scenario", "scale", "--scale-processes", "4", "--scale-service-ids", "2000", "--scale-intervals", "3")
+	if m["scenario"] != "scale" {
+		t.Fatalf("scenario %v", m["scenario"])
+	}
+	hasFields(t, m, "processes", "service_ids", "renew_interval_ms", "expiry_1_ms", "expiry_2_ms", "seconds_to_balance",
+		"held_min", "held_max", "self_fencings", "cycle_ms_p99", "cycle_ms_p99_note",
+		"idle_statements_per_instance_per_interval", "idle_window_seconds", "still_balanced",
+		"rss_mib_per_instance_mean", "rss_mib_per_instance_max", "db_connections_per_instance", "claim_cycles")
+	if num(m, "seconds_to_balance") <= 0 || num(m, "held_min") != 500 || num(m, "held_max") != 500 {
+		t.Errorf("balance: %v s, held %v..%v; want 500 each of 2,000 over 4", m["seconds_to_balance"], m["held_min"], m["held_max"])
+	}
+	if m["cycle_ms_p99"] != nil || m["cycle_ms_p99_note"] == "" {
+		t.Errorf("cycle_ms_p99 %v (%v): want null with the reason", m["cycle_ms_p99"], m["cycle_ms_p99_note"])
+	}
+	if num(m, "idle_statements_per_instance_per_interval") <= 0 || num(m, "idle_window_seconds") <= 0 {
+		t.Errorf("idle statements %v over %v s: want some (every renewal is one)", m["idle_statements_per_instance_per_interval"], m["idle_window_seconds"])
+	}
+	if num(m, "rss_mib_per_instance_mean") <= 0 || num(m, "rss_mib_per_instance_max") < num(m, "rss_mib_per_instance_mean") {
+		t.Errorf("rss mean %v, max %v", m["rss_mib_per_instance_mean"], m["rss_mib_per_instance_max"])
+	}
+	if num(m, "self_fencings") < 0 || num(m, "claim_cycles") <= 0 {
+		t.Errorf("self-fencings %v, cycles %v", m["self_fencings"], m["claim_cycles"])
+	}
+}
+
+// teeTracer passes every trace to two tracers.
+type teeTracer struct {
+	a, b interface {
+		pgx.QueryTracer
+		pgx.BatchTracer
+		pgx.CopyFromTracer
+	}
+}
+
+func (t teeTracer) TraceQueryStart(ctx context.Context, c *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
+	return t.b.TraceQueryStart(t.a.TraceQueryStart(ctx, c, d), c, d)
+}
+func (t teeTracer) TraceQueryEnd(ctx context.Context, c *pgx.Conn, d pgx.TraceQueryEndData) {
+	t.a.TraceQueryEnd(ctx, c, d)
+	t.b.TraceQueryEnd(ctx, c, d)
+}
+func (t teeTracer) TraceBatchStart(ctx context.Context, c *pgx.Conn, d pgx.TraceBatchStartData) context.Context {
+	return t.b.TraceBatchStart(t.a.TraceBatchStart(ctx, c, d), c, d)
+}
+func (t teeTracer) TraceBatchQuery(ctx context.Context, c *pgx.Conn, d pgx.TraceBatchQueryData) {
+	t.a.TraceBatchQuery(ctx, c, d)
+	t.b.TraceBatchQuery(ctx, c, d)
+}
+func (t teeTracer) TraceBatchEnd(ctx context.Context, c *pgx.Conn, d pgx.TraceBatchEndData) {
+	t.a.TraceBatchEnd(ctx, c, d)
+	t.b.TraceBatchEnd(ctx, c, d)
+}
+func (t teeTracer) TraceCopyFromStart(ctx context.Context, c *pgx.Conn, d pgx.TraceCopyFromStartData) context.Context {
+	return t.b.TraceCopyFromStart(t.a.TraceCopyFromStart(ctx, c, d), c, d)
+}
+func (t teeTracer) TraceCopyFromEnd(ctx context.Context, c *pgx.Conn, d pgx.TraceCopyFromEndData) {
+	t.a.TraceCopyFromEnd(ctx, c, d)
+	t.b.TraceCopyFromEnd(ctx, c, d)
+}
+
+// batchclaim_db_statements_total counts what `run`'s pool sends, the lease loop's renewals
+// on their own connection included: the loop dials it from the pool's connection config,
+// which carries the tracer.
+func TestStmtMetricCountsLeaseRenewals(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	reg, metric := runRegistry()
+	names := newStmtCounter()
+	pool, err := openPool(ctx, dbtest.NewDB(t), 2, func(cfg *pgxpool.Config) { cfg.ConnConfig.Tracer = teeTracer{metric, names} })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	eng, err := claims.New(pool, claims.Config{Name: "stmt-metric", RenewInterval: 100 * time.Millisecond, Expiry1: time.Second, Expiry2: 4 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Register, then Run: Run's cycles leave the renewals to the lease loop.
+	if err := eng.Register(ctx); err != nil {
+		t.Fatal(err)
+	}
+	rctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- eng.Run(rctx) }()
+	deadline := time.Now().Add(30 * time.Second)
+	for renewals(names) < 3 && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	cancel()
+	<-done
+	if err := eng.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := renewals(names); n < 3 {
+		t.Fatalf("%d lease renewals traced; want the lease loop's connection traced too", n)
+	}
+	all, txControl, _ := names.totals(1)
+	if txControl == 0 {
+		t.Errorf("no BEGIN/COMMIT among %d statements", all)
+	}
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got float64
+	for _, f := range families {
+		if f.GetName() == "batchclaim_db_statements_total" {
+			got = f.GetMetric()[0].GetCounter().GetValue()
+		}
+	}
+	if got != float64(all) {
+		t.Errorf("batchclaim_db_statements_total = %v; the statements traced were %d", got, all)
+	}
+}
+
+// renewals is how many lease renewals a counter saw.
+func renewals(c *stmtCounter) int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var n int64
+	for name, s := range c.stats {
+		if strings.Contains(name, "InstanceHeartbeat") {
+			n += s.Calls
+		}
+	}
+	return n
+}
