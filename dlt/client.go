@@ -3,6 +3,7 @@ package dlt
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/batchclaim/batchclaim"
 )
@@ -62,6 +63,12 @@ type Client interface {
 	Post(ctx context.Context, batchList []byte) (PostResult, error)
 	// Statuses returns one status per distinct id, in the order of ids.
 	Statuses(ctx context.Context, ids []string) ([]BatchStatus, error)
+	// StatusesWait is Statuses asking the ledger to hold its answer until no id is left
+	// unsettled (Sawtooth: none PENDING; scabbard: each COMMITTED or INVALID) or wait has
+	// passed, so that one call sees a commit that is a moment away. The ledger gets wait in
+	// whole seconds, rounded up; wait bounds the whole call, so the groups of ids sent after
+	// others ask for only what is left of it. Zero or negative wait is Statuses.
+	StatusesWait(ctx context.Context, ids []string, wait time.Duration) ([]BatchStatus, error)
 	// Flavor names the API.
 	Flavor() Flavor
 	// OrderedOnValid reports whether a VALID status already fixes the batch's place in the

@@ -12,7 +12,8 @@ import (
 
 // Defaults applied to zero Config fields.
 const (
-	// RequestTimeoutDefault bounds one HTTP request (a POST or one status GET).
+	// RequestTimeoutDefault bounds one HTTP request (a POST or one status GET); a status GET
+	// that asks the ledger to wait gets the wait on top.
 	RequestTimeoutDefault = 10 * time.Second
 	// StatusConcurrencyDefault bounds the status GETs one Statuses call runs at once.
 	StatusConcurrencyDefault = 4
@@ -36,7 +37,9 @@ type Config struct {
 	// Authorization, when set, is sent as the Authorization header of every request.
 	Authorization string
 	// HTTPClient sends the requests. Nil means a client with no overall timeout (each request
-	// is bounded by RequestTimeout through its context) and the TLS settings below.
+	// is bounded by RequestTimeout through its context) and the TLS settings below. A client's
+	// own Timeout also bounds status requests that ask the ledger to wait (StatusesWait): keep
+	// it above RequestTimeout plus the longest wait, or leave it zero.
 	HTTPClient *http.Client
 	// CAFile names a PEM bundle of the certificate authorities trusted for an https URL, in
 	// place of the system's roots. Empty means the system's roots.
@@ -44,7 +47,8 @@ type Config struct {
 	// ClientCertFile and ClientKeyFile name a PEM certificate chain and key presented to the
 	// ledger (mutual TLS). Both or neither. The TLS files need an https URL and no HTTPClient.
 	ClientCertFile, ClientKeyFile string
-	// RequestTimeout bounds one HTTP request. Zero means RequestTimeoutDefault.
+	// RequestTimeout bounds one HTTP request; a status GET that asks the ledger to wait gets
+	// the wait (whole seconds) on top. Zero means RequestTimeoutDefault.
 	RequestTimeout time.Duration
 	// StatusConcurrency bounds the status GETs one Statuses call runs at once. Zero means
 	// StatusConcurrencyDefault.

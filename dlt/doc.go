@@ -35,6 +35,9 @@
 // of the node forgets a VALID batch and only COMMITTED fixes a batch's place. For
 // both flavours an id the ledger did not mention is reported UNKNOWN, and an id the ledger
 // mentions without having been asked is an error (the answer cannot be trusted).
+// StatusesWait sends both APIs' wait parameter (whole seconds, rounded up): the ledger holds
+// its answer until no asked batch is left unsettled (Sawtooth: none PENDING; scabbard: each
+// COMMITTED or INVALID) or the wait has passed, and the request's timeout allows for it.
 //
 // The simulator in dlt/dltsim reproduces both APIs, including their faults, for tests.
 package dlt

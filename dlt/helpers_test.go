@@ -71,14 +71,23 @@ func newClient(t *testing.T, flavor dlt.Flavor, url string, cfg dlt.Config) dlt.
 }
 
 type fakeClock struct {
-	mu sync.Mutex
-	t  time.Time
+	mu    sync.Mutex
+	t     time.Time
+	reads int // calls of Now so far
 }
 
 func (c *fakeClock) Now() time.Time {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.reads++
 	return c.t
+}
+
+// Reads returns how often Now was called.
+func (c *fakeClock) Reads() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.reads
 }
 
 func (c *fakeClock) Add(d time.Duration) {

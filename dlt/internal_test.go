@@ -91,6 +91,31 @@ func TestClassify(t *testing.T) {
 	}
 }
 
+func TestWaitSeconds(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	tests := []struct {
+		deadline time.Time
+		want     int
+	}{
+		{time.Time{}, 0},
+		{now, 0},
+		{now.Add(-time.Second), 0},
+		{now.Add(time.Nanosecond), 1},
+		{now.Add(time.Second), 1},
+		{now.Add(time.Second + time.Millisecond), 2},
+		{now.Add(5 * time.Minute), 300},
+	}
+	for _, tt := range tests {
+		if got := waitSeconds(tt.deadline, now); got != tt.want {
+			t.Errorf("waitSeconds(now+%v) = %d, want %d", tt.deadline.Sub(now), got, tt.want)
+		}
+	}
+	if waitParam(0) != "" || waitParam(7) != "&wait=7" {
+		t.Errorf("waitParam(0), waitParam(7) = %q, %q", waitParam(0), waitParam(7))
+	}
+}
+
 func TestEndpointEscapes(t *testing.T) {
 	t.Parallel()
 	s, err := NewScabbard(ScabbardConfig{URL: "http://node:8085/prefix/", Circuit: "a b", Service: "s/1"})

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/batchclaim/batchclaim"
 )
@@ -42,7 +43,13 @@ func (s *Sawtooth) Post(ctx context.Context, batchList []byte) (PostResult, erro
 
 // Statuses asks GET /batch_statuses about at most 15 ids at a time.
 func (s *Sawtooth) Statuses(ctx context.Context, ids []string) ([]BatchStatus, error) {
-	return s.t.statuses(ctx, ids, SawtoothMaxStatusIDs, s.fetch)
+	return s.t.statuses(ctx, ids, 0, SawtoothMaxStatusIDs, s.fetch)
+}
+
+// StatusesWait asks GET /batch_statuses?id=...&wait=N about at most 15 ids at a time; the
+// REST API answers once none of them is PENDING or N seconds have passed.
+func (s *Sawtooth) StatusesWait(ctx context.Context, ids []string, wait time.Duration) ([]BatchStatus, error) {
+	return s.t.statuses(ctx, ids, wait, SawtoothMaxStatusIDs, s.fetch)
 }
 
 type sawtoothStatuses struct {
@@ -57,10 +64,10 @@ type sawtoothStatuses struct {
 	} `json:"data"`
 }
 
-func (s *Sawtooth) fetch(ctx context.Context, ids []string) ([]BatchStatus, error) {
-	target := s.t.endpoint("batch_statuses") + "?id=" + strings.Join(ids, ",")
+func (s *Sawtooth) fetch(ctx context.Context, ids []string, wait int) ([]BatchStatus, error) {
+	target := s.t.endpoint("batch_statuses") + "?id=" + strings.Join(ids, ",") + waitParam(wait)
 	var ans sawtoothStatuses
-	if err := s.t.getJSON(ctx, target, &ans, sawtoothDetail); err != nil {
+	if err := s.t.getJSON(ctx, target, wait, &ans, sawtoothDetail); err != nil {
 		return nil, err
 	}
 	out := make([]BatchStatus, 0, len(ans.Data))

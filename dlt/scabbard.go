@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/batchclaim/batchclaim"
 )
@@ -54,7 +55,13 @@ func (s *Scabbard) Post(ctx context.Context, batchList []byte) (PostResult, erro
 // Statuses asks {node}/scabbard/{circuit}/{service}/batch_statuses about at most 50 ids at
 // a time.
 func (s *Scabbard) Statuses(ctx context.Context, ids []string) ([]BatchStatus, error) {
-	return s.t.statuses(ctx, ids, ScabbardMaxStatusIDs, s.fetch)
+	return s.t.statuses(ctx, ids, 0, ScabbardMaxStatusIDs, s.fetch)
+}
+
+// StatusesWait asks .../batch_statuses?ids=...&wait=N about at most 50 ids at a time; the
+// service answers once each of them is COMMITTED or INVALID or N seconds have passed.
+func (s *Scabbard) StatusesWait(ctx context.Context, ids []string, wait time.Duration) ([]BatchStatus, error) {
+	return s.t.statuses(ctx, ids, wait, ScabbardMaxStatusIDs, s.fetch)
 }
 
 type scabbardStatus struct {
@@ -69,10 +76,10 @@ type scabbardStatus struct {
 	} `json:"status"`
 }
 
-func (s *Scabbard) fetch(ctx context.Context, ids []string) ([]BatchStatus, error) {
-	target := s.t.endpoint("scabbard", s.circuit, s.service, "batch_statuses") + "?ids=" + strings.Join(ids, ",")
+func (s *Scabbard) fetch(ctx context.Context, ids []string, wait int) ([]BatchStatus, error) {
+	target := s.t.endpoint("scabbard", s.circuit, s.service, "batch_statuses") + "?ids=" + strings.Join(ids, ",") + waitParam(wait)
 	var ans []scabbardStatus
-	if err := s.t.getJSON(ctx, target, &ans, scabbardDetail); err != nil {
+	if err := s.t.getJSON(ctx, target, wait, &ans, scabbardDetail); err != nil {
 		return nil, err
 	}
 	out := make([]BatchStatus, 0, len(ans))

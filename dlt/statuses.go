@@ -3,19 +3,23 @@ package dlt
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"sync"
+	"time"
 
 	"github.com/batchclaim/batchclaim"
 )
 
-// fetchFunc asks the ledger about one group of distinct, valid ids.
-type fetchFunc func(ctx context.Context, ids []string) ([]BatchStatus, error)
+// fetchFunc asks the ledger about one group of distinct, valid ids, asking it to hold its
+// answer for up to wait seconds (0: no wait parameter).
+type fetchFunc func(ctx context.Context, ids []string, wait int) ([]BatchStatus, error)
 
 // statuses validates and dedupes ids, asks for them in groups of at most size ids with at
 // most t.concurrency requests at once, and returns one status per distinct id in order. Ids
 // the ledger did not mention are UNKNOWN; an id it mentions without having been asked is an
-// error.
-func (t *transport) statuses(ctx context.Context, ids []string, size int, fetch fetchFunc) ([]BatchStatus, error) {
+// error. A positive wait, rounded up to whole seconds, is a deadline for the whole call: each
+// group asks the ledger to wait for what is left of it when its request starts.
+func (t *transport) statuses(ctx context.Context, ids []string, wait time.Duration, size int, fetch fetchFunc) ([]BatchStatus, error) {
 	ids, err := distinctIDs(ids)
 	if err != nil || len(ids) == 0 {
 		return nil, err
@@ -26,7 +30,12 @@ func (t *transport) statuses(ctx context.Context, ids []string, size int, fetch 
 		groups = append(groups, ids[:n:n])
 		ids = ids[n:]
 	}
-	answers, err := t.fanOut(ctx, groups, fetch)
+	var deadline time.Time
+	if wait > 0 {
+		now := time.Now()
+		deadline = now.Add(time.Duration(waitSeconds(now.Add(wait), now)) * time.Second)
+	}
+	answers, err := t.fanOut(ctx, groups, deadline, fetch)
 	if err != nil {
 		return nil, err
 	}
@@ -48,8 +57,9 @@ func (t *transport) statuses(ctx context.Context, ids []string, size int, fetch 
 }
 
 // fanOut runs fetch for every group with bounded concurrency and checks that each answer
-// names only asked ids. The first failure cancels the rest.
-func (t *transport) fanOut(ctx context.Context, groups [][]string, fetch fetchFunc) ([][]BatchStatus, error) {
+// names only asked ids. The first failure cancels the rest. A non-zero deadline is passed
+// on as the seconds left until it, rounded up, when each request starts.
+func (t *transport) fanOut(ctx context.Context, groups [][]string, deadline time.Time, fetch fetchFunc) ([][]BatchStatus, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	answers := make([][]BatchStatus, len(groups))
@@ -76,7 +86,7 @@ func (t *transport) fanOut(ctx context.Context, groups [][]string, fetch fetchFu
 				fail(fmt.Errorf("batch statuses: %w", ctx.Err()))
 				return
 			}
-			sts, err := fetch(ctx, g)
+			sts, err := fetch(ctx, g, waitSeconds(deadline, time.Now()))
 			if err == nil {
 				err = checkAnswered(g, sts)
 			}
@@ -89,6 +99,28 @@ func (t *transport) fanOut(ctx context.Context, groups [][]string, fetch fetchFu
 	}
 	wg.Wait()
 	return answers, firstErr
+}
+
+// waitSeconds is the wait parameter for a request started at now: the whole seconds left
+// until deadline, rounded up; 0 for a zero or past deadline.
+func waitSeconds(deadline, now time.Time) int {
+	if deadline.IsZero() || !now.Before(deadline) {
+		return 0
+	}
+	left := deadline.Sub(now)
+	secs := left / time.Second
+	if left%time.Second != 0 {
+		secs++
+	}
+	return int(secs)
+}
+
+// waitParam is the query suffix asking the ledger to wait up to secs seconds; "" for 0.
+func waitParam(secs int) string {
+	if secs <= 0 {
+		return ""
+	}
+	return "&wait=" + strconv.Itoa(secs)
 }
 
 // checkAnswered rejects an answer naming an id that was not asked for.

@@ -209,10 +209,11 @@ func (t *transport) link(body []byte) string {
 	return t.base.ResolveReference(ref).String()
 }
 
-// getJSON sends a GET and decodes a 200 answer into v.
-func (t *transport) getJSON(ctx context.Context, target string, v any,
+// getJSON sends a GET and decodes a 200 answer into v. wait is the seconds the request asks
+// the ledger to hold its answer, which its timeout allows for on top of t.timeout.
+func (t *transport) getJSON(ctx context.Context, target string, wait int, v any,
 	detail func(code int, body []byte) string) error {
-	rctx, cancel := context.WithTimeout(ctx, t.timeout)
+	rctx, cancel := context.WithTimeout(ctx, t.timeout+time.Duration(wait)*time.Second)
 	defer cancel()
 	req, err := t.newRequest(rctx, http.MethodGet, target, nil)
 	if err != nil {
