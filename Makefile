@@ -39,7 +39,7 @@ RIVER_WORKERS ?= 32 100 1000
 RIVER_JOBS ?= 10000
 
 .PHONY: bench
-bench: build ## Measure batchclaim (jobs, ledger, cycle) and River's no-op jobs on the same Postgres; print jobs/River
+bench: build ## Measure batchclaim (jobs, ledger, failover, scale, churn, cycle) and River's no-op jobs on the same Postgres; print jobs/River
 	@set -o pipefail; out=$$(mktemp); trap 'rm -f '$$out EXIT; \
 	  DATABASE_URL='$(BENCH_DATABASE_URL)' $(BIN)/batchclaim bench --json $(BENCH_FLAGS) | tee $$out || exit 1; \
 	  for w in $(RIVER_WORKERS); do \

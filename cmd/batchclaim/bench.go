@@ -40,10 +40,10 @@ type benchTotals struct {
 }
 
 // benchScenarios are the scenarios of `batchclaim bench`, in the order `all` runs them.
-var benchScenarios = []string{"jobs", "ledger", "failover", "scale", "cycle"}
+var benchScenarios = []string{"jobs", "ledger", "failover", "scale", "churn", "cycle"}
 
 func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("bench", "[--scenario jobs|ledger|failover|scale|cycle|all] [--json] [flags]",
+	fs := newFlagSet("bench", "[--scenario jobs|ledger|failover|scale|churn|cycle|all] [--json] [flags]",
 		"Measures batchclaim on scratch databases (DATABASE_URL, else a throwaway local cluster):\n\n"+
 			"  jobs      the job-runner path: --nodes nodes in this process, --keys x --per-key jobs stored\n"+
 			"            up front, a Submitter that does nothing. Jobs per second, stored-to-done latency,\n"+
@@ -57,12 +57,17 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			"  scale     --scale-processes `batchclaim run --claims-only` processes over --scale-service-ids:\n"+
 			"            seconds until balanced, self-fencings, statements per instance per renew interval\n"+
 			"            once balanced (batchclaim_db_statements_total), resident memory per process.\n"+
+			"  churn     claim engines in this process (Engine.Cycle every --churn-renew-interval, timed) over\n"+
+			"            --churn-active keys with work: first those alone, then among --churn-keys keys ever\n"+
+			"            seen whose idle claim rows the engines drop (--churn-drop-idle-after). Seconds until\n"+
+			"            only the keys with work have rows; cycle latency and statements per instance per\n"+
+			"            renew interval of both, side by side.\n"+
 			"  cycle     the claim cycle: --instances instances cycle flat out over --service-ids, first\n"+
 			"            until the claims are balanced (acquire), then with everything held (steady).\n"+
 			"            Cycles per second, serialization retries, cycle latency, row updates.\n\n"+
 			"--json prints one object per line, each with a \"scenario\" field; everything else goes to\n"+
 			"stderr. See docs/performance.md.", stderr)
-	scenario := fs.String("scenario", "all", "jobs | ledger | failover | scale | cycle | all")
+	scenario := fs.String("scenario", "all", "jobs | ledger | failover | scale | churn | cycle | all")
 	asJSON := fs.Bool("json", false, "print one JSON object per scenario, one a line")
 	keep := fs.Bool("keep", false, "keep the scratch databases (and the failover and scale instance logs)")
 	nodes := fs.Int("nodes", 2, "jobs, ledger: nodes, each with its own pool")
@@ -86,6 +91,15 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.DurationVar(&sc.expiry2, "scale-expiry-2", 24*time.Second, "scale: the processes' --expiry-2 T2")
 	fs.IntVar(&sc.intervals, "scale-intervals", 10, "scale: renew intervals over which the statements of balanced instances are counted")
 	fs.DurationVar(&sc.limit, "scale-timeout", 100*time.Second, "scale: give up when the claims are not balanced by then")
+	var ch churnConfig
+	fs.IntVar(&ch.keys, "churn-keys", 1000000, "churn: keys ever seen (claim rows at the start)")
+	fs.IntVar(&ch.active, "churn-active", 1000, "churn: keys with work (one unfinished batch each)")
+	fs.IntVar(&ch.engines, "churn-engines", 4, "churn: claim engines, each with its own pool")
+	fs.DurationVar(&ch.renew, "churn-renew-interval", time.Second, "churn: the engines' renew interval R (expiry-1 6R, expiry-2 24R)")
+	fs.DurationVar(&ch.dropIdle, "churn-drop-idle-after", 2*time.Second, "churn: the engines' DropIdleAfter")
+	fs.IntVar(&ch.chunk, "churn-chunk-size", 0, "churn: the engines' ChunkSize, rows per void, acquire or drop statement (0: the engine's default, 1000)")
+	fs.DurationVar(&ch.window, "churn-window", 10*time.Second, "churn: how long cycles and statements are measured once balanced")
+	fs.DurationVar(&ch.drainLimit, "churn-drain-timeout", 120*time.Second, "churn: stop waiting for the idle rows to be dropped after this long, and measure while they are (1,000,000 rows took about 12 minutes on 2 cores)")
 	instances := fs.Int("instances", 8, "cycle: instances cycling concurrently")
 	serviceIDs := fs.Int("service-ids", 2000, "cycle: service_ids")
 	duration := fs.Duration("duration", 10*time.Second, "cycle: length of the steady phase")
@@ -101,7 +115,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		run = benchScenarios
 	default:
 		if !slices.Contains(benchScenarios, *scenario) {
-			return errorf("--scenario %q: want jobs, ledger, failover, scale, cycle or all", *scenario)
+			return errorf("--scenario %q: want jobs, ledger, failover, scale, churn, cycle or all", *scenario)
 		}
 		run = []string{*scenario}
 	}
@@ -117,12 +131,15 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if sc.processes < 1 || sc.serviceIDs < 1 || sc.intervals < 1 || sc.limit <= 0 {
 		return errorf("--scale-processes, --scale-service-ids and --scale-intervals must be at least 1, --scale-timeout positive")
 	}
+	if ch.engines < 1 || ch.active < 1 || ch.keys < ch.active || ch.renew <= 0 || ch.dropIdle <= 0 || ch.chunk < 0 || ch.window <= 0 || ch.drainLimit <= 0 {
+		return errorf("--churn-engines and --churn-active must be at least 1, --churn-keys at least --churn-active, --churn-chunk-size not negative, the --churn durations positive")
+	}
 	// The scratch database's name goes to stderr with --json, so that stdout is only JSON.
 	info := stdout
 	if *asJSON {
 		info = stderr
 	}
-	fo.keep, sc.keep = *keep, *keep
+	fo.keep, sc.keep, ch.keep = *keep, *keep, *keep
 	pc := pathConfig{nodes: *nodes, conns: *conns, keys: *keys, perKey: *perKey, workers: *workers, pollInterval: *poll, keep: *keep}
 	enc := json.NewEncoder(stdout)
 	for _, s := range run {
@@ -163,6 +180,14 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			r, err := benchScale(ctx, sc, info)
 			if err != nil {
 				return fmt.Errorf("scale: %w", err)
+			}
+			if err := emit(enc, *asJSON, r, r.print, stdout); err != nil {
+				return err
+			}
+		case "churn":
+			r, err := benchChurn(ctx, ch, info)
+			if err != nil {
+				return fmt.Errorf("churn: %w", err)
 			}
 			if err := emit(enc, *asJSON, r, r.print, stdout); err != nil {
 				return err
