@@ -2,16 +2,17 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strings"
 	"syscall"
 	"time"
 
@@ -193,7 +194,7 @@ type fleet struct {
 	logDir string
 	prefix string
 	k      int  // service_ids
-	listen bool // give each process an HTTP address of its own
+	listen bool // each process listens on a port of its own, which it logs (--log-format json)
 	args   func(name, listen string) []string
 	gen    int
 	kids   []*fleetKid
@@ -210,21 +211,43 @@ type fleetKid struct {
 func (f *fleet) start() error {
 	f.gen++
 	name := fmt.Sprintf("%s-%d", f.prefix, f.gen)
-	var addr string
+	addr := ""
 	if f.listen {
-		// A free port, picked here so that the bench knows it (as chaos does).
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return err
-		}
-		addr = l.Addr().String()
-		l.Close()
+		// Port 0: the kernel picks a free one, which the process logs. (A port picked here
+		// and passed on can be taken meanwhile by another process's outgoing connection.)
+		addr = "127.0.0.1:0"
 	}
-	k, err := startBenchChild(name, filepath.Join(f.logDir, name+".log"), f.args(name, addr)...)
+	k, err := startBenchChild(name, f.logPath(name), f.args(name, addr)...)
 	if err != nil {
 		return err
 	}
-	f.kids = append(f.kids, &fleetKid{child: k, listen: addr})
+	f.kids = append(f.kids, &fleetKid{child: k})
+	return nil
+}
+
+func (f *fleet) logPath(name string) string { return filepath.Join(f.logDir, name+".log") }
+
+// readAddrs reads from its log the HTTP address of every process that logged it since.
+func (f *fleet) readAddrs() error {
+	for _, k := range f.kids {
+		if k.listen != "" {
+			continue
+		}
+		b, err := os.ReadFile(f.logPath(k.name))
+		if err != nil {
+			return err
+		}
+		for line := range strings.SplitSeq(string(b), "\n") {
+			var l struct {
+				Msg  string `json:"msg"`
+				Addr string `json:"addr"`
+			}
+			if json.Unmarshal([]byte(line), &l) == nil && strings.HasPrefix(l.Msg, "listening") && l.Addr != "" {
+				k.listen = l.Addr
+				break
+			}
+		}
+	}
 	return nil
 }
 
@@ -562,4 +585,14 @@ func startBenchChild(name, logPath string, args ...string) (*child, error) {
 		return nil, err
 	}
 	return c, nil
+}
+
+// allListening reports whether every process's HTTP address is known.
+func (f *fleet) allListening() bool {
+	for _, k := range f.kids {
+		if k.listen == "" {
+			return false
+		}
+	}
+	return true
 }

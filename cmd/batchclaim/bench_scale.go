@@ -112,7 +112,7 @@ func benchScale(ctx context.Context, c scaleConfig, info io.Writer) (scaleResult
 	fmt.Fprintf(info, "scale: %d service_ids registered; instance logs in %s\n", c.serviceIDs, logDir)
 	f := &fleet{admin: admin, logDir: logDir, prefix: "sc", k: c.serviceIDs, listen: true, args: func(name, listen string) []string {
 		return []string{"run", "--claims-only", "--database-url", db.URL, "--instance-name", name, "--listen", listen,
-			"--log-level", "info", "--renew-interval", c.renew.String(), "--expiry-1", c.expiry1.String(), "--expiry-2", c.expiry2.String()}
+			"--log-level", "info", "--log-format", "json", "--renew-interval", c.renew.String(), "--expiry-1", c.expiry1.String(), "--expiry-2", c.expiry2.String()}
 	}}
 	defer f.stopAll()
 	start := time.Now()
@@ -135,7 +135,10 @@ func benchScale(ctx context.Context, c scaleConfig, info io.Writer) (scaleResult
 		if err != nil {
 			return r, err
 		}
-		if s.balanced(c.serviceIDs, f.kids) {
+		if err := f.readAddrs(); err != nil {
+			return r, err
+		}
+		if s.balanced(c.serviceIDs, f.kids) && f.allListening() {
 			r.SecondsToBalance = round3(time.Since(start).Seconds())
 			r.HeldMin, r.HeldMax = s.lo, s.hi
 			break
