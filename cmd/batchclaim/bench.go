@@ -53,15 +53,15 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			"  failover  `batchclaim run` processes against the ledger simulator: SIGKILL an idle owner,\n"+
 			"            SIGKILL an owner with a POST in flight, SIGTERM an owner; seconds from the fault to\n"+
 			"            the orphaned service_id's next POST by another instance (database clock), beside\n"+
-			"            the targets T1 + 2R, T2 + 2R and 2R. About a minute and a half.\n"+
+			"            the targets T1 + 2R, T2 + 2R and 2R. About a minute.\n"+
 			"  scale     --scale-processes `batchclaim run --claims-only` processes over --scale-service-ids:\n"+
 			"            seconds until balanced, self-fencings, statements per instance per renew interval\n"+
 			"            once balanced (batchclaim_db_statements_total), resident memory per process.\n"+
-			"  churn     claim engines in this process (Engine.Cycle every --churn-renew-interval, timed) over\n"+
-			"            --churn-active keys with work: first those alone, then among --churn-keys keys ever\n"+
-			"            seen whose idle claim rows the engines drop (--churn-drop-idle-after). Seconds until\n"+
-			"            only the keys with work have rows; cycle latency and statements per instance per\n"+
-			"            renew interval of both, side by side.\n"+
+			"  churn     claim engines (Engine.Run) in this process over --churn-active keys with work:\n"+
+			"            those alone, without and with dropping idle claim rows, then among --churn-keys keys\n"+
+			"            ever seen whose idle rows the engines drop (--churn-drop-idle-after). Seconds until\n"+
+			"            only the keys with work have rows (at most --churn-drain-timeout); cycle latency and\n"+
+			"            statements per instance per renew interval of the three, side by side.\n"+
 			"  cycle     the claim cycle: --instances instances cycle flat out over --service-ids, first\n"+
 			"            until the claims are balanced (acquire), then with everything held (steady).\n"+
 			"            Cycles per second, serialization retries, cycle latency, row updates.\n\n"+
@@ -72,12 +72,12 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	keep := fs.Bool("keep", false, "keep the scratch databases (and the failover and scale instance logs)")
 	nodes := fs.Int("nodes", 2, "jobs, ledger: nodes, each with its own pool")
 	workers := fs.Int("workers", 16, "jobs, ledger: workers (concurrent submissions) per node")
-	conns := fs.Int("conns", 0, "jobs, ledger: database connections per node (0: pgx's default, max(4, CPUs), as `run` uses)")
+	conns := fs.Int("conns", 0, "jobs, ledger: database connections per node (0: pgx's default, max(4, CPUs), as batchclaim run uses)")
 	keys := fs.Int("keys", 1000, "jobs, ledger: keys (service_ids)")
 	perKey := fs.Int("per-key", 10, "jobs, ledger: jobs (batches) per key")
 	poll := fs.Duration("poll-interval", time.Second, "ledger: how often each node asks the ledger about accepted batches")
 	var fo failoverConfig
-	fs.IntVar(&fo.instances, "failover-instances", 3, "failover: `run` processes (at least 2)")
+	fs.IntVar(&fo.instances, "failover-instances", 3, "failover: run processes (at least 2)")
 	fs.IntVar(&fo.serviceIDs, "failover-service-ids", 30, "failover: service_ids")
 	fs.IntVar(&fo.repeat, "failover-repeat", 3, "failover: faults of each kind")
 	fs.DurationVar(&fo.renew, "failover-renew-interval", time.Second, "failover: the processes' --renew-interval R")
@@ -85,7 +85,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.DurationVar(&fo.expiry2, "failover-expiry-2", 8*time.Second, "failover: the processes' --expiry-2 T2")
 	var sc scaleConfig
 	fs.IntVar(&sc.serviceIDs, "scale-service-ids", 100000, "scale: service_ids")
-	fs.IntVar(&sc.processes, "scale-processes", 32, "scale: `run --claims-only` processes, started together")
+	fs.IntVar(&sc.processes, "scale-processes", 32, "scale: run --claims-only processes, started together")
 	fs.DurationVar(&sc.renew, "scale-renew-interval", time.Second, "scale: the processes' --renew-interval R")
 	fs.DurationVar(&sc.expiry1, "scale-expiry-1", 6*time.Second, "scale: the processes' --expiry-1 T1")
 	fs.DurationVar(&sc.expiry2, "scale-expiry-2", 24*time.Second, "scale: the processes' --expiry-2 T2")
