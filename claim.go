@@ -39,4 +39,5 @@ type Job struct {
 	Batch     Batch
 	FromState State  // the state the in-flight mark expects
 	Reason    string // first | retry | resubmit
+	Attempt   int64  // the attempt-log row the in-flight mark opened, 0 before the mark
 }

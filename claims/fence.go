@@ -7,7 +7,9 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/batchclaim/batchclaim"
 	"github.com/batchclaim/batchclaim/internal/db"
@@ -111,4 +113,43 @@ func RegisterServiceIDs(ctx context.Context, q Querier, ids ...string) error {
 		return fmt.Errorf("register service_ids: %w", err)
 	}
 	return nil
+}
+
+// Nonce is this process's random token on its registry row. Statements that write about
+// claimed service_ids on their own (set-based writes fenced per row, as package observer's)
+// match it together with the instance id, as Fence does.
+func (e *Engine) Nonce() uuid.UUID { return e.nonce }
+
+// Fenced tells the engine that a fenced write found c stale (not held with its epoch any
+// more): it counts a rejected stale write and drops c, as Fence does when it fails.
+func (e *Engine) Fenced(c Claim) {
+	e.stats.staleWrites.Add(1)
+	e.lose(c, LossFenced)
+}
+
+// DBNow is the time a statement of this engine judges by: nil (the database's now()) unless
+// ShiftDBTime moved it. Statements that check the lease by the database clock take it as
+// their optional now.
+func (e *Engine) DBNow(ctx context.Context, q Querier) (*time.Time, error) { return e.dbNow(ctx, q) }
+
+// Retry runs fn, and again (with jittered backoff, up to MaxSerializationRetries times, while
+// ctx lasts) when it fails with a lock timeout, a deadlock or a serialization failure
+// (SQLSTATE 55P03, 40P01, 40001). fn is one statement, or anything else safe to run again.
+func (e *Engine) Retry(ctx context.Context, fn func() error) error {
+	return retry(ctx, e.cfg.MaxSerializationRetries, func() { e.stats.writeRetries.Add(1) }, fn)
+}
+
+// ConfigurePool sets, on every connection of a pool about to be created, the timeouts that
+// keep one stalled client from holding the others up: lock_timeout = R (a statement waits at
+// most one renew interval for a row lock, and is then retried) and
+// idle_in_transaction_session_timeout = T1/5 (the server ends a transaction whose client went
+// silent, paused or cut off, and frees its locks long before expiry_1). Set once per
+// connection, they cost no statement per transaction. Call it with the timings in force
+// (Config.Resolve) before pgxpool.NewWithConfig.
+func ConfigurePool(pc *pgxpool.Config, t Timings) {
+	if pc.ConnConfig.RuntimeParams == nil {
+		pc.ConnConfig.RuntimeParams = map[string]string{}
+	}
+	pc.ConnConfig.RuntimeParams["lock_timeout"] = ms(t.RenewInterval)
+	pc.ConnConfig.RuntimeParams["idle_in_transaction_session_timeout"] = ms(max(t.Expiry1/5, 100*time.Millisecond))
 }

@@ -125,7 +125,7 @@ func TestListenerLimits(t *testing.T) {
 	t.Parallel()
 	e := setup(t, dlt.FlavorSawtooth, dltsim.Config{})
 	n, _ := e.start("limits", func(c *node.Config) {
-		c.Listen, c.MaxIngestRequests, c.ReadTimeout, c.MaxHeaderBytes = "127.0.0.1:0", 1, 5*time.Second, 4<<10
+		c.Listen, c.MaxIngestRequests, c.ReadTimeout, c.MaxHeaderBytes = "127.0.0.1:0", 1, 15*time.Second, 4<<10
 	})
 	waitFor(t, 10*time.Second, "listener up", func() bool { return n.Addr() != "" })
 	base := "http://" + n.Addr()
@@ -146,7 +146,7 @@ func TestListenerLimits(t *testing.T) {
 	}()
 	var busy *http.Response
 	var busyBody []byte
-	waitFor(t, 10*time.Second, "a second ingest request answered 503", func() bool {
+	waitFor(t, 14*time.Second, "a second ingest request answered 503", func() bool {
 		select {
 		case err := <-held:
 			t.Fatalf("the held request ended (%v) before a second one was refused", err)
@@ -166,7 +166,7 @@ func TestListenerLimits(t *testing.T) {
 		t.Errorf("/healthz while ingest is saturated: %d", resp.StatusCode)
 	}
 
-	// The read timeout (5s) ends the held request although its body never ends.
+	// The read timeout (15s: long enough that a loaded machine refuses the second request first) ends the held request although its body never ends.
 	select {
 	case <-held:
 	case <-time.After(30 * time.Second):

@@ -165,6 +165,9 @@ func New(pool *pgxpool.Pool, cfg Config) (*Node, error) {
 		if t.To != batchclaim.StateInflight {
 			q.Wake()
 		}
+		if t.To == batchclaim.StatePending && n.poller != nil {
+			n.poller.Wake() // ask the ledger about it now, not at the next poll tick
+		}
 	}
 	n.recorder = observer.NewRecorder(pool, eng, observer.RecorderConfig{HaltOnInvalid: cfg.HaltOnInvalid, Events: &events})
 	n.workers, err = submitter.New(submitter.Config{
@@ -185,7 +188,7 @@ func New(pool *pgxpool.Pool, cfg Config) (*Node, error) {
 	}
 	n.queuer = q
 	if cfg.Statuses != nil {
-		n.poller, err = observer.NewPoller(pool, eng, n.recorder, cfg.Statuses, observer.PollerConfig{Interval: cfg.PollInterval, Logger: cfg.Logger})
+		n.poller, err = observer.NewPoller(pool, eng, n.recorder, cfg.Statuses, observer.PollerConfig{Interval: cfg.PollInterval, Wait: pollWait(cfg.SkipValid), Logger: cfg.Logger})
 		if err != nil {
 			return nil, err
 		}
@@ -407,6 +410,16 @@ func chain2[A, B any](fs ...func(A, B)) func(A, B) {
 			}
 		}
 	}
+}
+
+// pollWait is the poller's wait: the default, except where VALID matters (SkipValid), since
+// a ledger's wait parameter holds the answer until a batch is COMMITTED or INVALID and would
+// hide a VALID one.
+func pollWait(skipValid bool) time.Duration {
+	if skipValid {
+		return -1
+	}
+	return 0
 }
 
 func ignoreCanceled(err error) error {

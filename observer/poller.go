@@ -26,6 +26,16 @@ type StatusSource interface {
 	Statuses(ctx context.Context, ids []string) ([]LedgerStatus, error)
 }
 
+// StatusWaiter is a StatusSource that can also wait, up to wait, until none of the batches
+// asked about is pending before it answers (the ledgers' wait parameter).
+type StatusWaiter interface {
+	StatusSource
+	StatusesWait(ctx context.Context, ids []string, wait time.Duration) ([]LedgerStatus, error)
+}
+
+// PollWaitDefault is PollerConfig.Wait's default.
+const PollWaitDefault = time.Second
+
 // Poller defaults.
 const (
 	PollIntervalDefault = time.Second
@@ -50,6 +60,12 @@ type PollerConfig struct {
 	// IDsPerRequest bounds the batch ids of one StatusSource call; ids of several
 	// service_ids share a call. Zero means 15 (PollIDsPerRequestDefault, the Sawtooth limit).
 	IDsPerRequest int
+	// Wait, when the StatusSource is a StatusWaiter, lets each request wait up to this long
+	// for the batches it asks about to settle (the ledgers' wait parameter), so that an
+	// outcome is learnt as soon as the ledger has it rather than at the next poll; a poll
+	// that learnt something is followed by the next at once. Zero means 1s; negative never
+	// waits.
+	Wait time.Duration
 	// Logger; nil discards.
 	Logger *slog.Logger
 }
@@ -73,8 +89,11 @@ type Poller struct {
 	q     *db.Queries
 	log   *slog.Logger
 
-	mu     sync.Mutex // one poll at a time; guards cursor
-	cursor pollCursor // the last batch the previous poll read
+	wake chan struct{}
+
+	mu      sync.Mutex // one poll at a time; guards cursor and changed
+	cursor  pollCursor // the last batch the previous poll read
+	changed int        // status changes the last poll recorded
 }
 
 // pollCursor is a place in (service_id, seq) order; the zero value is before the first.
@@ -96,13 +115,24 @@ func NewPoller(pool claims.Querier, fence Fencer, rec *Recorder, src StatusSourc
 	cfg.Concurrency = cmp.Or(cfg.Concurrency, PollConcurrency)
 	cfg.MaxBatches = cmp.Or(cfg.MaxBatches, PollMaxBatches)
 	cfg.IDsPerRequest = cmp.Or(cfg.IDsPerRequest, PollIDsPerRequestDefault)
+	cfg.Wait = cmp.Or(cfg.Wait, PollWaitDefault)
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Poller{cfg: cfg, pool: pool, fence: fence, rec: rec, src: src, q: db.New(), log: cfg.Logger}, nil
+	return &Poller{cfg: cfg, pool: pool, fence: fence, rec: rec, src: src, q: db.New(), log: cfg.Logger,
+		wake: make(chan struct{}, 1)}, nil
 }
 
-// Run polls every Interval until ctx ends.
+// Wake asks for a poll soon (a batch was accepted and its outcome is awaited).
+func (p *Poller) Wake() {
+	select {
+	case p.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Run polls every Interval, when woken, and at once after a poll that learnt something,
+// until ctx ends.
 func (p *Poller) Run(ctx context.Context) error {
 	t := time.NewTicker(p.cfg.Interval)
 	defer t.Stop()
@@ -111,9 +141,19 @@ func (p *Poller) Run(ctx context.Context) error {
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-t.C:
+		case <-p.wake:
 		}
-		if _, err := p.PollOnce(ctx); err != nil && ctx.Err() == nil {
-			p.log.Warn("status poll failed", "error", err)
+		for {
+			if _, err := p.PollOnce(ctx); err != nil && ctx.Err() == nil {
+				p.log.Warn("status poll failed", "error", err)
+				break
+			}
+			p.mu.Lock()
+			more := p.changed > 0
+			p.mu.Unlock()
+			if !more || ctx.Err() != nil {
+				break
+			}
 		}
 	}
 }
@@ -126,6 +166,7 @@ func (p *Poller) Run(ctx context.Context) error {
 func (p *Poller) PollOnce(ctx context.Context) (int, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	p.changed = 0
 	held := p.fence.Held()
 	if len(held) == 0 {
 		return 0, nil
@@ -141,17 +182,40 @@ func (p *Poller) PollOnce(ctx context.Context) (int, error) {
 	}
 	packs := p.pack(rows)
 	sem := make(chan struct{}, p.cfg.Concurrency)
-	var wg sync.WaitGroup
+	var (
+		wg   sync.WaitGroup
+		umu  sync.Mutex
+		ups  []StatusUpdate
+		errs []error
+	)
 	for _, pk := range packs {
 		sem <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-sem }()
-			if err := p.ask(ctx, byService, pk); err != nil && ctx.Err() == nil {
-				p.log.Warn("status request failed", "batches", len(pk.ids), "error", err)
+			got, err := p.ask(ctx, byService, pk)
+			umu.Lock()
+			defer umu.Unlock()
+			ups = append(ups, got...)
+			if err != nil && ctx.Err() == nil {
+				errs = append(errs, fmt.Errorf("status request for %d batches: %w", len(pk.ids), err))
 			}
 		})
 	}
 	wg.Wait()
+	// Every answer of the poll in one write; answers that change nothing are not written.
+	changed := 0
+	for _, u := range ups {
+		if stateFor(u.Status) != u.From {
+			changed++
+		}
+	}
+	p.changed = changed
+	if err := p.rec.RecordStatuses(ctx, ups); err != nil && !errors.Is(err, batchclaim.ErrClaimLost) && ctx.Err() == nil {
+		errs = append(errs, err)
+	}
+	for _, err := range errs {
+		p.log.Warn("status poll", "error", err)
+	}
 	return len(rows), nil
 }
 
@@ -194,8 +258,9 @@ func (p *Poller) nextPage(ctx context.Context, svcs []string) ([]db.BatchesToPol
 // statusPack is one status request: distinct ids and the batches each stands for (the same
 // id may be stored under two service_ids).
 type statusPack struct {
-	ids   []string
-	asked map[string][]db.BatchesToPollRow
+	ids     []string
+	asked   map[string][]db.BatchesToPollRow
+	pending bool // some batch of it is PENDING: worth waiting for
 }
 
 // pack splits rows into requests of at most IDsPerRequest distinct ids, in order.
@@ -213,19 +278,27 @@ func (p *Poller) pack(rows []db.BatchesToPollRow) []statusPack {
 			packs[i].ids = append(packs[i].ids, r.BatchID)
 		}
 		packs[i].asked[r.BatchID] = append(packs[i].asked[r.BatchID], r)
+		packs[i].pending = packs[i].pending || r.State == string(batchclaim.StatePending)
 	}
 	return packs
 }
 
-// ask sends one pack, checks the answers against the ids asked and records what changed,
-// one fenced transaction per service_id.
-func (p *Poller) ask(ctx context.Context, byService map[string]claims.Claim, pk statusPack) error {
-	statuses, err := p.src.Statuses(ctx, pk.ids)
-	if err != nil {
-		return err
+// ask sends one pack (waiting for the batches to settle when the source can) and returns
+// the answers that change something, each under its own service_id's claim.
+func (p *Poller) ask(ctx context.Context, byService map[string]claims.Claim, pk statusPack) ([]StatusUpdate, error) {
+	var (
+		statuses []LedgerStatus
+		err      error
+	)
+	if w, ok := p.src.(StatusWaiter); ok && p.cfg.Wait > 0 && pk.pending {
+		statuses, err = w.StatusesWait(ctx, pk.ids, p.cfg.Wait)
+	} else {
+		statuses, err = p.src.Statuses(ctx, pk.ids)
 	}
-	ups := map[string][]StatusUpdate{}
-	var order []string
+	if err != nil {
+		return nil, err
+	}
+	var ups []StatusUpdate
 	for _, s := range statuses {
 		rows, ok := pk.asked[s.ID]
 		if !ok {
@@ -237,27 +310,8 @@ func (p *Poller) ask(ctx context.Context, byService map[string]claims.Claim, pk 
 			if stateFor(s.Status) == from && s.Status != batchclaim.StatusUnknown {
 				continue // nothing new: nothing to write
 			}
-			if ups[r.ServiceID] == nil {
-				order = append(order, r.ServiceID)
-			}
-			ups[r.ServiceID] = append(ups[r.ServiceID], StatusUpdate{Seq: r.Seq, BatchID: r.BatchID, From: from, Status: s.Status, Invalid: s.Invalid})
+			ups = append(ups, StatusUpdate{Claim: byService[r.ServiceID], Seq: r.Seq, BatchID: r.BatchID, From: from, Status: s.Status, Invalid: s.Invalid})
 		}
 	}
-	var errs []error
-	for _, svc := range order {
-		c := byService[svc]
-		if err := p.record(ctx, c, ups[svc]); err != nil && ctx.Err() == nil && c.Context().Err() == nil {
-			errs = append(errs, fmt.Errorf("record statuses of service_id %s: %w", svc, err))
-		}
-	}
-	return errors.Join(errs...)
-}
-
-// record writes one service_id's answers under its claim, stopping if the claim is lost.
-func (p *Poller) record(ctx context.Context, c claims.Claim, ups []StatusUpdate) error {
-	cctx, cancel := context.WithCancel(c.Context())
-	defer cancel()
-	stop := context.AfterFunc(ctx, cancel)
-	defer stop()
-	return p.rec.RecordStatuses(cctx, c, ups, false)
+	return ups, nil
 }

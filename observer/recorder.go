@@ -1,10 +1,12 @@
 package observer
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -18,16 +20,18 @@ import (
 // Fencer is the part of claims.Engine the observer needs.
 type Fencer interface {
 	InstanceID() uuid.UUID
+	// Nonce is the process's token on its registry row; every fenced statement matches it.
+	Nonce() uuid.UUID
 	Held() []claims.Claim
-	BeginSubmission(ctx context.Context, q claims.Querier, c claims.Claim) error
-	EndSubmission(ctx context.Context, q claims.Querier, c claims.Claim) error
-	Fence(ctx context.Context, tx claims.Querier, c claims.Claim) error
-	// WriteTx runs a guarded transaction, retried on lock timeouts, deadlocks and
-	// serialization failures.
-	WriteTx(ctx context.Context, fn func(pgx.Tx) error) error
+	// Fenced drops a claim a fenced write found stale.
+	Fenced(c claims.Claim)
+	// DBNow is the time statements judge the lease by (nil: the database's now()).
+	DBNow(ctx context.Context, q claims.Querier) (*time.Time, error)
+	// Retry runs a statement again after a lock timeout, deadlock or serialization failure.
+	Retry(ctx context.Context, fn func() error) error
 }
 
-// Pool starts transactions (a *pgxpool.Pool).
+// Pool runs statements and starts transactions (a *pgxpool.Pool).
 type Pool interface {
 	claims.Querier
 	Begin(ctx context.Context) (pgx.Tx, error)
@@ -42,126 +46,248 @@ type Transition struct {
 	AgeSeconds float64 // since the batch was stored (database clock)
 }
 
+// Recorder defaults.
+const (
+	// MaxRowsPerStatement bounds the rows one set-based write carries; more are split.
+	MaxRowsPerStatement = 1000
+	// FlushTimeoutDefault bounds one group write of outcomes.
+	FlushTimeoutDefault = 30 * time.Second
+)
+
 // RecorderConfig configures a Recorder.
 type RecorderConfig struct {
 	// HaltOnInvalid halts a service_id when one of its batches is INVALID: nothing more is
 	// sent for it until an operator deletes its service_halts row. False (the default) treats
 	// INVALID as terminal for that batch only and goes on with the next.
 	HaltOnInvalid bool
+	// FlushTimeout bounds one group write of outcomes. Zero means 30s.
+	FlushTimeout time.Duration
 	// Events receives status changes.
 	Events *Events
 }
 
-// Recorder makes the fenced, synchronous writes about batches.
+// Recorder makes the fenced, synchronous writes about batches, a set at a time.
 type Recorder struct {
 	pool  Pool
 	fence Fencer
 	cfg   RecorderConfig
 	q     *db.Queries
+
+	mu      sync.Mutex // guards pending and leading
+	pending []*outcome
+	leading bool // a Finish is writing pending outcomes
 }
 
 // NewRecorder returns a Recorder.
 func NewRecorder(pool Pool, fence Fencer, cfg RecorderConfig) *Recorder {
+	cfg.FlushTimeout = cmp.Or(cfg.FlushTimeout, FlushTimeoutDefault)
 	return &Recorder{pool: pool, fence: fence, cfg: cfg, q: db.New()}
 }
 
-// Begin marks s's batch in flight (fenced, committed) and opens its attempt-log row.
-func (r *Recorder) Begin(ctx context.Context, s batchclaim.Job) (attemptID int64, err error) {
-	err = r.inTx(ctx, func(tx pgx.Tx) error {
-		if err := r.fence.BeginSubmission(ctx, tx, s.Claim); err != nil {
-			return err
-		}
-		me := r.fence.InstanceID()
-		_, err := r.q.BatchMarkInflight(ctx, tx, db.BatchMarkInflightParams{
-			Claimant: me, Epoch: s.Claim.Epoch, Seq: s.Batch.Seq, ExpectedState: string(s.FromState),
-		})
-		if errors.Is(err, pgx.ErrNoRows) {
-			return batchclaim.ErrStateChanged
-		}
+// Mark marks the jobs' batches in flight before their POSTs, in one statement per
+// MaxRowsPerStatement jobs, each fenced on its own claim and conditional on its batch still
+// being in FromState. It returns the jobs marked, in order, with their payload, attempt count
+// and attempt-log id filled in. A job whose claim is no longer held with its epoch is left out
+// and its claim dropped (batchclaim.ErrClaimLost for that job alone); a job whose batch moved
+// on meanwhile is left out (batchclaim.ErrStateChanged). The error is for the statement as a
+// whole.
+func (r *Recorder) Mark(ctx context.Context, jobs []batchclaim.Job) ([]batchclaim.Job, error) {
+	var out []batchclaim.Job
+	for chunk := range chunks(jobs) {
+		marked, err := r.mark(ctx, chunk)
+		out = append(out, marked...)
 		if err != nil {
-			return fmt.Errorf("mark in flight: %w", err)
+			return out, err
 		}
-		attemptID, err = r.q.AttemptStart(ctx, tx, db.AttemptStartParams{
-			Seq: s.Batch.Seq, ServiceID: s.Batch.ServiceID, BatchID: s.Batch.BatchID,
-			InstanceID: me, Epoch: s.Claim.Epoch, Reason: s.Reason,
-		})
-		if err != nil {
-			return fmt.Errorf("log attempt: %w", err)
-		}
-		return r.logTransition(ctx, tx, s.Batch.Seq, s.FromState, batchclaim.StateInflight, s.Claim.Epoch, s.Reason)
-	})
-	return attemptID, err
+	}
+	return out, nil
 }
 
-// Finish records the outcome of s's submission (fenced) and ends the submission.
-func (r *Recorder) Finish(ctx context.Context, s batchclaim.Job, attemptID int64, res batchclaim.Result, latency, nextAttempt time.Duration) error {
-	to := res.Verdict.State()
-	var age float64
-	err := r.inTx(ctx, func(tx pgx.Tx) error {
-		if err := r.fence.Fence(ctx, tx, s.Claim); err != nil {
-			return err
-		}
-		var dltStatus *string
-		switch res.Verdict {
-		case batchclaim.Accepted:
-			dltStatus = ptr(string(batchclaim.StatusPending))
-		case batchclaim.Rejected:
-			dltStatus = ptr(string(batchclaim.StatusInvalid))
-		case batchclaim.Done:
-			dltStatus = ptr(string(batchclaim.StatusCommitted))
-		}
-		var lastErr *string
-		if res.Verdict != batchclaim.Accepted && res.Verdict != batchclaim.Done && res.Detail != "" {
-			lastErr = ptr(res.Detail)
-		}
-		var err error
-		age, err = r.q.BatchRecordOutcome(ctx, tx, db.BatchRecordOutcomeParams{
-			NewState: string(to), DltStatus: dltStatus, RetryAfterMs: nextAttempt.Milliseconds(),
-			LastError: lastErr, InvalidDetails: jsonOrNil(res.Invalid),
-			Seq: s.Batch.Seq, Epoch: s.Claim.Epoch, Claimant: r.fence.InstanceID(),
-		})
-		if errors.Is(err, pgx.ErrNoRows) {
-			return batchclaim.ErrStateChanged
-		}
-		if err != nil {
-			return fmt.Errorf("record outcome: %w", err)
-		}
-		var status *int32
-		if res.HTTPStatus != 0 {
-			status = ptr(int32(res.HTTPStatus))
-		}
-		if err := r.q.AttemptFinish(ctx, tx, db.AttemptFinishParams{
-			ID: attemptID, HttpStatus: status, LatencyMs: ptr(float64(latency.Microseconds()) / 1000),
-			Outcome: ptr(res.Verdict.String()), Error: lastErr,
-		}); err != nil {
-			return fmt.Errorf("finish attempt: %w", err)
-		}
-		if err := r.logTransition(ctx, tx, s.Batch.Seq, batchclaim.StateInflight, to, s.Claim.Epoch, res.Verdict.String()); err != nil {
-			return err
-		}
-		if to == batchclaim.StateInvalid && r.cfg.HaltOnInvalid {
-			if err := r.q.ServiceHalt(ctx, tx, db.ServiceHaltParams{ServiceID: s.Batch.ServiceID, Seq: s.Batch.Seq, Reason: "batch INVALID: " + res.Detail}); err != nil {
-				return fmt.Errorf("halt service: %w", err)
-			}
-		}
-		return r.fence.EndSubmission(ctx, tx, s.Claim)
-	})
-	if err == nil {
-		r.cfg.Events.statusChanged(Transition{Seq: s.Batch.Seq, ServiceID: s.Batch.ServiceID, BatchID: s.Batch.BatchID, From: batchclaim.StateInflight, To: to, AgeSeconds: age})
+func (r *Recorder) mark(ctx context.Context, jobs []batchclaim.Job) ([]batchclaim.Job, error) {
+	now, err := r.fence.DBNow(ctx, r.pool)
+	if err != nil {
+		return nil, err
 	}
-	return err
+	p := db.BatchesMarkInflightParams{Claimant: r.fence.InstanceID(), Nonce: r.fence.Nonce(), Now: now}
+	for _, j := range jobs {
+		p.Seqs = append(p.Seqs, j.Batch.Seq)
+		p.ServiceIds = append(p.ServiceIds, j.Claim.ServiceID)
+		p.Epochs = append(p.Epochs, j.Claim.Epoch)
+		p.FromStates = append(p.FromStates, string(j.FromState))
+		p.Reasons = append(p.Reasons, j.Reason)
+	}
+	var rows []db.BatchesMarkInflightRow
+	if err := r.fence.Retry(ctx, func() (err error) {
+		rows, err = r.q.BatchesMarkInflight(ctx, r.pool, p)
+		return err
+	}); err != nil {
+		return nil, fmt.Errorf("mark in flight: %w", err)
+	}
+	bySeq := make(map[int64]db.BatchesMarkInflightRow, len(rows))
+	for _, row := range rows {
+		bySeq[row.Seq] = row
+	}
+	out := make([]batchclaim.Job, 0, len(jobs))
+	for _, j := range jobs {
+		row := bySeq[j.Batch.Seq]
+		switch {
+		case row.Marked:
+			j.Batch.Payload = row.Payload
+			j.Batch.Attempts = int(row.Attempts) - 1
+			j.Attempt = row.AttemptID
+			out = append(out, j)
+		case !row.Fenced:
+			r.fence.Fenced(j.Claim)
+		}
+	}
+	return out, nil
+}
+
+// outcome is one submission's result waiting to be written.
+type outcome struct {
+	ctx     context.Context // the caller's: an outcome whose caller gave up is not written
+	job     batchclaim.Job
+	res     batchclaim.Result
+	latency time.Duration
+	next    time.Duration
+
+	err  error
+	done chan struct{}
+}
+
+// Finish records the outcome of j's submission (fenced on j's claim) and ends the claim's
+// submission; it returns once the outcome is committed. Outcomes that arrive while another
+// Finish is writing are written together by it in one statement (group commit), so a busy
+// instance writes many outcomes per statement and per commit. A job whose claim is lost
+// returns batchclaim.ErrClaimLost (nothing is written for it); one whose batch moved on
+// returns batchclaim.ErrStateChanged.
+func (r *Recorder) Finish(ctx context.Context, j batchclaim.Job, res batchclaim.Result, latency, nextAttempt time.Duration) error {
+	o := &outcome{ctx: ctx, job: j, res: res, latency: latency, next: nextAttempt, done: make(chan struct{})}
+	r.mu.Lock()
+	r.pending = append(r.pending, o)
+	if r.leading {
+		r.mu.Unlock()
+		select {
+		case <-o.done:
+			return o.err
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	r.leading = true
+	for len(r.pending) > 0 {
+		batch := r.pending
+		r.pending = nil
+		r.mu.Unlock()
+		r.writeOutcomes(batch)
+		r.mu.Lock()
+	}
+	r.leading = false
+	r.mu.Unlock()
+	<-o.done
+	return o.err
+}
+
+// writeOutcomes writes a group of outcomes and tells each waiter its result. The write does
+// not run under any one caller's context: each row is fenced on its own claim instead, and
+// the outcomes whose caller's context ended (the submitter passes the claim's, which ends
+// when the claim is lost) are not written at all.
+func (r *Recorder) writeOutcomes(batch []*outcome) {
+	defer func() {
+		for _, o := range batch {
+			close(o.done)
+		}
+	}()
+	live := batch[:0:0]
+	for _, o := range batch {
+		if err := o.ctx.Err(); err != nil {
+			o.err = fmt.Errorf("record outcome of %s@%d: %w", o.job.Claim.ServiceID, o.job.Claim.Epoch, err)
+			continue
+		}
+		live = append(live, o)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), r.cfg.FlushTimeout)
+	defer cancel()
+	for chunk := range chunks(live) {
+		r.writeOutcomeChunk(ctx, chunk)
+	}
+}
+
+func (r *Recorder) writeOutcomeChunk(ctx context.Context, batch []*outcome) {
+	p := db.BatchesRecordOutcomesParams{Claimant: r.fence.InstanceID(), Nonce: r.fence.Nonce(), HaltOnInvalid: r.cfg.HaltOnInvalid}
+	for _, o := range batch {
+		j, res := o.job, o.res
+		p.Seqs = append(p.Seqs, j.Batch.Seq)
+		p.ServiceIds = append(p.ServiceIds, j.Claim.ServiceID)
+		p.Epochs = append(p.Epochs, j.Claim.Epoch)
+		p.NewStates = append(p.NewStates, string(res.Verdict.State()))
+		p.DltStatuses = append(p.DltStatuses, string(dltStatusOf(res.Verdict)))
+		p.RetryAfterMs = append(p.RetryAfterMs, o.next.Milliseconds())
+		lastErr := ""
+		if res.Verdict != batchclaim.Accepted && res.Verdict != batchclaim.Done {
+			lastErr = res.Detail
+		}
+		p.LastErrors = append(p.LastErrors, lastErr)
+		p.InvalidDetails = append(p.InvalidDetails, jsonOrEmpty(res.Invalid))
+		p.AttemptIds = append(p.AttemptIds, j.Attempt)
+		p.HttpStatuses = append(p.HttpStatuses, int32(res.HTTPStatus))
+		p.LatenciesMs = append(p.LatenciesMs, float64(o.latency.Microseconds())/1000)
+		p.Outcomes = append(p.Outcomes, res.Verdict.String())
+	}
+	var rows []db.BatchesRecordOutcomesRow
+	err := r.fence.Retry(ctx, func() (err error) {
+		rows, err = r.q.BatchesRecordOutcomes(ctx, r.pool, p)
+		return err
+	})
+	if err != nil {
+		for _, o := range batch {
+			o.err = fmt.Errorf("record outcome: %w", err)
+		}
+		return
+	}
+	bySeq := make(map[int64]db.BatchesRecordOutcomesRow, len(rows))
+	for _, row := range rows {
+		bySeq[row.Seq] = row
+	}
+	for _, o := range batch {
+		row, j := bySeq[o.job.Batch.Seq], o.job
+		switch {
+		case !row.Fenced:
+			r.fence.Fenced(j.Claim)
+			o.err = fmt.Errorf("record outcome of %s@%d: %w", j.Claim.ServiceID, j.Claim.Epoch, batchclaim.ErrClaimLost)
+		case !row.Recorded:
+			o.err = fmt.Errorf("record outcome of batch %d: %w", j.Batch.Seq, batchclaim.ErrStateChanged)
+		default:
+			r.cfg.Events.statusChanged(Transition{Seq: j.Batch.Seq, ServiceID: j.Claim.ServiceID, BatchID: j.Batch.BatchID,
+				From: batchclaim.StateInflight, To: o.res.Verdict.State(), AgeSeconds: row.AgeSeconds})
+		}
+	}
+}
+
+// dltStatusOf is what a verdict says the ledger's status is; empty when it says nothing.
+func dltStatusOf(v batchclaim.Verdict) batchclaim.Status {
+	switch v {
+	case batchclaim.Accepted:
+		return batchclaim.StatusPending
+	case batchclaim.Rejected:
+		return batchclaim.StatusInvalid
+	case batchclaim.Done:
+		return batchclaim.StatusCommitted
+	}
+	return ""
 }
 
 // Adopt turns a batch left INFLIGHT (by a previous owner, or by this instance before it was
 // fenced) into UNKNOWN under claim c, so that the ledger is asked before it is sent again. It
 // also ends any submission mark c's own epoch left behind.
 func (r *Recorder) Adopt(ctx context.Context, c claims.Claim, b batchclaim.Batch, detail string) error {
-	return r.RecordStatuses(ctx, c, []StatusUpdate{{Seq: b.Seq, BatchID: b.BatchID, From: batchclaim.StateInflight,
-		Status: batchclaim.StatusUnknown, Detail: detail, Adopted: true}}, true)
+	return r.RecordStatuses(ctx, []StatusUpdate{{Claim: c, Seq: b.Seq, BatchID: b.BatchID, From: batchclaim.StateInflight,
+		Status: batchclaim.StatusUnknown, Detail: detail, Adopted: true, EndSubmission: true}})
 }
 
 // StatusUpdate is one ledger answer to record.
 type StatusUpdate struct {
+	Claim   claims.Claim // the claim of the batch's service_id the answer is recorded under
 	Seq     int64
 	BatchID string
 	From    batchclaim.State // the state the batch was in when the ledger was asked
@@ -171,58 +297,77 @@ type StatusUpdate struct {
 	// Adopted marks the UNKNOWN of an orphaned in-flight batch: no answer from the ledger, so
 	// it does not count towards the consecutive UNKNOWN answers that allow a resubmission.
 	Adopted bool
+	// EndSubmission clears the claim's submission mark in the same write.
+	EndSubmission bool
 }
 
-// RecordStatuses records ledger answers for batches of claim c's service_id, in one fenced
-// transaction. Updates whose batch moved on meanwhile are skipped.
-func (r *Recorder) RecordStatuses(ctx context.Context, c claims.Claim, ups []StatusUpdate, endSubmission bool) error {
-	var changed []Transition
-	err := r.inTx(ctx, func(tx pgx.Tx) error {
-		changed = changed[:0]
-		if err := r.fence.Fence(ctx, tx, c); err != nil {
-			return err
+// RecordStatuses records ledger answers in one statement per MaxRowsPerStatement updates,
+// each fenced on its own claim; updates whose batch moved on meanwhile are skipped. Answers
+// that change nothing (the same state again, except UNKNOWN, whose consecutive answers are
+// counted) are left out, so a poll that learns nothing writes nothing. Updates whose claim is
+// lost are dropped, their claims too, and the error wraps batchclaim.ErrClaimLost.
+func (r *Recorder) RecordStatuses(ctx context.Context, ups []StatusUpdate) error {
+	var errs []error
+	todo := make([]StatusUpdate, 0, len(ups))
+	for _, u := range ups {
+		if stateFor(u.Status) == u.From && u.Status != batchclaim.StatusUnknown && !u.EndSubmission {
+			continue
 		}
-		for _, u := range ups {
-			to := stateFor(u.Status)
-			if to == u.From && u.Status != batchclaim.StatusUnknown {
-				continue // nothing new; UNKNOWN is recorded to count consecutive answers
-			}
-			row, err := r.q.BatchRecordStatus(ctx, tx, db.BatchRecordStatusParams{
-				NewState: string(to), DltStatus: string(u.Status), InvalidDetails: jsonOrNil(u.Invalid),
-				Claimant: r.fence.InstanceID(), Epoch: c.Epoch, Seq: u.Seq, ExpectedState: string(u.From),
-				Answer: !u.Adopted,
-			})
-			if errors.Is(err, pgx.ErrNoRows) {
-				continue
-			}
-			if err != nil {
-				return fmt.Errorf("record status: %w", err)
-			}
-			if to != u.From {
-				if err := r.logTransition(ctx, tx, u.Seq, u.From, to, c.Epoch, cmpOr(u.Detail, "ledger: "+string(u.Status))); err != nil {
-					return err
-				}
-				changed = append(changed, Transition{Seq: u.Seq, ServiceID: c.ServiceID, BatchID: u.BatchID, From: u.From, To: to, AgeSeconds: row.AgeSeconds})
-			}
-			if to == batchclaim.StateInvalid && r.cfg.HaltOnInvalid {
-				if err := r.q.ServiceHalt(ctx, tx, db.ServiceHaltParams{ServiceID: c.ServiceID, Seq: u.Seq, Reason: "batch INVALID"}); err != nil {
-					return fmt.Errorf("halt service: %w", err)
-				}
-			}
-		}
-		if endSubmission {
-			if err := r.fence.EndSubmission(ctx, tx, c); err != nil && !errors.Is(err, batchclaim.ErrClaimLost) {
-				return err
-			}
-		}
-		return nil
-	})
-	if err == nil {
-		for _, t := range changed {
-			r.cfg.Events.statusChanged(t)
+		todo = append(todo, u)
+	}
+	for chunk := range chunks(todo) {
+		if err := r.recordStatuses(ctx, chunk); err != nil {
+			errs = append(errs, err)
 		}
 	}
-	return err
+	return errors.Join(errs...)
+}
+
+func (r *Recorder) recordStatuses(ctx context.Context, ups []StatusUpdate) error {
+	p := db.BatchesRecordStatusesParams{Claimant: r.fence.InstanceID(), Nonce: r.fence.Nonce(), HaltOnInvalid: r.cfg.HaltOnInvalid}
+	for _, u := range ups {
+		p.Seqs = append(p.Seqs, u.Seq)
+		p.ServiceIds = append(p.ServiceIds, u.Claim.ServiceID)
+		p.Epochs = append(p.Epochs, u.Claim.Epoch)
+		p.FromStates = append(p.FromStates, string(u.From))
+		p.NewStates = append(p.NewStates, string(stateFor(u.Status)))
+		p.DltStatuses = append(p.DltStatuses, string(u.Status))
+		p.Answers = append(p.Answers, !u.Adopted)
+		p.InvalidDetails = append(p.InvalidDetails, jsonOrEmpty(u.Invalid))
+		p.Details = append(p.Details, cmp.Or(u.Detail, "ledger: "+string(u.Status)))
+		p.EndSubmissions = append(p.EndSubmissions, u.EndSubmission)
+	}
+	var rows []db.BatchesRecordStatusesRow
+	if err := r.fence.Retry(ctx, func() (err error) {
+		rows, err = r.q.BatchesRecordStatuses(ctx, r.pool, p)
+		return err
+	}); err != nil {
+		return fmt.Errorf("record statuses: %w", err)
+	}
+	bySeq := make(map[int64]db.BatchesRecordStatusesRow, len(rows))
+	for _, row := range rows {
+		bySeq[row.Seq] = row
+	}
+	var lost []string
+	dropped := map[string]bool{}
+	for _, u := range ups {
+		row := bySeq[u.Seq]
+		switch {
+		case !row.Fenced:
+			if !dropped[u.Claim.ServiceID] {
+				dropped[u.Claim.ServiceID] = true
+				r.fence.Fenced(u.Claim)
+				lost = append(lost, fmt.Sprintf("%s@%d", u.Claim.ServiceID, u.Claim.Epoch))
+			}
+		case row.Recorded && stateFor(u.Status) != u.From:
+			r.cfg.Events.statusChanged(Transition{Seq: u.Seq, ServiceID: u.Claim.ServiceID, BatchID: u.BatchID,
+				From: u.From, To: stateFor(u.Status), AgeSeconds: row.AgeSeconds})
+		}
+	}
+	if len(lost) > 0 {
+		return fmt.Errorf("record statuses under %v: %w", lost, batchclaim.ErrClaimLost)
+	}
+	return nil
 }
 
 // stateFor maps a ledger status to the batch state it leads to.
@@ -240,33 +385,22 @@ func stateFor(s batchclaim.Status) batchclaim.State {
 	return batchclaim.StateUnknown
 }
 
-func (r *Recorder) logTransition(ctx context.Context, tx pgx.Tx, seq int64, from, to batchclaim.State, epoch int64, detail string) error {
-	me := r.fence.InstanceID()
-	f := string(from)
-	if err := r.q.TransitionLog(ctx, tx, db.TransitionLogParams{
-		Seq: seq, FromState: &f, ToState: string(to), InstanceID: &me, Epoch: &epoch, Detail: &detail,
-	}); err != nil {
-		return fmt.Errorf("log transition: %w", err)
+// chunks splits s into runs of at most MaxRowsPerStatement.
+func chunks[T any](s []T) func(func([]T) bool) {
+	return func(yield func([]T) bool) {
+		for len(s) > 0 {
+			n := min(len(s), MaxRowsPerStatement)
+			if !yield(s[:n]) {
+				return
+			}
+			s = s[n:]
+		}
 	}
-	return nil
 }
 
-func (r *Recorder) inTx(ctx context.Context, fn func(pgx.Tx) error) error {
-	return r.fence.WriteTx(ctx, fn)
-}
-
-func ptr[T any](v T) *T { return &v }
-
-func cmpOr(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
-}
-
-func jsonOrNil(b []byte) []byte {
+func jsonOrEmpty(b []byte) string {
 	if len(b) == 0 || !json.Valid(b) {
-		return nil
+		return ""
 	}
-	return b
+	return string(b)
 }

@@ -61,8 +61,8 @@ func TestUnknownCountRestartsAtEachPostAndAdoptionIsNoAnswer(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Resubmitted after three UNKNOWN answers...
-	if _, err := rec.Begin(ctx, batchclaim.Job{Claim: c, Batch: b, FromState: batchclaim.StateUnknown, Reason: "resubmit"}); err != nil {
-		t.Fatal(err)
+	if m, err := rec.Mark(ctx, []batchclaim.Job{{Claim: c, Batch: b, FromState: batchclaim.StateUnknown, Reason: "resubmit"}}); err != nil || len(m) != 1 {
+		t.Fatalf("mark: %v, %d marked", err, len(m))
 	}
 	if st, n := unknownCount(t, pool, b.Seq); st != "INFLIGHT" || n != 0 {
 		t.Fatalf("after the POST's mark: %s with %d UNKNOWN answers, want INFLIGHT with 0", st, n)
@@ -75,7 +75,7 @@ func TestUnknownCountRestartsAtEachPostAndAdoptionIsNoAnswer(t *testing.T) {
 		t.Fatalf("after adoption: %s with %d UNKNOWN answers, want UNKNOWN with 0", st, n)
 	}
 	// A real answer counts.
-	if err := rec.RecordStatuses(ctx, c, []observer.StatusUpdate{{Seq: b.Seq, BatchID: b.BatchID, From: batchclaim.StateUnknown, Status: batchclaim.StatusUnknown}}, false); err != nil {
+	if err := rec.RecordStatuses(ctx, []observer.StatusUpdate{{Claim: c, Seq: b.Seq, BatchID: b.BatchID, From: batchclaim.StateUnknown, Status: batchclaim.StatusUnknown}}); err != nil {
 		t.Fatal(err)
 	}
 	if st, n := unknownCount(t, pool, b.Seq); st != "UNKNOWN" || n != 1 {
@@ -83,16 +83,24 @@ func TestUnknownCountRestartsAtEachPostAndAdoptionIsNoAnswer(t *testing.T) {
 	}
 }
 
-// A recording transaction that waits on a lock longer than lock_timeout (R) is run again
-// rather than given up: a lost outcome write would turn into an adoption and a resubmission.
+// A recording statement that waits on a lock longer than lock_timeout (R, set on every
+// connection by claims.ConfigurePool) is run again rather than given up: a lost outcome
+// write would turn into an adoption and a resubmission.
 func TestRecordingRetriesLockTimeouts(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	pool, eng, rec, c, b := recorderSetup(t)
-	j := batchclaim.Job{Claim: c, Batch: b, FromState: batchclaim.StateNew, Reason: "first"}
-	attempt, err := rec.Begin(ctx, j)
+	pool, eng, _, c, b := recorderSetup(t)
+	pc := pool.Config()
+	claims.ConfigurePool(pc, eng.Timings())
+	guarded, err := pgxpool.NewWithConfig(ctx, pc)
 	if err != nil {
 		t.Fatal(err)
+	}
+	defer guarded.Close()
+	rec := observer.NewRecorder(guarded, eng, observer.RecorderConfig{})
+	marked, err := rec.Mark(ctx, []batchclaim.Job{{Claim: c, Batch: b, FromState: batchclaim.StateNew, Reason: "first"}})
+	if err != nil || len(marked) != 1 {
+		t.Fatalf("mark: %v, %d marked", err, len(marked))
 	}
 	// Another transaction holds the claim row for five lock timeouts.
 	blocker, err := pool.Begin(ctx)
@@ -108,7 +116,8 @@ func TestRecordingRetriesLockTimeouts(t *testing.T) {
 		_ = blocker.Commit(ctx)
 		close(released)
 	}()
-	err = rec.Finish(ctx, j, attempt, batchclaim.Result{Verdict: batchclaim.Accepted, HTTPStatus: 202}, time.Millisecond, 0)
+	before := eng.Stats().WriteRetries
+	err = rec.Finish(ctx, marked[0], batchclaim.Result{Verdict: batchclaim.Accepted, HTTPStatus: 202}, time.Millisecond, 0)
 	<-released
 	if err != nil {
 		t.Fatalf("outcome not recorded: %v", err)
@@ -116,7 +125,7 @@ func TestRecordingRetriesLockTimeouts(t *testing.T) {
 	if st, _ := unknownCount(t, pool, b.Seq); st != "PENDING" {
 		t.Fatalf("state %s, want PENDING", st)
 	}
-	if eng.Stats().WriteRetries == 0 {
+	if eng.Stats().WriteRetries == before {
 		t.Fatal("the recording did not have to be retried: the test did not provoke a lock timeout")
 	}
 }

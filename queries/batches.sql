@@ -40,7 +40,8 @@ WHERE service_id = sqlc.arg(service_id) AND batch_id = sqlc.arg(batch_id);
 -- The oldest unfinished batch of each given service_id (one index probe each), with what
 -- the queuer needs to decide whether it can go now, judged by the database clock. With
 -- skip_valid, VALID batches count as done for ordering (adapters whose VALID fixes order).
-SELECT h.seq, h.service_id, h.batch_id, h.payload, h.state, h.attempts, h.claim_epoch, h.claimant,
+-- The payload is not read here: the in-flight mark returns it for the batches that go.
+SELECT h.seq, h.service_id, h.batch_id, h.state, h.attempts, h.claim_epoch, h.claimant,
        h.unknown_count,
        (h.next_attempt_at IS NULL OR h.next_attempt_at <= now())::bool AS due,
        -- The UNKNOWN grace runs from the last POST, not from the last status write (every
@@ -57,64 +58,217 @@ CROSS JOIN LATERAL (
 ) h
 WHERE NOT EXISTS (SELECT 1 FROM service_halts x WHERE x.service_id = s.service_id);
 
--- name: BatchMarkInflight :one
--- Fenced by the caller (the claim row is locked by BeginSubmission in the same transaction).
--- A POST starts the count of UNKNOWN answers afresh: only answers about this POST count.
-UPDATE batches
-SET state = 'INFLIGHT', attempts = attempts + 1, claimant = sqlc.arg(claimant)::uuid,
-    claim_epoch = sqlc.arg(epoch)::bigint, submitted_at = now(), updated_at = now(),
-    next_attempt_at = NULL, unknown_count = 0
-WHERE seq = sqlc.arg(seq) AND state = sqlc.arg(expected_state)::text
-RETURNING attempts;
+-- The data path writes sets: one statement marks every batch a round hands out, one records
+-- every outcome that arrived, one records a poll's answers. Each is fenced per row: a row
+-- whose claim is no longer held with its epoch (or whose registry row is not this process's)
+-- is left alone and reported for that row alone; the others go ahead. Each writes its
+-- attempt and transition log rows in the same statement. Claim rows are locked in
+-- service_id order, so that two of these statements never wait for each other in a cycle.
 
--- name: AttemptStart :one
-INSERT INTO submission_attempts (seq, service_id, batch_id, instance_id, epoch, reason)
-VALUES (sqlc.arg(seq), sqlc.arg(service_id), sqlc.arg(batch_id), sqlc.arg(instance_id), sqlc.arg(epoch), sqlc.arg(reason))
-RETURNING id;
+-- name: BatchesMarkInflight :many
+-- Marks the given heads in flight before their POSTs, each only if its claim is held with
+-- its epoch while the lease is in phase one by the database clock, and the batch is still in
+-- the state it was handed out in. Marks the claim busy (submitting_since) in the same
+-- statement: being an UPDATE of the claim row, it conflicts with a concurrent takeover of
+-- that row, and one of the two wins. A POST starts the count of UNKNOWN answers afresh.
+-- Returns, per head, whether its claim held, and for the heads marked their payload, attempt
+-- count and attempt-log id.
+WITH want AS (
+    SELECT unnest(sqlc.arg(seqs)::bigint[]) AS seq,
+           unnest(sqlc.arg(service_ids)::text[]) AS service_id,
+           unnest(sqlc.arg(epochs)::bigint[]) AS epoch,
+           unnest(sqlc.arg(from_states)::text[]) AS from_state,
+           unnest(sqlc.arg(reasons)::text[]) AS reason
+),
+lease AS (
+    SELECT i.id FROM instances i
+    WHERE i.id = sqlc.arg(claimant)::uuid AND i.nonce = sqlc.arg(nonce)::uuid
+      AND i.expiry_1 > COALESCE(sqlc.narg(now)::timestamptz, now())
+),
+locked AS (
+    SELECT c.service_id, c.epoch FROM service_id_claims c
+    JOIN want w ON w.service_id = c.service_id AND w.epoch = c.epoch
+    WHERE c.claimant = (SELECT id FROM lease)
+      AND EXISTS (SELECT 1 FROM batches b WHERE b.seq = w.seq AND b.state = w.from_state)
+    ORDER BY c.service_id
+    FOR UPDATE OF c
+),
+claimed AS (
+    UPDATE service_id_claims c
+    SET submitting_since = COALESCE(c.submitting_since, COALESCE(sqlc.narg(now)::timestamptz, now()))
+    FROM locked l
+    WHERE c.service_id = l.service_id AND c.epoch = l.epoch
+    RETURNING c.service_id, c.epoch
+),
+marked AS (
+    UPDATE batches b
+    SET state = 'INFLIGHT', attempts = b.attempts + 1, claimant = sqlc.arg(claimant)::uuid,
+        claim_epoch = w.epoch, submitted_at = now(), updated_at = now(),
+        next_attempt_at = NULL, unknown_count = 0
+    FROM want w JOIN claimed k ON k.service_id = w.service_id AND k.epoch = w.epoch
+    WHERE b.seq = w.seq AND b.state = w.from_state
+    RETURNING b.seq, b.service_id, b.batch_id, b.payload, b.attempts, w.epoch, w.from_state, w.reason
+),
+attempt AS (
+    INSERT INTO submission_attempts (seq, service_id, batch_id, instance_id, epoch, reason)
+    SELECT m.seq, m.service_id, m.batch_id, sqlc.arg(claimant)::uuid, m.epoch, m.reason FROM marked m
+    RETURNING id, seq
+),
+logged AS (
+    INSERT INTO batch_transitions (seq, from_state, to_state, instance_id, epoch, detail)
+    SELECT m.seq, m.from_state, 'INFLIGHT', sqlc.arg(claimant)::uuid, m.epoch, m.reason FROM marked m
+)
+SELECT w.seq::bigint AS seq, (k.service_id IS NOT NULL)::bool AS fenced, (m.seq IS NOT NULL)::bool AS marked,
+       COALESCE(m.payload, ''::bytea)::bytea AS payload, COALESCE(m.attempts, 0)::int AS attempts,
+       COALESCE(a.id, 0)::bigint AS attempt_id
+FROM want w
+LEFT JOIN claimed k ON k.service_id = w.service_id AND k.epoch = w.epoch
+LEFT JOIN marked m ON m.seq = w.seq
+LEFT JOIN attempt a ON a.seq = w.seq;
 
--- name: AttemptFinish :exec
-UPDATE submission_attempts
-SET finished_at = now(), http_status = sqlc.narg(http_status), latency_ms = sqlc.arg(latency_ms),
-    outcome = sqlc.arg(outcome), error = sqlc.narg(error)
-WHERE id = sqlc.arg(id) AND finished_at IS NULL;
+-- name: BatchesRecordOutcomes :many
+-- Records the outcomes of POSTs marked in flight by this instance, each fenced on its claim,
+-- and ends the claims' submissions. A late answer after a takeover matches no row (the new
+-- owner's write changed claim_epoch or state). An empty text or a zero number means none.
+-- A new outcome starts the clock and the count of UNKNOWN answers afresh: an UNKNOWN outcome
+-- is resubmitted only after new answers from the ledger (or the grace period).
+WITH o AS (
+    SELECT unnest(sqlc.arg(seqs)::bigint[]) AS seq,
+           unnest(sqlc.arg(service_ids)::text[]) AS service_id,
+           unnest(sqlc.arg(epochs)::bigint[]) AS epoch,
+           unnest(sqlc.arg(new_states)::text[]) AS new_state,
+           unnest(sqlc.arg(dlt_statuses)::text[]) AS dlt_status,
+           unnest(sqlc.arg(retry_after_ms)::bigint[]) AS retry_after_ms,
+           unnest(sqlc.arg(last_errors)::text[]) AS last_error,
+           unnest(sqlc.arg(invalid_details)::text[]) AS invalid,
+           unnest(sqlc.arg(attempt_ids)::bigint[]) AS attempt_id,
+           unnest(sqlc.arg(http_statuses)::int[]) AS http_status,
+           unnest(sqlc.arg(latencies_ms)::float8[]) AS latency_ms,
+           unnest(sqlc.arg(outcomes)::text[]) AS outcome
+),
+locked AS (
+    SELECT c.service_id, c.epoch FROM service_id_claims c
+    JOIN (SELECT DISTINCT o.service_id, o.epoch FROM o) w ON w.service_id = c.service_id AND w.epoch = c.epoch
+    WHERE c.claimant = sqlc.arg(claimant)::uuid
+      AND EXISTS (SELECT 1 FROM instances i WHERE i.id = sqlc.arg(claimant)::uuid AND i.nonce = sqlc.arg(nonce)::uuid)
+    ORDER BY c.service_id
+    FOR UPDATE OF c
+),
+ended AS (
+    UPDATE service_id_claims c
+    SET submitting_since = NULL, active_at = now()
+    FROM locked l
+    WHERE c.service_id = l.service_id AND c.epoch = l.epoch
+    RETURNING c.service_id, c.epoch
+),
+recorded AS (
+    UPDATE batches b
+    SET state = o.new_state,
+        dlt_status = COALESCE(NULLIF(o.dlt_status, ''), b.dlt_status),
+        status_updated_at = now(),
+        next_attempt_at = now() + o.retry_after_ms * interval '1 millisecond',
+        last_error = NULLIF(o.last_error, ''),
+        invalid_details = COALESCE(NULLIF(o.invalid, '')::jsonb, b.invalid_details),
+        unknown_count = 0,
+        updated_at = now()
+    FROM o JOIN ended e ON e.service_id = o.service_id AND e.epoch = o.epoch
+    WHERE b.seq = o.seq AND b.state = 'INFLIGHT' AND b.claim_epoch = o.epoch
+      AND b.claimant = sqlc.arg(claimant)::uuid
+    RETURNING b.seq, EXTRACT(EPOCH FROM now() - b.created_at)::float8 AS age_seconds
+),
+attempted AS (
+    UPDATE submission_attempts a
+    SET finished_at = now(), http_status = NULLIF(o.http_status, 0), latency_ms = o.latency_ms,
+        outcome = o.outcome, error = NULLIF(o.last_error, '')
+    FROM o JOIN recorded r ON r.seq = o.seq
+    WHERE a.id = o.attempt_id AND a.finished_at IS NULL
+),
+logged AS (
+    INSERT INTO batch_transitions (seq, from_state, to_state, instance_id, epoch, detail)
+    SELECT o.seq, 'INFLIGHT', o.new_state, sqlc.arg(claimant)::uuid, o.epoch, o.outcome
+    FROM o JOIN recorded r ON r.seq = o.seq
+),
+halted AS (
+    INSERT INTO service_halts (service_id, seq, reason)
+    SELECT o.service_id, o.seq, 'batch INVALID: ' || o.last_error
+    FROM o JOIN recorded r ON r.seq = o.seq
+    WHERE sqlc.arg(halt_on_invalid)::bool AND o.new_state = 'INVALID'
+    ON CONFLICT (service_id) DO NOTHING
+)
+SELECT o.seq::bigint AS seq, (e.service_id IS NOT NULL)::bool AS fenced, (r.seq IS NOT NULL)::bool AS recorded,
+       COALESCE(r.age_seconds, 0)::float8 AS age_seconds
+FROM o
+LEFT JOIN ended e ON e.service_id = o.service_id AND e.epoch = o.epoch
+LEFT JOIN recorded r ON r.seq = o.seq;
 
--- name: BatchRecordOutcome :one
--- The outcome of a POST by the epoch that marked it in flight. A late answer after a
--- takeover matches no row (the new owner's mark changed claim_epoch or state).
-UPDATE batches
-SET state = sqlc.arg(new_state)::text,
-    dlt_status = COALESCE(sqlc.narg(dlt_status)::text, dlt_status),
-    -- A new outcome starts the clock and the count of UNKNOWN answers afresh: an UNKNOWN
-    -- outcome is resubmitted only after new answers from the ledger (or the grace period).
-    status_updated_at = now(),
-    next_attempt_at = now() + sqlc.arg(retry_after_ms)::bigint * interval '1 millisecond',
-    last_error = sqlc.narg(last_error),
-    invalid_details = COALESCE(sqlc.narg(invalid_details)::jsonb, invalid_details),
-    unknown_count = 0,
-    updated_at = now()
-WHERE seq = sqlc.arg(seq) AND state = 'INFLIGHT' AND claim_epoch = sqlc.arg(epoch)::bigint
-  AND claimant = sqlc.arg(claimant)::uuid
-RETURNING EXTRACT(EPOCH FROM now() - created_at)::float8 AS age_seconds;
-
--- name: BatchRecordStatus :one
--- A status the ledger reported for a batch of a claimed service_id. Fenced by the caller.
-UPDATE batches
-SET state = sqlc.arg(new_state)::text,
-    dlt_status = sqlc.arg(dlt_status)::text,
-    status_updated_at = now(),
-    -- Only an answer from the ledger counts; adopting an orphaned in-flight batch is none.
-    unknown_count = CASE WHEN sqlc.arg(dlt_status)::text <> 'UNKNOWN' THEN 0
-                         WHEN sqlc.arg(answer)::bool THEN unknown_count + 1
-                         ELSE unknown_count END,
-    invalid_details = COALESCE(sqlc.narg(invalid_details)::jsonb, invalid_details),
-    claimant = sqlc.arg(claimant)::uuid, claim_epoch = sqlc.arg(epoch)::bigint,
-    updated_at = now()
-WHERE seq = sqlc.arg(seq) AND state = sqlc.arg(expected_state)::text
-RETURNING state, EXTRACT(EPOCH FROM now() - created_at)::float8 AS age_seconds;
-
--- name: TransitionLog :exec
-INSERT INTO batch_transitions (seq, from_state, to_state, instance_id, epoch, detail)
-VALUES (sqlc.arg(seq), sqlc.narg(from_state), sqlc.arg(to_state), sqlc.arg(instance_id), sqlc.arg(epoch), sqlc.narg(detail));
+-- name: BatchesRecordStatuses :many
+-- Records what the ledger said about batches of claimed service_ids (or the adoption of an
+-- orphaned in-flight batch), each fenced on its claim (a shared lock on the claim row until
+-- the statement ends, so no takeover commits in between) and each only if the batch is still
+-- in the state it was asked about in. Only an answer from the ledger counts towards the
+-- consecutive UNKNOWN answers; an adoption does not. With end_submission, the claim's
+-- submission mark is cleared (an adoption under the epoch that left it). Callers leave out
+-- answers that change nothing, so a poll that learns nothing writes nothing.
+WITH u AS (
+    SELECT unnest(sqlc.arg(seqs)::bigint[]) AS seq,
+           unnest(sqlc.arg(service_ids)::text[]) AS service_id,
+           unnest(sqlc.arg(epochs)::bigint[]) AS epoch,
+           unnest(sqlc.arg(from_states)::text[]) AS from_state,
+           unnest(sqlc.arg(new_states)::text[]) AS new_state,
+           unnest(sqlc.arg(dlt_statuses)::text[]) AS dlt_status,
+           unnest(sqlc.arg(answers)::bool[]) AS answer,
+           unnest(sqlc.arg(invalid_details)::text[]) AS invalid,
+           unnest(sqlc.arg(details)::text[]) AS detail,
+           unnest(sqlc.arg(end_submissions)::bool[]) AS end_submission
+),
+fenced AS (
+    SELECT c.service_id, c.epoch FROM service_id_claims c
+    JOIN (SELECT DISTINCT u.service_id, u.epoch FROM u) w ON w.service_id = c.service_id AND w.epoch = c.epoch
+    WHERE c.claimant = sqlc.arg(claimant)::uuid
+      AND EXISTS (SELECT 1 FROM instances i WHERE i.id = sqlc.arg(claimant)::uuid AND i.nonce = sqlc.arg(nonce)::uuid)
+    ORDER BY c.service_id
+    FOR SHARE OF c
+),
+recorded AS (
+    UPDATE batches b
+    SET state = u.new_state,
+        dlt_status = u.dlt_status,
+        status_updated_at = now(),
+        unknown_count = CASE WHEN u.dlt_status <> 'UNKNOWN' THEN 0
+                             WHEN u.answer THEN b.unknown_count + 1
+                             ELSE b.unknown_count END,
+        invalid_details = COALESCE(NULLIF(u.invalid, '')::jsonb, b.invalid_details),
+        claimant = sqlc.arg(claimant)::uuid, claim_epoch = u.epoch,
+        updated_at = now()
+    FROM u JOIN fenced f ON f.service_id = u.service_id AND f.epoch = u.epoch
+    WHERE b.seq = u.seq AND b.state = u.from_state
+    RETURNING b.seq, EXTRACT(EPOCH FROM now() - b.created_at)::float8 AS age_seconds
+),
+logged AS (
+    INSERT INTO batch_transitions (seq, from_state, to_state, instance_id, epoch, detail)
+    SELECT u.seq, u.from_state, u.new_state, sqlc.arg(claimant)::uuid, u.epoch, u.detail
+    FROM u JOIN recorded r ON r.seq = u.seq
+    WHERE u.new_state <> u.from_state
+),
+halted AS (
+    INSERT INTO service_halts (service_id, seq, reason)
+    SELECT u.service_id, u.seq, 'batch INVALID'
+    FROM u JOIN recorded r ON r.seq = u.seq
+    WHERE sqlc.arg(halt_on_invalid)::bool AND u.new_state = 'INVALID'
+    ON CONFLICT (service_id) DO NOTHING
+),
+ended AS (
+    UPDATE service_id_claims c
+    SET submitting_since = NULL
+    FROM (SELECT DISTINCT u.service_id, u.epoch FROM u WHERE u.end_submission) w
+    JOIN fenced f ON f.service_id = w.service_id AND f.epoch = w.epoch
+    WHERE c.service_id = w.service_id AND c.epoch = w.epoch AND c.claimant = sqlc.arg(claimant)::uuid
+)
+SELECT u.seq::bigint AS seq, (f.service_id IS NOT NULL)::bool AS fenced, (r.seq IS NOT NULL)::bool AS recorded,
+       COALESCE(r.age_seconds, 0)::float8 AS age_seconds
+FROM u
+LEFT JOIN fenced f ON f.service_id = u.service_id AND f.epoch = u.epoch
+LEFT JOIN recorded r ON r.seq = u.seq;
 
 -- name: BatchesToPoll :many
 -- Batches whose outcome the ledger still has to tell, of the given (claimed) service_ids:

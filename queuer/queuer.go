@@ -27,8 +27,13 @@ type Dispatcher interface {
 	TrySubmit(j batchclaim.Job) bool
 }
 
-// Adopter turns an orphaned INFLIGHT batch into UNKNOWN (observer.Recorder).
-type Adopter interface {
+// Recorder makes the queuer's writes (observer.Recorder): the in-flight marks of the heads a
+// round hands out, all in one statement, and the adoption of orphaned in-flight batches.
+type Recorder interface {
+	// Mark marks the jobs' batches in flight, each fenced on its own claim, and returns the
+	// ones marked with their payload and attempt-log id filled in.
+	Mark(ctx context.Context, jobs []batchclaim.Job) ([]batchclaim.Job, error)
+	// Adopt turns an orphaned INFLIGHT batch into UNKNOWN.
 	Adopt(ctx context.Context, c claims.Claim, b batchclaim.Batch, detail string) error
 }
 
@@ -66,7 +71,7 @@ type Queuer struct {
 	pool  claims.Querier
 	eng   Engine
 	disp  Dispatcher
-	adopt Adopter
+	rec   Recorder
 	q     *db.Queries
 	log   *slog.Logger
 	wake  chan struct{}
@@ -77,7 +82,7 @@ type Queuer struct {
 }
 
 // New returns a Queuer. It does no I/O.
-func New(pool claims.Querier, eng Engine, disp Dispatcher, adopt Adopter, cfg Config) (*Queuer, error) {
+func New(pool claims.Querier, eng Engine, disp Dispatcher, rec Recorder, cfg Config) (*Queuer, error) {
 	cfg.FetchLimit = cmp.Or(cfg.FetchLimit, FetchLimitDefault)
 	cfg.UnknownGrace = cmp.Or(cfg.UnknownGrace, UnknownGraceDefault)
 	cfg.UnknownAnswers = cmp.Or(cfg.UnknownAnswers, UnknownAnswersDefault)
@@ -90,7 +95,7 @@ func New(pool claims.Querier, eng Engine, disp Dispatcher, adopt Adopter, cfg Co
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Queuer{cfg: cfg, pool: pool, eng: eng, disp: disp, adopt: adopt, q: db.New(), log: cfg.Logger,
+	return &Queuer{cfg: cfg, pool: pool, eng: eng, disp: disp, rec: rec, q: db.New(), log: cfg.Logger,
 		wake: make(chan struct{}, 1), inflight: map[string]int64{}}, nil
 }
 
@@ -138,8 +143,9 @@ func (q *Queuer) InFlight() int {
 	return len(q.inflight)
 }
 
-// Fetch looks at the head batch of each claimed service_id without work in flight and hands
-// out what may go now. It returns how much it handed out.
+// Fetch looks at the head batch of each claimed service_id without work in flight, marks
+// the ones that may go now in flight (one statement for all of them, fenced per row) and
+// hands them out. It returns how many it handed out.
 func (q *Queuer) Fetch(ctx context.Context) (int, error) {
 	free := q.disp.Free()
 	if free == 0 {
@@ -164,9 +170,9 @@ func (q *Queuer) Fetch(ctx context.Context) (int, error) {
 		i := order[h.ServiceID]
 		sorted[i], present[i] = h, true
 	}
-	handed := 0
+	var jobs []batchclaim.Job
 	for i, h := range sorted {
-		if !present[i] || handed >= free {
+		if !present[i] || len(jobs) >= free {
 			continue
 		}
 		c := claimsByID[h.ServiceID]
@@ -174,10 +180,45 @@ func (q *Queuer) Fetch(ctx context.Context) (int, error) {
 		if !ok {
 			continue
 		}
-		if !q.dispatch(c, h, reason) {
-			break
+		jobs = append(jobs, batchclaim.Job{Claim: c, Batch: batchOf(h), FromState: batchclaim.State(h.State), Reason: reason})
+	}
+	if len(jobs) == 0 {
+		return 0, nil
+	}
+	q.mu.Lock()
+	for _, j := range jobs {
+		q.inflight[j.Claim.ServiceID] = j.Batch.Seq
+	}
+	q.cursor = jobs[len(jobs)-1].Claim.ServiceID
+	q.mu.Unlock()
+	marked, err := q.rec.Mark(ctx, jobs)
+	going := make(map[int64]bool, len(marked))
+	for _, j := range marked {
+		going[j.Batch.Seq] = true
+	}
+	q.mu.Lock()
+	for _, j := range jobs {
+		if !going[j.Batch.Seq] {
+			delete(q.inflight, j.Claim.ServiceID)
 		}
-		handed++
+	}
+	q.mu.Unlock()
+	handed := 0
+	for _, j := range marked {
+		if q.disp.TrySubmit(j) {
+			handed++
+			continue
+		}
+		// Only this queuer hands out work and it asked for at most Free jobs, so this does
+		// not happen; if it did, the batch stays INFLIGHT and is adopted (the ledger is asked
+		// before it is sent again).
+		q.log.Warn("no free worker for a batch marked in flight", "service_id", j.Claim.ServiceID, "seq", j.Batch.Seq)
+		q.mu.Lock()
+		delete(q.inflight, j.Claim.ServiceID)
+		q.mu.Unlock()
+	}
+	if err != nil {
+		return handed, fmt.Errorf("mark heads in flight: %w", err)
 	}
 	return handed, nil
 }
@@ -221,28 +262,13 @@ func (q *Queuer) decide(ctx context.Context, c claims.Claim, h db.BatchHeadsRow)
 		if h.ClaimEpoch != nil && *h.ClaimEpoch == c.Epoch {
 			detail = "in flight when this instance lost track of it"
 		}
-		if err := q.adopt.Adopt(ctx, c, batchOf(h), detail); err != nil && ctx.Err() == nil {
+		if err := q.rec.Adopt(ctx, c, batchOf(h), detail); err != nil && ctx.Err() == nil {
 			q.log.Info("could not adopt in-flight batch", "service_id", c.ServiceID, "seq", h.Seq, "error", err)
 		}
 	}
 	return "", false
 }
 
-func (q *Queuer) dispatch(c claims.Claim, h db.BatchHeadsRow, reason string) bool {
-	q.mu.Lock()
-	q.inflight[c.ServiceID] = h.Seq
-	q.cursor = c.ServiceID
-	q.mu.Unlock()
-	w := batchclaim.Job{Claim: c, Batch: batchOf(h), FromState: batchclaim.State(h.State), Reason: reason}
-	if q.disp.TrySubmit(w) {
-		return true
-	}
-	q.mu.Lock()
-	delete(q.inflight, c.ServiceID)
-	q.mu.Unlock()
-	return false
-}
-
 func batchOf(h db.BatchHeadsRow) batchclaim.Batch {
-	return batchclaim.Batch{Seq: h.Seq, ServiceID: h.ServiceID, BatchID: h.BatchID, Payload: h.Payload, Attempts: int(h.Attempts)}
+	return batchclaim.Batch{Seq: h.Seq, ServiceID: h.ServiceID, BatchID: h.BatchID, Attempts: int(h.Attempts)}
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/batchclaim/batchclaim/claims"
 	"github.com/batchclaim/batchclaim/ingest"
 	"github.com/batchclaim/batchclaim/internal/dbtest"
+	"github.com/batchclaim/batchclaim/observer"
 	"github.com/batchclaim/batchclaim/queuer"
 )
 
@@ -33,10 +34,17 @@ func (d *dispatcher) TrySubmit(w batchclaim.Job) bool {
 	return true
 }
 
-// adopter records adoptions.
-type adopter struct{ adopted []int64 }
+// recorder marks in flight for real and records adoptions instead of making them.
+type recorder struct {
+	*observer.Recorder
+	adopted []int64
+}
 
-func (a *adopter) Adopt(_ context.Context, _ claims.Claim, b batchclaim.Batch, _ string) error {
+func newRecorder(pool *pgxpool.Pool, eng *claims.Engine) *recorder {
+	return &recorder{Recorder: observer.NewRecorder(pool, eng, observer.RecorderConfig{})}
+}
+
+func (a *recorder) Adopt(_ context.Context, _ claims.Claim, b batchclaim.Batch, _ string) error {
 	a.adopted = append(a.adopted, b.Seq)
 	return nil
 }
@@ -82,7 +90,7 @@ func TestFetchPolicy(t *testing.T) {
 				exec(t, pool, "INSERT INTO service_halts (service_id, seq, reason) VALUES ('svc', $1, 'test')", first.Seq)
 			}
 			eng := engine(t, pool)
-			d, a := &dispatcher{free: 10}, &adopter{}
+			d, a := &dispatcher{free: 10}, newRecorder(pool, eng)
 			q, err := queuer.New(pool, eng, d, a, queuer.Config{Interval: time.Second, UnknownAnswers: 3, UnknownGrace: time.Minute})
 			if err != nil {
 				t.Fatal(err)
@@ -126,7 +134,8 @@ func TestFetchIsBoundedOneAtATimeAndRoundRobin(t *testing.T) {
 		}
 	}
 	d := &dispatcher{free: 2}
-	q, err := queuer.New(pool, engine(t, pool), d, &adopter{}, queuer.Config{Interval: time.Second})
+	eng := engine(t, pool)
+	q, err := queuer.New(pool, eng, d, newRecorder(pool, eng), queuer.Config{Interval: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

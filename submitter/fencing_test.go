@@ -63,6 +63,11 @@ func TestClaimLostMidPost(t *testing.T) {
 	}
 	job := submitter.Job{Claim: claim, FromState: batchclaim.StateNew, Reason: "first",
 		Batch: batchclaim.Batch{Seq: stored.Seq, ServiceID: "svc", BatchID: "batch-1", Payload: []byte("payload")}}
+	marked, err := rec.Mark(ctx, []batchclaim.Job{job})
+	if err != nil || len(marked) != 1 {
+		t.Fatalf("mark in flight: %v, %d marked", err, len(marked))
+	}
+	job = marked[0]
 	if !p.TrySubmit(job) {
 		t.Fatal("no free worker")
 	}
@@ -93,7 +98,7 @@ func TestClaimLostMidPost(t *testing.T) {
 	<-done
 
 	// The late answer, recorded directly with a's stale claim, is refused by the epoch check.
-	err = rec.Finish(ctx, job, 1, batchclaim.Result{Verdict: batchclaim.Accepted}, time.Millisecond, 0)
+	err = rec.Finish(ctx, job, batchclaim.Result{Verdict: batchclaim.Accepted}, time.Millisecond, 0)
 	if !errors.Is(err, batchclaim.ErrClaimLost) {
 		t.Fatalf("late result: %v, want ErrClaimLost", err)
 	}
@@ -102,8 +107,8 @@ func TestClaimLostMidPost(t *testing.T) {
 	if err := pool.QueryRow(ctx, `SELECT state, claim_epoch FROM batches WHERE seq = $1`, stored.Seq).Scan(&state, &epoch); err != nil {
 		t.Fatal(err)
 	}
-	if state != "INFLIGHT" || epoch != 1 {
-		t.Fatalf("batch is %s@%d, want INFLIGHT@1 left for the new owner to adopt", state, epoch)
+	if state != "INFLIGHT" || epoch != job.Claim.Epoch {
+		t.Fatalf("batch is %s@%d, want INFLIGHT@%d left for the new owner to adopt", state, epoch, job.Claim.Epoch)
 	}
 	if a.Stats().StaleWritesRejected == 0 {
 		t.Fatal("the refused late write was not counted")

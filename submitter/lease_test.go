@@ -11,14 +11,13 @@ import (
 	"github.com/batchclaim/batchclaim/submitter"
 )
 
-// fakeRecorder marks in flight and records outcomes without a database.
+// fakeRecorder records outcomes without a database.
 type fakeRecorder struct {
 	mu       sync.Mutex
 	finished []batchclaim.Result
 }
 
-func (r *fakeRecorder) Begin(context.Context, submitter.Job) (int64, error) { return 1, nil }
-func (r *fakeRecorder) Finish(_ context.Context, _ submitter.Job, _ int64, res batchclaim.Result, _, _ time.Duration) error {
+func (r *fakeRecorder) Finish(_ context.Context, _ submitter.Job, res batchclaim.Result, _, _ time.Duration) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.finished = append(r.finished, res)

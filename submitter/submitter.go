@@ -30,12 +30,11 @@ func (f SubmitterFunc) Submit(ctx context.Context, b batchclaim.Batch) (batchcla
 // Job is a batch handed over by the queuer with the claim it runs under.
 type Job = batchclaim.Job
 
-// Recorder makes the fenced writes around a submission (package observer implements it).
+// Recorder records a submission's outcome (package observer implements it). The job arrives
+// marked in flight already (the queuer marks a round's heads in one statement).
 type Recorder interface {
-	// Begin marks the batch in flight and opens an attempt-log row, fenced on the claim.
-	Begin(ctx context.Context, j Job) (attemptID int64, err error)
 	// Finish records the outcome, fenced on the claim, and ends the submission.
-	Finish(ctx context.Context, j Job, attemptID int64, r batchclaim.Result, latency time.Duration, nextAttempt time.Duration) error
+	Finish(ctx context.Context, j Job, r batchclaim.Result, latency time.Duration, nextAttempt time.Duration) error
 }
 
 // Lease says whether a claim may still be worked on (claims.Engine implements it).
@@ -177,18 +176,12 @@ func (p *Pool) Wait(ctx context.Context) error {
 	}
 }
 
-// run performs one submission: fenced mark, the call under the claim's context, fenced outcome.
+// run performs one submission of a job marked in flight: the call under the claim's context,
+// then the fenced outcome.
 func (p *Pool) run(j Job) {
 	log := p.log.With("service_id", j.Batch.ServiceID, "batch_id", short(j.Batch.BatchID), "epoch", j.Claim.Epoch, "seq", j.Batch.Seq)
 	claimCtx, stop := p.jobContext(j.Claim.Context())
 	defer stop()
-	attempt, err := p.rec.Begin(claimCtx, j)
-	if err != nil {
-		if !errors.Is(err, batchclaim.ErrStateChanged) && !errors.Is(err, batchclaim.ErrClaimLost) && claimCtx.Err() == nil {
-			log.Warn("could not mark batch in flight", "error", err)
-		}
-		return
-	}
 	// The mark is committed; between it and the call the claim may have gone (a takeover, or
 	// this process paused past its local deadline without its watchdog having run yet).
 	deadline, ok := p.mayPost(j)
@@ -213,7 +206,7 @@ func (p *Pool) run(j Job) {
 	next := p.backoff(j.Batch.Attempts, res.RetryAfter)
 	// Recording runs under the claim's context too: a lost claim must not write. A cancelled
 	// POST (claim lost, deadline) is left INFLIGHT for the next owner, who treats it as unknown.
-	if err := p.rec.Finish(claimCtx, j, attempt, res, latency, next); err != nil {
+	if err := p.rec.Finish(claimCtx, j, res, latency, next); err != nil {
 		if claimCtx.Err() == nil && !errors.Is(err, batchclaim.ErrClaimLost) && !errors.Is(err, batchclaim.ErrStateChanged) {
 			log.Warn("could not record submission outcome", "error", err)
 		} else {

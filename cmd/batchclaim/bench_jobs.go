@@ -177,13 +177,18 @@ func benchPath(ctx context.Context, c pathConfig, prefix string, stderr io.Write
 	}()
 	var nodes []*node.Node
 	for i := range c.nodes {
-		pool, err := openCountedPool(ctx, db.URL, int32(c.conns), counter)
+		cc := benchClaims(fmt.Sprintf("bench-%d", i))
+		timings, err := cc.Resolve()
+		if err != nil {
+			return r, err
+		}
+		pool, err := openCountedPool(ctx, db.URL, int32(c.conns), counter, func(pc *pgxpool.Config) { claims.ConfigurePool(pc, timings) })
 		if err != nil {
 			return r, err
 		}
 		r.Conns = int(pool.Config().MaxConns)
 		pools = append(pools, pool)
-		cfg := node.Config{Claims: benchClaims(fmt.Sprintf("bench-%d", i)), Submitter: sub, Workers: c.workers,
+		cfg := node.Config{Claims: cc, Submitter: sub, Workers: c.workers,
 			BackoffBase: 10 * time.Millisecond, BackoffMax: 100 * time.Millisecond, Events: events, Logger: logger}
 		tweak(&cfg)
 		n, err := node.New(pool, cfg)

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -137,25 +136,8 @@ func (c *stmtCounter) totals(units int) (all, txControl int64, list []stmtStat) 
 }
 
 // openCountedPool is openPool with every statement of the pool counted by c.
-func openCountedPool(ctx context.Context, dbURL string, maxConns int32, c *stmtCounter) (*pgxpool.Pool, error) {
-	cfg, err := pgxpool.ParseConfig(dbURL)
-	if err != nil {
-		return nil, fmt.Errorf("bad database URL: %w", err)
-	}
-	if maxConns > 0 {
-		cfg.MaxConns = maxConns
-	}
-	cfg.ConnConfig.ConnectTimeout = 5 * time.Second
-	cfg.ConnConfig.Tracer = c
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		return nil, fmt.Errorf("bad database URL: %w", err)
-	}
-	if err := pool.Ping(ctx); err != nil {
-		pool.Close()
-		return nil, fmt.Errorf("cannot reach database at %s: %w", where(cfg), err)
-	}
-	return pool, nil
+func openCountedPool(ctx context.Context, dbURL string, maxConns int32, c *stmtCounter, options ...func(*pgxpool.Config)) (*pgxpool.Pool, error) {
+	return openPool(ctx, dbURL, maxConns, append([]func(*pgxpool.Config){func(cfg *pgxpool.Config) { cfg.ConnConfig.Tracer = c }}, options...)...)
 }
 
 func round3(f float64) float64 { return float64(int64(f*1000+0.5)) / 1000 }

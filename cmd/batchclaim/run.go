@@ -151,7 +151,7 @@ func runDaemon(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	var stmts *stmtMetric
 	cfg.Registry, stmts = runRegistry()
-	pool, err := openPool(ctx, *dbURL, 0, stmts.attach)
+	pool, err := openPool(ctx, *dbURL, 0, stmts.attach, func(pc *pgxpool.Config) { claims.ConfigurePool(pc, timings) })
 	if err != nil {
 		return err
 	}

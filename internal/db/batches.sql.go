@@ -12,61 +12,6 @@ import (
 	"github.com/google/uuid"
 )
 
-const attemptFinish = `-- name: AttemptFinish :exec
-UPDATE submission_attempts
-SET finished_at = now(), http_status = $1, latency_ms = $2,
-    outcome = $3, error = $4
-WHERE id = $5 AND finished_at IS NULL
-`
-
-type AttemptFinishParams struct {
-	HttpStatus *int32
-	LatencyMs  *float64
-	Outcome    *string
-	Error      *string
-	ID         int64
-}
-
-func (q *Queries) AttemptFinish(ctx context.Context, db DBTX, arg AttemptFinishParams) error {
-	_, err := db.Exec(ctx, attemptFinish,
-		arg.HttpStatus,
-		arg.LatencyMs,
-		arg.Outcome,
-		arg.Error,
-		arg.ID,
-	)
-	return err
-}
-
-const attemptStart = `-- name: AttemptStart :one
-INSERT INTO submission_attempts (seq, service_id, batch_id, instance_id, epoch, reason)
-VALUES ($1, $2, $3, $4, $5, $6)
-RETURNING id
-`
-
-type AttemptStartParams struct {
-	Seq        int64
-	ServiceID  string
-	BatchID    string
-	InstanceID uuid.UUID
-	Epoch      int64
-	Reason     string
-}
-
-func (q *Queries) AttemptStart(ctx context.Context, db DBTX, arg AttemptStartParams) (int64, error) {
-	row := db.QueryRow(ctx, attemptStart,
-		arg.Seq,
-		arg.ServiceID,
-		arg.BatchID,
-		arg.InstanceID,
-		arg.Epoch,
-		arg.Reason,
-	)
-	var id int64
-	err := row.Scan(&id)
-	return id, err
-}
-
 const batchBySeq = `-- name: BatchBySeq :one
 SELECT seq, service_id, batch_id, state, created_at FROM batches WHERE seq = $1
 `
@@ -93,7 +38,7 @@ func (q *Queries) BatchBySeq(ctx context.Context, db DBTX, seq int64) (BatchBySe
 }
 
 const batchHeads = `-- name: BatchHeads :many
-SELECT h.seq, h.service_id, h.batch_id, h.payload, h.state, h.attempts, h.claim_epoch, h.claimant,
+SELECT h.seq, h.service_id, h.batch_id, h.state, h.attempts, h.claim_epoch, h.claimant,
        h.unknown_count,
        (h.next_attempt_at IS NULL OR h.next_attempt_at <= now())::bool AS due,
        -- The UNKNOWN grace runs from the last POST, not from the last status write (every
@@ -120,7 +65,6 @@ type BatchHeadsRow struct {
 	Seq              int64
 	ServiceID        string
 	BatchID          string
-	Payload          []byte
 	State            string
 	Attempts         int32
 	ClaimEpoch       *int64
@@ -133,6 +77,7 @@ type BatchHeadsRow struct {
 // The oldest unfinished batch of each given service_id (one index probe each), with what
 // the queuer needs to decide whether it can go now, judged by the database clock. With
 // skip_valid, VALID batches count as done for ordering (adapters whose VALID fixes order).
+// The payload is not read here: the in-flight mark returns it for the batches that go.
 func (q *Queries) BatchHeads(ctx context.Context, db DBTX, arg BatchHeadsParams) ([]BatchHeadsRow, error) {
 	rows, err := db.Query(ctx, batchHeads, arg.ServiceIds, arg.SkipValid)
 	if err != nil {
@@ -146,7 +91,6 @@ func (q *Queries) BatchHeads(ctx context.Context, db DBTX, arg BatchHeadsParams)
 			&i.Seq,
 			&i.ServiceID,
 			&i.BatchID,
-			&i.Payload,
 			&i.State,
 			&i.Attempts,
 			&i.ClaimEpoch,
@@ -257,36 +201,6 @@ func (q *Queries) BatchLookup(ctx context.Context, db DBTX, arg BatchLookupParam
 	return i, err
 }
 
-const batchMarkInflight = `-- name: BatchMarkInflight :one
-UPDATE batches
-SET state = 'INFLIGHT', attempts = attempts + 1, claimant = $1::uuid,
-    claim_epoch = $2::bigint, submitted_at = now(), updated_at = now(),
-    next_attempt_at = NULL, unknown_count = 0
-WHERE seq = $3 AND state = $4::text
-RETURNING attempts
-`
-
-type BatchMarkInflightParams struct {
-	Claimant      uuid.UUID
-	Epoch         int64
-	Seq           int64
-	ExpectedState string
-}
-
-// Fenced by the caller (the claim row is locked by BeginSubmission in the same transaction).
-// A POST starts the count of UNKNOWN answers afresh: only answers about this POST count.
-func (q *Queries) BatchMarkInflight(ctx context.Context, db DBTX, arg BatchMarkInflightParams) (int32, error) {
-	row := db.QueryRow(ctx, batchMarkInflight,
-		arg.Claimant,
-		arg.Epoch,
-		arg.Seq,
-		arg.ExpectedState,
-	)
-	var attempts int32
-	err := row.Scan(&attempts)
-	return attempts, err
-}
-
 const batchOpenStateTotals = `-- name: BatchOpenStateTotals :many
 SELECT state, count(*)::bigint AS batches,
        COALESCE(EXTRACT(EPOCH FROM now() - min(created_at)), 0)::float8 AS oldest_seconds
@@ -321,101 +235,6 @@ func (q *Queries) BatchOpenStateTotals(ctx context.Context, db DBTX) ([]BatchOpe
 		return nil, err
 	}
 	return items, nil
-}
-
-const batchRecordOutcome = `-- name: BatchRecordOutcome :one
-UPDATE batches
-SET state = $1::text,
-    dlt_status = COALESCE($2::text, dlt_status),
-    -- A new outcome starts the clock and the count of UNKNOWN answers afresh: an UNKNOWN
-    -- outcome is resubmitted only after new answers from the ledger (or the grace period).
-    status_updated_at = now(),
-    next_attempt_at = now() + $3::bigint * interval '1 millisecond',
-    last_error = $4,
-    invalid_details = COALESCE($5::jsonb, invalid_details),
-    unknown_count = 0,
-    updated_at = now()
-WHERE seq = $6 AND state = 'INFLIGHT' AND claim_epoch = $7::bigint
-  AND claimant = $8::uuid
-RETURNING EXTRACT(EPOCH FROM now() - created_at)::float8 AS age_seconds
-`
-
-type BatchRecordOutcomeParams struct {
-	NewState       string
-	DltStatus      *string
-	RetryAfterMs   int64
-	LastError      *string
-	InvalidDetails []byte
-	Seq            int64
-	Epoch          int64
-	Claimant       uuid.UUID
-}
-
-// The outcome of a POST by the epoch that marked it in flight. A late answer after a
-// takeover matches no row (the new owner's mark changed claim_epoch or state).
-func (q *Queries) BatchRecordOutcome(ctx context.Context, db DBTX, arg BatchRecordOutcomeParams) (float64, error) {
-	row := db.QueryRow(ctx, batchRecordOutcome,
-		arg.NewState,
-		arg.DltStatus,
-		arg.RetryAfterMs,
-		arg.LastError,
-		arg.InvalidDetails,
-		arg.Seq,
-		arg.Epoch,
-		arg.Claimant,
-	)
-	var age_seconds float64
-	err := row.Scan(&age_seconds)
-	return age_seconds, err
-}
-
-const batchRecordStatus = `-- name: BatchRecordStatus :one
-UPDATE batches
-SET state = $1::text,
-    dlt_status = $2::text,
-    status_updated_at = now(),
-    -- Only an answer from the ledger counts; adopting an orphaned in-flight batch is none.
-    unknown_count = CASE WHEN $2::text <> 'UNKNOWN' THEN 0
-                         WHEN $3::bool THEN unknown_count + 1
-                         ELSE unknown_count END,
-    invalid_details = COALESCE($4::jsonb, invalid_details),
-    claimant = $5::uuid, claim_epoch = $6::bigint,
-    updated_at = now()
-WHERE seq = $7 AND state = $8::text
-RETURNING state, EXTRACT(EPOCH FROM now() - created_at)::float8 AS age_seconds
-`
-
-type BatchRecordStatusParams struct {
-	NewState       string
-	DltStatus      string
-	Answer         bool
-	InvalidDetails []byte
-	Claimant       uuid.UUID
-	Epoch          int64
-	Seq            int64
-	ExpectedState  string
-}
-
-type BatchRecordStatusRow struct {
-	State      string
-	AgeSeconds float64
-}
-
-// A status the ledger reported for a batch of a claimed service_id. Fenced by the caller.
-func (q *Queries) BatchRecordStatus(ctx context.Context, db DBTX, arg BatchRecordStatusParams) (BatchRecordStatusRow, error) {
-	row := db.QueryRow(ctx, batchRecordStatus,
-		arg.NewState,
-		arg.DltStatus,
-		arg.Answer,
-		arg.InvalidDetails,
-		arg.Claimant,
-		arg.Epoch,
-		arg.Seq,
-		arg.ExpectedState,
-	)
-	var i BatchRecordStatusRow
-	err := row.Scan(&i.State, &i.AgeSeconds)
-	return i, err
 }
 
 const batchSeqs = `-- name: BatchSeqs :many
@@ -552,6 +371,405 @@ func (q *Queries) BatchStatusesByID(ctx context.Context, db DBTX, batchIds []str
 			&i.State,
 			&i.DltStatus,
 			&i.InvalidDetails,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const batchesMarkInflight = `-- name: BatchesMarkInflight :many
+
+WITH want AS (
+    SELECT unnest($1::bigint[]) AS seq,
+           unnest($2::text[]) AS service_id,
+           unnest($3::bigint[]) AS epoch,
+           unnest($4::text[]) AS from_state,
+           unnest($5::text[]) AS reason
+),
+lease AS (
+    SELECT i.id FROM instances i
+    WHERE i.id = $6::uuid AND i.nonce = $7::uuid
+      AND i.expiry_1 > COALESCE($8::timestamptz, now())
+),
+locked AS (
+    SELECT c.service_id, c.epoch FROM service_id_claims c
+    JOIN want w ON w.service_id = c.service_id AND w.epoch = c.epoch
+    WHERE c.claimant = (SELECT id FROM lease)
+      AND EXISTS (SELECT 1 FROM batches b WHERE b.seq = w.seq AND b.state = w.from_state)
+    ORDER BY c.service_id
+    FOR UPDATE OF c
+),
+claimed AS (
+    UPDATE service_id_claims c
+    SET submitting_since = COALESCE(c.submitting_since, COALESCE($8::timestamptz, now()))
+    FROM locked l
+    WHERE c.service_id = l.service_id AND c.epoch = l.epoch
+    RETURNING c.service_id, c.epoch
+),
+marked AS (
+    UPDATE batches b
+    SET state = 'INFLIGHT', attempts = b.attempts + 1, claimant = $6::uuid,
+        claim_epoch = w.epoch, submitted_at = now(), updated_at = now(),
+        next_attempt_at = NULL, unknown_count = 0
+    FROM want w JOIN claimed k ON k.service_id = w.service_id AND k.epoch = w.epoch
+    WHERE b.seq = w.seq AND b.state = w.from_state
+    RETURNING b.seq, b.service_id, b.batch_id, b.payload, b.attempts, w.epoch, w.from_state, w.reason
+),
+attempt AS (
+    INSERT INTO submission_attempts (seq, service_id, batch_id, instance_id, epoch, reason)
+    SELECT m.seq, m.service_id, m.batch_id, $6::uuid, m.epoch, m.reason FROM marked m
+    RETURNING id, seq
+),
+logged AS (
+    INSERT INTO batch_transitions (seq, from_state, to_state, instance_id, epoch, detail)
+    SELECT m.seq, m.from_state, 'INFLIGHT', $6::uuid, m.epoch, m.reason FROM marked m
+)
+SELECT w.seq::bigint AS seq, (k.service_id IS NOT NULL)::bool AS fenced, (m.seq IS NOT NULL)::bool AS marked,
+       COALESCE(m.payload, ''::bytea)::bytea AS payload, COALESCE(m.attempts, 0)::int AS attempts,
+       COALESCE(a.id, 0)::bigint AS attempt_id
+FROM want w
+LEFT JOIN claimed k ON k.service_id = w.service_id AND k.epoch = w.epoch
+LEFT JOIN marked m ON m.seq = w.seq
+LEFT JOIN attempt a ON a.seq = w.seq
+`
+
+type BatchesMarkInflightParams struct {
+	Seqs       []int64
+	ServiceIds []string
+	Epochs     []int64
+	FromStates []string
+	Reasons    []string
+	Claimant   uuid.UUID
+	Nonce      uuid.UUID
+	Now        *time.Time
+}
+
+type BatchesMarkInflightRow struct {
+	Seq       int64
+	Fenced    bool
+	Marked    bool
+	Payload   []byte
+	Attempts  int32
+	AttemptID int64
+}
+
+// The data path writes sets: one statement marks every batch a round hands out, one records
+// every outcome that arrived, one records a poll's answers. Each is fenced per row: a row
+// whose claim is no longer held with its epoch (or whose registry row is not this process's)
+// is left alone and reported for that row alone; the others go ahead. Each writes its
+// attempt and transition log rows in the same statement. Claim rows are locked in
+// service_id order, so that two of these statements never wait for each other in a cycle.
+// Marks the given heads in flight before their POSTs, each only if its claim is held with
+// its epoch while the lease is in phase one by the database clock, and the batch is still in
+// the state it was handed out in. Marks the claim busy (submitting_since) in the same
+// statement: being an UPDATE of the claim row, it conflicts with a concurrent takeover of
+// that row, and one of the two wins. A POST starts the count of UNKNOWN answers afresh.
+// Returns, per head, whether its claim held, and for the heads marked their payload, attempt
+// count and attempt-log id.
+func (q *Queries) BatchesMarkInflight(ctx context.Context, db DBTX, arg BatchesMarkInflightParams) ([]BatchesMarkInflightRow, error) {
+	rows, err := db.Query(ctx, batchesMarkInflight,
+		arg.Seqs,
+		arg.ServiceIds,
+		arg.Epochs,
+		arg.FromStates,
+		arg.Reasons,
+		arg.Claimant,
+		arg.Nonce,
+		arg.Now,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []BatchesMarkInflightRow{}
+	for rows.Next() {
+		var i BatchesMarkInflightRow
+		if err := rows.Scan(
+			&i.Seq,
+			&i.Fenced,
+			&i.Marked,
+			&i.Payload,
+			&i.Attempts,
+			&i.AttemptID,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const batchesRecordOutcomes = `-- name: BatchesRecordOutcomes :many
+WITH o AS (
+    SELECT unnest($1::bigint[]) AS seq,
+           unnest($2::text[]) AS service_id,
+           unnest($3::bigint[]) AS epoch,
+           unnest($4::text[]) AS new_state,
+           unnest($5::text[]) AS dlt_status,
+           unnest($6::bigint[]) AS retry_after_ms,
+           unnest($7::text[]) AS last_error,
+           unnest($8::text[]) AS invalid,
+           unnest($9::bigint[]) AS attempt_id,
+           unnest($10::int[]) AS http_status,
+           unnest($11::float8[]) AS latency_ms,
+           unnest($12::text[]) AS outcome
+),
+locked AS (
+    SELECT c.service_id, c.epoch FROM service_id_claims c
+    JOIN (SELECT DISTINCT o.service_id, o.epoch FROM o) w ON w.service_id = c.service_id AND w.epoch = c.epoch
+    WHERE c.claimant = $13::uuid
+      AND EXISTS (SELECT 1 FROM instances i WHERE i.id = $13::uuid AND i.nonce = $14::uuid)
+    ORDER BY c.service_id
+    FOR UPDATE OF c
+),
+ended AS (
+    UPDATE service_id_claims c
+    SET submitting_since = NULL, active_at = now()
+    FROM locked l
+    WHERE c.service_id = l.service_id AND c.epoch = l.epoch
+    RETURNING c.service_id, c.epoch
+),
+recorded AS (
+    UPDATE batches b
+    SET state = o.new_state,
+        dlt_status = COALESCE(NULLIF(o.dlt_status, ''), b.dlt_status),
+        status_updated_at = now(),
+        next_attempt_at = now() + o.retry_after_ms * interval '1 millisecond',
+        last_error = NULLIF(o.last_error, ''),
+        invalid_details = COALESCE(NULLIF(o.invalid, '')::jsonb, b.invalid_details),
+        unknown_count = 0,
+        updated_at = now()
+    FROM o JOIN ended e ON e.service_id = o.service_id AND e.epoch = o.epoch
+    WHERE b.seq = o.seq AND b.state = 'INFLIGHT' AND b.claim_epoch = o.epoch
+      AND b.claimant = $13::uuid
+    RETURNING b.seq, EXTRACT(EPOCH FROM now() - b.created_at)::float8 AS age_seconds
+),
+attempted AS (
+    UPDATE submission_attempts a
+    SET finished_at = now(), http_status = NULLIF(o.http_status, 0), latency_ms = o.latency_ms,
+        outcome = o.outcome, error = NULLIF(o.last_error, '')
+    FROM o JOIN recorded r ON r.seq = o.seq
+    WHERE a.id = o.attempt_id AND a.finished_at IS NULL
+),
+logged AS (
+    INSERT INTO batch_transitions (seq, from_state, to_state, instance_id, epoch, detail)
+    SELECT o.seq, 'INFLIGHT', o.new_state, $13::uuid, o.epoch, o.outcome
+    FROM o JOIN recorded r ON r.seq = o.seq
+),
+halted AS (
+    INSERT INTO service_halts (service_id, seq, reason)
+    SELECT o.service_id, o.seq, 'batch INVALID: ' || o.last_error
+    FROM o JOIN recorded r ON r.seq = o.seq
+    WHERE $15::bool AND o.new_state = 'INVALID'
+    ON CONFLICT (service_id) DO NOTHING
+)
+SELECT o.seq::bigint AS seq, (e.service_id IS NOT NULL)::bool AS fenced, (r.seq IS NOT NULL)::bool AS recorded,
+       COALESCE(r.age_seconds, 0)::float8 AS age_seconds
+FROM o
+LEFT JOIN ended e ON e.service_id = o.service_id AND e.epoch = o.epoch
+LEFT JOIN recorded r ON r.seq = o.seq
+`
+
+type BatchesRecordOutcomesParams struct {
+	Seqs           []int64
+	ServiceIds     []string
+	Epochs         []int64
+	NewStates      []string
+	DltStatuses    []string
+	RetryAfterMs   []int64
+	LastErrors     []string
+	InvalidDetails []string
+	AttemptIds     []int64
+	HttpStatuses   []int32
+	LatenciesMs    []float64
+	Outcomes       []string
+	Claimant       uuid.UUID
+	Nonce          uuid.UUID
+	HaltOnInvalid  bool
+}
+
+type BatchesRecordOutcomesRow struct {
+	Seq        int64
+	Fenced     bool
+	Recorded   bool
+	AgeSeconds float64
+}
+
+// Records the outcomes of POSTs marked in flight by this instance, each fenced on its claim,
+// and ends the claims' submissions. A late answer after a takeover matches no row (the new
+// owner's write changed claim_epoch or state). An empty text or a zero number means none.
+// A new outcome starts the clock and the count of UNKNOWN answers afresh: an UNKNOWN outcome
+// is resubmitted only after new answers from the ledger (or the grace period).
+func (q *Queries) BatchesRecordOutcomes(ctx context.Context, db DBTX, arg BatchesRecordOutcomesParams) ([]BatchesRecordOutcomesRow, error) {
+	rows, err := db.Query(ctx, batchesRecordOutcomes,
+		arg.Seqs,
+		arg.ServiceIds,
+		arg.Epochs,
+		arg.NewStates,
+		arg.DltStatuses,
+		arg.RetryAfterMs,
+		arg.LastErrors,
+		arg.InvalidDetails,
+		arg.AttemptIds,
+		arg.HttpStatuses,
+		arg.LatenciesMs,
+		arg.Outcomes,
+		arg.Claimant,
+		arg.Nonce,
+		arg.HaltOnInvalid,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []BatchesRecordOutcomesRow{}
+	for rows.Next() {
+		var i BatchesRecordOutcomesRow
+		if err := rows.Scan(
+			&i.Seq,
+			&i.Fenced,
+			&i.Recorded,
+			&i.AgeSeconds,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const batchesRecordStatuses = `-- name: BatchesRecordStatuses :many
+WITH u AS (
+    SELECT unnest($1::bigint[]) AS seq,
+           unnest($2::text[]) AS service_id,
+           unnest($3::bigint[]) AS epoch,
+           unnest($4::text[]) AS from_state,
+           unnest($5::text[]) AS new_state,
+           unnest($6::text[]) AS dlt_status,
+           unnest($7::bool[]) AS answer,
+           unnest($8::text[]) AS invalid,
+           unnest($9::text[]) AS detail,
+           unnest($10::bool[]) AS end_submission
+),
+fenced AS (
+    SELECT c.service_id, c.epoch FROM service_id_claims c
+    JOIN (SELECT DISTINCT u.service_id, u.epoch FROM u) w ON w.service_id = c.service_id AND w.epoch = c.epoch
+    WHERE c.claimant = $11::uuid
+      AND EXISTS (SELECT 1 FROM instances i WHERE i.id = $11::uuid AND i.nonce = $12::uuid)
+    ORDER BY c.service_id
+    FOR SHARE OF c
+),
+recorded AS (
+    UPDATE batches b
+    SET state = u.new_state,
+        dlt_status = u.dlt_status,
+        status_updated_at = now(),
+        unknown_count = CASE WHEN u.dlt_status <> 'UNKNOWN' THEN 0
+                             WHEN u.answer THEN b.unknown_count + 1
+                             ELSE b.unknown_count END,
+        invalid_details = COALESCE(NULLIF(u.invalid, '')::jsonb, b.invalid_details),
+        claimant = $11::uuid, claim_epoch = u.epoch,
+        updated_at = now()
+    FROM u JOIN fenced f ON f.service_id = u.service_id AND f.epoch = u.epoch
+    WHERE b.seq = u.seq AND b.state = u.from_state
+    RETURNING b.seq, EXTRACT(EPOCH FROM now() - b.created_at)::float8 AS age_seconds
+),
+logged AS (
+    INSERT INTO batch_transitions (seq, from_state, to_state, instance_id, epoch, detail)
+    SELECT u.seq, u.from_state, u.new_state, $11::uuid, u.epoch, u.detail
+    FROM u JOIN recorded r ON r.seq = u.seq
+    WHERE u.new_state <> u.from_state
+),
+halted AS (
+    INSERT INTO service_halts (service_id, seq, reason)
+    SELECT u.service_id, u.seq, 'batch INVALID'
+    FROM u JOIN recorded r ON r.seq = u.seq
+    WHERE $13::bool AND u.new_state = 'INVALID'
+    ON CONFLICT (service_id) DO NOTHING
+),
+ended AS (
+    UPDATE service_id_claims c
+    SET submitting_since = NULL
+    FROM (SELECT DISTINCT u.service_id, u.epoch FROM u WHERE u.end_submission) w
+    JOIN fenced f ON f.service_id = w.service_id AND f.epoch = w.epoch
+    WHERE c.service_id = w.service_id AND c.epoch = w.epoch AND c.claimant = $11::uuid
+)
+SELECT u.seq::bigint AS seq, (f.service_id IS NOT NULL)::bool AS fenced, (r.seq IS NOT NULL)::bool AS recorded,
+       COALESCE(r.age_seconds, 0)::float8 AS age_seconds
+FROM u
+LEFT JOIN fenced f ON f.service_id = u.service_id AND f.epoch = u.epoch
+LEFT JOIN recorded r ON r.seq = u.seq
+`
+
+type BatchesRecordStatusesParams struct {
+	Seqs           []int64
+	ServiceIds     []string
+	Epochs         []int64
+	FromStates     []string
+	NewStates      []string
+	DltStatuses    []string
+	Answers        []bool
+	InvalidDetails []string
+	Details        []string
+	EndSubmissions []bool
+	Claimant       uuid.UUID
+	Nonce          uuid.UUID
+	HaltOnInvalid  bool
+}
+
+type BatchesRecordStatusesRow struct {
+	Seq        int64
+	Fenced     bool
+	Recorded   bool
+	AgeSeconds float64
+}
+
+// Records what the ledger said about batches of claimed service_ids (or the adoption of an
+// orphaned in-flight batch), each fenced on its claim (a shared lock on the claim row until
+// the statement ends, so no takeover commits in between) and each only if the batch is still
+// in the state it was asked about in. Only an answer from the ledger counts towards the
+// consecutive UNKNOWN answers; an adoption does not. With end_submission, the claim's
+// submission mark is cleared (an adoption under the epoch that left it). Callers leave out
+// answers that change nothing, so a poll that learns nothing writes nothing.
+func (q *Queries) BatchesRecordStatuses(ctx context.Context, db DBTX, arg BatchesRecordStatusesParams) ([]BatchesRecordStatusesRow, error) {
+	rows, err := db.Query(ctx, batchesRecordStatuses,
+		arg.Seqs,
+		arg.ServiceIds,
+		arg.Epochs,
+		arg.FromStates,
+		arg.NewStates,
+		arg.DltStatuses,
+		arg.Answers,
+		arg.InvalidDetails,
+		arg.Details,
+		arg.EndSubmissions,
+		arg.Claimant,
+		arg.Nonce,
+		arg.HaltOnInvalid,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []BatchesRecordStatusesRow{}
+	for rows.Next() {
+		var i BatchesRecordStatusesRow
+		if err := rows.Scan(
+			&i.Seq,
+			&i.Fenced,
+			&i.Recorded,
+			&i.AgeSeconds,
 		); err != nil {
 			return nil, err
 		}
@@ -744,30 +962,4 @@ func (q *Queries) ServiceHalts(ctx context.Context, db DBTX) ([]ServiceHalt, err
 		return nil, err
 	}
 	return items, nil
-}
-
-const transitionLog = `-- name: TransitionLog :exec
-INSERT INTO batch_transitions (seq, from_state, to_state, instance_id, epoch, detail)
-VALUES ($1, $2, $3, $4, $5, $6)
-`
-
-type TransitionLogParams struct {
-	Seq        int64
-	FromState  *string
-	ToState    string
-	InstanceID *uuid.UUID
-	Epoch      *int64
-	Detail     *string
-}
-
-func (q *Queries) TransitionLog(ctx context.Context, db DBTX, arg TransitionLogParams) error {
-	_, err := db.Exec(ctx, transitionLog,
-		arg.Seq,
-		arg.FromState,
-		arg.ToState,
-		arg.InstanceID,
-		arg.Epoch,
-		arg.Detail,
-	)
-	return err
 }

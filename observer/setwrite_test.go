@@ -1,0 +1,120 @@
+package observer_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/batchclaim/batchclaim"
+	"github.com/batchclaim/batchclaim/claims"
+	"github.com/batchclaim/batchclaim/ingest"
+	"github.com/batchclaim/batchclaim/internal/dbtest"
+	"github.com/batchclaim/batchclaim/observer"
+)
+
+// One set write carries rows of several claims; a row whose claim was taken over is refused
+// for that row alone (its claim dropped, the batch untouched) while the others are written.
+// Outcomes finished concurrently are all recorded, each with its own fence.
+func TestSetWritesFencePerRow(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := dbtest.NewPool(t)
+	const n = 20
+	stored := map[string]ingest.Stored{}
+	for i := range n {
+		svc := fmt.Sprintf("svc-%02d", i)
+		s, err := ingest.Enqueue(ctx, pool, svc, "b1", []byte(svc))
+		if err != nil {
+			t.Fatal(err)
+		}
+		stored[svc] = s
+	}
+	eng, err := claims.New(pool, claims.Config{Name: "rec"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := eng.Register(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := eng.Cycle(ctx); err != nil {
+		t.Fatal(err)
+	}
+	held := eng.Held()
+	if len(held) != n {
+		t.Fatalf("holds %d claims, want %d", len(held), n)
+	}
+	// svc-00's claim is taken over behind the engine's back (a new epoch).
+	if _, err := pool.Exec(ctx, `UPDATE service_id_claims SET epoch = nextval('service_id_claim_epochs') WHERE service_id = 'svc-00'`); err != nil {
+		t.Fatal(err)
+	}
+	var jobs []batchclaim.Job
+	for _, c := range held {
+		s := stored[c.ServiceID]
+		jobs = append(jobs, batchclaim.Job{Claim: c, Batch: batchclaim.Batch{Seq: s.Seq, ServiceID: c.ServiceID, BatchID: "b1"},
+			FromState: batchclaim.StateNew, Reason: "first"})
+	}
+	rec := observer.NewRecorder(pool, eng, observer.RecorderConfig{})
+	marked, err := rec.Mark(ctx, jobs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(marked) != n-1 {
+		t.Fatalf("marked %d, want %d (all but the stale svc-00)", len(marked), n-1)
+	}
+	for _, j := range marked {
+		if j.Claim.ServiceID == "svc-00" || string(j.Batch.Payload) != j.Claim.ServiceID || j.Attempt == 0 {
+			t.Fatalf("marked %s with payload %q and attempt %d", j.Claim.ServiceID, j.Batch.Payload, j.Attempt)
+		}
+	}
+	if _, ok := eng.Holds("svc-00"); ok {
+		t.Fatal("the stale claim was not dropped")
+	}
+	if st := state(t, pool, stored["svc-00"].Seq); st != "NEW" {
+		t.Fatalf("stale row's batch is %s, want it untouched (NEW)", st)
+	}
+
+	// Now svc-01 is taken over while its POST runs; every outcome is finished at once.
+	if _, err := pool.Exec(ctx, `UPDATE service_id_claims SET epoch = nextval('service_id_claim_epochs') WHERE service_id = 'svc-01'`); err != nil {
+		t.Fatal(err)
+	}
+	errs := make([]error, len(marked))
+	var wg sync.WaitGroup
+	for i, j := range marked {
+		wg.Go(func() {
+			errs[i] = rec.Finish(ctx, j, batchclaim.Result{Verdict: batchclaim.Done}, time.Millisecond, 0)
+		})
+	}
+	wg.Wait()
+	for i, j := range marked {
+		want := j.Claim.ServiceID == "svc-01"
+		if got := errors.Is(errs[i], batchclaim.ErrClaimLost); got != want {
+			t.Errorf("%s: Finish returned %v", j.Claim.ServiceID, errs[i])
+		}
+		wantState := "COMMITTED"
+		if want {
+			wantState = "INFLIGHT"
+		}
+		if st := state(t, pool, j.Batch.Seq); st != wantState {
+			t.Errorf("%s: batch %s, want %s", j.Claim.ServiceID, st, wantState)
+		}
+	}
+	var transitions, attempts int
+	if err := pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM batch_transitions WHERE to_state = 'COMMITTED'),
+		(SELECT count(*) FROM submission_attempts WHERE outcome = 'done')`).Scan(&transitions, &attempts); err != nil {
+		t.Fatal(err)
+	}
+	if transitions != n-2 || attempts != n-2 {
+		t.Fatalf("%d transitions and %d finished attempts logged, want %d each", transitions, attempts, n-2)
+	}
+}
+
+func state(t *testing.T, pool *pgxpool.Pool, seq int64) string {
+	t.Helper()
+	st, _ := unknownCount(t, pool, seq)
+	return st
+}
