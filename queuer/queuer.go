@@ -67,14 +67,14 @@ type Config struct {
 
 // Queuer is one instance's loop.
 type Queuer struct {
-	cfg   Config
-	pool  claims.Querier
-	eng   Engine
-	disp  Dispatcher
-	rec   Recorder
-	q     *db.Queries
-	log   *slog.Logger
-	wake  chan struct{}
+	cfg  Config
+	pool claims.Querier
+	eng  Engine
+	disp Dispatcher
+	rec  Recorder
+	q    *db.Queries
+	log  *slog.Logger
+	wake chan struct{}
 
 	mu       sync.Mutex
 	inflight map[string]int64 // service_id -> seq handed to the dispatcher and not yet done
