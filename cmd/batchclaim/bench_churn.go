@@ -54,7 +54,18 @@ type churnPhase struct {
 	SelfFencings int64    `json:"self_fencings"`
 	// The window: the keys with work balanced over the engines and nothing else (steady), or,
 	// when the idle rows were not all gone in time, the cycles while they are being dropped.
-	Steady        bool       `json:"steady"`
+	Steady bool `json:"steady"`
+	churnWindow
+	// Once the idle rows were gone: the same window again after a VACUUM of the claims
+	// table, which autovacuum would have run by then (null when there were no idle rows or
+	// they were not all gone).
+	AfterVacuum *churnWindow `json:"after_vacuum"`
+
+	autovacuum string // the server's setting
+}
+
+// churnWindow is what a measuring window saw.
+type churnWindow struct {
 	WindowSeconds float64    `json:"window_seconds"`
 	Cycles        int        `json:"cycles"`
 	CycleErrors   int64      `json:"cycle_errors"`
@@ -62,8 +73,6 @@ type churnPhase struct {
 	P99Ms         float64    `json:"cycle_p99_ms"`
 	Statements    float64    `json:"statements_per_instance_per_interval"`
 	ByStatement   []stmtStat `json:"statements"`
-
-	autovacuum string // the server's setting
 }
 
 // churnResult is the churn scenario's JSON line.
@@ -166,6 +175,10 @@ func (r churnResult) print(w io.Writer) {
 			}
 			return f2(0)
 		})
+	}
+	if v := r.Churn.AfterVacuum; v != nil {
+		fmt.Fprintf(w, "  after a VACUUM of the claims table, %d keys ever seen: %d cycles, p50 %.2f ms, p99 %.2f ms, %.2f statements per instance per renew interval\n",
+			r.Churn.KeysEverSeen, v.Cycles, v.P50Ms, v.P99Ms, v.Statements)
 	}
 	fmt.Fprintf(w, "  (%s; the bench ran ANALYZE on the claims table every 5 s while rows were dropped; server autovacuum: %s)\n\n", r.Method, r.Autovacuum)
 }
@@ -358,6 +371,31 @@ func churnRun(ctx context.Context, c churnConfig, keys int, dropIdle time.Durati
 	}
 
 	// The steady window.
+	if p.churnWindow, err = churnMeasure(ctx, c, engines, clocks, counter); err != nil {
+		return p, err
+	}
+	for _, e := range engines {
+		st := e.Stats()
+		p.Dropped += st.Dropped
+		p.SelfFencings += st.DeadlineFences
+	}
+	if keys > c.active && drained {
+		fmt.Fprintf(info, "churn: VACUUM of the claims table, then measuring for %s again\n", c.window)
+		if _, err := admin.Exec(ctx, `VACUUM (ANALYZE) service_id_claims`); err != nil {
+			return p, err
+		}
+		w, err := churnMeasure(ctx, c, engines, clocks, counter)
+		if err != nil {
+			return p, err
+		}
+		p.AfterVacuum = &w
+	}
+	return p, nil
+}
+
+// churnMeasure measures the engines' cycles and statements for c.window.
+func churnMeasure(ctx context.Context, c churnConfig, engines []*claims.Engine, clocks []*cycleClock, counter *stmtCounter) (churnWindow, error) {
+	var w churnWindow
 	var errs0 int64
 	for i, e := range engines {
 		errs0 += e.Stats().CycleErrors
@@ -367,26 +405,26 @@ func churnRun(ctx context.Context, c churnConfig, keys int, dropIdle time.Durati
 	t0 := time.Now()
 	select {
 	case <-ctx.Done():
-		return p, ctx.Err()
+		return w, ctx.Err()
 	case <-time.After(c.window):
 	}
 	after := counter.snapshot()
-	p.WindowSeconds = round3(time.Since(t0).Seconds())
-	times = nil
-	take()
+	w.WindowSeconds = round3(time.Since(t0).Seconds())
+	var times []time.Duration
+	for _, cl := range clocks {
+		times = append(times, cl.take()...)
+	}
+	slices.Sort(times)
 	if len(times) == 0 {
-		return p, errors.New("no claim cycle recognised in the window: the engine's cycles no longer start with ClaimsSurvey, which the bench's cycle timing relies on")
+		return w, errors.New("no claim cycle recognised in the window: the engine's cycles no longer start with ClaimsSurvey, which the bench's cycle timing relies on")
 	}
-	p.Cycles = len(times)
-	p.P50Ms, p.P99Ms = pct(times, 50), pct(times, 99)
+	w.Cycles = len(times)
+	w.P50Ms, w.P99Ms = pct(times, 50), pct(times, 99)
 	for _, e := range engines {
-		st := e.Stats()
-		p.CycleErrors += st.CycleErrors
-		p.Dropped += st.Dropped
-		p.SelfFencings += st.DeadlineFences
+		w.CycleErrors += e.Stats().CycleErrors
 	}
-	p.CycleErrors -= errs0
-	intervals := float64(c.engines) * p.WindowSeconds / c.renew.Seconds()
+	w.CycleErrors -= errs0
+	intervals := float64(c.engines) * w.WindowSeconds / c.renew.Seconds()
 	var all int64
 	for name, n := range after {
 		d := n.Calls - before[name].Calls
@@ -395,16 +433,16 @@ func churnRun(ctx context.Context, c churnConfig, keys int, dropIdle time.Durati
 		}
 		all += d
 		ms := n.TotalMs - before[name].TotalMs
-		p.ByStatement = append(p.ByStatement, stmtStat{Name: name, Calls: d, PerUnit: round3(float64(d) / intervals), TotalMs: round3(ms), MeanMs: round3(ms / float64(d))})
+		w.ByStatement = append(w.ByStatement, stmtStat{Name: name, Calls: d, PerUnit: round3(float64(d) / intervals), TotalMs: round3(ms), MeanMs: round3(ms / float64(d))})
 	}
-	slices.SortFunc(p.ByStatement, func(a, b stmtStat) int {
+	slices.SortFunc(w.ByStatement, func(a, b stmtStat) int {
 		if a.Calls != b.Calls {
 			return int(b.Calls - a.Calls)
 		}
 		return strings.Compare(a.Name, b.Name)
 	})
-	p.Statements = round3(float64(all) / intervals)
-	return p, nil
+	w.Statements = round3(float64(all) / intervals)
+	return w, nil
 }
 
 // cycleClock times one engine's claim cycles from the statements its pool sends (and counts

@@ -240,7 +240,7 @@ func TestBenchChurnScenario(t *testing.T) {
 		hasFields(t, p, "keys_ever_seen", "drop_idle_after_ms", "claim_rows_at_start", "seconds_to_drop_idle_rows", "claim_rows_left",
 			"rows_dropped", "dropped_rows_per_second", "steady", "drain_cycles", "drain_cycle_p50_ms", "drain_cycle_p99_ms", "drain_cycle_max_ms", "seconds_to_balance",
 			"self_fencings", "window_seconds", "cycles", "cycle_errors", "cycle_p50_ms", "cycle_p99_ms",
-			"statements_per_instance_per_interval", "statements")
+			"statements_per_instance_per_interval", "statements", "after_vacuum")
 		if num(p, "claim_rows_left") != 1000 || p["steady"] != true {
 			t.Errorf("%s: %v claim rows left (steady %v), want the 1,000 keys with work", side, p["claim_rows_left"], p["steady"])
 		}
@@ -255,6 +255,9 @@ func TestBenchChurnScenario(t *testing.T) {
 	if num(churn, "rows_dropped") != 19000 || churn["seconds_to_drop_idle_rows"] == nil || num(churn, "drain_cycles") <= 0 {
 		t.Errorf("churn: dropped %v rows after %v s in %v cycles; want the 19,000 idle rows dropped",
 			churn["rows_dropped"], churn["seconds_to_drop_idle_rows"], churn["drain_cycles"])
+	}
+	if v, _ := churn["after_vacuum"].(map[string]any); num(v, "cycles") <= 0 || num(v, "statements_per_instance_per_interval") <= 0 {
+		t.Errorf("churn: after_vacuum %v: want a second window once the idle rows were gone", churn["after_vacuum"])
 	}
 	if base, _ := m["baseline"].(map[string]any); num(base, "rows_dropped") != 0 || base["seconds_to_drop_idle_rows"] != nil {
 		t.Errorf("baseline: dropped %v rows, drain %v; it has no idle rows", base["rows_dropped"], base["seconds_to_drop_idle_rows"])
