@@ -15,34 +15,42 @@
 //
 // # Life cycle of a claim
 //
-//	free --acquire (epoch+1)--> held --renewals--> held ...
+//	free --acquire (new epoch)--> held --renewals--> held ...
 //	held --owner's lease past expiry_1, no batch in submission--> voided (free)  [fast path]
 //	held --owner's lease past expiry_2, whatever it was doing-----> voided (free)  [slow path]
 //	held --graceful stop or fair-share surplus, epoch checked----> released (free)
+//	held --no unfinished batch for DropIdleAfter (if set)--------> dropped (row deleted; the
+//	      next enqueue creates it again)
 //
 // Every instance runs the same cycle every renew interval R (Engine.Cycle):
 //
-//  1. Renew its lease: one UPDATE of its own instances row. This is a short statement of its
-//     own, not part of the serializable transaction below, because writing the registry
-//     inside it turns every cycle into a write-skew candidate with every other cycle. Under
-//     Engine.Run the lease is not renewed by the cycle at all but by a lease loop of its own,
-//     every R on a connection of its own, from Run until Shutdown: nothing the instance does
-//     (a cycle retrying its transaction, a fetch, a submission, a full pool) can delay a
-//     renewal, and a stopping instance keeps its lease while its submissions drain. An engine
-//     driven by calls to Cycle alone renews in each Cycle.
-//  2. Read the fair-share inputs: the number K of service_ids and the live instances (lease
-//     still in phase one), ordered by id. Target = K/N, plus one for the first K mod N
-//     instances. The targets add up to K, so at rest no claim is free and no two instances
-//     hold counts that differ by more than one.
-//  3. In one SERIALIZABLE transaction, retried with jittered backoff on SQLSTATE 40001 and
-//     40P01: void expired claims (the two phases above), read its own claims from the
-//     database (the database, not memory, says what it holds), take free claims up to its
-//     target, and, if it has been over its target for two cycles in a row, give back idle
-//     surplus claims so that a newcomer gets work within a few seconds without keys churning
-//     on every small fluctuation.
-//  4. Make its in-memory set equal to what the database said, reporting gains and losses
-//     (Config.OnGained, Config.OnLost). Each held Claim carries a context that is cancelled
-//     the moment the claim is lost.
+//  1. Renew its lease: one UPDATE of its own instances row. Under Engine.Run the lease is not
+//     renewed by the cycle at all but by a lease loop of its own, every R on a connection of
+//     its own, from Run until Shutdown: nothing the instance does (a cycle, a fetch, a
+//     submission, a full pool) can delay a renewal, and a stopping instance keeps its lease
+//     while its submissions drain. An engine driven by calls to Cycle alone renews in each
+//     Cycle.
+//  2. Survey, in one statement: whether its registry row is still its own (nonce), the live
+//     instances (lease still in phase one) ordered by id, the number K of service_ids and of
+//     free ones, whether any claim waits to be voided, a fingerprint (count, sum of epochs) of
+//     its own claims, and how many of them are idle past DropIdleAfter. Target = K/N, plus one
+//     for the first K mod N instances. The targets add up to K, so at rest no claim is free
+//     and no two instances hold counts that differ by more than one.
+//  3. Only if the survey says there is something to do: void expired claims (the two phases
+//     above), take free claims up to its target, give back idle surplus claims if it has
+//     been over its target for two cycles in a row (so a newcomer gets work within a few
+//     cycles without keys churning on every small fluctuation), drop idle claim rows. Each is
+//     a READ COMMITTED statement over a bounded chunk (Config.ChunkSize) that skips rows
+//     another transaction has locked (FOR UPDATE SKIP LOCKED) instead of waiting for them,
+//     run again as many chunks as needed; a deadlock or lock timeout is retried with
+//     jittered backoff.
+//  4. If the fingerprint differs from its in-memory set, or it changed something, read its
+//     own claims (the database, not memory, says what it holds) and make its in-memory set
+//     equal, reporting gains and losses (Config.OnGained, Config.OnLost). Each held Claim
+//     carries a context that is cancelled the moment the claim is lost.
+//
+// An instance with nothing to change thus sends two statements per renew interval: the
+// renewal and the survey.
 //
 // # The two expiry phases
 //
@@ -56,14 +64,15 @@
 // submitting_since is set by BeginSubmission before a POST and cleared by EndSubmission once
 // its outcome is recorded. It is a column of the claim row on purpose: setting it is an
 // UPDATE of the very row a fast-path takeover must UPDATE, so the two cannot both succeed.
-// Either the owner's mark commits first and the takeover's SERIALIZABLE transaction fails and
-// retries (and then sees the mark), or the takeover commits first and the owner's mark
-// matches no row and returns batchclaim.ErrClaimLost.
+// Either the owner's mark commits first and the takeover, which locks the row and judges it
+// again on its new version, leaves it alone (or skips it while it is locked), or the takeover
+// commits first and the owner's mark matches no row and returns batchclaim.ErrClaimLost.
 //
 // # Epochs and fencing
 //
-// Every acquisition sets epoch = epoch + 1 on the claim row; rows are never deleted, so an
-// epoch is never reused and the epochs of one service_id strictly increase over time. A Claim
+// Every acquisition draws the claim's epoch from one global sequence
+// (service_id_claim_epochs), so an epoch is never reused, even by a claim row deleted as idle
+// and created again, and the epochs of one service_id strictly increase over time. A Claim
 // is the pair (service_id, epoch). Every write an owner makes about the service_id is
 // conditional on (claimant = this instance, epoch = the claim's epoch): BeginSubmission and
 // EndSubmission are such UPDATEs, and Fence locks the claim row FOR SHARE inside the caller's
@@ -75,13 +84,23 @@
 //
 // # Locks
 //
-// Acquisition skips free rows another instance is taking at that moment (FOR UPDATE SKIP
-// LOCKED) rather than waiting for them. Every transaction that writes claim or batch rows
-// first calls GuardTx: lock_timeout = R bounds any wait, and
-// idle_in_transaction_session_timeout = T1/5 makes the server end the transaction of an
-// instance that stalls in the middle of one (paused process, cut network), so its row locks
-// never hold the other instances up for long. Lock timeouts are retried like serialization
-// failures.
+// Voiding and acquisition skip rows another transaction holds (FOR UPDATE SKIP LOCKED)
+// rather than waiting for them. ConfigurePool sets, once per connection, lock_timeout = R
+// (bounding any wait) and idle_in_transaction_session_timeout = T1/5 (the server ends the
+// transaction of an instance that stalls in the middle of one, paused process or cut network,
+// so its row locks never hold the other instances up for long); the few explicit transactions
+// also call GuardTx, which sets the same per transaction, for pools not configured so. Lock
+// timeouts are retried like deadlocks.
+//
+// # Keys that come and go
+//
+// With DropIdleAfter set, an owner deletes the claim rows of its service_ids that have no
+// unfinished batch and no recorded POST outcome for that long, so that the engine's cost
+// follows the keys with work rather than every key ever seen. The drop takes, without
+// waiting, the same advisory lock an enqueue of the service_id holds while it creates the
+// row and stores the batch, and then, in a second statement whose snapshot follows the lock,
+// deletes only rows still without unfinished work: an enqueue either runs entirely before
+// (and its batch is seen) or waits and creates the row again.
 //
 // # One clock
 //

@@ -13,9 +13,9 @@ import (
 )
 
 // The lease loop renews the instance's lease every RenewInterval on a connection of its own,
-// apart from everything else the instance does: a claim cycle retrying its serializable
-// transaction, a fetch, a submission's writes or a full pool never delay a renewal, so a
-// healthy instance on a healthy database never reaches its local deadline.
+// apart from everything else the instance does: a claim cycle retrying a statement, a
+// fetch, a submission's writes or a full pool never delay a renewal, so a healthy instance
+// on a healthy database never reaches its local deadline.
 //
 // Run starts it; it runs until Shutdown (not until Run's context ends), so that a stopping
 // instance keeps its claims alive while its submissions drain. An engine driven by calls to

@@ -155,7 +155,12 @@ func TestStepDownBeforeReelection(t *testing.T) {
 	b, recB, stopB := startElector(t, pool, "b", []string{"r"}, nil)
 
 	p.Blackhole()
-	waitFor(t, 20*time.Second, "b elected", func() bool { _, ok := b.CheckPrimary("r"); return ok })
+	// The hook that records an election may run just after CheckPrimary starts answering.
+	waitFor(t, 20*time.Second, "b elected", func() bool {
+		_, ok := b.CheckPrimary("r")
+		elected, _ := recB.snapshot()
+		return ok && len(elected) > 0
+	})
 	termB, _ := b.CheckPrimary("r")
 	_, downA := recA.snapshot()
 	electedB, _ := recB.snapshot()

@@ -1,20 +1,26 @@
 // Package observer records what happens to batches and finds out what the ledger did with
 // them.
 //
-// Recorder makes every write about a batch: the in-flight mark before a submission, its
-// outcome after, and each status the ledger reports. Each write runs in a transaction that
-// first fences the claim (claims.Engine.Fence or BeginSubmission), then changes the batch
-// with one conditional UPDATE (expected state; for outcomes also the epoch that marked it),
-// appends to batch_transitions, and commits before returning: recording is durable and
-// synchronous. A write by a stale owner matches nothing and returns batchclaim.ErrClaimLost.
+// Recorder makes every write about a batch, a set at a time: Mark marks the heads a queuer
+// round hands out in flight in one statement, Finish records POST outcomes (those that arrive
+// while another is being written are written together by it, a group commit), and
+// RecordStatuses records a poll's answers in one statement. Each statement is fenced per row
+// through the claim row (claimant, epoch and the registry row's nonce), changes each batch
+// with a conditional UPDATE (expected state; for outcomes also the epoch that marked it),
+// appends the attempt and transition log rows in the same statement, and has committed before
+// the call returns: recording is durable and synchronous. A stale row is refused alone and
+// reported as batchclaim.ErrClaimLost for that row; the others are written.
 //
 // Poller asks the ledger about batches of claimed service_ids whose outcome is not yet
-// known (PENDING, VALID, UNKNOWN) and records the answers that change something, one fenced
-// transaction per service_id; it ignores ids it did not ask about. Each poll reads at most
-// MaxBatches of them, continuing in (service_id, seq) order where the previous poll stopped,
-// so every one is asked about within ceil(open/MaxBatches) polls however many are open; it
-// packs their ids into requests of at most IDsPerRequest (15, the Sawtooth limit for one
-// GET /batch_statuses) whatever their service_id, with bounded concurrency.
+// known (PENDING, VALID, UNKNOWN) and records the answers that change something, all of a
+// poll in one statement; a poll that learns nothing writes nothing. It ignores ids it did not
+// ask about. Each poll reads at most MaxBatches of them, continuing in (service_id, seq) order
+// where the previous poll stopped, so every one is asked about within ceil(open/MaxBatches)
+// polls however many are open; it packs their ids into requests of at most IDsPerRequest (15,
+// the Sawtooth limit for one GET /batch_statuses) whatever their service_id, with bounded
+// concurrency. With a StatusWaiter it asks with the ledgers' wait parameter, so an outcome is
+// learnt as soon as the ledger has it; it is woken when a batch is accepted and polls again at
+// once after a poll that learnt something.
 //
 // Retention deletes finished batches (with their attempts and transitions) older than an
 // age, in short chunks, on one instance at a time (a transaction-scoped advisory lock per

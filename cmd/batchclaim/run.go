@@ -33,6 +33,7 @@ func timingFlags(fs *flag.FlagSet, c *claims.Config) {
 	fs.DurationVar(&c.StopTime, "stop-time", 0, "time needed to stop starting submissions once fenced (default expiry-1/10)")
 	fs.DurationVar(&c.Margin, "margin", 0, "safety margin for latency and clock-rate differences (default expiry-1/10)")
 	fs.IntVar(&c.ShareSlack, "share-slack", 0, "claims an instance may hold over its fair share before releasing surplus")
+	fs.DurationVar(&c.DropIdleAfter, "drop-idle-after", 0, "delete the claim rows of service_ids without unfinished batches for this long, so cost follows the keys with work (0: never)")
 	c.KnobNames = map[string]string{
 		"RenewInterval": "--renew-interval", "LocalDeadline": "--local-deadline", "Expiry1": "--expiry-1", "Expiry2": "--expiry-2",
 		"MaxSubmission": "--submit-timeout", "StopTime": "--stop-time", "Margin": "--margin",
