@@ -355,29 +355,49 @@ func (e *Engine) ShutdownKeeping(ctx context.Context, busy []string) error {
 		e.watchdog.Stop()
 	}
 	e.mu.Unlock()
-	// Release by owner, not by the claims known here: a claim cycle whose commit this
-	// process did not see (its context ended meanwhile) may have taken claims it never
-	// learnt of, and deregistering would free those without a trace in claim_events.
+	// Release by owner, not by the claims known here: a claim-cycle statement this process
+	// gave up on (its context ended) may still have run to completion on the server and
+	// taken claims it never learnt of, and deregistering would free those without a trace in
+	// claim_events. Releasing and deregistering run in one transaction that first locks the
+	// registry row: an acquisition in our name needs a key-share lock on that row (the claim
+	// row's foreign key), so one that committed before is released here, and one still
+	// running waits and then fails on the deleted row.
 	if busy == nil {
 		busy = []string{}
 	}
-	rows, err := e.q.ClaimsReleaseOwned(ctx, e.pool, db.ClaimsReleaseOwnedParams{Claimant: e.cfg.InstanceID, Keep: busy, Nonce: e.nonce})
-	released := len(rows)
+	released := 0
+	err := runTx(ctx, e.pool, pgx.TxOptions{}, e.GuardTx, func(tx pgx.Tx) error {
+		released = 0
+		if len(busy) == 0 {
+			if _, err := e.q.InstanceLockForRegister(ctx, tx, db.InstanceLockForRegisterParams{ID: e.cfg.InstanceID}); err != nil && !errors.Is(err, pgx.ErrNoRows) {
+				return fmt.Errorf("lock registry row: %w", err)
+			}
+		}
+		rows, err := e.q.ClaimsReleaseOwned(ctx, tx, db.ClaimsReleaseOwnedParams{Claimant: e.cfg.InstanceID, Keep: busy, Nonce: e.nonce})
+		if err != nil {
+			return fmt.Errorf("release claims: %w", err)
+		}
+		released = len(rows)
+		if len(busy) > 0 {
+			return nil
+		}
+		if _, err := e.q.InstanceDeregister(ctx, tx, db.InstanceDeregisterParams{ID: e.cfg.InstanceID, Nonce: e.nonce}); err != nil {
+			return fmt.Errorf("deregister instance: %w", err)
+		}
+		return nil
+	})
 	e.stats.released.Add(int64(released))
 	e.mu.Lock()
 	dropped := e.dropAllLocked() // every claim ends here, released or left to expire
 	e.mu.Unlock()
 	e.notifyLost(dropped, LossReleased)
 	if err != nil {
-		return fmt.Errorf("release claims: %w", err)
+		return err
 	}
 	if len(busy) > 0 {
 		e.log.Warn("stopped with work still running: its claims are left to expire instead of being released",
 			"released", released, "left_to_expire", len(busy))
 		return nil
-	}
-	if _, err := e.q.InstanceDeregister(ctx, e.pool, db.InstanceDeregisterParams{ID: e.cfg.InstanceID, Nonce: e.nonce}); err != nil {
-		return fmt.Errorf("deregister instance: %w", err)
 	}
 	e.mu.Lock()
 	e.registered = false
