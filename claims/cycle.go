@@ -289,18 +289,39 @@ func (e *Engine) releaseSurplus(ctx context.Context, held []db.ClaimsHeldRow, n 
 	return released, nil
 }
 
-// dropIdle deletes up to one chunk of this instance's idle claim rows: those with no
-// unfinished batch and no recorded activity for DropIdleAfter. It runs in a transaction of
-// two statements: the first takes, without waiting, the enqueue lock of each candidate
-// service_id (an enqueue running now keeps its row), the second, whose snapshot comes after
-// those locks, deletes the rows that still have no unfinished batch.
+// dropIdle deletes this instance's idle claim rows, a chunk at a time (up to
+// dropChunksPerCycle chunks a cycle): those with no unfinished batch and no recorded activity
+// for DropIdleAfter. Each chunk is a transaction of two statements: the first takes, without
+// waiting, the enqueue lock of each candidate service_id (an enqueue running now keeps its
+// row), the second, whose snapshot comes after those locks, deletes the rows that still have
+// no unfinished batch.
 func (e *Engine) dropIdle(ctx context.Context, now *time.Time, rep *CycleReport) ([]Claim, error) {
+	var all []Claim
+	for range dropChunksPerCycle {
+		chunk, err := e.dropIdleChunk(ctx, now, rep)
+		all = append(all, chunk...)
+		if err != nil || len(chunk) < min(e.cfg.ChunkSize, dropChunk) {
+			return all, err
+		}
+	}
+	return all, nil
+}
+
+// Each drop transaction takes one advisory lock per row, and Postgres keeps those in its
+// shared lock table (max_locks_per_transaction x max_connections slots): a drop chunk stays
+// small, and a cycle runs several.
+const (
+	dropChunk          = 200
+	dropChunksPerCycle = 25
+)
+
+func (e *Engine) dropIdleChunk(ctx context.Context, now *time.Time, rep *CycleReport) ([]Claim, error) {
 	var dropped []Claim
 	err := e.retried(ctx, rep, "drop idle claims", func() error {
 		dropped = dropped[:0]
 		return runTx(ctx, e.pool, pgx.TxOptions{}, e.GuardTx, func(tx pgx.Tx) error {
 			locked, err := e.q.ClaimsLockIdle(ctx, tx, db.ClaimsLockIdleParams{
-				Claimant: e.cfg.InstanceID, Now: now, IdleMs: e.cfg.DropIdleAfter.Milliseconds(), Max: int32(e.cfg.ChunkSize),
+				Claimant: e.cfg.InstanceID, Now: now, IdleMs: e.cfg.DropIdleAfter.Milliseconds(), Max: int32(min(e.cfg.ChunkSize, dropChunk)),
 			})
 			if err != nil || len(locked) == 0 {
 				return err

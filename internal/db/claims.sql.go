@@ -366,6 +366,9 @@ SELECT s.service_id, s.epoch FROM (
     WHERE c.claimant = $1::uuid AND c.submitting_since IS NULL
       AND COALESCE(c.active_at, c.claimed_at, c.registered_at)
           <= COALESCE($2::timestamptz, now()) - $3::bigint * interval '1 millisecond'
+      -- Checked again after the locks; here it keeps keys with long-unfinished work (a
+      -- halted service_id, a batch the ledger is slow on) from filling every chunk.
+      AND NOT EXISTS (SELECT 1 FROM batches b WHERE b.service_id = c.service_id AND b.state NOT IN ('COMMITTED', 'INVALID'))
     ORDER BY c.service_id
     LIMIT $4::int
 ) s
