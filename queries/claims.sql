@@ -31,7 +31,8 @@ FROM (
     SELECT count(*)::bigint AS held, COALESCE(sum(c.epoch), 0)::bigint AS epoch_sum,
            count(*) FILTER (WHERE sqlc.arg(idle_ms)::bigint > 0 AND c.submitting_since IS NULL
                AND COALESCE(c.active_at, c.claimed_at, c.registered_at)
-                   <= COALESCE(sqlc.narg(now)::timestamptz, now()) - sqlc.arg(idle_ms)::bigint * interval '1 millisecond')::bigint AS idle
+                   <= COALESCE(sqlc.narg(now)::timestamptz, now()) - sqlc.arg(idle_ms)::bigint * interval '1 millisecond'
+               AND NOT EXISTS (SELECT 1 FROM batches b WHERE b.service_id = c.service_id AND b.state NOT IN ('COMMITTED', 'INVALID')))::bigint AS idle
     FROM service_id_claims c
     WHERE c.claimant = sqlc.arg(claimant)::uuid
 ) own;

@@ -592,7 +592,8 @@ FROM (
     SELECT count(*)::bigint AS held, COALESCE(sum(c.epoch), 0)::bigint AS epoch_sum,
            count(*) FILTER (WHERE $4::bigint > 0 AND c.submitting_since IS NULL
                AND COALESCE(c.active_at, c.claimed_at, c.registered_at)
-                   <= COALESCE($3::timestamptz, now()) - $4::bigint * interval '1 millisecond')::bigint AS idle
+                   <= COALESCE($3::timestamptz, now()) - $4::bigint * interval '1 millisecond'
+               AND NOT EXISTS (SELECT 1 FROM batches b WHERE b.service_id = c.service_id AND b.state NOT IN ('COMMITTED', 'INVALID')))::bigint AS idle
     FROM service_id_claims c
     WHERE c.claimant = $1::uuid
 ) own
