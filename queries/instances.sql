@@ -28,10 +28,6 @@ SELECT nonce, expiry_2, (expiry_2 > COALESCE(sqlc.narg(now)::timestamptz, now())
 FROM instances WHERE id = sqlc.arg(id)
 FOR UPDATE;
 
--- name: InstanceOwned :one
--- Whether the row with this id is still the one this process registered.
-SELECT EXISTS (SELECT 1 FROM instances WHERE id = sqlc.arg(id) AND nonce = sqlc.arg(nonce)::uuid)::bool;
-
 -- name: InstanceDeregister :execrows
 DELETE FROM instances WHERE id = sqlc.arg(id) AND nonce = sqlc.arg(nonce)::uuid;
 
@@ -39,12 +35,6 @@ DELETE FROM instances WHERE id = sqlc.arg(id) AND nonce = sqlc.arg(nonce)::uuid;
 -- Removes the row of a dead process whose id a new process registers (see
 -- InstanceLockForRegister); its claims were voided first.
 DELETE FROM instances WHERE id = sqlc.arg(id) AND nonce = sqlc.arg(nonce)::uuid;
-
--- name: InstancesLive :many
--- Instances whose lease is in phase one: the ones fair share divides the work among.
-SELECT id FROM instances
-WHERE expiry_1 > COALESCE(sqlc.narg(now)::timestamptz, now())
-ORDER BY id;
 
 -- name: InstancesPrune :execrows
 -- Forgets instances dead for long that hold nothing any more.

@@ -113,23 +113,6 @@ func (q *Queries) InstanceLockForRegister(ctx context.Context, db DBTX, arg Inst
 	return i, err
 }
 
-const instanceOwned = `-- name: InstanceOwned :one
-SELECT EXISTS (SELECT 1 FROM instances WHERE id = $1 AND nonce = $2::uuid)::bool
-`
-
-type InstanceOwnedParams struct {
-	ID    uuid.UUID
-	Nonce uuid.UUID
-}
-
-// Whether the row with this id is still the one this process registered.
-func (q *Queries) InstanceOwned(ctx context.Context, db DBTX, arg InstanceOwnedParams) (bool, error) {
-	row := db.QueryRow(ctx, instanceOwned, arg.ID, arg.Nonce)
-	var column_1 bool
-	err := row.Scan(&column_1)
-	return column_1, err
-}
-
 const instanceRegister = `-- name: InstanceRegister :one
 
 INSERT INTO instances (id, nonce, name, host, version, started_at, heartbeat_at, expiry_1, expiry_2)
@@ -174,33 +157,6 @@ func (q *Queries) InstanceRegister(ctx context.Context, db DBTX, arg InstanceReg
 	var i InstanceRegisterRow
 	err := row.Scan(&i.HeartbeatAt, &i.Expiry1, &i.Expiry2)
 	return i, err
-}
-
-const instancesLive = `-- name: InstancesLive :many
-SELECT id FROM instances
-WHERE expiry_1 > COALESCE($1::timestamptz, now())
-ORDER BY id
-`
-
-// Instances whose lease is in phase one: the ones fair share divides the work among.
-func (q *Queries) InstancesLive(ctx context.Context, db DBTX, now *time.Time) ([]uuid.UUID, error) {
-	rows, err := db.Query(ctx, instancesLive, now)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	items := []uuid.UUID{}
-	for rows.Next() {
-		var id uuid.UUID
-		if err := rows.Scan(&id); err != nil {
-			return nil, err
-		}
-		items = append(items, id)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return items, nil
 }
 
 const instancesPrune = `-- name: InstancesPrune :execrows
