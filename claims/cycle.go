@@ -65,7 +65,9 @@ type CycleReport struct {
 // An instance with nothing to change sends one statement per cycle (two with the renewal).
 func (e *Engine) Cycle(ctx context.Context) (CycleReport, error) {
 	e.stats.cycles.Add(1)
+	start := time.Now()
 	rep, err := e.cycle(ctx)
+	e.stats.cycleTime.observe(time.Since(start))
 	if err != nil {
 		e.stats.cycleErrors.Add(1)
 		return rep, fmt.Errorf("claim cycle: %w", err)
@@ -111,13 +113,39 @@ func (e *Engine) cycle(ctx context.Context) (CycleReport, error) {
 	known := e.fingerprintLocked() == fingerprint{sv.Held, sv.EpochSum}
 	e.mu.Unlock()
 
+	// Idle free rows are dropped before anyone acquires them: acquiring a row only to drop
+	// it later would cost an epoch, two claim events and a place in someone's claim set.
+	draining := false
+	free := sv.Free > 0 || len(rep.Voided) > 0
+	if e.cfg.DropIdleAfter > 0 && share.Rank >= 0 && free {
+		dropped, more, err := e.dropIdle(ctx, now, &rep, true)
+		if err != nil {
+			return rep, err
+		}
+		rep.Dropped += len(dropped)
+		draining = more
+		if len(dropped) > 0 {
+			// The survey counted them: share what is left.
+			share = fairShare(int(sv.ServiceIds)-len(dropped), live, e.cfg.InstanceID.String())
+			rep.Share = share
+		}
+	}
+
 	wrote := false
 	held := int(sv.Held)
 	var rows []db.ClaimsHeldRow // our claims as the database lists them, once read
 	switch want := share.Target - held; {
 	case share.Rank < 0:
 		// Our lease is not in phase one by the database clock: take nothing.
-	case want > 0 && (sv.Free > 0 || len(rep.Voided) > 0):
+	case want > 0 && draining:
+		// More idle free rows are left than one cycle drops: take only rows with work until
+		// they are gone, instead of acquiring rows that are about to be dropped.
+		got, err := e.acquireWithWork(ctx, now, want, len(live), &rep)
+		if err != nil {
+			return rep, err
+		}
+		wrote = wrote || got > 0
+	case want > 0 && free:
 		got, err := e.acquire(ctx, now, want, &rep)
 		if err != nil {
 			return rep, err
@@ -133,11 +161,11 @@ func (e *Engine) cycle(ctx context.Context) (CycleReport, error) {
 		wrote = wrote || rep.Released > 0
 	}
 	if sv.Idle > 0 && e.cfg.DropIdleAfter > 0 {
-		dropped, err := e.dropIdle(ctx, now, &rep)
+		dropped, _, err := e.dropIdle(ctx, now, &rep, false)
 		if err != nil {
 			return rep, err
 		}
-		rep.Dropped = len(dropped)
+		rep.Dropped += len(dropped)
 		wrote = wrote || len(dropped) > 0
 	}
 
@@ -263,6 +291,19 @@ func (e *Engine) acquire(ctx context.Context, now *time.Time, want int, rep *Cyc
 	return got, nil
 }
 
+// acquireWithWork takes up to want free claims of service_ids with unfinished work, a
+// chunk at a time and no more than a fair part of them among live instances.
+func (e *Engine) acquireWithWork(ctx context.Context, now *time.Time, want, live int, rep *CycleReport) (int, error) {
+	var rows []db.ClaimsAcquireWithWorkRow
+	err := e.retried(ctx, rep, "acquire claims with work", func() (err error) {
+		rows, err = e.q.ClaimsAcquireWithWork(ctx, e.pool, db.ClaimsAcquireWithWorkParams{
+			Max: int32(min(want, e.cfg.ChunkSize)), Live: int32(max(live, 1)), Claimant: e.cfg.InstanceID, Now: now,
+		})
+		return err
+	})
+	return len(rows), err
+}
+
 // releaseSurplus gives back up to n idle claims, the most recently acquired first.
 func (e *Engine) releaseSurplus(ctx context.Context, held []db.ClaimsHeldRow, n int, rep *CycleReport) (int, error) {
 	idle := make([]db.ClaimsHeldRow, 0, len(held))
@@ -289,22 +330,22 @@ func (e *Engine) releaseSurplus(ctx context.Context, held []db.ClaimsHeldRow, n 
 	return released, nil
 }
 
-// dropIdle deletes this instance's idle claim rows, a chunk at a time (up to
-// dropChunksPerCycle chunks a cycle): those with no unfinished batch and no recorded activity
-// for DropIdleAfter. Each chunk is a transaction of two statements: the first takes, without
-// waiting, the enqueue lock of each candidate service_id (an enqueue running now keeps its
-// row), the second, whose snapshot comes after those locks, deletes the rows that still have
-// no unfinished batch.
-func (e *Engine) dropIdle(ctx context.Context, now *time.Time, rep *CycleReport) ([]Claim, error) {
-	var all []Claim
+// dropIdle deletes idle claim rows, a chunk at a time (up to dropChunksPerCycle chunks a
+// cycle): this instance's own claims, or free rows (free), that have had no unfinished batch
+// and no recorded activity for DropIdleAfter. Each chunk is a transaction of two statements:
+// the first takes, without waiting, the enqueue lock of each candidate service_id (an enqueue
+// running now keeps its row), the second, whose snapshot comes after those locks, deletes the
+// rows that still have no unfinished batch. more says that the last chunk was full: there are
+// probably more idle rows than one cycle drops.
+func (e *Engine) dropIdle(ctx context.Context, now *time.Time, rep *CycleReport, free bool) (all []Claim, more bool, err error) {
 	for range dropChunksPerCycle {
-		chunk, err := e.dropIdleChunk(ctx, now, rep)
+		chunk, full, err := e.dropIdleChunk(ctx, now, rep, free)
 		all = append(all, chunk...)
-		if err != nil || len(chunk) < min(e.cfg.ChunkSize, dropChunk) {
-			return all, err
+		if err != nil || !full {
+			return all, false, err
 		}
 	}
-	return all, nil
+	return all, true, nil
 }
 
 // Each drop transaction takes one advisory lock per row, and Postgres keeps those in its
@@ -315,21 +356,43 @@ const (
 	dropChunksPerCycle = 25
 )
 
-func (e *Engine) dropIdleChunk(ctx context.Context, now *time.Time, rep *CycleReport) ([]Claim, error) {
-	var dropped []Claim
-	err := e.retried(ctx, rep, "drop idle claims", func() error {
-		dropped = dropped[:0]
+func (e *Engine) dropIdleChunk(ctx context.Context, now *time.Time, rep *CycleReport, free bool) (dropped []Claim, full bool, err error) {
+	limit := min(e.cfg.ChunkSize, dropChunk)
+	idleMs := e.cfg.DropIdleAfter.Milliseconds()
+	err = e.retried(ctx, rep, "drop idle claims", func() error {
+		dropped, full = dropped[:0], false
 		return runTx(ctx, e.pool, pgx.TxOptions{}, e.GuardTx, func(tx pgx.Tx) error {
-			locked, err := e.q.ClaimsLockIdle(ctx, tx, db.ClaimsLockIdleParams{
-				Claimant: e.cfg.InstanceID, Now: now, IdleMs: e.cfg.DropIdleAfter.Milliseconds(), Max: int32(min(e.cfg.ChunkSize, dropChunk)),
-			})
-			if err != nil || len(locked) == 0 {
-				return err
+			p := db.ClaimsDropIdleParams{}
+			candidates := 0
+			add := func(id string, epoch int64, locked bool) {
+				candidates++
+				if locked { // else an enqueue of it is running: it keeps its row
+					p.ServiceIds, p.Epochs = append(p.ServiceIds, id), append(p.Epochs, epoch)
+				}
 			}
-			p := db.ClaimsDropIdleParams{Claimant: e.cfg.InstanceID}
-			for _, l := range locked {
-				p.ServiceIds = append(p.ServiceIds, l.ServiceID)
-				p.Epochs = append(p.Epochs, l.Epoch)
+			if free {
+				rows, err := e.q.ClaimsLockIdleFree(ctx, tx, db.ClaimsLockIdleFreeParams{Now: now, IdleMs: idleMs, Max: int32(limit)})
+				if err != nil {
+					return err
+				}
+				for _, r := range rows {
+					add(r.ServiceID, r.Epoch, r.Locked)
+				}
+			} else {
+				rows, err := e.q.ClaimsLockIdle(ctx, tx, db.ClaimsLockIdleParams{
+					Claimant: e.cfg.InstanceID, Now: now, IdleMs: idleMs, Max: int32(limit),
+				})
+				if err != nil {
+					return err
+				}
+				for _, r := range rows {
+					add(r.ServiceID, r.Epoch, r.Locked)
+				}
+				p.Claimant = &e.cfg.InstanceID
+			}
+			full = candidates == limit
+			if len(p.ServiceIds) == 0 {
+				return nil
 			}
 			rows, err := e.q.ClaimsDropIdle(ctx, tx, p)
 			for _, r := range rows {
@@ -339,25 +402,29 @@ func (e *Engine) dropIdleChunk(ctx context.Context, now *time.Time, rep *CycleRe
 		})
 	})
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
-	if len(dropped) > 0 {
-		e.stats.dropped.Add(int64(len(dropped)))
-		e.log.Debug("dropped idle claim rows", "rows", len(dropped))
-		// Drop them here with their own reason, so that reconcile does not call them taken.
-		e.mu.Lock()
-		var lost []Claim
-		for _, c := range dropped {
-			if h, ok := e.held[c.ServiceID]; ok && h.claim.Epoch == c.Epoch {
-				h.cancel()
-				delete(e.held, c.ServiceID)
-				lost = append(lost, h.claim)
-			}
+	if len(dropped) == 0 {
+		return nil, full, nil
+	}
+	e.stats.dropped.Add(int64(len(dropped)))
+	e.log.Debug("dropped idle claim rows", "rows", len(dropped), "free", free)
+	if free {
+		return dropped, full, nil
+	}
+	// Drop them here with their own reason, so that reconcile does not call them taken.
+	e.mu.Lock()
+	var lost []Claim
+	for _, c := range dropped {
+		if h, ok := e.held[c.ServiceID]; ok && h.claim.Epoch == c.Epoch {
+			h.cancel()
+			delete(e.held, c.ServiceID)
+			lost = append(lost, h.claim)
 		}
-		e.mu.Unlock()
-		e.notifyLost(lost, LossDropped)
 	}
-	return dropped, nil
+	e.mu.Unlock()
+	e.notifyLost(lost, LossDropped)
+	return dropped, full, nil
 }
 
 // reconcile makes the in-memory set equal to what the database says we hold.

@@ -21,6 +21,7 @@
 //	held --graceful stop or fair-share surplus, epoch checked----> released (free)
 //	held --no unfinished batch for DropIdleAfter (if set)--------> dropped (row deleted; the
 //	      next enqueue creates it again)
+//	free --no unfinished batch for DropIdleAfter (if set)--------> dropped (by any live instance)
 //
 // Every instance runs the same cycle every renew interval R (Engine.Cycle):
 //
@@ -39,7 +40,8 @@
 //  3. Only if the survey says there is something to do: void expired claims (the two phases
 //     above), take free claims up to its target, give back idle surplus claims if it has
 //     been over its target for two cycles in a row (so a newcomer gets work within a few
-//     cycles without keys churning on every small fluctuation), drop idle claim rows. Each is
+//     cycles without keys churning on every small fluctuation), drop idle claim rows (idle
+//     free rows before acquiring, its own idle claims after). Each is
 //     a READ COMMITTED statement over a bounded chunk (Config.ChunkSize) that skips rows
 //     another transaction has locked (FOR UPDATE SKIP LOCKED) instead of waiting for them,
 //     run again as many chunks as needed; a deadlock or lock timeout is retried with
@@ -101,6 +103,12 @@
 // row and stores the batch, and then, in a second statement whose snapshot follows the lock,
 // deletes only rows still without unfinished work: an enqueue either runs entirely before
 // (and its batch is seen) or waits and creates the row again.
+//
+// Idle free rows (no claimant) are dropped the same way by any live instance, before it
+// acquires anything, so that a row is never acquired only to be dropped: no epoch is drawn
+// and no claim event written for it. While more idle free rows are left than one cycle
+// drops, an instance acquires only free rows with unfinished work (found from the index of
+// unfinished batches), and at most its part of them.
 //
 // # One clock
 //

@@ -87,3 +87,84 @@ func TestDropIdleClaims(t *testing.T) {
 		t.Fatalf("%s came back with epoch %d, want more than its old %d", ids[3], c.Epoch, epochs[ids[3]])
 	}
 }
+
+// TestDropIdleFreeRows: idle free claim rows are deleted by whichever live instance sees them,
+// without being acquired first (no epoch drawn, no claim event). While more idle free rows
+// are left than one cycle drops, an instance acquires only rows with unfinished work, and no
+// more than its fair part of them; once the rest fit in a cycle it acquires as usual. A free
+// row whose enqueue is running keeps its row, and does not make the drop stop early.
+func TestDropIdleFreeRows(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := dbtest.NewPool(t)
+	const idle = 6000 // more than one cycle drops (25 chunks of 200)
+	ids := registerServiceIDs(t, pool, idle)
+	if _, err := pool.Exec(ctx, `UPDATE service_id_claims SET registered_at = now() - interval '2 minutes'`); err != nil {
+		t.Fatal(err)
+	}
+	work := []string{ids[10], ids[20], ids[30]} // idle by their age, but with work
+	for _, id := range work {
+		if _, err := ingest.Enqueue(ctx, pool, id, "job-1", []byte("x")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// An enqueue of ids[40] is running: its transaction holds the enqueue lock and its batch
+	// is not visible yet.
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx) //nolint:errcheck
+	if _, err := ingest.Enqueue(ctx, tx, ids[40], "job-1", []byte("x")); err != nil {
+		t.Fatal(err)
+	}
+
+	drop := func(c *claims.Config) { c.DropIdleAfter = time.Minute }
+	a, _ := newEngine(t, pool, 1, drop)
+	b, _ := newEngine(t, pool, 2, drop)
+
+	// a drops a cycle's worth and, with idle rows still left, takes only rows with work: its
+	// fair part of the three, two.
+	// (Once ids[40] comes first in the free rows' order it takes a place in each chunk.)
+	rep := cycle(t, a)
+	if rep.Dropped < 5000-25 || rep.Dropped > 5000 || rep.Held != 2 {
+		t.Fatalf("first cycle of a: dropped %d, held %d; want 4975 to 5000 and 2 (half the rows with work, rounded up)", rep.Dropped, rep.Held)
+	}
+	droppedByA := rep.Dropped
+	for _, c := range a.Held() {
+		if c.ServiceID != work[0] && c.ServiceID != work[1] && c.ServiceID != work[2] {
+			t.Errorf("a acquired %s, which has no work", c.ServiceID)
+		}
+	}
+	// b drops the rest (all but the row whose enqueue is running) and acquires as usual:
+	// the last row with work and ids[40].
+	rep = cycle(t, b)
+	if want := idle - droppedByA - len(work) - 1; rep.Dropped != want || rep.Held != 2 {
+		t.Fatalf("first cycle of b: dropped %d, held %d; want %d and 2", rep.Dropped, rep.Held, want)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if rep := cycle(t, a); rep.Dropped != 0 || rep.Held != 2 {
+		t.Fatalf("second cycle of a: dropped %d, held %d; want 0 and 2", rep.Dropped, rep.Held)
+	}
+	m := owners(t, pool)
+	if len(m) != len(work)+1 {
+		t.Fatalf("%d claim rows left, want %d (the rows with work)", len(m), len(work)+1)
+	}
+	for _, id := range append(work, ids[40]) {
+		if o, ok := m[id]; !ok || o.claimant == nil {
+			t.Errorf("%s: row kept %v, claimed %v; want kept and claimed", id, ok, ok && o.claimant != nil)
+		}
+	}
+	var acquired, dropped int
+	if err := pool.QueryRow(ctx, `SELECT count(*) FILTER (WHERE event = 'acquired'), count(*) FILTER (WHERE event = 'dropped') FROM claim_events`).Scan(&acquired, &dropped); err != nil {
+		t.Fatal(err)
+	}
+	if acquired != 4 || dropped != 0 {
+		t.Fatalf("claim events: %d acquired, %d dropped; want 4 and 0 (free rows are dropped without being acquired)", acquired, dropped)
+	}
+	if got := a.Stats().Dropped + b.Stats().Dropped; got != int64(idle-len(work)-1) {
+		t.Fatalf("Stats().Dropped adds up to %d, want %d", got, idle-len(work)-1)
+	}
+}

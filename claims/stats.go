@@ -1,8 +1,13 @@
 package claims
 
-import "sync/atomic"
+import (
+	"slices"
+	"sync/atomic"
+	"time"
+)
 
 type counters struct {
+	cycleTime                                  durations
 	cycles, cycleErrors                        atomic.Int64
 	serializationRetries, serializationGiveUps atomic.Int64
 	gained, lost, voided, released, dropped    atomic.Int64
@@ -26,6 +31,49 @@ type Stats struct {
 	WriteRetries         int64 // batch-recording transactions (WriteTx) run again after a lock timeout, deadlock or serialization failure
 	RenewErrors          int64 // lease renewals that failed (the local deadline decides when that means fencing)
 	Held                 int64 // claims held now
+	// CycleSeconds is how long the claim cycles took (Cycle from start to end, failed
+	// ones included), as a histogram with bounds from 1 ms to 10 s.
+	CycleSeconds Histogram
+}
+
+// cycleBounds are the upper bounds, in seconds, of Stats.CycleSeconds' buckets.
+var cycleBounds = [...]float64{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10}
+
+// Histogram is a cumulative histogram: Counts[i] observations took at most Bounds[i]
+// seconds; Count is all of them (the +Inf bucket) and Sum their total in seconds.
+type Histogram struct {
+	Bounds []float64
+	Counts []uint64
+	Count  uint64
+	Sum    float64
+}
+
+// durations counts observations into cycleBounds' buckets without a lock.
+type durations struct {
+	buckets [len(cycleBounds) + 1]atomic.Uint64 // one per bound and +Inf, not cumulative
+	nanos   atomic.Int64
+}
+
+func (d *durations) observe(t time.Duration) {
+	s := t.Seconds()
+	i := 0
+	for i < len(cycleBounds) && s > cycleBounds[i] {
+		i++
+	}
+	d.buckets[i].Add(1)
+	d.nanos.Add(int64(t))
+}
+
+func (d *durations) snapshot() Histogram {
+	h := Histogram{Bounds: slices.Clone(cycleBounds[:]), Counts: make([]uint64, len(cycleBounds))}
+	for i := range d.buckets {
+		h.Count += d.buckets[i].Load()
+		if i < len(cycleBounds) {
+			h.Counts[i] = h.Count
+		}
+	}
+	h.Sum = time.Duration(d.nanos.Load()).Seconds()
+	return h
 }
 
 // Stats returns a snapshot of the counters.
@@ -39,5 +87,6 @@ func (e *Engine) Stats() Stats {
 		Gained: e.stats.gained.Load(), Lost: e.stats.lost.Load(), Voided: e.stats.voided.Load(),
 		Released: e.stats.released.Load(), Dropped: e.stats.dropped.Load(), DeadlineFences: e.stats.deadlineFences.Load(), StaleWritesRejected: e.stats.staleWrites.Load(),
 		WriteRetries: e.stats.writeRetries.Load(), RenewErrors: e.stats.renewErrors.Load(), Held: held,
+		CycleSeconds: e.stats.cycleTime.snapshot(),
 	}
 }

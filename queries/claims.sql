@@ -108,12 +108,49 @@ logged AS (
 )
 SELECT service_id, epoch, claimed_at FROM taken;
 
+-- name: ClaimsAcquireWithWork :many
+-- Acquisition while idle free rows are still being dropped: only free rows with an
+-- unfinished batch, found from the partial index of unfinished batches (so the cost follows
+-- the keys with work, not the idle rows), and no more than a fair part of them (the free
+-- rows with work divided by the live instances, rounded up), so that the first instance to
+-- look does not take them all. Rows another transaction has locked are skipped.
+WITH work AS (
+    SELECT DISTINCT b.service_id FROM batches b WHERE b.state NOT IN ('COMMITTED', 'INVALID')
+),
+free_work AS (
+    SELECT f.service_id FROM service_id_claims f JOIN work w ON w.service_id = f.service_id
+    WHERE f.claimant IS NULL
+),
+pick AS (
+    SELECT f.service_id FROM service_id_claims f
+    WHERE f.claimant IS NULL AND f.service_id IN (SELECT fw.service_id FROM free_work fw)
+    ORDER BY hashtextextended(f.service_id, 0)
+    LIMIT LEAST(sqlc.arg(max)::int, (SELECT (count(*) + sqlc.arg(live)::int - 1) / sqlc.arg(live)::int FROM free_work))
+    FOR UPDATE SKIP LOCKED
+),
+taken AS (
+    UPDATE service_id_claims c
+    SET claimant = sqlc.arg(claimant)::uuid, epoch = nextval('service_id_claim_epochs'), claimed_at = COALESCE(sqlc.narg(now)::timestamptz, now()), submitting_since = NULL
+    FROM pick
+    WHERE c.service_id = pick.service_id AND c.claimant IS NULL
+    RETURNING c.service_id, c.epoch, c.claimed_at
+),
+logged AS (
+    INSERT INTO claim_events (service_id, instance_id, epoch, event)
+    SELECT taken.service_id, sqlc.arg(claimant)::uuid, taken.epoch, 'acquired' FROM taken
+)
+SELECT service_id, epoch, claimed_at FROM taken;
+
 -- name: ClaimsLockIdle :many
 -- The first step of dropping idle claim rows, in a transaction: own claims idle past the
 -- cutoff, each only if no enqueue of its service_id is running (the enqueue's advisory lock
 -- is free; taking it here makes the next enqueue wait until the drop commits). The locks are
--- taken last, on the chosen rows only.
-SELECT s.service_id, s.epoch FROM (
+-- taken last, on the chosen rows only; locked says which were taken (the caller drops only
+-- those, and counts the rest as candidates, so that one long enqueue does not make every
+-- chunk look short).
+SELECT s.service_id, s.epoch,
+       pg_try_advisory_xact_lock(hashtext('batchclaim.enqueue'), hashtext(s.service_id))::bool AS locked
+FROM (
     SELECT c.service_id, c.epoch FROM service_id_claims c
     WHERE c.claimant = sqlc.arg(claimant)::uuid AND c.submitting_since IS NULL
       AND COALESCE(c.active_at, c.claimed_at, c.registered_at)
@@ -123,14 +160,33 @@ SELECT s.service_id, s.epoch FROM (
       AND NOT EXISTS (SELECT 1 FROM batches b WHERE b.service_id = c.service_id AND b.state NOT IN ('COMMITTED', 'INVALID'))
     ORDER BY c.service_id
     LIMIT sqlc.arg(max)::int
-) s
-WHERE pg_try_advisory_xact_lock(hashtext('batchclaim.enqueue'), hashtext(s.service_id));
+) s;
+
+-- name: ClaimsLockIdleFree :many
+-- The same first step for free claim rows (no claimant: never acquired, released, or voided
+-- from a dead owner): any live instance may drop them, so that an idle row is deleted without
+-- being acquired first. Rows another transaction has locked (an acquirer, another instance
+-- dropping) are skipped, so concurrent droppers take different rows.
+SELECT s.service_id, s.epoch,
+       pg_try_advisory_xact_lock(hashtext('batchclaim.enqueue'), hashtext(s.service_id))::bool AS locked
+FROM (
+    SELECT f.service_id, f.epoch FROM service_id_claims f
+    WHERE f.claimant IS NULL
+      AND COALESCE(f.active_at, f.claimed_at, f.registered_at)
+          <= COALESCE(sqlc.narg(now)::timestamptz, now()) - sqlc.arg(idle_ms)::bigint * interval '1 millisecond'
+      AND NOT EXISTS (SELECT 1 FROM batches b WHERE b.service_id = f.service_id AND b.state NOT IN ('COMMITTED', 'INVALID'))
+    ORDER BY hashtextextended(f.service_id, 0)
+    LIMIT sqlc.arg(max)::int
+    FOR UPDATE SKIP LOCKED
+) s;
 
 -- name: ClaimsDropIdle :many
 -- The second step, in the same transaction and so with a snapshot taken after the locks:
--- deletes the locked claim rows that are still held with the same epoch and have no
--- unfinished batch (an enqueue that committed before the lock is seen here). The next
--- enqueue creates the row again, and its next acquisition draws a new epoch.
+-- deletes the locked claim rows that are still held by claimant (still free, when claimant
+-- is NULL) with the same epoch and have no unfinished batch (an enqueue that committed
+-- before the lock is seen here). The next enqueue creates the row again, and its next
+-- acquisition draws a new epoch. An owner's drop ends its ownership and is logged as
+-- 'dropped'; a free row's drop ends none and is not logged.
 WITH wanted AS (
     SELECT unnest(sqlc.arg(service_ids)::text[]) AS service_id, unnest(sqlc.arg(epochs)::bigint[]) AS epoch
 ),
@@ -138,13 +194,15 @@ dropped AS (
     DELETE FROM service_id_claims c
     USING wanted
     WHERE c.service_id = wanted.service_id AND c.epoch = wanted.epoch
-      AND c.claimant = sqlc.arg(claimant)::uuid AND c.submitting_since IS NULL
+      AND c.claimant IS NOT DISTINCT FROM sqlc.narg(claimant)::uuid AND c.submitting_since IS NULL
       AND NOT EXISTS (SELECT 1 FROM batches b WHERE b.service_id = c.service_id AND b.state NOT IN ('COMMITTED', 'INVALID'))
-    RETURNING c.service_id, c.epoch
+    RETURNING c.service_id, c.epoch, c.claimant
+),
+logged AS (
+    INSERT INTO claim_events (service_id, instance_id, epoch, event)
+    SELECT d.service_id, d.claimant, d.epoch, 'dropped' FROM dropped d WHERE d.claimant IS NOT NULL
 )
-INSERT INTO claim_events (service_id, instance_id, epoch, event)
-SELECT d.service_id, sqlc.arg(claimant)::uuid, d.epoch, 'dropped' FROM dropped d
-RETURNING service_id, epoch;
+SELECT service_id, epoch FROM dropped;
 
 -- name: ClaimsRelease :many
 -- Gives claims back, each only if it is still held with the given epoch. event says why

@@ -212,6 +212,78 @@ func (q *Queries) ClaimsAcquire(ctx context.Context, db DBTX, arg ClaimsAcquireP
 	return items, nil
 }
 
+const claimsAcquireWithWork = `-- name: ClaimsAcquireWithWork :many
+WITH work AS (
+    SELECT DISTINCT b.service_id FROM batches b WHERE b.state NOT IN ('COMMITTED', 'INVALID')
+),
+free_work AS (
+    SELECT f.service_id FROM service_id_claims f JOIN work w ON w.service_id = f.service_id
+    WHERE f.claimant IS NULL
+),
+pick AS (
+    SELECT f.service_id FROM service_id_claims f
+    WHERE f.claimant IS NULL AND f.service_id IN (SELECT fw.service_id FROM free_work fw)
+    ORDER BY hashtextextended(f.service_id, 0)
+    LIMIT LEAST($1::int, (SELECT (count(*) + $2::int - 1) / $2::int FROM free_work))
+    FOR UPDATE SKIP LOCKED
+),
+taken AS (
+    UPDATE service_id_claims c
+    SET claimant = $3::uuid, epoch = nextval('service_id_claim_epochs'), claimed_at = COALESCE($4::timestamptz, now()), submitting_since = NULL
+    FROM pick
+    WHERE c.service_id = pick.service_id AND c.claimant IS NULL
+    RETURNING c.service_id, c.epoch, c.claimed_at
+),
+logged AS (
+    INSERT INTO claim_events (service_id, instance_id, epoch, event)
+    SELECT taken.service_id, $3::uuid, taken.epoch, 'acquired' FROM taken
+)
+SELECT service_id, epoch, claimed_at FROM taken
+`
+
+type ClaimsAcquireWithWorkParams struct {
+	Max      int32
+	Live     int32
+	Claimant uuid.UUID
+	Now      *time.Time
+}
+
+type ClaimsAcquireWithWorkRow struct {
+	ServiceID string
+	Epoch     int64
+	ClaimedAt *time.Time
+}
+
+// Acquisition while idle free rows are still being dropped: only free rows with an
+// unfinished batch, found from the partial index of unfinished batches (so the cost follows
+// the keys with work, not the idle rows), and no more than a fair part of them (the free
+// rows with work divided by the live instances, rounded up), so that the first instance to
+// look does not take them all. Rows another transaction has locked are skipped.
+func (q *Queries) ClaimsAcquireWithWork(ctx context.Context, db DBTX, arg ClaimsAcquireWithWorkParams) ([]ClaimsAcquireWithWorkRow, error) {
+	rows, err := db.Query(ctx, claimsAcquireWithWork,
+		arg.Max,
+		arg.Live,
+		arg.Claimant,
+		arg.Now,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []ClaimsAcquireWithWorkRow{}
+	for rows.Next() {
+		var i ClaimsAcquireWithWorkRow
+		if err := rows.Scan(&i.ServiceID, &i.Epoch, &i.ClaimedAt); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const claimsCensus = `-- name: ClaimsCensus :one
 SELECT (SELECT count(*) FROM service_id_claims)::bigint AS service_ids,
        (SELECT count(*) FROM service_id_claims WHERE claimant IS NULL)::bigint AS free
@@ -232,25 +304,27 @@ func (q *Queries) ClaimsCensus(ctx context.Context, db DBTX) (ClaimsCensusRow, e
 
 const claimsDropIdle = `-- name: ClaimsDropIdle :many
 WITH wanted AS (
-    SELECT unnest($2::text[]) AS service_id, unnest($3::bigint[]) AS epoch
+    SELECT unnest($1::text[]) AS service_id, unnest($2::bigint[]) AS epoch
 ),
 dropped AS (
     DELETE FROM service_id_claims c
     USING wanted
     WHERE c.service_id = wanted.service_id AND c.epoch = wanted.epoch
-      AND c.claimant = $1::uuid AND c.submitting_since IS NULL
+      AND c.claimant IS NOT DISTINCT FROM $3::uuid AND c.submitting_since IS NULL
       AND NOT EXISTS (SELECT 1 FROM batches b WHERE b.service_id = c.service_id AND b.state NOT IN ('COMMITTED', 'INVALID'))
-    RETURNING c.service_id, c.epoch
+    RETURNING c.service_id, c.epoch, c.claimant
+),
+logged AS (
+    INSERT INTO claim_events (service_id, instance_id, epoch, event)
+    SELECT d.service_id, d.claimant, d.epoch, 'dropped' FROM dropped d WHERE d.claimant IS NOT NULL
 )
-INSERT INTO claim_events (service_id, instance_id, epoch, event)
-SELECT d.service_id, $1::uuid, d.epoch, 'dropped' FROM dropped d
-RETURNING service_id, epoch
+SELECT service_id, epoch FROM dropped
 `
 
 type ClaimsDropIdleParams struct {
-	Claimant   uuid.UUID
 	ServiceIds []string
 	Epochs     []int64
+	Claimant   *uuid.UUID
 }
 
 type ClaimsDropIdleRow struct {
@@ -259,11 +333,13 @@ type ClaimsDropIdleRow struct {
 }
 
 // The second step, in the same transaction and so with a snapshot taken after the locks:
-// deletes the locked claim rows that are still held with the same epoch and have no
-// unfinished batch (an enqueue that committed before the lock is seen here). The next
-// enqueue creates the row again, and its next acquisition draws a new epoch.
+// deletes the locked claim rows that are still held by claimant (still free, when claimant
+// is NULL) with the same epoch and have no unfinished batch (an enqueue that committed
+// before the lock is seen here). The next enqueue creates the row again, and its next
+// acquisition draws a new epoch. An owner's drop ends its ownership and is logged as
+// 'dropped'; a free row's drop ends none and is not logged.
 func (q *Queries) ClaimsDropIdle(ctx context.Context, db DBTX, arg ClaimsDropIdleParams) ([]ClaimsDropIdleRow, error) {
-	rows, err := db.Query(ctx, claimsDropIdle, arg.Claimant, arg.ServiceIds, arg.Epochs)
+	rows, err := db.Query(ctx, claimsDropIdle, arg.ServiceIds, arg.Epochs, arg.Claimant)
 	if err != nil {
 		return nil, err
 	}
@@ -361,7 +437,9 @@ func (q *Queries) ClaimsHeld(ctx context.Context, db DBTX, claimant uuid.UUID) (
 }
 
 const claimsLockIdle = `-- name: ClaimsLockIdle :many
-SELECT s.service_id, s.epoch FROM (
+SELECT s.service_id, s.epoch,
+       pg_try_advisory_xact_lock(hashtext('batchclaim.enqueue'), hashtext(s.service_id))::bool AS locked
+FROM (
     SELECT c.service_id, c.epoch FROM service_id_claims c
     WHERE c.claimant = $1::uuid AND c.submitting_since IS NULL
       AND COALESCE(c.active_at, c.claimed_at, c.registered_at)
@@ -372,7 +450,6 @@ SELECT s.service_id, s.epoch FROM (
     ORDER BY c.service_id
     LIMIT $4::int
 ) s
-WHERE pg_try_advisory_xact_lock(hashtext('batchclaim.enqueue'), hashtext(s.service_id))
 `
 
 type ClaimsLockIdleParams struct {
@@ -385,12 +462,15 @@ type ClaimsLockIdleParams struct {
 type ClaimsLockIdleRow struct {
 	ServiceID string
 	Epoch     int64
+	Locked    bool
 }
 
 // The first step of dropping idle claim rows, in a transaction: own claims idle past the
 // cutoff, each only if no enqueue of its service_id is running (the enqueue's advisory lock
 // is free; taking it here makes the next enqueue wait until the drop commits). The locks are
-// taken last, on the chosen rows only.
+// taken last, on the chosen rows only; locked says which were taken (the caller drops only
+// those, and counts the rest as candidates, so that one long enqueue does not make every
+// chunk look short).
 func (q *Queries) ClaimsLockIdle(ctx context.Context, db DBTX, arg ClaimsLockIdleParams) ([]ClaimsLockIdleRow, error) {
 	rows, err := db.Query(ctx, claimsLockIdle,
 		arg.Claimant,
@@ -405,7 +485,58 @@ func (q *Queries) ClaimsLockIdle(ctx context.Context, db DBTX, arg ClaimsLockIdl
 	items := []ClaimsLockIdleRow{}
 	for rows.Next() {
 		var i ClaimsLockIdleRow
-		if err := rows.Scan(&i.ServiceID, &i.Epoch); err != nil {
+		if err := rows.Scan(&i.ServiceID, &i.Epoch, &i.Locked); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const claimsLockIdleFree = `-- name: ClaimsLockIdleFree :many
+SELECT s.service_id, s.epoch,
+       pg_try_advisory_xact_lock(hashtext('batchclaim.enqueue'), hashtext(s.service_id))::bool AS locked
+FROM (
+    SELECT f.service_id, f.epoch FROM service_id_claims f
+    WHERE f.claimant IS NULL
+      AND COALESCE(f.active_at, f.claimed_at, f.registered_at)
+          <= COALESCE($1::timestamptz, now()) - $2::bigint * interval '1 millisecond'
+      AND NOT EXISTS (SELECT 1 FROM batches b WHERE b.service_id = f.service_id AND b.state NOT IN ('COMMITTED', 'INVALID'))
+    ORDER BY hashtextextended(f.service_id, 0)
+    LIMIT $3::int
+    FOR UPDATE SKIP LOCKED
+) s
+`
+
+type ClaimsLockIdleFreeParams struct {
+	Now    *time.Time
+	IdleMs int64
+	Max    int32
+}
+
+type ClaimsLockIdleFreeRow struct {
+	ServiceID string
+	Epoch     int64
+	Locked    bool
+}
+
+// The same first step for free claim rows (no claimant: never acquired, released, or voided
+// from a dead owner): any live instance may drop them, so that an idle row is deleted without
+// being acquired first. Rows another transaction has locked (an acquirer, another instance
+// dropping) are skipped, so concurrent droppers take different rows.
+func (q *Queries) ClaimsLockIdleFree(ctx context.Context, db DBTX, arg ClaimsLockIdleFreeParams) ([]ClaimsLockIdleFreeRow, error) {
+	rows, err := db.Query(ctx, claimsLockIdleFree, arg.Now, arg.IdleMs, arg.Max)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []ClaimsLockIdleFreeRow{}
+	for rows.Next() {
+		var i ClaimsLockIdleFreeRow
+		if err := rows.Scan(&i.ServiceID, &i.Epoch, &i.Locked); err != nil {
 			return nil, err
 		}
 		items = append(items, i)
