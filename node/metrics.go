@@ -45,24 +45,8 @@ func newMetrics(reg prometheus.Registerer, eng *claims.Engine, pool claims.Queri
 			Name: "batchclaim_batches_ingested_total", Help: "New batches stored through the ingest API.",
 		}),
 	}
-	stat := func(name, help string, f func(claims.Stats) int64, counter bool) prometheus.Collector {
-		fn := func() float64 { return float64(f(eng.Stats())) }
-		if counter {
-			return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help}, fn)
-		}
-		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, fn)
-	}
+	reg.MustRegister(ClaimMetrics(eng)...)
 	reg.MustRegister(m.submitLatency, m.commitLatency, m.responses, m.transitions, m.ingested,
-		stat("batchclaim_claims_held", "Claims this instance holds.", func(s claims.Stats) int64 { return s.Held }, false),
-		stat("batchclaim_claims_gained_total", "Claims gained.", func(s claims.Stats) int64 { return s.Gained }, true),
-		stat("batchclaim_claims_lost_total", "Claims lost (taken, fenced, deadline, released).", func(s claims.Stats) int64 { return s.Lost }, true),
-		stat("batchclaim_takeovers_total", "Claims of expired instances this instance freed.", func(s claims.Stats) int64 { return s.Voided }, true),
-		stat("batchclaim_claim_cycles_total", "Claim cycles run.", func(s claims.Stats) int64 { return s.Cycles }, true),
-		stat("batchclaim_claim_cycle_errors_total", "Claim cycles that failed.", func(s claims.Stats) int64 { return s.CycleErrors }, true),
-		stat("batchclaim_serialization_retries_total", "Claim-cycle statements run again after a transient conflict (SQLSTATE 40001, 40P01, 55P03).", func(s claims.Stats) int64 { return s.SerializationRetries }, true),
-		stat("batchclaim_serialization_give_ups_total", "Claim cycles that failed after all retries of a transient conflict.", func(s claims.Stats) int64 { return s.SerializationGiveUps }, true),
-		stat("batchclaim_stale_writes_rejected_total", "Fenced writes refused because the epoch was stale.", func(s claims.Stats) int64 { return s.StaleWritesRejected }, true),
-		stat("batchclaim_deadline_fences_total", "Times the local deadline passed without a renewal.", func(s claims.Stats) int64 { return s.DeadlineFences }, true),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "batchclaim_submissions_in_flight", Help: "Submissions running now."},
 			func() float64 { return float64(busy()) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "batchclaim_batches_pruned_total", Help: "Finished batches this instance deleted (retention)."},
@@ -78,6 +62,52 @@ func newMetrics(reg prometheus.Registerer, eng *claims.Engine, pool claims.Queri
 		m.states,
 	)
 	return m
+}
+
+// ClaimMetrics are the claim engine's metrics (claims held, gained, lost, cycles and their
+// duration, retries, fencings), read from eng.Stats() at each scrape. A node registers them
+// itself; a process that runs a claim engine without a node (run --claims-only, or a service
+// that embeds the engine) registers these.
+func ClaimMetrics(eng *claims.Engine) []prometheus.Collector {
+	stat := func(name, help string, f func(claims.Stats) int64, counter bool) prometheus.Collector {
+		fn := func() float64 { return float64(f(eng.Stats())) }
+		if counter {
+			return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help}, fn)
+		}
+		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, fn)
+	}
+	return []prometheus.Collector{
+		stat("batchclaim_claims_held", "Claims this instance holds.", func(s claims.Stats) int64 { return s.Held }, false),
+		stat("batchclaim_claims_gained_total", "Claims gained.", func(s claims.Stats) int64 { return s.Gained }, true),
+		stat("batchclaim_claims_lost_total", "Claims lost (taken, fenced, deadline, released, dropped).", func(s claims.Stats) int64 { return s.Lost }, true),
+		stat("batchclaim_takeovers_total", "Claims of expired instances this instance freed.", func(s claims.Stats) int64 { return s.Voided }, true),
+		stat("batchclaim_claim_rows_dropped_total", "Idle claim rows this instance deleted (--drop-idle-after).", func(s claims.Stats) int64 { return s.Dropped }, true),
+		stat("batchclaim_claim_cycles_total", "Claim cycles run.", func(s claims.Stats) int64 { return s.Cycles }, true),
+		stat("batchclaim_claim_cycle_errors_total", "Claim cycles that failed.", func(s claims.Stats) int64 { return s.CycleErrors }, true),
+		stat("batchclaim_serialization_retries_total", "Claim-cycle statements run again after a transient conflict (SQLSTATE 40001, 40P01, 55P03).", func(s claims.Stats) int64 { return s.SerializationRetries }, true),
+		stat("batchclaim_serialization_give_ups_total", "Claim cycles that failed after all retries of a transient conflict.", func(s claims.Stats) int64 { return s.SerializationGiveUps }, true),
+		stat("batchclaim_stale_writes_rejected_total", "Fenced writes refused because the epoch was stale.", func(s claims.Stats) int64 { return s.StaleWritesRejected }, true),
+		stat("batchclaim_deadline_fences_total", "Times the local deadline passed without a renewal.", func(s claims.Stats) int64 { return s.DeadlineFences }, true),
+		cycleHistogram{eng: eng, desc: prometheus.NewDesc("batchclaim_claim_cycle_duration_seconds",
+			"Duration of one claim cycle (survey, then any void, acquire, release or drop), failed ones included.", nil, nil)},
+	}
+}
+
+// cycleHistogram exports the engine's cycle-duration histogram.
+type cycleHistogram struct {
+	eng  *claims.Engine
+	desc *prometheus.Desc
+}
+
+func (c cycleHistogram) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+
+func (c cycleHistogram) Collect(ch chan<- prometheus.Metric) {
+	h := c.eng.Stats().CycleSeconds
+	buckets := make(map[float64]uint64, len(h.Bounds))
+	for i, b := range h.Bounds {
+		buckets[b] = h.Counts[i]
+	}
+	ch <- prometheus.MustNewConstHistogram(c.desc, h.Count, h.Sum, buckets)
 }
 
 // retentionStats are the retention job's counters (zero when retention is off).

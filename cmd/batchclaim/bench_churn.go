@@ -39,6 +39,9 @@ type churnPhase struct {
 	DrainSeconds *float64 `json:"seconds_to_drop_idle_rows"`
 	RowsLeft     int      `json:"claim_rows_left"`
 	Dropped      int64    `json:"rows_dropped"`
+	// Acquisitions (claim events) from the engines' start to the end: with idle free rows
+	// dropped before anyone acquires them, about the keys with work.
+	Acquired int64 `json:"acquisitions"`
 	// Cycles that ended while the idle rows were being acquired and dropped.
 	DrainCycles int     `json:"drain_cycles"`
 	DrainP50Ms  float64 `json:"drain_cycle_p50_ms"`
@@ -99,7 +102,7 @@ type churnResult struct {
 // churnMethod says how the cycles were timed.
 const churnMethod = "engines run Engine.Run (cycles every R, the lease renewed by its own loop on its own connection); " +
 	"a cycle is timed from the start of its first statement (ClaimsSurvey) to the end of its last, as a pgx tracer " +
-	"on the engine's pool sees them, so the renewals are no part of it; statements are counted by the same tracer, renewals included"
+	"on the engine's pool sees them, so the renewals are no part of it; statements are counted by the same tracer, renewals included; each window starts after a CHECKPOINT"
 
 func (r churnResult) print(w io.Writer) {
 	fmt.Fprintf(w, "churn: %d claim engines (Engine.Run) in this process, R %s, chunk %d rows; %d keys with work (one unfinished batch each)\n",
@@ -137,6 +140,7 @@ func (r churnResult) print(w io.Writer) {
 		}
 		return fmt.Sprintf("%d (%.0f/s)", p.Dropped, p.DropRate)
 	})
+	row("acquisitions", func(p churnPhase) string { return d(p.Acquired) })
 	row("cycle p50 / p99 / max ms meanwhile", func(p churnPhase) string {
 		if p.DrainCycles == 0 {
 			return "-"
@@ -371,7 +375,12 @@ func churnRun(ctx context.Context, c churnConfig, keys int, dropIdle time.Durati
 			keys, p.RowsLeft, c.drainLimit, p.DropRate, c.window)
 	}
 
-	// The steady window.
+	// The steady window, after a checkpoint has written out what setting up (or dropping a
+	// million rows) left dirty, so that the server's background writes of it do not fall
+	// into the window of one side and not the other.
+	if _, err := admin.Exec(ctx, `CHECKPOINT`); err != nil {
+		return p, err
+	}
 	if p.churnWindow, err = churnMeasure(ctx, c, engines, clocks, counter); err != nil {
 		return p, err
 	}
@@ -380,9 +389,15 @@ func churnRun(ctx context.Context, c churnConfig, keys int, dropIdle time.Durati
 		p.Dropped += st.Dropped
 		p.SelfFencings += st.DeadlineFences
 	}
+	if err := admin.QueryRow(ctx, `SELECT count(*) FROM claim_events WHERE event = 'acquired'`).Scan(&p.Acquired); err != nil {
+		return p, err
+	}
 	if keys > c.active && drained {
 		fmt.Fprintf(info, "churn: VACUUM of the claims table, then measuring for %s again\n", c.window)
 		if _, err := admin.Exec(ctx, `VACUUM (ANALYZE) service_id_claims`); err != nil {
+			return p, err
+		}
+		if _, err := admin.Exec(ctx, `CHECKPOINT`); err != nil {
 			return p, err
 		}
 		w, err := churnMeasure(ctx, c, engines, clocks, counter)

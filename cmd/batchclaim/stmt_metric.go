@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/batchclaim/batchclaim/claims"
+	"github.com/batchclaim/batchclaim/node"
 )
 
 // stmtMetric counts every statement `run` sends to the database as the Prometheus counter
@@ -84,24 +85,7 @@ func serveClaimsOnly(addr string, reg *prometheus.Registry, eng *claims.Engine, 
 	if addr == "" {
 		return func() {}, nil
 	}
-	stat := func(name, help string, f func(claims.Stats) int64, counter bool) prometheus.Collector {
-		fn := func() float64 { return float64(f(eng.Stats())) }
-		if counter {
-			return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help}, fn)
-		}
-		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, fn)
-	}
-	reg.MustRegister(
-		stat("batchclaim_claims_held", "Claims this instance holds.", func(s claims.Stats) int64 { return s.Held }, false),
-		stat("batchclaim_claims_gained_total", "Claims gained.", func(s claims.Stats) int64 { return s.Gained }, true),
-		stat("batchclaim_claims_lost_total", "Claims lost (taken, fenced, deadline, released).", func(s claims.Stats) int64 { return s.Lost }, true),
-		stat("batchclaim_takeovers_total", "Claims of expired instances this instance freed.", func(s claims.Stats) int64 { return s.Voided }, true),
-		stat("batchclaim_claim_cycles_total", "Claim cycles run.", func(s claims.Stats) int64 { return s.Cycles }, true),
-		stat("batchclaim_claim_cycle_errors_total", "Claim cycles that failed.", func(s claims.Stats) int64 { return s.CycleErrors }, true),
-		stat("batchclaim_serialization_retries_total", "Claim transactions retried after SQLSTATE 40001/40P01.", func(s claims.Stats) int64 { return s.SerializationRetries }, true),
-		stat("batchclaim_serialization_give_ups_total", "Claim cycles that failed after all retries.", func(s claims.Stats) int64 { return s.SerializationGiveUps }, true),
-		stat("batchclaim_deadline_fences_total", "Times the local deadline passed without a renewal.", func(s claims.Stats) int64 { return s.DeadlineFences }, true),
-	)
+	reg.MustRegister(node.ClaimMetrics(eng)...)
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, err
