@@ -125,9 +125,11 @@ func (e *Engine) cycle(ctx context.Context) (CycleReport, error) {
 		rep.Dropped += len(dropped)
 		draining = more
 		if len(dropped) > 0 {
-			// The survey counted them: share what is left.
+			// The survey counted them: share what is left, and acquire only if some free
+			// row is left.
 			share = fairShare(int(sv.ServiceIds)-len(dropped), live, e.cfg.InstanceID.String())
 			rep.Share = share
+			free = int(sv.Free)+len(rep.Voided)-len(dropped) > 0
 		}
 	}
 
