@@ -203,11 +203,22 @@ func (s *servers) makeSynchronous(ctx context.Context) error {
 	return p.WaitStreaming(ctx, true)
 }
 
-// restart restarts the primary.
-func (s *servers) restart(ctx context.Context) error {
+// restart restarts the primary and waits until its standby streams from it again: until
+// then a primary with a synchronous standby commits nothing, so the outage lasts until then.
+// It returns how long the primary was down and how long until the standby was back.
+func (s *servers) restart(ctx context.Context) (down, streaming time.Duration, err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.nodes[s.primary].Restart(ctx)
+	start := time.Now()
+	p := s.nodes[s.primary]
+	if err := p.Restart(ctx); err != nil {
+		return 0, 0, err
+	}
+	down = time.Since(start)
+	if err := p.WaitStreaming(ctx, !s.async); err != nil {
+		return down, 0, fmt.Errorf("standby after the restart: %w", err)
+	}
+	return down, time.Since(start), nil
 }
 
 // failover kills the primary, promotes the standby, then makes a new synchronous standby of

@@ -151,12 +151,12 @@ func (r *run) inject(ctx context.Context, kind string, rng *rand.Rand) error {
 		r.count(kind)
 		r.event(kind, "%d backends of %s terminated", n, in.name)
 	case KindPostgresRestart:
-		start := time.Now()
-		if err := r.db.restart(ctx); err != nil {
+		down, streaming, err := r.db.restart(ctx)
+		if err != nil {
 			return err
 		}
 		r.count(kind)
-		r.event(kind, "primary restarted in %.1fs", time.Since(start).Seconds())
+		r.event(kind, "primary restarted in %.1fs; standby streaming again after %.1fs", down.Seconds(), streaming.Seconds())
 	case KindPostgresFailover:
 		seen, down, total, err := r.db.failover(ctx)
 		r.mu.Lock()
