@@ -21,12 +21,13 @@ demo: build ## Run the demo: instances sharing service_ids, one killed, the othe
 
 CHAOS_SEEDS ?= 1 2 3 4 5
 CHAOS_DURATION ?= 5m
+CHAOS_FLAGS ?=
 
 .PHONY: chaos
-chaos: build ## Long chaos runs at several seeds on a throwaway cluster (CHAOS_SEEDS, CHAOS_DURATION); stops at the first violation
+chaos: build ## Long chaos runs at several seeds on a throwaway cluster (CHAOS_SEEDS, CHAOS_DURATION, CHAOS_FLAGS); stops at the first violation
 	@for s in $(CHAOS_SEEDS); do \
-	  echo "== batchclaim chaos --seed $$s --duration $(CHAOS_DURATION)"; \
-	  env -u DATABASE_URL $(BIN)/batchclaim chaos --seed $$s --duration $(CHAOS_DURATION) || exit 1; \
+	  echo "== batchclaim chaos --seed $$s --duration $(CHAOS_DURATION) $(CHAOS_FLAGS)"; \
+	  env -u DATABASE_URL $(BIN)/batchclaim chaos --seed $$s --duration $(CHAOS_DURATION) $(CHAOS_FLAGS) || exit 1; \
 	done
 
 # make bench: batchclaim's scenarios and River's no-op jobs against one Postgres server:

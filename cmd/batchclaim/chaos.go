@@ -34,6 +34,7 @@ func runChaos(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.DurationVar(&c.Expiry1, "expiry-1", chaos.Expiry1Default, "the instances' expiry-1 T1")
 	fs.DurationVar(&c.Expiry2, "expiry-2", chaos.Expiry2Default, "the instances' expiry-2 T2")
 	fs.DurationVar(&c.Allowance, "allowance", chaos.AllowanceDefault, "scheduling allowance added to every takeover bound")
+	fs.DurationVar(&c.DropIdleAfter, "drop-idle-after", 0, "the instances' --drop-idle-after: drop the claim rows of service_ids idle this long (0: never); only claims with unfinished work are then judged for takeover")
 	fs.StringVar(&c.LogDir, "log-dir", "", "directory for the instances' logs (default: a new temporary directory)")
 	fs.BoolVar(&c.AsyncStandby, "async-standby", false, "demonstration: an asynchronous standby held a second behind before each failover (the guarantees break)")
 	asJSON := fs.Bool("json", false, "print the report as one JSON object on stdout (progress goes to stderr)")

@@ -13,13 +13,14 @@ import (
 	"github.com/batchclaim/batchclaim/internal/pglocal"
 )
 
-// TestChaosShort runs the short chaos run that CI runs: about two minutes of every fault kind
+// TestChaosShort runs the short chaos runs that CI runs: about two minutes of every fault kind
 // against real instances, a throwaway primary with a synchronous standby and the ledger
-// simulator. It fails on any violated invariant and prints the seed's replay command.
-// CHAOS_SEED picks another seed.
+// simulator; then the same with the instances dropping idle claim rows, so that rows deleted
+// and created again while faults run are checked too. It fails on any violated invariant and
+// prints the seed's replay command. CHAOS_SEED picks another seed.
 func TestChaosShort(t *testing.T) {
 	if testing.Short() {
-		t.Skip("chaos takes about two minutes")
+		t.Skip("chaos takes about two minutes per run")
 	}
 	if _, err := pglocal.Find(""); err != nil {
 		if os.Getenv("REQUIRE_DB") == "1" {
@@ -33,7 +34,26 @@ func TestChaosShort(t *testing.T) {
 	if seed == "" {
 		seed = "1"
 	}
-	cmd := exec.Command(bin, "chaos", "--json", "--seed", seed, "--duration", "60s", "--log-dir", t.TempDir())
+	// One after the other: two runs at once on a small machine would stretch takeovers.
+	t.Run("default", func(t *testing.T) {
+		rep := chaosShort(t, bin, seed)
+		if rep.DropIdleAfterMs != 0 || rep.Dropped != 0 {
+			t.Errorf("rows dropped without --drop-idle-after: %+v", rep)
+		}
+	})
+	t.Run("drop-idle", func(t *testing.T) {
+		rep := chaosShort(t, bin, seed, "--drop-idle-after", "1s")
+		if rep.DropIdleAfterMs != 1000 || rep.Dropped == 0 {
+			t.Errorf("idle claim rows were not dropped: drop_idle_after_ms %d, claims_dropped %d", rep.DropIdleAfterMs, rep.Dropped)
+		}
+	})
+}
+
+// chaosShort runs a 60s chaos run with extra flags and fails the test on any violation.
+func chaosShort(t *testing.T, bin, seed string, extra ...string) chaos.Report {
+	t.Helper()
+	args := append([]string{"chaos", "--json", "--seed", seed, "--duration", "60s", "--log-dir", t.TempDir()}, extra...)
+	cmd := exec.Command(bin, args...)
 	// The run owns its cluster: never the shared server a test run may point at.
 	for _, kv := range os.Environ() {
 		if !strings.HasPrefix(kv, "DATABASE_URL=") && !strings.HasPrefix(kv, "BATCHCLAIM_") {
@@ -72,4 +92,5 @@ func TestChaosShort(t *testing.T) {
 			n, strings.Join(bad, ", "), runErr, rep.Replay, strings.Join(rep.Problems, "\n  "),
 			strings.Join(rep.Diagnoses, "\n  "), stderr.String())
 	}
+	return rep
 }

@@ -67,7 +67,8 @@ func TestJudgeTakeovers(t *testing.T) {
 	r := &run{cfg: Config{Renew: 200 * time.Millisecond, Allowance: time.Second}}
 	// Lease: expiry-1 at 2s, expiry-2 at 8s. Bounds: idle 3.4s, busy 9.4s.
 	r.victims = []*victim{{kind: KindSIGKILL, name: "i1-1", id: victimID, at: at(0), e1: at(2000), e2: at(8000),
-		held: []heldClaim{{"fast", 1, false}, {"slow", 1, false}, {"busy", 1, true}, {"released", 1, false}, {"never", 1, false}}}}
+		held: []heldClaim{{"fast", 1, false, true}, {"slow", 1, false, true}, {"busy", 1, true, true}, {"released", 1, false, true},
+			{"never", 1, false, false}, {"dropped", 1, false, false}}}}
 	owned := func(svc string, end string, takenMS int) []history.Ownership {
 		o := []history.Ownership{{Service: svc, Instance: victimID, Epoch: 1, From: at(-5000), To: at(takenMS), End: end}}
 		if takenMS > 0 {
@@ -81,11 +82,20 @@ func TestJudgeTakeovers(t *testing.T) {
 		"busy":     owned("busy", "voided_expired", 9000),
 		"released": owned("released", "released", 20000),
 		"never":    {{Service: "never", Instance: victimID, Epoch: 1, From: at(-5000)}},
+		"dropped":  owned("dropped", "dropped", 2500),
 	}
 	slow, judged, problems := r.judgeTakeovers(owns)
 	if slow != 2 || judged != 4 {
 		t.Fatalf("slow %d judged %d, want 2 of 4: %v", slow, judged, problems)
 	}
+	// With idle rows dropped, a claim without unfinished work may be voided and its free row
+	// dropped, never taken: only the claims with work are judged ("never" had none).
+	r.cfg.DropIdleAfter = time.Second
+	slow, judged, problems = r.judgeTakeovers(owns)
+	if slow != 1 || judged != 3 {
+		t.Fatalf("dropping idle rows: slow %d judged %d, want 1 of 3: %v", slow, judged, problems)
+	}
+	r.cfg.DropIdleAfter = 0
 	r.victims[0].until = at(3000) // back before any bound
 	if slow, judged, _ := r.judgeTakeovers(owns); slow != 0 || judged != 0 {
 		t.Fatalf("short outage: slow %d judged %d, want none judged", slow, judged)

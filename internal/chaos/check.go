@@ -65,6 +65,12 @@ func (r *run) check(ctx context.Context) (Report, error) {
 		return rep, fmt.Errorf("check claims: %w", err)
 	}
 	rep.Acquisitions = claims.Acquisitions
+	if c.DropIdleAfter > 0 {
+		rep.DropIdleAfterMs = c.DropIdleAfter.Milliseconds()
+		if err := r.pool.QueryRow(ctx, `SELECT count(*) FROM claim_events WHERE event = 'dropped'`).Scan(&rep.Dropped); err != nil {
+			return rep, fmt.Errorf("count dropped claims: %w", err)
+		}
+	}
 	rep.Violations[DoubleOwner] = claims.DoubleOwners
 	rep.Violations[EpochRegressions] = claims.EpochRegressions
 	rep.Violations[HistoryGaps] = claims.Gaps
@@ -218,7 +224,10 @@ func ledgerEvents(posts []dltsim.Post, settled []dltsim.Settlement) []history.Le
 // its bound: the victim's lease expiry-1 (idle claim) or expiry-2 (busy claim), as the lease
 // stood when the outage ended, plus two renew intervals plus the scheduling allowance. A
 // claim is judged only when the outage outlasted its bound and the victim did not give the
-// claim back itself.
+// claim back itself (released, or dropped as idle). When the instances drop idle claim rows,
+// a claim whose service_id had no unfinished batch at the fault is not judged either: once
+// voided, its free row may be dropped (which records no claim event) instead of taken, and
+// the next acquisition waits for the next batch.
 func (r *run) judgeTakeovers(owns map[string][]history.Ownership) (slow, judged int, problems []string) {
 	c := r.cfg
 	slack := 2*c.Renew + c.Allowance
@@ -248,8 +257,11 @@ func (r *run) judgeTakeovers(owns map[string][]history.Ownership) (slow, judged 
 			if mine == nil || mine.Instance != v.id {
 				continue
 			}
-			if mine.End == "released" || mine.End == "surplus_released" {
+			if mine.End == "released" || mine.End == "surplus_released" || mine.End == "dropped" {
 				continue // given back, not orphaned
+			}
+			if c.DropIdleAfter > 0 && !h.work {
+				continue // nothing to take over; the row may be dropped
 			}
 			judged++
 			switch {

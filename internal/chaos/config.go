@@ -111,6 +111,12 @@ type Config struct {
 	Renew, Expiry1, Expiry2 time.Duration
 	// Allowance is the scheduling allowance added to every takeover bound. Zero means 1.5s.
 	Allowance time.Duration
+	// DropIdleAfter is the instances' --drop-idle-after: the claim rows of service_ids with
+	// no unfinished batch for this long are deleted, and come back with their next batch.
+	// Zero (the default) keeps every row. With it set, only the claims of service_ids that
+	// had unfinished work when the fault hit are judged for takeover: an idle one's row may
+	// be dropped instead of taken.
+	DropIdleAfter time.Duration
 	// Quiesce bounds the wait for every batch to finish after the faults. Zero means 3m.
 	Quiesce time.Duration
 	// LogDir receives the instances' logs. Empty means a new temporary directory.
@@ -162,6 +168,9 @@ func (c Config) validate() error {
 	}
 	if c.Renew <= 0 || c.Expiry1 < 3*c.Renew || c.Expiry2 <= c.Expiry1 {
 		bad("timings: want 0 < 3 x renew (%v) <= expiry-1 (%v) < expiry-2 (%v)", c.Renew, c.Expiry1, c.Expiry2)
+	}
+	if c.DropIdleAfter < 0 {
+		bad("drop-idle-after %v is negative", c.DropIdleAfter)
 	}
 	known := Kinds()
 	for _, k := range c.Kinds {

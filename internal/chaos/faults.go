@@ -27,6 +27,7 @@ type heldClaim struct {
 	service string
 	epoch   int64
 	busy    bool // a batch was in submission: the claim is kept until expiry-2
+	work    bool // the service_id had an unfinished batch: its row cannot be dropped as idle
 }
 
 // lane injects faults of the given kinds one after another: first every kind once in a
@@ -256,7 +257,9 @@ func (r *run) held(ctx context.Context, v *victim) {
 	r.sleep(ctx, heldSettle)
 	qctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
-	rows, err := r.pool.Query(qctx, `SELECT service_id, epoch, submitting_since IS NOT NULL FROM service_id_claims WHERE claimant = $1`, v.id)
+	rows, err := r.pool.Query(qctx, `SELECT c.service_id, c.epoch, c.submitting_since IS NOT NULL,
+		EXISTS (SELECT 1 FROM batches b WHERE b.service_id = c.service_id AND b.state NOT IN ('COMMITTED', 'INVALID'))
+		FROM service_id_claims c WHERE c.claimant = $1`, v.id)
 	if err != nil {
 		return
 	}
@@ -264,7 +267,7 @@ func (r *run) held(ctx context.Context, v *victim) {
 	var held []heldClaim
 	for rows.Next() {
 		var h heldClaim
-		if rows.Scan(&h.service, &h.epoch, &h.busy) == nil {
+		if rows.Scan(&h.service, &h.epoch, &h.busy, &h.work) == nil {
 			held = append(held, h)
 		}
 	}

@@ -90,6 +90,9 @@ func (in *instance) start(r *run) error {
 		"--renew-interval", c.Renew.String(), "--expiry-1", c.Expiry1.String(), "--expiry-2", c.Expiry2.String(),
 		"--poll-interval", "200ms", "--unknown-answers", "3", "--unknown-grace", "3s", "--workers", "8",
 		"--backoff-base", "50ms", "--backoff-max", "1s"}
+	if c.DropIdleAfter > 0 {
+		args = append(args, "--drop-idle-after", c.DropIdleAfter.String())
+	}
 	logf, err := os.OpenFile(filepath.Join(r.logDir, in.name+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return err

@@ -24,7 +24,12 @@ type Report struct {
 	Acquisitions    int            `json:"acquisitions"`
 	Writes          int            `json:"fenced_writes"`
 	TakeoversJudged int            `json:"takeovers_judged"`
-	Problems        []string       `json:"problems,omitempty"`
+	// DropIdleAfterMs is the instances' --drop-idle-after (0: rows are never dropped), and
+	// Dropped the claims their owners dropped as idle (free rows dropped by others record no
+	// claim event and are not counted).
+	DropIdleAfterMs int64    `json:"drop_idle_after_ms"`
+	Dropped         int      `json:"claims_dropped"`
+	Problems        []string `json:"problems,omitempty"`
 	// Diagnoses explain violations by what the run knows (e.g. when each client's COMMIT
 	// returned).
 	Diagnoses []string `json:"diagnoses,omitempty"`
@@ -52,6 +57,9 @@ func (r Report) Print(w io.Writer) {
 	}
 	fmt.Fprintf(w, "history: %d batches (%d committed, %d invalid), %d POSTs (%d duplicates), %d acquisitions, %d fenced writes, %d takeovers judged\n",
 		r.Batches, r.Committed, r.Invalid, r.Posts, r.DuplicatePosts, r.Acquisitions, r.Writes, r.TakeoversJudged)
+	if r.DropIdleAfterMs > 0 {
+		fmt.Fprintf(w, "idle claim rows dropped after %dms: %d claims dropped by their owners (free rows dropped leave no claim event)\n", r.DropIdleAfterMs, r.Dropped)
+	}
 	fmt.Fprintf(w, "violations:\n")
 	for _, k := range Invariants() {
 		fmt.Fprintf(w, "  %-22s %d\n", k, r.Violations[k])

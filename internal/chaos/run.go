@@ -134,7 +134,7 @@ func replayCommand(c Config) string {
 		name      string
 		v, defval time.Duration
 	}{{"renew-interval", c.Renew, RenewDefault}, {"expiry-1", c.Expiry1, Expiry1Default},
-		{"expiry-2", c.Expiry2, Expiry2Default}, {"allowance", c.Allowance, AllowanceDefault}} {
+		{"expiry-2", c.Expiry2, Expiry2Default}, {"allowance", c.Allowance, AllowanceDefault}, {"drop-idle-after", c.DropIdleAfter, 0}} {
 		if f.v != f.defval {
 			cmd += fmt.Sprintf(" --%s %s", f.name, f.v)
 		}
