@@ -413,12 +413,12 @@ func churnRun(ctx context.Context, c churnConfig, keys int, dropIdle time.Durati
 func churnMeasure(ctx context.Context, c churnConfig, engines []*claims.Engine, clocks []*cycleClock, counter *stmtCounter) (churnWindow, error) {
 	var w churnWindow
 	var errs0 int64
+	t0 := time.Now()
 	for i, e := range engines {
 		errs0 += e.Stats().CycleErrors
-		clocks[i].take()
+		clocks[i].since(t0)
 	}
 	before := counter.snapshot()
-	t0 := time.Now()
 	select {
 	case <-ctx.Done():
 		return w, ctx.Err()
@@ -466,11 +466,13 @@ func churnMeasure(ctx context.Context, c churnConfig, engines []*claims.Engine, 
 // them, with its stmtCounter): a cycle begins with its first statement, the survey
 // (ClaimsSurvey), and ends with the last statement before the next survey. The lease loop's
 // renewals (InstanceHeartbeat, on a connection of its own) are no part of a cycle. A cycle is
-// recorded when the next one begins.
+// recorded when the next one begins, and only if it began at or after from: the cycle that
+// was running when a window opened belongs to what came before (a slow one, before a VACUUM).
 type cycleClock struct {
 	*stmtCounter
 	mu      sync.Mutex
 	open    bool
+	from    time.Time
 	began   time.Time
 	lastEnd time.Time
 	times   []time.Duration
@@ -486,7 +488,7 @@ func (c *cycleClock) TraceQueryStart(ctx context.Context, conn *pgx.Conn, d pgx.
 	if stmtName(d.SQL) == cycleFirstStatement {
 		now := time.Now()
 		c.mu.Lock()
-		if c.open {
+		if c.open && !c.began.Before(c.from) {
 			c.times = append(c.times, c.lastEnd.Sub(c.began))
 		}
 		c.open, c.began, c.lastEnd = true, now, now
@@ -516,6 +518,14 @@ func (c *cycleClock) TraceCopyFromEnd(ctx context.Context, conn *pgx.Conn, d pgx
 	c.mu.Lock()
 	c.lastEnd = time.Now()
 	c.mu.Unlock()
+}
+
+// since forgets the cycles recorded so far, and records from now on only cycles that begin
+// at or after t.
+func (c *cycleClock) since(t time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.from, c.times = t, nil
 }
 
 // take returns the cycles recorded since the last take.

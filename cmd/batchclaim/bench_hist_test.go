@@ -1,8 +1,12 @@
 package main
 
 import (
+	"context"
 	"math"
 	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // The histogram quantile interpolates within the bucket as Prometheus' histogram_quantile
@@ -32,5 +36,31 @@ func TestCycleHistQuantile(t *testing.T) {
 	// Past the last bound (the +Inf bucket): the last bound.
 	if got := reading(0, 0, 0, 5).quantile(0.5); got != 0.1 {
 		t.Errorf("all in +Inf: %v, want 0.1", got)
+	}
+}
+
+// A window counts only the cycles that began in it: the cycle running when it opened (slow,
+// before a VACUUM, say) is recorded when the next begins, and must not be.
+func TestCycleClockSince(t *testing.T) {
+	t.Parallel()
+	c := &cycleClock{stmtCounter: newStmtCounter()}
+	ctx := context.Background()
+	stmt := func(name string, d time.Duration) {
+		sctx := c.TraceQueryStart(ctx, nil, pgx.TraceQueryStartData{SQL: "-- name: " + name + " :one\nSELECT 1"})
+		time.Sleep(d)
+		c.TraceQueryEnd(sctx, nil, pgx.TraceQueryEndData{})
+	}
+	stmt(cycleFirstStatement, 50*time.Millisecond) // a slow cycle, running when the window opens
+	c.since(time.Now())
+	stmt(cycleFirstStatement, 2*time.Millisecond) // records the one before, which began before the window
+	stmt("ClaimsHeld", 2*time.Millisecond)
+	stmt(renewalStatement, 50*time.Millisecond) // a renewal is no part of the cycle
+	stmt(cycleFirstStatement, 2*time.Millisecond)
+	got := c.take()
+	if len(got) != 1 {
+		t.Fatalf("cycles in the window = %v, want exactly the one that began in it", got)
+	}
+	if got[0] < 4*time.Millisecond || got[0] >= 50*time.Millisecond {
+		t.Fatalf("cycle = %v, want its two statements (4ms and a little) and not the renewal", got[0])
 	}
 }
