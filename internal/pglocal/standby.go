@@ -69,7 +69,7 @@ func (c *Cluster) StartStandbyVia(ctx context.Context, port int, via string) (*C
 	// Later lines of postgresql.auto.conf win: a promoted standby must not wait for one. A
 	// standby whose primary restarted tries again to stream after wal_retrieve_retry_interval
 	// (5s by default), and a primary with a synchronous standby commits nothing meanwhile:
-	// retry soon, so that a restart is the short outage it is in a real setup.
+	// retry soon, so that a restart is a short outage (docs/operations.md advises the same).
 	auto, err := os.OpenFile(filepath.Join(s.data, "postgresql.auto.conf"), os.O_APPEND|os.O_WRONLY, 0)
 	if err != nil {
 		return fail(fmt.Errorf("standby configuration: %w", err))
