@@ -44,6 +44,8 @@ type Proxy struct {
 	mu      sync.Mutex
 	mode    Mode
 	latency time.Duration
+	nextGen uint64        // the generation the next accepted connection gets
+	frozen  uint64        // connections of a generation below this move no byte (Freeze)
 	changed chan struct{} // closed and replaced on every change of mode or latency
 	conns   map[net.Conn]struct{}
 	closed  bool
@@ -81,8 +83,24 @@ func (p *Proxy) Cut() { p.set(Cut, -1) }
 // Restore; nothing is closed.
 func (p *Proxy) Blackhole() { p.set(Blackhole, -1) }
 
-// Restore forwards again and removes the latency.
-func (p *Proxy) Restore() { p.set(Pass, 0) }
+// Freeze stops every byte in both directions on the connections open now, until Restore,
+// while connections made after it pass: a server that vanished for the connections a client
+// holds (no reset, no answer) while new ones reach it (a failover to a replacement behind the
+// same address, a stateful firewall that lost its entries). Nothing is closed.
+func (p *Proxy) Freeze() {
+	p.mu.Lock()
+	p.frozen = p.nextGen
+	p.mu.Unlock()
+	p.set(Pass, -1)
+}
+
+// Restore forwards again, on every connection, and removes the latency.
+func (p *Proxy) Restore() {
+	p.mu.Lock()
+	p.frozen = 0
+	p.mu.Unlock()
+	p.set(Pass, 0)
+}
 
 // SetLatency delays every chunk of data in either direction by d (zero: none). It does not
 // change the mode.
@@ -134,7 +152,11 @@ func (p *Proxy) handle(c net.Conn) {
 		_ = c.Close()
 		return
 	}
-	if _, ok := p.gate(); !ok {
+	p.mu.Lock()
+	gen := p.nextGen
+	p.nextGen++
+	p.mu.Unlock()
+	if _, ok := p.gate(gen); !ok {
 		p.drop(c)
 		return
 	}
@@ -148,8 +170,8 @@ func (p *Proxy) handle(c net.Conn) {
 		p.drop(c)
 		return
 	}
-	go p.pipe(c, up)
-	go p.pipe(up, c)
+	go p.pipe(c, up, gen)
+	go p.pipe(up, c, gen)
 }
 
 // track registers an open connection; false when the link is cut or the proxy closed.
@@ -170,17 +192,17 @@ func (p *Proxy) drop(c net.Conn) {
 	_ = c.Close()
 }
 
-// gate waits while the link is blackholed and returns the latency to apply; false when the
-// link is cut or the proxy closed.
-func (p *Proxy) gate() (time.Duration, bool) {
+// gate waits while the link is blackholed (or the connection of generation gen frozen) and
+// returns the latency to apply; false when the link is cut or the proxy closed.
+func (p *Proxy) gate(gen uint64) (time.Duration, bool) {
 	for {
 		p.mu.Lock()
-		mode, lat, ch, closed := p.mode, p.latency, p.changed, p.closed
+		mode, lat, ch, closed, frozen := p.mode, p.latency, p.changed, p.closed, gen < p.frozen
 		p.mu.Unlock()
 		switch {
 		case closed || mode == Cut:
 			return 0, false
-		case mode == Pass:
+		case mode == Pass && !frozen:
 			return lat, true
 		}
 		<-ch
@@ -188,14 +210,14 @@ func (p *Proxy) gate() (time.Duration, bool) {
 }
 
 // pipe copies src to dst chunk by chunk through the gate, then closes both.
-func (p *Proxy) pipe(dst, src net.Conn) {
+func (p *Proxy) pipe(dst, src net.Conn, gen uint64) {
 	defer p.drop(dst)
 	defer p.drop(src)
 	buf := make([]byte, chunk)
 	for {
 		n, err := src.Read(buf)
 		if n > 0 {
-			lat, ok := p.gate()
+			lat, ok := p.gate(gen)
 			if !ok {
 				return
 			}

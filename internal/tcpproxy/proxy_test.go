@@ -111,6 +111,27 @@ func TestModes(t *testing.T) {
 			t.Fatalf("held connection after restore: %q, %v", line, err)
 		}
 	})
+	t.Run("freeze holds the open connections and lets new ones pass", func(t *testing.T) {
+		t.Parallel()
+		p := setup(t)
+		c, r := dial(t, p)
+		if _, err := roundTrip(c, r, 10*time.Second); err != nil {
+			t.Fatal(err)
+		}
+		p.Freeze()
+		if _, err := roundTrip(c, r, 300*time.Millisecond); err == nil {
+			t.Fatal("a byte crossed a frozen connection")
+		}
+		c2, r2 := dial(t, p)
+		if _, err := roundTrip(c2, r2, 10*time.Second); err != nil {
+			t.Fatalf("a connection made after the freeze: %v", err)
+		}
+		p.Restore()
+		_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+		if line, err := r.ReadString('\n'); err != nil || line != "ping\n" {
+			t.Fatalf("after restore: %q, %v", line, err)
+		}
+	})
 	t.Run("cut closes connections and refuses new ones until restored", func(t *testing.T) {
 		t.Parallel()
 		p := setup(t)
