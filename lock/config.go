@@ -17,12 +17,18 @@ type Config struct {
 	// TTL is how long an acquisition or renewal keeps the lock, measured by the database
 	// clock from the statement that took or renewed it. Zero means TTLDefault (60s).
 	TTL time.Duration
+	// Margin is taken off the TTL for the holder's local deadline (Lease.Deadline), for clock
+	// rates that differ between the holder and the database and for the time the answer took
+	// to arrive: the holder stops trusting the lease Margin before the database's expiry could
+	// come by its own clock. Zero means TTL/10; it must be less than the TTL.
+	Margin time.Duration
 	// Logger receives the locker's logs. Nil discards them.
 	Logger *slog.Logger
 }
 
 func (c Config) withDefaults() Config {
 	c.TTL = cmp.Or(c.TTL, TTLDefault)
+	c.Margin = cmp.Or(c.Margin, c.TTL/10)
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -38,6 +44,8 @@ func (c Config) validate() error {
 		return fmt.Errorf("invalid lock config: ttl must be at least 10ms, got %s", c.TTL)
 	case c.TTL%time.Millisecond != 0:
 		return errors.New("invalid lock config: ttl must be a whole number of milliseconds")
+	case c.Margin < 0 || c.Margin >= c.TTL:
+		return fmt.Errorf("invalid lock config: margin must be at least 0 and less than the ttl (%s), got %s", c.TTL, c.Margin)
 	}
 	return nil
 }

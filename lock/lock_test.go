@@ -252,6 +252,27 @@ func TestConfig(t *testing.T) {
 	if l, err := lock.New(nil, lock.Config{}); err != nil || l.TTL() != lock.TTLDefault {
 		t.Errorf("default: %v %v", l, err)
 	}
+	if _, err := lock.New(nil, lock.Config{TTL: time.Second, Margin: time.Second}); err == nil || !strings.Contains(err.Error(), "margin") {
+		t.Errorf("a margin as long as the ttl: %v, want an error naming the margin", err)
+	}
+}
+
+// The local deadline keeps a margin (TTL/10 by default) before the database's expiry could
+// come, for clock rates that differ: it is the TTL less the margin, counted from when the
+// acquisition was sent.
+func TestDeadlineKeepsAMargin(t *testing.T) {
+	t.Parallel()
+	l := newLocker(t, dbtest.NewPool(t), 10*time.Second)
+	before := time.Now()
+	lease, err := l.Acquire(t.Context(), "margin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	after := time.Now()
+	lo, hi := before.Add(9*time.Second), after.Add(9*time.Second)
+	if d := lease.Deadline(); d.Before(lo) || d.After(hi) {
+		t.Fatalf("deadline %s after the acquisition was sent, want the TTL less a tenth (9s)", d.Sub(before))
+	}
 }
 
 // holderProc is a child process (this test binary) that holds a lock.

@@ -64,8 +64,9 @@ type Lease struct {
 	deadline              time.Time
 }
 
-// Deadline is a conservative local (monotonic) deadline: the TTL counted from the moment
-// the acquisition or last renewal was sent. The database's expiry is never earlier.
+// Deadline is a conservative local (monotonic) deadline: the TTL less Config.Margin, counted
+// from the moment the acquisition or last renewal was sent. The database's expiry is never
+// earlier, even if the local clock runs somewhat slower than the database's.
 func (s Lease) Deadline() time.Time { return s.deadline }
 
 // Acquire takes the lock called name if it is free or its TTL has passed by the database
@@ -92,7 +93,7 @@ func (l *Locker) Acquire(ctx context.Context, name string) (Lease, error) {
 	}
 	l.log.Debug("lock acquired", "lock", name, "epoch", row.Epoch)
 	return Lease{Name: name, Token: token, Epoch: row.Epoch, AcquiredAt: row.AcquiredAt, ExpiresAt: row.ExpiresAt,
-		deadline: sent.Add(l.cfg.TTL)}, nil
+		deadline: sent.Add(l.cfg.TTL - l.cfg.Margin)}, nil
 }
 
 // Renew extends the lease by the TTL from now (database clock), only if the lock is still
@@ -111,7 +112,7 @@ func (l *Locker) Renew(ctx context.Context, s *Lease) error {
 	if err != nil {
 		return fmt.Errorf("renew lock %s: %w", s.Name, err)
 	}
-	s.ExpiresAt, s.deadline = exp, sent.Add(l.cfg.TTL)
+	s.ExpiresAt, s.deadline = exp, sent.Add(l.cfg.TTL-l.cfg.Margin)
 	return nil
 }
 
