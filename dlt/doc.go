@@ -17,11 +17,13 @@
 //
 //   - batchclaim.Accepted: 200 or 202; the ledger has the batch (PostResult.Link is the status
 //     link).
-//   - batchclaim.Rejected: 400; the batch itself is at fault and must not be sent again.
+//   - batchclaim.Rejected: 400, 413 (too large) or 422 (unprocessable); the batch itself is at
+//     fault and must not be sent again.
 //   - batchclaim.Retry: an answer that proves the batch was not taken: 429, a Sawtooth 503
 //     with code 15 (validator not ready), a refused connection or a failed handshake before
 //     the request was written, and the other 4xx codes (401, 403, 404, ...), which are not
-//     Rejected because the batch is not at fault: they point at configuration.
+//     Rejected because the batch is not at fault: they point at configuration, and the client
+//     logs a warning about them (at most one every 10 seconds).
 //   - batchclaim.Unknown: the POST may have taken effect although no usable answer arrived: a
 //     timeout or a dropped connection after the request was written, a 408, any other 503, a
 //     500, 502, 504 or other 5xx. The ledger is asked before the batch is posted again; a

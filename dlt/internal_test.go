@@ -74,7 +74,8 @@ func TestClassify(t *testing.T) {
 	}{
 		{200, "", batchclaim.Accepted}, {202, `{"link": "x"}`, batchclaim.Accepted},
 		{400, sawtooth(30), batchclaim.Rejected},
-		{401, "", batchclaim.Retry}, {404, "", batchclaim.Retry},
+		{413, "", batchclaim.Rejected}, {422, "", batchclaim.Rejected}, // the batch is at fault
+		{401, "", batchclaim.Retry}, {403, "", batchclaim.Retry}, {404, "", batchclaim.Retry}, // configuration
 		{429, sawtooth(31), batchclaim.Retry}, {429, "", batchclaim.Retry},
 		{503, sawtooth(15), batchclaim.Retry},   // validator not ready: never passed on
 		{503, sawtooth(17), batchclaim.Unknown}, // validator timed out: may have been taken

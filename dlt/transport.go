@@ -76,6 +76,23 @@ type transport struct {
 	auth        string
 	headers     map[string]string
 	log         *slog.Logger
+
+	refusedAt atomic.Int64 // unix nanoseconds of the last "refused for configuration" warning
+}
+
+// refusalWarnEvery spaces the warnings about POSTs refused for a reason every batch meets.
+const refusalWarnEvery = 10 * time.Second
+
+// warnRefused logs, at most once every refusalWarnEvery, a 4xx that is neither the batch's
+// fault nor back-pressure: every POST meets it, so it points at the configuration.
+func (t *transport) warnRefused(ctx context.Context, target string, res batchclaim.Result) {
+	now := time.Now().UnixNano()
+	last := t.refusedAt.Load()
+	if now-last < int64(refusalWarnEvery) || !t.refusedAt.CompareAndSwap(last, now) {
+		return
+	}
+	t.log.WarnContext(ctx, "the ledger refuses POSTs for a reason that is not the batch's: check the ledger URL and authorization; the batches are retried with backoff",
+		"url", redacted(target), "http_status", res.HTTPStatus, "detail", res.Detail)
 }
 
 // endpoint returns the base URL followed by the path-escaped elements.
@@ -146,15 +163,21 @@ func (t *transport) post(ctx context.Context, target string, payload []byte,
 	if readErr != nil && res.Detail == "" {
 		res.Detail = "read answer: " + readErr.Error()
 	}
+	if res.Verdict == batchclaim.Retry && res.HTTPStatus >= 400 && res.HTTPStatus < 500 && res.HTTPStatus != http.StatusTooManyRequests {
+		t.warnRefused(ctx, target, res.Result)
+	}
 	t.log.DebugContext(ctx, "post batches", "url", redacted(target), "http_status", res.HTTPStatus,
 		"verdict", res.Verdict.String(), "detail", res.Detail)
 	return res, nil
 }
 
-// classify maps an answer to a verdict. Only an answer that proves the batches were not
-// taken is Retry, to be posted again blind: 429 (queue full), a 503 whose Sawtooth error code
-// is 15 (validator not ready: the REST API did not pass the batches on), and the other 4xx
-// (the request itself was refused). Everything else that is not an acceptance or a rejection
+// classify maps an answer to a verdict. 400, 413 (too large) and 422 (unprocessable) say the
+// batch itself is at fault: Rejected, never sent again. Only an answer that proves the batches
+// were not taken is Retry, to be posted again blind: 429 (queue full), a 503 whose Sawtooth
+// error code is 15 (validator not ready: the REST API did not pass the batches on), and the
+// other 4xx (the request was refused for a reason that is not the batch's: authorization, a
+// wrong URL; every batch meets it, so it is logged as a configuration problem). Everything
+// else that is not an acceptance or a rejection
 // is Unknown: the ledger must be asked before the batches go again. That includes 408 (the
 // REST API gave up sending to the validator after trying), a 503 with code 17 (validator timed
 // out: the batches may have been taken) or 18 (validator disconnected after receiving them), a
@@ -164,7 +187,7 @@ func classify(code int, body []byte) batchclaim.Result {
 	switch {
 	case code >= 200 && code < 300:
 		res.Verdict = batchclaim.Accepted
-	case code == http.StatusBadRequest:
+	case code == http.StatusBadRequest, code == http.StatusRequestEntityTooLarge, code == http.StatusUnprocessableEntity:
 		res.Verdict = batchclaim.Rejected
 	case code == http.StatusServiceUnavailable && sawtoothErrorCode(body) == sawtoothValidatorNotReady:
 		res.Verdict = batchclaim.Retry
