@@ -85,7 +85,12 @@ func runHasFlag(bin, name string) (bool, error) {
 	if !strings.Contains(out.String(), "-database-url") {
 		return false, fmt.Errorf("run --help printed no flags: %q", out.String())
 	}
-	return regexp.MustCompile(`(?m)^\s+-` + regexp.QuoteMeta(name) + `\b`).MatchString(out.String()), nil
+	return helpHasFlag(out.String(), name), nil
+}
+
+// helpHasFlag reports whether a flag package's help text lists the flag -name.
+func helpHasFlag(help, name string) bool {
+	return regexp.MustCompile(`(?m)^\s+-` + regexp.QuoteMeta(name) + `(\s|$)`).MatchString(help)
 }
 
 // flagName is the name of the flag an argument like --notify=false sets.

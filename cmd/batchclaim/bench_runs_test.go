@@ -96,6 +96,12 @@ func TestRunHasFlag(t *testing.T) {
 			t.Errorf("runHasFlag(%q) = %v, %v; want %v", name, got, err, want)
 		}
 	}
+	help := "Flags:\n  -notify-channel string\n    \tchannel\n  -poll\n    \tpoll\n  -workers int\n"
+	for name, want := range map[string]bool{"notify": false, "notify-channel": true, "poll": true, "workers": true, "channel": false} {
+		if got := helpHasFlag(help, name); got != want {
+			t.Errorf("helpHasFlag(%q) = %v, want %v", name, got, want)
+		}
+	}
 	if flagName("--notify=false") != "notify" || flagName("-workers") != "workers" {
 		t.Errorf("flagName: %q, %q", flagName("--notify=false"), flagName("-workers"))
 	}
