@@ -32,29 +32,33 @@ chaos: build ## Long chaos runs at several seeds on a throwaway cluster (CHAOS_S
 
 # make bench: batchclaim's scenarios and River's no-op jobs against one Postgres server:
 # DATABASE_URL when set, else the local server below. Each run creates scratch databases on it
-# and drops them. RIVER_WORKERS is a list: River runs once per count; the default 32 matches
-# bench's default 2 nodes x 16 workers. BENCH_FLAGS go to `batchclaim bench`.
+# and drops them. River runs RIVER_RUNS times as River's own benchmark (cmd/river/riverbench)
+# tunes it (FetchCooldown 2ms, FetchPollInterval 20ms, 2,000 workers, pgx's default pool;
+# RIVER_JOBS jobs), then once at River's defaults (FetchCooldown 100ms, FetchPollInterval 1s)
+# with RIVER_DEFAULTS_WORKERS workers. BENCH_FLAGS go to `batchclaim bench`; the jobs
+# scenario runs once more with BENCH_JOBS_TUNED (none: not again). The ratio of each jobs line
+# to River's best is printed last.
 BENCH_DATABASE_URL := $(or $(DATABASE_URL),postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable)
 BENCH_FLAGS ?=
-RIVER_WORKERS ?= 32 100 1000
-RIVER_JOBS ?= 10000
+BENCH_JOBS_TUNED ?= --workers 500 --per-key 50 --conns 8
+RIVER_RUNS ?= 2
+RIVER_JOBS ?= 100000
+RIVER_DEFAULTS_WORKERS ?= 1000
+RIVER_DEFAULTS_JOBS ?= 50000
 
 .PHONY: bench
-bench: build ## Measure batchclaim (jobs, ledger, failover, scale, churn, cycle) and River's no-op jobs on the same Postgres; print jobs/River
+bench: build ## Measure every `batchclaim bench` scenario and River (at its own benchmark's tuning and at its defaults) on the same Postgres; print jobs/River
+	cd bench/river && $(GO) build -o ../../$(BIN)/river-bench .
 	@set -o pipefail; out=$$(mktemp); trap 'rm -f '$$out EXIT; \
 	  DATABASE_URL='$(BENCH_DATABASE_URL)' $(BIN)/batchclaim bench --json $(BENCH_FLAGS) | tee $$out || exit 1; \
-	  for w in $(RIVER_WORKERS); do \
-	    jobs=$$(( w * 50 > $(RIVER_JOBS) ? w * 50 : $(RIVER_JOBS) )); \
-	    (cd bench/river && DATABASE_URL='$(BENCH_DATABASE_URL)' $(GO) run . --workers $$w --jobs $$jobs) | tee -a $$out || exit 1; \
+	  if [ -n '$(strip $(BENCH_JOBS_TUNED))' ]; then \
+	    DATABASE_URL='$(BENCH_DATABASE_URL)' $(BIN)/batchclaim bench --json --scenario jobs $(BENCH_JOBS_TUNED) | tee -a $$out || exit 1; \
+	  fi; \
+	  for i in $$(seq $(RIVER_RUNS)); do \
+	    DATABASE_URL='$(BENCH_DATABASE_URL)' $(BIN)/river-bench --tuning riverbench --jobs $(RIVER_JOBS) | tee -a $$out || exit 1; \
 	  done; \
-	  awk 'function rate(l) { match(l, /"jobs_per_second":[0-9.eE+-]+/); return substr(l, RSTART + 18, RLENGTH - 18) + 0 } \
-	    /"scenario":"jobs"/ { j = rate($$0); match($$0, /"nodes":[0-9]+/); n = substr($$0, RSTART + 8, RLENGTH - 8); \
-	      match($$0, /"workers_per_node":[0-9]+/); w = substr($$0, RSTART + 19, RLENGTH - 19) } \
-	    /"scenario":"river"/ { r[++k] = rate($$0); match($$0, /"workers":[0-9]+/); rw[k] = substr($$0, RSTART + 10, RLENGTH - 10) } \
-	    END { if (!j) exit; b = 0; for (i = 1; i <= k; i++) { \
-	      printf "batchclaim jobs %.0f jobs/s (%d nodes x %d workers) / River %.0f jobs/s (%d workers) = %.2f\n", j, n, w, r[i], rw[i], j / r[i]; \
-	      if (r[i] > r[b]) b = i } \
-	      if (b) printf "against River'"'"'s best here (%d workers): %.2f\n", rw[b], j / r[b] }' $$out
+	  DATABASE_URL='$(BENCH_DATABASE_URL)' $(BIN)/river-bench --tuning defaults --workers $(RIVER_DEFAULTS_WORKERS) --jobs $(RIVER_DEFAULTS_JOBS) | tee -a $$out || exit 1; \
+	  awk -f bench/ratio.awk $$out
 
 .PHONY: test
 test: ## Run every test with the race detector against a real Postgres (TEST_DATABASE_URL, else a throwaway local cluster)

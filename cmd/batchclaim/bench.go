@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -40,16 +41,32 @@ type benchTotals struct {
 }
 
 // benchScenarios are the scenarios of `batchclaim bench`, in the order `all` runs them.
-var benchScenarios = []string{"jobs", "ledger", "failover", "scale", "churn", "cycle"}
+var benchScenarios = []string{"jobs", "serial", "ledger", "defaults", "latency", "many-claims", "failover", "scale", "churn", "cycle"}
 
 func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("bench", "[--scenario jobs|ledger|failover|scale|churn|cycle|all] [--json] [flags]",
+	fs := newFlagSet("bench", "[--scenario jobs|serial|ledger|defaults|latency|many-claims|failover|scale|churn|cycle|all] [--json] [flags]",
 		"Measures batchclaim on scratch databases (DATABASE_URL, else a throwaway local cluster):\n\n"+
 			"  jobs      the job-runner path: --nodes nodes in this process, --keys x --per-key jobs stored\n"+
 			"            up front, a Submitter that does nothing. Jobs per second, stored-to-done latency,\n"+
 			"            statements per job (counted by the client) and commits per job (pg_stat_database).\n"+
+			"  serial    the jobs scenario on one key: --serial-jobs jobs of one service_id, one node, which\n"+
+			"            runs them one at a time. Jobs per second, statements and commits per job.\n"+
 			"  ledger    the ledger path: the node `batchclaim run` runs, against the ledger simulator at\n"+
 			"            zero commit latency. Batches per second, latency, statements and commits per batch.\n"+
+			"  defaults  two `batchclaim run` processes with default flags against the simulator at zero\n"+
+			"            latency, --defaults-service-ids x --defaults-per-key batches stored once they hold the\n"+
+			"            claims: batches per second, and /readyz of both probed every\n"+
+			"            --defaults-readyz-interval meanwhile (non-200 answers, probes unanswered in 1s).\n"+
+			"  latency   an idle system: two `batchclaim run` processes with default flags, --latency-batches\n"+
+			"            single batches POSTed one at a time to either instance over --latency-service-ids\n"+
+			"            service_ids. Enqueue to first POST and to COMMITTED, p50/p99 (database clock), run\n"+
+			"            twice: as run starts (listening for new work, where run does) and with\n"+
+			"            --latency-off-flags added (passed only if run has them). A pause drawn from\n"+
+			"            [0, R) before each POST spreads the arrivals over the queuer's fetch interval R\n"+
+			"            (5s by default): a run takes about batches x R, 3-4 minutes each while it polls.\n"+
+			"  many-claims  one `batchclaim run` (default flags) holding --many-claims claims: one batch on\n"+
+			"            every key, waited for, then one on each of the --many-claims-last keys that sort last:\n"+
+			"            how many were submitted within --many-claims-timeout, enqueue to POST p50/p99.\n"+
 			"  failover  `batchclaim run` processes against the ledger simulator: SIGKILL an idle owner,\n"+
 			"            SIGKILL an owner with a POST in flight, SIGTERM an owner; seconds from the fault to\n"+
 			"            the orphaned service_id's next POST by another instance (database clock), beside\n"+
@@ -67,7 +84,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			"            Cycles per second, serialization retries, cycle latency, row updates.\n\n"+
 			"--json prints one object per line, each with a \"scenario\" field; everything else goes to\n"+
 			"stderr. See docs/performance.md.", stderr)
-	scenario := fs.String("scenario", "all", "jobs | ledger | failover | scale | churn | cycle | all")
+	scenario := fs.String("scenario", "all", "jobs | serial | ledger | defaults | latency | many-claims | failover | scale | churn | cycle | all")
 	asJSON := fs.Bool("json", false, "print one JSON object per scenario, one a line")
 	keep := fs.Bool("keep", false, "keep the scratch databases (and the failover and scale instance logs)")
 	nodes := fs.Int("nodes", 2, "jobs, ledger: nodes, each with its own pool")
@@ -76,6 +93,27 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	keys := fs.Int("keys", 1000, "jobs, ledger: keys (service_ids)")
 	perKey := fs.Int("per-key", 10, "jobs, ledger: jobs (batches) per key")
 	poll := fs.Duration("poll-interval", time.Second, "ledger: how often each node asks the ledger about accepted batches")
+	serialJobs := fs.Int("serial-jobs", 2000, "serial: jobs of the one key")
+	var lc latencyConfig
+	fs.IntVar(&lc.batches, "latency-batches", 40, "latency: batches POSTed one at a time, in each of the two runs")
+	fs.IntVar(&lc.serviceIDs, "latency-service-ids", 10, "latency: service_ids the batches go to, in turn")
+	latencyRunFlags := fs.String("latency-run-flags", "", "latency: more flags for every `run` process of both runs, space-separated")
+	latencyOffFlags := fs.String("latency-off-flags", "--notify=false", "latency: flags that turn listening off, added in the second run when `run --help` lists them")
+	fs.DurationVar(&lc.gap, "latency-pause", 0, "latency: pauses before each POST are drawn from [0, this), so that batches arrive at any point of a periodic fetch (0: the processes' renew interval)")
+	fs.DurationVar(&lc.limit, "latency-timeout", time.Minute, "latency: longest wait for one batch's POST or its end")
+	var dc defaultsConfig
+	fs.IntVar(&dc.serviceIDs, "defaults-service-ids", 1000, "defaults: service_ids")
+	fs.IntVar(&dc.perKey, "defaults-per-key", 20, "defaults: batches per service_id")
+	defaultsRunFlags := fs.String("defaults-run-flags", "", "defaults: more flags for both `run` processes, space-separated (e.g. \"--workers 500\")")
+	fs.DurationVar(&dc.readyzEvery, "defaults-readyz-interval", 100*time.Millisecond, "defaults: how often each process's /readyz is probed")
+	fs.DurationVar(&dc.limit, "defaults-timeout", 10*time.Minute, "defaults: give up when the batches are not all committed by then")
+	var mc manyClaimsConfig
+	fs.IntVar(&mc.claims, "many-claims", 2000, "many-claims: service_ids, all held by the one process (e.g. 100000)")
+	fs.IntVar(&mc.last, "many-claims-last", 500, "many-claims: keys, those that sort last, given a second batch")
+	fs.DurationVar(&mc.limit, "many-claims-timeout", time.Minute, "many-claims: how long the second batches are waited for")
+	fs.DurationVar(&mc.firstLimit, "many-claims-first-timeout", 10*time.Minute, "many-claims: how long the first round is waited for")
+	fs.DurationVar(&mc.claimLimit, "many-claims-hold-timeout", 10*time.Minute, "many-claims: give up when the process does not hold every claim by then")
+	manyClaimsRunFlags := fs.String("many-claims-run-flags", "", "many-claims: more flags for the `run` process, space-separated")
 	var fo failoverConfig
 	fs.IntVar(&fo.instances, "failover-instances", 3, "failover: run processes (at least 2)")
 	fs.IntVar(&fo.serviceIDs, "failover-service-ids", 30, "failover: service_ids")
@@ -115,7 +153,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		run = benchScenarios
 	default:
 		if !slices.Contains(benchScenarios, *scenario) {
-			return errorf("--scenario %q: want jobs, ledger, failover, scale, churn, cycle or all", *scenario)
+			return errorf("--scenario %q: want jobs, serial, ledger, defaults, latency, many-claims, failover, scale, churn, cycle or all", *scenario)
 		}
 		run = []string{*scenario}
 	}
@@ -125,6 +163,20 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if *instances < 1 || *serviceIDs < 1 || *duration <= 0 {
 		return errorf("--instances and --service-ids must be at least 1, --duration positive")
 	}
+	if *serialJobs < 1 {
+		return errorf("--serial-jobs must be at least 1")
+	}
+	if lc.batches < 1 || lc.serviceIDs < 1 || lc.limit <= 0 || lc.gap < 0 {
+		return errorf("--latency-batches and --latency-service-ids must be at least 1, --latency-timeout positive, --latency-pause not negative")
+	}
+	if dc.serviceIDs < 1 || dc.perKey < 1 || dc.readyzEvery <= 0 || dc.limit <= 0 {
+		return errorf("--defaults-service-ids and --defaults-per-key must be at least 1, --defaults-readyz-interval and --defaults-timeout positive")
+	}
+	if mc.claims < 1 || mc.last < 1 || mc.last > mc.claims || mc.limit <= 0 || mc.firstLimit <= 0 || mc.claimLimit <= 0 {
+		return errorf("--many-claims and --many-claims-last must be at least 1, --many-claims-last at most --many-claims, the --many-claims durations positive")
+	}
+	lc.runFlags, lc.offFlags = strings.Fields(*latencyRunFlags), strings.Fields(*latencyOffFlags)
+	dc.runFlags, mc.runFlags = strings.Fields(*defaultsRunFlags), strings.Fields(*manyClaimsRunFlags)
 	if fo.instances < 2 || fo.serviceIDs < fo.instances || fo.repeat < 1 {
 		return errorf("--failover-instances must be at least 2, --failover-service-ids at least --failover-instances, --failover-repeat at least 1")
 	}
@@ -139,9 +191,10 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if *asJSON {
 		info = stderr
 	}
-	fo.keep, sc.keep, ch.keep = *keep, *keep, *keep
+	fo.keep, sc.keep, ch.keep, lc.keep, dc.keep, mc.keep = *keep, *keep, *keep, *keep, *keep, *keep
 	pc := pathConfig{nodes: *nodes, conns: *conns, keys: *keys, perKey: *perKey, workers: *workers, pollInterval: *poll, keep: *keep}
 	enc := json.NewEncoder(stdout)
+	enc.SetEscapeHTML(false)
 	for _, s := range run {
 		switch s {
 		case "jobs":
@@ -156,6 +209,43 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 				continue
 			}
 			r.print(stdout, "jobs", "job", "jobs", "")
+		case "serial":
+			sp := pathConfig{nodes: 1, conns: *conns, keys: 1, perKey: *serialJobs, workers: *workers, keep: *keep}
+			r, err := benchJobs(ctx, sp, info)
+			if err != nil {
+				return fmt.Errorf("serial: %w", err)
+			}
+			if *asJSON {
+				if err := enc.Encode(r.serialJSON()); err != nil {
+					return err
+				}
+				continue
+			}
+			r.print(stdout, "serial", "job", "jobs", ", one key")
+		case "defaults":
+			r, err := benchDefaults(ctx, dc, info)
+			if err != nil {
+				return fmt.Errorf("defaults: %w", err)
+			}
+			if err := emit(enc, *asJSON, r, r.print, stdout); err != nil {
+				return err
+			}
+		case "latency":
+			r, err := benchLatency(ctx, lc, info)
+			if err != nil {
+				return fmt.Errorf("latency: %w", err)
+			}
+			if err := emit(enc, *asJSON, r, r.print, stdout); err != nil {
+				return err
+			}
+		case "many-claims":
+			r, err := benchManyClaims(ctx, mc, info)
+			if err != nil {
+				return fmt.Errorf("many-claims: %w", err)
+			}
+			if err := emit(enc, *asJSON, r, r.print, stdout); err != nil {
+				return err
+			}
 		case "ledger":
 			r, err := benchLedger(ctx, pc, info)
 			if err != nil {

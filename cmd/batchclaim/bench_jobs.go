@@ -58,6 +58,13 @@ func (r pathResult) jobsJSON() map[string]any {
 		"commits_per_job": r.per(r.Commits), "rollbacks": r.Rollbacks, "statements": r.ByStatement}
 }
 
+// serialJSON is the line `bench --json` prints for the serial scenario: one key's jobs.
+func (r pathResult) serialJSON() map[string]any {
+	m := r.jobsJSON()
+	m["scenario"] = "serial"
+	return m
+}
+
 // ledgerJSON is the line `bench --json` prints for the ledger scenario.
 func (r pathResult) ledgerJSON(poll time.Duration) map[string]any {
 	return map[string]any{"scenario": "ledger", "nodes": r.Nodes, "service_ids": r.Keys, "batches_per_service_id": r.PerKey,

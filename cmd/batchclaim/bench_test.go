@@ -18,7 +18,12 @@ func TestBenchFlags(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"--scenario", "river"}, `--scenario "river": want jobs, ledger, failover, scale, churn, cycle or all`},
+		{[]string{"--scenario", "river"}, `--scenario "river": want jobs, serial, ledger, defaults, latency, many-claims, failover, scale, churn, cycle or all`},
+		{[]string{"--serial-jobs", "0"}, "--serial-jobs must be at least 1"},
+		{[]string{"--latency-pause", "-1s"}, "--latency-pause not negative"},
+		{[]string{"--latency-batches", "0"}, "--latency-batches and --latency-service-ids must be at least 1"},
+		{[]string{"--defaults-readyz-interval", "0s"}, "--defaults-readyz-interval and --defaults-timeout positive"},
+		{[]string{"--many-claims", "10", "--many-claims-last", "11"}, "--many-claims-last at most --many-claims"},
 		{[]string{"--keys", "0"}, "--keys and --per-key must be at least 1"},
 		{[]string{"--scenario", "cycle", "--duration", "0s"}, "--duration positive"},
 		{[]string{"--poll-interval", "-1s"}, "--poll-interval positive"},
