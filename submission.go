@@ -64,3 +64,16 @@ type Result struct {
 	Detail     string        // error text or response excerpt
 	Invalid    []byte        // JSON details of a rejection, if any
 }
+
+// Outcome is one finished submission as the submitter hands it to the recorder.
+type Outcome struct {
+	Job     Job
+	Result  Result
+	Latency time.Duration
+	// RetryIn is the delay before the batch may be tried again if the result leaves it DELAYED.
+	RetryIn time.Duration
+	// Chain asks the recorder to hand back the service_id's next batch, marked in flight in the
+	// same write, when this outcome frees the service_id (COMMITTED, or INVALID without a halt)
+	// and that batch is NEW: the worker that finished one batch then starts the next at once.
+	Chain bool
+}

@@ -86,7 +86,9 @@ func (e *Engine) cycle(ctx context.Context) (CycleReport, error) {
 	if err != nil {
 		return rep, err
 	}
-	sv, err := e.q.ClaimsSurvey(ctx, e.pool, db.ClaimsSurveyParams{
+	sctx, cancel := e.stmtCtx(ctx)
+	defer cancel()
+	sv, err := e.q.ClaimsSurvey(sctx, e.pool, db.ClaimsSurveyParams{
 		Claimant: e.cfg.InstanceID, Nonce: e.nonce, Now: now, IdleMs: e.cfg.DropIdleAfter.Milliseconds(),
 	})
 	if err != nil {
@@ -154,8 +156,8 @@ func (e *Engine) cycle(ctx context.Context) (CycleReport, error) {
 		}
 		wrote = wrote || got > 0
 	case -want > e.cfg.ShareSlack && releaseSurplus:
-		if rows, err = e.q.ClaimsHeld(ctx, e.pool, e.cfg.InstanceID); err != nil {
-			return rep, fmt.Errorf("read own claims: %w", err)
+		if rows, err = e.readHeld(ctx); err != nil {
+			return rep, err
 		}
 		if rep.Released, err = e.releaseSurplus(ctx, rows, -want, &rep); err != nil {
 			return rep, err
@@ -176,8 +178,8 @@ func (e *Engine) cycle(ctx context.Context) (CycleReport, error) {
 		rep.Held = held
 	} else {
 		if rows == nil || wrote {
-			if rows, err = e.q.ClaimsHeld(ctx, e.pool, e.cfg.InstanceID); err != nil {
-				return rep, fmt.Errorf("read own claims: %w", err)
+			if rows, err = e.readHeld(ctx); err != nil {
+				return rep, err
 			}
 		}
 		rep.Held = len(rows)
@@ -216,6 +218,25 @@ func (e *Engine) cycle(ctx context.Context) (CycleReport, error) {
 	return rep, nil
 }
 
+// readHeld reads this instance's claims as the database lists them.
+func (e *Engine) readHeld(ctx context.Context) ([]db.ClaimsHeldRow, error) {
+	ctx, cancel := e.stmtCtx(ctx)
+	defer cancel()
+	rows, err := e.q.ClaimsHeld(ctx, e.pool, e.cfg.InstanceID)
+	if err != nil {
+		return nil, fmt.Errorf("read own claims: %w", err)
+	}
+	return rows, nil
+}
+
+// stmtCtx bounds one statement of the cycle by expiry-1: a statement stuck on a connection
+// that hangs (a database link frozen without a reset, while the lease loop redials and keeps
+// the lease alive) is given up, its connection closed, and the next try or cycle works on a
+// fresh one. A long cycle of many statements is not cut short.
+func (e *Engine) stmtCtx(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, e.cfg.Expiry1)
+}
+
 // fingerprint identifies a set of claims well enough to notice a change: only this
 // instance's own statements add claims to its set, and every acquisition draws a new epoch, so
 // a set that lost or gained claims has another count or another sum of epochs.
@@ -233,9 +254,14 @@ func (e *Engine) fingerprintLocked() fingerprint {
 }
 
 // retried runs one statement of the cycle, again after a transient conflict (a deadlock, a
-// lock timeout), with jittered backoff.
-func (e *Engine) retried(ctx context.Context, rep *CycleReport, what string, fn func() error) error {
-	err := retry(ctx, e.cfg.MaxSerializationRetries, func() { rep.Retries++; e.stats.serializationRetries.Add(1) }, fn)
+// lock timeout), with jittered backoff. Each try runs under a context bounded by
+// statementTimeout (see stmtCtx).
+func (e *Engine) retried(ctx context.Context, rep *CycleReport, what string, fn func(context.Context) error) error {
+	err := retry(ctx, e.cfg.MaxSerializationRetries, func() { rep.Retries++; e.stats.serializationRetries.Add(1) }, func() error {
+		sctx, cancel := e.stmtCtx(ctx)
+		defer cancel()
+		return fn(sctx)
+	})
 	if err != nil {
 		if isSerializationFailure(err) {
 			e.stats.serializationGiveUps.Add(1)
@@ -247,22 +273,45 @@ func (e *Engine) retried(ctx context.Context, rep *CycleReport, what string, fn 
 
 // voidExpired frees the claims of instances past their expiries, a chunk at a time, until a
 // chunk comes back short (every other voidable row is being voided by someone else, or none
-// is left).
+// is left). Each chunk is a transaction of two statements: the first locks the claims that look
+// void, skipping rows others have locked; the second, whose snapshot comes after those locks,
+// frees the ones still void. A claim is busy (kept in phase two) while its head batch is in
+// flight under it, and the data path marks a batch in flight under a shared lock on the claim
+// row: a mark that committed before the lock is seen by the second statement, and one that
+// comes after it finds the claim gone.
 func (e *Engine) voidExpired(ctx context.Context, now *time.Time, rep *CycleReport) ([]Voided, error) {
 	var out []Voided
 	for {
-		var rows []db.ClaimsVoidExpiredRow
-		err := e.retried(ctx, rep, "void expired claims", func() (err error) {
-			rows, err = e.q.ClaimsVoidExpired(ctx, e.pool, db.ClaimsVoidExpiredParams{Now: now, Max: int32(e.cfg.ChunkSize)})
-			return err
+		var (
+			voided []db.ClaimsVoidRow
+			locked int
+		)
+		err := e.retried(ctx, rep, "void expired claims", func(ctx context.Context) error {
+			voided, locked = nil, 0
+			return runTx(ctx, e.pool, pgx.TxOptions{}, e.GuardTx, func(tx pgx.Tx) error {
+				cand, err := e.q.ClaimsLockVoidable(ctx, tx, db.ClaimsLockVoidableParams{Now: now, Max: int32(e.cfg.ChunkSize)})
+				if err != nil || len(cand) == 0 {
+					return err
+				}
+				locked = len(cand)
+				p := db.ClaimsVoidParams{Now: now}
+				for _, c := range cand {
+					if c.Claimant == nil {
+						continue
+					}
+					p.ServiceIds, p.Claimants, p.Epochs = append(p.ServiceIds, c.ServiceID), append(p.Claimants, *c.Claimant), append(p.Epochs, c.Epoch)
+				}
+				voided, err = e.q.ClaimsVoid(ctx, tx, p)
+				return err
+			})
 		})
 		if err != nil {
 			return out, err
 		}
-		for _, r := range rows {
+		for _, r := range voided {
 			out = append(out, Voided{ServiceID: r.ServiceID, Owner: r.InstanceID, Epoch: r.Epoch, Phase: r.Event})
 		}
-		if len(rows) < e.cfg.ChunkSize {
+		if locked < e.cfg.ChunkSize {
 			return out, nil
 		}
 	}
@@ -276,7 +325,7 @@ func (e *Engine) acquire(ctx context.Context, now *time.Time, want int, rep *Cyc
 	for got < want {
 		n := min(want-got, e.cfg.ChunkSize)
 		var rows []db.ClaimsAcquireRow
-		err := e.retried(ctx, rep, "acquire claims", func() (err error) {
+		err := e.retried(ctx, rep, "acquire claims", func(ctx context.Context) (err error) {
 			rows, err = e.q.ClaimsAcquire(ctx, e.pool, db.ClaimsAcquireParams{
 				Max: int32(n), Start: rand.Int64() - rand.Int64(), Claimant: e.cfg.InstanceID, Now: now,
 			})
@@ -297,7 +346,7 @@ func (e *Engine) acquire(ctx context.Context, now *time.Time, want int, rep *Cyc
 // chunk at a time and no more than a fair part of them among live instances.
 func (e *Engine) acquireWithWork(ctx context.Context, now *time.Time, want, live int, rep *CycleReport) (int, error) {
 	var rows []db.ClaimsAcquireWithWorkRow
-	err := e.retried(ctx, rep, "acquire claims with work", func() (err error) {
+	err := e.retried(ctx, rep, "acquire claims with work", func(ctx context.Context) (err error) {
 		rows, err = e.q.ClaimsAcquireWithWork(ctx, e.pool, db.ClaimsAcquireWithWorkParams{
 			Max: int32(min(want, e.cfg.ChunkSize)), Live: int32(max(live, 1)), Claimant: e.cfg.InstanceID, Now: now,
 		})
@@ -321,9 +370,11 @@ func (e *Engine) releaseSurplus(ctx context.Context, held []db.ClaimsHeldRow, n 
 		give[i] = Claim{ServiceID: h.ServiceID, Epoch: h.Epoch}
 	}
 	var released int
-	err := e.retried(ctx, rep, "release surplus", func() (err error) {
-		released, err = e.release(ctx, e.pool, give, "surplus_released", true)
-		return err
+	err := e.retried(ctx, rep, "release surplus", func(ctx context.Context) error {
+		return runTx(ctx, e.pool, pgx.TxOptions{}, e.GuardTx, func(tx pgx.Tx) (err error) {
+			released, err = e.release(ctx, tx, give, "surplus_released", true)
+			return err
+		})
 	})
 	if err != nil {
 		return 0, err
@@ -361,7 +412,7 @@ const (
 func (e *Engine) dropIdleChunk(ctx context.Context, now *time.Time, rep *CycleReport, free bool) (dropped []Claim, full bool, err error) {
 	limit := min(e.cfg.ChunkSize, dropChunk)
 	idleMs := e.cfg.DropIdleAfter.Milliseconds()
-	err = e.retried(ctx, rep, "drop idle claims", func() error {
+	err = e.retried(ctx, rep, "drop idle claims", func(ctx context.Context) error {
 		dropped, full = dropped[:0], false
 		return runTx(ctx, e.pool, pgx.TxOptions{}, e.GuardTx, func(tx pgx.Tx) error {
 			p := db.ClaimsDropIdleParams{}
@@ -460,6 +511,8 @@ func (e *Engine) reconcile(rows []db.ClaimsHeldRow) (gained, lost []Claim) {
 }
 
 func (e *Engine) prune(ctx context.Context) {
+	ctx, cancel := e.stmtCtx(ctx)
+	defer cancel()
 	now, err := e.dbNow(ctx, e.pool)
 	if err == nil {
 		var n int64

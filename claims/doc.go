@@ -6,17 +6,19 @@
 //
 // instances is the registry. Each row is also the instance's lease: expiry_1 and expiry_2,
 // both computed by the database as now() + T1 and now() + T2 whenever the instance renews.
-// service_id_claims has one row per service_id: claimant (NULL when free), epoch, claimed_at
-// and submitting_since. A claim's effective expiries are its claimant's lease, so keeping
-// 10,000 claims alive costs one row update per renew interval, not 10,000; claim rows are
-// written only when ownership changes or a submission starts or ends. The view
-// service_id_claims_effective shows each claim with its effective expiries. claim_events is
-// an append-only history of ownership changes (acquired, released, voided), one row each.
+// service_id_claims has one row per service_id: claimant (NULL when free), epoch, claimed_at,
+// submitting_since (for users of the engine alone, see below) and active_at (the idle clock of
+// DropIdleAfter). A claim's effective expiries are its claimant's lease, so keeping 10,000
+// claims alive costs one row update per renew interval, not 10,000; claim rows are written
+// only when ownership changes (and active_at when a service_id's last unfinished batch
+// finishes), never per batch. The view service_id_claims_effective shows each claim with its
+// effective expiries and whether it is busy. claim_events is an append-only history of
+// ownership changes (acquired, released, voided), one row each.
 //
 // # Life cycle of a claim
 //
 //	free --acquire (new epoch)--> held --renewals--> held ...
-//	held --owner's lease past expiry_1, no batch in submission--> voided (free)  [fast path]
+//	held --owner's lease past expiry_1, not busy-----------------> voided (free)  [fast path]
 //	held --owner's lease past expiry_2, whatever it was doing-----> voided (free)  [slow path]
 //	held --graceful stop or fair-share surplus, epoch checked----> released (free)
 //	held --no unfinished batch for DropIdleAfter (if set)--------> dropped (row deleted; the
@@ -58,17 +60,25 @@
 //
 // A healthy owner renews well within T1. Past expiry_1 it is probably dead, unless it is in
 // the middle of a submission that is taking long: so past expiry_1 a claim may be taken only
-// if submitting_since is NULL (the fast path, for an owner that is neither submitting nor
-// renewing). Past expiry_2 it may be taken regardless (the slow path): by then any submission
-// the owner could have started has ended or been cancelled by the owner itself, because
+// if it is not busy (the fast path, for an owner that is neither submitting nor renewing).
+// Past expiry_2 it may be taken regardless (the slow path): by then any submission the owner
+// could have started has ended or been cancelled by the owner itself, because
 // T2 >= D + S + margin (see below).
 //
-// submitting_since is set by BeginSubmission before a POST and cleared by EndSubmission once
-// its outcome is recorded. It is a column of the claim row on purpose: setting it is an
-// UPDATE of the very row a fast-path takeover must UPDATE, so the two cannot both succeed.
-// Either the owner's mark commits first and the takeover, which locks the row and judges it
-// again on its new version, leaves it alone (or skips it while it is locked), or the takeover
-// commits first and the owner's mark matches no row and returns batchclaim.ErrClaimLost.
+// A claim is busy while its owner has a POST in flight: the service_id's head batch (its
+// oldest unfinished one, VALID ones aside) is INFLIGHT under the claim's owner and epoch. It is
+// read from the batch, so the data path writes no claim row per batch. A user of the engine
+// alone, with work that is not in the batches table, marks a claim busy with BeginSubmission
+// (submitting_since) and clears it with EndSubmission.
+//
+// The owner marks a batch in flight in a statement that holds a shared lock on the claim row
+// until it commits. A takeover (voiding, or giving surplus back) is a transaction of two
+// statements: the first locks the claim rows FOR UPDATE, skipping rows others have locked;
+// the second, whose snapshot is taken after those locks, judges busy again and frees only the
+// claims still void. So the two cannot both succeed: either the owner's mark committed before
+// the takeover's lock and the takeover sees the batch in flight and leaves the claim alone, or
+// the mark comes after it, waits for the takeover's commit, finds the claim gone and marks
+// nothing.
 //
 // # Epochs and fencing
 //
@@ -76,9 +86,10 @@
 // (service_id_claim_epochs), so an epoch is never reused, even by a claim row deleted as idle
 // and created again, and the epochs of one service_id strictly increase over time. A Claim
 // is the pair (service_id, epoch). Every write an owner makes about the service_id is
-// conditional on (claimant = this instance, epoch = the claim's epoch): BeginSubmission and
-// EndSubmission are such UPDATEs, and Fence locks the claim row FOR SHARE inside the caller's
-// transaction so that no takeover can commit between the check and the caller's commit.
+// conditional on (claimant = this instance, epoch = the claim's epoch): the data path's set
+// writes lock the claim rows FOR SHARE, Fence does the same inside the caller's transaction,
+// so that no takeover can commit between the check and the caller's commit, and
+// BeginSubmission and EndSubmission are such UPDATEs.
 // Zero rows matched means batchclaim.ErrClaimLost: the instance drops the claim, cancels its
 // context (and with it any POST running for it) and stops working on the service_id. A
 // delayed owner that comes back after a takeover therefore finds its epoch stale and can

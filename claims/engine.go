@@ -31,7 +31,8 @@ type Engine struct {
 	log   *slog.Logger
 	nonce uuid.UUID // random per Engine: only this process can use its instance row
 
-	shift atomic.Int64 // nanoseconds added to the database clock (tests and drills)
+	shift atomic.Int64  // nanoseconds added to the database clock (tests and drills)
+	kick  chan struct{} // Kick: run a cycle soon
 
 	stats counters
 
@@ -69,6 +70,7 @@ func New(pool Pool, cfg Config) (*Engine, error) {
 		log:   cfg.Logger.With("instance_id", cfg.InstanceID.String()),
 		nonce: uuid.New(),
 		held:  map[string]*heldClaim{},
+		kick:  make(chan struct{}, 1),
 	}, nil
 }
 
@@ -170,7 +172,9 @@ func (e *Engine) Run(ctx context.Context) error {
 	e.startLease()
 	t := time.NewTicker(e.cfg.RenewInterval)
 	defer t.Stop()
+	gap := min(max(e.cfg.RenewInterval/10, 20*time.Millisecond), 250*time.Millisecond)
 	for {
+		last := time.Now()
 		if _, err := e.Cycle(ctx); err != nil && ctx.Err() == nil {
 			e.log.Warn("claim cycle failed", "error", err)
 		}
@@ -178,7 +182,24 @@ func (e *Engine) Run(ctx context.Context) error {
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-t.C:
+		case <-e.kick:
+			// Early, but not more often than every RenewInterval/10 (at least 20ms apart,
+			// at most 250ms): a burst of new service_ids costs a few cycles, not one each.
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(time.Until(last.Add(gap))):
+			}
 		}
+	}
+}
+
+// Kick asks Run for a claim cycle soon rather than at the next RenewInterval: a service_id
+// nobody holds has new work.
+func (e *Engine) Kick() {
+	select {
+	case e.kick <- struct{}{}:
+	default:
 	}
 }
 
@@ -406,17 +427,33 @@ func (e *Engine) ShutdownKeeping(ctx context.Context, busy []string) error {
 	return nil
 }
 
-// release gives claims back with an epoch check and returns how many were released.
+// release gives claims back with an epoch check and returns how many were released. With
+// onlyIdle, busy claims are kept: q must then be a transaction, in which the claims are locked
+// first (skipping rows an owner's write has locked), so that busy is judged after the lock.
 func (e *Engine) release(ctx context.Context, q Querier, claims []Claim, event string, onlyIdle bool) (int, error) {
 	if len(claims) == 0 {
 		return 0, nil
 	}
-	p := db.ClaimsReleaseParams{Claimant: e.cfg.InstanceID, Event: event, OnlyIdle: onlyIdle}
-	for _, c := range claims {
-		p.ServiceIds = append(p.ServiceIds, c.ServiceID)
-		p.Epochs = append(p.Epochs, c.Epoch)
+	ids, epochs := make([]string, len(claims)), make([]int64, len(claims))
+	for i, c := range claims {
+		ids[i], epochs[i] = c.ServiceID, c.Epoch
 	}
-	rows, err := e.q.ClaimsRelease(ctx, q, p)
+	if onlyIdle {
+		locked, err := e.q.ClaimsLockOwn(ctx, q, db.ClaimsLockOwnParams{Claimant: e.cfg.InstanceID, ServiceIds: ids, Epochs: epochs})
+		if err != nil {
+			return 0, err
+		}
+		ids, epochs = ids[:0], epochs[:0]
+		for _, l := range locked {
+			ids, epochs = append(ids, l.ServiceID), append(epochs, l.Epoch)
+		}
+		if len(ids) == 0 {
+			return 0, nil
+		}
+	}
+	rows, err := e.q.ClaimsRelease(ctx, q, db.ClaimsReleaseParams{
+		Claimant: e.cfg.InstanceID, Event: event, OnlyIdle: onlyIdle, ServiceIds: ids, Epochs: epochs,
+	})
 	if err != nil {
 		return 0, err
 	}

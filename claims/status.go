@@ -36,7 +36,11 @@ type ClaimStatus struct {
 	Expiry1         *time.Time `json:"expiry_1,omitempty"`
 	Expiry2         *time.Time `json:"expiry_2,omitempty"`
 	SubmittingSince *time.Time `json:"submitting_since,omitempty"`
-	Phase           string     `json:"phase"` // free | held | held_busy | expired
+	// Busy: the owner has a POST in flight (its head batch is INFLIGHT under this claim), or
+	// a user of the engine alone marked it with BeginSubmission. A busy claim is kept past
+	// expiry_1, until expiry_2.
+	Busy  bool   `json:"busy"`
+	Phase string `json:"phase"` // free | held | held_busy | expired
 }
 
 // Snapshot is the claim engine's view of the whole fleet.
@@ -85,7 +89,7 @@ func ReadSnapshot(ctx context.Context, q Querier, maxClaims int) (Snapshot, erro
 		s.Claims = append(s.Claims, ClaimStatus{
 			ServiceID: r.ServiceID, Claimant: r.Claimant, ClaimantName: deref(r.ClaimantName), Epoch: r.Epoch,
 			ClaimedAt: r.ClaimedAt, RenewedAt: r.RenewedAt, Expiry1: r.Expiry1, Expiry2: r.Expiry2,
-			SubmittingSince: r.SubmittingSince, Phase: r.Phase,
+			SubmittingSince: r.SubmittingSince, Busy: r.Busy != nil && *r.Busy, Phase: r.Phase,
 		})
 	}
 	return s, nil

@@ -69,3 +69,44 @@ func TestUpDownUp(t *testing.T) {
 		t.Fatalf("up again: version %d, tables %v, want %v", version(), again, up)
 	}
 }
+
+// finished_at follows state for rows written by hand too: an INSERT of a finished batch takes
+// its updated_at, an UPDATE into a terminal state that leaves updated_at alone takes now(), and
+// leaving a terminal state clears it; unfinished (generated) always follows state.
+func TestFinishedAtFollowsStateForRowsWrittenByHand(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, dbtest.NewDB(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	var seq int64
+	if err := conn.QueryRow(ctx, `INSERT INTO batches (service_id, batch_id, payload, state, updated_at)
+		VALUES ('svc', 'b', '\x00', 'COMMITTED', '2020-01-01T00:00:00Z') RETURNING seq`).Scan(&seq); err != nil {
+		t.Fatal(err)
+	}
+	check := func(what string, wantFinished bool, wantAt string) {
+		t.Helper()
+		var unfinished bool
+		var at *string
+		if err := conn.QueryRow(ctx, `SELECT unfinished, to_char(finished_at AT TIME ZONE 'UTC', 'YYYY-MM-DD')
+			FROM batches WHERE seq = $1`, seq).Scan(&unfinished, &at); err != nil {
+			t.Fatal(err)
+		}
+		if unfinished == wantFinished || (at == nil) == wantFinished || (wantAt != "" && (at == nil || *at != wantAt)) {
+			t.Fatalf("%s: unfinished %v, finished_at %v; want finished %v at %q", what, unfinished, at, wantFinished, wantAt)
+		}
+	}
+	check("inserted COMMITTED", true, "2020-01-01")
+	if _, err := conn.Exec(ctx, `UPDATE batches SET state = 'NEW' WHERE seq = $1`, seq); err != nil {
+		t.Fatal(err)
+	}
+	check("set back to NEW", false, "")
+	var today string
+	if err := conn.QueryRow(ctx, `UPDATE batches SET state = 'INVALID' WHERE seq = $1
+		RETURNING to_char(now() AT TIME ZONE 'UTC', 'YYYY-MM-DD')`, seq).Scan(&today); err != nil {
+		t.Fatal(err)
+	}
+	check("set INVALID", true, today)
+}

@@ -9,6 +9,15 @@
 // size, and the ingest requests served at once (one more is answered 503 with Retry-After).
 // StopBudget says how long a stop can take, for a supervisor's kill timeout.
 //
+// A node listens for new work (LISTEN/NOTIFY) on a connection of its own: a batch stored for
+// a service_id it holds, by any instance, the CLI or an embedder's own INSERT, reaches its
+// queuer within milliseconds of the commit, and a batch of a service_id nobody holds yet
+// wakes its claim cycle. The connection is made again with backoff when it fails, and every
+// held claim is looked at then, so a missed notification delays work, never loses it.
+// Config.NoListen turns listening off (behind a pooler in transaction mode, where LISTEN does
+// not work, without a direct Config.ListenConnString): the queuer then looks at every held
+// claim each renew interval. See docs/operations.md.
+//
 // Stopping (ctx cancelled, e.g. on SIGTERM) follows DESIGN 4.6: the queuer stops handing out
 // work, the poller stops, submissions already running may finish (bounded by the submit
 // timeout), then the claims are released with an epoch check and the instance leaves the

@@ -78,3 +78,38 @@ func TestDatabaseLinkCutAndBackendsKilled(t *testing.T) {
 		t.Fatal("b never took a claim over from a")
 	}
 }
+
+// TestFrozenDatabaseLink: every connection instance a holds freezes (no byte, no reset) while
+// new connections still reach the database, as when a primary vanishes behind an address that
+// a replacement then answers. a's lease loop redials and keeps its lease alive, so nobody may
+// take a's claims: a itself must give up the frozen connections (its claim cycle, fetches,
+// writes and wake-up listener are bounded) and go on working on new ones. A batch stored
+// after the freeze is committed, in order, with every invariant kept.
+func TestFrozenDatabaseLink(t *testing.T) {
+	t.Parallel()
+	e := setup(t, dlt.FlavorSawtooth, dltsim.Config{})
+	u, err := url.Parse(e.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := newProxy(t, u.Host)
+	viaProxy := *u
+	viaProxy.Host = p.Addr()
+
+	ids := e.enqueue(4, 1)
+	a, _ := e.startOn(viaProxy.String(), "a", nil)
+	e.waitFinished(30 * time.Second)
+	if a.Engine().Stats().Held != 4 {
+		t.Fatalf("a holds %d claims, want all 4", a.Engine().Stats().Held)
+	}
+
+	p.Freeze()
+	more := e.enqueue(4, 2) // batch 1 of each service_id: stored after the freeze
+	e.waitFinished(60 * time.Second)
+	e.check()
+	for svc := range ids {
+		if got := e.state(more[svc][1]); got != "COMMITTED" {
+			t.Fatalf("%s: batch stored after the freeze is %s", svc, got)
+		}
+	}
+}

@@ -41,6 +41,16 @@ type Config struct {
 	Workers int
 	// PollInterval between status polls. Zero means observer.PollIntervalDefault.
 	PollInterval time.Duration
+	// NoListen turns off waking on new work through LISTEN/NOTIFY, e.g. behind a pooler in
+	// transaction mode (where LISTEN does not work) without a direct ListenConnString: the
+	// queuer then looks at every held claim each renew interval, which is then the latency of
+	// a new batch. False (the default) listens on a connection of its own and hands a new
+	// batch out within milliseconds of its commit.
+	NoListen bool
+	// ListenConnString is the database URL of the listening connection. Empty means the
+	// pool's own connection settings. Give a direct (not pooled) URL when the pool goes
+	// through a pooler in transaction mode.
+	ListenConnString string
 	// UnknownGrace and UnknownAnswers: when an UNKNOWN batch is resubmitted (see queuer).
 	UnknownGrace   time.Duration
 	UnknownAnswers int
@@ -117,6 +127,7 @@ type Node struct {
 	recorder *observer.Recorder
 	poller   *observer.Poller
 	retain   *observer.Retention
+	waker    *waker
 	metrics  *metrics
 	registry *prometheus.Registry
 	log      *slog.Logger
@@ -140,7 +151,7 @@ func New(pool *pgxpool.Pool, cfg Config) (*Node, error) {
 	var q *queuer.Queuer // set below; the hooks run only once Run starts
 	cc := cfg.Claims
 	cc.Logger = cmp.Or(cc.Logger, cfg.Logger)
-	cc.OnGained = chain1(cc.OnGained, cfg.Events.ClaimGained, func(claims.Claim) { q.Wake() })
+	cc.OnGained = chain1(cc.OnGained, cfg.Events.ClaimGained, func(c claims.Claim) { q.Dirty(c.ServiceID) })
 	cc.OnLost = chain2(cc.OnLost, cfg.Events.ClaimLost)
 	if cfg.Events.InstancePresumedDead != nil {
 		dead := cfg.Events.InstancePresumedDead
@@ -162,33 +173,42 @@ func New(pool *pgxpool.Pool, cfg Config) (*Node, error) {
 		if cfg.Events.StatusChanged != nil {
 			cfg.Events.StatusChanged(t)
 		}
-		if t.To != batchclaim.StateInflight {
-			q.Wake()
-		}
 		if t.To == batchclaim.StatePending && n.poller != nil {
 			n.poller.Wake() // ask the ledger about it now, not at the next poll tick
 		}
 	}
-	n.recorder = observer.NewRecorder(pool, eng, observer.RecorderConfig{HaltOnInvalid: cfg.HaltOnInvalid, Events: &events})
+	n.recorder = observer.NewRecorder(pool, eng, observer.RecorderConfig{
+		HaltOnInvalid: cfg.HaltOnInvalid, SkipValid: cfg.SkipValid, TrackIdle: cc.DropIdleAfter > 0,
+		FlushTimeout: timings.LocalDeadline, Events: &events,
+		Recorded: func(serviceID string) { q.Dirty(serviceID) },
+	})
 	n.workers, err = submitter.New(submitter.Config{
 		Workers: cfg.Workers, Timeout: timings.MaxSubmission, BackoffBase: cfg.BackoffBase, BackoffMax: cfg.BackoffMax,
 		Lease:    eng,
 		OnResult: func(_ submitter.Job, r batchclaim.Result, d time.Duration) { n.metrics.result(r, d) },
+		MayChain: func(j batchclaim.Job) bool { return q.MayChain(j) },
+		Chained:  func(prev, next batchclaim.Job) { q.Chained(prev, next) },
 		Logger:   cfg.Logger,
 	}, cfg.Submitter, n.recorder, func(j batchclaim.Job) { q.Done(j) })
 	if err != nil {
 		return nil, err
 	}
 	q, err = queuer.New(pool, eng, n.workers, n.recorder, queuer.Config{
-		Interval: timings.RenewInterval, UnknownGrace: cfg.UnknownGrace, UnknownAnswers: cfg.UnknownAnswers,
-		SkipValid: cfg.SkipValid, Logger: cfg.Logger,
+		Interval: timings.RenewInterval, SweepAll: cfg.NoListen, StatementTimeout: timings.LocalDeadline,
+		UnknownGrace: cfg.UnknownGrace, UnknownAnswers: cfg.UnknownAnswers, SkipValid: cfg.SkipValid, Logger: cfg.Logger,
 	})
 	if err != nil {
 		return nil, err
 	}
 	n.queuer = q
+	if !cfg.NoListen {
+		if n.waker, err = newWaker(pool, cfg.ListenConnString, eng, q, cfg.Logger); err != nil {
+			return nil, err
+		}
+	}
 	if cfg.Statuses != nil {
-		n.poller, err = observer.NewPoller(pool, eng, n.recorder, cfg.Statuses, observer.PollerConfig{Interval: cfg.PollInterval, Wait: pollWait(cfg.SkipValid), Logger: cfg.Logger})
+		n.poller, err = observer.NewPoller(pool, eng, n.recorder, cfg.Statuses, observer.PollerConfig{Interval: cfg.PollInterval, Wait: pollWait(cfg.SkipValid),
+			StatementTimeout: timings.LocalDeadline, Logger: cfg.Logger})
 		if err != nil {
 			return nil, err
 		}
@@ -261,6 +281,10 @@ func (n *Node) Run(ctx context.Context) error {
 	if n.retain != nil {
 		wg.Add(1)
 		go func() { defer wg.Done(); _ = n.retain.Run(ctx) }()
+	}
+	if n.waker != nil {
+		wg.Add(1)
+		go func() { defer wg.Done(); n.waker.run(ctx) }()
 	}
 	runErr := n.queuer.Run(ctx)
 	wg.Wait()

@@ -20,10 +20,10 @@ func TestNodeRunsRetention(t *testing.T) {
 	ctx := context.Background()
 	e := setup(t, dlt.FlavorSawtooth, dltsim.Config{})
 	if _, err := e.admin.Exec(ctx, `
-		INSERT INTO batches (service_id, batch_id, payload, state, updated_at)
-		SELECT 'svc-old', 'old-' || i, '\x00', 'COMMITTED', now() - interval '3 hours' FROM generate_series(1, 5) i;
-		INSERT INTO batches (service_id, batch_id, payload, state, updated_at)
-		VALUES ('svc-young', 'young', '\x00', 'COMMITTED', now() - interval '10 minutes');`); err != nil {
+		INSERT INTO batches (service_id, batch_id, payload, state, updated_at, finished_at)
+		SELECT 'svc-old', 'old-' || i, '\x00', 'COMMITTED', now() - interval '3 hours', now() - interval '3 hours' FROM generate_series(1, 5) i;
+		INSERT INTO batches (service_id, batch_id, payload, state, updated_at, finished_at)
+		VALUES ('svc-young', 'young', '\x00', 'COMMITTED', now() - interval '10 minutes', now() - interval '10 minutes');`); err != nil {
 		t.Fatal(err)
 	}
 	n, _ := e.start("a", func(c *node.Config) {

@@ -4,12 +4,21 @@
 // Recorder makes every write about a batch, a set at a time: Mark marks the heads a queuer
 // round hands out in flight in one statement, Finish records POST outcomes (those that arrive
 // while another is being written are written together by it, a group commit), and
-// RecordStatuses records a poll's answers in one statement. Each statement is fenced per row
-// through the claim row (claimant, epoch and the registry row's nonce), changes each batch
-// with a conditional UPDATE (expected state; for outcomes also the epoch that marked it),
-// appends the attempt and transition log rows in the same statement, and has committed before
-// the call returns: recording is durable and synchronous. A stale row is refused alone and
-// reported as batchclaim.ErrClaimLost for that row; the others are written.
+// RecordStatuses records a poll's answers (and Adopt the adoption of batches left in flight)
+// in one statement. Each statement is fenced per row through the claim row (claimant, epoch
+// and the registry row's nonce, under a shared lock on the claim row that no takeover can
+// pass), changes each batch with a conditional UPDATE (expected state and service_id; for
+// outcomes also the epoch and the attempt that marked it, so a late outcome of an earlier
+// attempt is refused), appends the attempt and transition log rows in the same statement, and
+// has committed before the call returns: recording is durable and synchronous. No claim row
+// is written per batch: a claim is busy while its head batch is INFLIGHT under it. A stale row
+// is refused alone and reported as batchclaim.ErrClaimLost for that row; a row whose batch
+// moved on is skipped (batchclaim.ErrStateChanged) and its claim kept; the others are written.
+//
+// An outcome that frees its service_id (COMMITTED, or INVALID without a halt) may chain:
+// with batchclaim.Outcome.Chain the same statement marks the service_id's next batch in
+// flight, if it is NEW, and Finish returns it, so one statement per batch carries a
+// service_id's backlog.
 //
 // Poller asks the ledger about batches of claimed service_ids whose outcome is not yet
 // known (PENDING, VALID, UNKNOWN) and records the answers that change something, all of a

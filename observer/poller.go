@@ -66,14 +66,17 @@ type PollerConfig struct {
 	// that learnt something is followed by the next at once. Zero means 1s; negative never
 	// waits.
 	Wait time.Duration
+	// StatementTimeout bounds each database statement of a poll, so that a connection that
+	// hangs is abandoned instead of stopping the poller. Zero means 30s.
+	StatementTimeout time.Duration
 	// Logger; nil discards.
 	Logger *slog.Logger
 }
 
 func (c PollerConfig) validate() error {
-	if c.Interval < 0 || c.Concurrency < 0 || c.MaxBatches < 0 || c.IDsPerRequest < 0 {
-		return fmt.Errorf("poller: interval %s, concurrency %d, max batches %d and ids per request %d must not be negative",
-			c.Interval, c.Concurrency, c.MaxBatches, c.IDsPerRequest)
+	if c.Interval < 0 || c.Concurrency < 0 || c.MaxBatches < 0 || c.IDsPerRequest < 0 || c.StatementTimeout < 0 {
+		return fmt.Errorf("poller: interval %s, concurrency %d, max batches %d, ids per request %d and statement timeout %s must not be negative",
+			c.Interval, c.Concurrency, c.MaxBatches, c.IDsPerRequest, c.StatementTimeout)
 	}
 	return nil
 }
@@ -116,6 +119,7 @@ func NewPoller(pool claims.Querier, fence Fencer, rec *Recorder, src StatusSourc
 	cfg.MaxBatches = cmp.Or(cfg.MaxBatches, PollMaxBatches)
 	cfg.IDsPerRequest = cmp.Or(cfg.IDsPerRequest, PollIDsPerRequestDefault)
 	cfg.Wait = cmp.Or(cfg.Wait, PollWaitDefault)
+	cfg.StatementTimeout = cmp.Or(cfg.StatementTimeout, 30*time.Second)
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -210,7 +214,9 @@ func (p *Poller) PollOnce(ctx context.Context) (int, error) {
 		}
 	}
 	p.changed = changed
-	if err := p.rec.RecordStatuses(ctx, ups); err != nil && !errors.Is(err, batchclaim.ErrClaimLost) && ctx.Err() == nil {
+	wctx, cancel := context.WithTimeout(ctx, p.cfg.StatementTimeout)
+	defer cancel()
+	if err := p.rec.RecordStatuses(wctx, ups); err != nil && !errors.Is(err, batchclaim.ErrClaimLost) && ctx.Err() == nil {
 		errs = append(errs, err)
 	}
 	for _, err := range errs {
@@ -223,6 +229,8 @@ func (p *Poller) PollOnce(ctx context.Context) (int, error) {
 // the first ones when it reaches the end, and moves the cursor to the last one read.
 func (p *Poller) nextPage(ctx context.Context, svcs []string) ([]db.BatchesToPollRow, error) {
 	read := func(after pollCursor, limit int) ([]db.BatchesToPollRow, error) {
+		ctx, cancel := context.WithTimeout(ctx, p.cfg.StatementTimeout)
+		defer cancel()
 		rows, err := p.q.BatchesToPoll(ctx, p.pool, db.BatchesToPollParams{
 			ServiceIds: svcs, AfterServiceID: after.serviceID, AfterSeq: after.seq, MaxRows: int32(limit),
 		})
@@ -310,7 +318,8 @@ func (p *Poller) ask(ctx context.Context, byService map[string]claims.Claim, pk 
 			if stateFor(s.Status) == from && s.Status != batchclaim.StatusUnknown {
 				continue // nothing new: nothing to write
 			}
-			ups = append(ups, StatusUpdate{Claim: byService[r.ServiceID], Seq: r.Seq, BatchID: r.BatchID, From: from, Status: s.Status, Invalid: s.Invalid})
+			ups = append(ups, StatusUpdate{Claim: byService[r.ServiceID], Seq: r.Seq, BatchID: r.BatchID, Attempt: int(r.Attempts),
+				From: from, Status: s.Status, Invalid: s.Invalid})
 		}
 	}
 	return ups, nil

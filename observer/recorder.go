@@ -60,10 +60,19 @@ type RecorderConfig struct {
 	// sent for it until an operator deletes its service_halts row. False (the default) treats
 	// INVALID as terminal for that batch only and goes on with the next.
 	HaltOnInvalid bool
+	// SkipValid: VALID fixes the order (scabbard), so a VALID batch does not hold back the next
+	// one. It must match the queuer's setting.
+	SkipValid bool
+	// TrackIdle writes a service_id's active_at when its last unfinished batch finishes: the
+	// idle clock of claims.Config.DropIdleAfter. Set it when idle claim rows are dropped.
+	TrackIdle bool
 	// FlushTimeout bounds one group write of outcomes. Zero means 30s.
 	FlushTimeout time.Duration
 	// Events receives status changes.
 	Events *Events
+	// Recorded, when set, is called with the service_id of every batch a write changed
+	// (its state, or its count of UNKNOWN answers), so that the queuer looks at it again.
+	Recorded func(serviceID string)
 }
 
 // Recorder makes the fenced, synchronous writes about batches, a set at a time.
@@ -89,8 +98,8 @@ func NewRecorder(pool Pool, fence Fencer, cfg RecorderConfig) *Recorder {
 // being in FromState. It returns the jobs marked, in order, with their payload, attempt count
 // and attempt-log id filled in. A job whose claim is no longer held with its epoch is left out
 // and its claim dropped (batchclaim.ErrClaimLost for that job alone); a job whose batch moved
-// on meanwhile is left out (batchclaim.ErrStateChanged). The error is for the statement as a
-// whole.
+// on meanwhile is left out and its claim kept (batchclaim.ErrStateChanged). The error is for
+// the statement as a whole.
 func (r *Recorder) Mark(ctx context.Context, jobs []batchclaim.Job) ([]batchclaim.Job, error) {
 	var out []batchclaim.Job
 	for chunk := range chunks(jobs) {
@@ -145,33 +154,33 @@ func (r *Recorder) mark(ctx context.Context, jobs []batchclaim.Job) ([]batchclai
 
 // outcome is one submission's result waiting to be written.
 type outcome struct {
-	ctx     context.Context // the caller's: an outcome whose caller gave up is not written
-	job     batchclaim.Job
-	res     batchclaim.Result
-	latency time.Duration
-	next    time.Duration
+	ctx context.Context // the caller's: an outcome whose caller gave up is not written
+	batchclaim.Outcome
 
+	next batchclaim.Job // the chained next job, if the write marked one
 	err  error
 	done chan struct{}
 }
 
-// Finish records the outcome of j's submission (fenced on j's claim) and ends the claim's
-// submission; it returns once the outcome is committed. Outcomes that arrive while another
-// Finish is writing are written together by it in one statement (group commit), so a busy
-// instance writes many outcomes per statement and per commit. A job whose claim is lost
-// returns batchclaim.ErrClaimLost (nothing is written for it); one whose batch moved on
-// returns batchclaim.ErrStateChanged.
-func (r *Recorder) Finish(ctx context.Context, j batchclaim.Job, res batchclaim.Result, latency, nextAttempt time.Duration) error {
-	o := &outcome{ctx: ctx, job: j, res: res, latency: latency, next: nextAttempt, done: make(chan struct{})}
+// Finish records the outcome of a submission (fenced on its claim and on its attempt) and
+// returns once it is committed. Outcomes that arrive while another Finish is writing are
+// written together by it in one statement (group commit), so a busy instance writes many
+// outcomes per statement and per commit. With o.Chain, an outcome that frees its service_id
+// also marks the service_id's next batch in flight, if it is NEW, in the same statement, and
+// Finish returns it (ok true) for the caller to run at once. An outcome whose claim is lost
+// returns batchclaim.ErrClaimLost (nothing is written for it); one whose batch moved on, or
+// whose attempt is not the batch's latest any more, returns batchclaim.ErrStateChanged.
+func (r *Recorder) Finish(ctx context.Context, o batchclaim.Outcome) (next batchclaim.Job, ok bool, err error) {
+	w := &outcome{ctx: ctx, Outcome: o, done: make(chan struct{})}
 	r.mu.Lock()
-	r.pending = append(r.pending, o)
+	r.pending = append(r.pending, w)
 	if r.leading {
 		r.mu.Unlock()
 		select {
-		case <-o.done:
-			return o.err
+		case <-w.done:
+			return w.next, w.next.Batch.Seq != 0, w.err
 		case <-ctx.Done():
-			return ctx.Err()
+			return batchclaim.Job{}, false, ctx.Err()
 		}
 	}
 	r.leading = true
@@ -184,8 +193,8 @@ func (r *Recorder) Finish(ctx context.Context, j batchclaim.Job, res batchclaim.
 	}
 	r.leading = false
 	r.mu.Unlock()
-	<-o.done
-	return o.err
+	<-w.done
+	return w.next, w.next.Batch.Seq != 0, w.err
 }
 
 // writeOutcomes writes a group of outcomes and tells each waiter its result. The write does
@@ -201,7 +210,7 @@ func (r *Recorder) writeOutcomes(batch []*outcome) {
 	live := batch[:0:0]
 	for _, o := range batch {
 		if err := o.ctx.Err(); err != nil {
-			o.err = fmt.Errorf("record outcome of %s@%d: %w", o.job.Claim.ServiceID, o.job.Claim.Epoch, err)
+			o.err = fmt.Errorf("record outcome of %s@%d: %w", o.Job.Claim.ServiceID, o.Job.Claim.Epoch, err)
 			continue
 		}
 		live = append(live, o)
@@ -214,15 +223,18 @@ func (r *Recorder) writeOutcomes(batch []*outcome) {
 }
 
 func (r *Recorder) writeOutcomeChunk(ctx context.Context, batch []*outcome) {
-	p := db.BatchesRecordOutcomesParams{Claimant: r.fence.InstanceID(), Nonce: r.fence.Nonce(), HaltOnInvalid: r.cfg.HaltOnInvalid}
+	p := db.BatchesRecordOutcomesParams{Claimant: r.fence.InstanceID(), Nonce: r.fence.Nonce(),
+		HaltOnInvalid: r.cfg.HaltOnInvalid, SkipValid: r.cfg.SkipValid, TrackIdle: r.cfg.TrackIdle}
+	chain := false
 	for _, o := range batch {
-		j, res := o.job, o.res
+		j, res := o.Job, o.Result
 		p.Seqs = append(p.Seqs, j.Batch.Seq)
 		p.ServiceIds = append(p.ServiceIds, j.Claim.ServiceID)
 		p.Epochs = append(p.Epochs, j.Claim.Epoch)
+		p.Attempts = append(p.Attempts, int32(j.Batch.Attempts+1))
 		p.NewStates = append(p.NewStates, string(res.Verdict.State()))
 		p.DltStatuses = append(p.DltStatuses, string(dltStatusOf(res.Verdict)))
-		p.RetryAfterMs = append(p.RetryAfterMs, o.next.Milliseconds())
+		p.RetryAfterMs = append(p.RetryAfterMs, o.RetryIn.Milliseconds())
 		lastErr := ""
 		if res.Verdict != batchclaim.Accepted && res.Verdict != batchclaim.Done {
 			lastErr = res.Detail
@@ -231,11 +243,18 @@ func (r *Recorder) writeOutcomeChunk(ctx context.Context, batch []*outcome) {
 		p.InvalidDetails = append(p.InvalidDetails, jsonOrEmpty(res.Invalid))
 		p.AttemptIds = append(p.AttemptIds, j.Attempt)
 		p.HttpStatuses = append(p.HttpStatuses, int32(res.HTTPStatus))
-		p.LatenciesMs = append(p.LatenciesMs, float64(o.latency.Microseconds())/1000)
+		p.LatenciesMs = append(p.LatenciesMs, float64(o.Latency.Microseconds())/1000)
 		p.Outcomes = append(p.Outcomes, res.Verdict.String())
+		p.Chain = append(p.Chain, o.Chain)
+		chain = chain || o.Chain
 	}
 	var rows []db.BatchesRecordOutcomesRow
 	err := r.fence.Retry(ctx, func() (err error) {
+		if chain { // the chained marks judge the lease by the engine's clock
+			if p.Now, err = r.fence.DBNow(ctx, r.pool); err != nil {
+				return err
+			}
+		}
 		rows, err = r.q.BatchesRecordOutcomes(ctx, r.pool, p)
 		return err
 	})
@@ -250,17 +269,29 @@ func (r *Recorder) writeOutcomeChunk(ctx context.Context, batch []*outcome) {
 		bySeq[row.Seq] = row
 	}
 	for _, o := range batch {
-		row, j := bySeq[o.job.Batch.Seq], o.job
+		row, j := bySeq[o.Job.Batch.Seq], o.Job
 		switch {
 		case !row.Fenced:
 			r.fence.Fenced(j.Claim)
 			o.err = fmt.Errorf("record outcome of %s@%d: %w", j.Claim.ServiceID, j.Claim.Epoch, batchclaim.ErrClaimLost)
 		case !row.Recorded:
-			o.err = fmt.Errorf("record outcome of batch %d: %w", j.Batch.Seq, batchclaim.ErrStateChanged)
+			o.err = fmt.Errorf("record outcome of batch %d attempt %d: %w", j.Batch.Seq, j.Batch.Attempts+1, batchclaim.ErrStateChanged)
 		default:
 			r.cfg.Events.statusChanged(Transition{Seq: j.Batch.Seq, ServiceID: j.Claim.ServiceID, BatchID: j.Batch.BatchID,
-				From: batchclaim.StateInflight, To: o.res.Verdict.State(), AgeSeconds: row.AgeSeconds})
+				From: batchclaim.StateInflight, To: o.Result.Verdict.State(), AgeSeconds: row.AgeSeconds})
+			r.recorded(j.Claim.ServiceID)
+			if row.NextSeq != 0 {
+				o.next = batchclaim.Job{Claim: j.Claim, FromState: batchclaim.StateNew, Reason: "first", Attempt: row.NextAttemptID,
+					Batch: batchclaim.Batch{Seq: row.NextSeq, ServiceID: j.Claim.ServiceID, BatchID: row.NextBatchID,
+						Payload: row.NextPayload, Attempts: int(row.NextAttempts) - 1}}
+			}
 		}
+	}
+}
+
+func (r *Recorder) recorded(serviceID string) {
+	if r.cfg.Recorded != nil {
+		r.cfg.Recorded(serviceID)
 	}
 }
 
@@ -277,12 +308,17 @@ func dltStatusOf(v batchclaim.Verdict) batchclaim.Status {
 	return ""
 }
 
-// Adopt turns a batch left INFLIGHT (by a previous owner, or by this instance before it was
-// fenced) into UNKNOWN under claim c, so that the ledger is asked before it is sent again. It
-// also ends any submission mark c's own epoch left behind.
-func (r *Recorder) Adopt(ctx context.Context, c claims.Claim, b batchclaim.Batch, detail string) error {
-	return r.RecordStatuses(ctx, []StatusUpdate{{Claim: c, Seq: b.Seq, BatchID: b.BatchID, From: batchclaim.StateInflight,
-		Status: batchclaim.StatusUnknown, Detail: detail, Adopted: true, EndSubmission: true}})
+// Adopt turns batches left INFLIGHT (by a previous owner, or by this instance before it was
+// fenced) into UNKNOWN under the claims of their service_ids, in one statement, so that the
+// ledger is asked before they are sent again: the resubmission grace starts afresh. Each job
+// names the claim and the batch (its Attempts as stored).
+func (r *Recorder) Adopt(ctx context.Context, jobs []batchclaim.Job) error {
+	ups := make([]StatusUpdate, len(jobs))
+	for i, j := range jobs {
+		ups[i] = StatusUpdate{Claim: j.Claim, Seq: j.Batch.Seq, BatchID: j.Batch.BatchID, Attempt: j.Batch.Attempts,
+			From: batchclaim.StateInflight, Status: batchclaim.StatusUnknown, Detail: j.Reason, Adopted: true}
+	}
+	return r.RecordStatuses(ctx, ups)
 }
 
 // StatusUpdate is one ledger answer to record.
@@ -290,15 +326,15 @@ type StatusUpdate struct {
 	Claim   claims.Claim // the claim of the batch's service_id the answer is recorded under
 	Seq     int64
 	BatchID string
+	Attempt int              // the batch's attempt count when the ledger was asked
 	From    batchclaim.State // the state the batch was in when the ledger was asked
 	Status  batchclaim.Status
 	Invalid []byte // JSON details of invalid transactions
 	Detail  string
 	// Adopted marks the UNKNOWN of an orphaned in-flight batch: no answer from the ledger, so
-	// it does not count towards the consecutive UNKNOWN answers that allow a resubmission.
+	// it does not count towards the consecutive UNKNOWN answers that allow a resubmission, and
+	// the resubmission grace starts afresh.
 	Adopted bool
-	// EndSubmission clears the claim's submission mark in the same write.
-	EndSubmission bool
 }
 
 // RecordStatuses records ledger answers in one statement per MaxRowsPerStatement updates,
@@ -310,7 +346,7 @@ func (r *Recorder) RecordStatuses(ctx context.Context, ups []StatusUpdate) error
 	var errs []error
 	todo := make([]StatusUpdate, 0, len(ups))
 	for _, u := range ups {
-		if stateFor(u.Status) == u.From && u.Status != batchclaim.StatusUnknown && !u.EndSubmission {
+		if stateFor(u.Status) == u.From && u.Status != batchclaim.StatusUnknown {
 			continue
 		}
 		todo = append(todo, u)
@@ -324,18 +360,19 @@ func (r *Recorder) RecordStatuses(ctx context.Context, ups []StatusUpdate) error
 }
 
 func (r *Recorder) recordStatuses(ctx context.Context, ups []StatusUpdate) error {
-	p := db.BatchesRecordStatusesParams{Claimant: r.fence.InstanceID(), Nonce: r.fence.Nonce(), HaltOnInvalid: r.cfg.HaltOnInvalid}
+	p := db.BatchesRecordStatusesParams{Claimant: r.fence.InstanceID(), Nonce: r.fence.Nonce(),
+		HaltOnInvalid: r.cfg.HaltOnInvalid, TrackIdle: r.cfg.TrackIdle}
 	for _, u := range ups {
 		p.Seqs = append(p.Seqs, u.Seq)
 		p.ServiceIds = append(p.ServiceIds, u.Claim.ServiceID)
 		p.Epochs = append(p.Epochs, u.Claim.Epoch)
+		p.Attempts = append(p.Attempts, int32(u.Attempt))
 		p.FromStates = append(p.FromStates, string(u.From))
 		p.NewStates = append(p.NewStates, string(stateFor(u.Status)))
 		p.DltStatuses = append(p.DltStatuses, string(u.Status))
 		p.Answers = append(p.Answers, !u.Adopted)
 		p.InvalidDetails = append(p.InvalidDetails, jsonOrEmpty(u.Invalid))
 		p.Details = append(p.Details, cmp.Or(u.Detail, "ledger: "+string(u.Status)))
-		p.EndSubmissions = append(p.EndSubmissions, u.EndSubmission)
 	}
 	var rows []db.BatchesRecordStatusesRow
 	if err := r.fence.Retry(ctx, func() (err error) {
@@ -359,9 +396,12 @@ func (r *Recorder) recordStatuses(ctx context.Context, ups []StatusUpdate) error
 				r.fence.Fenced(u.Claim)
 				lost = append(lost, fmt.Sprintf("%s@%d", u.Claim.ServiceID, u.Claim.Epoch))
 			}
-		case row.Recorded && stateFor(u.Status) != u.From:
-			r.cfg.Events.statusChanged(Transition{Seq: u.Seq, ServiceID: u.Claim.ServiceID, BatchID: u.BatchID,
-				From: u.From, To: stateFor(u.Status), AgeSeconds: row.AgeSeconds})
+		case row.Recorded:
+			if stateFor(u.Status) != u.From {
+				r.cfg.Events.statusChanged(Transition{Seq: u.Seq, ServiceID: u.Claim.ServiceID, BatchID: u.BatchID,
+					From: u.From, To: stateFor(u.Status), AgeSeconds: row.AgeSeconds})
+			}
+			r.recorded(u.Claim.ServiceID)
 		}
 	}
 	if len(lost) > 0 {

@@ -68,14 +68,17 @@ func TestUnknownCountRestartsAtEachPostAndAdoptionIsNoAnswer(t *testing.T) {
 		t.Fatalf("after the POST's mark: %s with %d UNKNOWN answers, want INFLIGHT with 0", st, n)
 	}
 	// ...and orphaned: the next owner adopts it. That is no answer from the ledger.
-	if err := rec.Adopt(ctx, c, b, "in flight when its owner changed"); err != nil {
+	posted := b
+	posted.Attempts = 1 // as stored after the mark
+	if err := rec.Adopt(ctx, []batchclaim.Job{{Claim: c, Batch: posted, Reason: "in flight when its owner changed"}}); err != nil {
 		t.Fatal(err)
 	}
 	if st, n := unknownCount(t, pool, b.Seq); st != "UNKNOWN" || n != 0 {
 		t.Fatalf("after adoption: %s with %d UNKNOWN answers, want UNKNOWN with 0", st, n)
 	}
 	// A real answer counts.
-	if err := rec.RecordStatuses(ctx, []observer.StatusUpdate{{Claim: c, Seq: b.Seq, BatchID: b.BatchID, From: batchclaim.StateUnknown, Status: batchclaim.StatusUnknown}}); err != nil {
+	if err := rec.RecordStatuses(ctx, []observer.StatusUpdate{{Claim: c, Seq: b.Seq, BatchID: b.BatchID, Attempt: 1,
+		From: batchclaim.StateUnknown, Status: batchclaim.StatusUnknown}}); err != nil {
 		t.Fatal(err)
 	}
 	if st, n := unknownCount(t, pool, b.Seq); st != "UNKNOWN" || n != 1 {
@@ -117,7 +120,8 @@ func TestRecordingRetriesLockTimeouts(t *testing.T) {
 		close(released)
 	}()
 	before := eng.Stats().WriteRetries
-	err = rec.Finish(ctx, marked[0], batchclaim.Result{Verdict: batchclaim.Accepted, HTTPStatus: 202}, time.Millisecond, 0)
+	_, _, err = rec.Finish(ctx, batchclaim.Outcome{Job: marked[0], Result: batchclaim.Result{Verdict: batchclaim.Accepted, HTTPStatus: 202},
+		Latency: time.Millisecond})
 	<-released
 	if err != nil {
 		t.Fatalf("outcome not recorded: %v", err)

@@ -31,7 +31,8 @@ func storeAged(t *testing.T, pool *pgxpool.Pool, svc, id, state string, age time
 	}
 	if _, err := pool.Exec(ctx, `
 		WITH b AS (
-		    UPDATE batches SET state = $2, updated_at = now() - $3::bigint * interval '1 millisecond'
+		    UPDATE batches SET state = $2, updated_at = now() - $3::bigint * interval '1 millisecond',
+		        finished_at = CASE WHEN $2 IN ('COMMITTED', 'INVALID') THEN now() - $3::bigint * interval '1 millisecond' END
 		    WHERE seq = $1 RETURNING seq, service_id, batch_id
 		), a AS (
 		    INSERT INTO submission_attempts (seq, service_id, batch_id, instance_id, epoch, reason)
@@ -256,9 +257,10 @@ func TestRetentionChunkReadsOnlyItsRows(t *testing.T) {
 	ctx := context.Background()
 	pool := dbtest.NewPool(t)
 	if _, err := pool.Exec(ctx, `
-		INSERT INTO batches (service_id, batch_id, payload, state, updated_at)
+		INSERT INTO batches (service_id, batch_id, payload, state, updated_at, finished_at)
 		SELECT 'svc-' || (i % 50), 'b' || i, '\x00', CASE WHEN i % 100 = 0 THEN 'PENDING' ELSE 'COMMITTED' END,
-		       now() - interval '30 days' - i * interval '1 second'
+		       now() - interval '30 days' - i * interval '1 second',
+		       CASE WHEN i % 100 = 0 THEN NULL ELSE now() - interval '30 days' - i * interval '1 second' END
 		FROM generate_series(1, 20000) i;
 		ANALYZE batches;`); err != nil {
 		t.Fatal(err)

@@ -86,7 +86,7 @@ func TestSetWritesFencePerRow(t *testing.T) {
 	var wg sync.WaitGroup
 	for i, j := range marked {
 		wg.Go(func() {
-			errs[i] = rec.Finish(ctx, j, batchclaim.Result{Verdict: batchclaim.Done}, time.Millisecond, 0)
+			_, _, errs[i] = rec.Finish(ctx, batchclaim.Outcome{Job: j, Result: batchclaim.Result{Verdict: batchclaim.Done}, Latency: time.Millisecond})
 		})
 	}
 	wg.Wait()

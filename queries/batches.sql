@@ -1,5 +1,5 @@
--- Batches. Every state change is one conditional UPDATE (expected state, and for an owner's
--- writes the claim epoch), run in a transaction that first fenced the claim row.
+-- Batches. Every state change is one conditional UPDATE: on the state the writer expects, and
+-- for an owner's writes on its claim (claimant, epoch) as well.
 
 -- name: BatchInsert :one
 -- Stores a batch after every batch of its service_id committed before it. Enqueues of one
@@ -44,14 +44,16 @@ WHERE service_id = sqlc.arg(service_id) AND batch_id = sqlc.arg(batch_id);
 SELECT h.seq, h.service_id, h.batch_id, h.state, h.attempts, h.claim_epoch, h.claimant,
        h.unknown_count,
        (h.next_attempt_at IS NULL OR h.next_attempt_at <= now())::bool AS due,
-       -- The UNKNOWN grace runs from the last POST, not from the last status write (every
-       -- poll writes one).
-       EXTRACT(EPOCH FROM now() - COALESCE(h.submitted_at, h.created_at))::float8 AS since_post_seconds
+       -- How long until a DELAYED head is due (0 when it is).
+       GREATEST(COALESCE(EXTRACT(EPOCH FROM h.next_attempt_at - now()), 0), 0)::float8 AS due_in_seconds,
+       -- The UNKNOWN grace runs from when the batch became UNKNOWN (its POST's outcome, or its
+       -- adoption from a previous owner), not from the last status answer (every poll writes one).
+       EXTRACT(EPOCH FROM now() - COALESCE(h.unknown_since, h.submitted_at, h.created_at))::float8 AS unknown_seconds
 FROM unnest(sqlc.arg(service_ids)::text[]) AS s(service_id)
 CROSS JOIN LATERAL (
     SELECT b.* FROM batches b
     WHERE b.service_id = s.service_id
-      AND b.state NOT IN ('COMMITTED', 'INVALID')
+      AND b.unfinished
       AND NOT (sqlc.arg(skip_valid)::bool AND b.state = 'VALID')
     ORDER BY b.seq
     LIMIT 1
@@ -59,20 +61,23 @@ CROSS JOIN LATERAL (
 WHERE NOT EXISTS (SELECT 1 FROM service_halts x WHERE x.service_id = s.service_id);
 
 -- The data path writes sets: one statement marks every batch a round hands out, one records
--- every outcome that arrived, one records a poll's answers. Each is fenced per row: a row
--- whose claim is no longer held with its epoch (or whose registry row is not this process's)
--- is left alone and reported for that row alone; the others go ahead. Each writes its
--- attempt and transition log rows in the same statement. Claim rows are locked in
--- service_id order, so that two of these statements never wait for each other in a cycle.
+-- every outcome that arrived (and marks the next batch of each service_id it frees), one
+-- records a poll's answers. Each is fenced per row: a row whose claim is no longer held with
+-- its epoch (or whose registry row is not this process's) is left alone and reported for that
+-- row alone; the others go ahead. Each writes its attempt and transition log rows in the same
+-- statement. The claim rows are locked FOR SHARE in service_id order and never written on the
+-- way: a takeover (which locks a claim row FOR UPDATE, skipping locked ones, and then judges it
+-- with a snapshot taken after the lock) cannot commit in between, and these statements never
+-- wait for one another. Whether a claim is busy (has a POST in flight) is read from its head
+-- batch, not stored on the claim.
 
 -- name: BatchesMarkInflight :many
--- Marks the given heads in flight before their POSTs, each only if its claim is held with
--- its epoch while the lease is in phase one by the database clock, and the batch is still in
--- the state it was handed out in. Marks the claim busy (submitting_since) in the same
--- statement: being an UPDATE of the claim row, it conflicts with a concurrent takeover of
--- that row, and one of the two wins. A POST starts the count of UNKNOWN answers afresh.
--- Returns, per head, whether its claim held, and for the heads marked their payload, attempt
--- count and attempt-log id.
+-- Marks the given heads in flight before their POSTs, each only if its claim is held with its
+-- epoch while the lease is in phase one by the database clock (fenced), and the batch is still
+-- in the state it was handed out in (marked; a head that moved on meanwhile is skipped, its
+-- claim untouched). A POST starts the count of UNKNOWN answers afresh. Returns, per head,
+-- whether its claim held, whether it was marked, and for the heads marked their payload,
+-- attempt number and attempt-log id.
 WITH want AS (
     SELECT unnest(sqlc.arg(seqs)::bigint[]) AS seq,
            unnest(sqlc.arg(service_ids)::text[]) AS service_id,
@@ -85,28 +90,20 @@ lease AS (
     WHERE i.id = sqlc.arg(claimant)::uuid AND i.nonce = sqlc.arg(nonce)::uuid
       AND i.expiry_1 > COALESCE(sqlc.narg(now)::timestamptz, now())
 ),
-locked AS (
+fenced AS (
     SELECT c.service_id, c.epoch FROM service_id_claims c
-    JOIN want w ON w.service_id = c.service_id AND w.epoch = c.epoch
+    JOIN (SELECT DISTINCT w.service_id, w.epoch FROM want w) w ON w.service_id = c.service_id AND w.epoch = c.epoch
     WHERE c.claimant = (SELECT id FROM lease)
-      AND EXISTS (SELECT 1 FROM batches b WHERE b.seq = w.seq AND b.state = w.from_state)
     ORDER BY c.service_id
-    FOR UPDATE OF c
-),
-claimed AS (
-    UPDATE service_id_claims c
-    SET submitting_since = COALESCE(c.submitting_since, COALESCE(sqlc.narg(now)::timestamptz, now()))
-    FROM locked l
-    WHERE c.service_id = l.service_id AND c.epoch = l.epoch
-    RETURNING c.service_id, c.epoch
+    FOR SHARE OF c
 ),
 marked AS (
     UPDATE batches b
     SET state = 'INFLIGHT', attempts = b.attempts + 1, claimant = sqlc.arg(claimant)::uuid,
         claim_epoch = w.epoch, submitted_at = now(), updated_at = now(),
-        next_attempt_at = NULL, unknown_count = 0
-    FROM want w JOIN claimed k ON k.service_id = w.service_id AND k.epoch = w.epoch
-    WHERE b.seq = w.seq AND b.state = w.from_state
+        next_attempt_at = NULL, unknown_count = 0, unknown_since = NULL
+    FROM want w JOIN fenced f ON f.service_id = w.service_id AND f.epoch = w.epoch
+    WHERE b.seq = w.seq AND b.service_id = w.service_id AND b.state = w.from_state
     RETURNING b.seq, b.service_id, b.batch_id, b.payload, b.attempts, w.epoch, w.from_state, w.reason
 ),
 attempt AS (
@@ -118,24 +115,32 @@ logged AS (
     INSERT INTO batch_transitions (seq, from_state, to_state, instance_id, epoch, detail)
     SELECT m.seq, m.from_state, 'INFLIGHT', sqlc.arg(claimant)::uuid, m.epoch, m.reason FROM marked m
 )
-SELECT w.seq::bigint AS seq, (k.service_id IS NOT NULL)::bool AS fenced, (m.seq IS NOT NULL)::bool AS marked,
+SELECT w.seq::bigint AS seq, (f.service_id IS NOT NULL)::bool AS fenced, (m.seq IS NOT NULL)::bool AS marked,
        COALESCE(m.payload, ''::bytea)::bytea AS payload, COALESCE(m.attempts, 0)::int AS attempts,
        COALESCE(a.id, 0)::bigint AS attempt_id
 FROM want w
-LEFT JOIN claimed k ON k.service_id = w.service_id AND k.epoch = w.epoch
+LEFT JOIN fenced f ON f.service_id = w.service_id AND f.epoch = w.epoch
 LEFT JOIN marked m ON m.seq = w.seq
 LEFT JOIN attempt a ON a.seq = w.seq;
 
 -- name: BatchesRecordOutcomes :many
--- Records the outcomes of POSTs marked in flight by this instance, each fenced on its claim,
--- and ends the claims' submissions. A late answer after a takeover matches no row (the new
--- owner's write changed claim_epoch or state). An empty text or a zero number means none.
--- A new outcome starts the clock and the count of UNKNOWN answers afresh: an UNKNOWN outcome
--- is resubmitted only after new answers from the ledger (or the grace period).
+-- Records the outcomes of POSTs marked in flight by this instance, each fenced on its claim and
+-- on its attempt: the batch must still be INFLIGHT under this claimant, epoch and attempt
+-- number, so a late outcome of an earlier attempt (one that was adopted and posted again) is
+-- not recorded over the later one. An empty text or a zero number means none. A new outcome
+-- starts the count of UNKNOWN answers afresh, and an UNKNOWN one the resubmission grace.
+--
+-- When chain is set for an outcome that frees its service_id (COMMITTED, or INVALID without
+-- halt_on_invalid) and the lease is in phase one, the service_id's next batch, if it is NEW, is
+-- marked in flight in the same statement and returned (next_*), so that the worker that
+-- finished one batch starts the next without another statement. With track_idle, a
+-- service_id left without unfinished batches gets active_at = now() (the idle clock of
+-- claims.Config.DropIdleAfter).
 WITH o AS (
     SELECT unnest(sqlc.arg(seqs)::bigint[]) AS seq,
            unnest(sqlc.arg(service_ids)::text[]) AS service_id,
            unnest(sqlc.arg(epochs)::bigint[]) AS epoch,
+           unnest(sqlc.arg(attempts)::int[]) AS attempt,
            unnest(sqlc.arg(new_states)::text[]) AS new_state,
            unnest(sqlc.arg(dlt_statuses)::text[]) AS dlt_status,
            unnest(sqlc.arg(retry_after_ms)::bigint[]) AS retry_after_ms,
@@ -144,22 +149,16 @@ WITH o AS (
            unnest(sqlc.arg(attempt_ids)::bigint[]) AS attempt_id,
            unnest(sqlc.arg(http_statuses)::int[]) AS http_status,
            unnest(sqlc.arg(latencies_ms)::float8[]) AS latency_ms,
-           unnest(sqlc.arg(outcomes)::text[]) AS outcome
+           unnest(sqlc.arg(outcomes)::text[]) AS outcome,
+           unnest(sqlc.arg(chain)::bool[]) AS chain
 ),
-locked AS (
+fenced AS (
     SELECT c.service_id, c.epoch FROM service_id_claims c
     JOIN (SELECT DISTINCT o.service_id, o.epoch FROM o) w ON w.service_id = c.service_id AND w.epoch = c.epoch
     WHERE c.claimant = sqlc.arg(claimant)::uuid
       AND EXISTS (SELECT 1 FROM instances i WHERE i.id = sqlc.arg(claimant)::uuid AND i.nonce = sqlc.arg(nonce)::uuid)
     ORDER BY c.service_id
-    FOR UPDATE OF c
-),
-ended AS (
-    UPDATE service_id_claims c
-    SET submitting_since = NULL, active_at = now()
-    FROM locked l
-    WHERE c.service_id = l.service_id AND c.epoch = l.epoch
-    RETURNING c.service_id, c.epoch
+    FOR SHARE OF c
 ),
 recorded AS (
     UPDATE batches b
@@ -170,10 +169,12 @@ recorded AS (
         last_error = NULLIF(o.last_error, ''),
         invalid_details = COALESCE(NULLIF(o.invalid, '')::jsonb, b.invalid_details),
         unknown_count = 0,
+        unknown_since = CASE WHEN o.new_state = 'UNKNOWN' THEN now() END,
+        finished_at = CASE WHEN o.new_state IN ('COMMITTED', 'INVALID') THEN now() END,
         updated_at = now()
-    FROM o JOIN ended e ON e.service_id = o.service_id AND e.epoch = o.epoch
-    WHERE b.seq = o.seq AND b.state = 'INFLIGHT' AND b.claim_epoch = o.epoch
-      AND b.claimant = sqlc.arg(claimant)::uuid
+    FROM o JOIN fenced f ON f.service_id = o.service_id AND f.epoch = o.epoch
+    WHERE b.seq = o.seq AND b.service_id = o.service_id AND b.state = 'INFLIGHT'
+      AND b.claimant = sqlc.arg(claimant)::uuid AND b.claim_epoch = o.epoch AND b.attempts = o.attempt
     RETURNING b.seq, EXTRACT(EPOCH FROM now() - b.created_at)::float8 AS age_seconds
 ),
 attempted AS (
@@ -194,32 +195,88 @@ halted AS (
     FROM o JOIN recorded r ON r.seq = o.seq
     WHERE sqlc.arg(halt_on_invalid)::bool AND o.new_state = 'INVALID'
     ON CONFLICT (service_id) DO NOTHING
+),
+finished AS (
+    SELECT o.seq, o.service_id, o.epoch, o.chain,
+           (o.new_state = 'COMMITTED' OR NOT sqlc.arg(halt_on_invalid)::bool) AS frees
+    FROM o JOIN recorded r ON r.seq = o.seq
+    WHERE o.new_state IN ('COMMITTED', 'INVALID')
+),
+lease AS (
+    SELECT i.id FROM instances i
+    WHERE i.id = sqlc.arg(claimant)::uuid AND i.nonce = sqlc.arg(nonce)::uuid
+      AND i.expiry_1 > COALESCE(sqlc.narg(now)::timestamptz, now())
+),
+next_head AS (
+    SELECT f.seq AS prev_seq, n.seq, f.service_id, f.epoch
+    FROM finished f
+    CROSS JOIN LATERAL (
+        SELECT b.seq, b.state FROM batches b
+        WHERE b.service_id = f.service_id AND b.unfinished AND b.seq <> f.seq
+          AND NOT (sqlc.arg(skip_valid)::bool AND b.state = 'VALID')
+        ORDER BY b.seq
+        LIMIT 1
+    ) n
+    WHERE f.chain AND f.frees AND n.state = 'NEW' AND EXISTS (SELECT 1 FROM lease)
+      AND NOT EXISTS (SELECT 1 FROM service_halts x WHERE x.service_id = f.service_id)
+),
+chained AS (
+    UPDATE batches b
+    SET state = 'INFLIGHT', attempts = b.attempts + 1, claimant = sqlc.arg(claimant)::uuid,
+        claim_epoch = n.epoch, submitted_at = now(), updated_at = now(),
+        next_attempt_at = NULL, unknown_count = 0, unknown_since = NULL
+    FROM next_head n
+    WHERE b.seq = n.seq AND b.service_id = n.service_id AND b.state = 'NEW'
+    RETURNING b.seq, b.service_id, b.batch_id, b.payload, b.attempts, n.epoch, n.prev_seq
+),
+chained_attempt AS (
+    INSERT INTO submission_attempts (seq, service_id, batch_id, instance_id, epoch, reason)
+    SELECT c.seq, c.service_id, c.batch_id, sqlc.arg(claimant)::uuid, c.epoch, 'first' FROM chained c
+    RETURNING id, seq
+),
+chained_logged AS (
+    INSERT INTO batch_transitions (seq, from_state, to_state, instance_id, epoch, detail)
+    SELECT c.seq, 'NEW', 'INFLIGHT', sqlc.arg(claimant)::uuid, c.epoch, 'first' FROM chained c
+),
+drained AS (
+    UPDATE service_id_claims c
+    SET active_at = now()
+    FROM finished f
+    WHERE sqlc.arg(track_idle)::bool
+      AND c.service_id = f.service_id AND c.epoch = f.epoch AND c.claimant = sqlc.arg(claimant)::uuid
+      AND NOT EXISTS (SELECT 1 FROM batches b WHERE b.service_id = f.service_id AND b.unfinished AND b.seq <> f.seq)
 )
-SELECT o.seq::bigint AS seq, (e.service_id IS NOT NULL)::bool AS fenced, (r.seq IS NOT NULL)::bool AS recorded,
-       COALESCE(r.age_seconds, 0)::float8 AS age_seconds
+SELECT o.seq::bigint AS seq, (f.service_id IS NOT NULL)::bool AS fenced, (r.seq IS NOT NULL)::bool AS recorded,
+       COALESCE(r.age_seconds, 0)::float8 AS age_seconds,
+       COALESCE(c.seq, 0)::bigint AS next_seq, COALESCE(c.batch_id, '')::text AS next_batch_id,
+       COALESCE(c.payload, ''::bytea)::bytea AS next_payload, COALESCE(c.attempts, 0)::int AS next_attempts,
+       COALESCE(ca.id, 0)::bigint AS next_attempt_id
 FROM o
-LEFT JOIN ended e ON e.service_id = o.service_id AND e.epoch = o.epoch
-LEFT JOIN recorded r ON r.seq = o.seq;
+LEFT JOIN fenced f ON f.service_id = o.service_id AND f.epoch = o.epoch
+LEFT JOIN recorded r ON r.seq = o.seq
+LEFT JOIN chained c ON c.prev_seq = o.seq
+LEFT JOIN chained_attempt ca ON ca.seq = c.seq;
 
 -- name: BatchesRecordStatuses :many
--- Records what the ledger said about batches of claimed service_ids (or the adoption of an
--- orphaned in-flight batch), each fenced on its claim (a shared lock on the claim row until
--- the statement ends, so no takeover commits in between) and each only if the batch is still
--- in the state it was asked about in. Only an answer from the ledger counts towards the
--- consecutive UNKNOWN answers; an adoption does not. With end_submission, the claim's
--- submission mark is cleared (an adoption under the epoch that left it). Callers leave out
--- answers that change nothing, so a poll that learns nothing writes nothing.
+-- Records what the ledger said about batches of claimed service_ids (or the adoption of a
+-- batch left in flight by a previous owner or by this instance before it was fenced), each
+-- fenced on its claim and each only if the batch is still in the state and at the attempt it was
+-- asked about in. Only an answer from the ledger counts towards the consecutive UNKNOWN
+-- answers; an adoption does not, and starts the resubmission grace afresh, so that the ledger
+-- is asked before the batch is sent again. With track_idle, a service_id left without
+-- unfinished batches gets active_at = now(). Callers leave out answers that change nothing, so
+-- a poll that learns nothing writes nothing.
 WITH u AS (
     SELECT unnest(sqlc.arg(seqs)::bigint[]) AS seq,
            unnest(sqlc.arg(service_ids)::text[]) AS service_id,
            unnest(sqlc.arg(epochs)::bigint[]) AS epoch,
+           unnest(sqlc.arg(attempts)::int[]) AS attempt,
            unnest(sqlc.arg(from_states)::text[]) AS from_state,
            unnest(sqlc.arg(new_states)::text[]) AS new_state,
            unnest(sqlc.arg(dlt_statuses)::text[]) AS dlt_status,
            unnest(sqlc.arg(answers)::bool[]) AS answer,
            unnest(sqlc.arg(invalid_details)::text[]) AS invalid,
-           unnest(sqlc.arg(details)::text[]) AS detail,
-           unnest(sqlc.arg(end_submissions)::bool[]) AS end_submission
+           unnest(sqlc.arg(details)::text[]) AS detail
 ),
 fenced AS (
     SELECT c.service_id, c.epoch FROM service_id_claims c
@@ -237,11 +294,15 @@ recorded AS (
         unknown_count = CASE WHEN u.dlt_status <> 'UNKNOWN' THEN 0
                              WHEN u.answer THEN b.unknown_count + 1
                              ELSE b.unknown_count END,
+        unknown_since = CASE WHEN u.new_state <> 'UNKNOWN' THEN NULL
+                             WHEN b.state = 'UNKNOWN' AND u.answer THEN b.unknown_since
+                             ELSE now() END,
+        finished_at = CASE WHEN u.new_state IN ('COMMITTED', 'INVALID') THEN now() END,
         invalid_details = COALESCE(NULLIF(u.invalid, '')::jsonb, b.invalid_details),
         claimant = sqlc.arg(claimant)::uuid, claim_epoch = u.epoch,
         updated_at = now()
     FROM u JOIN fenced f ON f.service_id = u.service_id AND f.epoch = u.epoch
-    WHERE b.seq = u.seq AND b.state = u.from_state
+    WHERE b.seq = u.seq AND b.service_id = u.service_id AND b.state = u.from_state AND b.attempts = u.attempt
     RETURNING b.seq, EXTRACT(EPOCH FROM now() - b.created_at)::float8 AS age_seconds
 ),
 logged AS (
@@ -257,12 +318,14 @@ halted AS (
     WHERE sqlc.arg(halt_on_invalid)::bool AND u.new_state = 'INVALID'
     ON CONFLICT (service_id) DO NOTHING
 ),
-ended AS (
+drained AS (
     UPDATE service_id_claims c
-    SET submitting_since = NULL
-    FROM (SELECT DISTINCT u.service_id, u.epoch FROM u WHERE u.end_submission) w
-    JOIN fenced f ON f.service_id = w.service_id AND f.epoch = w.epoch
-    WHERE c.service_id = w.service_id AND c.epoch = w.epoch AND c.claimant = sqlc.arg(claimant)::uuid
+    SET active_at = now()
+    FROM (SELECT u.service_id, u.epoch, u.seq FROM u JOIN recorded r ON r.seq = u.seq
+          WHERE u.new_state IN ('COMMITTED', 'INVALID')) d
+    WHERE sqlc.arg(track_idle)::bool
+      AND c.service_id = d.service_id AND c.epoch = d.epoch AND c.claimant = sqlc.arg(claimant)::uuid
+      AND NOT EXISTS (SELECT 1 FROM batches b WHERE b.service_id = d.service_id AND b.unfinished AND b.seq <> d.seq)
 )
 SELECT u.seq::bigint AS seq, (f.service_id IS NOT NULL)::bool AS fenced, (r.seq IS NOT NULL)::bool AS recorded,
        COALESCE(r.age_seconds, 0)::float8 AS age_seconds
@@ -275,9 +338,10 @@ LEFT JOIN recorded r ON r.seq = u.seq;
 -- accepted (PENDING), executed (VALID) or unknown; a page of them in (service_id, seq)
 -- order after the cursor (after_service_id, after_seq), so that the poller rotates through
 -- all of them however many there are.
-SELECT b.seq, b.service_id, b.batch_id, b.state
+SELECT b.seq, b.service_id, b.batch_id, b.state, b.attempts
 FROM batches b
 WHERE b.service_id = ANY(sqlc.arg(service_ids)::text[])
+  AND b.unfinished
   AND b.state IN ('PENDING', 'VALID', 'UNKNOWN')
   AND (b.service_id, b.seq) > (sqlc.arg(after_service_id)::text, sqlc.arg(after_seq)::bigint)
 ORDER BY b.service_id, b.seq
@@ -294,7 +358,7 @@ FROM batches WHERE batch_id = ANY(sqlc.arg(batch_ids)::text[]);
 
 -- name: BatchStateCounts :many
 SELECT service_id, state, count(*)::bigint AS batches,
-       COALESCE(EXTRACT(EPOCH FROM now() - min(created_at) FILTER (WHERE state NOT IN ('COMMITTED', 'INVALID'))), 0)::float8 AS oldest_open_seconds
+       COALESCE(EXTRACT(EPOCH FROM now() - min(created_at) FILTER (WHERE unfinished)), 0)::float8 AS oldest_open_seconds
 FROM batches
 GROUP BY service_id, state
 ORDER BY service_id, state;
@@ -308,7 +372,7 @@ SELECT state, count(*)::bigint AS batches FROM batches GROUP BY state;
 SELECT state, count(*)::bigint AS batches,
        COALESCE(EXTRACT(EPOCH FROM now() - min(created_at)), 0)::float8 AS oldest_seconds
 FROM batches
-WHERE state NOT IN ('COMMITTED', 'INVALID')
+WHERE unfinished
 GROUP BY state;
 
 -- name: ServiceHalts :many

@@ -1,5 +1,13 @@
 -- Claims. Everything that decides expiry compares with the database clock: now(), or the
 -- optional now a test passes to move the database's view of time.
+--
+-- A claim is busy while its owner has a POST in flight: its service_id's head batch (the
+-- oldest unfinished one, VALID ones aside) is INFLIGHT under the claim's owner and epoch, or
+-- (for users of the claim engine alone) submitting_since is set. Past expiry_1 a busy claim is
+-- kept for its owner until expiry_2. Statements that take a claim away from its owner judge
+-- busy with a snapshot taken after they locked the claim row: the data path fences its writes
+-- with a shared lock on the claim row, so a mark committed before the lock is seen, and one
+-- after it finds the claim gone.
 
 -- name: ClaimsRegister :execrows
 INSERT INTO service_id_claims (service_id)
@@ -24,7 +32,7 @@ SELECT
         SELECT 1 FROM instances i
         WHERE i.expiry_1 <= COALESCE(sqlc.narg(now)::timestamptz, now())
           AND EXISTS (SELECT 1 FROM service_id_claims c WHERE c.claimant = i.id
-                      AND (i.expiry_2 <= COALESCE(sqlc.narg(now)::timestamptz, now()) OR c.submitting_since IS NULL))
+                      AND (i.expiry_2 <= COALESCE(sqlc.narg(now)::timestamptz, now()) OR NOT (c.submitting_since IS NOT NULL OR batchclaim_head_in_flight(c.service_id, c.claimant, c.epoch))))
     )::bool AS voidable,
     own.held, own.epoch_sum, own.idle
 FROM (
@@ -32,33 +40,43 @@ FROM (
            count(*) FILTER (WHERE sqlc.arg(idle_ms)::bigint > 0 AND c.submitting_since IS NULL
                AND COALESCE(c.active_at, c.claimed_at, c.registered_at)
                    <= COALESCE(sqlc.narg(now)::timestamptz, now()) - sqlc.arg(idle_ms)::bigint * interval '1 millisecond'
-               AND NOT EXISTS (SELECT 1 FROM batches b WHERE b.service_id = c.service_id AND b.state NOT IN ('COMMITTED', 'INVALID')))::bigint AS idle
+               AND NOT EXISTS (SELECT 1 FROM batches b WHERE b.service_id = c.service_id AND b.unfinished))::bigint AS idle
     FROM service_id_claims c
     WHERE c.claimant = sqlc.arg(claimant)::uuid
 ) own;
 
--- name: ClaimsVoidExpired :many
--- Two-phase maintenance, one bounded chunk at a time. A claim is void when its claimant's
--- lease is past expiry_2, or past expiry_1 while the claim has no batch in submission. Rows
--- another transaction has locked (an owner starting a submission, another instance voiding
--- the same chunk) are skipped, not waited for; a locked row that changed is judged again on
--- its new version, so a submission mark that committed first keeps its claim in phase two.
+-- name: ClaimsLockVoidable :many
+-- Two-phase maintenance, one bounded chunk at a time, in a transaction with ClaimsVoid: locks
+-- claims that look void by this statement's snapshot (their claimant's lease is past expiry_2,
+-- or past expiry_1 while the claim is not busy). Rows another transaction has locked (an owner
+-- writing about the service_id, another instance voiding the same chunk) are skipped, not
+-- waited for.
+SELECT c.service_id, c.claimant, c.epoch
+FROM instances i
+JOIN service_id_claims c ON c.claimant = i.id
+WHERE i.expiry_1 <= COALESCE(sqlc.narg(now)::timestamptz, now())
+  AND (i.expiry_2 <= COALESCE(sqlc.narg(now)::timestamptz, now()) OR NOT (c.submitting_since IS NOT NULL OR batchclaim_head_in_flight(c.service_id, c.claimant, c.epoch)))
+LIMIT sqlc.arg(max)::int
+FOR UPDATE OF c SKIP LOCKED;
+
+-- name: ClaimsVoid :many
+-- The second statement of voiding, whose snapshot comes after ClaimsLockVoidable's locks:
+-- frees the locked claims that are still held with the same claimant and epoch and still void
+-- (a POST marked in flight before the lock keeps its claim in phase two), and logs each.
 WITH cand AS (
-    SELECT c.service_id, c.claimant, c.epoch,
-           CASE WHEN i.expiry_2 <= COALESCE(sqlc.narg(now)::timestamptz, now()) THEN 'voided_expired' ELSE 'voided_idle' END AS event
-    FROM instances i
-    JOIN service_id_claims c ON c.claimant = i.id
-    WHERE i.expiry_1 <= COALESCE(sqlc.narg(now)::timestamptz, now())
-      AND (i.expiry_2 <= COALESCE(sqlc.narg(now)::timestamptz, now()) OR c.submitting_since IS NULL)
-    LIMIT sqlc.arg(max)::int
-    FOR UPDATE OF c SKIP LOCKED
+    SELECT unnest(sqlc.arg(service_ids)::text[]) AS service_id,
+           unnest(sqlc.arg(claimants)::uuid[]) AS claimant,
+           unnest(sqlc.arg(epochs)::bigint[]) AS epoch
 ),
 voided AS (
     UPDATE service_id_claims c
     SET claimant = NULL, submitting_since = NULL
-    FROM cand
+    FROM cand JOIN instances i ON i.id = cand.claimant
     WHERE c.service_id = cand.service_id AND c.claimant = cand.claimant AND c.epoch = cand.epoch
-    RETURNING c.service_id, cand.claimant AS instance_id, c.epoch, cand.event
+      AND i.expiry_1 <= COALESCE(sqlc.narg(now)::timestamptz, now())
+      AND (i.expiry_2 <= COALESCE(sqlc.narg(now)::timestamptz, now()) OR NOT (c.submitting_since IS NOT NULL OR batchclaim_head_in_flight(c.service_id, c.claimant, c.epoch)))
+    RETURNING c.service_id, cand.claimant AS instance_id, c.epoch,
+              CASE WHEN i.expiry_2 <= COALESCE(sqlc.narg(now)::timestamptz, now()) THEN 'voided_expired' ELSE 'voided_idle' END AS event
 )
 INSERT INTO claim_events (service_id, instance_id, epoch, event)
 SELECT v.service_id, v.instance_id, v.epoch, v.event FROM voided v
@@ -115,7 +133,7 @@ SELECT service_id, epoch, claimed_at FROM taken;
 -- rows with work divided by the live instances, rounded up), so that the first instance to
 -- look does not take them all. Rows another transaction has locked are skipped.
 WITH work AS (
-    SELECT DISTINCT b.service_id FROM batches b WHERE b.state NOT IN ('COMMITTED', 'INVALID')
+    SELECT DISTINCT b.service_id FROM batches b WHERE b.unfinished
 ),
 free_work AS (
     SELECT f.service_id FROM service_id_claims f JOIN work w ON w.service_id = f.service_id
@@ -157,7 +175,7 @@ FROM (
           <= COALESCE(sqlc.narg(now)::timestamptz, now()) - sqlc.arg(idle_ms)::bigint * interval '1 millisecond'
       -- Checked again after the locks; here it keeps keys with long-unfinished work (a
       -- halted service_id, a batch the ledger is slow on) from filling every chunk.
-      AND NOT EXISTS (SELECT 1 FROM batches b WHERE b.service_id = c.service_id AND b.state NOT IN ('COMMITTED', 'INVALID'))
+      AND NOT EXISTS (SELECT 1 FROM batches b WHERE b.service_id = c.service_id AND b.unfinished)
     ORDER BY c.service_id
     LIMIT sqlc.arg(max)::int
 ) s;
@@ -174,7 +192,7 @@ FROM (
     WHERE f.claimant IS NULL
       AND COALESCE(f.active_at, f.claimed_at, f.registered_at)
           <= COALESCE(sqlc.narg(now)::timestamptz, now()) - sqlc.arg(idle_ms)::bigint * interval '1 millisecond'
-      AND NOT EXISTS (SELECT 1 FROM batches b WHERE b.service_id = f.service_id AND b.state NOT IN ('COMMITTED', 'INVALID'))
+      AND NOT EXISTS (SELECT 1 FROM batches b WHERE b.service_id = f.service_id AND b.unfinished)
     ORDER BY hashtextextended(f.service_id, 0)
     LIMIT sqlc.arg(max)::int
     FOR UPDATE SKIP LOCKED
@@ -195,7 +213,7 @@ dropped AS (
     USING wanted
     WHERE c.service_id = wanted.service_id AND c.epoch = wanted.epoch
       AND c.claimant IS NOT DISTINCT FROM sqlc.narg(claimant)::uuid AND c.submitting_since IS NULL
-      AND NOT EXISTS (SELECT 1 FROM batches b WHERE b.service_id = c.service_id AND b.state NOT IN ('COMMITTED', 'INVALID'))
+      AND NOT EXISTS (SELECT 1 FROM batches b WHERE b.service_id = c.service_id AND b.unfinished)
     RETURNING c.service_id, c.epoch, c.claimant
 ),
 logged AS (
@@ -204,10 +222,23 @@ logged AS (
 )
 SELECT service_id, epoch FROM dropped;
 
+-- name: ClaimsLockOwn :many
+-- The first statement of giving claims back, in a transaction with ClaimsRelease: locks those
+-- of the given claims still held by claimant with the given epoch, skipping rows another
+-- transaction has locked (an owner's write in flight: busy anyway).
+WITH wanted AS (
+    SELECT unnest(sqlc.arg(service_ids)::text[]) AS service_id, unnest(sqlc.arg(epochs)::bigint[]) AS epoch
+)
+SELECT c.service_id, c.epoch FROM service_id_claims c
+JOIN wanted w ON w.service_id = c.service_id AND w.epoch = c.epoch
+WHERE c.claimant = sqlc.arg(claimant)::uuid
+ORDER BY c.service_id
+FOR UPDATE OF c SKIP LOCKED;
+
 -- name: ClaimsRelease :many
 -- Gives claims back, each only if it is still held with the given epoch. event says why
--- (released on stop, surplus_released for fair share). With only_idle, claims with a batch
--- in submission are kept.
+-- (released on stop, surplus_released for fair share). With only_idle, busy claims are kept;
+-- run it after ClaimsLockOwn in the same transaction, so that busy is judged after the lock.
 WITH wanted AS (
     SELECT unnest(sqlc.arg(service_ids)::text[]) AS service_id, unnest(sqlc.arg(epochs)::bigint[]) AS epoch
 ),
@@ -217,7 +248,7 @@ released AS (
     FROM wanted
     WHERE c.service_id = wanted.service_id AND c.epoch = wanted.epoch
       AND c.claimant = sqlc.arg(claimant)::uuid
-      AND (NOT sqlc.arg(only_idle)::bool OR c.submitting_since IS NULL)
+      AND (NOT sqlc.arg(only_idle)::bool OR NOT (c.submitting_since IS NOT NULL OR batchclaim_head_in_flight(c.service_id, c.claimant, c.epoch)))
     RETURNING c.service_id, c.epoch
 )
 INSERT INTO claim_events (service_id, instance_id, epoch, event)
@@ -285,15 +316,14 @@ SELECT (SELECT count(*) FROM service_id_claims)::bigint AS service_ids,
 
 -- name: ClaimsEffective :many
 SELECT service_id, claimant, claimant_name, epoch, claimed_at, renewed_at, expiry_1, expiry_2,
-       submitting_since, phase
+       submitting_since, phase, busy
 FROM service_id_claims_effective
 ORDER BY service_id
 LIMIT sqlc.narg(max_rows);
 
 -- name: ClaimsPerInstance :many
-SELECT claimant, count(*)::bigint AS claims,
-       count(*) FILTER (WHERE submitting_since IS NOT NULL)::bigint AS submitting
-FROM service_id_claims
+SELECT claimant, count(*)::bigint AS claims, count(*) FILTER (WHERE busy)::bigint AS submitting
+FROM service_id_claims_effective
 WHERE claimant IS NOT NULL
 GROUP BY claimant;
 

@@ -1,9 +1,35 @@
-// Package queuer is the per-instance loop: every renew interval it runs the claim cycle
-// (package claims), then fetches the next batch of each claimed service_id and hands it to
-// the submitter. Between cycles it fetches again whenever a submission ends or a batch
-// changes state, so a service_id's next batch goes out as soon as its previous one is done.
+// Package queuer is the per-instance loop that hands the next batch of each claimed
+// service_id to the submitter, at most one in flight per service_id. The claim engine
+// (package claims) runs its own cycle and lease; the queuer reads which claims are held.
 //
-// Order and policy, per service_id:
+// # Which service_ids it looks at
+//
+// The queuer reads the head batches of service_ids it has a reason to look at, never a window
+// of its claims, so the cost of a fetch follows the service_ids with work, however many claims
+// the instance holds (a thousand or a hundred thousand):
+//
+//   - it is told (Dirty): a batch was stored for a held service_id (the database notifies the
+//     holder through LISTEN/NOTIFY, see package node), a status the instance recorded moved a
+//     batch on (the poller's answers), a halt was lifted;
+//   - a submission of the service_id ended (Done), or a claim was gained;
+//   - a time it noted came: a DELAYED head's next_attempt_at, an UNKNOWN head's grace;
+//   - at start, and whenever notifications may have been missed (DirtyAll: the listening
+//     connection was made again), every held claim, behind what it was told about;
+//   - every Interval, the next FetchLimit held claims in turn (a safety net for anything
+//     nothing told it about), or with Config.SweepAll every held claim (an instance that
+//     cannot listen: the interval is then the latency of a new batch).
+//
+// The service_ids it was told about come first, in the order it was told; the sweeps come
+// after. A fetch reads at most FetchLimit heads and not many more than the idle workers can
+// take; ready heads that find no worker stay at the front for the next fetch.
+//
+// A worker that finishes a batch may go on with its service_id's next one at once: the
+// outcome's write marks it in flight in the same statement (package observer) and the
+// submitter runs it without coming back to the queuer (Chained). The queuer allows that
+// (MayChain) except while other service_ids' ready heads wait for a worker, so that a long
+// backlog on one service_id does not starve the others.
+//
+// # Order and policy, per service_id
 //
 //   - Batches go out in seq order with at most one in flight ("one-round serial"): only the
 //     oldest unfinished batch (the head) is ever considered. The next waits until the head is
@@ -11,13 +37,15 @@
 //     fixes the order (Config.SkipValid).
 //   - NEW goes at once. DELAYED (back-pressure) goes once its next_attempt_at has passed.
 //   - UNKNOWN is not failure: the head is resubmitted only after UnknownAnswers consecutive
-//     UNKNOWN answers from the ledger or after UnknownGrace, and always before any newer
-//     batch (it is still the head).
-//   - INFLIGHT left by a previous owner (or by this instance before it was fenced) is adopted
-//     as UNKNOWN, so the ledger is asked before anything is sent again.
+//     UNKNOWN answers from the ledger or once it has been UNKNOWN for UnknownGrace, and always
+//     before any newer batch (it is still the head).
+//   - INFLIGHT left by a previous owner (or by this instance before it lost track of it) is
+//     adopted as UNKNOWN, and its grace starts at the adoption, so the ledger is asked before
+//     anything is sent again.
 //   - INVALID is terminal and never resubmitted; with halt-on-invalid the service_id stops.
 //
-// Fetching is bounded (Config.FetchLimit service_ids a fetch, and never more than the idle
-// workers) and fair: round-robin, each fetch starting after the service_id handed out last. All time
-// comparisons (next_attempt_at, the age of an UNKNOWN) are made by the database clock.
+// All time comparisons (next_attempt_at, the age of an UNKNOWN) are made by the database
+// clock; the queuer converts them into local timers only to know when to look again. Each
+// statement of a fetch is bounded (Config.StatementTimeout), so a connection that hangs is
+// abandoned rather than stopping the queuer.
 package queuer

@@ -2,12 +2,14 @@ package queuer
 
 import (
 	"cmp"
+	"container/heap"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/batchclaim/batchclaim"
@@ -19,6 +21,7 @@ import (
 // runs its own claim cycle and lease (claims.Engine.Run).
 type Engine interface {
 	Held() []claims.Claim
+	Holds(serviceID string) (claims.Claim, bool)
 }
 
 // Dispatcher runs jobs (a *submitter.Pool).
@@ -28,13 +31,14 @@ type Dispatcher interface {
 }
 
 // Recorder makes the queuer's writes (observer.Recorder): the in-flight marks of the heads a
-// round hands out, all in one statement, and the adoption of orphaned in-flight batches.
+// round hands out, and the adoptions of batches left in flight, each set in one statement.
 type Recorder interface {
 	// Mark marks the jobs' batches in flight, each fenced on its own claim, and returns the
 	// ones marked with their payload and attempt-log id filled in.
 	Mark(ctx context.Context, jobs []batchclaim.Job) ([]batchclaim.Job, error)
-	// Adopt turns an orphaned INFLIGHT batch into UNKNOWN.
-	Adopt(ctx context.Context, c claims.Claim, b batchclaim.Batch, detail string) error
+	// Adopt turns the jobs' batches, left INFLIGHT by a previous owner or by this instance
+	// before it lost track of them, into UNKNOWN: the ledger is asked before they go again.
+	Adopt(ctx context.Context, jobs []batchclaim.Job) error
 }
 
 // Defaults.
@@ -46,13 +50,24 @@ const (
 
 // Config configures a Queuer.
 type Config struct {
-	// Interval between fetches when nothing wakes the queuer earlier (node uses the claim
-	// engine's renew interval). Required.
+	// Interval is how often the queuer looks at claims nothing told it about (node uses the
+	// claim engine's renew interval). Required.
 	Interval time.Duration
-	// FetchLimit bounds the service_ids looked at per fetch. Zero means 1000.
+	// FetchLimit bounds the service_ids one statement reads the heads of. Zero means 1000.
 	FetchLimit int
-	// UnknownGrace: an UNKNOWN head is resubmitted once its last POST is this old (measured
-	// by the database clock from the POST, not from the last status answer). Zero means 30s.
+	// SweepAll makes every Interval look at every held claim: for an instance that is not told
+	// about new work (no LISTEN connection), the interval is then the latency of a new batch.
+	// False: the queuer looks at the service_ids it is told about (Dirty: an enqueue, an ended
+	// submission, a recorded status, a claim gained) and, as a safety net, at the next
+	// FetchLimit held claims in turn every Interval.
+	SweepAll bool
+	// StatementTimeout bounds each statement of a fetch, so that a connection that hangs (a
+	// database link frozen without a reset) is abandoned instead of stopping the queuer.
+	// Zero means 4 x Interval.
+	StatementTimeout time.Duration
+	// UnknownGrace: an UNKNOWN head is resubmitted once it has been UNKNOWN this long (by the
+	// database clock, from its POST's outcome or its adoption from a previous owner, not from
+	// the last status answer). Zero means 30s.
 	UnknownGrace time.Duration
 	// UnknownAnswers: an UNKNOWN head is resubmitted after this many consecutive UNKNOWN
 	// answers from the ledger about its last POST (adopting an orphaned in-flight batch is
@@ -65,7 +80,31 @@ type Config struct {
 	Logger *slog.Logger
 }
 
-// Queuer is one instance's loop.
+func (c Config) withDefaults() (Config, error) {
+	c.FetchLimit = cmp.Or(c.FetchLimit, FetchLimitDefault)
+	c.UnknownGrace = cmp.Or(c.UnknownGrace, UnknownGraceDefault)
+	c.UnknownAnswers = cmp.Or(c.UnknownAnswers, UnknownAnswersDefault)
+	c.StatementTimeout = cmp.Or(c.StatementTimeout, 4*c.Interval)
+	switch {
+	case c.Interval <= 0:
+		return c, errors.New("queuer: interval must be positive")
+	case c.FetchLimit < 0 || c.UnknownGrace < 0 || c.UnknownAnswers < 0 || c.StatementTimeout < 0:
+		return c, errors.New("queuer: fetch limit, statement timeout, unknown grace and unknown answers must not be negative")
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	return c, nil
+}
+
+// Queuer is one instance's loop: it hands the next batch of each claimed service_id that has
+// one ready to the dispatcher, at most one in flight per service_id.
+//
+// It looks at a service_id when it has reason to: it was told of new work (Dirty), a
+// submission of it ended (Done), it was gained, or a time the queuer noted (a DELAYED head's
+// next attempt, an UNKNOWN head's grace) came. The cost of a fetch therefore follows the
+// service_ids with work, however many claims the instance holds; Config.SweepAll and the
+// Interval's safety sweep cover what nobody told it about.
 type Queuer struct {
 	cfg  Config
 	pool claims.Querier
@@ -76,49 +115,65 @@ type Queuer struct {
 	log  *slog.Logger
 	wake chan struct{}
 
+	stopped atomic.Bool // Run returned: no more work is handed out or chained
+
 	mu       sync.Mutex
 	inflight map[string]int64 // service_id -> seq handed to the dispatcher and not yet done
-	cursor   string           // the last service_id handed out: the next fetch starts after it
+	queue    []string         // service_ids to look at, in the order they were asked for
+	queued   map[string]bool
+	sweeps   []string // held claims to look at when nothing else waits (start, safety sweep)
+	swept    map[string]bool
+	all      bool    // queue every held claim to sweeps at the next fetch (start, lost notifications)
+	due      dueHeap // service_ids whose head becomes ready at a time
+	dueAt    map[string]time.Time
+	sweep    string // the safety sweep's cursor: the last held service_id it queued
+	starved  bool   // ready heads waited for a worker at the last fetch
+	progress bool   // the last fetch took keys off the queue
 }
 
 // New returns a Queuer. It does no I/O.
 func New(pool claims.Querier, eng Engine, disp Dispatcher, rec Recorder, cfg Config) (*Queuer, error) {
-	cfg.FetchLimit = cmp.Or(cfg.FetchLimit, FetchLimitDefault)
-	cfg.UnknownGrace = cmp.Or(cfg.UnknownGrace, UnknownGraceDefault)
-	cfg.UnknownAnswers = cmp.Or(cfg.UnknownAnswers, UnknownAnswersDefault)
-	switch {
-	case cfg.Interval <= 0:
-		return nil, errors.New("queuer: interval must be positive")
-	case cfg.FetchLimit < 0 || cfg.UnknownGrace < 0 || cfg.UnknownAnswers < 0:
-		return nil, errors.New("queuer: fetch limit, unknown grace and unknown answers must be positive")
-	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.DiscardHandler)
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
 	}
 	return &Queuer{cfg: cfg, pool: pool, eng: eng, disp: disp, rec: rec, q: db.New(), log: cfg.Logger,
-		wake: make(chan struct{}, 1), inflight: map[string]int64{}}, nil
+		wake: make(chan struct{}, 1), inflight: map[string]int64{}, queued: map[string]bool{}, swept: map[string]bool{},
+		dueAt: map[string]time.Time{}, all: true}, nil
 }
 
-// Run fetches every Interval, and whenever woken (a claim gained, a submission ended, a
-// batch changed state), until ctx ends. It then stops handing out work; submissions already
-// running are not touched.
+// Run fetches whenever there is reason to (see Queuer), and every Interval, until ctx ends.
+// It then stops handing out work; submissions already running are not touched.
 func (q *Queuer) Run(ctx context.Context) error {
-	t := time.NewTicker(q.cfg.Interval)
-	defer t.Stop()
+	defer q.stopped.Store(true)
+	tick := time.NewTicker(q.cfg.Interval)
+	defer tick.Stop()
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
 	for {
 		if _, err := q.Fetch(ctx); err != nil && ctx.Err() == nil {
 			q.log.Warn("fetch failed", "error", err)
 		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if q.more() {
+			continue
+		}
+		q.arm(timer)
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-t.C:
+		case <-tick.C:
+			q.sweepTick()
 		case <-q.wake:
+		case <-timer.C:
+			q.fireDue(time.Now())
 		}
 	}
 }
 
-// Wake asks for a fetch soon (a submission ended or a batch changed state).
+// Wake asks for a fetch soon.
 func (q *Queuer) Wake() {
 	select {
 	case q.wake <- struct{}{}:
@@ -126,14 +181,73 @@ func (q *Queuer) Wake() {
 	}
 }
 
-// Done is called when a job is over, whatever its outcome.
-func (q *Queuer) Done(w batchclaim.Job) {
+// Dirty asks the queuer to look at the heads of these service_ids soon: work may have
+// arrived for them (an enqueue, a recorded status, a resumed halt).
+func (q *Queuer) Dirty(serviceIDs ...string) {
 	q.mu.Lock()
-	if q.inflight[w.Claim.ServiceID] == w.Batch.Seq {
-		delete(q.inflight, w.Claim.ServiceID)
+	for _, id := range serviceIDs {
+		q.enqueueLocked(id)
 	}
 	q.mu.Unlock()
 	q.Wake()
+}
+
+// DirtyAll asks the queuer to look at every held claim soon (after notifications may have
+// been missed).
+func (q *Queuer) DirtyAll() {
+	q.mu.Lock()
+	q.all = true
+	q.mu.Unlock()
+	q.Wake()
+}
+
+func (q *Queuer) enqueueLocked(id string) {
+	if !q.queued[id] {
+		q.queued[id] = true
+		q.queue = append(q.queue, id)
+	}
+}
+
+func (q *Queuer) sweepLocked(id string) {
+	if !q.swept[id] {
+		q.swept[id] = true
+		q.sweeps = append(q.sweeps, id)
+	}
+}
+
+// Done is called when a job is over, whatever its outcome: its service_id may have its next
+// batch ready.
+func (q *Queuer) Done(j batchclaim.Job) {
+	q.mu.Lock()
+	if q.inflight[j.Claim.ServiceID] == j.Batch.Seq {
+		delete(q.inflight, j.Claim.ServiceID)
+	}
+	q.enqueueLocked(j.Claim.ServiceID)
+	q.mu.Unlock()
+	q.Wake()
+}
+
+// Chained is called when a worker that finished prev goes on with next, the next batch of the
+// same service_id, which the outcome's write marked in flight.
+func (q *Queuer) Chained(prev, next batchclaim.Job) {
+	q.mu.Lock()
+	if q.inflight[prev.Claim.ServiceID] == prev.Batch.Seq {
+		q.inflight[prev.Claim.ServiceID] = next.Batch.Seq
+	}
+	q.mu.Unlock()
+}
+
+// MayChain reports whether a worker that finished a job may go on with the next batch of the
+// same service_id at once: yes unless the queuer is stopping, or other service_ids' ready
+// batches waited for a worker at the last fetch (a worker then goes back to the queuer, which
+// serves the service_ids in turn).
+func (q *Queuer) MayChain(batchclaim.Job) bool {
+	if q.stopped.Load() {
+		return false
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return !q.starved
 }
 
 // InFlight is the number of service_ids with work handed out.
@@ -143,66 +257,112 @@ func (q *Queuer) InFlight() int {
 	return len(q.inflight)
 }
 
-// Fetch looks at the head batch of each claimed service_id without work in flight, marks
-// the ones that may go now in flight (one statement for all of them, fenced per row) and
-// hands them out. It returns how many it handed out.
+// more reports whether another fetch should follow at once: keys are queued, workers are
+// free, and the last fetch made progress.
+func (q *Queuer) more() bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.progress && (len(q.queue) > 0 || len(q.sweeps) > 0 || q.all) && q.disp.Free() > 0
+}
+
+// Fetch looks at the heads of queued service_ids (every held claim's the first time and
+// after DirtyAll), marks the ones that may go now in flight (one statement for all of them,
+// fenced per row) and hands them out; it adopts heads left in flight by someone else, and
+// notes when waiting heads become ready. It returns how many jobs it handed out.
 func (q *Queuer) Fetch(ctx context.Context) (int, error) {
+	q.mu.Lock()
+	q.progress = false
+	q.mu.Unlock()
 	free := q.disp.Free()
 	if free == 0 {
+		q.mu.Lock()
+		q.starved = q.starved || len(q.queue) > 0
+		q.mu.Unlock()
 		return 0, nil
 	}
-	claimsByID, ids := q.candidates()
+	claimsByID, ids := q.take(free)
 	if len(ids) == 0 {
+		q.mu.Lock()
+		q.starved = false
+		q.mu.Unlock()
 		return 0, nil
 	}
+	ctx, cancel := context.WithTimeout(ctx, q.cfg.StatementTimeout)
+	defer cancel()
 	heads, err := q.q.BatchHeads(ctx, q.pool, db.BatchHeadsParams{ServiceIds: ids, SkipValid: q.cfg.SkipValid})
 	if err != nil {
+		q.requeue(ids)
 		return 0, fmt.Errorf("read head batches: %w", err)
 	}
+	// Keep the queue's order (the query does not promise one).
 	order := make(map[string]int, len(ids))
 	for i, id := range ids {
 		order[id] = i
 	}
-	// Keep the rotation order of ids (the query does not promise one).
-	sorted := make([]db.BatchHeadsRow, len(ids))
-	present := make([]bool, len(ids))
+	sort.Slice(heads, func(a, b int) bool { return order[heads[a].ServiceID] < order[heads[b].ServiceID] })
+	var jobs, adopt []batchclaim.Job
+	var waiting []string // ready heads beyond the free workers
+	now := time.Now()
 	for _, h := range heads {
-		i := order[h.ServiceID]
-		sorted[i], present[i] = h, true
-	}
-	var jobs []batchclaim.Job
-	for i, h := range sorted {
-		if !present[i] || len(jobs) >= free {
-			continue
-		}
 		c := claimsByID[h.ServiceID]
-		reason, ok := q.decide(ctx, c, h)
-		if !ok {
-			continue
+		j := batchclaim.Job{Claim: c, Batch: batchOf(h), FromState: batchclaim.State(h.State)}
+		switch d := q.decide(c, h); {
+		case d.adopt != "":
+			j.Reason = d.adopt
+			adopt = append(adopt, j)
+		case d.reason == "":
+			if d.wait > 0 {
+				q.at(h.ServiceID, now.Add(d.wait))
+			}
+		case len(jobs) < free:
+			j.Reason = d.reason
+			jobs = append(jobs, j)
+		default:
+			waiting = append(waiting, h.ServiceID)
 		}
-		jobs = append(jobs, batchclaim.Job{Claim: c, Batch: batchOf(h), FromState: batchclaim.State(h.State), Reason: reason})
 	}
-	if len(jobs) == 0 {
-		return 0, nil
+	var adopted []string
+	if len(adopt) > 0 {
+		if err := q.rec.Adopt(ctx, adopt); err != nil {
+			if ctx.Err() == nil {
+				q.log.Info("could not adopt in-flight batches", "batches", len(adopt), "error", err)
+			}
+		} else {
+			for _, j := range adopt {
+				adopted = append(adopted, j.Claim.ServiceID) // look again: the adoption starts its grace
+			}
+		}
 	}
 	q.mu.Lock()
+	q.progress = true
+	q.starved = len(waiting) > 0
 	for _, j := range jobs {
 		q.inflight[j.Claim.ServiceID] = j.Batch.Seq
 	}
-	q.cursor = jobs[len(jobs)-1].Claim.ServiceID
 	q.mu.Unlock()
+	q.requeueFront(waiting)
+	q.requeue(adopted)
+	if len(jobs) == 0 {
+		return 0, nil
+	}
 	marked, err := q.rec.Mark(ctx, jobs)
 	going := make(map[int64]bool, len(marked))
 	for _, j := range marked {
 		going[j.Batch.Seq] = true
 	}
+	var retry []string
 	q.mu.Lock()
 	for _, j := range jobs {
 		if !going[j.Batch.Seq] {
 			delete(q.inflight, j.Claim.ServiceID)
+			retry = append(retry, j.Claim.ServiceID) // its head moved on, or the claim went
 		}
 	}
+	if err != nil {
+		q.progress = false // the database failed: wait for the next tick or wake-up
+	}
 	q.mu.Unlock()
+	q.requeue(retry)
 	handed := 0
 	for _, j := range marked {
 		if q.disp.TrySubmit(j) {
@@ -223,52 +383,201 @@ func (q *Queuer) Fetch(ctx context.Context) (int, error) {
 	return handed, nil
 }
 
-// candidates returns the held claims without work in flight, bounded by FetchLimit, in
-// round-robin order: starting after the service_id handed out last.
-func (q *Queuer) candidates() (map[string]claims.Claim, []string) {
+// take removes from the queues the service_ids to read the heads of: held claims without
+// work in flight, at most FetchLimit, and not many more than the free workers can take (ready
+// heads are handed out in queue order; those that find no worker go back to the front). The
+// service_ids the queuer was told about come before the sweeps.
+func (q *Queuer) take(free int) (map[string]claims.Claim, []string) {
 	held := q.eng.Held() // sorted by service_id
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	byID := make(map[string]claims.Claim, len(held))
-	ids := make([]string, 0, len(held))
-	start := sort.Search(len(held), func(i int) bool { return held[i].ServiceID > q.cursor })
-	for i := range held {
-		c := held[(start+i)%len(held)]
-		if _, busy := q.inflight[c.ServiceID]; busy {
-			continue
-		}
-		byID[c.ServiceID] = c
-		ids = append(ids, c.ServiceID)
-		if len(ids) == q.cfg.FetchLimit {
-			break
+	if q.all {
+		q.all = false
+		for _, c := range held {
+			q.sweepLocked(c.ServiceID)
 		}
 	}
+	byHeld := make(map[string]claims.Claim, len(held))
+	for _, c := range held {
+		byHeld[c.ServiceID] = c
+	}
+	limit := min(q.cfg.FetchLimit, max(4*free, 64))
+	byID := map[string]claims.Claim{}
+	var ids []string
+	pick := func(queue []string, queued map[string]bool) []string {
+		n := 0
+		for n < len(queue) && len(ids) < limit {
+			id := queue[n]
+			n++
+			delete(queued, id)
+			c, ok := byHeld[id]
+			if !ok {
+				continue // not ours (any more)
+			}
+			if _, busy := q.inflight[id]; busy {
+				continue // its Done queues it again
+			}
+			if _, dup := byID[id]; dup {
+				continue
+			}
+			byID[id] = c
+			ids = append(ids, id)
+		}
+		if n == len(queue) {
+			return nil // let the backing array go
+		}
+		return queue[n:]
+	}
+	q.queue = pick(q.queue, q.queued)
+	q.sweeps = pick(q.sweeps, q.swept)
 	return byID, ids
 }
 
-// decide says whether the head h of c's service_id may go now, and why.
-func (q *Queuer) decide(ctx context.Context, c claims.Claim, h db.BatchHeadsRow) (string, bool) {
-	switch batchclaim.State(h.State) {
-	case batchclaim.StateNew:
-		return "first", true
-	case batchclaim.StateDelayed:
-		return "retry", h.Due
-	case batchclaim.StateUnknown:
-		grace := h.SincePostSeconds >= q.cfg.UnknownGrace.Seconds()
-		return "resubmit", grace || int(h.UnknownCount) >= q.cfg.UnknownAnswers
-	case batchclaim.StateInflight:
-		// Not ours in flight (those were filtered out): the outcome of that POST is unknown.
-		detail := "in flight when its owner changed"
-		if h.ClaimEpoch != nil && *h.ClaimEpoch == c.Epoch {
-			detail = "in flight when this instance lost track of it"
-		}
-		if err := q.rec.Adopt(ctx, c, batchOf(h), detail); err != nil && ctx.Err() == nil {
-			q.log.Info("could not adopt in-flight batch", "service_id", c.ServiceID, "seq", h.Seq, "error", err)
+// requeue puts service_ids back at the end of the queue.
+func (q *Queuer) requeue(ids []string) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for _, id := range ids {
+		q.enqueueLocked(id)
+	}
+}
+
+// requeueFront puts service_ids back at the front of the queue, in order: their heads are
+// ready and waited only for a worker.
+func (q *Queuer) requeueFront(ids []string) {
+	if len(ids) == 0 {
+		return
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	front := make([]string, 0, len(ids)+len(q.queue))
+	for _, id := range ids {
+		if !q.queued[id] {
+			q.queued[id] = true
+			front = append(front, id)
 		}
 	}
-	return "", false
+	q.queue = append(front, q.queue...)
+}
+
+// sweepTick queues what the Interval covers: every held claim with SweepAll, else the next
+// FetchLimit held claims after the sweep's cursor (wrapping around), so that every claim is
+// looked at now and then even if nothing said it had work.
+func (q *Queuer) sweepTick() {
+	if q.cfg.SweepAll {
+		q.DirtyAll()
+		return
+	}
+	held := q.eng.Held()
+	if len(held) == 0 {
+		return
+	}
+	q.mu.Lock()
+	start := sort.Search(len(held), func(i int) bool { return held[i].ServiceID > q.sweep })
+	n := min(q.cfg.FetchLimit, len(held))
+	for i := range n {
+		id := held[(start+i)%len(held)].ServiceID
+		q.sweepLocked(id)
+		q.sweep = id
+	}
+	q.mu.Unlock()
+}
+
+// decision is what to do with a head now.
+type decision struct {
+	reason string        // hand it out for this reason (first | retry | resubmit)
+	adopt  string        // adopt it (a batch left in flight), with this detail
+	wait   time.Duration // look again after this long (a DELAYED or UNKNOWN head not yet ready)
+}
+
+// decide says whether the head h of c's service_id may go now, and why.
+func (q *Queuer) decide(c claims.Claim, h db.BatchHeadsRow) decision {
+	switch batchclaim.State(h.State) {
+	case batchclaim.StateNew:
+		return decision{reason: "first"}
+	case batchclaim.StateDelayed:
+		if h.Due {
+			return decision{reason: "retry"}
+		}
+		return decision{wait: seconds(h.DueInSeconds)}
+	case batchclaim.StateUnknown:
+		if h.UnknownSeconds >= q.cfg.UnknownGrace.Seconds() || int(h.UnknownCount) >= q.cfg.UnknownAnswers {
+			return decision{reason: "resubmit"}
+		}
+		// New answers from the ledger also make it ready; the recorder's write queues it then.
+		return decision{wait: q.cfg.UnknownGrace - seconds(h.UnknownSeconds)}
+	case batchclaim.StateInflight:
+		// Not ours in flight (those are never queued): the outcome of that POST is unknown.
+		if h.ClaimEpoch != nil && *h.ClaimEpoch == c.Epoch {
+			return decision{adopt: "in flight when this instance lost track of it"}
+		}
+		return decision{adopt: "in flight when its owner changed"}
+	}
+	return decision{} // PENDING, VALID: the poller's answers queue it
+}
+
+// at notes that id's head becomes ready at t.
+func (q *Queuer) at(id string, t time.Time) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if old, ok := q.dueAt[id]; ok && !old.After(t) {
+		return
+	}
+	q.dueAt[id] = t
+	heap.Push(&q.due, dueEntry{id: id, at: t})
+}
+
+// arm sets timer to the earliest noted time.
+func (q *Queuer) arm(timer *time.Timer) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for q.due.Len() > 0 {
+		e := q.due[0]
+		if q.dueAt[e.id].Equal(e.at) {
+			timer.Reset(time.Until(e.at))
+			return
+		}
+		heap.Pop(&q.due) // superseded
+	}
+	timer.Stop()
+}
+
+// fireDue queues the service_ids whose noted time has come.
+func (q *Queuer) fireDue(now time.Time) {
+	q.mu.Lock()
+	for q.due.Len() > 0 && !q.due[0].at.After(now) {
+		e := heap.Pop(&q.due).(dueEntry)
+		if at, ok := q.dueAt[e.id]; ok && at.Equal(e.at) {
+			delete(q.dueAt, e.id)
+			q.enqueueLocked(e.id)
+		}
+	}
+	q.mu.Unlock()
 }
 
 func batchOf(h db.BatchHeadsRow) batchclaim.Batch {
 	return batchclaim.Batch{Seq: h.Seq, ServiceID: h.ServiceID, BatchID: h.BatchID, Attempts: int(h.Attempts)}
+}
+
+func seconds(s float64) time.Duration {
+	return time.Duration(s * float64(time.Second))
+}
+
+type dueEntry struct {
+	id string
+	at time.Time
+}
+
+// dueHeap orders noted times, earliest first (container/heap).
+type dueHeap []dueEntry
+
+func (h dueHeap) Len() int           { return len(h) }
+func (h dueHeap) Less(i, j int) bool { return h[i].at.Before(h[j].at) }
+func (h dueHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *dueHeap) Push(x any)        { *h = append(*h, x.(dueEntry)) }
+func (h *dueHeap) Pop() any {
+	old := *h
+	e := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return e
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"sync"
 	"testing"
 	"time"
 
@@ -21,17 +22,36 @@ func TestMain(m *testing.M) { dbtest.Main(m) }
 
 // dispatcher records what the queuer hands out.
 type dispatcher struct {
+	mu   sync.Mutex
 	free int
 	got  []batchclaim.Job
 }
 
-func (d *dispatcher) Free() int { return d.free - len(d.got) }
+func (d *dispatcher) Free() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.free - len(d.got)
+}
+
 func (d *dispatcher) TrySubmit(w batchclaim.Job) bool {
-	if d.Free() == 0 {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.free == len(d.got) {
 		return false
 	}
 	d.got = append(d.got, w)
 	return true
+}
+
+func (d *dispatcher) handedOut() []string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var got []string
+	for _, j := range d.got {
+		got = append(got, j.Claim.ServiceID)
+	}
+	sort.Strings(got)
+	return got
 }
 
 // recorder marks in flight for real and records adoptions instead of making them.
@@ -44,8 +64,10 @@ func newRecorder(pool *pgxpool.Pool, eng *claims.Engine) *recorder {
 	return &recorder{Recorder: observer.NewRecorder(pool, eng, observer.RecorderConfig{})}
 }
 
-func (a *recorder) Adopt(_ context.Context, _ claims.Claim, b batchclaim.Batch, _ string) error {
-	a.adopted = append(a.adopted, b.Seq)
+func (a *recorder) Adopt(_ context.Context, jobs []batchclaim.Job) error {
+	for _, j := range jobs {
+		a.adopted = append(a.adopted, j.Batch.Seq)
+	}
 	return nil
 }
 
@@ -71,6 +93,9 @@ func TestFetchPolicy(t *testing.T) {
 		// The grace runs from the POST: a poll that just answered UNKNOWN does not restart it.
 		{name: "unknown grace runs from the post, not the last answer", head: "state = 'UNKNOWN', unknown_count = 1, submitted_at = now() - interval '1 hour', status_updated_at = now()", wantReason: "resubmit"},
 		{name: "unknown head posted recently waits however old its last answer", head: "state = 'UNKNOWN', unknown_count = 1, submitted_at = now(), status_updated_at = now() - interval '1 hour'"},
+		// Adopted from a previous owner long after its POST: the grace starts at the adoption,
+		// so the ledger is asked before the batch goes again.
+		{name: "unknown head adopted just now waits however old its post", head: "state = 'UNKNOWN', unknown_count = 0, submitted_at = now() - interval '1 hour', unknown_since = now()"},
 		{name: "orphaned in-flight head is adopted, not resent", head: "state = 'INFLIGHT', claim_epoch = 99", wantAdopt: true},
 		{name: "committed head lets the next batch go", head: "state = 'COMMITTED'", wantReason: "first"},
 		{name: "invalid head lets the next batch go", head: "state = 'INVALID'", wantReason: "first"},
@@ -190,4 +215,74 @@ func exec(t *testing.T, pool *pgxpool.Pool, sql string, args ...any) {
 	if _, err := pool.Exec(context.Background(), sql, args...); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// An instance with more claims than one fetch reads, and work only on service_ids past the
+// first fetch's: told about them (as a wake-up does), the next fetch hands them all out, ahead
+// of the start-up pass over every claim; told nothing, a queuer that has just started reaches
+// them by going through every held claim, a fetch at a time.
+func TestWorkBeyondTheFirstFetchIsFound(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := dbtest.NewPool(t)
+	const keys = 2500
+	ids := make([]string, keys)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("svc-%05d", i)
+	}
+	if err := claims.RegisterServiceIDs(ctx, pool, ids...); err != nil {
+		t.Fatal(err)
+	}
+	var want []string
+	for _, id := range ids[keys-5:] { // the five that sort last
+		if _, err := ingest.Enqueue(ctx, pool, id, "b0", []byte("x")); err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, id)
+	}
+	eng := engine(t, pool)
+	if n := len(eng.Held()); n != keys {
+		t.Fatalf("holds %d claims, want %d", n, keys)
+	}
+
+	t.Run("told", func(t *testing.T) {
+		d := &dispatcher{free: 10}
+		q, err := queuer.New(pool, eng, d, newRecorder(pool, eng), queuer.Config{Interval: time.Hour, FetchLimit: 100})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := q.Fetch(ctx); err != nil { // the start of the start-up pass: no work
+			t.Fatal(err)
+		}
+		q.Dirty(want...)
+		if _, err := q.Fetch(ctx); err != nil { // what it was told about comes first
+			t.Fatal(err)
+		}
+		if got := d.handedOut(); fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Fatalf("handed out %v, want %v", got, want)
+		}
+		// Hand them back unmarked, so the next subtest finds them NEW again.
+		if _, err := pool.Exec(ctx, `UPDATE batches SET state = 'NEW', attempts = 0`); err != nil {
+			t.Fatal(err)
+		}
+	})
+	t.Run("not told", func(t *testing.T) {
+		d := &dispatcher{free: 10}
+		q, err := queuer.New(pool, eng, d, newRecorder(pool, eng), queuer.Config{Interval: time.Hour, FetchLimit: 100})
+		if err != nil {
+			t.Fatal(err)
+		}
+		runCtx, cancel := context.WithCancel(ctx)
+		done := make(chan error, 1)
+		go func() { done <- q.Run(runCtx) }()
+		deadline := time.Now().Add(30 * time.Second)
+		for len(d.handedOut()) < len(want) && time.Now().Before(deadline) {
+			time.Sleep(10 * time.Millisecond)
+		}
+		cancel()
+		<-done
+		if got := d.handedOut(); fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Fatalf("handed out %v, want %v", got, want)
+		}
+	})
 }

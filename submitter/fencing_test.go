@@ -98,7 +98,7 @@ func TestClaimLostMidPost(t *testing.T) {
 	<-done
 
 	// The late answer, recorded directly with a's stale claim, is refused by the epoch check.
-	err = rec.Finish(ctx, job, batchclaim.Result{Verdict: batchclaim.Accepted}, time.Millisecond, 0)
+	_, _, err = rec.Finish(ctx, batchclaim.Outcome{Job: job, Result: batchclaim.Result{Verdict: batchclaim.Accepted}, Latency: time.Millisecond})
 	if !errors.Is(err, batchclaim.ErrClaimLost) {
 		t.Fatalf("late result: %v, want ErrClaimLost", err)
 	}

@@ -17,11 +17,11 @@ type fakeRecorder struct {
 	finished []batchclaim.Result
 }
 
-func (r *fakeRecorder) Finish(_ context.Context, _ submitter.Job, res batchclaim.Result, _, _ time.Duration) error {
+func (r *fakeRecorder) Finish(_ context.Context, o batchclaim.Outcome) (submitter.Job, bool, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.finished = append(r.finished, res)
-	return nil
+	r.finished = append(r.finished, o.Result)
+	return submitter.Job{}, false, nil
 }
 
 // fakeLease answers what a claim engine would: whether the claim is held, and the deadline.

@@ -33,8 +33,9 @@ type Job = batchclaim.Job
 // Recorder records a submission's outcome (package observer implements it). The job arrives
 // marked in flight already (the queuer marks a round's heads in one statement).
 type Recorder interface {
-	// Finish records the outcome, fenced on the claim, and ends the submission.
-	Finish(ctx context.Context, j Job, r batchclaim.Result, latency time.Duration, nextAttempt time.Duration) error
+	// Finish records the outcome, fenced on the claim and the attempt. With o.Chain it may
+	// also mark the service_id's next batch in flight in the same write and return it (ok).
+	Finish(ctx context.Context, o batchclaim.Outcome) (next Job, ok bool, err error)
 }
 
 // Lease says whether a claim may still be worked on (claims.Engine implements it).
@@ -71,6 +72,13 @@ type Config struct {
 	Lease Lease
 	// OnResult, when set, is called after every submission (for metrics).
 	OnResult func(j Job, r batchclaim.Result, latency time.Duration)
+	// MayChain, when set, is asked after each submission whether its worker may go on with
+	// the service_id's next batch at once (the queuer says no while other service_ids wait
+	// for a worker). Nil never chains: every job comes from the queuer.
+	MayChain func(j Job) bool
+	// Chained, when set, is called when a worker goes on from prev to next, the next batch of
+	// the same service_id that prev's outcome write marked in flight.
+	Chained func(prev, next Job)
 	// Logger; nil discards.
 	Logger *slog.Logger
 }
@@ -131,6 +139,7 @@ func (p *Pool) TrySubmit(j Job) bool {
 	p.running[j.Batch.ServiceID]++
 	p.mu.Unlock()
 	go func() {
+		last := j
 		defer func() {
 			p.mu.Lock()
 			if p.running[j.Batch.ServiceID]--; p.running[j.Batch.ServiceID] == 0 {
@@ -140,10 +149,19 @@ func (p *Pool) TrySubmit(j Job) bool {
 			<-p.slots
 			p.wg.Done()
 			if p.done != nil {
-				p.done(j)
+				p.done(last)
 			}
 		}()
-		p.run(j)
+		for {
+			next, ok := p.run(last)
+			if !ok {
+				return
+			}
+			if p.cfg.Chained != nil {
+				p.cfg.Chained(last, next)
+			}
+			last = next
+		}
 	}()
 	return true
 }
@@ -177,8 +195,9 @@ func (p *Pool) Wait(ctx context.Context) error {
 }
 
 // run performs one submission of a job marked in flight: the call under the claim's context,
-// then the fenced outcome.
-func (p *Pool) run(j Job) {
+// then the fenced outcome. It returns the service_id's next job when the outcome's write
+// marked one in flight for this worker (chaining).
+func (p *Pool) run(j Job) (Job, bool) {
 	log := p.log.With("service_id", j.Batch.ServiceID, "batch_id", short(j.Batch.BatchID), "epoch", j.Claim.Epoch, "seq", j.Batch.Seq)
 	claimCtx, stop := p.jobContext(j.Claim.Context())
 	defer stop()
@@ -187,7 +206,7 @@ func (p *Pool) run(j Job) {
 	deadline, ok := p.mayPost(j)
 	if !ok {
 		log.Info("claim lost or local deadline passed after the in-flight mark; not posting (the next owner asks the ledger)")
-		return
+		return Job{}, false
 	}
 	ctx, cancel := context.WithDeadline(claimCtx, deadline)
 	start := time.Now()
@@ -203,18 +222,35 @@ func (p *Pool) run(j Job) {
 	if p.cfg.OnResult != nil {
 		p.cfg.OnResult(j, res, latency)
 	}
-	next := p.backoff(j.Batch.Attempts, res.RetryAfter)
+	o := batchclaim.Outcome{Job: j, Result: res, Latency: latency, RetryIn: p.backoff(j.Batch.Attempts, res.RetryAfter),
+		Chain: p.mayChain(j)}
 	// Recording runs under the claim's context too: a lost claim must not write. A cancelled
 	// POST (claim lost, deadline) is left INFLIGHT for the next owner, who treats it as unknown.
-	if err := p.rec.Finish(claimCtx, j, res, latency, next); err != nil {
-		if claimCtx.Err() == nil && !errors.Is(err, batchclaim.ErrClaimLost) && !errors.Is(err, batchclaim.ErrStateChanged) {
-			log.Warn("could not record submission outcome", "error", err)
-		} else {
-			log.Info("submission outcome not recorded: claim lost", "verdict", res.Verdict.String())
-		}
-		return
+	next, ok, err := p.rec.Finish(claimCtx, o)
+	switch {
+	case err == nil:
+	case errors.Is(err, batchclaim.ErrStateChanged):
+		log.Info("submission outcome not recorded: the batch moved on (a later attempt, or another writer)", "verdict", res.Verdict.String())
+		return Job{}, false
+	case claimCtx.Err() == nil && !errors.Is(err, batchclaim.ErrClaimLost):
+		log.Warn("could not record submission outcome", "error", err)
+		return Job{}, false
+	default:
+		log.Info("submission outcome not recorded: claim lost", "verdict", res.Verdict.String())
+		return Job{}, false
 	}
 	log.Debug("submitted", "verdict", res.Verdict.String(), "http_status", res.HTTPStatus, "latency", latency)
+	return next, ok
+}
+
+// mayChain reports whether j's worker may go on with the next batch of its service_id.
+func (p *Pool) mayChain(j Job) bool {
+	select {
+	case <-p.stopped:
+		return false
+	default:
+	}
+	return p.cfg.MayChain != nil && p.cfg.MayChain(j)
 }
 
 // mayPost reports whether j may be posted now, and until when the call may run (the

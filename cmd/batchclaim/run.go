@@ -89,6 +89,9 @@ func runDaemon(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	fs.IntVar(&cfg.MaxIngestRequests, "max-ingest-requests", node.MaxIngestRequestsDefault, "ingest requests served at once; more are answered 503 with Retry-After")
 	fs.IntVar(&cfg.Workers, "workers", submitter.WorkersDefault, "concurrent submissions")
 	fs.DurationVar(&cfg.PollInterval, "poll-interval", observer.PollIntervalDefault, "how often the ledger is asked about accepted batches")
+	notify := fs.Bool("notify", true, "wake on new work through LISTEN/NOTIFY on a connection of its own, so a new batch goes out within milliseconds;\n"+
+		"false: poll every held claim each --renew-interval instead (behind a pooler in transaction mode without --notify-database-url)")
+	fs.StringVar(&cfg.ListenConnString, "notify-database-url", "", "direct (not pooled) Postgres URL for the LISTEN connection, when --database-url goes through a pooler (default: --database-url)")
 	fs.DurationVar(&cfg.UnknownGrace, "unknown-grace", queuer.UnknownGraceDefault, "resubmit a batch the ledger does not know once its last POST is this old")
 	fs.IntVar(&cfg.UnknownAnswers, "unknown-answers", queuer.UnknownAnswersDefault, "... or after this many consecutive UNKNOWN answers about its last POST")
 	fs.DurationVar(&cfg.BackoffBase, "backoff-base", submitter.BackoffBaseDefault, "first delay after ledger back-pressure (doubles per attempt, jittered)")
@@ -110,6 +113,7 @@ func runDaemon(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return err
 	}
 	cfg.Logger, cfg.Claims.Logger, cfg.Claims.Version = logger, logger, version
+	cfg.NoListen = !*notify
 	timings, err := cfg.Claims.Resolve()
 	if err != nil {
 		return err

@@ -166,10 +166,14 @@ func printSnapshot(w io.Writer, s claims.Snapshot) {
 	}
 	fmt.Fprintln(w)
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "SERVICE_ID\tOWNER\tEPOCH\tPHASE\tEXPIRY_1\tEXPIRY_2\tSUBMITTING SINCE")
+	fmt.Fprintln(tw, "SERVICE_ID\tOWNER\tEPOCH\tPHASE\tBUSY\tEXPIRY_1\tEXPIRY_2")
 	for _, c := range s.Claims {
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\n", c.ServiceID, c.ClaimantName, c.Epoch, c.Phase,
-			fmtTime(c.Expiry1), fmtTime(c.Expiry2), fmtTime(c.SubmittingSince))
+		busy := "-"
+		if c.Busy {
+			busy = "yes"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\n", c.ServiceID, c.ClaimantName, c.Epoch, c.Phase, busy,
+			fmtTime(c.Expiry1), fmtTime(c.Expiry2))
 	}
 	tw.Flush()
 }

@@ -257,9 +257,9 @@ func (r *run) held(ctx context.Context, v *victim) {
 	r.sleep(ctx, heldSettle)
 	qctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
-	rows, err := r.pool.Query(qctx, `SELECT c.service_id, c.epoch, c.submitting_since IS NOT NULL,
-		EXISTS (SELECT 1 FROM batches b WHERE b.service_id = c.service_id AND b.state NOT IN ('COMMITTED', 'INVALID'))
-		FROM service_id_claims c WHERE c.claimant = $1`, v.id)
+	rows, err := r.pool.Query(qctx, `SELECT e.service_id, e.epoch, e.busy,
+		EXISTS (SELECT 1 FROM batches b WHERE b.service_id = e.service_id AND b.unfinished)
+		FROM service_id_claims_effective e WHERE e.claimant = $1`, v.id)
 	if err != nil {
 		return
 	}

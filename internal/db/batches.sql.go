@@ -41,14 +41,16 @@ const batchHeads = `-- name: BatchHeads :many
 SELECT h.seq, h.service_id, h.batch_id, h.state, h.attempts, h.claim_epoch, h.claimant,
        h.unknown_count,
        (h.next_attempt_at IS NULL OR h.next_attempt_at <= now())::bool AS due,
-       -- The UNKNOWN grace runs from the last POST, not from the last status write (every
-       -- poll writes one).
-       EXTRACT(EPOCH FROM now() - COALESCE(h.submitted_at, h.created_at))::float8 AS since_post_seconds
+       -- How long until a DELAYED head is due (0 when it is).
+       GREATEST(COALESCE(EXTRACT(EPOCH FROM h.next_attempt_at - now()), 0), 0)::float8 AS due_in_seconds,
+       -- The UNKNOWN grace runs from when the batch became UNKNOWN (its POST's outcome, or its
+       -- adoption from a previous owner), not from the last status answer (every poll writes one).
+       EXTRACT(EPOCH FROM now() - COALESCE(h.unknown_since, h.submitted_at, h.created_at))::float8 AS unknown_seconds
 FROM unnest($1::text[]) AS s(service_id)
 CROSS JOIN LATERAL (
-    SELECT b.seq, b.service_id, b.batch_id, b.payload, b.created_at, b.state, b.attempts, b.claimant, b.claim_epoch, b.submitted_at, b.next_attempt_at, b.last_error, b.dlt_status, b.status_updated_at, b.unknown_count, b.invalid_details, b.updated_at, b.ledger FROM batches b
+    SELECT b.seq, b.service_id, b.batch_id, b.payload, b.created_at, b.state, b.attempts, b.claimant, b.claim_epoch, b.submitted_at, b.next_attempt_at, b.last_error, b.dlt_status, b.status_updated_at, b.unknown_count, b.invalid_details, b.updated_at, b.ledger, b.unfinished, b.finished_at, b.unknown_since FROM batches b
     WHERE b.service_id = s.service_id
-      AND b.state NOT IN ('COMMITTED', 'INVALID')
+      AND b.unfinished
       AND NOT ($2::bool AND b.state = 'VALID')
     ORDER BY b.seq
     LIMIT 1
@@ -62,16 +64,17 @@ type BatchHeadsParams struct {
 }
 
 type BatchHeadsRow struct {
-	Seq              int64
-	ServiceID        string
-	BatchID          string
-	State            string
-	Attempts         int32
-	ClaimEpoch       *int64
-	Claimant         *uuid.UUID
-	UnknownCount     int32
-	Due              bool
-	SincePostSeconds float64
+	Seq            int64
+	ServiceID      string
+	BatchID        string
+	State          string
+	Attempts       int32
+	ClaimEpoch     *int64
+	Claimant       *uuid.UUID
+	UnknownCount   int32
+	Due            bool
+	DueInSeconds   float64
+	UnknownSeconds float64
 }
 
 // The oldest unfinished batch of each given service_id (one index probe each), with what
@@ -97,7 +100,8 @@ func (q *Queries) BatchHeads(ctx context.Context, db DBTX, arg BatchHeadsParams)
 			&i.Claimant,
 			&i.UnknownCount,
 			&i.Due,
-			&i.SincePostSeconds,
+			&i.DueInSeconds,
+			&i.UnknownSeconds,
 		); err != nil {
 			return nil, err
 		}
@@ -137,8 +141,8 @@ type BatchInsertRow struct {
 	CreatedAt time.Time
 }
 
-// Batches. Every state change is one conditional UPDATE (expected state, and for an owner's
-// writes the claim epoch), run in a transaction that first fenced the claim row.
+// Batches. Every state change is one conditional UPDATE: on the state the writer expects, and
+// for an owner's writes on its claim (claimant, epoch) as well.
 // Stores a batch after every batch of its service_id committed before it. Enqueues of one
 // service_id are serialized by a transaction-scoped advisory lock taken before seq is drawn,
 // so seq order is commit order: a transaction that drew a lower seq has committed (or rolled
@@ -205,7 +209,7 @@ const batchOpenStateTotals = `-- name: BatchOpenStateTotals :many
 SELECT state, count(*)::bigint AS batches,
        COALESCE(EXTRACT(EPOCH FROM now() - min(created_at)), 0)::float8 AS oldest_seconds
 FROM batches
-WHERE state NOT IN ('COMMITTED', 'INVALID')
+WHERE unfinished
 GROUP BY state
 `
 
@@ -275,7 +279,7 @@ func (q *Queries) BatchSeqs(ctx context.Context, db DBTX) ([]BatchSeqsRow, error
 
 const batchStateCounts = `-- name: BatchStateCounts :many
 SELECT service_id, state, count(*)::bigint AS batches,
-       COALESCE(EXTRACT(EPOCH FROM now() - min(created_at) FILTER (WHERE state NOT IN ('COMMITTED', 'INVALID'))), 0)::float8 AS oldest_open_seconds
+       COALESCE(EXTRACT(EPOCH FROM now() - min(created_at) FILTER (WHERE unfinished)), 0)::float8 AS oldest_open_seconds
 FROM batches
 GROUP BY service_id, state
 ORDER BY service_id, state
@@ -396,28 +400,20 @@ lease AS (
     WHERE i.id = $6::uuid AND i.nonce = $7::uuid
       AND i.expiry_1 > COALESCE($8::timestamptz, now())
 ),
-locked AS (
+fenced AS (
     SELECT c.service_id, c.epoch FROM service_id_claims c
-    JOIN want w ON w.service_id = c.service_id AND w.epoch = c.epoch
+    JOIN (SELECT DISTINCT w.service_id, w.epoch FROM want w) w ON w.service_id = c.service_id AND w.epoch = c.epoch
     WHERE c.claimant = (SELECT id FROM lease)
-      AND EXISTS (SELECT 1 FROM batches b WHERE b.seq = w.seq AND b.state = w.from_state)
     ORDER BY c.service_id
-    FOR UPDATE OF c
-),
-claimed AS (
-    UPDATE service_id_claims c
-    SET submitting_since = COALESCE(c.submitting_since, COALESCE($8::timestamptz, now()))
-    FROM locked l
-    WHERE c.service_id = l.service_id AND c.epoch = l.epoch
-    RETURNING c.service_id, c.epoch
+    FOR SHARE OF c
 ),
 marked AS (
     UPDATE batches b
     SET state = 'INFLIGHT', attempts = b.attempts + 1, claimant = $6::uuid,
         claim_epoch = w.epoch, submitted_at = now(), updated_at = now(),
-        next_attempt_at = NULL, unknown_count = 0
-    FROM want w JOIN claimed k ON k.service_id = w.service_id AND k.epoch = w.epoch
-    WHERE b.seq = w.seq AND b.state = w.from_state
+        next_attempt_at = NULL, unknown_count = 0, unknown_since = NULL
+    FROM want w JOIN fenced f ON f.service_id = w.service_id AND f.epoch = w.epoch
+    WHERE b.seq = w.seq AND b.service_id = w.service_id AND b.state = w.from_state
     RETURNING b.seq, b.service_id, b.batch_id, b.payload, b.attempts, w.epoch, w.from_state, w.reason
 ),
 attempt AS (
@@ -429,11 +425,11 @@ logged AS (
     INSERT INTO batch_transitions (seq, from_state, to_state, instance_id, epoch, detail)
     SELECT m.seq, m.from_state, 'INFLIGHT', $6::uuid, m.epoch, m.reason FROM marked m
 )
-SELECT w.seq::bigint AS seq, (k.service_id IS NOT NULL)::bool AS fenced, (m.seq IS NOT NULL)::bool AS marked,
+SELECT w.seq::bigint AS seq, (f.service_id IS NOT NULL)::bool AS fenced, (m.seq IS NOT NULL)::bool AS marked,
        COALESCE(m.payload, ''::bytea)::bytea AS payload, COALESCE(m.attempts, 0)::int AS attempts,
        COALESCE(a.id, 0)::bigint AS attempt_id
 FROM want w
-LEFT JOIN claimed k ON k.service_id = w.service_id AND k.epoch = w.epoch
+LEFT JOIN fenced f ON f.service_id = w.service_id AND f.epoch = w.epoch
 LEFT JOIN marked m ON m.seq = w.seq
 LEFT JOIN attempt a ON a.seq = w.seq
 `
@@ -459,18 +455,21 @@ type BatchesMarkInflightRow struct {
 }
 
 // The data path writes sets: one statement marks every batch a round hands out, one records
-// every outcome that arrived, one records a poll's answers. Each is fenced per row: a row
-// whose claim is no longer held with its epoch (or whose registry row is not this process's)
-// is left alone and reported for that row alone; the others go ahead. Each writes its
-// attempt and transition log rows in the same statement. Claim rows are locked in
-// service_id order, so that two of these statements never wait for each other in a cycle.
-// Marks the given heads in flight before their POSTs, each only if its claim is held with
-// its epoch while the lease is in phase one by the database clock, and the batch is still in
-// the state it was handed out in. Marks the claim busy (submitting_since) in the same
-// statement: being an UPDATE of the claim row, it conflicts with a concurrent takeover of
-// that row, and one of the two wins. A POST starts the count of UNKNOWN answers afresh.
-// Returns, per head, whether its claim held, and for the heads marked their payload, attempt
-// count and attempt-log id.
+// every outcome that arrived (and marks the next batch of each service_id it frees), one
+// records a poll's answers. Each is fenced per row: a row whose claim is no longer held with
+// its epoch (or whose registry row is not this process's) is left alone and reported for that
+// row alone; the others go ahead. Each writes its attempt and transition log rows in the same
+// statement. The claim rows are locked FOR SHARE in service_id order and never written on the
+// way: a takeover (which locks a claim row FOR UPDATE, skipping locked ones, and then judges it
+// with a snapshot taken after the lock) cannot commit in between, and these statements never
+// wait for one another. Whether a claim is busy (has a POST in flight) is read from its head
+// batch, not stored on the claim.
+// Marks the given heads in flight before their POSTs, each only if its claim is held with its
+// epoch while the lease is in phase one by the database clock (fenced), and the batch is still
+// in the state it was handed out in (marked; a head that moved on meanwhile is skipped, its
+// claim untouched). A POST starts the count of UNKNOWN answers afresh. Returns, per head,
+// whether its claim held, whether it was marked, and for the heads marked their payload,
+// attempt number and attempt-log id.
 func (q *Queries) BatchesMarkInflight(ctx context.Context, db DBTX, arg BatchesMarkInflightParams) ([]BatchesMarkInflightRow, error) {
 	rows, err := db.Query(ctx, batchesMarkInflight,
 		arg.Seqs,
@@ -512,30 +511,25 @@ WITH o AS (
     SELECT unnest($1::bigint[]) AS seq,
            unnest($2::text[]) AS service_id,
            unnest($3::bigint[]) AS epoch,
-           unnest($4::text[]) AS new_state,
-           unnest($5::text[]) AS dlt_status,
-           unnest($6::bigint[]) AS retry_after_ms,
-           unnest($7::text[]) AS last_error,
-           unnest($8::text[]) AS invalid,
-           unnest($9::bigint[]) AS attempt_id,
-           unnest($10::int[]) AS http_status,
-           unnest($11::float8[]) AS latency_ms,
-           unnest($12::text[]) AS outcome
+           unnest($4::int[]) AS attempt,
+           unnest($5::text[]) AS new_state,
+           unnest($6::text[]) AS dlt_status,
+           unnest($7::bigint[]) AS retry_after_ms,
+           unnest($8::text[]) AS last_error,
+           unnest($9::text[]) AS invalid,
+           unnest($10::bigint[]) AS attempt_id,
+           unnest($11::int[]) AS http_status,
+           unnest($12::float8[]) AS latency_ms,
+           unnest($13::text[]) AS outcome,
+           unnest($14::bool[]) AS chain
 ),
-locked AS (
+fenced AS (
     SELECT c.service_id, c.epoch FROM service_id_claims c
     JOIN (SELECT DISTINCT o.service_id, o.epoch FROM o) w ON w.service_id = c.service_id AND w.epoch = c.epoch
-    WHERE c.claimant = $13::uuid
-      AND EXISTS (SELECT 1 FROM instances i WHERE i.id = $13::uuid AND i.nonce = $14::uuid)
+    WHERE c.claimant = $15::uuid
+      AND EXISTS (SELECT 1 FROM instances i WHERE i.id = $15::uuid AND i.nonce = $16::uuid)
     ORDER BY c.service_id
-    FOR UPDATE OF c
-),
-ended AS (
-    UPDATE service_id_claims c
-    SET submitting_since = NULL, active_at = now()
-    FROM locked l
-    WHERE c.service_id = l.service_id AND c.epoch = l.epoch
-    RETURNING c.service_id, c.epoch
+    FOR SHARE OF c
 ),
 recorded AS (
     UPDATE batches b
@@ -546,10 +540,12 @@ recorded AS (
         last_error = NULLIF(o.last_error, ''),
         invalid_details = COALESCE(NULLIF(o.invalid, '')::jsonb, b.invalid_details),
         unknown_count = 0,
+        unknown_since = CASE WHEN o.new_state = 'UNKNOWN' THEN now() END,
+        finished_at = CASE WHEN o.new_state IN ('COMMITTED', 'INVALID') THEN now() END,
         updated_at = now()
-    FROM o JOIN ended e ON e.service_id = o.service_id AND e.epoch = o.epoch
-    WHERE b.seq = o.seq AND b.state = 'INFLIGHT' AND b.claim_epoch = o.epoch
-      AND b.claimant = $13::uuid
+    FROM o JOIN fenced f ON f.service_id = o.service_id AND f.epoch = o.epoch
+    WHERE b.seq = o.seq AND b.service_id = o.service_id AND b.state = 'INFLIGHT'
+      AND b.claimant = $15::uuid AND b.claim_epoch = o.epoch AND b.attempts = o.attempt
     RETURNING b.seq, EXTRACT(EPOCH FROM now() - b.created_at)::float8 AS age_seconds
 ),
 attempted AS (
@@ -561,27 +557,83 @@ attempted AS (
 ),
 logged AS (
     INSERT INTO batch_transitions (seq, from_state, to_state, instance_id, epoch, detail)
-    SELECT o.seq, 'INFLIGHT', o.new_state, $13::uuid, o.epoch, o.outcome
+    SELECT o.seq, 'INFLIGHT', o.new_state, $15::uuid, o.epoch, o.outcome
     FROM o JOIN recorded r ON r.seq = o.seq
 ),
 halted AS (
     INSERT INTO service_halts (service_id, seq, reason)
     SELECT o.service_id, o.seq, 'batch INVALID: ' || o.last_error
     FROM o JOIN recorded r ON r.seq = o.seq
-    WHERE $15::bool AND o.new_state = 'INVALID'
+    WHERE $17::bool AND o.new_state = 'INVALID'
     ON CONFLICT (service_id) DO NOTHING
+),
+finished AS (
+    SELECT o.seq, o.service_id, o.epoch, o.chain,
+           (o.new_state = 'COMMITTED' OR NOT $17::bool) AS frees
+    FROM o JOIN recorded r ON r.seq = o.seq
+    WHERE o.new_state IN ('COMMITTED', 'INVALID')
+),
+lease AS (
+    SELECT i.id FROM instances i
+    WHERE i.id = $15::uuid AND i.nonce = $16::uuid
+      AND i.expiry_1 > COALESCE($18::timestamptz, now())
+),
+next_head AS (
+    SELECT f.seq AS prev_seq, n.seq, f.service_id, f.epoch
+    FROM finished f
+    CROSS JOIN LATERAL (
+        SELECT b.seq, b.state FROM batches b
+        WHERE b.service_id = f.service_id AND b.unfinished AND b.seq <> f.seq
+          AND NOT ($19::bool AND b.state = 'VALID')
+        ORDER BY b.seq
+        LIMIT 1
+    ) n
+    WHERE f.chain AND f.frees AND n.state = 'NEW' AND EXISTS (SELECT 1 FROM lease)
+      AND NOT EXISTS (SELECT 1 FROM service_halts x WHERE x.service_id = f.service_id)
+),
+chained AS (
+    UPDATE batches b
+    SET state = 'INFLIGHT', attempts = b.attempts + 1, claimant = $15::uuid,
+        claim_epoch = n.epoch, submitted_at = now(), updated_at = now(),
+        next_attempt_at = NULL, unknown_count = 0, unknown_since = NULL
+    FROM next_head n
+    WHERE b.seq = n.seq AND b.service_id = n.service_id AND b.state = 'NEW'
+    RETURNING b.seq, b.service_id, b.batch_id, b.payload, b.attempts, n.epoch, n.prev_seq
+),
+chained_attempt AS (
+    INSERT INTO submission_attempts (seq, service_id, batch_id, instance_id, epoch, reason)
+    SELECT c.seq, c.service_id, c.batch_id, $15::uuid, c.epoch, 'first' FROM chained c
+    RETURNING id, seq
+),
+chained_logged AS (
+    INSERT INTO batch_transitions (seq, from_state, to_state, instance_id, epoch, detail)
+    SELECT c.seq, 'NEW', 'INFLIGHT', $15::uuid, c.epoch, 'first' FROM chained c
+),
+drained AS (
+    UPDATE service_id_claims c
+    SET active_at = now()
+    FROM finished f
+    WHERE $20::bool
+      AND c.service_id = f.service_id AND c.epoch = f.epoch AND c.claimant = $15::uuid
+      AND NOT EXISTS (SELECT 1 FROM batches b WHERE b.service_id = f.service_id AND b.unfinished AND b.seq <> f.seq)
 )
-SELECT o.seq::bigint AS seq, (e.service_id IS NOT NULL)::bool AS fenced, (r.seq IS NOT NULL)::bool AS recorded,
-       COALESCE(r.age_seconds, 0)::float8 AS age_seconds
+SELECT o.seq::bigint AS seq, (f.service_id IS NOT NULL)::bool AS fenced, (r.seq IS NOT NULL)::bool AS recorded,
+       COALESCE(r.age_seconds, 0)::float8 AS age_seconds,
+       COALESCE(c.seq, 0)::bigint AS next_seq, COALESCE(c.batch_id, '')::text AS next_batch_id,
+       COALESCE(c.payload, ''::bytea)::bytea AS next_payload, COALESCE(c.attempts, 0)::int AS next_attempts,
+       COALESCE(ca.id, 0)::bigint AS next_attempt_id
 FROM o
-LEFT JOIN ended e ON e.service_id = o.service_id AND e.epoch = o.epoch
+LEFT JOIN fenced f ON f.service_id = o.service_id AND f.epoch = o.epoch
 LEFT JOIN recorded r ON r.seq = o.seq
+LEFT JOIN chained c ON c.prev_seq = o.seq
+LEFT JOIN chained_attempt ca ON ca.seq = c.seq
 `
 
 type BatchesRecordOutcomesParams struct {
 	Seqs           []int64
 	ServiceIds     []string
 	Epochs         []int64
+	Attempts       []int32
 	NewStates      []string
 	DltStatuses    []string
 	RetryAfterMs   []int64
@@ -591,28 +643,45 @@ type BatchesRecordOutcomesParams struct {
 	HttpStatuses   []int32
 	LatenciesMs    []float64
 	Outcomes       []string
+	Chain          []bool
 	Claimant       uuid.UUID
 	Nonce          uuid.UUID
 	HaltOnInvalid  bool
+	Now            *time.Time
+	SkipValid      bool
+	TrackIdle      bool
 }
 
 type BatchesRecordOutcomesRow struct {
-	Seq        int64
-	Fenced     bool
-	Recorded   bool
-	AgeSeconds float64
+	Seq           int64
+	Fenced        bool
+	Recorded      bool
+	AgeSeconds    float64
+	NextSeq       int64
+	NextBatchID   string
+	NextPayload   []byte
+	NextAttempts  int32
+	NextAttemptID int64
 }
 
-// Records the outcomes of POSTs marked in flight by this instance, each fenced on its claim,
-// and ends the claims' submissions. A late answer after a takeover matches no row (the new
-// owner's write changed claim_epoch or state). An empty text or a zero number means none.
-// A new outcome starts the clock and the count of UNKNOWN answers afresh: an UNKNOWN outcome
-// is resubmitted only after new answers from the ledger (or the grace period).
+// Records the outcomes of POSTs marked in flight by this instance, each fenced on its claim and
+// on its attempt: the batch must still be INFLIGHT under this claimant, epoch and attempt
+// number, so a late outcome of an earlier attempt (one that was adopted and posted again) is
+// not recorded over the later one. An empty text or a zero number means none. A new outcome
+// starts the count of UNKNOWN answers afresh, and an UNKNOWN one the resubmission grace.
+//
+// When chain is set for an outcome that frees its service_id (COMMITTED, or INVALID without
+// halt_on_invalid) and the lease is in phase one, the service_id's next batch, if it is NEW, is
+// marked in flight in the same statement and returned (next_*), so that the worker that
+// finished one batch starts the next without another statement. With track_idle, a
+// service_id left without unfinished batches gets active_at = now() (the idle clock of
+// claims.Config.DropIdleAfter).
 func (q *Queries) BatchesRecordOutcomes(ctx context.Context, db DBTX, arg BatchesRecordOutcomesParams) ([]BatchesRecordOutcomesRow, error) {
 	rows, err := db.Query(ctx, batchesRecordOutcomes,
 		arg.Seqs,
 		arg.ServiceIds,
 		arg.Epochs,
+		arg.Attempts,
 		arg.NewStates,
 		arg.DltStatuses,
 		arg.RetryAfterMs,
@@ -622,9 +691,13 @@ func (q *Queries) BatchesRecordOutcomes(ctx context.Context, db DBTX, arg Batche
 		arg.HttpStatuses,
 		arg.LatenciesMs,
 		arg.Outcomes,
+		arg.Chain,
 		arg.Claimant,
 		arg.Nonce,
 		arg.HaltOnInvalid,
+		arg.Now,
+		arg.SkipValid,
+		arg.TrackIdle,
 	)
 	if err != nil {
 		return nil, err
@@ -638,6 +711,11 @@ func (q *Queries) BatchesRecordOutcomes(ctx context.Context, db DBTX, arg Batche
 			&i.Fenced,
 			&i.Recorded,
 			&i.AgeSeconds,
+			&i.NextSeq,
+			&i.NextBatchID,
+			&i.NextPayload,
+			&i.NextAttempts,
+			&i.NextAttemptID,
 		); err != nil {
 			return nil, err
 		}
@@ -654,13 +732,13 @@ WITH u AS (
     SELECT unnest($1::bigint[]) AS seq,
            unnest($2::text[]) AS service_id,
            unnest($3::bigint[]) AS epoch,
-           unnest($4::text[]) AS from_state,
-           unnest($5::text[]) AS new_state,
-           unnest($6::text[]) AS dlt_status,
-           unnest($7::bool[]) AS answer,
-           unnest($8::text[]) AS invalid,
-           unnest($9::text[]) AS detail,
-           unnest($10::bool[]) AS end_submission
+           unnest($4::int[]) AS attempt,
+           unnest($5::text[]) AS from_state,
+           unnest($6::text[]) AS new_state,
+           unnest($7::text[]) AS dlt_status,
+           unnest($8::bool[]) AS answer,
+           unnest($9::text[]) AS invalid,
+           unnest($10::text[]) AS detail
 ),
 fenced AS (
     SELECT c.service_id, c.epoch FROM service_id_claims c
@@ -678,11 +756,15 @@ recorded AS (
         unknown_count = CASE WHEN u.dlt_status <> 'UNKNOWN' THEN 0
                              WHEN u.answer THEN b.unknown_count + 1
                              ELSE b.unknown_count END,
+        unknown_since = CASE WHEN u.new_state <> 'UNKNOWN' THEN NULL
+                             WHEN b.state = 'UNKNOWN' AND u.answer THEN b.unknown_since
+                             ELSE now() END,
+        finished_at = CASE WHEN u.new_state IN ('COMMITTED', 'INVALID') THEN now() END,
         invalid_details = COALESCE(NULLIF(u.invalid, '')::jsonb, b.invalid_details),
         claimant = $11::uuid, claim_epoch = u.epoch,
         updated_at = now()
     FROM u JOIN fenced f ON f.service_id = u.service_id AND f.epoch = u.epoch
-    WHERE b.seq = u.seq AND b.state = u.from_state
+    WHERE b.seq = u.seq AND b.service_id = u.service_id AND b.state = u.from_state AND b.attempts = u.attempt
     RETURNING b.seq, EXTRACT(EPOCH FROM now() - b.created_at)::float8 AS age_seconds
 ),
 logged AS (
@@ -698,12 +780,14 @@ halted AS (
     WHERE $13::bool AND u.new_state = 'INVALID'
     ON CONFLICT (service_id) DO NOTHING
 ),
-ended AS (
+drained AS (
     UPDATE service_id_claims c
-    SET submitting_since = NULL
-    FROM (SELECT DISTINCT u.service_id, u.epoch FROM u WHERE u.end_submission) w
-    JOIN fenced f ON f.service_id = w.service_id AND f.epoch = w.epoch
-    WHERE c.service_id = w.service_id AND c.epoch = w.epoch AND c.claimant = $11::uuid
+    SET active_at = now()
+    FROM (SELECT u.service_id, u.epoch, u.seq FROM u JOIN recorded r ON r.seq = u.seq
+          WHERE u.new_state IN ('COMMITTED', 'INVALID')) d
+    WHERE $14::bool
+      AND c.service_id = d.service_id AND c.epoch = d.epoch AND c.claimant = $11::uuid
+      AND NOT EXISTS (SELECT 1 FROM batches b WHERE b.service_id = d.service_id AND b.unfinished AND b.seq <> d.seq)
 )
 SELECT u.seq::bigint AS seq, (f.service_id IS NOT NULL)::bool AS fenced, (r.seq IS NOT NULL)::bool AS recorded,
        COALESCE(r.age_seconds, 0)::float8 AS age_seconds
@@ -716,16 +800,17 @@ type BatchesRecordStatusesParams struct {
 	Seqs           []int64
 	ServiceIds     []string
 	Epochs         []int64
+	Attempts       []int32
 	FromStates     []string
 	NewStates      []string
 	DltStatuses    []string
 	Answers        []bool
 	InvalidDetails []string
 	Details        []string
-	EndSubmissions []bool
 	Claimant       uuid.UUID
 	Nonce          uuid.UUID
 	HaltOnInvalid  bool
+	TrackIdle      bool
 }
 
 type BatchesRecordStatusesRow struct {
@@ -735,28 +820,30 @@ type BatchesRecordStatusesRow struct {
 	AgeSeconds float64
 }
 
-// Records what the ledger said about batches of claimed service_ids (or the adoption of an
-// orphaned in-flight batch), each fenced on its claim (a shared lock on the claim row until
-// the statement ends, so no takeover commits in between) and each only if the batch is still
-// in the state it was asked about in. Only an answer from the ledger counts towards the
-// consecutive UNKNOWN answers; an adoption does not. With end_submission, the claim's
-// submission mark is cleared (an adoption under the epoch that left it). Callers leave out
-// answers that change nothing, so a poll that learns nothing writes nothing.
+// Records what the ledger said about batches of claimed service_ids (or the adoption of a
+// batch left in flight by a previous owner or by this instance before it was fenced), each
+// fenced on its claim and each only if the batch is still in the state and at the attempt it was
+// asked about in. Only an answer from the ledger counts towards the consecutive UNKNOWN
+// answers; an adoption does not, and starts the resubmission grace afresh, so that the ledger
+// is asked before the batch is sent again. With track_idle, a service_id left without
+// unfinished batches gets active_at = now(). Callers leave out answers that change nothing, so
+// a poll that learns nothing writes nothing.
 func (q *Queries) BatchesRecordStatuses(ctx context.Context, db DBTX, arg BatchesRecordStatusesParams) ([]BatchesRecordStatusesRow, error) {
 	rows, err := db.Query(ctx, batchesRecordStatuses,
 		arg.Seqs,
 		arg.ServiceIds,
 		arg.Epochs,
+		arg.Attempts,
 		arg.FromStates,
 		arg.NewStates,
 		arg.DltStatuses,
 		arg.Answers,
 		arg.InvalidDetails,
 		arg.Details,
-		arg.EndSubmissions,
 		arg.Claimant,
 		arg.Nonce,
 		arg.HaltOnInvalid,
+		arg.TrackIdle,
 	)
 	if err != nil {
 		return nil, err
@@ -782,9 +869,10 @@ func (q *Queries) BatchesRecordStatuses(ctx context.Context, db DBTX, arg Batche
 }
 
 const batchesToPoll = `-- name: BatchesToPoll :many
-SELECT b.seq, b.service_id, b.batch_id, b.state
+SELECT b.seq, b.service_id, b.batch_id, b.state, b.attempts
 FROM batches b
 WHERE b.service_id = ANY($1::text[])
+  AND b.unfinished
   AND b.state IN ('PENDING', 'VALID', 'UNKNOWN')
   AND (b.service_id, b.seq) > ($2::text, $3::bigint)
 ORDER BY b.service_id, b.seq
@@ -803,6 +891,7 @@ type BatchesToPollRow struct {
 	ServiceID string
 	BatchID   string
 	State     string
+	Attempts  int32
 }
 
 // Batches whose outcome the ledger still has to tell, of the given (claimed) service_ids:
@@ -828,6 +917,7 @@ func (q *Queries) BatchesToPoll(ctx context.Context, db DBTX, arg BatchesToPollP
 			&i.ServiceID,
 			&i.BatchID,
 			&i.State,
+			&i.Attempts,
 		); err != nil {
 			return nil, err
 		}

@@ -214,7 +214,7 @@ func (q *Queries) ClaimsAcquire(ctx context.Context, db DBTX, arg ClaimsAcquireP
 
 const claimsAcquireWithWork = `-- name: ClaimsAcquireWithWork :many
 WITH work AS (
-    SELECT DISTINCT b.service_id FROM batches b WHERE b.state NOT IN ('COMMITTED', 'INVALID')
+    SELECT DISTINCT b.service_id FROM batches b WHERE b.unfinished
 ),
 free_work AS (
     SELECT f.service_id FROM service_id_claims f JOIN work w ON w.service_id = f.service_id
@@ -311,7 +311,7 @@ dropped AS (
     USING wanted
     WHERE c.service_id = wanted.service_id AND c.epoch = wanted.epoch
       AND c.claimant IS NOT DISTINCT FROM $3::uuid AND c.submitting_since IS NULL
-      AND NOT EXISTS (SELECT 1 FROM batches b WHERE b.service_id = c.service_id AND b.state NOT IN ('COMMITTED', 'INVALID'))
+      AND NOT EXISTS (SELECT 1 FROM batches b WHERE b.service_id = c.service_id AND b.unfinished)
     RETURNING c.service_id, c.epoch, c.claimant
 ),
 logged AS (
@@ -360,7 +360,7 @@ func (q *Queries) ClaimsDropIdle(ctx context.Context, db DBTX, arg ClaimsDropIdl
 
 const claimsEffective = `-- name: ClaimsEffective :many
 SELECT service_id, claimant, claimant_name, epoch, claimed_at, renewed_at, expiry_1, expiry_2,
-       submitting_since, phase
+       submitting_since, phase, busy
 FROM service_id_claims_effective
 ORDER BY service_id
 LIMIT $1
@@ -386,6 +386,7 @@ func (q *Queries) ClaimsEffective(ctx context.Context, db DBTX, maxRows *int32) 
 			&i.Expiry2,
 			&i.SubmittingSince,
 			&i.Phase,
+			&i.Busy,
 		); err != nil {
 			return nil, err
 		}
@@ -446,7 +447,7 @@ FROM (
           <= COALESCE($2::timestamptz, now()) - $3::bigint * interval '1 millisecond'
       -- Checked again after the locks; here it keeps keys with long-unfinished work (a
       -- halted service_id, a batch the ledger is slow on) from filling every chunk.
-      AND NOT EXISTS (SELECT 1 FROM batches b WHERE b.service_id = c.service_id AND b.state NOT IN ('COMMITTED', 'INVALID'))
+      AND NOT EXISTS (SELECT 1 FROM batches b WHERE b.service_id = c.service_id AND b.unfinished)
     ORDER BY c.service_id
     LIMIT $4::int
 ) s
@@ -504,7 +505,7 @@ FROM (
     WHERE f.claimant IS NULL
       AND COALESCE(f.active_at, f.claimed_at, f.registered_at)
           <= COALESCE($1::timestamptz, now()) - $2::bigint * interval '1 millisecond'
-      AND NOT EXISTS (SELECT 1 FROM batches b WHERE b.service_id = f.service_id AND b.state NOT IN ('COMMITTED', 'INVALID'))
+      AND NOT EXISTS (SELECT 1 FROM batches b WHERE b.service_id = f.service_id AND b.unfinished)
     ORDER BY hashtextextended(f.service_id, 0)
     LIMIT $3::int
     FOR UPDATE SKIP LOCKED
@@ -547,10 +548,100 @@ func (q *Queries) ClaimsLockIdleFree(ctx context.Context, db DBTX, arg ClaimsLoc
 	return items, nil
 }
 
+const claimsLockOwn = `-- name: ClaimsLockOwn :many
+WITH wanted AS (
+    SELECT unnest($2::text[]) AS service_id, unnest($3::bigint[]) AS epoch
+)
+SELECT c.service_id, c.epoch FROM service_id_claims c
+JOIN wanted w ON w.service_id = c.service_id AND w.epoch = c.epoch
+WHERE c.claimant = $1::uuid
+ORDER BY c.service_id
+FOR UPDATE OF c SKIP LOCKED
+`
+
+type ClaimsLockOwnParams struct {
+	Claimant   uuid.UUID
+	ServiceIds []string
+	Epochs     []int64
+}
+
+type ClaimsLockOwnRow struct {
+	ServiceID string
+	Epoch     int64
+}
+
+// The first statement of giving claims back, in a transaction with ClaimsRelease: locks those
+// of the given claims still held by claimant with the given epoch, skipping rows another
+// transaction has locked (an owner's write in flight: busy anyway).
+func (q *Queries) ClaimsLockOwn(ctx context.Context, db DBTX, arg ClaimsLockOwnParams) ([]ClaimsLockOwnRow, error) {
+	rows, err := db.Query(ctx, claimsLockOwn, arg.Claimant, arg.ServiceIds, arg.Epochs)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []ClaimsLockOwnRow{}
+	for rows.Next() {
+		var i ClaimsLockOwnRow
+		if err := rows.Scan(&i.ServiceID, &i.Epoch); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const claimsLockVoidable = `-- name: ClaimsLockVoidable :many
+SELECT c.service_id, c.claimant, c.epoch
+FROM instances i
+JOIN service_id_claims c ON c.claimant = i.id
+WHERE i.expiry_1 <= COALESCE($1::timestamptz, now())
+  AND (i.expiry_2 <= COALESCE($1::timestamptz, now()) OR NOT (c.submitting_since IS NOT NULL OR batchclaim_head_in_flight(c.service_id, c.claimant, c.epoch)))
+LIMIT $2::int
+FOR UPDATE OF c SKIP LOCKED
+`
+
+type ClaimsLockVoidableParams struct {
+	Now *time.Time
+	Max int32
+}
+
+type ClaimsLockVoidableRow struct {
+	ServiceID string
+	Claimant  *uuid.UUID
+	Epoch     int64
+}
+
+// Two-phase maintenance, one bounded chunk at a time, in a transaction with ClaimsVoid: locks
+// claims that look void by this statement's snapshot (their claimant's lease is past expiry_2,
+// or past expiry_1 while the claim is not busy). Rows another transaction has locked (an owner
+// writing about the service_id, another instance voiding the same chunk) are skipped, not
+// waited for.
+func (q *Queries) ClaimsLockVoidable(ctx context.Context, db DBTX, arg ClaimsLockVoidableParams) ([]ClaimsLockVoidableRow, error) {
+	rows, err := db.Query(ctx, claimsLockVoidable, arg.Now, arg.Max)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []ClaimsLockVoidableRow{}
+	for rows.Next() {
+		var i ClaimsLockVoidableRow
+		if err := rows.Scan(&i.ServiceID, &i.Claimant, &i.Epoch); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const claimsPerInstance = `-- name: ClaimsPerInstance :many
-SELECT claimant, count(*)::bigint AS claims,
-       count(*) FILTER (WHERE submitting_since IS NOT NULL)::bigint AS submitting
-FROM service_id_claims
+SELECT claimant, count(*)::bigint AS claims, count(*) FILTER (WHERE busy)::bigint AS submitting
+FROM service_id_claims_effective
 WHERE claimant IS NOT NULL
 GROUP BY claimant
 `
@@ -590,6 +681,14 @@ ON CONFLICT (service_id) DO NOTHING
 
 // Claims. Everything that decides expiry compares with the database clock: now(), or the
 // optional now a test passes to move the database's view of time.
+//
+// A claim is busy while its owner has a POST in flight: its service_id's head batch (the
+// oldest unfinished one, VALID ones aside) is INFLIGHT under the claim's owner and epoch, or
+// (for users of the claim engine alone) submitting_since is set. Past expiry_1 a busy claim is
+// kept for its owner until expiry_2. Statements that take a claim away from its owner judge
+// busy with a snapshot taken after they locked the claim row: the data path fences its writes
+// with a shared lock on the claim row, so a mark committed before the lock is seen, and one
+// after it finds the claim gone.
 func (q *Queries) ClaimsRegister(ctx context.Context, db DBTX, serviceIds []string) (int64, error) {
 	result, err := db.Exec(ctx, claimsRegister, serviceIds)
 	if err != nil {
@@ -608,7 +707,7 @@ released AS (
     FROM wanted
     WHERE c.service_id = wanted.service_id AND c.epoch = wanted.epoch
       AND c.claimant = $1::uuid
-      AND (NOT $5::bool OR c.submitting_since IS NULL)
+      AND (NOT $5::bool OR NOT (c.submitting_since IS NOT NULL OR batchclaim_head_in_flight(c.service_id, c.claimant, c.epoch)))
     RETURNING c.service_id, c.epoch
 )
 INSERT INTO claim_events (service_id, instance_id, epoch, event)
@@ -630,8 +729,8 @@ type ClaimsReleaseRow struct {
 }
 
 // Gives claims back, each only if it is still held with the given epoch. event says why
-// (released on stop, surplus_released for fair share). With only_idle, claims with a batch
-// in submission are kept.
+// (released on stop, surplus_released for fair share). With only_idle, busy claims are kept;
+// run it after ClaimsLockOwn in the same transaction, so that busy is judged after the lock.
 func (q *Queries) ClaimsRelease(ctx context.Context, db DBTX, arg ClaimsReleaseParams) ([]ClaimsReleaseRow, error) {
 	rows, err := db.Query(ctx, claimsRelease,
 		arg.Claimant,
@@ -716,7 +815,7 @@ SELECT
         SELECT 1 FROM instances i
         WHERE i.expiry_1 <= COALESCE($3::timestamptz, now())
           AND EXISTS (SELECT 1 FROM service_id_claims c WHERE c.claimant = i.id
-                      AND (i.expiry_2 <= COALESCE($3::timestamptz, now()) OR c.submitting_since IS NULL))
+                      AND (i.expiry_2 <= COALESCE($3::timestamptz, now()) OR NOT (c.submitting_since IS NOT NULL OR batchclaim_head_in_flight(c.service_id, c.claimant, c.epoch))))
     )::bool AS voidable,
     own.held, own.epoch_sum, own.idle
 FROM (
@@ -724,7 +823,7 @@ FROM (
            count(*) FILTER (WHERE $4::bigint > 0 AND c.submitting_since IS NULL
                AND COALESCE(c.active_at, c.claimed_at, c.registered_at)
                    <= COALESCE($3::timestamptz, now()) - $4::bigint * interval '1 millisecond'
-               AND NOT EXISTS (SELECT 1 FROM batches b WHERE b.service_id = c.service_id AND b.state NOT IN ('COMMITTED', 'INVALID')))::bigint AS idle
+               AND NOT EXISTS (SELECT 1 FROM batches b WHERE b.service_id = c.service_id AND b.unfinished))::bigint AS idle
     FROM service_id_claims c
     WHERE c.claimant = $1::uuid
 ) own
@@ -777,55 +876,58 @@ func (q *Queries) ClaimsSurvey(ctx context.Context, db DBTX, arg ClaimsSurveyPar
 	return i, err
 }
 
-const claimsVoidExpired = `-- name: ClaimsVoidExpired :many
+const claimsVoid = `-- name: ClaimsVoid :many
 WITH cand AS (
-    SELECT c.service_id, c.claimant, c.epoch,
-           CASE WHEN i.expiry_2 <= COALESCE($1::timestamptz, now()) THEN 'voided_expired' ELSE 'voided_idle' END AS event
-    FROM instances i
-    JOIN service_id_claims c ON c.claimant = i.id
-    WHERE i.expiry_1 <= COALESCE($1::timestamptz, now())
-      AND (i.expiry_2 <= COALESCE($1::timestamptz, now()) OR c.submitting_since IS NULL)
-    LIMIT $2::int
-    FOR UPDATE OF c SKIP LOCKED
+    SELECT unnest($1::text[]) AS service_id,
+           unnest($2::uuid[]) AS claimant,
+           unnest($3::bigint[]) AS epoch
 ),
 voided AS (
     UPDATE service_id_claims c
     SET claimant = NULL, submitting_since = NULL
-    FROM cand
+    FROM cand JOIN instances i ON i.id = cand.claimant
     WHERE c.service_id = cand.service_id AND c.claimant = cand.claimant AND c.epoch = cand.epoch
-    RETURNING c.service_id, cand.claimant AS instance_id, c.epoch, cand.event
+      AND i.expiry_1 <= COALESCE($4::timestamptz, now())
+      AND (i.expiry_2 <= COALESCE($4::timestamptz, now()) OR NOT (c.submitting_since IS NOT NULL OR batchclaim_head_in_flight(c.service_id, c.claimant, c.epoch)))
+    RETURNING c.service_id, cand.claimant AS instance_id, c.epoch,
+              CASE WHEN i.expiry_2 <= COALESCE($4::timestamptz, now()) THEN 'voided_expired' ELSE 'voided_idle' END AS event
 )
 INSERT INTO claim_events (service_id, instance_id, epoch, event)
 SELECT v.service_id, v.instance_id, v.epoch, v.event FROM voided v
 RETURNING service_id, instance_id, epoch, event
 `
 
-type ClaimsVoidExpiredParams struct {
-	Now *time.Time
-	Max int32
+type ClaimsVoidParams struct {
+	ServiceIds []string
+	Claimants  []uuid.UUID
+	Epochs     []int64
+	Now        *time.Time
 }
 
-type ClaimsVoidExpiredRow struct {
+type ClaimsVoidRow struct {
 	ServiceID  string
 	InstanceID uuid.UUID
 	Epoch      int64
 	Event      string
 }
 
-// Two-phase maintenance, one bounded chunk at a time. A claim is void when its claimant's
-// lease is past expiry_2, or past expiry_1 while the claim has no batch in submission. Rows
-// another transaction has locked (an owner starting a submission, another instance voiding
-// the same chunk) are skipped, not waited for; a locked row that changed is judged again on
-// its new version, so a submission mark that committed first keeps its claim in phase two.
-func (q *Queries) ClaimsVoidExpired(ctx context.Context, db DBTX, arg ClaimsVoidExpiredParams) ([]ClaimsVoidExpiredRow, error) {
-	rows, err := db.Query(ctx, claimsVoidExpired, arg.Now, arg.Max)
+// The second statement of voiding, whose snapshot comes after ClaimsLockVoidable's locks:
+// frees the locked claims that are still held with the same claimant and epoch and still void
+// (a POST marked in flight before the lock keeps its claim in phase two), and logs each.
+func (q *Queries) ClaimsVoid(ctx context.Context, db DBTX, arg ClaimsVoidParams) ([]ClaimsVoidRow, error) {
+	rows, err := db.Query(ctx, claimsVoid,
+		arg.ServiceIds,
+		arg.Claimants,
+		arg.Epochs,
+		arg.Now,
+	)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	items := []ClaimsVoidExpiredRow{}
+	items := []ClaimsVoidRow{}
 	for rows.Next() {
-		var i ClaimsVoidExpiredRow
+		var i ClaimsVoidRow
 		if err := rows.Scan(
 			&i.ServiceID,
 			&i.InstanceID,

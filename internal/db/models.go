@@ -29,6 +29,9 @@ type Batch struct {
 	InvalidDetails  []byte
 	UpdatedAt       time.Time
 	Ledger          bool
+	Unfinished      bool
+	FinishedAt      *time.Time
+	UnknownSince    *time.Time
 }
 
 type BatchTransition struct {
@@ -266,6 +269,7 @@ type ServiceIDClaimsEffective struct {
 	Expiry2         *time.Time
 	SubmittingSince *time.Time
 	Phase           string
+	Busy            *bool
 }
 
 type SingleflightEntry struct {

@@ -16,10 +16,10 @@ const retentionPrune = `-- name: RetentionPrune :execrows
 DELETE FROM batches
 WHERE seq = ANY(ARRAY(
     SELECT b.seq FROM batches b
-    WHERE b.state IN ('COMMITTED', 'INVALID')
-      AND b.updated_at < COALESCE($1::timestamptz, now()) - $2::bigint * interval '1 millisecond'
+    WHERE b.finished_at IS NOT NULL
+      AND b.finished_at < COALESCE($1::timestamptz, now()) - $2::bigint * interval '1 millisecond'
       AND b.seq NOT IN (SELECT h.seq FROM service_halts h)
-    ORDER BY b.updated_at, b.seq
+    ORDER BY b.finished_at, b.seq
     LIMIT $3
 ))
 `
@@ -30,7 +30,7 @@ type RetentionPruneParams struct {
 	MaxRows  int32
 }
 
-// Deletes up to max_rows finished batches whose finish time (updated_at) is older than
+// Deletes up to max_rows finished batches whose finish time (finished_at) is older than
 // max_age_ms, oldest first; their attempts and transitions go with them (ON DELETE CASCADE).
 // The INVALID batch that halted a service_id is kept while the halt stands. The chunk is
 // read in order from batches_finished_idx (NOT IN a hashed subplan keeps that order) and

@@ -35,7 +35,7 @@ const uIOpenBatches = `-- name: UIOpenBatches :many
 SELECT service_id, state, count(*)::bigint AS batches,
        EXTRACT(EPOCH FROM now() - min(created_at))::float8 AS oldest_seconds
 FROM batches
-WHERE state NOT IN ('COMMITTED', 'INVALID')
+WHERE unfinished
 GROUP BY service_id, state
 ORDER BY service_id, state
 `
