@@ -6,14 +6,15 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
-	"log/slog"
 	"net"
 	"net/http"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/batchclaim/batchclaim/ingest"
+	"github.com/batchclaim/batchclaim/internal/httpguard"
 	"github.com/batchclaim/batchclaim/ui"
 )
 
@@ -38,15 +39,39 @@ func (c Config) validate() error {
 	if c.ReadTimeout < 0 || c.ReadHeaderTimeout < 0 {
 		errs = append(errs, fmt.Errorf("read timeouts must not be negative, got %s and %s", c.ReadTimeout, c.ReadHeaderTimeout))
 	}
-	if c.MaxHeaderBytes < 0 || c.MaxIngestRequests < 0 || c.MaxBody < 0 {
-		errs = append(errs, fmt.Errorf("listener limits must not be negative, got max header bytes %d, max ingest requests %d, max body %d",
-			c.MaxHeaderBytes, c.MaxIngestRequests, c.MaxBody))
+	if c.MaxHeaderBytes < 0 || c.MaxIngestRequests < 0 || c.MaxBody < 0 || c.MaxIngestMemory < 0 {
+		errs = append(errs, fmt.Errorf("listener limits must not be negative, got max header bytes %d, max ingest requests %d, max body %d, max ingest memory %d",
+			c.MaxHeaderBytes, c.MaxIngestRequests, c.MaxBody, c.MaxIngestMemory))
+	} else if err := c.ingestConfig(1).Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if _, err := httpguard.NewHosts(c.Listen, c.AllowedHosts); err != nil {
+		errs = append(errs, err)
 	}
 	if len(errs) > 0 {
 		return fmt.Errorf("node: %w", errors.Join(errs...))
 	}
 	return nil
 }
+
+// ingestConfig is the ingest API's configuration; it may hold conns connections at once.
+func (c Config) ingestConfig(conns int) ingest.Config {
+	return ingest.Config{MaxBody: c.MaxBody, MaxMemory: c.MaxIngestMemory, MaxRequests: cmp.Or(c.MaxIngestRequests, MaxIngestRequestsDefault),
+		MaxConns: conns, Logger: c.Logger}
+}
+
+// IngestConns is how many connections of a pool of maxConns the ingest API may hold at once:
+// half of them (at least one), so that the workers, the queuer and the poller always have
+// the rest.
+func IngestConns(maxConns int32) int { return max(1, int(maxConns)/2) }
+
+// ProbeConns is the size of the listener's own small pool, dialled with the node's pool's
+// configuration, on which /readyz, the scrape-time metrics and the status page read: they
+// never wait behind ingest or the workers for a connection of the node's pool.
+const ProbeConns = 2
+
+// openPaths are served under any Host name (load balancers and scrapers may use any).
+var openPaths = []string{"/healthz", "/readyz", "/metrics"}
 
 func (n *Node) listen(ctx context.Context) (*http.Server, error) {
 	if n.cfg.Listen == "" {
@@ -56,35 +81,48 @@ func (n *Node) listen(ctx context.Context) (*http.Server, error) {
 	if n.cfg.TLSCertFile != "" {
 		cert, err := tls.LoadX509KeyPair(n.cfg.TLSCertFile, n.cfg.TLSKeyFile)
 		if err != nil {
-			return nil, fmt.Errorf("load TLS certificate: %w", err)
+			return nil, fmt.Errorf("load TLS certificate %s and key %s: %w", n.cfg.TLSCertFile, n.cfg.TLSKeyFile, err)
 		}
 		tlsCfg = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
 	}
-	ln, err := net.Listen("tcp", n.cfg.Listen)
+	hosts, err := httpguard.NewHosts(n.cfg.Listen, n.cfg.AllowedHosts)
 	if err != nil {
-		return nil, fmt.Errorf("listen on %s: %w", n.cfg.Listen, err)
-	}
-	mux := http.NewServeMux()
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
-	mux.HandleFunc("GET /readyz", n.ready)
-	mux.Handle("GET /metrics", promhttp.HandlerFor(n.registry, promhttp.HandlerOpts{}))
-	api := http.NewServeMux()
-	ingest.NewHandler(n.pool, ingest.Config{MaxBody: n.cfg.MaxBody, Logger: n.log,
-		OnStored: func(k int) { n.metrics.ingested.Add(float64(k)) }}).Register(api)
-	limited := limitConcurrency(api, cmp.Or(n.cfg.MaxIngestRequests, MaxIngestRequestsDefault))
-	for _, route := range []string{"POST /batches", "GET /batch_statuses", "POST /batch_statuses"} {
-		mux.Handle(route, limited)
-	}
-	page, err := ui.New(n.pool, ui.Config{Logger: n.log})
-	if err != nil {
-		_ = ln.Close()
 		return nil, err
 	}
+	pc := n.pool.Config()
+	icfg := n.cfg.ingestConfig(IngestConns(pc.MaxConns))
+	icfg.OnStored = func(k int) { n.metrics.ingested.Add(float64(k)) }
+	api, err := ingest.NewHandler(n.pool, icfg)
+	if err != nil {
+		return nil, err
+	}
+	pc.MaxConns, pc.MinConns, pc.MinIdleConns = ProbeConns, 0, 0
+	probe, err := pgxpool.NewWithConfig(ctx, pc)
+	if err != nil {
+		return nil, fmt.Errorf("probe pool: %w", err)
+	}
+	page, err := ui.New(probe, ui.Config{Logger: n.log})
+	if err != nil {
+		probe.Close()
+		return nil, err
+	}
+	ln, err := net.Listen("tcp", n.cfg.Listen)
+	if err != nil {
+		probe.Close()
+		return nil, fmt.Errorf("listen on %s: %w", n.cfg.Listen, err)
+	}
+	n.metrics.states.probe.Store(probe)
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
+	mux.HandleFunc("GET /readyz", n.ready(probe))
+	mux.Handle("GET /metrics", promhttp.HandlerFor(n.registry, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError}))
+	api.Register(mux)
 	page.Register(mux) // the status page at /, its assets and its JSON API under /api/
 	var handler http.Handler = mux
 	if n.cfg.Auth != nil {
 		handler = n.cfg.Auth(mux)
 	}
+	handler = httpguard.Guard{Hosts: hosts, OpenPaths: openPaths}.Wrap(handler)
 	srv := &http.Server{
 		Handler:           handler,
 		TLSConfig:         tlsCfg,
@@ -92,16 +130,21 @@ func (n *Node) listen(ctx context.Context) (*http.Server, error) {
 		ReadHeaderTimeout: cmp.Or(n.cfg.ReadHeaderTimeout, ReadHeaderTimeoutDefault),
 		MaxHeaderBytes:    cmp.Or(n.cfg.MaxHeaderBytes, MaxHeaderBytesDefault),
 		IdleTimeout:       IdleTimeout,
-		ErrorLog:          slog.NewLogLogger(n.log.Handler(), slog.LevelWarn),
+		ErrorLog:          httpguard.ErrorLog(n.log),
 		BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
 	}
+	srv.RegisterOnShutdown(func() {
+		n.metrics.states.probe.Store(nil)
+		probe.Close() // waits for the requests still using it
+	})
 	if tlsCfg != nil {
 		ln = tls.NewListener(ln, tlsCfg)
 	}
 	n.mu.Lock()
 	n.addr = ln.Addr().String()
 	n.mu.Unlock()
-	n.log.Info("listening", "addr", n.addr, "tls", tlsCfg != nil, "auth", n.cfg.Auth != nil)
+	n.log.Info("listening", "addr", n.addr, "tls", tlsCfg != nil, "auth", n.cfg.Auth != nil,
+		"ingest_conns", IngestConns(n.pool.Config().MaxConns), "probe_conns", ProbeConns)
 	go func() {
 		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			n.log.Error("http server", "error", err)
@@ -110,37 +153,25 @@ func (n *Node) listen(ctx context.Context) (*http.Server, error) {
 	return srv, nil
 }
 
-// limitConcurrency serves at most max requests at once through next and answers the others
-// 503 with Retry-After, in the Sawtooth error shape, without waiting.
-func limitConcurrency(next http.Handler, max int) http.Handler {
-	sem := make(chan struct{}, max)
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		select {
-		case sem <- struct{}{}:
-			defer func() { <-sem }()
-			next.ServeHTTP(w, r)
-		default:
-			w.Header().Set("Retry-After", "1")
-			ingest.WriteError(w, http.StatusServiceUnavailable, CodeBusy, "Too Many Requests",
-				fmt.Sprintf("This instance is serving its limit of %d ingest requests; try again shortly", max))
+// CodeBusy is the error code of the 503 answered when the ingest API is at one of its limits
+// (Config.MaxIngestRequests, MaxIngestMemory).
+const CodeBusy = ingest.CodeBusy
+
+// ready answers 200 while the database answers (on the probe pool, apart from the work's) and
+// the instance is registered with a live lease. A failure names no database, user or host.
+func (n *Node) ready(probe *pgxpool.Pool) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithTimeout(r.Context(), time.Second)
+		defer cancel()
+		if err := probe.Ping(ctx); err != nil {
+			httpguard.Logger(r.Context(), n.log).Debug("readiness: database ping failed", "error", err)
+			http.Error(w, "database unreachable", http.StatusServiceUnavailable)
+			return
 		}
-	})
-}
-
-// CodeBusy is the error code of the 503 answered beyond Config.MaxIngestRequests.
-const CodeBusy = 31
-
-// ready: the database answers and the instance is registered with a live lease.
-func (n *Node) ready(w http.ResponseWriter, r *http.Request) {
-	ctx, cancel := context.WithTimeout(r.Context(), time.Second)
-	defer cancel()
-	if err := n.pool.Ping(ctx); err != nil {
-		http.Error(w, "database unreachable: "+err.Error(), http.StatusServiceUnavailable)
-		return
+		if !n.engine.Healthy() {
+			http.Error(w, "not registered or fenced (no recent lease renewal)", http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = w.Write([]byte("ready\n"))
 	}
-	if !n.engine.Healthy() {
-		http.Error(w, "not registered or fenced (no recent lease renewal)", http.StatusServiceUnavailable)
-		return
-	}
-	_, _ = w.Write([]byte("ready\n"))
 }

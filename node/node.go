@@ -71,9 +71,20 @@ type Config struct {
 	// MaxHeaderBytesDefault.
 	MaxHeaderBytes int
 	// MaxIngestRequests bounds the ingest API requests (POST /batches, GET and POST
-	// /batch_statuses) served at once; one more is answered 503 with Retry-After. Zero means
-	// MaxIngestRequestsDefault.
+	// /batch_statuses) worked on at once, counted from the moment a request's body has
+	// arrived (a client that sends slowly holds none); one more is answered 503 with
+	// Retry-After. Zero means MaxIngestRequestsDefault. The ingest API holds at most
+	// IngestConns of the pool's connections at once.
 	MaxIngestRequests int
+	// MaxIngestMemory bounds the bytes that ingest request bodies, and the batches decoded
+	// from them, hold at once (ingest.Config.MaxMemory); a request that would exceed it is
+	// answered 503 with Retry-After. Zero means ingest.MaxMemoryDefault; at least 2 x MaxBody.
+	MaxIngestMemory int64
+	// AllowedHosts are host names the listener answers to besides IP addresses, localhost and
+	// the host of Listen; a leading dot allows a domain and its subdomains, "*" every name.
+	// Other Host headers are answered 421 (a defence against DNS rebinding; see package
+	// internal/httpguard).
+	AllowedHosts []string
 	// Registry receives the metrics. Nil means a new registry (served on /metrics).
 	Registry *prometheus.Registry
 	// Logger; nil discards.
