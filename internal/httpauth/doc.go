@@ -7,7 +7,7 @@
 // empty set: every request that needs a token is refused, which is how every token is
 // revoked at once. A reload that fails (the file cannot be read, or is over MaxFileSize)
 // keeps the old set and returns the error. Problems lists what the operator should be told
-// about the file as loaded: no token in it, or other users allowed to read it.
+// about the file as loaded: no token in it, or every user of the machine allowed to read it.
 //
 // Middleware demands "Authorization: Bearer <token>" on:
 //

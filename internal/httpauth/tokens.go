@@ -44,7 +44,7 @@ func (t *Tokens) Path() string { return t.path }
 func (t *Tokens) Len() int { return len(*t.set.Load()) }
 
 // Problems are what an operator should hear about the file as last loaded: that it holds
-// no token (every request that needs one is refused), or that other users may read it.
+// no token (every request that needs one is refused), or that every user may read it.
 func (t *Tokens) Problems() []string { return *t.problems.Load() }
 
 // Reload reads the token file again and replaces the set. A file that holds no token
@@ -80,8 +80,8 @@ func (t *Tokens) Reload() error {
 	if len(set) == 0 {
 		problems = append(problems, fmt.Sprintf("token file %s holds no token: every request that needs one is refused", t.path))
 	}
-	if mode := fi.Mode().Perm(); mode&0o077 != 0 {
-		problems = append(problems, fmt.Sprintf("token file %s can be read by other users (mode %#o): chmod 600 it", t.path, mode))
+	if mode := fi.Mode().Perm(); mode&0o004 != 0 {
+		problems = append(problems, fmt.Sprintf("token file %s can be read by every user of the machine (mode %#o): chmod o-r it", t.path, mode))
 	}
 	t.set.Store(&set)
 	t.problems.Store(&problems)

@@ -185,14 +185,21 @@ func TestLoadTokens(t *testing.T) {
 		t.Error("the long token is not told apart")
 	}
 
-	// A file other users may read is loaded, with a problem to report.
+	// A file every user may read is loaded, with a problem to report; a group may read it
+	// (Kubernetes mounts secrets for the pod's group).
 	path = filepath.Join(dir, "open")
 	writeTokens(t, path, "tok\n")
 	if err := os.Chmod(path, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	tok, err = httpauth.LoadTokens(path)
-	if err != nil || len(tok.Problems()) != 1 || !strings.Contains(tok.Problems()[0], "can be read by other users (mode 0644): chmod 600 it") {
+	if err != nil || len(tok.Problems()) != 1 || !strings.Contains(tok.Problems()[0], "can be read by every user of the machine (mode 0644): chmod o-r it") {
 		t.Errorf("world-readable file: %v, problems %q", err, tok.Problems())
+	}
+	if err := os.Chmod(path, 0o440); err != nil {
+		t.Fatal(err)
+	}
+	if err := tok.Reload(); err != nil || len(tok.Problems()) != 0 {
+		t.Errorf("group-readable file: %v, problems %q", err, tok.Problems())
 	}
 }
