@@ -147,6 +147,10 @@ func NewHandler(pool Pool, cfg Config) (*Handler, error) {
 		slots: make(slots, cfg.MaxRequests), conns: make(slots, cfg.MaxConns)}, nil
 }
 
+// Stats is what the API holds now: the bytes reserved from Config.MaxMemory, and the
+// requests being worked on (Config.MaxRequests).
+func (h *Handler) Stats() (memory int64, requests int) { return h.mem.used.Load(), len(h.slots) }
+
 // Register adds the API's routes to mux.
 func (h *Handler) Register(mux *http.ServeMux) {
 	mux.HandleFunc("POST /batches", h.postBatches)

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/batchclaim/batchclaim/ingest"
@@ -112,6 +113,7 @@ func (n *Node) listen(ctx context.Context) (*http.Server, error) {
 		return nil, fmt.Errorf("listen on %s: %w", n.cfg.Listen, err)
 	}
 	n.metrics.states.probe.Store(probe)
+	registerIngestMetrics(n.registry, api)
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
 	mux.HandleFunc("GET /readyz", n.ready(probe))
@@ -173,5 +175,21 @@ func (n *Node) ready(probe *pgxpool.Pool) http.HandlerFunc {
 			return
 		}
 		_, _ = w.Write([]byte("ready\n"))
+	}
+}
+
+// registerIngestMetrics exports what the ingest API holds, read at scrape time.
+func registerIngestMetrics(reg *prometheus.Registry, api *ingest.Handler) {
+	for _, c := range []prometheus.Collector{
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "batchclaim_ingest_memory_bytes",
+			Help: "Bytes the ingest API holds for request bodies and their decoded batches (bounded by --max-ingest-memory)."},
+			func() float64 { m, _ := api.Stats(); return float64(m) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "batchclaim_ingest_requests_in_progress",
+			Help: "Ingest requests being worked on, their body in (bounded by --max-ingest-requests)."},
+			func() float64 { _, r := api.Stats(); return float64(r) }),
+	} {
+		if err := reg.Register(c); err != nil && !errors.As(err, new(prometheus.AlreadyRegisteredError)) {
+			panic(err)
+		}
 	}
 }
