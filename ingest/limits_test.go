@@ -270,7 +270,7 @@ func TestConnectionBound(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer tx.Rollback(ctx) //nolint:errcheck
+	defer tx.Rollback(ctx)                                                                //nolint:errcheck
 	if _, err := ingest.Enqueue(ctx, tx, "svc-held", "held-0", []byte("x")); err != nil { // holds svc-held's enqueue lock
 		t.Fatal(err)
 	}
