@@ -270,8 +270,9 @@ func TestConnectionBound(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer tx.Rollback(ctx)                                                                //nolint:errcheck
-	if _, err := ingest.Enqueue(ctx, tx, "svc-held", "held-0", []byte("x")); err != nil { // holds svc-held's enqueue lock
+	defer tx.Rollback(ctx) //nolint:errcheck
+	// The open transaction holds svc-held's enqueue lock.
+	if _, err := ingest.Enqueue(ctx, tx, "svc-held", "held-0", []byte("x")); err != nil {
 		t.Fatal(err)
 	}
 	_, held := dlt.FakeBatch("svc-held", 1)
