@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -25,6 +26,7 @@ const (
 	ReadHeaderTimeoutDefault = 10 * time.Second
 	MaxHeaderBytesDefault    = 64 << 10
 	MaxIngestRequestsDefault = 64
+	MaxConnectionsDefault    = 1024
 	// IdleTimeout closes keep-alive connections idle this long.
 	IdleTimeout = 2 * time.Minute
 	// httpShutdownTimeout bounds the HTTP server's graceful shutdown at the end of a stop.
@@ -40,9 +42,9 @@ func (c Config) validate() error {
 	if c.ReadTimeout < 0 || c.ReadHeaderTimeout < 0 {
 		errs = append(errs, fmt.Errorf("read timeouts must not be negative, got %s and %s", c.ReadTimeout, c.ReadHeaderTimeout))
 	}
-	if c.MaxHeaderBytes < 0 || c.MaxIngestRequests < 0 || c.MaxBody < 0 || c.MaxIngestMemory < 0 {
-		errs = append(errs, fmt.Errorf("listener limits must not be negative, got max header bytes %d, max ingest requests %d, max body %d, max ingest memory %d",
-			c.MaxHeaderBytes, c.MaxIngestRequests, c.MaxBody, c.MaxIngestMemory))
+	if c.MaxHeaderBytes < 0 || c.MaxIngestRequests < 0 || c.MaxBody < 0 || c.MaxIngestMemory < 0 || c.MaxConnections < 0 {
+		errs = append(errs, fmt.Errorf("listener limits must not be negative, got max header bytes %d, max ingest requests %d, max body %d, max ingest memory %d, max connections %d",
+			c.MaxHeaderBytes, c.MaxIngestRequests, c.MaxBody, c.MaxIngestMemory, c.MaxConnections))
 	} else if err := c.ingestConfig(1).Validate(); err != nil {
 		errs = append(errs, err)
 	}
@@ -139,6 +141,7 @@ func (n *Node) listen(ctx context.Context) (*http.Server, error) {
 		n.metrics.states.probe.Store(nil)
 		probe.Close() // waits for the requests still using it
 	})
+	ln = limitConns(ln, cmp.Or(n.cfg.MaxConnections, MaxConnectionsDefault))
 	if tlsCfg != nil {
 		ln = tls.NewListener(ln, tlsCfg)
 	}
@@ -192,4 +195,43 @@ func registerIngestMetrics(reg *prometheus.Registry, api *ingest.Handler) {
 			panic(err)
 		}
 	}
+}
+
+// limitConns bounds the connections open at once: one more is closed as soon as it is
+// accepted (its client sees the connection reset and may retry), so that the memory each
+// connection holds (its goroutine, buffers and headers being read) is bounded too.
+func limitConns(ln net.Listener, max int) net.Listener {
+	return &connLimit{Listener: ln, sem: make(chan struct{}, max)}
+}
+
+type connLimit struct {
+	net.Listener
+	sem chan struct{}
+}
+
+func (l *connLimit) Accept() (net.Conn, error) {
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		select {
+		case l.sem <- struct{}{}:
+			return &limitedConn{Conn: c, release: func() { <-l.sem }}, nil
+		default:
+			_ = c.Close()
+		}
+	}
+}
+
+type limitedConn struct {
+	net.Conn
+	once    sync.Once
+	release func()
+}
+
+func (c *limitedConn) Close() error {
+	err := c.Conn.Close()
+	c.once.Do(c.release)
+	return err
 }

@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"encoding/json"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -202,4 +203,34 @@ func TestListenerLimits(t *testing.T) {
 	if resp.StatusCode != http.StatusRequestHeaderFieldsTooLarge {
 		t.Errorf("16 KiB header with MaxHeaderBytes 4 KiB: %d, want 431", resp.StatusCode)
 	}
+}
+
+// Beyond MaxConnections a connection is closed as soon as it is accepted; once one closes,
+// the next is served.
+func TestListenerConnectionLimit(t *testing.T) {
+	t.Parallel()
+	e := setup(t, dlt.FlavorSawtooth, dltsim.Config{})
+	n, _ := e.start("conns", func(c *node.Config) { c.Listen, c.MaxConnections = "127.0.0.1:0", 3 })
+	waitFor(t, 10*time.Second, "listener up", func() bool { return n.Addr() != "" })
+	var held []net.Conn
+	for range 3 {
+		c, err := net.Dial("tcp", n.Addr())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		held = append(held, c)
+	}
+	get := func() error {
+		client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+		resp, err := client.Get("http://" + n.Addr() + "/healthz")
+		if err == nil {
+			resp.Body.Close()
+		}
+		return err
+	}
+	// The three held connections may not all be accepted yet: wait until one more is refused.
+	waitFor(t, 10*time.Second, "a fourth connection refused", func() bool { return get() != nil })
+	_ = held[0].Close()
+	waitFor(t, 10*time.Second, "a connection served once one closed", func() bool { return get() == nil })
 }

@@ -70,6 +70,9 @@ type Config struct {
 	// MaxHeaderBytes bounds the size of one request's headers. Zero means
 	// MaxHeaderBytesDefault.
 	MaxHeaderBytes int
+	// MaxConnections bounds the listener's open connections; one more is closed at once.
+	// Zero means MaxConnectionsDefault.
+	MaxConnections int
 	// MaxIngestRequests bounds the ingest API requests (POST /batches, GET and POST
 	// /batch_statuses) worked on at once, counted from the moment a request's body has
 	// arrived (a client that sends slowly holds none); one more is answered 503 with
