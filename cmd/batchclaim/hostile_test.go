@@ -3,7 +3,9 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -11,6 +13,7 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -23,6 +26,7 @@ import (
 	"github.com/batchclaim/batchclaim/dlt"
 	"github.com/batchclaim/batchclaim/internal/dbtest"
 	"github.com/batchclaim/batchclaim/internal/tcpproxy"
+	"github.com/batchclaim/batchclaim/internal/testcert"
 )
 
 // The hostile suite: one real `batchclaim run` process, built here, driven as a careless
@@ -220,7 +224,7 @@ func bigList(svc string, size int, bad bool) []byte {
 // tokens (as most first deployments run), its database link through a proxy that can cut it.
 func TestHostile(t *testing.T) {
 	t.Parallel()
-	bin := buildBinary(t)
+	bin := binaryWithVCS(t)
 	ctx := context.Background()
 	dbURL := dbtest.NewDB(t)
 	admin, err := pgxpool.New(ctx, dbURL)
@@ -547,4 +551,310 @@ func TestHostile(t *testing.T) {
 	if err := admin.QueryRow(ctx, `SELECT count(*) FROM service_id_claims WHERE service_id NOT IN ('svc-good', 'svc-pool', 'svc-links', 'tenant-a-secret')`).Scan(&claimRows); err != nil || claimRows != 0 {
 		t.Errorf("%d claim rows of service_ids only bad requests used (%v)", claimRows, err)
 	}
+}
+
+// TestHostileWithTokens: an instance with a token file (readable by every user, holding a
+// token longer than 64 KiB), TLS, and its ledger credential in a file.
+func TestHostileWithTokens(t *testing.T) {
+	t.Parallel()
+	bin := binaryWithVCS(t)
+	dir := t.TempDir()
+	long := strings.Repeat("k", 70<<10)
+	tokenFile := filepath.Join(dir, "tokens")
+	if err := os.WriteFile(tokenFile, []byte("short-token\n"+long+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(tokenFile, 0o644); err != nil { // whatever the umask
+		t.Fatal(err)
+	}
+	dltSecret := randomSecret(t, "dlt")
+	authFile := filepath.Join(dir, "dlt-authorization")
+	if err := os.WriteFile(authFile, []byte("Bearer "+dltSecret+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cert := testcert.New(t)
+	simAddr, addr := mustFreeAddr(t), mustFreeAddr(t)
+	startHostile(t, bin, "dlt-sim", "--flavor", "sawtooth", "--listen", simAddr)
+	waitHTTP(t, "http://"+simAddr+"/_sim/posts")
+	run := startHostile(t, bin, "run", "--database-url", dbtest.NewDB(t), "--dlt-url", "http://"+simAddr,
+		"--dlt-authorization-file", authFile, "--listen", addr, "--auth-token-file", tokenFile,
+		"--tls-cert", cert.CertFile, "--tls-key", cert.KeyFile, "--max-header-bytes", "131072", "--log-format", "json",
+		"--renew-interval", "200ms", "--expiry-1", "3s", "--expiry-2", "12s")
+	c := &hostileClient{t: t, base: "https://" + addr, http: &http.Client{Timeout: time.Minute,
+		Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: cert.Pool()}}}}
+	c.waitStatus("/readyz", http.StatusOK, 30*time.Second)
+
+	t.Run("item 13: a token file every user may read is reported", func(t *testing.T) {
+		if !strings.Contains(run.output(), "can be read by every user of the machine (mode 0644)") {
+			t.Error("no warning about the token file's mode")
+		}
+	})
+	t.Run("item 13: the ledger credential is neither in ps nor in the log", func(t *testing.T) {
+		cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", run.cmd.Process.Pid))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if bytes.Contains(cmdline, []byte(dltSecret)) || strings.Contains(run.output(), dltSecret) {
+			t.Error("the ledger credential is visible")
+		}
+	})
+	t.Run("item 10: the status page's data needs a token", func(t *testing.T) {
+		a := c.do(request{method: "GET", path: "/api/status"})
+		if code, id, _ := a.apiError(); a.status != http.StatusUnauthorized || code != 80 || id == "" || bytes.Contains(a.body, []byte("svc-")) {
+			t.Errorf("without a token: %d %s", a.status, a.body)
+		}
+		if a := c.do(request{method: "GET", path: "/api/status", token: "short-token"}); a.status != http.StatusOK {
+			t.Errorf("with a token: %d %s", a.status, a.body)
+		}
+		if a := c.do(request{method: "GET", path: "/"}); a.status != http.StatusOK {
+			t.Errorf("the page itself: %d", a.status)
+		}
+	})
+	t.Run("item 13: a token longer than 64 KiB works", func(t *testing.T) {
+		_, list := dlt.FakeBatch("svc-long-token", 0)
+		if a := c.do(request{method: "POST", path: "/batches?service_id=svc-long-token", contentType: octet, body: list, token: long}); a.status != http.StatusAccepted {
+			t.Errorf("%d %s", a.status, a.body)
+		}
+	})
+	t.Run("item 13: failed TLS handshakes are not logged as warnings", func(t *testing.T) {
+		for i := range 20 {
+			conn, err := net.Dial("tcp", addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if i%2 == 0 {
+				_, _ = conn.Write([]byte("\x16\x03\x01\x00\x05hello"))
+			}
+			_ = conn.Close()
+		}
+		c.waitStatus("/healthz", http.StatusOK, 10*time.Second)
+		for _, l := range run.logLines() {
+			if msg, _ := l["msg"].(string); strings.Contains(msg, "TLS handshake") && l["level"] != "DEBUG" {
+				t.Fatalf("logged at %v: %s", l["level"], msg)
+			}
+		}
+	})
+	t.Run("item 13: an emptied token file revokes every token", func(t *testing.T) {
+		if err := os.WriteFile(tokenFile, []byte("# all revoked\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := run.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+			t.Fatal(err)
+		}
+		_, list := dlt.FakeBatch("svc-revoked", 0)
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			a := c.do(request{method: "POST", path: "/batches?service_id=svc-revoked", contentType: octet, body: list, token: "short-token"})
+			if a.status == http.StatusUnauthorized {
+				break
+			}
+			if a.status != http.StatusAccepted || time.Now().After(deadline) {
+				t.Fatalf("the old token after the file was emptied: %d %s", a.status, a.body)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		if !strings.Contains(run.output(), "holds no token: every request that needs one is refused") {
+			t.Error("no warning that every token is revoked")
+		}
+		c.waitStatus("/readyz", http.StatusOK, 10*time.Second)
+	})
+}
+
+// TestHostileCommands: flags and arguments a careless operator gives stop the process at
+// start with one line naming the flag; `status` prints stored text escaped.
+func TestHostileCommands(t *testing.T) {
+	t.Parallel()
+	bin := binaryWithVCS(t)
+	dir := t.TempDir()
+	list := filepath.Join(dir, "list")
+	_, l := dlt.FakeBatch("svc", 0)
+	if err := os.WriteFile(list, l, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	nowhere := "postgres://x@127.0.0.1:1/x?connect_timeout=1"
+	run := []string{"run", "--database-url", nowhere, "--dlt-url", "http://127.0.0.1:1"}
+	for _, p := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"item 4: a 1ms expiry", append(run, "--expiry-1", "1ms"), "--expiry-1 1ms: at least 500ms (did you mean 1m?)"},
+		{"item 4: an expiry that overflows", append(run, "--expiry-1", "999999h"), "--expiry-1 999999h0m0s: at most 24h0m0s"},
+		{"item 11: claims-only on every interface", append(run, "--claims-only", "--listen", "0.0.0.0:0"), "--listen 0.0.0.0:0 is not a loopback address"},
+		{"item 11: an elector on every interface", []string{"election", "run", "--roles", "r", "--listen", "0.0.0.0:0", "--database-url", nowhere}, "--listen 0.0.0.0:0 is not a loopback address"},
+		{"item 13: no workers", append(run, "--workers", "0"), "--workers 0: must be positive"},
+		{"item 13: no body", append(run, "--max-body", "0"), "--max-body 0: must be positive"},
+		{"item 13: a TLS file that is not there", append(run, "--tls-cert", filepath.Join(dir, "none.pem"), "--tls-key", filepath.Join(dir, "none.key")), "--tls-cert " + filepath.Join(dir, "none.pem")},
+		{"item 13: a token file that is not there", append(run, "--auth-token-file", filepath.Join(dir, "none")), "--auth-token-file: read token file"},
+		{"item 7: enqueue of a control character in a service_id", []string{"enqueue", "--service-id", "svc\x01", "--database-url", nowhere, list}, "U+0001 (a control character)"},
+		{"item 8: enqueue of a CSI service_id", []string{"enqueue", "--service-id", "svc\u009b31m", "--database-url", nowhere, list}, "U+009B (a control character)"},
+	} {
+		t.Run(p.name, func(t *testing.T) {
+			t.Parallel()
+			out, err := exec.Command(bin, p.args...).CombinedOutput()
+			var exit *exec.ExitError
+			if !errors.As(err, &exit) || exit.ExitCode() != 1 || !strings.Contains(string(out), p.want) {
+				t.Fatalf("%v: %v, output %q; want exit 1 and %q", p.args, err, out, p.want)
+			}
+			if lines := strings.Count(strings.TrimSpace(string(out)), "\n"); lines != 0 || strings.Contains(string(out), "cannot reach database") {
+				t.Errorf("want one line, before the database: %q", out)
+			}
+		})
+	}
+
+	t.Run("item 8: status escapes what was stored before the rule", func(t *testing.T) {
+		t.Parallel()
+		ctx := context.Background()
+		url := dbtest.NewDB(t)
+		pool, err := pgxpool.New(ctx, url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer pool.Close()
+		if _, err := pool.Exec(ctx, `INSERT INTO batches (service_id, batch_id, payload) VALUES (E'svc\x1b[2J\u009b31m', 'b1', '\x00'), (E'svc\u202egpj', 'b2', '\x00')`); err != nil {
+			t.Fatal(err)
+		}
+		out, err := exec.Command(bin, "status", "--database-url", url).Output()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, r := range string(out) {
+			if r != '\n' && (r < 0x20 || r > 0x7e) {
+				t.Fatalf("status printed %U at byte %d:\n%s", r, i, out)
+			}
+		}
+		if !bytes.Contains(out, []byte(`"svc\x1b[2J\u009b31m"`)) || !bytes.Contains(out, []byte(`"svc\u202egpj"`)) {
+			t.Errorf("status lacks the escaped ids:\n%s", out)
+		}
+	})
+}
+
+// TestLeastPrivilegeRoles (item 12): the roles of deploy/roles.sql on an empty database. The
+// schema owner migrates; `run` works as the DML-only role (ingest, submission, statuses,
+// retention) and cannot change the schema; `status` and `ui` work as the read-only role,
+// which cannot write.
+func TestLeastPrivilegeRoles(t *testing.T) {
+	t.Parallel()
+	bin := binaryWithVCS(t)
+	ctx := context.Background()
+	adminURL, err := url.Parse(dbtest.AdminURL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	suffix := strings.ToLower(randomSecret(t, "")[:8])
+	dbName := "bc_roles_" + suffix
+	owner, app, status := "bco_"+suffix, "bca_"+suffix, "bcs_"+suffix
+	admin, err := pgxpool.New(ctx, adminURL.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		c := context.Background()
+		_, _ = admin.Exec(c, "DROP DATABASE IF EXISTS "+dbName+" WITH (FORCE)")
+		for _, r := range []string{app, status, owner} {
+			_, _ = admin.Exec(c, "DROP ROLE IF EXISTS "+r)
+		}
+		admin.Close()
+	})
+	if _, err := admin.Exec(ctx, "CREATE DATABASE "+dbName); err != nil {
+		t.Fatal(err)
+	}
+	roleURL := func(role string) string {
+		u := *adminURL
+		u.User, u.Path = url.User(role), "/"+dbName
+		return u.String()
+	}
+	sql, err := os.ReadFile(filepath.Join("..", "..", "deploy", "roles.sql"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	script := strings.NewReplacer("batchclaim_owner", owner, "batchclaim_app", app, "batchclaim_status", status).Replace(string(sql))
+	db, err := pgxpool.New(ctx, roleURL(adminURL.User.Username()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := db.Exec(ctx, script); err != nil {
+		t.Fatalf("deploy/roles.sql: %v", err)
+	}
+
+	command := func(wantExit int, args ...string) string {
+		t.Helper()
+		out, err := exec.Command(bin, args...).CombinedOutput()
+		code := 0
+		if exit, ok := err.(*exec.ExitError); ok {
+			code = exit.ExitCode()
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		if code != wantExit {
+			t.Fatalf("%v: exit %d, want %d: %s", args[:2], code, wantExit, out)
+		}
+		return string(out)
+	}
+	command(0, "migrate", "up", "--database-url", roleURL(owner))
+
+	// The roles can do what their commands need, and no more.
+	for _, c := range []struct {
+		role, sql string
+		allowed   bool
+	}{
+		{app, "CREATE TABLE intruder (x int)", false},
+		{app, "ALTER TABLE batches ADD COLUMN intruder int", false},
+		{app, "DROP TABLE service_halts", false},
+		{status, "INSERT INTO service_halts (service_id, seq, reason) VALUES ('x', 1, 'x')", false},
+		{status, "SELECT count(*) FROM batches", true},
+		{owner, "SELECT count(*) FROM batches", true},
+	} {
+		conn, err := pgxpool.New(ctx, roleURL(c.role))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = conn.Exec(ctx, c.sql)
+		conn.Close()
+		if (err == nil) != c.allowed {
+			t.Errorf("%s as the %s role: %v, want allowed %v", c.sql, strings.TrimRight(c.role[:3], "_"), err, c.allowed)
+		}
+	}
+
+	simAddr, addr := mustFreeAddr(t), mustFreeAddr(t)
+	startHostile(t, bin, "dlt-sim", "--flavor", "sawtooth", "--listen", simAddr, "--commit-latency", "20ms")
+	waitHTTP(t, "http://"+simAddr+"/_sim/posts")
+	startHostile(t, bin, "run", "--database-url", roleURL(app), "--dlt-url", "http://"+simAddr, "--listen", addr,
+		"--renew-interval", "200ms", "--expiry-1", "3s", "--expiry-2", "12s", "--poll-interval", "100ms",
+		"--retention", "1ms", "--retention-interval", "500ms", "--halt-on-invalid")
+	c := &hostileClient{t: t, base: "http://" + addr, http: &http.Client{Timeout: time.Minute}}
+	c.waitStatus("/readyz", http.StatusOK, 30*time.Second)
+	var listBytes []byte
+	for i := range 5 {
+		_, l := dlt.FakeBatch("svc-roles", i)
+		listBytes = append(listBytes, l...)
+	}
+	if a := c.do(request{method: "POST", path: "/batches?service_id=svc-roles", contentType: octet, body: listBytes}); a.status != http.StatusAccepted {
+		t.Fatalf("POST as the DML-only role: %d %s", a.status, a.body)
+	}
+	// Committed, then deleted by retention: every write of the data path ran as the role.
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		var st struct {
+			Retention struct {
+				PrunedTotal int64 `json:"pruned_total"`
+			} `json:"retention"`
+		}
+		out := command(0, "status", "--json", "--database-url", roleURL(status))
+		if err := json.Unmarshal([]byte(out), &st); err != nil {
+			t.Fatalf("status --json as the read-only role: %v: %s", err, out)
+		}
+		if st.Retention.PrunedTotal == 5 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after 60s: %s", out)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	uiAddr := mustFreeAddr(t)
+	startHostile(t, bin, "ui", "--database-url", roleURL(status), "--listen", uiAddr)
+	u := &hostileClient{t: t, base: "http://" + uiAddr, http: &http.Client{Timeout: time.Minute}}
+	u.waitStatus("/api/status", http.StatusOK, 30*time.Second)
 }
