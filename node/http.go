@@ -17,6 +17,7 @@ import (
 
 	"github.com/batchclaim/batchclaim/ingest"
 	"github.com/batchclaim/batchclaim/internal/httpguard"
+	"github.com/batchclaim/batchclaim/submitter"
 	"github.com/batchclaim/batchclaim/ui"
 )
 
@@ -67,6 +68,37 @@ func (c Config) ingestConfig(conns int) ingest.Config {
 // half of them (at least one), so that the workers, the queuer and the poller always have
 // the rest.
 func IngestConns(maxConns int32) int { return max(1, int(maxConns)/2) }
+
+// Terms of MemoryBound.
+const (
+	// MemoryBase is what an idle instance holds: the runtime, the pools' connections and
+	// statement caches, the metrics (about 24 MiB measured, rounded up).
+	MemoryBase = 32 << 20
+	// connOverhead is what one open connection holds besides its headers: its goroutine's
+	// stack and its read and write buffers.
+	connOverhead = 16 << 10
+)
+
+// MemoryBound is the most memory an instance with this configuration, on a pool of
+// poolConns connections, holds live in the worst case (docs/operations.md, "Memory"):
+//
+//	MemoryBase
+//	+ MaxIngestMemory                      request bodies and their decoded batches
+//	+ 2 x IngestConns x MaxBody            the driver's copies of the batch each storing request sends
+//	+ (Workers + 1) x MaxBody              the payloads of submissions in flight, and the row read
+//	+ MaxConnections x (MaxHeaderBytes + 16 KiB)   connections, their headers being read
+//
+// A batch is never larger than the body it came in. The garbage collector lets the heap grow
+// to twice what is live before it collects (GOGC=100), unless a soft memory limit
+// (debug.SetMemoryLimit, GOMEMLIMIT) makes it collect sooner; `run` sets one above this bound.
+func (c Config) MemoryBound(poolConns int32) int64 {
+	body := cmp.Or(c.MaxBody, ingest.MaxBodyDefault)
+	workers := int64(cmp.Or(c.Workers, submitter.WorkersDefault))
+	conns := int64(cmp.Or(c.MaxConnections, MaxConnectionsDefault))
+	header := int64(cmp.Or(c.MaxHeaderBytes, MaxHeaderBytesDefault))
+	return MemoryBase + cmp.Or(c.MaxIngestMemory, ingest.MaxMemoryDefault) + 2*int64(IngestConns(poolConns))*body +
+		(workers+1)*body + conns*(header+connOverhead)
+}
 
 // ProbeConns is the size of the listener's own small pool, dialled with the node's pool's
 // configuration, on which /readyz, the scrape-time metrics and the status page read: they

@@ -107,3 +107,24 @@ func TestProbesDoNotWaitForThePool(t *testing.T) {
 		t.Fatalf("/metrics with the pool exhausted: %d, batch gauges read: %v", code, strings.Contains(metrics, "batchclaim_batches{"))
 	}
 }
+
+// MemoryBound is the formula of docs/operations.md, "Memory", with the defaults for zero
+// fields.
+func TestMemoryBound(t *testing.T) {
+	t.Parallel()
+	const MiB = 1 << 20
+	for _, tt := range []struct {
+		cfg   node.Config
+		conns int32
+		want  int64
+	}{
+		// 32 + 128 + 2 x 2 x 10 + 17 x 10 + 1024 x (64 + 16) KiB
+		{node.Config{}, 4, 32*MiB + 128*MiB + 40*MiB + 170*MiB + 80*MiB},
+		{node.Config{MaxBody: MiB, MaxIngestMemory: 16 * MiB, Workers: 4, MaxConnections: 64, MaxHeaderBytes: 16 << 10}, 10,
+			32*MiB + 16*MiB + 2*5*MiB + 5*MiB + 64*(32<<10)},
+	} {
+		if got := tt.cfg.MemoryBound(tt.conns); got != tt.want {
+			t.Errorf("%+v on %d connections: %d MiB, want %d MiB", tt.cfg, tt.conns, got/MiB, tt.want/MiB)
+		}
+	}
+}

@@ -198,11 +198,12 @@ func runDaemon(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err != nil {
 		return err
 	}
+	bound, limit := setMemoryLimit(cfg, int32(*dbMaxConns))
 	logger.Info("starting", "instance_id", n.Engine().InstanceID().String(), "name", n.Engine().Name(), "pid", os.Getpid(),
 		"version", version, "database", redact(*dbURL), "dlt", redact(*dltURL), "flavor", *flavor,
 		"renew_interval", timings.RenewInterval, "local_deadline", timings.LocalDeadline,
 		"expiry_1", timings.Expiry1, "expiry_2", timings.Expiry2, "submit_timeout", timings.MaxSubmission,
-		"stop_budget", node.StopBudget(timings), "db_max_conns", *dbMaxConns)
+		"stop_budget", node.StopBudget(timings), "db_max_conns", *dbMaxConns, "memory_bound", bound, "memory_limit", limit)
 	reloadOnSIGHUP(ctx, tokens, logger)
 	return n.Run(ctx)
 }

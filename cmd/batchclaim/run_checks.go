@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"runtime/debug"
 	"strings"
 	"time"
 
 	"github.com/batchclaim/batchclaim/claims"
+	"github.com/batchclaim/batchclaim/node"
 )
 
 // Bounds of the timing knobs that `run` accepts. Below the floors an instance spends itself
@@ -93,6 +95,20 @@ func checkPositiveFlags(fs *flag.FlagSet) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// setMemoryLimit sets the Go runtime's soft memory limit to the instance's worst-case live
+// memory (node.Config.MemoryBound) plus a quarter, so that the garbage collector works
+// harder near it instead of letting the heap grow to twice what is live; GOMEMLIMIT, when
+// set, wins. It returns the bound and the limit in force.
+func setMemoryLimit(cfg node.Config, poolConns int32) (bound, limit int64) {
+	bound = cfg.MemoryBound(poolConns)
+	if os.Getenv("GOMEMLIMIT") != "" {
+		return bound, debug.SetMemoryLimit(-1)
+	}
+	limit = bound + bound/4
+	debug.SetMemoryLimit(limit)
+	return bound, limit
 }
 
 // defaultPoolConns is the pool size pgx picks when none is given: max(4, CPUs).
