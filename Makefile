@@ -64,6 +64,10 @@ bench: build ## Measure every `batchclaim bench` scenario and River (at its own 
 test: ## Run every test with the race detector against a real Postgres (TEST_DATABASE_URL, else a throwaway local cluster)
 	$(GO) test -race -count=1 -timeout 30m $(PKGS)
 
+.PHONY: hostile
+hostile: ## Run the hostile suite alone (also in make test): a real instance probed as an attacker would, then its database and memory checked
+	$(GO) test -race -count=1 -timeout 10m -run 'TestHostile|TestLeastPrivilegeRoles' -v ./cmd/batchclaim
+
 $(SQLC): tools/go.mod tools/go.sum
 	cd tools && $(GO) build -o ../$(SQLC) github.com/sqlc-dev/sqlc/cmd/sqlc
 

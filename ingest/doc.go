@@ -10,5 +10,30 @@
 // once and keeps its place in the order. A BatchList holding several batches is stored as one
 // row per batch, in list order, each row's payload a BatchList of that one batch. Bad input
 // (wrong content type, empty, undecodable or oversized body, bad or missing service_id,
-// unknown query parameters) gets a 4xx with a JSON error and stores nothing.
+// unknown query parameters) gets a 4xx with a JSON error and stores nothing. A service_id
+// must pass batchclaim.ValidateServiceID (valid UTF-8, visible characters only).
+//
+// The 202 answer is {"link": URL} as the Sawtooth REST API gives it. A link holds at most
+// MaxStatusIDs ids and MaxLinkLen bytes; a list with more batches gets
+// {"link": first, "links": [every link, in list order]}, so that every link works. Links
+// start with Config.BaseURL, else with the request's Host once a listener guard checked it,
+// else they are relative: never built from a Host header nothing checked.
+//
+// What a client can make the API hold is bounded, whatever it sends:
+//
+//   - Memory (Config.MaxMemory): a body is read into a buffer that grows only as its bytes
+//     arrive, each buffer reserved from the budget before it is allocated; once the body is
+//     in, as much again is reserved for the decoded batches. A request that cannot reserve is
+//     answered 503 with Retry-After at once. The budget, not the number of clients, bounds
+//     the bodies held; docs/operations.md gives the instance's worst case as a formula.
+//   - Work (Config.MaxRequests): a request takes one of these places only once its body has
+//     arrived, so clients that send slowly (bounded by the server's read timeout) hold none.
+//   - Connections (Config.MaxConns): the API holds at most this many of the pool's
+//     connections; requests of one service_id wait for each other in the process, without a
+//     connection, since the database would serialize them anyway (Config.MaxWait bounds both
+//     waits, then 503 with Retry-After).
+//
+// Errors carry the request id of a listener guard, and log lines of a request carry it as
+// request_id. A 409 (a batch id stored under another service_id) does not name that
+// service_id to the client; the log does.
 package ingest

@@ -64,10 +64,21 @@ func enqueue(ctx context.Context, q claims.Querier, serviceID, batchID string, p
 	other, err := qs.BatchLedgerOwner(ctx, q, batchID)
 	if err != nil {
 		// Stored by a transaction this one's snapshot does not see.
-		return Stored{}, fmt.Errorf("batch %s: %w (stored by a concurrent transaction)", batchID, ErrBatchIDTaken)
+		return Stored{}, &takenError{batchID, fmt.Errorf("batch %s: %w (stored by a concurrent transaction)", batchID, ErrBatchIDTaken)}
 	}
-	return Stored{}, fmt.Errorf("batch %s: %w %q (seq %d); not stored under %q", batchID, ErrBatchIDTaken, other.ServiceID, other.Seq, serviceID)
+	return Stored{}, &takenError{batchID, fmt.Errorf("batch %s: %w %q (seq %d); not stored under %q", batchID, ErrBatchIDTaken, other.ServiceID, other.Seq, serviceID)}
 }
+
+// takenError is ErrBatchIDTaken with the batch it is about. Its message names the other
+// service_id, for the operator's logs; the ingest API does not send it to the client, to
+// whom the other service_id may belong to someone else.
+type takenError struct {
+	batchID string
+	err     error
+}
+
+func (e *takenError) Error() string { return e.err.Error() }
+func (e *takenError) Unwrap() error { return e.err }
 
 // EnqueueBatchList stores every batch of a serialized BatchList for serviceID, in list
 // order, each as a one-batch BatchList keyed by its header signature. Nothing is stored if the
@@ -81,6 +92,11 @@ func EnqueueBatchList(ctx context.Context, q claims.Querier, serviceID string, l
 	if err != nil {
 		return nil, err
 	}
+	return enqueueBatches(ctx, q, serviceID, batches)
+}
+
+// enqueueBatches stores decoded batches of serviceID in order (see EnqueueBatchList).
+func enqueueBatches(ctx context.Context, q claims.Querier, serviceID string, batches []dlt.Batch) ([]Stored, error) {
 	out := make([]Stored, 0, len(batches))
 	for _, b := range batches {
 		s, err := enqueue(ctx, q, serviceID, b.ID, b.List, true)

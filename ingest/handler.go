@@ -6,26 +6,52 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"mime"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/batchclaim/batchclaim"
 	"github.com/batchclaim/batchclaim/claims"
 	"github.com/batchclaim/batchclaim/dlt"
 	"github.com/batchclaim/batchclaim/internal/db"
+	"github.com/batchclaim/batchclaim/internal/httpguard"
 )
 
-// MaxBodyDefault bounds a POST /batches body.
-const MaxBodyDefault = 10 << 20
+// Defaults for Config's zero values.
+const (
+	// MaxBodyDefault bounds a POST /batches body.
+	MaxBodyDefault = 10 << 20
+	// MaxMemoryDefault bounds the bytes held for request bodies and their decoded batches.
+	MaxMemoryDefault = 128 << 20
+	// MaxRequestsDefault bounds the requests worked on at once.
+	MaxRequestsDefault = 64
+	// MaxConnsDefault bounds the database connections the API holds at once.
+	MaxConnsDefault = 2
+	// MaxWaitDefault bounds a request's wait for its service_id's turn or for a connection.
+	MaxWaitDefault = 10 * time.Second
+)
 
 // MaxStatusIDs bounds the ids one status request may ask about.
 const MaxStatusIDs = 100
+
+// MaxLinkLen bounds the length of one status link (scheme, host and path included), so that
+// the link passes proxies with common request-line limits (8 KiB) and --max-header-bytes.
+const MaxLinkLen = 8000
+
+// statusBodyMax bounds a POST /batch_statuses body: MaxStatusIDs quoted ids and then some.
+const statusBodyMax = 64 << 10
+
+// CodeBusy is the error code of the 503 answered when the API is at one of its limits
+// (requests worked on, memory, a wait for a connection or for the service_id's turn), with
+// Retry-After.
+const CodeBusy = 31
 
 // Pool runs statements and transactions (a *pgxpool.Pool).
 type Pool interface {
@@ -33,31 +59,97 @@ type Pool interface {
 	Begin(ctx context.Context) (pgx.Tx, error)
 }
 
-// Config configures the HTTP API.
+// Config configures the HTTP API. See docs/operations.md, "Memory", for what the limits
+// mean for the memory an instance may use.
 type Config struct {
-	// MaxBody bounds a POST /batches body in bytes. Zero means 10 MiB.
+	// MaxBody bounds a POST /batches body in bytes. Zero means MaxBodyDefault (10 MiB).
 	MaxBody int64
+	// MaxMemory bounds, in bytes, what the requests being read and worked on hold at once: a
+	// request reserves its body's buffer as the bytes arrive and, once they have, as much
+	// again for the decoded batches, and gives it all back when it is answered. A request
+	// that cannot reserve is answered 503 (CodeBusy) at once. Zero means MaxMemoryDefault
+	// (128 MiB); at least 2 x MaxBody.
+	MaxMemory int64
+	// MaxRequests bounds the requests worked on at once (decoding, waiting for the
+	// service_id's turn or a connection, storing, reading statuses). A request takes its place
+	// only once its body has arrived, so a client that sends slowly holds none; one more is
+	// answered 503 (CodeBusy) at once. Zero means MaxRequestsDefault.
+	MaxRequests int
+	// MaxConns bounds the database connections the API holds at once, so that it cannot
+	// take every connection of a pool it shares with other work. Zero means MaxConnsDefault.
+	MaxConns int
+	// MaxWait bounds how long a request waits for an earlier request of its service_id (they
+	// are stored one after the other) or for a connection; then it is answered 503
+	// (CodeBusy). Zero means MaxWaitDefault.
+	MaxWait time.Duration
+	// BaseURL, e.g. "https://ingest.example:8443", starts the status links of 202 answers.
+	// Empty means the request's Host when a listener guard (package internal/httpguard)
+	// checked it, else links relative to the server ("/batch_statuses?id=..."): a link is
+	// never built from an unchecked Host header.
+	BaseURL string
 	// OnStored, when set, is called with the number of new batches after each stored list.
 	OnStored func(n int)
 	// Logger; nil discards.
 	Logger *slog.Logger
 }
 
+func (c *Config) applyDefaults() {
+	c.MaxBody = cmp.Or(c.MaxBody, MaxBodyDefault)
+	c.MaxMemory = cmp.Or(c.MaxMemory, MaxMemoryDefault)
+	c.MaxRequests = cmp.Or(c.MaxRequests, MaxRequestsDefault)
+	c.MaxConns = cmp.Or(c.MaxConns, MaxConnsDefault)
+	c.MaxWait = cmp.Or(c.MaxWait, MaxWaitDefault)
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+}
+
+// Validate checks the limits after defaults are applied to the zero ones.
+func (c Config) Validate() error {
+	c.applyDefaults()
+	var errs []error
+	if c.MaxBody < 0 || c.MaxMemory < 0 || c.MaxRequests < 0 || c.MaxConns < 0 || c.MaxWait < 0 {
+		errs = append(errs, fmt.Errorf("limits must not be negative (zero means the default), got max body %d, max memory %d, max requests %d, max conns %d, max wait %s",
+			c.MaxBody, c.MaxMemory, c.MaxRequests, c.MaxConns, c.MaxWait))
+	} else if c.MaxMemory < 2*c.MaxBody {
+		errs = append(errs, fmt.Errorf("max memory %d is under 2 x max body %d: a body of the largest size and its decoded batches could never be held", c.MaxMemory, c.MaxBody))
+	}
+	if c.BaseURL != "" {
+		if u, err := url.Parse(c.BaseURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || (u.Path != "" && u.Path != "/") || u.RawQuery != "" {
+			errs = append(errs, fmt.Errorf("base URL %q: want scheme://host[:port]", c.BaseURL))
+		}
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("ingest: %w", errors.Join(errs...))
+	}
+	return nil
+}
+
 // Handler serves the ingest API.
 type Handler struct {
-	pool Pool
-	cfg  Config
-	log  *slog.Logger
+	pool  Pool
+	cfg   Config
+	log   *slog.Logger
+	mem   *budget
+	slots slots
+	conns slots
+	keys  keyLocks
 }
 
 // NewHandler returns the ingest API's handler. It does no I/O.
-func NewHandler(pool Pool, cfg Config) *Handler {
-	cfg.MaxBody = cmp.Or(cfg.MaxBody, MaxBodyDefault)
-	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.DiscardHandler)
+func NewHandler(pool Pool, cfg Config) (*Handler, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
 	}
-	return &Handler{pool: pool, cfg: cfg, log: cfg.Logger}
+	cfg.applyDefaults()
+	cfg.BaseURL = strings.TrimSuffix(cfg.BaseURL, "/")
+	return &Handler{pool: pool, cfg: cfg, log: cfg.Logger, mem: &budget{size: cfg.MaxMemory},
+		slots: make(slots, cfg.MaxRequests), conns: make(slots, cfg.MaxConns)}, nil
 }
+
+// Stats is what the API holds now: the bytes reserved from Config.MaxMemory, and the
+// requests being worked on (Config.MaxRequests).
+func (h *Handler) Stats() (memory int64, requests int) { return h.mem.used.Load(), len(h.slots) }
 
 // Register adds the API's routes to mux.
 func (h *Handler) Register(mux *http.ServeMux) {
@@ -66,30 +158,28 @@ func (h *Handler) Register(mux *http.ServeMux) {
 	mux.HandleFunc("POST /batch_statuses", h.postStatuses)
 }
 
-// apiError is the Sawtooth-shaped error body.
+// apiError is an error answer of the API.
 type apiError struct {
 	status int
-	Code   int    `json:"code"`
-	Title  string `json:"title"`
-	Msg    string `json:"message"`
+	code   int
+	title  string
+	msg    string
 }
 
 // WriteError writes an error in the Sawtooth REST API's shape,
-// {"error":{"code":N,"title":"...","message":"..."}}, with the HTTP status given. Other
-// handlers in front of the API (authentication, limits) answer through it so that clients
-// see one error shape.
+// {"error":{"code":N,"title":"...","message":"...","request_id":"..."}}, with the HTTP status
+// given (the request id is there when a listener guard gave the request one). Other handlers
+// in front of the API (authentication, limits) answer through it so that clients see one
+// error shape.
 func WriteError(w http.ResponseWriter, status, code int, title, message string) {
-	writeError(w, apiError{status, code, title, message})
+	httpguard.WriteError(w, status, code, title, message)
 }
 
-func writeError(w http.ResponseWriter, e apiError) {
-	writeJSON(w, e.status, map[string]apiError{"error": e})
-}
+func writeError(w http.ResponseWriter, e apiError) { WriteError(w, e.status, e.code, e.title, e.msg) }
 
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(v)
+func busy(w http.ResponseWriter, why string) {
+	w.Header().Set("Retry-After", "1")
+	WriteError(w, http.StatusServiceUnavailable, CodeBusy, "Too Many Requests", why+"; try again shortly")
 }
 
 func (h *Handler) postBatches(w http.ResponseWriter, r *http.Request) {
@@ -106,31 +196,59 @@ func (h *Handler) postBatches(w http.ResponseWriter, r *http.Request) {
 		writeError(w, apiError{http.StatusBadRequest, 42, "Wrong Content Type", "Batches must be submitted as a BatchList protobuf binary, with a 'Content-Type' header of 'application/octet-stream'"})
 		return
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.cfg.MaxBody))
-	var tooBig *http.MaxBytesError
+	mem := &hold{b: h.mem}
+	defer mem.done()
+	body, err := readBody(r.Body, r.ContentLength, h.cfg.MaxBody, mem)
 	switch {
-	case errors.As(err, &tooBig):
+	case errors.Is(err, errTooLarge):
 		writeError(w, apiError{http.StatusRequestEntityTooLarge, 36, "Body Too Large", fmt.Sprintf("The body is larger than %d bytes", h.cfg.MaxBody)})
 		return
+	case errors.Is(err, errOverBudget):
+		busy(w, "This instance holds as many request bodies as its memory limit allows")
+		return
 	case err != nil:
-		writeError(w, apiError{http.StatusBadRequest, 35, "Unreadable Body", err.Error()})
+		writeError(w, apiError{http.StatusBadRequest, 35, "Unreadable Body", "The body could not be read: " + err.Error()})
 		return
 	case len(body) == 0:
 		writeError(w, apiError{http.StatusBadRequest, 34, "No Batches Submitted", "The protobuf BatchList you submitted was empty and contained no Batches"})
 		return
 	}
-	if _, err := dlt.SplitBatchList(body); err != nil {
+	if !h.slots.tryAcquire() {
+		busy(w, fmt.Sprintf("This instance is serving its limit of %d ingest requests", h.cfg.MaxRequests))
+		return
+	}
+	defer h.slots.release()
+	if !mem.take(int64(len(body))) { // the decoded batches are a copy of the body
+		busy(w, "This instance holds as many request bodies as its memory limit allows")
+		return
+	}
+	batches, err := dlt.SplitBatchList(body)
+	body = nil //nolint:ineffassign,wastedassign // the batches hold their own copies from here on
+	if err != nil {
 		writeError(w, apiError{http.StatusBadRequest, 35, "Protobuf Not Decodable", err.Error()})
 		return
 	}
-	stored, err := h.store(r.Context(), serviceID, body)
-	if errors.Is(err, ErrBatchIDTaken) {
+	log := httpguard.Logger(r.Context(), h.log)
+	stored, err := h.store(r.Context(), serviceID, batches)
+	var taken *takenError
+	switch {
+	case errors.As(err, &taken):
+		log.Info("batch refused: its id is stored under another service_id", "service_id", serviceID, "error", err)
 		writeError(w, apiError{http.StatusConflict, 72, "Batch Stored Under Another service_id",
-			"A batch id is global on the ledger; nothing was stored: " + err.Error()})
+			fmt.Sprintf("Batch %s is already stored under another service_id, and a batch id is global on the ledger; nothing was stored", taken.batchID)})
 		return
-	}
-	if err != nil {
-		h.log.Error("store batches", "service_id", serviceID, "error", err)
+	case err != nil && r.Context().Err() != nil:
+		log.Debug("store batches: the client went away", "service_id", serviceID, "error", err)
+		return
+	case errors.Is(err, errWaited):
+		busy(w, "Earlier requests for this service_id, or for the database, are still being worked on")
+		return
+	case isLockTimeout(err):
+		log.Info("store batches: another transaction held the service_id's enqueue lock too long", "service_id", serviceID, "error", err)
+		busy(w, "Another request is storing batches of this service_id")
+		return
+	case err != nil:
+		log.Error("store batches", "service_id", serviceID, "error", err)
 		writeError(w, apiError{http.StatusServiceUnavailable, 18, "Storage Unavailable", "The batches could not be stored; try again"})
 		return
 	}
@@ -145,21 +263,50 @@ func (h *Handler) postBatches(w http.ResponseWriter, r *http.Request) {
 	if h.cfg.OnStored != nil {
 		h.cfg.OnStored(fresh)
 	}
-	writeJSON(w, http.StatusAccepted, map[string]string{"link": statusLink(r, ids)})
+	links := h.statusLinks(r, ids)
+	out := map[string]any{"link": links[0]}
+	if len(links) > 1 {
+		out["links"] = links
+	}
+	writeJSON(w, http.StatusAccepted, out)
 }
 
-func (h *Handler) store(ctx context.Context, serviceID string, list []byte) ([]Stored, error) {
+// errWaited: MaxWait passed while a request waited for its turn or a connection.
+var errWaited = errors.New("waited too long for the service_id's turn or a connection")
+
+// store stores the batches in one transaction, after the earlier requests of the same
+// service_id in this process, on one of the API's connections.
+func (h *Handler) store(ctx context.Context, serviceID string, batches []dlt.Batch) ([]Stored, error) {
+	wctx, cancel := context.WithTimeout(ctx, h.cfg.MaxWait)
+	defer cancel()
+	unlock, err := h.keys.lock(wctx, serviceID)
+	if err != nil {
+		return nil, errors.Join(errWaited, err)
+	}
+	defer unlock()
+	if err := h.conns.acquire(wctx); err != nil {
+		return nil, errors.Join(errWaited, err)
+	}
+	defer h.conns.release()
 	tx, err := h.pool.Begin(ctx)
 	if err != nil {
 		return nil, err
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // no-op after commit
-	stored, err := EnqueueBatchList(ctx, tx, serviceID, list)
+	stored, err := enqueueBatches(ctx, tx, serviceID, batches)
 	if err != nil {
 		return nil, err
 	}
 	return stored, tx.Commit(ctx)
 }
+
+// isLockTimeout reports SQLSTATE 55P03 (lock_not_available): lock_timeout passed.
+func isLockTimeout(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == "55P03"
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) { httpguard.WriteJSON(w, status, v) }
 
 func (h *Handler) getStatuses(w http.ResponseWriter, r *http.Request) {
 	if e, ok := onlyParams(r.URL.Query(), "id", "wait"); !ok {
@@ -174,8 +321,19 @@ func (h *Handler) getStatuses(w http.ResponseWriter, r *http.Request) {
 }
 
 func (h *Handler) postStatuses(w http.ResponseWriter, r *http.Request) {
+	mem := &hold{b: h.mem}
+	defer mem.done()
+	body, err := readBody(r.Body, r.ContentLength, statusBodyMax, mem)
+	switch {
+	case errors.Is(err, errTooLarge):
+		writeError(w, apiError{http.StatusRequestEntityTooLarge, 36, "Body Too Large", fmt.Sprintf("The body is larger than %d bytes", statusBodyMax)})
+		return
+	case errors.Is(err, errOverBudget):
+		busy(w, "This instance holds as many request bodies as its memory limit allows")
+		return
+	}
 	var ids []string
-	if err := json.NewDecoder(io.LimitReader(r.Body, 1<<20)).Decode(&ids); err != nil {
+	if err != nil || json.Unmarshal(body, &ids) != nil {
 		writeError(w, apiError{http.StatusBadRequest, 53, "Bad Status Request", "The body must be a JSON array of batch ids"})
 		return
 	}
@@ -199,13 +357,24 @@ func (h *Handler) answerStatuses(w http.ResponseWriter, r *http.Request, ids []s
 	}
 	for _, id := range ids {
 		if !batchclaim.ValidBatchID(id) {
-			writeError(w, apiError{http.StatusBadRequest, 60, "Invalid Resource Id", fmt.Sprintf("Batch id %q is not 128 hex characters", id)})
+			writeError(w, apiError{http.StatusBadRequest, 60, "Invalid Resource Id", fmt.Sprintf("Batch id %s is not 128 hex characters", quote(id))})
 			return
 		}
 	}
-	rows, err := db.New().BatchStatusesByID(r.Context(), h.pool, ids)
-	if err != nil {
-		h.log.Error("read batch statuses", "error", err)
+	if !h.slots.tryAcquire() {
+		busy(w, fmt.Sprintf("This instance is serving its limit of %d ingest requests", h.cfg.MaxRequests))
+		return
+	}
+	defer h.slots.release()
+	rows, err := h.readStatuses(r.Context(), ids)
+	switch {
+	case err != nil && r.Context().Err() != nil:
+		return
+	case errors.Is(err, errWaited):
+		busy(w, "Earlier requests are still being worked on")
+		return
+	case err != nil:
+		httpguard.Logger(r.Context(), h.log).Error("read batch statuses", "error", err)
 		writeError(w, apiError{http.StatusServiceUnavailable, 18, "Storage Unavailable", "Statuses could not be read; try again"})
 		return
 	}
@@ -235,9 +404,20 @@ func (h *Handler) answerStatuses(w http.ResponseWriter, r *http.Request, ids []s
 	}
 	out := map[string]any{"data": data}
 	if link {
-		out["link"] = statusLink(r, ids)
+		out["link"] = h.statusLinks(r, ids)[0]
 	}
 	writeJSON(w, http.StatusOK, out)
+}
+
+// readStatuses reads the rows of ids on one of the API's connections.
+func (h *Handler) readStatuses(ctx context.Context, ids []string) ([]db.BatchStatusesByIDRow, error) {
+	wctx, cancel := context.WithTimeout(ctx, h.cfg.MaxWait)
+	defer cancel()
+	if err := h.conns.acquire(wctx); err != nil {
+		return nil, errors.Join(errWaited, err)
+	}
+	defer h.conns.release()
+	return db.New().BatchStatusesByID(ctx, h.pool, ids)
 }
 
 // onlyParams rejects query parameters other than the allowed ones.
@@ -248,17 +428,17 @@ func onlyParams(q url.Values, allowed ...string) (apiError, bool) {
 			ok = ok || k == a
 		}
 		if !ok {
-			return apiError{http.StatusBadRequest, 71, "Unknown Parameter", fmt.Sprintf("Unknown query parameter %q; allowed: %s", k, strings.Join(allowed, ", "))}, false
+			return apiError{http.StatusBadRequest, 71, "Unknown Parameter", fmt.Sprintf("Unknown query parameter %s; allowed: %s", quote(k), strings.Join(allowed, ", "))}, false
 		}
 	}
 	return apiError{}, true
 }
 
-func statusLink(r *http.Request, ids []string) string {
-	scheme := "http"
-	if r.TLS != nil {
-		scheme = "https"
+// quote is s for an error message: at most 64 bytes of it, quoted with every non-ASCII or
+// invisible character escaped.
+func quote(s string) string {
+	if len(s) > 64 {
+		return strconv.QuoteToASCII(s[:64]) + "..."
 	}
-	u := url.URL{Scheme: scheme, Host: r.Host, Path: "/batch_statuses", RawQuery: "id=" + strings.Join(ids, ",")}
-	return u.String()
+	return strconv.QuoteToASCII(s)
 }

@@ -15,14 +15,32 @@ import (
 	"github.com/batchclaim/batchclaim/dlt"
 	"github.com/batchclaim/batchclaim/ingest"
 	"github.com/batchclaim/batchclaim/internal/dbtest"
+	"github.com/batchclaim/batchclaim/internal/httpguard"
 )
 
 func setup(t *testing.T) (*httptest.Server, *pgxpool.Pool) {
 	t.Helper()
+	return setupWith(t, ingest.Config{MaxBody: 4096})
+}
+
+// setupWith serves the API with cfg behind a listener guard for the server's loopback
+// address, as an instance does.
+func setupWith(t *testing.T, cfg ingest.Config) (*httptest.Server, *pgxpool.Pool) {
+	t.Helper()
 	pool := dbtest.NewPool(t)
 	mux := http.NewServeMux()
-	ingest.NewHandler(pool, ingest.Config{MaxBody: 4096}).Register(mux)
-	srv := httptest.NewServer(mux)
+	h, err := ingest.NewHandler(pool, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.Register(mux)
+	srv := httptest.NewUnstartedServer(nil)
+	hosts, err := httpguard.NewHosts(srv.Listener.Addr().String(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.Config.Handler = httpguard.Guard{Hosts: hosts}.Wrap(mux)
+	srv.Start()
 	t.Cleanup(srv.Close)
 	return srv, pool
 }
@@ -121,6 +139,12 @@ func TestBadInputStoresNothing(t *testing.T) {
 		{"missing service_id", "", "application/octet-stream", good, 400, 70},
 		{"blank service_id", "service_id=", "application/octet-stream", good, 400, 70},
 		{"service_id with a space", "service_id=a%20b", "application/octet-stream", good, 400, 70},
+		{"service_id not UTF-8", "service_id=%FF%FE", "application/octet-stream", good, 400, 70},
+		{"service_id with NUL", "service_id=svc%00", "application/octet-stream", good, 400, 70},
+		{"service_id with a C1 control", "service_id=svc%C2%9B31m", "application/octet-stream", good, 400, 70},
+		{"service_id with a bidi override", "service_id=svc%E2%80%AEgpj", "application/octet-stream", good, 400, 70},
+		{"service_id with a zero-width space", "service_id=svc%E2%80%8B", "application/octet-stream", good, 400, 70},
+		{"oversized, announced", "service_id=svc", "application/octet-stream", bytes.Repeat([]byte{1}, 1<<20), 413, 36},
 		{"unknown parameter", "service_id=svc&servce=x", "application/octet-stream", good, 400, 71},
 	}
 	for _, tt := range tests {

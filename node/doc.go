@@ -3,11 +3,22 @@
 // /healthz, /readyz, /metrics and the ingest API. The `batchclaim run` daemon is a Node;
 // a service that embeds the library creates one with its own Submitter.
 //
-// The listener can serve HTTPS (Config.TLSCertFile, TLSKeyFile), put an authentication
-// middleware in front of every route (Config.Auth, e.g. bearer tokens from internal/httpauth),
-// and bounds what a client can hold: the time to read a request and its headers, the header
-// size, and the ingest requests served at once (one more is answered 503 with Retry-After).
-// StopBudget says how long a stop can take, for a supervisor's kill timeout.
+// The listener can serve HTTPS (Config.TLSCertFile, TLSKeyFile) and put an authentication
+// middleware in front of every route (Config.Auth, e.g. bearer tokens from internal/httpauth).
+// In front of both sits the guard of internal/httpguard: a request id in every answer and log
+// line, a Host check against the names the listener answers to (Config.AllowedHosts; a
+// defence against DNS rebinding) and the refusal of cross-origin state-changing requests.
+//
+// What a client can make the instance hold is bounded by design (see Config.MemoryBound and
+// docs/operations.md, "Memory"): the open connections (Config.MaxConnections), the time to
+// read a request and its headers, the header size, the bytes of ingest bodies and their
+// decoded batches (Config.MaxIngestMemory), and the ingest requests worked on
+// (Config.MaxIngestRequests), counted only once a body has arrived so that slow clients hold
+// none; beyond a limit the answer is 503 with Retry-After. The ingest API holds at most
+// IngestConns of the pool's connections; /readyz, the scrape-time metrics and the status page
+// read on ProbeConns connections of their own, so that neither ingest nor the workers can
+// make the instance look unready. StopBudget says how long a stop can take, for a
+// supervisor's kill timeout.
 //
 // A node listens for new work (LISTEN/NOTIFY) on a connection of its own: a batch stored for
 // a service_id it holds, by any instance, the CLI or an embedder's own INSERT, reaches its

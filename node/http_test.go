@@ -1,11 +1,14 @@
 package node_test
 
 import (
+	"context"
 	"io"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/batchclaim/batchclaim/dlt"
 	"github.com/batchclaim/batchclaim/dlt/dltsim"
@@ -50,6 +53,78 @@ func TestHealthReadinessMetrics(t *testing.T) {
 	for _, st := range []string{"COMMITTED", "INVALID"} { // counted by transitions, not by scanning the table
 		if m := `batchclaim_batches{state="` + st + `"}`; strings.Contains(metrics, m) {
 			t.Errorf("/metrics has %s", m)
+		}
+	}
+}
+
+// /readyz and /metrics read on the listener's own connections: with every connection of the
+// node's pool taken (by ingest, workers, anything), the instance still answers ready and its
+// batch gauges are still read.
+func TestProbesDoNotWaitForThePool(t *testing.T) {
+	t.Parallel()
+	e := setup(t, dlt.FlavorSawtooth, dltsim.Config{})
+	cfg, err := pgxpool.ParseConfig(e.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.MaxConns = 2
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	n, _ := e.startPool(pool, "probes", func(c *node.Config) { c.Listen = "127.0.0.1:0" })
+	waitFor(t, 10*time.Second, "listener up", func() bool { return n.Addr() != "" })
+	base := "http://" + n.Addr()
+	client := &http.Client{Timeout: 10 * time.Second}
+	get := func(path string) (int, string) {
+		resp, err := client.Get(base + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	waitFor(t, 10*time.Second, "/readyz 200", func() bool { code, _ := get("/readyz"); return code == 200 })
+	for range cfg.MaxConns {
+		c, err := pool.Acquire(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Release()
+	}
+	if st := pool.Stat(); st.AcquiredConns() != cfg.MaxConns {
+		t.Fatalf("%d of %d connections taken", st.AcquiredConns(), cfg.MaxConns)
+	}
+	for range 5 {
+		if code, body := get("/readyz"); code != 200 {
+			t.Fatalf("/readyz with the pool exhausted: %d %s", code, body)
+		}
+	}
+	code, metrics := get("/metrics")
+	if code != 200 || !strings.Contains(metrics, `batchclaim_batches{state="NEW"} 0`) || !strings.Contains(metrics, "batchclaim_database_readable 1") {
+		t.Fatalf("/metrics with the pool exhausted: %d, batch gauges read: %v", code, strings.Contains(metrics, "batchclaim_batches{"))
+	}
+}
+
+// MemoryBound is the formula of docs/operations.md, "Memory", with the defaults for zero
+// fields.
+func TestMemoryBound(t *testing.T) {
+	t.Parallel()
+	const MiB = 1 << 20
+	for _, tt := range []struct {
+		cfg   node.Config
+		conns int32
+		want  int64
+	}{
+		// 32 + 128 + 2 x 2 x 10 + 17 x 10 + 1024 x (64 + 16) KiB
+		{node.Config{}, 4, 32*MiB + 128*MiB + 40*MiB + 170*MiB + 80*MiB},
+		{node.Config{MaxBody: MiB, MaxIngestMemory: 16 * MiB, Workers: 4, MaxConnections: 64, MaxHeaderBytes: 16 << 10}, 10,
+			32*MiB + 16*MiB + 2*5*MiB + 5*MiB + 64*(32<<10)},
+	} {
+		if got := tt.cfg.MemoryBound(tt.conns); got != tt.want {
+			t.Errorf("%+v on %d connections: %d MiB, want %d MiB", tt.cfg, tt.conns, got/MiB, tt.want/MiB)
 		}
 	}
 }

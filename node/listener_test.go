@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"encoding/json"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -119,40 +120,49 @@ func TestListenerTLSAndAuth(t *testing.T) {
 	}
 }
 
-// Beyond MaxIngestRequests the ingest API answers 503 with Retry-After; a body that never
-// ends is cut by the read timeout and frees its slot; oversized headers get 431.
+// A body that never ends holds no ingest slot (other requests are served meanwhile) and is
+// cut by the read timeout; bodies held past MaxIngestMemory make the ingest API answer 503
+// with Retry-After; oversized headers get 431.
 func TestListenerLimits(t *testing.T) {
 	t.Parallel()
 	e := setup(t, dlt.FlavorSawtooth, dltsim.Config{})
 	n, _ := e.start("limits", func(c *node.Config) {
 		c.Listen, c.MaxIngestRequests, c.ReadTimeout, c.MaxHeaderBytes = "127.0.0.1:0", 1, 15*time.Second, 4<<10
+		c.MaxBody, c.MaxIngestMemory = 64<<10, 128<<10
 	})
 	waitFor(t, 10*time.Second, "listener up", func() bool { return n.Addr() != "" })
 	base := "http://" + n.Addr()
 	client := &http.Client{Timeout: 30 * time.Second}
 
-	// A POST whose body never ends holds the only slot while the handler reads it.
-	pr, pw := io.Pipe()
-	defer pw.Close()
-	held := make(chan error, 1)
-	go func() {
-		req, _ := http.NewRequest("POST", base+"/batches?service_id=svc-slow", pr)
-		req.Header.Set("Content-Type", "application/octet-stream")
-		resp, err := client.Do(req)
-		if err == nil {
-			resp.Body.Close()
+	// Two POSTs whose bodies never end; each holds a 64 KiB buffer, together the whole memory
+	// limit, but no slot.
+	held := make(chan error, 2)
+	for range 2 {
+		pr, pw := io.Pipe()
+		defer pw.Close()
+		go func() {
+			req, _ := http.NewRequest("POST", base+"/batches?service_id=svc-slow", pr)
+			req.Header.Set("Content-Type", "application/octet-stream")
+			resp, err := client.Do(req)
+			if err == nil {
+				resp.Body.Close()
+			}
+			held <- err
+		}()
+		if _, err := pw.Write([]byte{0x0a}); err != nil {
+			t.Fatal(err)
 		}
-		held <- err
-	}()
+	}
 	var busy *http.Response
 	var busyBody []byte
-	waitFor(t, 14*time.Second, "a second ingest request answered 503", func() bool {
+	_, list := dlt.FakeBatch("svc-fast", 0)
+	waitFor(t, 14*time.Second, "a POST answered 503 while slow bodies hold the memory", func() bool {
 		select {
 		case err := <-held:
-			t.Fatalf("the held request ended (%v) before a second one was refused", err)
+			t.Fatalf("a held request ended (%v) before another was refused", err)
 		default:
 		}
-		busy, busyBody = do(t, client, "GET", base+"/batch_statuses?id=x", "", nil)
+		busy, busyBody = do(t, client, "POST", base+"/batches?service_id=svc-fast", "", bytes.NewReader(list))
 		return busy.StatusCode == http.StatusServiceUnavailable
 	})
 	if ra := busy.Header.Get("Retry-After"); ra != "1" {
@@ -162,19 +172,25 @@ func TestListenerLimits(t *testing.T) {
 	if err := json.Unmarshal(busyBody, &e503); err != nil || e503.Error.Code != node.CodeBusy {
 		t.Errorf("503 body %s not in the Sawtooth error shape (%v)", busyBody, err)
 	}
+	// No slot is held: a status request (no body) goes through to the handler.
+	if resp, body := do(t, client, "GET", base+"/batch_statuses?id=x", "", nil); resp.StatusCode != http.StatusBadRequest {
+		t.Errorf("GET /batch_statuses while slow bodies are held: %d %s, want 400 (a bad id)", resp.StatusCode, body)
+	}
 	if resp, _ := do(t, client, "GET", base+"/healthz", "", nil); resp.StatusCode != http.StatusOK {
 		t.Errorf("/healthz while ingest is saturated: %d", resp.StatusCode)
 	}
 
-	// The read timeout (15s: long enough that a loaded machine refuses the second request first) ends the held request although its body never ends.
-	select {
-	case <-held:
-	case <-time.After(30 * time.Second):
-		t.Fatal("a request whose body never ends was not cut by the read timeout")
+	// The read timeout (15s) ends the held requests although their bodies never end.
+	for range 2 {
+		select {
+		case <-held:
+		case <-time.After(30 * time.Second):
+			t.Fatal("a request whose body never ends was not cut by the read timeout")
+		}
 	}
-	waitFor(t, 10*time.Second, "the slot freed", func() bool {
-		resp, _ := do(t, client, "GET", base+"/batch_statuses?id=x", "", nil)
-		return resp.StatusCode == http.StatusBadRequest // through to the handler: a bad id
+	waitFor(t, 10*time.Second, "the memory given back", func() bool {
+		resp, _ := do(t, client, "POST", base+"/batches?service_id=svc-fast", "", bytes.NewReader(list))
+		return resp.StatusCode == http.StatusAccepted
 	})
 
 	req, _ := http.NewRequest("GET", base+"/healthz", nil)
@@ -187,4 +203,34 @@ func TestListenerLimits(t *testing.T) {
 	if resp.StatusCode != http.StatusRequestHeaderFieldsTooLarge {
 		t.Errorf("16 KiB header with MaxHeaderBytes 4 KiB: %d, want 431", resp.StatusCode)
 	}
+}
+
+// Beyond MaxConnections a connection is closed as soon as it is accepted; once one closes,
+// the next is served.
+func TestListenerConnectionLimit(t *testing.T) {
+	t.Parallel()
+	e := setup(t, dlt.FlavorSawtooth, dltsim.Config{})
+	n, _ := e.start("conns", func(c *node.Config) { c.Listen, c.MaxConnections = "127.0.0.1:0", 3 })
+	waitFor(t, 10*time.Second, "listener up", func() bool { return n.Addr() != "" })
+	var held []net.Conn
+	for range 3 {
+		c, err := net.Dial("tcp", n.Addr())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		held = append(held, c)
+	}
+	get := func() error {
+		client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+		resp, err := client.Get("http://" + n.Addr() + "/healthz")
+		if err == nil {
+			resp.Body.Close()
+		}
+		return err
+	}
+	// The three held connections may not all be accepted yet: wait until one more is refused.
+	waitFor(t, 10*time.Second, "a fourth connection refused", func() bool { return get() != nil })
+	_ = held[0].Close()
+	waitFor(t, 10*time.Second, "a connection served once one closed", func() bool { return get() == nil })
 }

@@ -3,11 +3,8 @@ package node
 import (
 	"cmp"
 	"context"
-	"crypto/tls"
 	"errors"
-	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
 	"sync"
 	"time"
@@ -15,15 +12,12 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/batchclaim/batchclaim"
 	"github.com/batchclaim/batchclaim/claims"
-	"github.com/batchclaim/batchclaim/ingest"
 	"github.com/batchclaim/batchclaim/observer"
 	"github.com/batchclaim/batchclaim/queuer"
 	"github.com/batchclaim/batchclaim/submitter"
-	"github.com/batchclaim/batchclaim/ui"
 )
 
 // Config configures a Node. Claims holds the claim engine's identity and timings; the
@@ -86,27 +80,29 @@ type Config struct {
 	// MaxHeaderBytes bounds the size of one request's headers. Zero means
 	// MaxHeaderBytesDefault.
 	MaxHeaderBytes int
+	// MaxConnections bounds the listener's open connections; one more is closed at once.
+	// Zero means MaxConnectionsDefault.
+	MaxConnections int
 	// MaxIngestRequests bounds the ingest API requests (POST /batches, GET and POST
-	// /batch_statuses) served at once; one more is answered 503 with Retry-After. Zero means
-	// MaxIngestRequestsDefault.
+	// /batch_statuses) worked on at once, counted from the moment a request's body has
+	// arrived (a client that sends slowly holds none); one more is answered 503 with
+	// Retry-After. Zero means MaxIngestRequestsDefault. The ingest API holds at most
+	// IngestConns of the pool's connections at once.
 	MaxIngestRequests int
+	// MaxIngestMemory bounds the bytes that ingest request bodies, and the batches decoded
+	// from them, hold at once (ingest.Config.MaxMemory); a request that would exceed it is
+	// answered 503 with Retry-After. Zero means ingest.MaxMemoryDefault; at least 2 x MaxBody.
+	MaxIngestMemory int64
+	// AllowedHosts are host names the listener answers to besides IP addresses, localhost and
+	// the host of Listen; a leading dot allows a domain and its subdomains, "*" every name.
+	// Other Host headers are answered 421 (a defence against DNS rebinding; see package
+	// internal/httpguard).
+	AllowedHosts []string
 	// Registry receives the metrics. Nil means a new registry (served on /metrics).
 	Registry *prometheus.Registry
 	// Logger; nil discards.
 	Logger *slog.Logger
 }
-
-// Listener limits applied to zero Config fields.
-const (
-	ReadTimeoutDefault       = time.Minute
-	ReadHeaderTimeoutDefault = 10 * time.Second
-	MaxHeaderBytesDefault    = 64 << 10
-	MaxIngestRequestsDefault = 64
-	// IdleTimeout closes keep-alive connections idle this long.
-	IdleTimeout = 2 * time.Minute
-	// httpShutdownTimeout bounds the HTTP server's graceful shutdown at the end of a stop.
-	httpShutdownTimeout = 2 * time.Second
-)
 
 // StopBudget is the longest a node with these timings takes to stop once its context ends:
 // submissions in flight get up to S (MaxSubmission) and, if they overrun it, StopTime more to
@@ -228,25 +224,6 @@ func New(pool *pgxpool.Pool, cfg Config) (*Node, error) {
 	return n, nil
 }
 
-// validate checks the listener's settings.
-func (c Config) validate() error {
-	var errs []error
-	if (c.TLSCertFile == "") != (c.TLSKeyFile == "") {
-		errs = append(errs, errors.New("a TLS certificate and key go together: set both or neither"))
-	}
-	if c.ReadTimeout < 0 || c.ReadHeaderTimeout < 0 {
-		errs = append(errs, fmt.Errorf("read timeouts must not be negative, got %s and %s", c.ReadTimeout, c.ReadHeaderTimeout))
-	}
-	if c.MaxHeaderBytes < 0 || c.MaxIngestRequests < 0 || c.MaxBody < 0 {
-		errs = append(errs, fmt.Errorf("listener limits must not be negative, got max header bytes %d, max ingest requests %d, max body %d",
-			c.MaxHeaderBytes, c.MaxIngestRequests, c.MaxBody))
-	}
-	if len(errs) > 0 {
-		return fmt.Errorf("node: %w", errors.Join(errs...))
-	}
-	return nil
-}
-
 // Engine returns the node's claim engine.
 func (n *Node) Engine() *claims.Engine { return n.engine }
 
@@ -317,103 +294,6 @@ func (n *Node) stop(ctx context.Context, srv *http.Server) error {
 		cancel()
 	}
 	return err
-}
-
-func (n *Node) listen(ctx context.Context) (*http.Server, error) {
-	if n.cfg.Listen == "" {
-		return nil, nil
-	}
-	var tlsCfg *tls.Config
-	if n.cfg.TLSCertFile != "" {
-		cert, err := tls.LoadX509KeyPair(n.cfg.TLSCertFile, n.cfg.TLSKeyFile)
-		if err != nil {
-			return nil, fmt.Errorf("load TLS certificate: %w", err)
-		}
-		tlsCfg = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
-	}
-	ln, err := net.Listen("tcp", n.cfg.Listen)
-	if err != nil {
-		return nil, fmt.Errorf("listen on %s: %w", n.cfg.Listen, err)
-	}
-	mux := http.NewServeMux()
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
-	mux.HandleFunc("GET /readyz", n.ready)
-	mux.Handle("GET /metrics", promhttp.HandlerFor(n.registry, promhttp.HandlerOpts{}))
-	api := http.NewServeMux()
-	ingest.NewHandler(n.pool, ingest.Config{MaxBody: n.cfg.MaxBody, Logger: n.log,
-		OnStored: func(k int) { n.metrics.ingested.Add(float64(k)) }}).Register(api)
-	limited := limitConcurrency(api, cmp.Or(n.cfg.MaxIngestRequests, MaxIngestRequestsDefault))
-	for _, route := range []string{"POST /batches", "GET /batch_statuses", "POST /batch_statuses"} {
-		mux.Handle(route, limited)
-	}
-	page, err := ui.New(n.pool, ui.Config{Logger: n.log})
-	if err != nil {
-		_ = ln.Close()
-		return nil, err
-	}
-	page.Register(mux) // the status page at /, its assets and its JSON API under /api/
-	var handler http.Handler = mux
-	if n.cfg.Auth != nil {
-		handler = n.cfg.Auth(mux)
-	}
-	srv := &http.Server{
-		Handler:           handler,
-		TLSConfig:         tlsCfg,
-		ReadTimeout:       cmp.Or(n.cfg.ReadTimeout, ReadTimeoutDefault),
-		ReadHeaderTimeout: cmp.Or(n.cfg.ReadHeaderTimeout, ReadHeaderTimeoutDefault),
-		MaxHeaderBytes:    cmp.Or(n.cfg.MaxHeaderBytes, MaxHeaderBytesDefault),
-		IdleTimeout:       IdleTimeout,
-		ErrorLog:          slog.NewLogLogger(n.log.Handler(), slog.LevelWarn),
-		BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
-	}
-	if tlsCfg != nil {
-		ln = tls.NewListener(ln, tlsCfg)
-	}
-	n.mu.Lock()
-	n.addr = ln.Addr().String()
-	n.mu.Unlock()
-	n.log.Info("listening", "addr", n.addr, "tls", tlsCfg != nil, "auth", n.cfg.Auth != nil)
-	go func() {
-		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			n.log.Error("http server", "error", err)
-		}
-	}()
-	return srv, nil
-}
-
-// limitConcurrency serves at most max requests at once through next and answers the others
-// 503 with Retry-After, in the Sawtooth error shape, without waiting.
-func limitConcurrency(next http.Handler, max int) http.Handler {
-	sem := make(chan struct{}, max)
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		select {
-		case sem <- struct{}{}:
-			defer func() { <-sem }()
-			next.ServeHTTP(w, r)
-		default:
-			w.Header().Set("Retry-After", "1")
-			ingest.WriteError(w, http.StatusServiceUnavailable, CodeBusy, "Too Many Requests",
-				fmt.Sprintf("This instance is serving its limit of %d ingest requests; try again shortly", max))
-		}
-	})
-}
-
-// CodeBusy is the error code of the 503 answered beyond Config.MaxIngestRequests.
-const CodeBusy = 31
-
-// ready: the database answers and the instance is registered with a live lease.
-func (n *Node) ready(w http.ResponseWriter, r *http.Request) {
-	ctx, cancel := context.WithTimeout(r.Context(), time.Second)
-	defer cancel()
-	if err := n.pool.Ping(ctx); err != nil {
-		http.Error(w, "database unreachable: "+err.Error(), http.StatusServiceUnavailable)
-		return
-	}
-	if !n.engine.Healthy() {
-		http.Error(w, "not registered or fenced (no recent lease renewal)", http.StatusServiceUnavailable)
-		return
-	}
-	_, _ = w.Write([]byte("ready\n"))
 }
 
 func chain1[T any](fs ...func(T)) func(T) {

@@ -74,6 +74,12 @@ func (e *env) start(name string, tweak func(*node.Config)) (n *node.Node, stop f
 // startOn is start with the instance's database connections going to dbURL.
 func (e *env) startOn(dbURL, name string, tweak func(*node.Config)) (n *node.Node, stop func()) {
 	e.t.Helper()
+	return e.startPool(newPool(e.t, dbURL), name, tweak)
+}
+
+// startPool is start on the given pool.
+func (e *env) startPool(pool *pgxpool.Pool, name string, tweak func(*node.Config)) (n *node.Node, stop func()) {
+	e.t.Helper()
 	client, err := dlt.NewClient(dlt.Config{Flavor: e.flavor, URL: e.simURL, Circuit: "circuit0", Service: "service0", RequestTimeout: 2 * time.Second})
 	if err != nil {
 		e.t.Fatal(err)
@@ -86,7 +92,7 @@ func (e *env) startOn(dbURL, name string, tweak func(*node.Config)) (n *node.Nod
 	if tweak != nil {
 		tweak(&cfg)
 	}
-	n, err = node.New(newPool(e.t, dbURL), cfg)
+	n, err = node.New(pool, cfg)
 	if err != nil {
 		e.t.Fatal(err)
 	}

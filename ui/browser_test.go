@@ -97,13 +97,13 @@ func TestPageInBrowser(t *testing.T) {
 		t.Fatal(err)
 	}
 	a := startNode(t, pool, simURL, "node-a", auth.Middleware)
-	startNode(t, pool, simURL, "node-b", nil)
+	b := startNode(t, pool, simURL, "node-b", nil)
 	waitFor(t, 20*time.Second, "the dead instance's claims taken over", func() bool {
 		var held int
 		err := pool.QueryRow(ctx, `SELECT count(*) FROM service_id_claims c JOIN instances i ON i.id = c.claimant WHERE i.name <> 'node-gone'`).Scan(&held)
 		return err == nil && held == len(services)
 	})
-	page := "http://" + a.Addr() + "/"
+	page := "http://" + b.Addr() + "/" // without tokens: the page reads its data without one
 
 	before := dumpDOM(t, browser, withScript(t, a.Addr(), pressResume))
 	for _, name := range []string{"node-a", "node-b", "node-gone"} {
@@ -127,6 +127,9 @@ func TestPageInBrowser(t *testing.T) {
 	}
 	if !regexp.MustCompile(`data-halted-seen="svc-halted"`).MatchString(before) {
 		t.Error("the halted service_id was not listed with a Resume button")
+	}
+	if m := regexp.MustCompile(`data-status-without-token="([^"]*)"`).FindStringSubmatch(before); m == nil || !strings.Contains(m[1], "401: this server shows its status to operators only; enter a token") {
+		t.Errorf("the status without a token: the page said %q, want a 401 message", m)
 	}
 	if m := regexp.MustCompile(`data-without-token="([^"]*)"`).FindStringSubmatch(before); m == nil || !regexp.MustCompile(`^401 Unauthorized.*No token is saved`).MatchString(m[1]) {
 		t.Errorf("resume without a token: the page said %q, want a 401 message", m)
@@ -241,16 +244,24 @@ func testTimings(name string) claims.Config {
 	return claims.Config{Name: name, RenewInterval: 250 * time.Millisecond, Expiry1: 3 * time.Second, Expiry2: 12 * time.Second}
 }
 
-// pressResume runs in the page: once the halted service_id shows, it presses Resume without
-// a token, then types the token into the page's field, saves it and presses Resume again,
-// keeping what the page said each time in attributes of <body>.
+// pressResume runs in the page: the listener requires a token to read the status, so it
+// waits for the page to say so, types the token into the page's field and saves it; once
+// the halted service_id shows, it clears the token, presses Resume without one, then types
+// the token again and presses Resume again, keeping what the page said each time in
+// attributes of <body>.
 const pressResume = `(async function () {
   const until = (cond) => new Promise((done) => { const i = setInterval(() => { if (cond()) { clearInterval(i); done(); } }, 20); });
   const banner = document.getElementById("banner");
+  const conn = document.getElementById("conn");
   const button = () => document.querySelector("#halted tr[data-service] button");
   window.confirm = () => true;
   sessionStorage.clear();
+  await until(() => conn.textContent.includes("401"));
+  document.body.dataset.statusWithoutToken = conn.textContent;
+  document.getElementById("token").value = "op-token";
+  document.getElementById("token-form").requestSubmit();
   await until(button);
+  document.getElementById("token-clear").click();
   document.body.dataset.haltedSeen = button().closest("tr").dataset.service;
   document.body.dataset.committedBefore = document.getElementById("t-committed").textContent;
   button().click();

@@ -19,10 +19,17 @@
 // and every query is bounded (the partial index over unfinished batches, the newest rows of
 // the append-only logs), so a large history does not make the page expensive.
 //
-// The only write is POST /api/halts/{service_id}/resume (observer.Resume). The handler does
-// not authenticate it itself: mount it behind the listener's authentication middleware. The
-// page lets the operator type a token, keeps it in the tab's sessionStorage, sends it as
-// "Authorization: Bearer ..." on the resume request and says so plainly when the answer is
-// 401. A browser POST from another origin is refused (403), so that a page elsewhere cannot
-// make an operator's browser resume a service_id on a listener without authentication.
+// The only write is POST /api/halts/{service_id}/resume (observer.Resume); a service_id that
+// batchclaim.ValidateServiceID refuses is answered 400. The handler does not authenticate
+// itself: mount it behind the listener's authentication middleware, which leaves the page
+// and its assets open but asks a token for its data (it names service_ids and batch ids, as
+// the ingest API does) and for the resume. The page lets the operator type a token, keeps it
+// in the tab's sessionStorage, sends it as "Authorization: Bearer ..." on its reads and on
+// the resume, and says so plainly when the answer is 401. A browser POST from another origin
+// is refused (403), so that a page elsewhere cannot make an operator's browser resume a
+// service_id on a listener without authentication.
+//
+// A read that fails answers 503 without the database's error (which names the database and
+// its user); the log says so once when reads start failing and once when they work again,
+// not on every request.
 package ui

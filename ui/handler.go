@@ -15,10 +15,12 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/batchclaim/batchclaim"
 	"github.com/batchclaim/batchclaim/claims"
+	"github.com/batchclaim/batchclaim/internal/httpguard"
 	"github.com/batchclaim/batchclaim/observer"
 )
 
@@ -91,9 +93,10 @@ type Handler struct {
 	page   []byte
 	static fs.FS
 
-	mu     sync.Mutex
-	last   []byte
-	lastAt time.Time
+	mu      sync.Mutex
+	last    []byte
+	lastAt  time.Time
+	failing atomic.Bool // the last read of the status failed
 }
 
 // New returns the status page's handler over the database behind pool. It does no I/O.
@@ -173,14 +176,29 @@ func (h *Handler) asset(w http.ResponseWriter, r *http.Request) {
 
 func (h *Handler) status(w http.ResponseWriter, r *http.Request) {
 	b, err := h.read(r.Context())
+	h.noteRead(r, err)
 	if err != nil {
-		h.log.Warn("status page: read", "error", err)
-		writeError(w, http.StatusServiceUnavailable, "database unavailable", err.Error())
+		writeError(w, http.StatusServiceUnavailable, "database unavailable", "The status could not be read from the database; try again")
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
 	_, _ = w.Write(b)
+}
+
+// noteRead logs a failed read of the status only when reads start failing, and their
+// recovery, not every failure: any client can ask for the status as often as it likes.
+func (h *Handler) noteRead(r *http.Request, err error) {
+	failing := err != nil
+	if h.failing.Swap(failing) == failing {
+		return
+	}
+	log := httpguard.Logger(r.Context(), h.log)
+	if failing {
+		log.Warn("status page: the database cannot be read; further failures are not logged until it can", "error", err)
+	} else {
+		log.Info("status page: the database can be read again")
+	}
 }
 
 // read returns the encoded Status, reusing one younger than half the refresh interval.
@@ -212,17 +230,22 @@ func (h *Handler) resume(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	id := r.PathValue("service_id")
+	if err := batchclaim.ValidateServiceID(id); err != nil {
+		writeError(w, http.StatusBadRequest, "bad service_id", err.Error())
+		return
+	}
+	log := httpguard.Logger(r.Context(), h.log)
 	halt, err := observer.Resume(r.Context(), h.pool, id)
 	switch {
 	case errors.Is(err, batchclaim.ErrNotFound):
 		writeError(w, http.StatusNotFound, "not halted", fmt.Sprintf("service_id %q is not halted", id))
 		return
 	case err != nil:
-		h.log.Warn("status page: resume", "service_id", id, "error", err)
-		writeError(w, http.StatusServiceUnavailable, "database unavailable", err.Error())
+		log.Warn("status page: resume", "service_id", id, "error", err)
+		writeError(w, http.StatusServiceUnavailable, "database unavailable", "The halt could not be lifted; try again")
 		return
 	}
-	h.log.Info("service_id resumed from the status page", "service_id", id, "seq", halt.Seq, "remote", r.RemoteAddr)
+	log.Info("service_id resumed from the status page", "service_id", id, "seq", halt.Seq, "remote", r.RemoteAddr)
 	h.mu.Lock()
 	h.last = nil // the next read shows the halt gone
 	h.mu.Unlock()
@@ -241,13 +264,14 @@ func sameOrigin(r *http.Request) bool {
 	return err == nil && strings.EqualFold(u.Host, r.Host)
 }
 
-// writeError answers {"error": {"title": ..., "message": ...}}.
+// writeError answers {"error": {"title": ..., "message": ..., "request_id": ...}} (the
+// request id when a listener guard gave the request one).
 func writeError(w http.ResponseWriter, status int, title, message string) {
-	writeJSON(w, status, map[string]map[string]string{"error": {"title": title, "message": message}})
+	e := map[string]string{"title": title, "message": message}
+	if id := w.Header().Get(httpguard.HeaderRequestID); id != "" {
+		e["request_id"] = id
+	}
+	writeJSON(w, status, map[string]map[string]string{"error": e})
 }
 
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(v)
-}
+func writeJSON(w http.ResponseWriter, status int, v any) { httpguard.WriteJSON(w, status, v) }

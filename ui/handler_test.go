@@ -1,14 +1,18 @@
 package ui_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -18,6 +22,7 @@ import (
 	"github.com/batchclaim/batchclaim/ingest"
 	"github.com/batchclaim/batchclaim/internal/dbtest"
 	"github.com/batchclaim/batchclaim/internal/httpauth"
+	"github.com/batchclaim/batchclaim/internal/tcpproxy"
 	"github.com/batchclaim/batchclaim/ui"
 )
 
@@ -125,7 +130,11 @@ func (b *bundle) do(t *testing.T, method, path string, header map[string]string)
 
 func (b *bundle) status(t *testing.T) ui.Status {
 	t.Helper()
-	code, body := b.do(t, "GET", "/api/status", nil)
+	var header map[string]string
+	if b.tokens != nil {
+		header = map[string]string{"Authorization": "Bearer op-token"}
+	}
+	code, body := b.do(t, "GET", "/api/status", header)
 	if code != http.StatusOK {
 		t.Fatalf("GET /api/status: %d %s", code, body)
 	}
@@ -234,17 +243,30 @@ func TestResume(t *testing.T) {
 	if code != http.StatusNotFound || !strings.Contains(body, "not halted") {
 		t.Errorf("resume of a service_id that is not halted: %d %s, want 404", code, body)
 	}
+	for _, id := range []string{"%FF%FE", "svc%00", "svc%C2%9B", "svc%E2%80%AE", "svc%E2%80%8B"} {
+		code, body = b.do(t, "POST", "/api/halts/"+id+"/resume", nil)
+		if code != http.StatusBadRequest || !strings.Contains(body, "bad service_id") {
+			t.Errorf("resume of %s: %d %s, want 400", id, code, body)
+		}
+	}
 }
 
-// Behind the listener's token middleware the page and its data stay readable, and resume
-// needs a valid bearer token.
+// Behind the listener's token middleware the page and its assets stay readable; its data,
+// which names service_ids and batch ids, needs a bearer token as the ingest API does, and so
+// does resume.
 func TestResumeNeedsTokenBehindAuth(t *testing.T) {
 	t.Parallel()
 	b := setup(t, true)
-	for _, path := range []string{"/", "/assets/app.js", "/assets/style.css", "/api/status"} {
+	for _, path := range []string{"/", "/assets/app.js", "/assets/style.css"} {
 		if code, body := b.do(t, "GET", path, nil); code != http.StatusOK {
 			t.Errorf("GET %s without a token: %d %s", path, code, body)
 		}
+	}
+	if code, body := b.do(t, "GET", "/api/status", nil); code != http.StatusUnauthorized || strings.Contains(body, "svc-") {
+		t.Errorf("GET /api/status without a token: %d %s, want 401", code, body)
+	}
+	if st := b.status(t); len(st.Open.Services) == 0 {
+		t.Errorf("GET /api/status with the token lists no service_id: %+v", st.Open)
 	}
 	for _, auth := range []string{"", "Bearer wrong"} {
 		h := map[string]string{}
@@ -335,4 +357,82 @@ func TestConfigValidation(t *testing.T) {
 	if _, err := ui.New(nil, ui.Config{}); err == nil {
 		t.Error("a nil pool was accepted")
 	}
+}
+
+// While the database cannot be read the status API answers 503 without naming the database,
+// and logs the failure once, not once per request; its recovery is logged once too.
+func TestStatusDuringOutage(t *testing.T) {
+	t.Parallel()
+	dbURL, err := url.Parse(dbtest.NewDB(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy, err := tcpproxy.Start("127.0.0.1:0", dbURL.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = proxy.Close() })
+	dbURL.Host = proxy.Addr()
+	pool, err := pgxpool.New(context.Background(), dbURL.String()+"&connect_timeout=2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	var logs syncBuffer
+	h, err := ui.New(pool, ui.Config{Refresh: 100 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	h.Register(mux)
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	get := func() (int, string) {
+		resp, err := http.Get(srv.URL + "/api/status")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	if code, body := get(); code != http.StatusOK {
+		t.Fatalf("before the outage: %d %s", code, body)
+	}
+	proxy.Cut()
+	waitFor(t, 10*time.Second, "the reused answer gone", func() bool { code, _ := get(); return code == http.StatusServiceUnavailable })
+	for range 10 {
+		code, body := get()
+		if code != http.StatusServiceUnavailable {
+			t.Fatalf("during the outage: %d %s", code, body)
+		}
+		for _, secret := range []string{dbURL.User.Username(), strings.TrimPrefix(dbURL.Path, "/"), proxy.Addr()} {
+			if strings.Contains(body, secret) {
+				t.Fatalf("the 503 names %q: %s", secret, body)
+			}
+		}
+	}
+	proxy.Restore()
+	waitFor(t, 10*time.Second, "the status read again", func() bool { code, _ := get(); return code == http.StatusOK })
+	warn, info := strings.Count(logs.String(), "level=WARN"), strings.Count(logs.String(), "can be read again")
+	if warn != 1 || info != 1 {
+		t.Errorf("10 failed reads and a recovery logged %d warnings and %d recoveries, want 1 and 1:\n%s", warn, info, logs.String())
+	}
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

@@ -176,6 +176,20 @@ func TestDeployCompose(t *testing.T) {
 		if !strings.Contains(env["DATABASE_URL"], "@postgres:5432/") || env["BATCHCLAIM_AUTH_TOKEN_FILE"] == "" {
 			t.Errorf("compose %s: environment %v lacks the database or the token file", name, env)
 		}
+		if !strings.HasPrefix(env["DATABASE_URL"], "postgres://batchclaim_app@") {
+			t.Errorf("compose %s: the instance does not run as the DML-only role: %s", name, env["DATABASE_URL"])
+		}
+	}
+	// Least privilege: the schema owner migrates; the roles are created on the first start.
+	migrateEnv := at(t, services["migrate"], "environment").(map[string]any)
+	if url := fmt.Sprint(migrateEnv["DATABASE_URL"]); !strings.HasPrefix(url, "postgres://batchclaim_owner@") {
+		t.Errorf("compose migrate does not run as the schema owner: %s", url)
+	}
+	volumes := fmt.Sprint(at(t, services["postgres"], "volumes"))
+	for _, f := range []string{"./roles.sql:/docker-entrypoint-initdb.d/", "./role-passwords.sh:/docker-entrypoint-initdb.d/"} {
+		if !strings.Contains(volumes, f) {
+			t.Errorf("compose postgres does not mount %s", f)
+		}
 	}
 	if instances != 3 {
 		t.Errorf("compose.yaml runs %d instances, want 3", instances)
@@ -219,6 +233,37 @@ func TestDeployKubernetes(t *testing.T) {
 	grace := at(t, pod, "terminationGracePeriodSeconds").(int)
 	if float64(grace) < math.Ceil(budget.Seconds()) {
 		t.Errorf("terminationGracePeriodSeconds %d under the stop budget %s", grace, budget)
+	}
+	// The instance runs as the DML-only role, the init container as the schema owner.
+	initEnv := at(t, pod, "initContainers", 0, "env").([]any)
+	keys := map[string]string{}
+	for _, e := range append(initEnv, at(t, c, "env").([]any)...) {
+		m := e.(map[string]any)
+		if ref, ok := m["valueFrom"].(map[string]any); ok && m["name"] == "DATABASE_URL" {
+			keys[fmt.Sprint(len(keys))] = fmt.Sprint(at(t, ref, "secretKeyRef", "key"))
+		}
+	}
+	if keys["0"] != "migrate-database-url" || keys["1"] != "database-url" {
+		t.Errorf("database URLs from the Secret's keys %v, want migrate-database-url for the init container, database-url for the instance", keys)
+	}
+	// The container's memory limit covers the soft limit run sets from its flags.
+	var cfg node.Config
+	for name, dst := range map[string]*int64{"BATCHCLAIM_MAX_INGEST_MEMORY": &cfg.MaxIngestMemory, "BATCHCLAIM_MAX_BODY": &cfg.MaxBody} {
+		if v, ok := env[name]; ok {
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil {
+				t.Fatalf("%s=%q: %v", name, v, err)
+			}
+			*dst = n
+		}
+	}
+	conns, err := strconv.Atoi(env["BATCHCLAIM_DB_MAX_CONNS"])
+	if err != nil {
+		t.Fatalf("k8s container: BATCHCLAIM_DB_MAX_CONNS=%q: the pool (and the memory bound) must not follow the node's CPUs", env["BATCHCLAIM_DB_MAX_CONNS"])
+	}
+	limit := fmt.Sprint(at(t, c, "resources", "limits", "memory"))
+	if bound := cfg.MemoryBound(int32(conns)); bound+bound/4 > binaryQuantity(t, limit) {
+		t.Errorf("memory limit %s under the soft limit %d MiB run sets from its flags", limit, (bound+bound/4)>>20)
 	}
 	for probe, path := range map[string]string{"livenessProbe": "/healthz", "readinessProbe": "/readyz", "startupProbe": "/healthz"} {
 		if got := at(t, c, probe, "httpGet", "path"); got != path {
@@ -281,4 +326,20 @@ func TestDeployDockerfile(t *testing.T) {
 	if !strings.Contains(string(raw), "CGO_ENABLED=0") {
 		t.Error("the build is not static (CGO_ENABLED=0)")
 	}
+}
+
+// binaryQuantity reads a Kubernetes quantity with a binary suffix (Ki, Mi, Gi).
+func binaryQuantity(t *testing.T, q string) int64 {
+	t.Helper()
+	for suffix, shift := range map[string]uint{"Ki": 10, "Mi": 20, "Gi": 30} {
+		if n, ok := strings.CutSuffix(q, suffix); ok {
+			v, err := strconv.ParseInt(n, 10, 64)
+			if err != nil {
+				t.Fatalf("quantity %q: %v", q, err)
+			}
+			return v << shift
+		}
+	}
+	t.Fatalf("quantity %q: want Ki, Mi or Gi", q)
+	return 0
 }

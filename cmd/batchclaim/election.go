@@ -14,6 +14,7 @@ import (
 
 	"github.com/batchclaim/batchclaim"
 	"github.com/batchclaim/batchclaim/election"
+	"github.com/batchclaim/batchclaim/internal/httpguard"
 )
 
 // runElection is `batchclaim election run|demo`.
@@ -52,7 +53,9 @@ func electionRun(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	fs.StringVar(&cfg.Host, "host", "", "this instance's host, as `batchclaim primary` compares it (default: the hostname)")
 	fs.DurationVar(&cfg.HeartbeatInterval, "interval", 0, "I: heartbeat interval (default timeout/5, or 1s)")
 	fs.DurationVar(&cfg.Timeout, "timeout", 0, "T: a primary silent this long may be replaced; must be > 2I (default 5 x interval, or 5s)")
-	listen := fs.String("listen", "", "HTTP address for GET /primary?role=R and /healthz (empty: none)")
+	listen := fs.String("listen", "", "HTTP address for GET /primary?role=R and /healthz (empty: none; a non-loopback address needs --insecure-listen)")
+	insecure := fs.Bool("insecure-listen", false, "allow a non-loopback --listen (it serves who is primary to anyone who can reach it, without authentication)")
+	allowedHosts := allowedHostsFlag(fs)
 	demoWrites := fs.Bool("demo-writes", false, "while primary, record acting evidence and fenced writes in the demo's tables (used by `election demo`)")
 	workURL := fs.String("demo-work-database-url", "", "with --demo-writes: make those writes through this URL instead of --database-url, so that cutting the elector's link leaves the work's link up")
 	newLogger := logFlags(fs)
@@ -75,6 +78,13 @@ func electionRun(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if err != nil {
 		return err
 	}
+	if err := checkReadOnlyListen(*listen, *insecure, "/primary and /healthz"); err != nil {
+		return err
+	}
+	if err := checkHosts(*listen, splitList(*allowedHosts)); err != nil {
+		return err
+	}
+	warnReachable(logger, *listen, false, false)
 	cfg.Logger = logger
 	if _, _, err := cfg.Resolve(); err != nil {
 		return err
@@ -103,7 +113,7 @@ func electionRun(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		w.el = el
 	}
 	if *listen != "" {
-		srv, err := servePrimary(ctx, *listen, el, pool, logger)
+		srv, err := servePrimary(ctx, *listen, splitList(*allowedHosts), el, pool, logger)
 		if err != nil {
 			return err
 		}
@@ -131,8 +141,13 @@ type primaryJSON struct {
 	ThisInstance bool `json:"this_instance"`
 }
 
-// servePrimary serves GET /primary?role=R and GET /healthz on addr until ctx ends.
-func servePrimary(ctx context.Context, addr string, el *election.Elector, db election.DBTX, logger *slog.Logger) (*http.Server, error) {
+// servePrimary serves GET /primary?role=R and GET /healthz on addr until ctx ends, behind
+// the listener guard.
+func servePrimary(ctx context.Context, addr string, allowedHosts []string, el *election.Elector, db election.DBTX, logger *slog.Logger) (*http.Server, error) {
+	hosts, err := httpguard.NewHosts(addr, allowedHosts)
+	if err != nil {
+		return nil, err
+	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") })
 	mux.HandleFunc("GET /primary", func(w http.ResponseWriter, r *http.Request) {
@@ -149,7 +164,8 @@ func servePrimary(ctx context.Context, addr string, el *election.Elector, db ele
 			http.Error(w, fmt.Sprintf("role %s has no live primary", role), http.StatusNotFound)
 			return
 		case err != nil:
-			http.Error(w, "database: "+oneLine(err), http.StatusServiceUnavailable)
+			httpguard.Logger(r.Context(), logger).Debug("GET /primary: database", "error", err)
+			http.Error(w, "the database cannot be read; try again", http.StatusServiceUnavailable)
 			return
 		}
 		mine, ok := el.CheckPrimary(role)
@@ -161,7 +177,8 @@ func servePrimary(ctx context.Context, addr string, el *election.Elector, db ele
 	if err != nil {
 		return nil, fmt.Errorf("listen %s: %w", addr, err)
 	}
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	srv := &http.Server{Handler: httpguard.Guard{Hosts: hosts, OpenPaths: []string{"/healthz"}}.Wrap(mux),
+		ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 30 * time.Second, ErrorLog: httpguard.ErrorLog(logger)}
 	go func() {
 		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			logger.Error("http server", "error", err)

@@ -128,7 +128,7 @@ func TestPrimaryCommandAndEndpoint(t *testing.T) {
 	run(2, "primary", "--role", "scheduler", "--database-url", "postgres://nobody@127.0.0.1:1/none?connect_timeout=1")
 
 	addr := mustFreeAddr(t)
-	srv, err := servePrimary(ctx, addr, el, pool, slog.New(slog.DiscardHandler))
+	srv, err := servePrimary(ctx, addr, nil, el, pool, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}

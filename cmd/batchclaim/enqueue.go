@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 
+	"github.com/batchclaim/batchclaim"
 	"github.com/batchclaim/batchclaim/ingest"
 )
 
@@ -20,6 +21,9 @@ func runEnqueue(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	}
 	if *serviceID == "" {
 		return errorf("--service-id is required")
+	}
+	if err := batchclaim.ValidateServiceID(*serviceID); err != nil {
+		return fmt.Errorf("--service-id: %w", err)
 	}
 	if len(files) > 1 {
 		return errorf("at most one FILE, got %d arguments", len(files))

@@ -2,14 +2,19 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
+	"errors"
+	"flag"
 	"fmt"
 	"log/slog"
 	"net"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"github.com/batchclaim/batchclaim/internal/httpauth"
+	"github.com/batchclaim/batchclaim/internal/httpguard"
 )
 
 // loopbackOnly reports whether addr (host:port) accepts connections from this machine only.
@@ -37,6 +42,87 @@ func checkListen(addr string, tokenFile string, insecure bool) error {
 		"could post batches: give --auth-token-file FILE, or --insecure-listen if something in front of it authenticates", addr)
 }
 
+// checkReadOnlyListen refuses a listener other hosts can reach for a command whose listener
+// has no authentication and serves only what (read-only) unless the operator said
+// --insecure-listen.
+func checkReadOnlyListen(addr string, insecure bool, what string) error {
+	if addr == "" || insecure || loopbackOnly(addr) {
+		return nil
+	}
+	return fmt.Errorf("--listen %s is not a loopback address: it would serve %s to anyone who can reach it, without "+
+		"authentication; give --insecure-listen if that is intended", addr, what)
+}
+
+// warnReachable warns at start about a listener other hosts can reach: without
+// authentication (--insecure-listen), or with tokens over plain HTTP.
+func warnReachable(logger *slog.Logger, addr string, tokens, tls bool) {
+	if addr == "" || loopbackOnly(addr) {
+		return
+	}
+	switch {
+	case !tokens:
+		logger.Warn("the listener accepts requests from other hosts without authentication (--insecure-listen)", "listen", addr)
+	case !tls:
+		logger.Warn("bearer tokens travel in clear text: give --tls-cert and --tls-key, or terminate TLS in front", "listen", addr)
+	}
+}
+
+// allowedHostsFlag registers --allowed-hosts.
+func allowedHostsFlag(fs *flag.FlagSet) *string {
+	return fs.String("allowed-hosts", "", "comma-separated host names the listener answers to besides IP addresses, localhost and the --listen host "+
+		"(.example.com: a domain and its subdomains; *: any); other Host headers get 421, a defence against DNS rebinding")
+}
+
+// checkHosts checks --allowed-hosts.
+func checkHosts(listen string, allowed []string) error {
+	if _, err := httpguard.NewHosts(listen, allowed); err != nil {
+		return fmt.Errorf("--allowed-hosts: %w", err)
+	}
+	return nil
+}
+
+// splitList splits a comma-separated flag value, dropping empty entries.
+func splitList(s string) []string {
+	var out []string
+	for _, e := range strings.Split(s, ",") {
+		if e = strings.TrimSpace(e); e != "" {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// checkTLSFlags loads the listener's certificate and key at start, so that a bad file is
+// reported with the flags that name it before anything else starts.
+func checkTLSFlags(cert, key string) error {
+	if cert == "" && key == "" {
+		return nil
+	}
+	if cert == "" || key == "" {
+		return errors.New("--tls-cert and --tls-key go together: give both or neither")
+	}
+	if _, err := tls.LoadX509KeyPair(cert, key); err != nil {
+		return fmt.Errorf("--tls-cert %s / --tls-key %s: %w", cert, key, err)
+	}
+	return nil
+}
+
+// loadTokens loads --auth-token-file (nil without one), naming the flag in errors and
+// logging what the operator should know about the file.
+func loadTokens(path string, logger *slog.Logger) (*httpauth.Tokens, error) {
+	if path == "" {
+		return nil, nil
+	}
+	tokens, err := httpauth.LoadTokens(path)
+	if err != nil {
+		return nil, fmt.Errorf("--auth-token-file: %w", err)
+	}
+	for _, p := range tokens.Problems() {
+		logger.Warn(p)
+	}
+	return tokens, nil
+}
+
 // reloadOnSIGHUP reloads the token file on every SIGHUP until ctx ends. A failed reload keeps
 // the previous tokens. Without tokens a SIGHUP is only logged (it no longer ends the process).
 func reloadOnSIGHUP(ctx context.Context, tokens *httpauth.Tokens, logger *slog.Logger) {
@@ -59,6 +145,9 @@ func reloadOnSIGHUP(ctx context.Context, tokens *httpauth.Tokens, logger *slog.L
 				continue
 			}
 			logger.Info("SIGHUP: token file reloaded", "path", tokens.Path(), "tokens", tokens.Len())
+			for _, p := range tokens.Problems() {
+				logger.Warn(p)
+			}
 		}
 	}()
 }

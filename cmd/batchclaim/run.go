@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -74,19 +75,24 @@ func runDaemon(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	flavor := fs.String("dlt-flavor", "sawtooth", "sawtooth | scabbard")
 	circuit := fs.String("scabbard-circuit", "", "scabbard circuit id (scabbard only)")
 	service := fs.String("scabbard-service", "", "scabbard service id (scabbard only)")
-	auth := fs.String("dlt-authorization", "", "Authorization header value for the ledger, if it needs one")
+	auth := fs.String("dlt-authorization", "", "Authorization header value for the ledger, if it needs one (visible in ps: prefer --dlt-authorization-file or BATCHCLAIM_DLT_AUTHORIZATION)")
+	authFile := fs.String("dlt-authorization-file", "", "file whose first line is the Authorization header value for the ledger")
 	dltCA := fs.String("dlt-ca", "", "PEM bundle of the CAs trusted for an https --dlt-url (default: the system's roots)")
 	dltCert := fs.String("dlt-client-cert", "", "PEM client certificate presented to the ledger (mutual TLS; with --dlt-client-key)")
 	dltKey := fs.String("dlt-client-key", "", "PEM private key of --dlt-client-cert")
 	fs.StringVar(&cfg.Listen, "listen", "127.0.0.1:8080", "HTTP address for /healthz, /readyz, /metrics and the ingest API (empty: none)")
 	tokenFile := fs.String("auth-token-file", "", "file of bearer tokens, one a line, required by the ingest API and every state-changing request (reloaded on SIGHUP)")
 	insecure := fs.Bool("insecure-listen", false, "allow a non-loopback --listen without --auth-token-file")
+	allowedHosts := allowedHostsFlag(fs)
 	fs.StringVar(&cfg.TLSCertFile, "tls-cert", "", "serve HTTPS with this PEM certificate chain (with --tls-key)")
 	fs.StringVar(&cfg.TLSKeyFile, "tls-key", "", "PEM private key of --tls-cert")
 	fs.DurationVar(&cfg.ReadTimeout, "read-timeout", node.ReadTimeoutDefault, "longest time to read one request, body included")
 	fs.DurationVar(&cfg.ReadHeaderTimeout, "read-header-timeout", node.ReadHeaderTimeoutDefault, "longest time to read one request's headers")
 	fs.IntVar(&cfg.MaxHeaderBytes, "max-header-bytes", node.MaxHeaderBytesDefault, "largest request header block in bytes")
-	fs.IntVar(&cfg.MaxIngestRequests, "max-ingest-requests", node.MaxIngestRequestsDefault, "ingest requests served at once; more are answered 503 with Retry-After")
+	fs.IntVar(&cfg.MaxConnections, "max-connections", node.MaxConnectionsDefault, "open connections to the listener; one more is closed at once")
+	fs.IntVar(&cfg.MaxIngestRequests, "max-ingest-requests", node.MaxIngestRequestsDefault, "ingest requests worked on at once, counted once their body has arrived; more are answered 503 with Retry-After")
+	fs.Int64Var(&cfg.MaxIngestMemory, "max-ingest-memory", ingest.MaxMemoryDefault, "bytes that ingest request bodies and their decoded batches may hold at once (at least 2 x --max-body); beyond, 503 with Retry-After")
+	dbMaxConns := fs.Int("db-max-conns", defaultPoolConns(), "connections of the instance's database pool (ingest holds at most half; /readyz, /metrics and the status page have 2 of their own, the lease 1)")
 	fs.IntVar(&cfg.Workers, "workers", submitter.WorkersDefault, "concurrent submissions")
 	fs.DurationVar(&cfg.PollInterval, "poll-interval", observer.PollIntervalDefault, "how often the ledger is asked about accepted batches")
 	notify := fs.Bool("notify", true, "wake on new work through LISTEN/NOTIFY on a connection of its own, so a new batch goes out within milliseconds;\n"+
@@ -112,32 +118,48 @@ func runDaemon(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err != nil {
 		return err
 	}
+	if err := errors.Join(checkTimingFlags(fs), checkPositiveFlags(fs)); err != nil {
+		return err
+	}
+	if *dbMaxConns < 2 {
+		return fmt.Errorf("--db-max-conns %d: at least 2 (ingest may hold half of them, the work needs the rest)", *dbMaxConns)
+	}
+	if cfg.MaxIngestMemory < 2*cfg.MaxBody {
+		return fmt.Errorf("--max-ingest-memory %d is under 2 x --max-body %d: a body of the largest size and its decoded batches could never be held", cfg.MaxIngestMemory, cfg.MaxBody)
+	}
+	cfg.AllowedHosts = splitList(*allowedHosts)
 	cfg.Logger, cfg.Claims.Logger, cfg.Claims.Version = logger, logger, version
 	cfg.NoListen = !*notify
 	timings, err := cfg.Claims.Resolve()
 	if err != nil {
 		return err
 	}
+	if err := checkResolvedTimings(timings); err != nil {
+		return err
+	}
 	var tokens *httpauth.Tokens
-	if !*claimsOnly {
+	if *claimsOnly {
+		if err := checkReadOnlyListen(cfg.Listen, *insecure, "/healthz and /metrics"); err != nil {
+			return err
+		}
+	} else {
 		if err := checkListen(cfg.Listen, *tokenFile, *insecure); err != nil {
 			return err
 		}
-		if *tokenFile != "" {
-			if tokens, err = httpauth.LoadTokens(*tokenFile); err != nil {
-				return err
-			}
+		if err := checkTLSFlags(cfg.TLSCertFile, cfg.TLSKeyFile); err != nil {
+			return err
+		}
+		if tokens, err = loadTokens(*tokenFile, logger); err != nil {
+			return err
+		}
+		if tokens != nil {
 			cfg.Auth = tokens.Middleware
 		}
-		if cfg.Listen != "" && !loopbackOnly(cfg.Listen) {
-			switch {
-			case tokens == nil:
-				logger.Warn("the listener accepts requests from other hosts without authentication (--insecure-listen)", "listen", cfg.Listen)
-			case cfg.TLSCertFile == "":
-				logger.Warn("bearer tokens travel in clear text: give --tls-cert and --tls-key, or terminate TLS in front", "listen", cfg.Listen)
-			}
-		}
 	}
+	if err := checkHosts(cfg.Listen, cfg.AllowedHosts); err != nil {
+		return err
+	}
+	warnReachable(logger, cfg.Listen, tokens != nil, cfg.TLSCertFile != "")
 	var client dlt.Client
 	if !*claimsOnly {
 		if *dltURL == "" {
@@ -145,18 +167,26 @@ func runDaemon(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		}
 		fl, err := dlt.ParseFlavor(*flavor)
 		if err != nil {
-			return err
+			return fmt.Errorf("--dlt-flavor: %w", err)
+		}
+		if *authFile != "" {
+			if *auth != "" {
+				return errorf("--dlt-authorization and --dlt-authorization-file: give one of them")
+			}
+			if *auth, err = readSecretFile("dlt-authorization-file", *authFile); err != nil {
+				return err
+			}
 		}
 		client, err = dlt.NewClient(dlt.Config{Flavor: fl, URL: *dltURL, Circuit: *circuit, Service: *service,
 			Authorization: *auth, RequestTimeout: timings.MaxSubmission, Logger: logger,
 			CAFile: *dltCA, ClientCertFile: *dltCert, ClientKeyFile: *dltKey})
 		if err != nil {
-			return err
+			return fmt.Errorf("ledger (%s): %w", strings.Join(givenFlags(fs, "dlt-url", "dlt-flavor", "dlt-ca", "dlt-client-cert", "dlt-client-key", "scabbard-circuit", "scabbard-service"), ", "), err)
 		}
 	}
 	var stmts *stmtMetric
 	cfg.Registry, stmts = runRegistry()
-	pool, err := openPool(ctx, *dbURL, 0, stmts.attach, func(pc *pgxpool.Config) { claims.ConfigurePool(pc, timings) })
+	pool, err := openPool(ctx, *dbURL, int32(*dbMaxConns), stmts.attach, func(pc *pgxpool.Config) { claims.ConfigurePool(pc, timings) })
 	if err != nil {
 		return err
 	}
@@ -165,28 +195,29 @@ func runDaemon(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		if !flagGiven(fs, "listen") {
 			cfg.Listen = ""
 		}
-		return runClaimsOnly(ctx, pool, cfg.Claims, logger, cfg.Listen, cfg.Registry)
+		return runClaimsOnly(ctx, pool, cfg.Claims, logger, cfg.Listen, cfg.AllowedHosts, cfg.Registry)
 	}
 	cfg.Submitter, cfg.Statuses, cfg.SkipValid = node.DLTSubmitter(client), node.DLTStatuses(client), client.OrderedOnValid()
 	n, err := node.New(pool, cfg)
 	if err != nil {
 		return err
 	}
+	bound, limit := setMemoryLimit(cfg, int32(*dbMaxConns))
 	logger.Info("starting", "instance_id", n.Engine().InstanceID().String(), "name", n.Engine().Name(), "pid", os.Getpid(),
 		"version", version, "database", redact(*dbURL), "dlt", redact(*dltURL), "flavor", *flavor,
 		"renew_interval", timings.RenewInterval, "local_deadline", timings.LocalDeadline,
 		"expiry_1", timings.Expiry1, "expiry_2", timings.Expiry2, "submit_timeout", timings.MaxSubmission,
-		"stop_budget", node.StopBudget(timings))
+		"stop_budget", node.StopBudget(timings), "db_max_conns", *dbMaxConns, "memory_bound", bound, "memory_limit", limit)
 	reloadOnSIGHUP(ctx, tokens, logger)
 	return n.Run(ctx)
 }
 
-func runClaimsOnly(ctx context.Context, pool *pgxpool.Pool, cfg claims.Config, logger *slog.Logger, listen string, reg *prometheus.Registry) error {
+func runClaimsOnly(ctx context.Context, pool *pgxpool.Pool, cfg claims.Config, logger *slog.Logger, listen string, allowedHosts []string, reg *prometheus.Registry) error {
 	engine, err := claims.New(pool, cfg)
 	if err != nil {
 		return err
 	}
-	stopHTTP, err := serveClaimsOnly(listen, reg, engine, logger)
+	stopHTTP, err := serveClaimsOnly(listen, allowedHosts, reg, engine, logger)
 	if err != nil {
 		return err
 	}

@@ -6,9 +6,12 @@ import (
 	"fmt"
 	"io"
 	"sort"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/batchclaim/batchclaim"
 	"github.com/batchclaim/batchclaim/claims"
@@ -144,12 +147,12 @@ func (b batchStatus) print(w io.Writer) {
 					st = append(st, fmt.Sprintf("%s %d", k, n))
 				}
 			}
-			fmt.Fprintf(tw, "%s\t%.1fs\t%s\n", s.ServiceID, s.OldestOpenSeconds, strings.Join(st, ", "))
+			fmt.Fprintf(tw, "%s\t%.1fs\t%s\n", printable(s.ServiceID), s.OldestOpenSeconds, strings.Join(st, ", "))
 		}
 		tw.Flush()
 	}
 	for _, h := range b.Halted {
-		fmt.Fprintf(w, "HALTED %s at seq %d since %s: %s (delete its service_halts row to resume)\n", h.ServiceID, h.Seq, h.At.Format(time.RFC3339), h.Reason)
+		fmt.Fprintf(w, "HALTED %s at seq %d since %s: %s (delete its service_halts row to resume)\n", printable(h.ServiceID), h.Seq, h.At.Format(time.RFC3339), printable(h.Reason))
 	}
 }
 
@@ -157,7 +160,7 @@ func printSnapshot(w io.Writer, s claims.Snapshot) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "INSTANCE\tHOST\tHEARTBEAT AGE\tLEASE\tCLAIMS")
 	for _, i := range s.Instances {
-		fmt.Fprintf(tw, "%s\t%s\t%.1fs\t%s\t%d\n", i.Name, i.Host, i.HeartbeatAgeSeconds, i.Phase, i.Claims)
+		fmt.Fprintf(tw, "%s\t%s\t%.1fs\t%s\t%d\n", printable(i.Name), printable(i.Host), i.HeartbeatAgeSeconds, i.Phase, i.Claims)
 	}
 	tw.Flush()
 	fmt.Fprintf(w, "\nservice_ids: %d, unclaimed: %d\n", s.ServiceIDs, s.Unclaimed)
@@ -172,8 +175,26 @@ func printSnapshot(w io.Writer, s claims.Snapshot) {
 		if c.Busy {
 			busy = "yes"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\n", c.ServiceID, c.ClaimantName, c.Epoch, c.Phase, busy,
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\n", printable(c.ServiceID), printable(c.ClaimantName), c.Epoch, c.Phase, busy,
 			fmtTime(c.Expiry1), fmtTime(c.Expiry2))
 	}
 	tw.Flush()
+}
+
+// printable is s as stored when it holds only visible characters and plain spaces, else s
+// quoted with every other character escaped (\x9b, \u202e...): a service_id stored before
+// batchclaim.ValidateServiceID refused such characters, an instance name or a ledger's
+// reason cannot write escape sequences to the terminal, or pass for another name.
+func printable(s string) string {
+	for i, r := range s {
+		if r == utf8.RuneError {
+			if _, size := utf8.DecodeRuneInString(s[i:]); size == 1 {
+				return strconv.QuoteToASCII(s)
+			}
+		}
+		if r != ' ' && (!unicode.IsGraphic(r) || unicode.In(r, unicode.Cf, unicode.Co, unicode.Zs, unicode.Zl, unicode.Zp)) {
+			return strconv.QuoteToASCII(s)
+		}
+	}
+	return s
 }

@@ -52,5 +52,5 @@ func (r retentionStatus) print(w io.Writer) {
 	}
 	age := time.Duration(r.MaxAgeSeconds * float64(time.Second))
 	fmt.Fprintf(w, "retention: finished batches deleted after %s; last run %.1fs ago by %s deleted %d; %d deleted in all\n",
-		age, r.LastRunAgeSeconds, r.LastRunInstance, r.LastRunPruned, r.PrunedTotal)
+		age, r.LastRunAgeSeconds, printable(r.LastRunInstance), r.LastRunPruned, r.PrunedTotal)
 }

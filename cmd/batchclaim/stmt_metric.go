@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/batchclaim/batchclaim/claims"
+	"github.com/batchclaim/batchclaim/internal/httpguard"
 	"github.com/batchclaim/batchclaim/node"
 )
 
@@ -79,11 +80,15 @@ func flagGiven(fs *flag.FlagSet, name string) bool {
 }
 
 // serveClaimsOnly serves /healthz and /metrics for `run --claims-only` on addr (nothing when
-// addr is empty): reg with the claim engine's counters, under the names the node uses. It
-// returns a function that stops the server.
-func serveClaimsOnly(addr string, reg *prometheus.Registry, eng *claims.Engine, logger *slog.Logger) (stop func(), err error) {
+// addr is empty): reg with the claim engine's counters, under the names the node uses,
+// behind the listener guard. It returns a function that stops the server.
+func serveClaimsOnly(addr string, allowedHosts []string, reg *prometheus.Registry, eng *claims.Engine, logger *slog.Logger) (stop func(), err error) {
 	if addr == "" {
 		return func() {}, nil
+	}
+	hosts, err := httpguard.NewHosts(addr, allowedHosts)
+	if err != nil {
+		return nil, err
 	}
 	reg.MustRegister(node.ClaimMetrics(eng)...)
 	ln, err := net.Listen("tcp", addr)
@@ -92,8 +97,9 @@ func serveClaimsOnly(addr string, reg *prometheus.Registry, eng *claims.Engine, 
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
-	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelWarn)}
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError}))
+	srv := &http.Server{Handler: httpguard.Guard{Hosts: hosts, OpenPaths: []string{"/healthz", "/metrics"}}.Wrap(mux),
+		ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute, IdleTimeout: node.IdleTimeout, ErrorLog: httpguard.ErrorLog(logger)}
 	logger.Info("listening (claims only: /healthz, /metrics)", "addr", ln.Addr().String())
 	go func() {
 		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {

@@ -9,7 +9,8 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/batchclaim/batchclaim/internal/httpauth"
+	"github.com/batchclaim/batchclaim/internal/httpguard"
+	"github.com/batchclaim/batchclaim/node"
 	"github.com/batchclaim/batchclaim/ui"
 )
 
@@ -23,6 +24,7 @@ func runUI(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	listen := fs.String("listen", "127.0.0.1:8090", "HTTP address of the page")
 	tokenFile := fs.String("auth-token-file", "", "file of bearer tokens (one a line) required to resume a halted service_id (reloaded on SIGHUP)")
 	insecure := fs.Bool("insecure-listen", false, "allow a non-loopback --listen without --auth-token-file")
+	allowedHosts := allowedHostsFlag(fs)
 	refresh := fs.Duration("refresh", ui.RefreshDefault, "how often the page refreshes")
 	newLogger := logFlags(fs)
 	if err := parse(fs, args); err != nil {
@@ -38,12 +40,15 @@ func runUI(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if *tokenFile == "" && !*insecure && !loopbackOnly(*listen) {
 		return errorf("--listen %s is not a loopback address: give --auth-token-file (or --insecure-listen to serve the resume action to anyone who can connect)", *listen)
 	}
-	var tokens *httpauth.Tokens
-	if *tokenFile != "" {
-		if tokens, err = httpauth.LoadTokens(*tokenFile); err != nil {
-			return err
-		}
+	hosts, err := httpguard.NewHosts(*listen, splitList(*allowedHosts))
+	if err != nil {
+		return fmt.Errorf("--allowed-hosts: %w", err)
 	}
+	tokens, err := loadTokens(*tokenFile, logger)
+	if err != nil {
+		return err
+	}
+	warnReachable(logger, *listen, tokens != nil, true) // no TLS of its own: tokens are expected to travel through TLS in front
 	pool, err := openPool(ctx, *dbURL, 4)
 	if err != nil {
 		return err
@@ -60,11 +65,13 @@ func runUI(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if tokens != nil {
 		handler = tokens.Middleware(mux)
 	}
+	handler = httpguard.Guard{Hosts: hosts, OpenPaths: []string{"/healthz"}}.Wrap(handler)
 	ln, err := net.Listen("tcp", *listen)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", *listen, err)
 	}
-	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second}
+	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
+		IdleTimeout: node.IdleTimeout, ErrorLog: httpguard.ErrorLog(logger)}
 	reloadOnSIGHUP(ctx, tokens, logger)
 	fmt.Fprintf(stdout, "status page on http://%s/\n", ln.Addr())
 	logger.Info("serving the status page", "addr", ln.Addr().String(), "auth", tokens != nil)

@@ -26,8 +26,8 @@ func TestUIRefusesOpenListenWithoutTokens(t *testing.T) {
 	}
 }
 
-// ui serves the page and its data from the database alone; with a token file, resume needs
-// a bearer token while the page stays readable.
+// ui serves the page and its data from the database alone; with a token file, the data and
+// resume need a bearer token while the page itself stays readable.
 func TestUIServesStatusPage(t *testing.T) {
 	t.Parallel()
 	url := dbtest.NewDB(t)
@@ -55,8 +55,12 @@ func TestUIServesStatusPage(t *testing.T) {
 		t.Fatalf("printed %q", line)
 	}
 
-	get := func(path string) (int, string) {
-		resp, err := http.Get(base + path)
+	get := func(path string, token ...string) (int, string) {
+		req, _ := http.NewRequest("GET", base+path, nil)
+		if len(token) > 0 {
+			req.Header.Set("Authorization", "Bearer "+token[0])
+		}
+		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -67,7 +71,10 @@ func TestUIServesStatusPage(t *testing.T) {
 	if code, body := get("/"); code != 200 || !strings.Contains(body, "batchclaim status") {
 		t.Errorf("GET /: %d", code)
 	}
-	code, body := get("/api/status")
+	if code, _ := get("/api/status"); code != http.StatusUnauthorized {
+		t.Errorf("GET /api/status without a token: %d, want 401", code)
+	}
+	code, body := get("/api/status", "t0ken")
 	var st struct {
 		Instances []any `json:"instances"`
 	}

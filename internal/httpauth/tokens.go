@@ -1,12 +1,10 @@
 package httpauth
 
 import (
-	"bufio"
-	"bytes"
 	"crypto/sha256"
 	"crypto/subtle"
-	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"path"
@@ -19,14 +17,15 @@ import (
 // CodeUnauthorized is the error code of a 401 answer, in the Sawtooth error shape.
 const CodeUnauthorized = 80
 
-// ErrNoTokens means the token file holds no token.
-var ErrNoTokens = errors.New("no tokens")
+// MaxFileSize bounds the token file.
+const MaxFileSize = 1 << 20
 
 // Tokens is the set of accepted bearer tokens, loaded from a file. It is safe for concurrent
 // use; Reload swaps the set atomically.
 type Tokens struct {
-	path string
-	set  atomic.Pointer[[][sha256.Size]byte]
+	path     string
+	set      atomic.Pointer[[][sha256.Size]byte]
+	problems atomic.Pointer[[]string]
 }
 
 // LoadTokens reads the token file at path.
@@ -44,28 +43,48 @@ func (t *Tokens) Path() string { return t.path }
 // Len is the number of tokens in the set.
 func (t *Tokens) Len() int { return len(*t.set.Load()) }
 
-// Reload reads the token file again and replaces the set. On error the old set stays.
+// Problems are what an operator should hear about the file as last loaded: that it holds
+// no token (every request that needs one is refused), or that every user may read it.
+func (t *Tokens) Problems() []string { return *t.problems.Load() }
+
+// Reload reads the token file again and replaces the set. A file that holds no token
+// replaces it with the empty set: every request that needs a token is refused (a way to
+// revoke every token at once). On error (the file cannot be read, or is larger than
+// MaxFileSize) the old set stays.
 func (t *Tokens) Reload() error {
-	raw, err := os.ReadFile(t.path)
+	f, err := os.Open(t.path)
 	if err != nil {
 		return fmt.Errorf("read token file: %w", err)
 	}
-	var set [][sha256.Size]byte
-	sc := bufio.NewScanner(bytes.NewReader(raw))
-	for sc.Scan() {
-		line := strings.TrimSpace(sc.Text())
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return fmt.Errorf("read token file: %w", err)
+	}
+	raw, err := io.ReadAll(io.LimitReader(f, MaxFileSize+1))
+	if err != nil {
+		return fmt.Errorf("read token file %s: %w", t.path, err)
+	}
+	if len(raw) > MaxFileSize {
+		return fmt.Errorf("token file %s is larger than %d bytes", t.path, MaxFileSize)
+	}
+	set := [][sha256.Size]byte{}
+	for line := range strings.Lines(string(raw)) {
+		line = strings.TrimSpace(line)
 		if line == "" || strings.HasPrefix(line, "#") {
 			continue
 		}
 		set = append(set, sha256.Sum256([]byte(line)))
 	}
-	if err := sc.Err(); err != nil {
-		return fmt.Errorf("read token file %s: %w", t.path, err)
-	}
+	var problems []string
 	if len(set) == 0 {
-		return fmt.Errorf("token file %s: %w (one token per line)", t.path, ErrNoTokens)
+		problems = append(problems, fmt.Sprintf("token file %s holds no token: every request that needs one is refused", t.path))
+	}
+	if mode := fi.Mode().Perm(); mode&0o004 != 0 {
+		problems = append(problems, fmt.Sprintf("token file %s can be read by every user of the machine (mode %#o): chmod o-r it", t.path, mode))
 	}
 	t.set.Store(&set)
+	t.problems.Store(&problems)
 	return nil
 }
 
@@ -101,8 +120,10 @@ func (t *Tokens) Middleware(next http.Handler) http.Handler {
 	})
 }
 
-// Open reports whether r may be served without a token: a GET or HEAD of a health, metrics
-// or status page path.
+// Open reports whether r may be served without a token: a GET or HEAD of health,
+// readiness, metrics (aggregates only), or the status page's HTML and assets. The status
+// page's data (/api/...) names service_ids and batch ids, like the ingest API, and needs a
+// token.
 func Open(r *http.Request) bool {
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
 		return false
@@ -111,7 +132,7 @@ func Open(r *http.Request) bool {
 	switch {
 	case p == "/", p == "/healthz", p == "/readyz", p == "/metrics":
 		return true
-	case p == "/assets", strings.HasPrefix(p, "/assets/"), p == "/api", strings.HasPrefix(p, "/api/"):
+	case p == "/assets", strings.HasPrefix(p, "/assets/"):
 		return true
 	}
 	return false

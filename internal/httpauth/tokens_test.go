@@ -2,11 +2,11 @@ package httpauth_test
 
 import (
 	"encoding/json"
-	"errors"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/batchclaim/batchclaim/internal/httpauth"
@@ -54,8 +54,10 @@ func TestMiddleware(t *testing.T) {
 		{"GET", "/metrics", "", 299},
 		{"GET", "/", "", 299},
 		{"GET", "/assets/app.js", "", 299},
-		{"GET", "/api/instances", "", 299},
-		{"GET", "/api/", "", 299},
+		{"GET", "/api/status", "", 401},
+		{"GET", "/api/status", "Bearer alpha-token", 299},
+		{"GET", "/api/", "", 401},
+		{"GET", "/assets/../api/status", "", 401},
 		{"POST", "/batches?service_id=s", "", 401},
 		{"POST", "/batches?service_id=s", "Bearer alpha-token", 299},
 		{"POST", "/batches?service_id=s", "bearer beta-token", 299},
@@ -126,18 +128,32 @@ func TestReload(t *testing.T) {
 			t.Errorf("removed token after reload: %d", got)
 		}
 	})
-	t.Run("a failed reload keeps the old set", func(t *testing.T) {
+	t.Run("an emptied file revokes every token", func(t *testing.T) {
 		t.Parallel()
 		tok, path := setup(t, "old\n")
 		writeTokens(t, path, "# all commented out\n\n")
-		if err := tok.Reload(); !errors.Is(err, httpauth.ErrNoTokens) {
-			t.Fatalf("reload of an empty file: %v, want ErrNoTokens", err)
+		if err := tok.Reload(); err != nil {
+			t.Fatal(err)
 		}
+		if got := serve(tok, "POST", "/batches", "Bearer old").Code; got != 401 {
+			t.Errorf("old token after the file was emptied: %d, want 401", got)
+		}
+		if p := tok.Problems(); tok.Len() != 0 || len(p) != 1 || !strings.Contains(p[0], "holds no token: every request that needs one is refused") {
+			t.Errorf("%d tokens, problems %q", tok.Len(), p)
+		}
+	})
+	t.Run("a failed reload keeps the old set", func(t *testing.T) {
+		t.Parallel()
+		tok, path := setup(t, "old\n")
 		if err := os.Remove(path); err != nil {
 			t.Fatal(err)
 		}
 		if err := tok.Reload(); err == nil {
 			t.Fatal("reload of a missing file succeeded")
+		}
+		writeTokens(t, path, strings.Repeat("x", httpauth.MaxFileSize+1))
+		if err := tok.Reload(); err == nil || !strings.Contains(err.Error(), "larger than") {
+			t.Fatalf("reload of an oversized file: %v", err)
 		}
 		if got := serve(tok, "POST", "/batches", "Bearer old").Code; got != 299 {
 			t.Errorf("old token after failed reloads: %d", got)
@@ -150,9 +166,40 @@ func TestLoadTokens(t *testing.T) {
 	if _, err := httpauth.LoadTokens(filepath.Join(t.TempDir(), "missing")); err == nil {
 		t.Error("missing file: no error")
 	}
-	path := filepath.Join(t.TempDir(), "empty")
+	dir := t.TempDir()
+	path := filepath.Join(dir, "empty")
 	writeTokens(t, path, "")
-	if _, err := httpauth.LoadTokens(path); !errors.Is(err, httpauth.ErrNoTokens) {
-		t.Errorf("empty file: %v, want ErrNoTokens", err)
+	if tok, err := httpauth.LoadTokens(path); err != nil || tok.Len() != 0 || len(tok.Problems()) != 1 {
+		t.Errorf("empty file: %v, want an empty set and a problem", err)
+	}
+
+	// A token longer than any line buffer works.
+	long := strings.Repeat("k", 100<<10)
+	path = filepath.Join(dir, "long")
+	writeTokens(t, path, "short\n"+long+"\n")
+	tok, err := httpauth.LoadTokens(path)
+	if err != nil || tok.Len() != 2 || len(tok.Problems()) != 0 {
+		t.Fatalf("a 100 KiB token: %v, %d tokens, problems %q", err, tok.Len(), tok.Problems())
+	}
+	if !tok.Valid(long) || tok.Valid(long[1:]) {
+		t.Error("the long token is not told apart")
+	}
+
+	// A file every user may read is loaded, with a problem to report; a group may read it
+	// (Kubernetes mounts secrets for the pod's group).
+	path = filepath.Join(dir, "open")
+	writeTokens(t, path, "tok\n")
+	if err := os.Chmod(path, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tok, err = httpauth.LoadTokens(path)
+	if err != nil || len(tok.Problems()) != 1 || !strings.Contains(tok.Problems()[0], "can be read by every user of the machine (mode 0644): chmod o-r it") {
+		t.Errorf("world-readable file: %v, problems %q", err, tok.Problems())
+	}
+	if err := os.Chmod(path, 0o440); err != nil {
+		t.Fatal(err)
+	}
+	if err := tok.Reload(); err != nil || len(tok.Problems()) != 0 {
+		t.Errorf("group-readable file: %v, problems %q", err, tok.Problems())
 	}
 }

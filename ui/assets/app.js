@@ -195,9 +195,27 @@
     return resp.statusText;
   }
 
+  function authHeaders() {
+    const token = sessionStorage.getItem(TOKEN_KEY);
+    return token ? { Authorization: "Bearer " + token } : {};
+  }
+
+  let timer = 0;
+  let inflight = false;
+  let again = false; // poll() was called while a poll was in flight: poll again at once
   async function poll() {
+    clearTimeout(timer);
+    if (inflight) {
+      again = true;
+      return;
+    }
+    inflight = true;
     try {
-      const resp = await fetch("/api/status", { cache: "no-store" });
+      const resp = await fetch("/api/status", { cache: "no-store", headers: authHeaders() });
+      if (resp.status === 401) {
+        throw new Error("401: this server shows its status to operators only; " +
+          (sessionStorage.getItem(TOKEN_KEY) ? "the saved token was refused" : "enter a token") + " at the top right");
+      }
       if (!resp.ok) throw new Error(resp.status + ": " + (await errorText(resp)));
       render(await resp.json());
       failures = 0;
@@ -208,16 +226,18 @@
       $("conn").textContent = "no data: " + e.message;
       $("conn").className = "conn err";
     } finally {
-      setTimeout(poll, failures ? Math.min(30000, refreshMs * 2 ** Math.min(failures, 4)) : refreshMs);
+      inflight = false;
+      const next = again ? 0 : failures ? Math.min(30000, refreshMs * 2 ** Math.min(failures, 4)) : refreshMs;
+      again = false;
+      timer = setTimeout(poll, next);
     }
   }
 
   async function resume(serviceID, button) {
     if (!confirm("Resume " + serviceID + "? Its next batch will be sent.")) return;
     button.disabled = true;
-    const headers = {};
+    const headers = authHeaders();
     const token = sessionStorage.getItem(TOKEN_KEY);
-    if (token) headers.Authorization = "Bearer " + token;
     try {
       const resp = await fetch("/api/halts/" + encodeURIComponent(serviceID) + "/resume", { method: "POST", headers });
       if (resp.status === 401) {
@@ -241,6 +261,8 @@
     const v = $("token").value.trim();
     if (v) sessionStorage.setItem(TOKEN_KEY, v); else sessionStorage.removeItem(TOKEN_KEY);
     banner(v ? "Token saved for this tab." : "Token cleared.", "info");
+    failures = 0;
+    poll();
   });
   $("token-clear").addEventListener("click", () => {
     sessionStorage.removeItem(TOKEN_KEY);

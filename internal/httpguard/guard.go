@@ -1,0 +1,224 @@
+package httpguard
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"log"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"path"
+	"strings"
+)
+
+// Error codes of the guard's answers, in the Sawtooth error shape.
+const (
+	CodeMisdirected = 81 // 421: the Host header names a host this listener does not answer to
+	CodeCrossOrigin = 82 // 403: a state-changing request from another origin
+)
+
+// HeaderRequestID carries the request id, both ways.
+const HeaderRequestID = "X-Request-Id"
+
+// Hosts is the set of names a listener answers to (see the package documentation).
+type Hosts struct {
+	any      bool
+	names    map[string]bool
+	suffixes []string // ".example.com" matches example.com and its subdomains
+}
+
+// NewHosts returns the hosts a listener on listen (host:port) answers to: IP literals,
+// localhost, listen's host when it is a name, and extra. An entry of extra that is "*"
+// allows every host; one that starts with a dot allows that domain and its subdomains.
+func NewHosts(listen string, extra []string) (*Hosts, error) {
+	h := &Hosts{names: map[string]bool{"localhost": true}}
+	if host, _, err := net.SplitHostPort(listen); err == nil && host != "" && net.ParseIP(host) == nil {
+		h.names[canonical(host)] = true
+	}
+	for _, e := range extra {
+		e = strings.TrimSpace(e)
+		switch {
+		case e == "":
+		case e == "*":
+			h.any = true
+		case strings.ContainsAny(e, "/:@ ") || strings.Contains(e, ".."):
+			return nil, fmt.Errorf("allowed host %q: want a host name without scheme or port, \".domain\" for a domain and its subdomains, or *", e)
+		case strings.HasPrefix(e, "."):
+			h.suffixes = append(h.suffixes, canonical(e))
+		default:
+			h.names[canonical(e)] = true
+		}
+	}
+	return h, nil
+}
+
+func canonical(host string) string { return strings.TrimSuffix(strings.ToLower(host), ".") }
+
+// Allowed reports whether a request whose Host header is hostport may be served. An empty
+// Host (HTTP/1.0) is allowed: browsers always send one.
+func (h *Hosts) Allowed(hostport string) bool {
+	if h == nil || h.any || hostport == "" {
+		return true
+	}
+	host := hostport
+	if hh, _, err := net.SplitHostPort(hostport); err == nil {
+		host = hh
+	}
+	host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
+	if net.ParseIP(host) != nil {
+		return true
+	}
+	host = canonical(host)
+	if h.names[host] {
+		return true
+	}
+	for _, s := range h.suffixes {
+		if host == s[1:] || strings.HasSuffix(host, s) {
+			return true
+		}
+	}
+	return false
+}
+
+// Guard puts the request id, the host check and the cross-origin refusal in front of a
+// handler.
+type Guard struct {
+	// Hosts the listener answers to; nil answers to every host.
+	Hosts *Hosts
+	// OpenPaths skip the host check for GET and HEAD (health, readiness, metrics).
+	OpenPaths []string
+}
+
+type ctxKey int
+
+const (
+	keyRequestID ctxKey = iota
+	keyHost
+)
+
+// Wrap returns next behind the guard.
+func (g Guard) Wrap(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		id := requestID(r.Header.Get(HeaderRequestID))
+		w.Header().Set(HeaderRequestID, id)
+		ctx := context.WithValue(r.Context(), keyRequestID, id)
+		open := (r.Method == http.MethodGet || r.Method == http.MethodHead) && g.open(r.URL.Path)
+		switch {
+		case !open && !g.Hosts.Allowed(r.Host):
+			WriteError(w, http.StatusMisdirectedRequest, CodeMisdirected, "Misdirected Request",
+				"This server does not answer to the host named in the request; its operator can allow the name with --allowed-hosts")
+			return
+		case crossOrigin(r):
+			WriteError(w, http.StatusForbidden, CodeCrossOrigin, "Cross-Origin Request Refused",
+				"A browser request from another origin may not change anything here")
+			return
+		}
+		if g.Hosts != nil && !g.Hosts.any && !open {
+			ctx = context.WithValue(ctx, keyHost, r.Host)
+		}
+		next.ServeHTTP(w, r.WithContext(ctx))
+	})
+}
+
+func (g Guard) open(p string) bool {
+	p = path.Clean("/" + p)
+	for _, o := range g.OpenPaths {
+		if p == o {
+			return true
+		}
+	}
+	return false
+}
+
+// crossOrigin reports a state-changing request that a browser sent from another origin.
+func crossOrigin(r *http.Request) bool {
+	switch r.Method {
+	case http.MethodGet, http.MethodHead, http.MethodOptions:
+		return false
+	}
+	if r.Header.Get("Sec-Fetch-Site") == "cross-site" {
+		return true
+	}
+	o := r.Header.Get("Origin")
+	if o == "" {
+		return false
+	}
+	u, err := url.Parse(o)
+	return err != nil || u.Host == "" || !strings.EqualFold(u.Host, r.Host)
+}
+
+// requestID is the client's id when it is safe to log and echo, else a new random one.
+func requestID(given string) string {
+	if n := len(given); n > 0 && n <= 64 && strings.Trim(given, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._:-") == "" {
+		return given
+	}
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// RequestID is the id of the request whose context is ctx, or "" outside a guarded request.
+func RequestID(ctx context.Context) string {
+	id, _ := ctx.Value(keyRequestID).(string)
+	return id
+}
+
+// Host is the request's Host header once the guard has checked it against its Hosts, so
+// that it may be used to build links; ok is false when nothing checked it.
+func Host(ctx context.Context) (host string, ok bool) {
+	host, ok = ctx.Value(keyHost).(string)
+	return host, ok
+}
+
+// Logger returns l with the request id of ctx on every line (l itself outside a guarded
+// request).
+func Logger(ctx context.Context, l *slog.Logger) *slog.Logger {
+	if id := RequestID(ctx); id != "" {
+		return l.With("request_id", id)
+	}
+	return l
+}
+
+// apiError is the Sawtooth REST API's error body, with the request id.
+type apiError struct {
+	Code      int    `json:"code"`
+	Title     string `json:"title"`
+	Message   string `json:"message"`
+	RequestID string `json:"request_id,omitempty"`
+}
+
+// WriteError answers status with {"error":{"code","title","message","request_id"}}, the
+// Sawtooth REST API's error shape plus the request id the guard set on w.
+func WriteError(w http.ResponseWriter, status, code int, title, message string) {
+	WriteJSON(w, status, map[string]apiError{"error": {code, title, message, w.Header().Get(HeaderRequestID)}})
+}
+
+// WriteJSON answers status with v as JSON.
+func WriteJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+// ErrorLog is an http.Server's ErrorLog writing to l: failed TLS handshakes (any client can
+// cause one per connection) at debug level, everything else at warn.
+func ErrorLog(l *slog.Logger) *log.Logger {
+	return log.New(errorLogWriter{l}, "", 0)
+}
+
+type errorLogWriter struct{ l *slog.Logger }
+
+func (e errorLogWriter) Write(p []byte) (int, error) {
+	msg := strings.TrimSpace(string(p))
+	if strings.Contains(msg, "TLS handshake error") {
+		e.l.Debug(msg)
+	} else {
+		e.l.Warn(msg)
+	}
+	return len(p), nil
+}

@@ -1,0 +1,269 @@
+package node
+
+import (
+	"cmp"
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/batchclaim/batchclaim/ingest"
+	"github.com/batchclaim/batchclaim/internal/httpguard"
+	"github.com/batchclaim/batchclaim/submitter"
+	"github.com/batchclaim/batchclaim/ui"
+)
+
+// Listener limits applied to zero Config fields.
+const (
+	ReadTimeoutDefault       = time.Minute
+	ReadHeaderTimeoutDefault = 10 * time.Second
+	MaxHeaderBytesDefault    = 64 << 10
+	MaxIngestRequestsDefault = 64
+	MaxConnectionsDefault    = 1024
+	// IdleTimeout closes keep-alive connections idle this long.
+	IdleTimeout = 2 * time.Minute
+	// httpShutdownTimeout bounds the HTTP server's graceful shutdown at the end of a stop.
+	httpShutdownTimeout = 2 * time.Second
+)
+
+// validate checks the listener's settings.
+func (c Config) validate() error {
+	var errs []error
+	if (c.TLSCertFile == "") != (c.TLSKeyFile == "") {
+		errs = append(errs, errors.New("a TLS certificate and key go together: set both or neither"))
+	}
+	if c.ReadTimeout < 0 || c.ReadHeaderTimeout < 0 {
+		errs = append(errs, fmt.Errorf("read timeouts must not be negative, got %s and %s", c.ReadTimeout, c.ReadHeaderTimeout))
+	}
+	if c.MaxHeaderBytes < 0 || c.MaxIngestRequests < 0 || c.MaxBody < 0 || c.MaxIngestMemory < 0 || c.MaxConnections < 0 {
+		errs = append(errs, fmt.Errorf("listener limits must not be negative, got max header bytes %d, max ingest requests %d, max body %d, max ingest memory %d, max connections %d",
+			c.MaxHeaderBytes, c.MaxIngestRequests, c.MaxBody, c.MaxIngestMemory, c.MaxConnections))
+	} else if err := c.ingestConfig(1).Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if _, err := httpguard.NewHosts(c.Listen, c.AllowedHosts); err != nil {
+		errs = append(errs, err)
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("node: %w", errors.Join(errs...))
+	}
+	return nil
+}
+
+// ingestConfig is the ingest API's configuration; it may hold conns connections at once.
+func (c Config) ingestConfig(conns int) ingest.Config {
+	return ingest.Config{MaxBody: c.MaxBody, MaxMemory: c.MaxIngestMemory, MaxRequests: cmp.Or(c.MaxIngestRequests, MaxIngestRequestsDefault),
+		MaxConns: conns, Logger: c.Logger}
+}
+
+// IngestConns is how many connections of a pool of maxConns the ingest API may hold at once:
+// half of them (at least one), so that the workers, the queuer and the poller always have
+// the rest.
+func IngestConns(maxConns int32) int { return max(1, int(maxConns)/2) }
+
+// Terms of MemoryBound.
+const (
+	// MemoryBase is what an idle instance holds: the runtime, the pools' connections and
+	// statement caches, the metrics (about 24 MiB measured, rounded up).
+	MemoryBase = 32 << 20
+	// connOverhead is what one open connection holds besides its headers: its goroutine's
+	// stack and its read and write buffers.
+	connOverhead = 16 << 10
+)
+
+// MemoryBound is the most memory an instance with this configuration, on a pool of
+// poolConns connections, holds live in the worst case (docs/operations.md, "Memory"):
+//
+//	MemoryBase
+//	+ MaxIngestMemory                      request bodies and their decoded batches
+//	+ 2 x IngestConns x MaxBody            the driver's copies of the batch each storing request sends
+//	+ (Workers + 1) x MaxBody              the payloads of submissions in flight, and the row read
+//	+ MaxConnections x (MaxHeaderBytes + 16 KiB)   connections, their headers being read
+//
+// A batch is never larger than the body it came in. The garbage collector lets the heap grow
+// to twice what is live before it collects (GOGC=100), unless a soft memory limit
+// (debug.SetMemoryLimit, GOMEMLIMIT) makes it collect sooner; `run` sets one above this bound.
+func (c Config) MemoryBound(poolConns int32) int64 {
+	body := cmp.Or(c.MaxBody, ingest.MaxBodyDefault)
+	workers := int64(cmp.Or(c.Workers, submitter.WorkersDefault))
+	conns := int64(cmp.Or(c.MaxConnections, MaxConnectionsDefault))
+	header := int64(cmp.Or(c.MaxHeaderBytes, MaxHeaderBytesDefault))
+	return MemoryBase + cmp.Or(c.MaxIngestMemory, ingest.MaxMemoryDefault) + 2*int64(IngestConns(poolConns))*body +
+		(workers+1)*body + conns*(header+connOverhead)
+}
+
+// ProbeConns is the size of the listener's own small pool, dialled with the node's pool's
+// configuration, on which /readyz, the scrape-time metrics and the status page read: they
+// never wait behind ingest or the workers for a connection of the node's pool.
+const ProbeConns = 2
+
+// openPaths are served under any Host name (load balancers and scrapers may use any).
+var openPaths = []string{"/healthz", "/readyz", "/metrics"}
+
+func (n *Node) listen(ctx context.Context) (*http.Server, error) {
+	if n.cfg.Listen == "" {
+		return nil, nil
+	}
+	var tlsCfg *tls.Config
+	if n.cfg.TLSCertFile != "" {
+		cert, err := tls.LoadX509KeyPair(n.cfg.TLSCertFile, n.cfg.TLSKeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("load TLS certificate %s and key %s: %w", n.cfg.TLSCertFile, n.cfg.TLSKeyFile, err)
+		}
+		tlsCfg = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	}
+	hosts, err := httpguard.NewHosts(n.cfg.Listen, n.cfg.AllowedHosts)
+	if err != nil {
+		return nil, err
+	}
+	pc := n.pool.Config()
+	icfg := n.cfg.ingestConfig(IngestConns(pc.MaxConns))
+	icfg.OnStored = func(k int) { n.metrics.ingested.Add(float64(k)) }
+	api, err := ingest.NewHandler(n.pool, icfg)
+	if err != nil {
+		return nil, err
+	}
+	pc.MaxConns, pc.MinConns, pc.MinIdleConns = ProbeConns, 0, 0
+	probe, err := pgxpool.NewWithConfig(ctx, pc)
+	if err != nil {
+		return nil, fmt.Errorf("probe pool: %w", err)
+	}
+	page, err := ui.New(probe, ui.Config{Logger: n.log})
+	if err != nil {
+		probe.Close()
+		return nil, err
+	}
+	ln, err := net.Listen("tcp", n.cfg.Listen)
+	if err != nil {
+		probe.Close()
+		return nil, fmt.Errorf("listen on %s: %w", n.cfg.Listen, err)
+	}
+	n.metrics.states.probe.Store(probe)
+	registerIngestMetrics(n.registry, api)
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
+	mux.HandleFunc("GET /readyz", n.ready(probe))
+	mux.Handle("GET /metrics", promhttp.HandlerFor(n.registry, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError}))
+	api.Register(mux)
+	page.Register(mux) // the status page at /, its assets and its JSON API under /api/
+	var handler http.Handler = mux
+	if n.cfg.Auth != nil {
+		handler = n.cfg.Auth(mux)
+	}
+	handler = httpguard.Guard{Hosts: hosts, OpenPaths: openPaths}.Wrap(handler)
+	srv := &http.Server{
+		Handler:           handler,
+		TLSConfig:         tlsCfg,
+		ReadTimeout:       cmp.Or(n.cfg.ReadTimeout, ReadTimeoutDefault),
+		ReadHeaderTimeout: cmp.Or(n.cfg.ReadHeaderTimeout, ReadHeaderTimeoutDefault),
+		MaxHeaderBytes:    cmp.Or(n.cfg.MaxHeaderBytes, MaxHeaderBytesDefault),
+		IdleTimeout:       IdleTimeout,
+		ErrorLog:          httpguard.ErrorLog(n.log),
+		BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
+	}
+	srv.RegisterOnShutdown(func() {
+		n.metrics.states.probe.Store(nil)
+		probe.Close() // waits for the requests still using it
+	})
+	ln = limitConns(ln, cmp.Or(n.cfg.MaxConnections, MaxConnectionsDefault))
+	if tlsCfg != nil {
+		ln = tls.NewListener(ln, tlsCfg)
+	}
+	n.mu.Lock()
+	n.addr = ln.Addr().String()
+	n.mu.Unlock()
+	n.log.Info("listening", "addr", n.addr, "tls", tlsCfg != nil, "auth", n.cfg.Auth != nil,
+		"ingest_conns", IngestConns(n.pool.Config().MaxConns), "probe_conns", ProbeConns)
+	go func() {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			n.log.Error("http server", "error", err)
+		}
+	}()
+	return srv, nil
+}
+
+// CodeBusy is the error code of the 503 answered when the ingest API is at one of its limits
+// (Config.MaxIngestRequests, MaxIngestMemory).
+const CodeBusy = ingest.CodeBusy
+
+// ready answers 200 while the database answers (on the probe pool, apart from the work's) and
+// the instance is registered with a live lease. A failure names no database, user or host.
+func (n *Node) ready(probe *pgxpool.Pool) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithTimeout(r.Context(), time.Second)
+		defer cancel()
+		if err := probe.Ping(ctx); err != nil {
+			httpguard.Logger(r.Context(), n.log).Debug("readiness: database ping failed", "error", err)
+			http.Error(w, "database unreachable", http.StatusServiceUnavailable)
+			return
+		}
+		if !n.engine.Healthy() {
+			http.Error(w, "not registered or fenced (no recent lease renewal)", http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = w.Write([]byte("ready\n"))
+	}
+}
+
+// registerIngestMetrics exports what the ingest API holds, read at scrape time.
+func registerIngestMetrics(reg *prometheus.Registry, api *ingest.Handler) {
+	for _, c := range []prometheus.Collector{
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "batchclaim_ingest_memory_bytes",
+			Help: "Bytes the ingest API holds for request bodies and their decoded batches (bounded by --max-ingest-memory)."},
+			func() float64 { m, _ := api.Stats(); return float64(m) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "batchclaim_ingest_requests_in_progress",
+			Help: "Ingest requests being worked on, their body in (bounded by --max-ingest-requests)."},
+			func() float64 { _, r := api.Stats(); return float64(r) }),
+	} {
+		if err := reg.Register(c); err != nil && !errors.As(err, new(prometheus.AlreadyRegisteredError)) {
+			panic(err)
+		}
+	}
+}
+
+// limitConns bounds the connections open at once: one more is closed as soon as it is
+// accepted (its client sees the connection reset and may retry), so that the memory each
+// connection holds (its goroutine, buffers and headers being read) is bounded too.
+func limitConns(ln net.Listener, max int) net.Listener {
+	return &connLimit{Listener: ln, sem: make(chan struct{}, max)}
+}
+
+type connLimit struct {
+	net.Listener
+	sem chan struct{}
+}
+
+func (l *connLimit) Accept() (net.Conn, error) {
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		select {
+		case l.sem <- struct{}{}:
+			return &limitedConn{Conn: c, release: func() { <-l.sem }}, nil
+		default:
+			_ = c.Close()
+		}
+	}
+}
+
+type limitedConn struct {
+	net.Conn
+	once    sync.Once
+	release func()
+}
+
+func (c *limitedConn) Close() error {
+	err := c.Conn.Close()
+	c.once.Do(c.release)
+	return err
+}
