@@ -26,6 +26,8 @@ FROM service_id_claims c
 LEFT JOIN instances i ON i.id = c.claimant;
 
 DROP FUNCTION IF EXISTS batchclaim_head_in_flight(text, uuid, bigint);
+DROP VIEW IF EXISTS batch_history;
+ALTER TABLE submission_attempts DROP COLUMN IF EXISTS to_state, DROP COLUMN IF EXISTS from_state;
 ALTER TABLE submission_attempts RESET (fillfactor);
 ALTER TABLE batches DROP COLUMN IF EXISTS unknown_since;
 
@@ -33,6 +35,7 @@ DROP INDEX IF EXISTS batches_finished_idx;
 CREATE INDEX batches_finished_idx ON batches (updated_at, seq) WHERE state IN ('COMMITTED', 'INVALID');
 DROP INDEX IF EXISTS batches_open_idx;
 CREATE INDEX batches_open_idx ON batches (service_id, seq) WHERE state NOT IN ('COMMITTED', 'INVALID');
+CREATE INDEX IF NOT EXISTS batches_batch_id_idx ON batches (batch_id);
 ALTER TABLE batches RESET (fillfactor);
 ALTER TABLE batches DROP COLUMN IF EXISTS finished_at;
 ALTER TABLE batches DROP COLUMN IF EXISTS unfinished;

@@ -14,6 +14,10 @@ ALTER TABLE batches SET (fillfactor = 80);
 DROP INDEX batches_open_idx;
 CREATE INDEX batches_open_idx ON batches (service_id, seq) WHERE unfinished;
 
+-- Ledger batches are looked up by id through batches_ledger_batch_id_key; an index on every
+-- batch's id costs an entry on every insert and every non-HOT update and serves nothing else.
+DROP INDEX batches_batch_id_idx;
+
 -- finished_at: when the statement that finished the batch ran. Retention deletes by it; the
 -- last change of updated_at would do as well, but an index on updated_at would make every
 -- update of a batch a non-HOT one.
@@ -53,8 +57,23 @@ ALTER TABLE batches ADD COLUMN unknown_since timestamptz;
 UPDATE batches SET unknown_since = COALESCE(submitted_at, created_at) WHERE state = 'UNKNOWN';
 
 -- An attempt row is written by the in-flight mark and completed by the outcome: room on its
--- page makes the completion a HOT update.
+-- page makes the completion a HOT update. It now also carries the two state changes it makes
+-- (from_state to INFLIGHT when marked, INFLIGHT to to_state when its outcome is recorded),
+-- which used to be two more rows of batch_transitions per POST: batch_transitions keeps the
+-- changes no POST makes (a ledger's answer to a poll, an adoption). batch_history shows both
+-- as one list. Attempts written before this migration have no from_state; their changes are in
+-- batch_transitions already.
 ALTER TABLE submission_attempts SET (fillfactor = 70);
+ALTER TABLE submission_attempts ADD COLUMN from_state text, ADD COLUMN to_state text;
+CREATE VIEW batch_history AS
+SELECT t.seq, t.from_state, t.to_state, t.instance_id, t.epoch, t.at, t.detail
+FROM batch_transitions t
+UNION ALL
+SELECT a.seq, a.from_state, 'INFLIGHT', a.instance_id, a.epoch, a.started_at, a.reason
+FROM submission_attempts a WHERE a.from_state IS NOT NULL
+UNION ALL
+SELECT a.seq, 'INFLIGHT', a.to_state, a.instance_id, a.epoch, a.finished_at, a.outcome
+FROM submission_attempts a WHERE a.from_state IS NOT NULL AND a.to_state IS NOT NULL;
 
 -- A claim is busy (kept for its owner past expiry_1, until expiry_2) while the owner has a POST
 -- in flight: its service_id's head batch (the oldest unfinished one, VALID ones aside) is

@@ -182,7 +182,7 @@ func New(pool *pgxpool.Pool, cfg Config) (*Node, error) {
 		Workers: cfg.Workers, Timeout: timings.MaxSubmission, BackoffBase: cfg.BackoffBase, BackoffMax: cfg.BackoffMax,
 		Lease:    eng,
 		OnResult: func(_ submitter.Job, r batchclaim.Result, d time.Duration) { n.metrics.result(r, d) },
-		MayChain: func(j batchclaim.Job) bool { return q.MayChain(j) },
+		MayChain: func(j batchclaim.Job, run int) bool { return q.MayChain(j, run) },
 		Chained:  func(prev, next batchclaim.Job) { q.Chained(prev, next) },
 		Logger:   cfg.Logger,
 	}, cfg.Submitter, n.recorder, func(j batchclaim.Job) { q.Done(j) })

@@ -141,7 +141,7 @@ func TestBackPressure(t *testing.T) {
 	e.waitFinished(60 * time.Second)
 	e.check()
 	var delayed int
-	if err := e.admin.QueryRow(context.Background(), `SELECT count(*) FROM batch_transitions WHERE to_state = 'DELAYED'`).Scan(&delayed); err != nil {
+	if err := e.admin.QueryRow(context.Background(), `SELECT count(*) FROM batch_history WHERE to_state = 'DELAYED'`).Scan(&delayed); err != nil {
 		t.Fatal(err)
 	}
 	if delayed == 0 {
@@ -160,8 +160,8 @@ func TestSkipValidSendsNextBatchEarly(t *testing.T) {
 	e.check()
 	var early bool
 	if err := e.admin.QueryRow(context.Background(), `
-		SELECT (SELECT min(t.id) FROM batch_transitions t JOIN batches b USING (seq) WHERE b.batch_id = $2 AND t.to_state = 'INFLIGHT')
-		     < (SELECT min(t.id) FROM batch_transitions t JOIN batches b USING (seq) WHERE b.batch_id = $1 AND t.to_state = 'COMMITTED')`,
+		SELECT (SELECT min(t.at) FROM batch_history t JOIN batches b USING (seq) WHERE b.batch_id = $2 AND t.to_state = 'INFLIGHT')
+		     < (SELECT min(t.at) FROM batch_history t JOIN batches b USING (seq) WHERE b.batch_id = $1 AND t.to_state = 'COMMITTED')`,
 		ids[0], ids[1]).Scan(&early); err != nil {
 		t.Fatal(err)
 	}

@@ -104,7 +104,7 @@ func TestSetWritesFencePerRow(t *testing.T) {
 		}
 	}
 	var transitions, attempts int
-	if err := pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM batch_transitions WHERE to_state = 'COMMITTED'),
+	if err := pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM batch_history WHERE to_state = 'COMMITTED'),
 		(SELECT count(*) FROM submission_attempts WHERE outcome = 'done')`).Scan(&transitions, &attempts); err != nil {
 		t.Fatal(err)
 	}

@@ -19,23 +19,46 @@ JOIN instances i ON i.id = c.claimant
 WHERE c.service_id = ANY(sqlc.arg(service_ids)::text[]);
 
 -- name: UITransitionsRecent :many
--- The newest batch state changes, with who made them.
-SELECT t.id, t.at, t.from_state, t.to_state, t.epoch, b.service_id, b.batch_id,
+-- The newest batch state changes, with who made them: the last rows of the transition log and
+-- of the attempt log (a POST's mark and outcome), each read by its primary key.
+WITH t AS (
+    SELECT x.seq, x.at, x.from_state, x.to_state, x.epoch, x.instance_id
+    FROM (SELECT * FROM batch_transitions ORDER BY id DESC LIMIT sqlc.arg(max_rows)::int) x
+    UNION ALL
+    SELECT a.seq, a.started_at, a.from_state, 'INFLIGHT', a.epoch, a.instance_id
+    FROM (SELECT * FROM submission_attempts ORDER BY id DESC LIMIT sqlc.arg(max_rows)::int) a
+    WHERE a.from_state IS NOT NULL
+    UNION ALL
+    SELECT a.seq, a.finished_at, 'INFLIGHT', a.to_state, a.epoch, a.instance_id
+    FROM (SELECT * FROM submission_attempts ORDER BY id DESC LIMIT sqlc.arg(max_rows)::int) a
+    WHERE a.from_state IS NOT NULL AND a.to_state IS NOT NULL
+)
+SELECT t.at::timestamptz AS at, t.from_state, t.to_state::text AS to_state, t.epoch, b.service_id, b.batch_id,
        t.instance_id, i.name AS instance_name
-FROM batch_transitions t
+FROM t
 JOIN batches b ON b.seq = t.seq
 LEFT JOIN instances i ON i.id = t.instance_id
-ORDER BY t.id DESC
+ORDER BY t.at DESC
 LIMIT sqlc.arg(max_rows)::int;
 
 -- name: UITransitionsPerBucket :many
 -- State changes per target state in buckets of bucket_ms over the last window_ms, bucket 0
--- being the newest. Only the last scan rows of the log are read, so a very busy window is cut.
+-- being the newest. Only the last scan rows of each log are read, so a very busy window is cut.
+WITH t AS (
+    SELECT x.at, x.to_state FROM batch_transitions x
+    WHERE x.id > (SELECT COALESCE(max(id), 0) FROM batch_transitions) - sqlc.arg(scan)::bigint
+    UNION ALL
+    SELECT a.started_at, 'INFLIGHT' FROM submission_attempts a
+    WHERE a.id > (SELECT COALESCE(max(id), 0) FROM submission_attempts) - sqlc.arg(scan)::bigint AND a.from_state IS NOT NULL
+    UNION ALL
+    SELECT a.finished_at, a.to_state FROM submission_attempts a
+    WHERE a.id > (SELECT COALESCE(max(id), 0) FROM submission_attempts) - sqlc.arg(scan)::bigint
+      AND a.from_state IS NOT NULL AND a.to_state IS NOT NULL
+)
 SELECT floor(EXTRACT(EPOCH FROM now() - t.at) * 1000 / sqlc.arg(bucket_ms)::bigint)::bigint AS bucket,
-       t.to_state, count(*)::bigint AS transitions
-FROM batch_transitions t
-WHERE t.id > (SELECT COALESCE(max(id), 0) FROM batch_transitions) - sqlc.arg(scan)::bigint
-  AND t.at > now() - sqlc.arg(window_ms)::bigint * interval '1 millisecond'
+       t.to_state::text AS to_state, count(*)::bigint AS transitions
+FROM t
+WHERE t.at > now() - sqlc.arg(window_ms)::bigint * interval '1 millisecond'
 GROUP BY 1, 2
 ORDER BY 1, 2;
 

@@ -26,8 +26,9 @@
 // A worker that finishes a batch may go on with its service_id's next one at once: the
 // outcome's write marks it in flight in the same statement (package observer) and the
 // submitter runs it without coming back to the queuer (Chained). The queuer allows that
-// (MayChain) except while other service_ids' ready heads wait for a worker, so that a long
-// backlog on one service_id does not starve the others.
+// (MayChain) without limit while no other service_id waits for a worker, and for ChainBurst
+// jobs in a row while some do, so that a long backlog on one service_id does not starve the
+// others.
 //
 // # Order and policy, per service_id
 //

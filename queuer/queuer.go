@@ -237,17 +237,23 @@ func (q *Queuer) Chained(prev, next batchclaim.Job) {
 	q.mu.Unlock()
 }
 
-// MayChain reports whether a worker that finished a job may go on with the next batch of the
-// same service_id at once: yes unless the queuer is stopping, or other service_ids' ready
-// batches waited for a worker at the last fetch (a worker then goes back to the queuer, which
-// serves the service_ids in turn).
-func (q *Queuer) MayChain(batchclaim.Job) bool {
+// ChainBurst is how many jobs of one service_id a worker may run in a row while other
+// service_ids' ready heads wait for a worker.
+const ChainBurst = 16
+
+// MayChain reports whether a worker that finished a job, its run-th in a row of the same
+// service_id, may go on with the service_id's next batch at once: yes unless the queuer is
+// stopping, or other service_ids' ready heads waited for a worker at the last fetch and the
+// worker has had its burst (ChainBurst): it then goes back to the queuer, which serves the
+// service_ids in turn. A burst costs the service_ids waiting a little fairness and saves a
+// round of statements per job.
+func (q *Queuer) MayChain(_ batchclaim.Job, run int) bool {
 	if q.stopped.Load() {
 		return false
 	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	return !q.starved
+	return !q.starved || run < ChainBurst
 }
 
 // InFlight is the number of service_ids with work handed out.

@@ -73,9 +73,11 @@ type Config struct {
 	// OnResult, when set, is called after every submission (for metrics).
 	OnResult func(j Job, r batchclaim.Result, latency time.Duration)
 	// MayChain, when set, is asked after each submission whether its worker may go on with
-	// the service_id's next batch at once (the queuer says no while other service_ids wait
-	// for a worker). Nil never chains: every job comes from the queuer.
-	MayChain func(j Job) bool
+	// the service_id's next batch at once; run is how many jobs of the service_id the worker
+	// has run in a row so far (1 after the first). The queuer lets a worker go on for a
+	// while even when other service_ids wait for a worker. Nil never chains: every job comes
+	// from the queuer.
+	MayChain func(j Job, run int) bool
 	// Chained, when set, is called when a worker goes on from prev to next, the next batch of
 	// the same service_id that prev's outcome write marked in flight.
 	Chained func(prev, next Job)
@@ -152,8 +154,8 @@ func (p *Pool) TrySubmit(j Job) bool {
 				p.done(last)
 			}
 		}()
-		for {
-			next, ok := p.run(last)
+		for run := 1; ; run++ {
+			next, ok := p.run(last, run)
 			if !ok {
 				return
 			}
@@ -197,7 +199,7 @@ func (p *Pool) Wait(ctx context.Context) error {
 // run performs one submission of a job marked in flight: the call under the claim's context,
 // then the fenced outcome. It returns the service_id's next job when the outcome's write
 // marked one in flight for this worker (chaining).
-func (p *Pool) run(j Job) (Job, bool) {
+func (p *Pool) run(j Job, run int) (Job, bool) {
 	log := p.log.With("service_id", j.Batch.ServiceID, "batch_id", short(j.Batch.BatchID), "epoch", j.Claim.Epoch, "seq", j.Batch.Seq)
 	claimCtx, stop := p.jobContext(j.Claim.Context())
 	defer stop()
@@ -223,7 +225,7 @@ func (p *Pool) run(j Job) (Job, bool) {
 		p.cfg.OnResult(j, res, latency)
 	}
 	o := batchclaim.Outcome{Job: j, Result: res, Latency: latency, RetryIn: p.backoff(j.Batch.Attempts, res.RetryAfter),
-		Chain: p.mayChain(j)}
+		Chain: p.mayChain(j, run)}
 	// Recording runs under the claim's context too: a lost claim must not write. A cancelled
 	// POST (claim lost, deadline) is left INFLIGHT for the next owner, who treats it as unknown.
 	next, ok, err := p.rec.Finish(claimCtx, o)
@@ -243,14 +245,15 @@ func (p *Pool) run(j Job) (Job, bool) {
 	return next, ok
 }
 
-// mayChain reports whether j's worker may go on with the next batch of its service_id.
-func (p *Pool) mayChain(j Job) bool {
+// mayChain reports whether j's worker, which ran run jobs of its service_id in a row, may go
+// on with the next batch of the service_id.
+func (p *Pool) mayChain(j Job, run int) bool {
 	select {
 	case <-p.stopped:
 		return false
 	default:
 	}
-	return p.cfg.MayChain != nil && p.cfg.MayChain(j)
+	return p.cfg.MayChain != nil && p.cfg.MayChain(j, run)
 }
 
 // mayPost reports whether j may be posted now, and until when the call may run (the

@@ -65,7 +65,6 @@ type Chart struct {
 
 // Transition is one recorded batch state change.
 type Transition struct {
-	ID        int64     `json:"id"`
 	At        time.Time `json:"at"`
 	ServiceID string    `json:"service_id"`
 	BatchID   string    `json:"batch_id"`
@@ -208,7 +207,7 @@ func readTransitions(ctx context.Context, qs *db.Queries, q db.DBTX, limit int) 
 	out := make([]Transition, 0, len(rows))
 	for _, r := range rows {
 		out = append(out, Transition{
-			ID: r.ID, At: r.At, ServiceID: r.ServiceID, BatchID: r.BatchID, From: deref(r.FromState), To: r.ToState,
+			At: r.At, ServiceID: r.ServiceID, BatchID: r.BatchID, From: deref(r.FromState), To: r.ToState,
 			Epoch: r.Epoch, Instance: name(r.InstanceName, r.InstanceID),
 		})
 	}
@@ -223,7 +222,7 @@ func readTakeovers(ctx context.Context, qs *db.Queries, q db.DBTX, o readOptions
 	out := make([]Takeover, 0, len(rows))
 	for _, r := range rows {
 		out = append(out, Takeover{
-			ID: r.ID, At: r.At, ServiceID: r.ServiceID, Epoch: r.Epoch, Event: r.Event,
+			At: r.At, ServiceID: r.ServiceID, Epoch: r.Epoch, Event: r.Event,
 			From: r.FromName, To: r.ToName, AcquiredAfterSeconds: r.AcquiredAfterSeconds,
 		})
 	}

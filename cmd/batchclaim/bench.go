@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"runtime/pprof"
 	"slices"
 	"strings"
 	"sync"
@@ -141,11 +142,23 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	instances := fs.Int("instances", 8, "cycle: instances cycling concurrently")
 	serviceIDs := fs.Int("service-ids", 2000, "cycle: service_ids")
 	duration := fs.Duration("duration", 10*time.Second, "cycle: length of the steady phase")
+	cpuProfile := fs.String("cpu-profile", "", "write a CPU profile of this process over the scenarios to this file (go tool pprof)")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
 		return errorf("unexpected argument %q", fs.Arg(0))
+	}
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			return errorf("--cpu-profile: %v", err)
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return errorf("--cpu-profile: %v", err)
+		}
+		defer pprof.StopCPUProfile()
 	}
 	var run []string
 	switch *scenario {

@@ -348,7 +348,7 @@ func (q *Queries) BatchStateTotals(ctx context.Context, db DBTX) ([]BatchStateTo
 
 const batchStatusesByID = `-- name: BatchStatusesByID :many
 SELECT batch_id, service_id, state, dlt_status, invalid_details
-FROM batches WHERE batch_id = ANY($1::text[])
+FROM batches WHERE batch_id = ANY($1::text[]) AND ledger
 `
 
 type BatchStatusesByIDRow struct {
@@ -359,7 +359,7 @@ type BatchStatusesByIDRow struct {
 	InvalidDetails []byte
 }
 
-// For the ingest API's GET /batch_statuses.
+// For the ingest API's GET /batch_statuses: ledger batches, by the unique index on their ids.
 func (q *Queries) BatchStatusesByID(ctx context.Context, db DBTX, batchIds []string) ([]BatchStatusesByIDRow, error) {
 	rows, err := db.Query(ctx, batchStatusesByID, batchIds)
 	if err != nil {
@@ -417,13 +417,9 @@ marked AS (
     RETURNING b.seq, b.service_id, b.batch_id, b.payload, b.attempts, w.epoch, w.from_state, w.reason
 ),
 attempt AS (
-    INSERT INTO submission_attempts (seq, service_id, batch_id, instance_id, epoch, reason)
-    SELECT m.seq, m.service_id, m.batch_id, $6::uuid, m.epoch, m.reason FROM marked m
+    INSERT INTO submission_attempts (seq, service_id, batch_id, instance_id, epoch, reason, from_state)
+    SELECT m.seq, m.service_id, m.batch_id, $6::uuid, m.epoch, m.reason, m.from_state FROM marked m
     RETURNING id, seq
-),
-logged AS (
-    INSERT INTO batch_transitions (seq, from_state, to_state, instance_id, epoch, detail)
-    SELECT m.seq, m.from_state, 'INFLIGHT', $6::uuid, m.epoch, m.reason FROM marked m
 )
 SELECT w.seq::bigint AS seq, (f.service_id IS NOT NULL)::bool AS fenced, (m.seq IS NOT NULL)::bool AS marked,
        COALESCE(m.payload, ''::bytea)::bytea AS payload, COALESCE(m.attempts, 0)::int AS attempts,
@@ -458,8 +454,9 @@ type BatchesMarkInflightRow struct {
 // every outcome that arrived (and marks the next batch of each service_id it frees), one
 // records a poll's answers. Each is fenced per row: a row whose claim is no longer held with
 // its epoch (or whose registry row is not this process's) is left alone and reported for that
-// row alone; the others go ahead. Each writes its attempt and transition log rows in the same
-// statement. The claim rows are locked FOR SHARE in service_id order and never written on the
+// row alone; the others go ahead. Each writes its log rows in the same statement: a POST's
+// mark and outcome are its submission_attempts row (from_state, to_state), other changes (a
+// poll's answers, adoptions) rows of batch_transitions; batch_history shows both. The claim rows are locked FOR SHARE in service_id order and never written on the
 // way: a takeover (which locks a claim row FOR UPDATE, skipping locked ones, and then judges it
 // with a snapshot taken after the lock) cannot commit in between, and these statements never
 // wait for one another. Whether a claim is busy (has a POST in flight) is read from its head
@@ -546,32 +543,30 @@ recorded AS (
     FROM o JOIN fenced f ON f.service_id = o.service_id AND f.epoch = o.epoch
     WHERE b.seq = o.seq AND b.service_id = o.service_id AND b.state = 'INFLIGHT'
       AND b.claimant = $15::uuid AND b.claim_epoch = o.epoch AND b.attempts = o.attempt
-    RETURNING b.seq, EXTRACT(EPOCH FROM now() - b.created_at)::float8 AS age_seconds
+    -- What the CTEs below need comes from here, so that none of them joins o with recorded
+    -- (the planner cannot know how many rows recorded returns, and would loop over both).
+    RETURNING b.seq, b.service_id, o.epoch, o.new_state, o.chain, o.attempt_id, o.http_status, o.latency_ms,
+              o.outcome, o.last_error, EXTRACT(EPOCH FROM now() - b.created_at)::float8 AS age_seconds
 ),
 attempted AS (
     UPDATE submission_attempts a
-    SET finished_at = now(), http_status = NULLIF(o.http_status, 0), latency_ms = o.latency_ms,
-        outcome = o.outcome, error = NULLIF(o.last_error, '')
-    FROM o JOIN recorded r ON r.seq = o.seq
-    WHERE a.id = o.attempt_id AND a.finished_at IS NULL
-),
-logged AS (
-    INSERT INTO batch_transitions (seq, from_state, to_state, instance_id, epoch, detail)
-    SELECT o.seq, 'INFLIGHT', o.new_state, $15::uuid, o.epoch, o.outcome
-    FROM o JOIN recorded r ON r.seq = o.seq
+    SET finished_at = now(), http_status = NULLIF(r.http_status, 0), latency_ms = r.latency_ms,
+        outcome = r.outcome, error = NULLIF(r.last_error, ''), to_state = r.new_state
+    FROM recorded r
+    WHERE a.id = r.attempt_id AND a.finished_at IS NULL
 ),
 halted AS (
     INSERT INTO service_halts (service_id, seq, reason)
-    SELECT o.service_id, o.seq, 'batch INVALID: ' || o.last_error
-    FROM o JOIN recorded r ON r.seq = o.seq
-    WHERE $17::bool AND o.new_state = 'INVALID'
+    SELECT r.service_id, r.seq, 'batch INVALID: ' || r.last_error
+    FROM recorded r
+    WHERE $17::bool AND r.new_state = 'INVALID'
     ON CONFLICT (service_id) DO NOTHING
 ),
 finished AS (
-    SELECT o.seq, o.service_id, o.epoch, o.chain,
-           (o.new_state = 'COMMITTED' OR NOT $17::bool) AS frees
-    FROM o JOIN recorded r ON r.seq = o.seq
-    WHERE o.new_state IN ('COMMITTED', 'INVALID')
+    SELECT r.seq, r.service_id, r.epoch, r.chain,
+           (r.new_state = 'COMMITTED' OR NOT $17::bool) AS frees
+    FROM recorded r
+    WHERE r.new_state IN ('COMMITTED', 'INVALID')
 ),
 lease AS (
     SELECT i.id FROM instances i
@@ -601,13 +596,9 @@ chained AS (
     RETURNING b.seq, b.service_id, b.batch_id, b.payload, b.attempts, n.epoch, n.prev_seq
 ),
 chained_attempt AS (
-    INSERT INTO submission_attempts (seq, service_id, batch_id, instance_id, epoch, reason)
-    SELECT c.seq, c.service_id, c.batch_id, $15::uuid, c.epoch, 'first' FROM chained c
+    INSERT INTO submission_attempts (seq, service_id, batch_id, instance_id, epoch, reason, from_state)
+    SELECT c.seq, c.service_id, c.batch_id, $15::uuid, c.epoch, 'first', 'NEW' FROM chained c
     RETURNING id, seq
-),
-chained_logged AS (
-    INSERT INTO batch_transitions (seq, from_state, to_state, instance_id, epoch, detail)
-    SELECT c.seq, 'NEW', 'INFLIGHT', $15::uuid, c.epoch, 'first' FROM chained c
 ),
 drained AS (
     UPDATE service_id_claims c
@@ -765,26 +756,27 @@ recorded AS (
         updated_at = now()
     FROM u JOIN fenced f ON f.service_id = u.service_id AND f.epoch = u.epoch
     WHERE b.seq = u.seq AND b.service_id = u.service_id AND b.state = u.from_state AND b.attempts = u.attempt
-    RETURNING b.seq, EXTRACT(EPOCH FROM now() - b.created_at)::float8 AS age_seconds
+    RETURNING b.seq, b.service_id, u.epoch, u.from_state, u.new_state, u.detail,
+              EXTRACT(EPOCH FROM now() - b.created_at)::float8 AS age_seconds
 ),
 logged AS (
     INSERT INTO batch_transitions (seq, from_state, to_state, instance_id, epoch, detail)
-    SELECT u.seq, u.from_state, u.new_state, $11::uuid, u.epoch, u.detail
-    FROM u JOIN recorded r ON r.seq = u.seq
-    WHERE u.new_state <> u.from_state
+    SELECT r.seq, r.from_state, r.new_state, $11::uuid, r.epoch, r.detail
+    FROM recorded r
+    WHERE r.new_state <> r.from_state
 ),
 halted AS (
     INSERT INTO service_halts (service_id, seq, reason)
-    SELECT u.service_id, u.seq, 'batch INVALID'
-    FROM u JOIN recorded r ON r.seq = u.seq
-    WHERE $13::bool AND u.new_state = 'INVALID'
+    SELECT r.service_id, r.seq, 'batch INVALID'
+    FROM recorded r
+    WHERE $13::bool AND r.new_state = 'INVALID'
     ON CONFLICT (service_id) DO NOTHING
 ),
 drained AS (
     UPDATE service_id_claims c
     SET active_at = now()
-    FROM (SELECT u.service_id, u.epoch, u.seq FROM u JOIN recorded r ON r.seq = u.seq
-          WHERE u.new_state IN ('COMMITTED', 'INVALID')) d
+    FROM (SELECT r.service_id, r.epoch, r.seq FROM recorded r
+          WHERE r.new_state IN ('COMMITTED', 'INVALID')) d
     WHERE $14::bool
       AND c.service_id = d.service_id AND c.epoch = d.epoch AND c.claimant = $11::uuid
       AND NOT EXISTS (SELECT 1 FROM batches b WHERE b.service_id = d.service_id AND b.unfinished AND b.seq <> d.seq)
@@ -969,7 +961,7 @@ const instanceProgress = `-- name: InstanceProgress :many
 SELECT i.id, i.name,
        (SELECT count(*) FROM service_id_claims c WHERE c.claimant = i.id)::bigint AS claims,
        (SELECT count(*) FROM batches b WHERE b.state = 'INFLIGHT' AND b.claimant = i.id)::bigint AS in_flight,
-       (SELECT count(*) FROM batch_transitions t WHERE t.to_state = 'COMMITTED' AND t.instance_id = i.id)::bigint AS committed
+       (SELECT count(*) FROM batch_history t WHERE t.to_state = 'COMMITTED' AND t.instance_id = i.id)::bigint AS committed
 FROM instances i
 ORDER BY i.name
 `

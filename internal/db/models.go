@@ -34,6 +34,16 @@ type Batch struct {
 	UnknownSince    *time.Time
 }
 
+type BatchHistory struct {
+	Seq        int64
+	FromState  *string
+	ToState    string
+	InstanceID *uuid.UUID
+	Epoch      *int64
+	At         time.Time
+	Detail     *string
+}
+
 type BatchTransition struct {
 	ID         int64
 	Seq        int64
@@ -303,4 +313,6 @@ type SubmissionAttempt struct {
 	LatencyMs  *float64
 	Outcome    *string
 	Error      *string
+	FromState  *string
+	ToState    *string
 }

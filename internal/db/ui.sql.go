@@ -182,19 +182,29 @@ func (q *Queries) UITakeoversRecent(ctx context.Context, db DBTX, arg UITakeover
 }
 
 const uITransitionsPerBucket = `-- name: UITransitionsPerBucket :many
+WITH t AS (
+    SELECT x.at, x.to_state FROM batch_transitions x
+    WHERE x.id > (SELECT COALESCE(max(id), 0) FROM batch_transitions) - $3::bigint
+    UNION ALL
+    SELECT a.started_at, 'INFLIGHT' FROM submission_attempts a
+    WHERE a.id > (SELECT COALESCE(max(id), 0) FROM submission_attempts) - $3::bigint AND a.from_state IS NOT NULL
+    UNION ALL
+    SELECT a.finished_at, a.to_state FROM submission_attempts a
+    WHERE a.id > (SELECT COALESCE(max(id), 0) FROM submission_attempts) - $3::bigint
+      AND a.from_state IS NOT NULL AND a.to_state IS NOT NULL
+)
 SELECT floor(EXTRACT(EPOCH FROM now() - t.at) * 1000 / $1::bigint)::bigint AS bucket,
-       t.to_state, count(*)::bigint AS transitions
-FROM batch_transitions t
-WHERE t.id > (SELECT COALESCE(max(id), 0) FROM batch_transitions) - $2::bigint
-  AND t.at > now() - $3::bigint * interval '1 millisecond'
+       t.to_state::text AS to_state, count(*)::bigint AS transitions
+FROM t
+WHERE t.at > now() - $2::bigint * interval '1 millisecond'
 GROUP BY 1, 2
 ORDER BY 1, 2
 `
 
 type UITransitionsPerBucketParams struct {
 	BucketMs int64
-	Scan     int64
 	WindowMs int64
+	Scan     int64
 }
 
 type UITransitionsPerBucketRow struct {
@@ -204,9 +214,9 @@ type UITransitionsPerBucketRow struct {
 }
 
 // State changes per target state in buckets of bucket_ms over the last window_ms, bucket 0
-// being the newest. Only the last scan rows of the log are read, so a very busy window is cut.
+// being the newest. Only the last scan rows of each log are read, so a very busy window is cut.
 func (q *Queries) UITransitionsPerBucket(ctx context.Context, db DBTX, arg UITransitionsPerBucketParams) ([]UITransitionsPerBucketRow, error) {
-	rows, err := db.Query(ctx, uITransitionsPerBucket, arg.BucketMs, arg.Scan, arg.WindowMs)
+	rows, err := db.Query(ctx, uITransitionsPerBucket, arg.BucketMs, arg.WindowMs, arg.Scan)
 	if err != nil {
 		return nil, err
 	}
@@ -226,17 +236,28 @@ func (q *Queries) UITransitionsPerBucket(ctx context.Context, db DBTX, arg UITra
 }
 
 const uITransitionsRecent = `-- name: UITransitionsRecent :many
-SELECT t.id, t.at, t.from_state, t.to_state, t.epoch, b.service_id, b.batch_id,
+WITH t AS (
+    SELECT x.seq, x.at, x.from_state, x.to_state, x.epoch, x.instance_id
+    FROM (SELECT id, seq, from_state, to_state, instance_id, epoch, at, detail FROM batch_transitions ORDER BY id DESC LIMIT $1::int) x
+    UNION ALL
+    SELECT a.seq, a.started_at, a.from_state, 'INFLIGHT', a.epoch, a.instance_id
+    FROM (SELECT id, seq, service_id, batch_id, instance_id, epoch, reason, started_at, finished_at, http_status, latency_ms, outcome, error, from_state, to_state FROM submission_attempts ORDER BY id DESC LIMIT $1::int) a
+    WHERE a.from_state IS NOT NULL
+    UNION ALL
+    SELECT a.seq, a.finished_at, 'INFLIGHT', a.to_state, a.epoch, a.instance_id
+    FROM (SELECT id, seq, service_id, batch_id, instance_id, epoch, reason, started_at, finished_at, http_status, latency_ms, outcome, error, from_state, to_state FROM submission_attempts ORDER BY id DESC LIMIT $1::int) a
+    WHERE a.from_state IS NOT NULL AND a.to_state IS NOT NULL
+)
+SELECT t.at::timestamptz AS at, t.from_state, t.to_state::text AS to_state, t.epoch, b.service_id, b.batch_id,
        t.instance_id, i.name AS instance_name
-FROM batch_transitions t
+FROM t
 JOIN batches b ON b.seq = t.seq
 LEFT JOIN instances i ON i.id = t.instance_id
-ORDER BY t.id DESC
+ORDER BY t.at DESC
 LIMIT $1::int
 `
 
 type UITransitionsRecentRow struct {
-	ID           int64
 	At           time.Time
 	FromState    *string
 	ToState      string
@@ -247,7 +268,8 @@ type UITransitionsRecentRow struct {
 	InstanceName *string
 }
 
-// The newest batch state changes, with who made them.
+// The newest batch state changes, with who made them: the last rows of the transition log and
+// of the attempt log (a POST's mark and outcome), each read by its primary key.
 func (q *Queries) UITransitionsRecent(ctx context.Context, db DBTX, maxRows int32) ([]UITransitionsRecentRow, error) {
 	rows, err := db.Query(ctx, uITransitionsRecent, maxRows)
 	if err != nil {
@@ -258,7 +280,6 @@ func (q *Queries) UITransitionsRecent(ctx context.Context, db DBTX, maxRows int3
 	for rows.Next() {
 		var i UITransitionsRecentRow
 		if err := rows.Scan(
-			&i.ID,
 			&i.At,
 			&i.FromState,
 			&i.ToState,

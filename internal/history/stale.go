@@ -22,11 +22,13 @@ type WriteReport struct {
 }
 
 // CheckWrites verifies that every status write (a row of batch_transitions) and every
-// submission (a row of submission_attempts, written with the fenced in-flight mark) was made
-// by the owner of its service_id with its epoch, while that ownership lasted: from the commit
-// of its acquisition to the commit of its end. With track_commit_timestamp on, times are
-// commit timestamps; otherwise the write's transaction start, which can only hide a stale
-// write, never invent one.
+// submission (a row of submission_attempts: written with the fenced in-flight mark, completed
+// by the fenced write of its outcome) was made by the owner of its service_id with its epoch,
+// while that ownership lasted: from the commit of its acquisition to the commit of its end.
+// An attempt is checked over its whole life: from its mark's transaction start to the commit
+// of its last write (its outcome's, or its mark's when no outcome was recorded), which holds
+// the mark's commit. With track_commit_timestamp on, times are commit timestamps; otherwise the
+// write's transaction start, which can only hide a stale write, never invent one.
 func CheckWrites(ctx context.Context, q claims.Querier) (WriteReport, error) {
 	var r WriteReport
 	owns, err := Ownerships(ctx, q)
@@ -47,18 +49,16 @@ func CheckWrites(ctx context.Context, q claims.Querier) (WriteReport, error) {
 			byEpoch[key{svc, o.Epoch}] = o
 		}
 	}
-	tAt, aAt := "t.at", "a.started_at"
+	tAt, aEnd := "t.at", "COALESCE(a.finished_at, a.started_at)"
 	if commitTS {
-		tAt, aAt = "COALESCE(pg_xact_commit_timestamp(t.xmin), t.at)", "a.started_at"
+		tAt, aEnd = "COALESCE(pg_xact_commit_timestamp(t.xmin), t.at)", "COALESCE(pg_xact_commit_timestamp(a.xmin), a.finished_at, a.started_at)"
 	}
-	// A submission_attempts row is updated when its outcome arrives, so its xmin is that
-	// update's; the in-flight mark's own transition row carries the commit time instead.
 	rows, err := q.Query(ctx, `
-		SELECT 'transition ' || t.from_state || '->' || t.to_state, b.service_id, b.batch_id, t.instance_id, t.epoch, `+tAt+`
+		SELECT 'transition ' || t.from_state || '->' || t.to_state, b.service_id, b.batch_id, t.instance_id, t.epoch, `+tAt+`, `+tAt+`
 		FROM batch_transitions t JOIN batches b ON b.seq = t.seq
 		WHERE t.instance_id IS NOT NULL AND t.epoch IS NOT NULL
 		UNION ALL
-		SELECT 'attempt ' || a.reason, a.service_id, a.batch_id, a.instance_id, a.epoch, `+aAt+`
+		SELECT 'attempt ' || a.reason, a.service_id, a.batch_id, a.instance_id, a.epoch, a.started_at, `+aEnd+`
 		FROM submission_attempts a`)
 	if err != nil {
 		return r, fmt.Errorf("read writes: %w", err)
@@ -68,8 +68,8 @@ func CheckWrites(ctx context.Context, q claims.Querier) (WriteReport, error) {
 		var what, svc, batch string
 		var inst uuid.UUID
 		var epoch int64
-		var at time.Time
-		if err := rows.Scan(&what, &svc, &batch, &inst, &epoch, &at); err != nil {
+		var at, end time.Time
+		if err := rows.Scan(&what, &svc, &batch, &inst, &epoch, &at, &end); err != nil {
 			return r, err
 		}
 		r.Writes++
@@ -82,7 +82,7 @@ func CheckWrites(ctx context.Context, q claims.Querier) (WriteReport, error) {
 			bad = fmt.Sprintf("epoch %d was owned by %s", epoch, o.Instance)
 		case at.Before(o.From):
 			bad = fmt.Sprintf("before the ownership began at %s", o.From.Format(time.StampMicro))
-		case !o.To.IsZero() && at.After(o.To):
+		case !o.To.IsZero() && end.After(o.To):
 			bad = fmt.Sprintf("after the ownership ended (%s) at %s", o.End, o.To.Format(time.StampMicro))
 		}
 		if bad != "" {
