@@ -110,7 +110,7 @@ func (m *Member) writeConfig() error {
 				// A primary whose postmaster died fails over at once instead of being
 				// restarted in place.
 				"primary_start_timeout": 0,
-				"postgresql": map[string]any{"use_pg_rewind": true, "use_slots": true, "parameters": params},
+				"postgresql":            map[string]any{"use_pg_rewind": true, "use_slots": true, "parameters": params},
 			},
 			"initdb": []any{map[string]string{"encoding": "UTF8"}, map[string]string{"locale": "C"}, map[string]string{"auth": "trust"}},
 			"pg_hba": []string{"local all all trust", "host all all 127.0.0.1/32 trust", "host replication all 127.0.0.1/32 trust"},
