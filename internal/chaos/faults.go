@@ -172,6 +172,9 @@ func (r *run) inject(ctx context.Context, kind string, rng *rand.Rand) error {
 			kindOf = "asynchronous"
 		}
 		r.event(kind, "primary killed, standby promoted in %.1fs; new %s standby after %.1fs", down.Seconds(), kindOf, total.Seconds())
+	case KindPatroniKillPostmaster, KindPatroniKillPatroni, KindPatroniSwitchover, KindPatroniFailover,
+		KindPatroniDCSCut, KindEtcdRestart:
+		return r.leaderFault(ctx, kind, rng)
 	case KindLedger429:
 		n := 5 + rng.IntN(25)
 		r.sim.InjectStatus(http.StatusTooManyRequests, n)

@@ -24,6 +24,7 @@ import (
 // run is the state of one chaos run.
 type run struct {
 	cfg       Config
+	replay    string // the command that replays the run, from its config before skips
 	db        *servers
 	pool      *pgxpool.Pool
 	sim       *dltsim.Sim
@@ -43,9 +44,13 @@ type run struct {
 	// beforeFailover: acquisitions each killed primary had; the new primary must have them.
 	beforeFailover []acquisition
 	victims        []*victim
-	problems       []string
-	unbalanced     string // why the claims never balanced; empty when they did
-	skipped        []string
+	// leaderTakeovers: what each Patroni leader fault cost; slowLeader: those past their
+	// bound, as problems.
+	leaderTakeovers []LeaderTakeover
+	slowLeader      []string
+	problems        []string
+	unbalanced      string // why the claims never balanced; empty when they did
+	skipped         []string
 }
 
 // Run performs one chaos run and checks its history. The error is for a run that could not
@@ -55,15 +60,18 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	if err := cfg.validate(); err != nil {
 		return Report{}, err
 	}
-	r := &run{cfg: cfg, faults: map[string]int{}, stores: map[string]stored{}, numbers: batchNumbers{next: map[string]int{}}}
-	r.say("seed %d: replay with: %s", cfg.Seed, replayCommand(cfg))
+	r := &run{cfg: cfg, replay: replayCommand(cfg), faults: map[string]int{}, stores: map[string]stored{}, numbers: batchNumbers{next: map[string]int{}}}
+	r.say("seed %d: replay with: %s", cfg.Seed, r.replay)
 	var err error
-	if r.db, err = startServers(ctx, cfg.DatabaseURL, cfg.AsyncStandby, r.say); err != nil {
+	if r.db, err = startServers(ctx, cfg, r.say); err != nil {
 		return Report{}, err
 	}
 	defer r.db.close(ctx)
-	if !r.db.own {
-		r.skip(KindPostgresRestart, KindPostgresFailover)
+	if !r.db.own || r.db.ha != nil {
+		r.skip(localKinds...)
+	}
+	if r.db.ha == nil {
+		r.skip(patroniKinds...)
 	}
 	if r.pool, err = r.db.pool(ctx); err != nil {
 		return Report{}, err
@@ -141,6 +149,9 @@ func replayCommand(c Config) string {
 	}
 	if c.AsyncStandby {
 		cmd += " --async-standby"
+	}
+	if c.Cluster != ClusterLocal && c.Cluster != "" {
+		cmd += " --cluster " + c.Cluster
 	}
 	if len(c.Kinds) != len(Kinds()) {
 		cmd += " --faults " + strings.Join(c.Kinds, ",")

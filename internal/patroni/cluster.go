@@ -391,3 +391,12 @@ func (c *Cluster) probeWrite(ctx context.Context, m *Member) error {
 		INSERT INTO harness_writes DEFAULT VALUES`)
 	return err
 }
+
+// Rewinds counts the times a member was brought back by pg_rewind, over every member.
+func (c *Cluster) Rewinds() int {
+	n := 0
+	for _, m := range c.members {
+		n += m.Rewinds()
+	}
+	return n
+}

@@ -164,8 +164,8 @@ func TestFaults(t *testing.T) {
 	})
 	// The leader's manager dies; its Postgres runs on unmanaged. Once a standby is promoted
 	// (after ttl), the old leader, still a primary, takes a write that only it commits
-	// (synchronous_commit local): its history has forked. Its Patroni, back, must rewind it
-	// (pg_rewind) to rejoin, which discards that write.
+	// (Diverge): its history has forked. Its Patroni, back, must rewind it (pg_rewind) to
+	// rejoin.
 	step("kill patroni, rejoin via pg_rewind", func(l *Member) error {
 		rewinds := l.Rewinds()
 		if err := c.KillPatroni(l); err != nil {
@@ -174,14 +174,8 @@ func TestFaults(t *testing.T) {
 		if _, _, err := c.WaitWritable(ctx, l.Name); err != nil {
 			return err
 		}
-		conn, err := pgx.Connect(ctx, c.DirectURL(l, "postgres"))
-		if err != nil {
+		if err := c.Diverge(ctx, l); err != nil {
 			return err
-		}
-		_, err = conn.Exec(ctx, `SET synchronous_commit = local; INSERT INTO kept VALUES (-1)`)
-		conn.Close(ctx)
-		if err != nil {
-			return fmt.Errorf("write on the unmanaged old leader: %w", err)
 		}
 		if err := c.StartPatroni(l); err != nil {
 			return err

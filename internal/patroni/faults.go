@@ -6,6 +6,8 @@ import (
 	"os/exec"
 	"strings"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // KillPostmaster SIGKILLs m's postmaster, as a crash would. On the leader, Patroni (with
@@ -79,3 +81,24 @@ func (c *Cluster) StopEtcd(kill bool) error { return c.etcd.stop(kill) }
 
 // StartEtcd starts etcd again on its address and data.
 func (c *Cluster) StartEtcd(ctx context.Context) error { return c.etcd.start(ctx) }
+
+// Diverge commits one row on m alone (synchronous_commit local), in database postgres: on a
+// former leader that runs on unmanaged after a standby was promoted, this forks its history
+// from the new leader's, so that it can rejoin only through pg_rewind, which discards the
+// row.
+func (c *Cluster) Diverge(ctx context.Context, m *Member) error {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, c.DirectURL(m, "postgres"))
+	if err != nil {
+		return fmt.Errorf("diverge %s: %w", m.Name, err)
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	_, err = conn.Exec(ctx, `SET synchronous_commit = local;
+		CREATE TABLE IF NOT EXISTS harness_writes (at timestamptz NOT NULL DEFAULT now());
+		INSERT INTO harness_writes DEFAULT VALUES`)
+	if err != nil {
+		return fmt.Errorf("diverge %s: %w", m.Name, err)
+	}
+	return nil
+}
