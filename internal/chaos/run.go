@@ -19,6 +19,7 @@ import (
 	"github.com/batchclaim/batchclaim/dlt"
 	"github.com/batchclaim/batchclaim/dlt/dltsim"
 	"github.com/batchclaim/batchclaim/internal/db"
+	"github.com/batchclaim/batchclaim/internal/history"
 )
 
 // run is the state of one chaos run.
@@ -116,8 +117,19 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	}
 	r.quiesce(ctx)
 	r.stopAll(ctx)
-	return r.check(ctx)
+	// The history is read from whichever server is primary now; a read that meets a
+	// failover (or a pool connection to a server that is gone) is tried again.
+	var rep Report
+	err = history.Retry(ctx, checkRetryLimit, func(ctx context.Context) error {
+		var err error
+		rep, err = r.check(ctx)
+		return err
+	})
+	return rep, err
 }
+
+// checkRetryLimit bounds how long the check tries again to read the history.
+const checkRetryLimit = 2 * time.Minute
 
 // stopAll stops every instance gracefully, one after another, noting when each stop began.
 func (r *run) stopAll(ctx context.Context) {
