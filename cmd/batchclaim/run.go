@@ -17,6 +17,7 @@ import (
 	"github.com/batchclaim/batchclaim/dlt"
 	"github.com/batchclaim/batchclaim/ingest"
 	"github.com/batchclaim/batchclaim/internal/httpauth"
+	"github.com/batchclaim/batchclaim/internal/wallclock"
 	"github.com/batchclaim/batchclaim/node"
 	"github.com/batchclaim/batchclaim/observer"
 	"github.com/batchclaim/batchclaim/queuer"
@@ -49,14 +50,23 @@ func logFlags(fs *flag.FlagSet) func(w io.Writer) (*slog.Logger, error) {
 		if err := l.UnmarshalText([]byte(*level)); err != nil {
 			return nil, fmt.Errorf("--log-level %q: want debug, info, warn or error", *level)
 		}
-		opts := &slog.HandlerOptions{Level: l}
+		if err := wallclock.Load(); err != nil { // the wall-clock skew of tests, if any
+			return nil, err
+		}
+		opts := &slog.HandlerOptions{Level: l, ReplaceAttr: wallclock.ReplaceAttr}
+		var logger *slog.Logger
 		switch strings.ToLower(*format) {
 		case "text":
-			return slog.New(slog.NewTextHandler(w, opts)), nil
+			logger = slog.New(slog.NewTextHandler(w, opts))
 		case "json":
-			return slog.New(slog.NewJSONHandler(w, opts)), nil
+			logger = slog.New(slog.NewJSONHandler(w, opts))
+		default:
+			return nil, fmt.Errorf("--log-format %q: want text or json", *format)
 		}
-		return nil, fmt.Errorf("--log-format %q: want text or json", *format)
+		if off := wallclock.Offset(); off != 0 {
+			logger.Warn("wall clock skewed for a test", "offset", off.String(), "env", wallclock.EnvOffset)
+		}
+		return logger, nil
 	}
 }
 

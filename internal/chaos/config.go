@@ -27,6 +27,7 @@ const (
 	KindLedgerDropResponse = "ledger_drop_response"
 	KindLedgerRestart      = "ledger_restart"
 	KindConcurrentEnqueue  = "concurrent_enqueue"
+	KindClockSkew          = "clock_skew"
 	// The faults of a Patroni cluster (--cluster patroni); see patroni.go.
 	KindPatroniKillPostmaster = "patroni_kill_postmaster"
 	KindPatroniKillPatroni    = "patroni_kill_patroni"
@@ -61,7 +62,7 @@ const (
 // hostKinds are the faults of processes, links and Postgres: one at a time, so that a slow
 // takeover is never blamed on two faults at once.
 var hostKinds = []string{KindSIGKILL, KindSIGSTOP, KindLinkCut, KindLinkBlackhole, KindLinkLatency,
-	KindTerminateBackend, KindPostgresRestart, KindPostgresFailover, KindPatroniKillPostmaster,
+	KindTerminateBackend, KindClockSkew, KindPostgresRestart, KindPostgresFailover, KindPatroniKillPostmaster,
 	KindPatroniKillPatroni, KindPatroniSwitchover, KindPatroniFailover, KindPatroniDCSCut, KindEtcdRestart}
 
 // localKinds need the local cluster, patroniKinds a Patroni cluster; a run on another
