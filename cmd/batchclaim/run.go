@@ -162,7 +162,7 @@ func runDaemon(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	var stmts *stmtMetric
 	cfg.Registry, stmts = runRegistry()
-	pool, err := openPool(ctx, *dbURL, 0, stmts.attach, func(pc *pgxpool.Config) { claims.ConfigurePool(pc, timings) })
+	pool, err := openPoolNoted(ctx, *dbURL, 0, func(msg string) { logger.Warn(msg) }, stmts.attach, func(pc *pgxpool.Config) { claims.ConfigurePool(pc, timings) })
 	if err != nil {
 		return err
 	}
