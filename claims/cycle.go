@@ -82,6 +82,9 @@ func (e *Engine) cycle(ctx context.Context) (CycleReport, error) {
 			return rep, err
 		}
 	}
+	if why, err := e.checkFailover(ctx, e.pool); err != nil || why != "" { // guard.go: no new work
+		return rep, err
+	}
 	now, err := e.dbNow(ctx, e.pool)
 	if err != nil {
 		return rep, err

@@ -80,6 +80,7 @@ func runDaemon(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	var cfg node.Config
 	fs.StringVar(&cfg.Claims.Name, "instance-name", "", "name shown by status (default <host>-<pid>)")
 	timingFlags(fs, &cfg.Claims)
+	fs.BoolVar(&cfg.Claims.RequireSyncStandby, "require-sync-standby", false, "take no new work while the primary has no synchronous standby (a failover could lose commits, epochs included) (default: on when --database-url lists several hosts)")
 	dltURL := fs.String("dlt-url", "", "ledger REST API base URL (Sawtooth REST API, or the Splinter node for scabbard)")
 	flavor := fs.String("dlt-flavor", "sawtooth", "sawtooth | scabbard")
 	circuit := fs.String("scabbard-circuit", "", "scabbard circuit id (scabbard only)")
@@ -120,6 +121,9 @@ func runDaemon(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return err
 	}
 	cfg.Logger, cfg.Claims.Logger, cfg.Claims.Version = logger, logger, version
+	if !flagGiven(fs, "require-sync-standby") {
+		cfg.Claims.RequireSyncStandby = multiHost(*dbURL)
+	}
 	timings, err := cfg.Claims.Resolve()
 	if err != nil {
 		return err
@@ -178,6 +182,7 @@ func runDaemon(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err != nil {
 		return err
 	}
+	registerGuardMetrics(cfg.Registry, n.Engine())
 	logger.Info("starting", "instance_id", n.Engine().InstanceID().String(), "name", n.Engine().Name(), "pid", os.Getpid(),
 		"version", version, "database", redact(*dbURL), "dlt", redact(*dltURL), "flavor", *flavor,
 		"renew_interval", timings.RenewInterval, "local_deadline", timings.LocalDeadline,

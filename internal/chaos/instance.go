@@ -103,6 +103,10 @@ func (in *instance) start(r *run) error {
 	if c.DropIdleAfter > 0 {
 		args = append(args, "--drop-idle-after", c.DropIdleAfter.String())
 	}
+	if c.AsyncStandby {
+		// The demonstration runs without a synchronous standby on purpose.
+		args = append(args, "--require-sync-standby=false")
+	}
 	logf, err := os.OpenFile(filepath.Join(r.logDir, in.name+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return err
