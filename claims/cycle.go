@@ -82,9 +82,6 @@ func (e *Engine) cycle(ctx context.Context) (CycleReport, error) {
 			return rep, err
 		}
 	}
-	if why, err := e.checkFailover(ctx, e.pool); err != nil || why != "" { // guard.go: no new work
-		return rep, err
-	}
 	now, err := e.dbNow(ctx, e.pool)
 	if err != nil {
 		return rep, err
@@ -97,6 +94,9 @@ func (e *Engine) cycle(ctx context.Context) (CycleReport, error) {
 	}
 	if !sv.Owned {
 		return rep, fmt.Errorf("%w: the registry row of %s belongs to another process", ErrInstanceIDInUse, e.cfg.InstanceID)
+	}
+	if e.checkSurvey(ctx, sv) != "" { // guard.go: no new work
+		return rep, nil
 	}
 	live := make([]string, len(sv.Live))
 	for i, id := range sv.Live {

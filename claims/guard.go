@@ -7,6 +7,9 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/batchclaim/batchclaim/internal/db"
 )
 
 // The failover guard. The guarantees hold across a failover only if what was committed on the
@@ -20,25 +23,23 @@ import (
 // Config.RequireSyncStandby it also stops taking new work while the primary commits without
 // waiting for a synchronous standby, and goes on once one is back.
 //
-// The check is one statement. It runs at the start of every claim cycle (before anything
-// could be acquired) and before every renewal through the pool; the lease loop, on a
-// connection of its own, runs it once per connection (a timeline cannot change under an open
-// connection to a primary: promotion happens on another server, and a demoted primary ends
-// its sessions) and then every Expiry1 for the synchronous standby. A renewal never goes
-// ahead of a check that could not run: on a new primary it would hide the renewal that was
-// lost.
+// What the guard reads costs no statement of its own in a claim cycle: the cycle's survey
+// returns it (the timeline, the synchronous standby, the epoch sequence, this instance's last
+// renewal), and the cycle judges it before it writes anything. A renewal reads it with one
+// statement before the first renewal on each new connection (see checkLease), and every
+// Expiry1 when a synchronous standby is required.
 
 // guard is the engine's failover guard state.
 type guard struct {
 	mu       sync.Mutex
-	timeline int64     // the database's timeline when last checked; 0: not yet
-	renewed  time.Time // heartbeat_at of the last renewal seen to commit
-	maxEpoch int64     // the highest epoch this instance was granted
-	lost     string    // why commits were lost; permanent
-	noSync   string    // why the primary has no synchronous standby; cleared when one is back
-	conn     *pgx.Conn // the lease connection last checked
-	syncAt   time.Time // monotonic: when the synchronous standby was last checked
-	refusals int64     // times the instance began to refuse new work
+	timeline int64              // the database's timeline when last checked; 0: not yet
+	renewed  time.Time          // heartbeat_at of the last renewal seen to commit
+	maxEpoch int64              // the highest epoch this instance was granted
+	lost     string             // why commits were lost; permanent
+	noSync   string             // why the primary has no synchronous standby; cleared when one is back
+	conns    map[*pgx.Conn]bool // connections the database was judged through on this timeline
+	syncAt   time.Time          // monotonic: when the synchronous standby was last checked
+	refusals int64              // times the instance began to refuse new work
 }
 
 // Refusal says why the instance takes no new work after a failover or without a synchronous
@@ -84,45 +85,97 @@ func (e *Engine) renewedAt(at time.Time) {
 	}
 }
 
-// checked reports whether q is the lease loop's connection, checked already, with the
-// synchronous standby not due for a check.
-func (e *Engine) checked(q Querier) bool {
-	e.guard.mu.Lock()
-	defer e.guard.mu.Unlock()
-	c, ok := q.(*pgx.Conn)
-	due := e.cfg.RequireSyncStandby && time.Since(e.guard.syncAt) >= e.cfg.Expiry1
-	return ok && c == e.guard.conn && e.guard.timeline != 0 && !due
+// observation is what the guard reads from the database in one statement: the survey of a
+// claim cycle, or the lease loop's own check.
+type observation struct {
+	timeline, epochs int64
+	sync             bool
+	heartbeat        *time.Time // this instance's last renewal there; nil: no row
 }
 
-// checkFailover checks the database q reaches (see the comment at the top of this file) and
-// returns Refusal. An error means the check could not run: the caller must not write (a
-// renewal on a new primary before the check would hide a lost one).
-func (e *Engine) checkFailover(ctx context.Context, q Querier) (string, error) {
-	if e.checked(q) {
-		return e.Refusal(), nil
-	}
-	var timeline, epochs int64
-	var sync bool
-	var heartbeat *time.Time
-	err := q.QueryRow(ctx, `SELECT ('x' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8))::bit(32)::bigint,
-		current_setting('synchronous_standby_names') <> '' AND current_setting('synchronous_commit') NOT IN ('off', 'local'),
-		(SELECT last_value FROM service_id_claim_epochs),
-		(SELECT heartbeat_at FROM instances WHERE id = $1 AND nonce = $2)`, e.cfg.InstanceID, e.nonce).Scan(&timeline, &sync, &epochs, &heartbeat)
-	if err != nil {
-		return "", fmt.Errorf("check the database after a possible failover: %w", err)
-	}
+// guardQuery reads an observation (the same columns as the survey's last four).
+const guardQuery = `SELECT ('x' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8))::bit(32)::bigint,
+	current_setting('synchronous_standby_names') <> '' AND current_setting('synchronous_commit') NOT IN ('off', 'local'),
+	COALESCE(pg_sequence_last_value('service_id_claim_epochs'::regclass), 0),
+	(SELECT heartbeat_at FROM instances WHERE id = $1 AND nonce = $2)`
+
+// checked reports whether conn is a connection the guard judged the database through since
+// the last change of timeline, with the synchronous standby not due for a check.
+func (e *Engine) checked(conn *pgx.Conn) bool {
 	e.guard.mu.Lock()
 	defer e.guard.mu.Unlock()
-	if c, ok := q.(*pgx.Conn); ok {
-		e.guard.conn = c
+	due := e.cfg.RequireSyncStandby && time.Since(e.guard.syncAt) >= e.cfg.Expiry1
+	return conn != nil && e.guard.conns[conn] && e.guard.timeline != 0 && !due
+}
+
+// acquirer is implemented by *pgxpool.Pool.
+type acquirer interface {
+	Acquire(ctx context.Context) (*pgxpool.Conn, error)
+}
+
+// checkLease pins the renewal that follows to one connection and judges the database
+// through it first, unless the guard did so on that connection already (a timeline cannot
+// change under an open connection to a primary: promotion happens on another server, and a
+// demoted primary ends its sessions) and no check of the synchronous standby is due. It
+// returns the Querier to renew through and a func that releases it. An error means the check
+// could not run, and the renewal must not go ahead: on a new primary it would hide the
+// renewal that was lost.
+func (e *Engine) checkLease(ctx context.Context, q Querier) (Querier, func(), error) {
+	release := func() {}
+	conn, _ := q.(*pgx.Conn)
+	if p, ok := q.(acquirer); ok {
+		c, err := p.Acquire(ctx)
+		if err != nil {
+			return nil, release, err
+		}
+		q, conn, release = c, c.Conn(), c.Release
 	}
+	if e.checked(conn) {
+		return q, release, nil
+	}
+	var o observation
+	if err := q.QueryRow(ctx, guardQuery, e.cfg.InstanceID, e.nonce).Scan(&o.timeline, &o.sync, &o.epochs, &o.heartbeat); err != nil {
+		release()
+		return nil, func() {}, fmt.Errorf("check the database after a possible failover: %w", err)
+	}
+	e.judge(ctx, q, o)
+	if conn != nil {
+		e.guard.mu.Lock()
+		if len(e.guard.conns) > 64 { // connections come and go; forget the old ones
+			clear(e.guard.conns)
+		}
+		e.guard.conns[conn] = true
+		e.guard.mu.Unlock()
+	}
+	return q, release, nil
+}
+
+// checkSurvey judges the database from a claim cycle's survey, before the cycle writes
+// anything, and returns Refusal.
+func (e *Engine) checkSurvey(ctx context.Context, sv db.ClaimsSurveyRow) string {
+	o := observation{timeline: sv.Timeline, epochs: sv.Epochs, sync: sv.SyncStandby}
+	if sv.HeartbeatAt.After(time.Unix(0, 0)) {
+		o.heartbeat = &sv.HeartbeatAt
+	}
+	e.judge(ctx, e.pool, o)
+	return e.Refusal()
+}
+
+// judge updates the guard from an observation of the database q reaches.
+func (e *Engine) judge(ctx context.Context, q Querier, o observation) {
+	e.guard.mu.Lock()
+	defer e.guard.mu.Unlock()
 	e.guard.syncAt = time.Now()
-	if e.guard.timeline != 0 && timeline != e.guard.timeline {
-		e.timelineChangedLocked(ctx, q, timeline, epochs, heartbeat)
+	if e.guard.conns == nil {
+		e.guard.conns = map[*pgx.Conn]bool{}
 	}
-	e.guard.timeline = timeline
+	if e.guard.timeline != 0 && o.timeline != e.guard.timeline {
+		e.timelineChangedLocked(ctx, q, o.timeline, o.epochs, o.heartbeat)
+		clear(e.guard.conns)
+	}
+	e.guard.timeline = o.timeline
 	switch {
-	case !e.cfg.RequireSyncStandby || sync:
+	case !e.cfg.RequireSyncStandby || o.sync:
 		if e.guard.noSync != "" {
 			e.log.Info("the primary has a synchronous standby again; taking new work")
 		}
@@ -132,7 +185,6 @@ func (e *Engine) checkFailover(ctx context.Context, q Querier) (string, error) {
 		e.guard.refusals++
 		e.log.Error("taking no new work", "reason", e.guard.noSync)
 	}
-	return e.refusalLocked(), nil
 }
 
 // timelineChangedLocked checks, after a change of timeline, that this instance's last

@@ -127,9 +127,11 @@ func (e *Engine) renewOn(ctx context.Context, conn *pgx.Conn) (*pgx.Conn, error)
 // stall) or not ours any more, it registers again (Register refuses an id another live process
 // holds).
 func (e *Engine) heartbeat(ctx context.Context, q Querier) error {
-	if _, err := e.checkFailover(ctx, q); err != nil { // guard.go
+	q, release, err := e.checkLease(ctx, q) // guard.go
+	if err != nil {
 		return fmt.Errorf("renew lease: %w", err)
 	}
+	defer release()
 	now, err := e.dbNow(ctx, q)
 	if err != nil {
 		return fmt.Errorf("renew lease: %w", err)

@@ -86,6 +86,8 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 		if r.logDir, err = os.MkdirTemp("", "batchclaim-chaos-"); err != nil {
 			return Report{}, err
 		}
+	} else if err := os.MkdirAll(r.logDir, 0o755); err != nil {
+		return Report{}, fmt.Errorf("log dir: %w", err)
 	}
 	if err := r.enqueueInitial(ctx); err != nil {
 		return Report{}, fmt.Errorf("store the first batches: %w", err)
