@@ -161,16 +161,52 @@ func (e *Engine) checkSurvey(ctx context.Context, sv db.ClaimsSurveyRow) string 
 	return e.Refusal()
 }
 
-// judge updates the guard from an observation of the database q reaches.
+// judge updates the guard from an observation of the database q reaches and, when the
+// instance begins to refuse new work, drops its claims (refuse).
 func (e *Engine) judge(ctx context.Context, q Querier, o observation) {
+	began, bump := e.judgeLocking(o)
+	if bump > 0 {
+		// No instance, this one or one started later, may grant those epochs again.
+		bctx, cancel := context.WithTimeout(ctx, e.cfg.LocalDeadline)
+		_, err := q.Exec(bctx, `SELECT setval('service_id_claim_epochs', GREATEST($1::bigint, (SELECT last_value FROM service_id_claim_epochs)))`, bump)
+		cancel()
+		if err != nil {
+			e.log.Error("could not move the epoch sequence past the epochs granted before the failover", "epoch", bump, "error", err)
+		}
+	}
+	if began {
+		e.refuse()
+	}
+}
+
+// LossRefusing: the instance began to refuse new work (Engine.Refusal); it adopts its claims
+// again if the refusal ends (a synchronous standby is back).
+const LossRefusing LossReason = "refusing"
+
+// refuse drops every claim as a passed local deadline does (contexts cancelled, so in-flight
+// submissions stop; losses reported), so that nothing works under them while the instance
+// refuses. Its lease goes on: nobody takes the claims as expired, and a cycle after the
+// refusal ended finds them still in its name and adopts them again.
+func (e *Engine) refuse() {
+	e.mu.Lock()
+	lost := e.dropAllLocked()
+	e.mu.Unlock()
+	e.notifyLost(lost, LossRefusing)
+}
+
+// judgeLocking is judge's part under the guard's lock (which is never held while e.mu is
+// taken: e.mu comes first). It reports whether a refusal began, and the epoch the sequence
+// must be moved past (zero: none).
+func (e *Engine) judgeLocking(o observation) (began bool, bump int64) {
 	e.guard.mu.Lock()
 	defer e.guard.mu.Unlock()
+	before := e.refusalLocked()
 	e.guard.syncAt = time.Now()
 	if e.guard.conns == nil {
 		e.guard.conns = map[*pgx.Conn]bool{}
 	}
 	if e.guard.timeline != 0 && o.timeline != e.guard.timeline {
-		e.timelineChangedLocked(ctx, q, o.timeline, o.epochs, o.heartbeat)
+		bump = e.timelineChangedLocked(o.timeline, o.epochs, o.heartbeat)
 		clear(e.guard.conns)
 	}
 	e.guard.timeline = o.timeline
@@ -185,11 +221,13 @@ func (e *Engine) judge(ctx context.Context, q Querier, o observation) {
 		e.guard.refusals++
 		e.log.Error("taking no new work", "reason", e.guard.noSync)
 	}
+	return before == "" && e.refusalLocked() != "", bump
 }
 
 // timelineChangedLocked checks, after a change of timeline, that this instance's last
-// committed renewal and the epochs it was granted survived; e.guard.mu is held.
-func (e *Engine) timelineChangedLocked(ctx context.Context, q Querier, timeline, epochs int64, heartbeat *time.Time) {
+// committed renewal and the epochs it was granted survived; e.guard.mu is held. It returns the
+// epoch the sequence must be moved past (zero: none).
+func (e *Engine) timelineChangedLocked(timeline, epochs int64, heartbeat *time.Time) (bump int64) {
 	g := &e.guard
 	var why []string
 	if !g.renewed.IsZero() && (heartbeat == nil || heartbeat.Before(g.renewed)) {
@@ -201,21 +239,19 @@ func (e *Engine) timelineChangedLocked(ctx context.Context, q Querier, timeline,
 	}
 	if epochs < g.maxEpoch {
 		why = append(why, fmt.Sprintf("the epoch sequence is at %d, below epoch %d this instance was granted", epochs, g.maxEpoch))
-		// No instance, this one or one started later, may grant those epochs again.
-		if _, err := q.Exec(ctx, `SELECT setval('service_id_claim_epochs', GREATEST($1::bigint, (SELECT last_value FROM service_id_claim_epochs)))`, g.maxEpoch); err != nil {
-			e.log.Error("could not move the epoch sequence past the epochs granted before the failover", "epoch", g.maxEpoch, "error", err)
-		}
+		bump = g.maxEpoch
 	}
 	if len(why) == 0 {
 		e.log.Info("the database changed timeline; what this instance committed before is there", "timeline_from", g.timeline, "timeline_to", timeline)
-		return
+		return 0
 	}
 	if g.lost == "" {
-		e.guard.refusals++
+		g.refusals++
 	}
 	g.lost = fmt.Sprintf("the database changed timeline (%d to %d) and lost commits this instance saw succeed: %s; an asynchronous failover? taking no new work (restart the instances once the data is checked)",
 		g.timeline, timeline, joinWhy(why))
 	e.log.Error("unsafe failover detected; taking no new work", "reason", g.lost)
+	return bump
 }
 
 func joinWhy(why []string) string {

@@ -92,8 +92,8 @@ func TestGuardRefusesAfterAsyncFailover(t *testing.T) {
 	p := startPair(t)
 	ctx := t.Context()
 	registerServiceIDs(t, p.pool, 8)
-	a, _ := newEngine(t, p.pool, 1, nil)
-	b, _ := newEngine(t, p.pool, 2, nil)
+	a, aev := newEngine(t, p.pool, 1, nil)
+	b, bev := newEngine(t, p.pool, 2, nil)
 	cycleUntil(t, a, "a holding claims", func(r claims.CycleReport) bool { return len(a.Held()) > 0 })
 	cycleUntil(t, b, "b holding claims", func(r claims.CycleReport) bool { return len(b.Held()) > 0 })
 
@@ -145,6 +145,15 @@ func TestGuardRefusesAfterAsyncFailover(t *testing.T) {
 		}
 		if e.Refusals() != 1 {
 			t.Errorf("%s counted %d refusals, want 1", e.Name(), e.Refusals())
+		}
+	}
+	// Their claims were dropped as they began to refuse: nothing works under them.
+	for _, ev := range []*events{aev, bev} {
+		ev.mu.Lock()
+		n := len(ev.lost[claims.LossRefusing])
+		ev.mu.Unlock()
+		if n == 0 {
+			t.Errorf("no claim reported lost for %q when the refusal began", claims.LossRefusing)
 		}
 	}
 	// A newcomer knows nothing of the lost epochs (nor of the service_ids registered while
