@@ -21,7 +21,9 @@ import (
 // good (Refusal says why), moves the epoch sequence past the epochs it knows were granted,
 // and keeps renewing its lease so that no other instance takes its claims as expired. With
 // Config.RequireSyncStandby it also stops taking new work while the primary commits without
-// waiting for a synchronous standby, and goes on once one is back.
+// waiting for a synchronous standby, and goes on once one is back. A server on an older
+// timeline than one the instance already wrote to is a former primary that still takes
+// sessions (its manager died before demoting it): no new work while connected there.
 //
 // What the guard reads costs no statement of its own in a claim cycle: the cycle's survey
 // returns it (the timeline, the synchronous standby, the epoch sequence, this instance's last
@@ -37,6 +39,7 @@ type guard struct {
 	maxEpoch int64              // the highest epoch this instance was granted
 	lost     string             // why commits were lost; permanent
 	noSync   string             // why the primary has no synchronous standby; cleared when one is back
+	stale    string             // why the server reached is a former primary; cleared when it is not
 	conns    map[*pgx.Conn]bool // connections the database was judged through on this timeline
 	syncAt   time.Time          // monotonic: when the synchronous standby was last checked
 	refusals int64              // times the instance began to refuse new work
@@ -54,6 +57,8 @@ func (e *Engine) refusalLocked() string {
 	switch {
 	case e.guard.lost != "":
 		return e.guard.lost
+	case e.guard.stale != "":
+		return e.guard.stale
 	case e.guard.noSync != "":
 		return e.guard.noSync
 	}
@@ -205,9 +210,25 @@ func (e *Engine) judgeLocking(o observation) (began bool, bump int64) {
 	if e.guard.conns == nil {
 		e.guard.conns = map[*pgx.Conn]bool{}
 	}
-	if e.guard.timeline != 0 && o.timeline != e.guard.timeline {
+	switch {
+	case e.guard.timeline != 0 && o.timeline < e.guard.timeline:
+		// An older history than the one this instance already wrote to: a former primary
+		// that still takes sessions (its manager died before demoting it, say). Commits there
+		// wait for a standby that follows someone else, and what it says is stale: no work
+		// while connected there.
+		if e.guard.stale == "" {
+			e.guard.refusals++
+			e.guard.stale = fmt.Sprintf("reached a server on timeline %d, older than timeline %d this instance already wrote to: a former primary that still takes sessions; taking no new work while connected there", o.timeline, e.guard.timeline)
+			e.log.Error("taking no new work", "reason", e.guard.stale)
+		}
+		return before == "" && e.refusalLocked() != "", 0
+	case e.guard.timeline != 0 && o.timeline > e.guard.timeline:
 		bump = e.timelineChangedLocked(o.timeline, o.epochs, o.heartbeat)
 		clear(e.guard.conns)
+	}
+	if e.guard.stale != "" {
+		e.log.Info("back on the current timeline; the former primary is no longer reached", "timeline", o.timeline)
+		e.guard.stale = ""
 	}
 	e.guard.timeline = o.timeline
 	switch {

@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/batchclaim/batchclaim/internal/patroni"
+	"github.com/batchclaim/batchclaim/internal/pgsource"
 	"github.com/batchclaim/batchclaim/migrations"
 )
 
@@ -33,13 +34,9 @@ func patroniServers(ctx context.Context, cfg Config, progress func(string, ...an
 		s.close(ctx)
 		return nil, fmt.Errorf("create database: %w", err)
 	}
-	// pgx stops at the first host that says the database does not exist (3D000) instead of
-	// trying the next: wait until every member has replayed the CREATE DATABASE.
-	for _, addr := range s.addrs {
-		if err := waitDatabase(ctx, s.directURL(addr, "")); err != nil {
-			s.close(ctx)
-			return nil, err
-		}
+	if err := pgsource.WaitDatabase(ctx, s.url(s.addrs, "")); err != nil {
+		s.close(ctx)
+		return nil, err
 	}
 	if err := migrations.Up(ctx, s.url(s.addrs, "")); err != nil {
 		s.close(ctx)
@@ -280,21 +277,4 @@ func (r *run) awaitClaims(ctx context.Context, held []liveClaim, fault, writable
 		r.mu.Unlock()
 	}
 	return t
-}
-
-// waitDatabase waits until a connection to url succeeds.
-func waitDatabase(ctx context.Context, url string) error {
-	ctx, cancel := context.WithTimeout(ctx, time.Minute)
-	defer cancel()
-	for {
-		conn, err := pgx.Connect(ctx, url)
-		if err == nil {
-			return conn.Close(ctx)
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("database not there on every member: %w (last error: %v)", ctx.Err(), err)
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
 }
