@@ -17,8 +17,8 @@ func (noPool) Exec(context.Context, string, ...any) (pgconn.CommandTag, error) {
 	return pgconn.CommandTag{}, nil
 }
 func (noPool) Query(context.Context, string, ...any) (pgx.Rows, error) { return nil, nil }
-func (noPool) QueryRow(context.Context, string, ...any) pgx.Row       { return nil }
-func (noPool) BeginTx(context.Context, pgx.TxOptions) (pgx.Tx, error) { return nil, nil }
+func (noPool) QueryRow(context.Context, string, ...any) pgx.Row        { return nil }
+func (noPool) BeginTx(context.Context, pgx.TxOptions) (pgx.Tx, error)  { return nil, nil }
 
 // The guard's verdicts from what it observes: a new timeline with this instance's commits is
 // fine; an older timeline (a former primary still taking sessions) refuses while it is
