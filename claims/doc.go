@@ -159,9 +159,10 @@
 // from what the cycle's survey returns: when the timeline changes, this instance's last
 // committed renewal and the epochs it was granted must be there. If not, the instance takes
 // no new work for good (Refusal says why) and moves the epoch sequence past the epochs it was
-// granted; with Config.RequireSyncStandby it also takes none while the primary commits
-// without a synchronous standby, and while it reaches a former primary (an older timeline).
-// A refusal drops the claims as a passed local deadline does; the lease goes on.
+// granted. It takes none either while it reaches a former primary (an older timeline than one
+// it wrote to) and, with Config.RequireSyncStandby, while the primary commits without a
+// synchronous standby. A refusal drops the claims as a passed local deadline does; the lease
+// goes on.
 //
 // docs/claims.md says the same with the reasons for each rule and the operator's view.
 package claims
