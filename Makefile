@@ -30,6 +30,16 @@ chaos: build ## Long chaos runs at several seeds on a throwaway cluster (CHAOS_S
 	  env -u DATABASE_URL $(BIN)/batchclaim chaos --seed $$s --duration $(CHAOS_DURATION) $(CHAOS_FLAGS) || exit 1; \
 	done
 
+CHAOS_HA_SEEDS ?= 1 2 3 4 5
+CHAOS_HA_DURATION ?= 5m
+
+.PHONY: chaos-ha
+chaos-ha: build ## Long chaos runs on a Patroni cluster (etcd, three members; needs the patroni and etcd-server packages) at several seeds (CHAOS_HA_SEEDS, CHAOS_HA_DURATION, CHAOS_FLAGS)
+	@for s in $(CHAOS_HA_SEEDS); do \
+	  echo "== batchclaim chaos --cluster patroni --seed $$s --duration $(CHAOS_HA_DURATION) $(CHAOS_FLAGS)"; \
+	  env -u DATABASE_URL $(BIN)/batchclaim chaos --cluster patroni --seed $$s --duration $(CHAOS_HA_DURATION) $(CHAOS_FLAGS) || exit 1; \
+	done
+
 # make bench: batchclaim's scenarios and River's no-op jobs against one Postgres server:
 # DATABASE_URL when set, else the local server below. Each run creates scratch databases on it
 # and drops them. River runs RIVER_RUNS times as River's own benchmark (cmd/river/riverbench)

@@ -76,6 +76,12 @@ type Config struct {
 	// epochs come from one global sequence, so none is ever reused. Zero (the default) never
 	// drops a row; use it for claims-only users whose work is not in the batches table.
 	DropIdleAfter time.Duration
+	// RequireSyncStandby: take no new work while the primary commits without waiting for a
+	// synchronous standby (synchronous_standby_names empty, or synchronous_commit off or
+	// local), since a failover then may lose commits, epochs included. False (the default
+	// here; the daemon turns it on for multi-host URLs) only checks, after a change of
+	// timeline, that nothing this instance committed was lost (see Refusal).
+	RequireSyncStandby bool
 	// PruneAfter: instances whose lease ended this long ago and that hold nothing are removed
 	// from the registry. Zero means 10 x Expiry2; negative disables pruning.
 	PruneAfter time.Duration

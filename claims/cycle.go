@@ -97,6 +97,9 @@ func (e *Engine) cycle(ctx context.Context) (CycleReport, error) {
 	if !sv.Owned {
 		return rep, fmt.Errorf("%w: the registry row of %s belongs to another process", ErrInstanceIDInUse, e.cfg.InstanceID)
 	}
+	if e.checkSurvey(ctx, sv) != "" { // guard.go: no new work
+		return rep, nil
+	}
 	live := make([]string, len(sv.Live))
 	for i, id := range sv.Live {
 		live[i] = id.String()

@@ -163,5 +163,17 @@
 // cycle of an instance under its target: within T1 + R of the last renewal. A claim that was
 // busy is taken within T2 + R. Graceful stop (Shutdown) releases claims at once.
 //
+// # After a failover
+//
+// The guarantees hold across a failover of the database only if what was committed on the old
+// primary is on the new one (a synchronous standby). The failover guard (guard.go) checks it
+// from what the cycle's survey returns: when the timeline changes, this instance's last
+// committed renewal and the epochs it was granted must be there. If not, the instance takes
+// no new work for good (Refusal says why) and moves the epoch sequence past the epochs it was
+// granted. It takes none either while it reaches a former primary (an older timeline than one
+// it wrote to) and, with Config.RequireSyncStandby, while the primary commits without a
+// synchronous standby. A refusal drops the claims as a passed local deadline does; the lease
+// goes on.
+//
 // docs/claims.md says the same with the reasons for each rule and the operator's view.
 package claims

@@ -35,6 +35,7 @@ type Engine struct {
 	kick  chan struct{} // Kick: run a cycle soon
 
 	stats counters
+	guard guard // the failover guard (guard.go)
 
 	mu         sync.Mutex
 	base       context.Context // parent of claim contexts; never cancelled by Run's ctx
@@ -253,7 +254,7 @@ func (e *Engine) Share() Share {
 }
 
 func (e *Engine) usableLocked() bool {
-	return !e.fenced && time.Now().Before(e.deadline)
+	return !e.fenced && time.Now().Before(e.deadline) && e.Refusal() == ""
 }
 
 // renewed records a successful renewal sent at sent and re-arms the fencing watchdog.
@@ -331,6 +332,7 @@ func (e *Engine) notifyLost(lost []Claim, why LossReason) {
 
 func (e *Engine) notifyGained(gained []Claim) {
 	e.stats.gained.Add(int64(len(gained)))
+	e.granted(gained)
 	for _, c := range gained {
 		e.log.Debug("claim gained", "service_id", c.ServiceID, "epoch", c.Epoch)
 		if e.cfg.OnGained != nil {

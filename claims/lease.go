@@ -127,12 +127,17 @@ func (e *Engine) renewOn(ctx context.Context, conn *pgx.Conn) (*pgx.Conn, error)
 // stall) or not ours any more, it registers again (Register refuses an id another live process
 // holds).
 func (e *Engine) heartbeat(ctx context.Context, q Querier) error {
+	q, release, err := e.checkLease(ctx, q) // guard.go
+	if err != nil {
+		return fmt.Errorf("renew lease: %w", err)
+	}
+	defer release()
 	now, err := e.dbNow(ctx, q)
 	if err != nil {
 		return fmt.Errorf("renew lease: %w", err)
 	}
 	sent := time.Now()
-	_, err = e.q.InstanceHeartbeat(ctx, q, db.InstanceHeartbeatParams{
+	row, err := e.q.InstanceHeartbeat(ctx, q, db.InstanceHeartbeatParams{
 		ID: e.cfg.InstanceID, Nonce: e.nonce, Now: now,
 		Expiry1Ms: e.cfg.Expiry1.Milliseconds(), Expiry2Ms: e.cfg.Expiry2.Milliseconds(),
 	})
@@ -144,5 +149,6 @@ func (e *Engine) heartbeat(ctx context.Context, q Querier) error {
 		return fmt.Errorf("renew lease: %w", err)
 	}
 	e.renewed(sent)
+	e.renewedAt(row.HeartbeatAt)
 	return nil
 }

@@ -3,6 +3,8 @@
 //
 //	grafana/batchclaim.json     a Grafana dashboard over the instances' /metrics
 //	prometheus/alerts.yml       Prometheus alert rules (check with promtool check rules)
+//	compose-patroni.yaml        etcd, three Patroni members with a PgBouncer each, two instances
+//	patroni/                    the members' image, Patroni and PgBouncer configuration
 //
 // Its test starts a real instance, lets it work, gathers its metric registry and fails if the
 // dashboard or the rules name a metric (or select on a label) that the instance does not

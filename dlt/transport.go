@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/batchclaim/batchclaim"
+	"github.com/batchclaim/batchclaim/internal/wallclock"
 )
 
 // Body size limits: answers larger than this are cut (and then usually fail to decode).
@@ -154,7 +155,7 @@ func (t *transport) post(ctx context.Context, target string, payload []byte,
 	defer resp.Body.Close()
 	body, readErr := io.ReadAll(io.LimitReader(resp.Body, maxPostAnswer))
 	res := PostResult{Result: classify(resp.StatusCode, body)}
-	res.RetryAfter = parseRetryAfter(resp.Header.Get("Retry-After"), time.Now())
+	res.RetryAfter = parseRetryAfter(resp.Header.Get("Retry-After"), wallclock.Now())
 	if res.Verdict == batchclaim.Accepted {
 		res.Link = t.link(body)
 	} else {
@@ -256,7 +257,7 @@ func (t *transport) getJSON(ctx context.Context, target string, wait int, v any,
 	if resp.StatusCode != http.StatusOK {
 		return &HTTPError{
 			StatusCode: resp.StatusCode,
-			RetryAfter: parseRetryAfter(resp.Header.Get("Retry-After"), time.Now()),
+			RetryAfter: parseRetryAfter(resp.Header.Get("Retry-After"), wallclock.Now()),
 			Detail:     detail(resp.StatusCode, body),
 		}
 	}

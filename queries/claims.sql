@@ -22,7 +22,10 @@ ON CONFLICT (service_id) DO NOTHING;
 -- instance's own claims (count and sum of epochs: it changes whenever the set does, since
 -- only this instance's own statements add to it and every acquisition draws a new epoch),
 -- and how many of them may be dropped as idle. Plain reads: advice, not safety; every write
--- that follows re-checks its rows.
+-- that follows re-checks its rows. The last four columns are for the failover guard
+-- (claims/guard.go): the server's timeline, whether its commits wait for a synchronous
+-- standby, the epoch sequence, and this instance's last renewal (the epoch when there is
+-- none).
 SELECT
     EXISTS (SELECT 1 FROM instances i WHERE i.id = sqlc.arg(claimant)::uuid AND i.nonce = sqlc.arg(nonce)::uuid)::bool AS owned,
     ARRAY(SELECT i.id FROM instances i WHERE i.expiry_1 > COALESCE(sqlc.narg(now)::timestamptz, now()) ORDER BY i.id)::uuid[] AS live,
@@ -34,7 +37,11 @@ SELECT
           AND EXISTS (SELECT 1 FROM service_id_claims c WHERE c.claimant = i.id
                       AND (i.expiry_2 <= COALESCE(sqlc.narg(now)::timestamptz, now()) OR NOT (c.submitting_since IS NOT NULL OR batchclaim_head_in_flight(c.service_id, c.claimant, c.epoch))))
     )::bool AS voidable,
-    own.held, own.epoch_sum, own.idle
+    own.held, own.epoch_sum, own.idle,
+    ('x' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8))::bit(32)::bigint AS timeline,
+    (current_setting('synchronous_standby_names') <> '' AND current_setting('synchronous_commit') NOT IN ('off', 'local'))::bool AS sync_standby,
+    COALESCE(pg_sequence_last_value('service_id_claim_epochs'::regclass), 0)::bigint AS epochs,
+    COALESCE((SELECT i.heartbeat_at FROM instances i WHERE i.id = sqlc.arg(claimant)::uuid AND i.nonce = sqlc.arg(nonce)::uuid), 'epoch'::timestamptz)::timestamptz AS heartbeat_at
 FROM (
     SELECT count(*)::bigint AS held, COALESCE(sum(c.epoch), 0)::bigint AS epoch_sum,
            count(*) FILTER (WHERE sqlc.arg(idle_ms)::bigint > 0 AND c.submitting_since IS NULL

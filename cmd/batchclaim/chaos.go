@@ -22,7 +22,9 @@ func runChaos(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			"finished and checks the recorded history; it exits non-zero on any violation and names\n"+
 			"the command that replays the seed. It starts its own throwaway cluster (local PostgreSQL\n"+
 			"binaries) unless --database-url / DATABASE_URL is given, which skips the Postgres\n"+
-			"restart and failover faults. See docs/chaos.md.", stderr)
+			"restart and failover faults; --cluster patroni starts etcd and three Patroni members\n"+
+			"instead and adds their faults (leader killed, switchover, failover, leader cut from\n"+
+			"etcd, etcd restarted). See docs/chaos.md.", stderr)
 	var c chaos.Config
 	fs.DurationVar(&c.Duration, "duration", chaos.DurationDefault, "how long faults are injected (then the run quiesces and is checked)")
 	fs.IntVar(&c.Instances, "instances", chaos.InstancesDefault, "instances (run processes) kept running, at least 3")
@@ -36,6 +38,7 @@ func runChaos(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.DurationVar(&c.Allowance, "allowance", chaos.AllowanceDefault, "scheduling allowance added to every takeover bound")
 	fs.DurationVar(&c.DropIdleAfter, "drop-idle-after", 0, "the instances' --drop-idle-after: drop the claim rows of service_ids idle this long (0: never); only claims with unfinished work are then judged for takeover")
 	fs.StringVar(&c.LogDir, "log-dir", "", "directory for the instances' logs (default: a new temporary directory)")
+	fs.StringVar(&c.Cluster, "cluster", chaos.ClusterLocal, "the cluster the run starts: local (a primary and a synchronous standby the harness promotes) or patroni (etcd and three Patroni members in synchronous_mode; adds the leader and etcd faults)")
 	fs.BoolVar(&c.AsyncStandby, "async-standby", false, "demonstration: an asynchronous standby held a second behind before each failover (the guarantees break)")
 	asJSON := fs.Bool("json", false, "print the report as one JSON object on stdout (progress goes to stderr)")
 	dbURL := dbFlag(fs)

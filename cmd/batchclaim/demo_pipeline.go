@@ -24,6 +24,7 @@ import (
 	"github.com/batchclaim/batchclaim/dlt/dltsim"
 	"github.com/batchclaim/batchclaim/ingest"
 	"github.com/batchclaim/batchclaim/internal/db"
+	"github.com/batchclaim/batchclaim/internal/history"
 )
 
 // Timings of the demo's instances: R = 200ms, T1 = 1.5s (D = 1s), T2 = 6s.
@@ -32,6 +33,10 @@ const (
 	demoExpiry1 = 1500 * time.Millisecond
 	demoExpiry2 = 6 * time.Second
 )
+
+// demoUnreachableLimit is how long the live table rides through an unreachable database
+// (a failover, a restart) before the demo gives up.
+const demoUnreachableLimit = 2 * time.Minute
 
 // demoRun is the state of one pipeline demo.
 type demoRun struct {
@@ -100,7 +105,12 @@ func demoPipeline(ctx context.Context, c demoConfig, out io.Writer) (summary, er
 		d.scrape(k)
 		k.stop(10 * time.Second)
 	}
-	sum, err := d.summarize(ctx)
+	var sum summary
+	err = history.Retry(ctx, demoUnreachableLimit, func(ctx context.Context) error {
+		var err error
+		sum, err = d.summarize(ctx)
+		return err
+	})
 	sum.Database = scratch.source.Kind
 	return sum, err
 }
@@ -172,7 +182,7 @@ func (d *demoRun) watch(ctx context.Context) error {
 	q := db.New()
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
-	var stoppedAt, resumedAt time.Time
+	var stoppedAt, resumedAt, unreachable time.Time
 	restarted := false
 	total := d.cfg.serviceIDs * d.cfg.batches
 	for {
@@ -191,8 +201,18 @@ func (d *demoRun) watch(ctx context.Context) error {
 		}
 		done, err := d.progress(ctx, q, total)
 		if err != nil {
-			return err
+			// A failover or restart of the database: the instances ride through it, and so
+			// does the table, for a while.
+			if unreachable.IsZero() {
+				unreachable = time.Now()
+			}
+			if time.Since(unreachable) > demoUnreachableLimit {
+				return fmt.Errorf("database unreachable for %v: %w", demoUnreachableLimit, err)
+			}
+			fmt.Fprintf(d.out, "t=%4.0fs  database unreachable (%v); trying again\n", time.Since(d.start).Seconds(), oneLine(err))
+			continue
 		}
+		unreachable = time.Time{}
 		frac := float64(done) / float64(total)
 		stopped := len(d.kids) >= 3 && d.kids[1].state == "stopped"
 		switch {

@@ -20,9 +20,6 @@ func (d *demoRun) summarize(ctx context.Context) (summary, error) {
 	s.BatchesTotal, s.Committed, s.Invalid, s.Lost = rep.Batches, rep.Committed, rep.Invalid, rep.Lost
 	s.OrderViolations, s.DuplicatePosts, s.DuplicatePostsUnexplained = rep.OrderViolations, rep.DuplicatePosts, rep.DuplicatePostsUnexplained
 	s.Posts = len(d.sim.Posts())
-	for _, p := range rep.Problems {
-		d.out.Write([]byte("  problem: " + p + "\n")) //nolint:errcheck
-	}
 	for _, k := range d.kids {
 		s.StaleWritesRejected += k.stale
 	}
@@ -43,6 +40,10 @@ func (d *demoRun) summarize(ctx context.Context) (summary, error) {
 			}
 			s.MaxTakeoverSeconds = max(s.MaxTakeoverSeconds, dl.Seconds)
 		}
+	}
+	// Printed once every read succeeded: a read that fails is tried again from the start.
+	for _, p := range rep.Problems {
+		d.out.Write([]byte("  problem: " + p + "\n")) //nolint:errcheck
 	}
 	return s, nil
 }

@@ -201,6 +201,65 @@ func TestDeployCompose(t *testing.T) {
 	}
 }
 
+// The Patroni stack: etcd, three members with a PgBouncer each, and two instances whose
+// commands, flags and variables exist, reaching the PgBouncers through a multi-host URL that
+// finds the leader and prepares nothing by name; the migration goes to the members directly.
+func TestDeployComposePatroni(t *testing.T) {
+	t.Parallel()
+	docs := readYAML(t, "compose-patroni.yaml")
+	if len(docs) != 1 {
+		t.Fatalf("compose-patroni.yaml: %d documents", len(docs))
+	}
+	services := at(t, docs[0], "services").(map[string]any)
+	for _, want := range []string{"etcd", "patroni1", "patroni2", "patroni3", "pgbouncer1", "pgbouncer2", "pgbouncer3", "migrate", "dlt-sim"} {
+		if services[want] == nil {
+			t.Errorf("compose-patroni.yaml lacks the %s service", want)
+		}
+	}
+	instances := 0
+	for name, s := range services {
+		svc := s.(map[string]any)
+		if svc["image"] != "batchclaim:"+release {
+			continue
+		}
+		env := map[string]string{}
+		if e, ok := svc["environment"].(map[string]any); ok {
+			for k, v := range e {
+				env[k] = fmt.Sprint(v)
+			}
+		}
+		budget := checkInvocation(t, "compose-patroni "+name, strs(at(t, svc, "command")), env)
+		url := env["DATABASE_URL"]
+		if name == "migrate" && !strings.Contains(url, ":5432,") {
+			t.Errorf("compose-patroni migrate: %s does not go to the members directly", url)
+		}
+		if budget == 0 {
+			continue
+		}
+		instances++
+		for _, want := range []string{":6432,", "target_session_attrs=read-write", "default_query_exec_mode=exec"} {
+			if !strings.Contains(url, want) {
+				t.Errorf("compose-patroni %s: DATABASE_URL %s lacks %s", name, url, want)
+			}
+		}
+		if !multiHost(url) {
+			t.Errorf("compose-patroni %s: %s is not multi-host, so --require-sync-standby would be off", name, url)
+		}
+	}
+	if instances != 2 {
+		t.Errorf("compose-patroni.yaml runs %d instances, want 2", instances)
+	}
+	raw, err := os.ReadFile(deployDir + "patroni/patroni.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"synchronous_mode: true", "use_pg_rewind: true", "ttl: 10", "loop_wait: 1"} {
+		if !strings.Contains(string(raw), want) {
+			t.Errorf("patroni/patroni.yml lacks %q", want)
+		}
+	}
+}
+
 func TestDeployKubernetes(t *testing.T) {
 	t.Parallel()
 	docs := readYAML(t, "k8s/deployment.yaml")

@@ -18,6 +18,7 @@ import (
 	"github.com/batchclaim/batchclaim/dlt"
 	"github.com/batchclaim/batchclaim/ingest"
 	"github.com/batchclaim/batchclaim/internal/httpauth"
+	"github.com/batchclaim/batchclaim/internal/wallclock"
 	"github.com/batchclaim/batchclaim/node"
 	"github.com/batchclaim/batchclaim/observer"
 	"github.com/batchclaim/batchclaim/queuer"
@@ -50,14 +51,23 @@ func logFlags(fs *flag.FlagSet) func(w io.Writer) (*slog.Logger, error) {
 		if err := l.UnmarshalText([]byte(*level)); err != nil {
 			return nil, fmt.Errorf("--log-level %q: want debug, info, warn or error", *level)
 		}
-		opts := &slog.HandlerOptions{Level: l}
+		if err := wallclock.Load(); err != nil { // the wall-clock skew of tests, if any
+			return nil, err
+		}
+		opts := &slog.HandlerOptions{Level: l, ReplaceAttr: wallclock.ReplaceAttr}
+		var logger *slog.Logger
 		switch strings.ToLower(*format) {
 		case "text":
-			return slog.New(slog.NewTextHandler(w, opts)), nil
+			logger = slog.New(slog.NewTextHandler(w, opts))
 		case "json":
-			return slog.New(slog.NewJSONHandler(w, opts)), nil
+			logger = slog.New(slog.NewJSONHandler(w, opts))
+		default:
+			return nil, fmt.Errorf("--log-format %q: want text or json", *format)
 		}
-		return nil, fmt.Errorf("--log-format %q: want text or json", *format)
+		if off := wallclock.Offset(); off != 0 {
+			logger.Warn("wall clock skewed for a test", "offset", off.String(), "env", wallclock.EnvOffset)
+		}
+		return logger, nil
 	}
 }
 
@@ -71,6 +81,7 @@ func runDaemon(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	var cfg node.Config
 	fs.StringVar(&cfg.Claims.Name, "instance-name", "", "name shown by status (default <host>-<pid>)")
 	timingFlags(fs, &cfg.Claims)
+	fs.BoolVar(&cfg.Claims.RequireSyncStandby, "require-sync-standby", false, "take no new work while the primary has no synchronous standby (a failover could lose commits, epochs included) (default: on when --database-url lists several hosts)")
 	dltURL := fs.String("dlt-url", "", "ledger REST API base URL (Sawtooth REST API, or the Splinter node for scabbard)")
 	flavor := fs.String("dlt-flavor", "sawtooth", "sawtooth | scabbard")
 	circuit := fs.String("scabbard-circuit", "", "scabbard circuit id (scabbard only)")
@@ -130,6 +141,9 @@ func runDaemon(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	cfg.AllowedHosts = splitList(*allowedHosts)
 	cfg.Logger, cfg.Claims.Logger, cfg.Claims.Version = logger, logger, version
 	cfg.NoListen = !*notify
+	if !flagGiven(fs, "require-sync-standby") {
+		cfg.Claims.RequireSyncStandby = multiHost(*dbURL)
+	}
 	timings, err := cfg.Claims.Resolve()
 	if err != nil {
 		return err
@@ -186,7 +200,7 @@ func runDaemon(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	var stmts *stmtMetric
 	cfg.Registry, stmts = runRegistry()
-	pool, err := openPool(ctx, *dbURL, int32(*dbMaxConns), stmts.attach, func(pc *pgxpool.Config) { claims.ConfigurePool(pc, timings) })
+	pool, err := openPoolNoted(ctx, *dbURL, int32(*dbMaxConns), func(msg string) { logger.Warn(msg) }, stmts.attach, func(pc *pgxpool.Config) { claims.ConfigurePool(pc, timings) })
 	if err != nil {
 		return err
 	}
@@ -203,6 +217,7 @@ func runDaemon(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return err
 	}
 	bound, limit := setMemoryLimit(cfg, int32(*dbMaxConns))
+	registerGuardMetrics(cfg.Registry, n.Engine())
 	logger.Info("starting", "instance_id", n.Engine().InstanceID().String(), "name", n.Engine().Name(), "pid", os.Getpid(),
 		"version", version, "database", redact(*dbURL), "dlt", redact(*dltURL), "flavor", *flavor,
 		"renew_interval", timings.RenewInterval, "local_deadline", timings.LocalDeadline,

@@ -50,6 +50,10 @@ func newScratchDB(ctx context.Context, prefix string, keep bool, out io.Writer, 
 		_ = src.Close(ctx)
 		return nil, fmt.Errorf("create scratch database %s (the demo needs CREATEDB on the server): %w", s.name, err)
 	}
+	if err := pgsource.WaitDatabase(ctx, s.URL); err != nil { // every standby of a multi-host URL
+		s.Close(ctx)
+		return nil, err
+	}
 	if err := migrations.Up(ctx, s.URL); err != nil {
 		s.Close(ctx)
 		return nil, fmt.Errorf("migrate scratch database: %w", err)

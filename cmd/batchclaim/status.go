@@ -45,6 +45,10 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err != nil {
 		return err
 	}
+	dbs, err := readDatabaseStatus(ctx, pool)
+	if err != nil {
+		return err
+	}
 	if *asJSON {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
@@ -52,8 +56,10 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) err
 			claims.Snapshot
 			Batches   batchStatus     `json:"batches"`
 			Retention retentionStatus `json:"retention"`
-		}{snap, work, ret})
+			Database  databaseStatus  `json:"database"`
+		}{snap, work, ret, dbs})
 	}
+	dbs.print(stdout)
 	printSnapshot(stdout, snap)
 	work.print(stdout)
 	ret.print(stdout)

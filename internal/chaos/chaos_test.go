@@ -27,6 +27,9 @@ func TestConfigValidate(t *testing.T) {
 		{"no binary", func(c *Config) { c.Binary = "" }, "no batchclaim binary"},
 		{"expiry-2 not after expiry-1", func(c *Config) { c.Expiry2 = c.Expiry1 }, "timings"},
 		{"unknown kind", func(c *Config) { c.Kinds = []string{"meteor"} }, `unknown fault kind "meteor"`},
+		{"unknown cluster", func(c *Config) { c.Cluster = "galera" }, `cluster "galera"`},
+		{"patroni with a database URL", func(c *Config) { c.Cluster = ClusterPatroni; c.DatabaseURL = "postgres://x@y/z" }, "give no database URL"},
+		{"patroni with an asynchronous standby", func(c *Config) { c.Cluster = ClusterPatroni; c.AsyncStandby = true }, "async-standby"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

@@ -14,7 +14,7 @@ import (
 // every invariant's violations.
 func (r *run) check(ctx context.Context) (Report, error) {
 	c := r.cfg
-	rep := Report{Seed: c.Seed, Replay: replayCommand(c), Instances: c.Instances, ServiceIDs: c.ServiceIDs,
+	rep := Report{Seed: c.Seed, Replay: r.replay, Instances: c.Instances, ServiceIDs: c.ServiceIDs,
 		DurationSeconds: time.Since(r.start).Seconds(), Faults: map[string]int{}, Violations: map[string]int{},
 		Skipped: r.skipped, LogDir: r.logDir, Database: "throwaway primary with a synchronous standby"}
 	if r.db.async {
@@ -22,6 +22,11 @@ func (r *run) check(ctx context.Context) (Report, error) {
 	}
 	if !r.db.own {
 		rep.Database = "DATABASE_URL"
+	}
+	if r.db.ha != nil {
+		ttl, loop, _ := r.db.ha.Timing()
+		rep.Database = fmt.Sprintf("Patroni cluster: etcd and %d members, synchronous_mode, ttl %v, loop_wait %v", len(r.db.ha.Members()), ttl, loop)
+		rep.PGRewinds = r.db.ha.Rewinds()
 	}
 	for _, k := range Kinds() {
 		rep.Faults[k] = r.faults[k]
@@ -103,6 +108,10 @@ func (r *run) check(ctx context.Context) (Report, error) {
 	slow, judged, problems := r.judgeTakeovers(owns)
 	rep.Violations[SlowTakeovers], rep.TakeoversJudged = slow, judged
 	rep.Problems = append(rep.Problems, problems...)
+	rep.LeaderTakeovers = r.leaderTakeovers
+	rep.Violations[SlowTakeovers] += len(r.slowLeader)
+	rep.TakeoversJudged += len(r.leaderTakeovers)
+	rep.Problems = append(rep.Problems, r.slowLeader...)
 
 	regress, gaps, problems := r.checkFailovers(owns)
 	rep.Violations[EpochRegressions] += regress

@@ -27,6 +27,22 @@ const (
 	KindLedgerDropResponse = "ledger_drop_response"
 	KindLedgerRestart      = "ledger_restart"
 	KindConcurrentEnqueue  = "concurrent_enqueue"
+	KindClockSkew          = "clock_skew"
+	// The faults of a Patroni cluster (--cluster patroni); see patroni.go.
+	KindPatroniKillPostmaster = "patroni_kill_postmaster"
+	KindPatroniKillPatroni    = "patroni_kill_patroni"
+	KindPatroniSwitchover     = "patroni_switchover"
+	KindPatroniFailover       = "patroni_failover"
+	KindPatroniDCSCut         = "patroni_dcs_cut"
+	KindEtcdRestart           = "etcd_restart"
+)
+
+// The clusters a run can own.
+const (
+	// ClusterLocal is a primary and a synchronous standby that the harness itself promotes.
+	ClusterLocal = "local"
+	// ClusterPatroni is etcd and three Patroni members in synchronous_mode.
+	ClusterPatroni = "patroni"
 )
 
 // The invariants, by the names the report counts violations under.
@@ -46,7 +62,16 @@ const (
 // hostKinds are the faults of processes, links and Postgres: one at a time, so that a slow
 // takeover is never blamed on two faults at once.
 var hostKinds = []string{KindSIGKILL, KindSIGSTOP, KindLinkCut, KindLinkBlackhole, KindLinkLatency,
-	KindTerminateBackend, KindPostgresRestart, KindPostgresFailover}
+	KindTerminateBackend, KindClockSkew, KindPostgresRestart, KindPostgresFailover, KindPatroniKillPostmaster,
+	KindPatroniKillPatroni, KindPatroniSwitchover, KindPatroniFailover, KindPatroniDCSCut, KindEtcdRestart}
+
+// localKinds need the local cluster, patroniKinds a Patroni cluster; a run on another
+// database skips them.
+var (
+	localKinds   = []string{KindPostgresRestart, KindPostgresFailover}
+	patroniKinds = []string{KindPatroniKillPostmaster, KindPatroniKillPatroni, KindPatroniSwitchover,
+		KindPatroniFailover, KindPatroniDCSCut, KindEtcdRestart}
+)
 
 // ledgerKinds are the faults of the ledger and of the clients that enqueue; they run beside
 // the host faults.
@@ -101,6 +126,9 @@ type Config struct {
 	// there and dropped afterwards); postgres_restart and postgres_failover are then skipped.
 	// Empty means a throwaway cluster with a synchronous standby from local binaries.
 	DatabaseURL string
+	// Cluster is the cluster a run owns when DatabaseURL is empty: ClusterLocal (the
+	// default) or ClusterPatroni. Each cluster's own faults are skipped on the other.
+	Cluster string
 	// AsyncStandby makes the throwaway cluster's standby asynchronous and holds it a second
 	// behind before each failover: a demonstration that the guarantees then break (expect
 	// epoch_regressions and history_gaps). False (the default) is the supported setup.
@@ -139,6 +167,7 @@ func (c Config) withDefaults() Config {
 	c.Expiry2 = cmp.Or(c.Expiry2, Expiry2Default)
 	c.Allowance = cmp.Or(c.Allowance, AllowanceDefault)
 	c.Quiesce = cmp.Or(c.Quiesce, QuiesceDefault)
+	c.Cluster = cmp.Or(c.Cluster, ClusterLocal)
 	if c.Kinds == nil {
 		c.Kinds = Kinds()
 	}
@@ -168,6 +197,15 @@ func (c Config) validate() error {
 	}
 	if c.Renew <= 0 || c.Expiry1 < 3*c.Renew || c.Expiry2 <= c.Expiry1 {
 		bad("timings: want 0 < 3 x renew (%v) <= expiry-1 (%v) < expiry-2 (%v)", c.Renew, c.Expiry1, c.Expiry2)
+	}
+	if c.Cluster != ClusterLocal && c.Cluster != ClusterPatroni {
+		bad("cluster %q: want %s or %s", c.Cluster, ClusterLocal, ClusterPatroni)
+	}
+	if c.Cluster == ClusterPatroni && c.DatabaseURL != "" {
+		bad("cluster %s starts its own cluster: give no database URL", c.Cluster)
+	}
+	if c.Cluster == ClusterPatroni && c.AsyncStandby {
+		bad("async-standby is a demonstration of the local cluster only")
 	}
 	if c.DropIdleAfter < 0 {
 		bad("drop-idle-after %v is negative", c.DropIdleAfter)

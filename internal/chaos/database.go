@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/batchclaim/batchclaim/internal/patroni"
 	"github.com/batchclaim/batchclaim/internal/pglocal"
 	"github.com/batchclaim/batchclaim/internal/tcpproxy"
 	"github.com/batchclaim/batchclaim/migrations"
@@ -37,6 +38,9 @@ type servers struct {
 	// what the synchronous standby prevents).
 	async bool
 	repl  *tcpproxy.Proxy
+
+	// ha is the Patroni cluster of a run with Cluster patroni (own, nodes unused).
+	ha *patroni.Cluster
 
 	mu      sync.Mutex
 	nodes   [2]*pglocal.Cluster // own: by address index
@@ -61,9 +65,13 @@ var clusterSettings = map[string]string{
 
 // startServers starts the throwaway primary and its synchronous standby, or prepares a scratch
 // database on databaseURL, and migrates the database.
-func startServers(ctx context.Context, databaseURL string, async bool, progress func(string, ...any)) (*servers, error) {
+func startServers(ctx context.Context, cfg Config, progress func(string, ...any)) (*servers, error) {
+	databaseURL, async := cfg.DatabaseURL, cfg.AsyncStandby
 	if databaseURL != "" {
 		return externalServer(ctx, databaseURL, progress)
+	}
+	if cfg.Cluster == ClusterPatroni {
+		return patroniServers(ctx, cfg, progress)
 	}
 	primary, err := pglocal.Start(ctx, pglocal.Options{Settings: clusterSettings})
 	if err != nil {
@@ -299,6 +307,10 @@ func (s *servers) close(ctx context.Context) {
 			_, _ = conn.Exec(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{s.dbName}.Sanitize()+" WITH (FORCE)")
 			conn.Close(ctx)
 		}
+		return
+	}
+	if s.ha != nil {
+		s.ha.Stop(ctx)
 		return
 	}
 	s.mu.Lock()

@@ -151,6 +151,25 @@ func (r *run) inject(ctx context.Context, kind string, rng *rand.Rand) error {
 		}
 		r.count(kind)
 		r.event(kind, "%d backends of %s terminated", n, in.name)
+	case KindClockSkew:
+		in := r.pickRunning(rng)
+		if in == nil {
+			return nil
+		}
+		skew := time.Duration(2+rng.IntN(9)) * time.Minute
+		if rng.IntN(2) == 0 {
+			skew = -skew
+		}
+		r.count(kind)
+		old, _, _ := in.snapshot()
+		in.stop(10 * time.Second) // gracefully: it gives its claims back
+		in.setSkew(skew)
+		if err := in.start(r); err != nil {
+			return err
+		}
+		name, _, _ := in.snapshot()
+		r.event(kind, "%s stopped; %s started in its place with its wall clock %v off the database's (for the rest of the run)", old, name, skew)
+		r.sleep(ctx, time.Duration(2000+rng.IntN(3000))*time.Millisecond)
 	case KindPostgresRestart:
 		down, streaming, err := r.db.restart(ctx)
 		if err != nil {
@@ -172,6 +191,9 @@ func (r *run) inject(ctx context.Context, kind string, rng *rand.Rand) error {
 			kindOf = "asynchronous"
 		}
 		r.event(kind, "primary killed, standby promoted in %.1fs; new %s standby after %.1fs", down.Seconds(), kindOf, total.Seconds())
+	case KindPatroniKillPostmaster, KindPatroniKillPatroni, KindPatroniSwitchover, KindPatroniFailover,
+		KindPatroniDCSCut, KindEtcdRestart:
+		return r.leaderFault(ctx, kind, rng)
 	case KindLedger429:
 		n := 5 + rng.IntN(25)
 		r.sim.InjectStatus(http.StatusTooManyRequests, n)

@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/batchclaim/batchclaim/internal/tcpproxy"
+	"github.com/batchclaim/batchclaim/internal/wallclock"
 )
 
 // instance is one slot of the fleet: a `run` process (replaced after a SIGKILL, with a new
@@ -34,7 +35,16 @@ type instance struct {
 	listen string    // its HTTP address (ingest API, metrics)
 	proc   *exec.Cmd
 	done   chan struct{}
-	state  string // running | stopped | killed | exited
+	state  string        // running | stopped | killed | exited
+	skew   time.Duration // the wall-clock offset its processes run with (clock_skew); zero: none
+}
+
+// setSkew makes the slot's next processes read a wall clock off by d (package wallclock's
+// test hook).
+func (in *instance) setSkew(d time.Duration) {
+	in.mu.Lock()
+	in.skew = d
+	in.mu.Unlock()
 }
 
 const (
@@ -93,12 +103,19 @@ func (in *instance) start(r *run) error {
 	if c.DropIdleAfter > 0 {
 		args = append(args, "--drop-idle-after", c.DropIdleAfter.String())
 	}
+	if c.AsyncStandby {
+		// The demonstration runs without a synchronous standby on purpose.
+		args = append(args, "--require-sync-standby=false")
+	}
 	logf, err := os.OpenFile(filepath.Join(r.logDir, in.name+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return err
 	}
 	cmd := exec.Command(c.Binary, args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
+	if in.skew != 0 {
+		cmd.Env = append(os.Environ(), wallclock.EnvOffset+"="+in.skew.String())
+	}
 	// The process dies with this one: the harness never leaves instances behind.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	done := make(chan struct{})

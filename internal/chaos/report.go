@@ -27,9 +27,13 @@ type Report struct {
 	// DropIdleAfterMs is the instances' --drop-idle-after (0: rows are never dropped), and
 	// Dropped the claims their owners dropped as idle (free rows dropped by others record no
 	// claim event and are not counted).
-	DropIdleAfterMs int64    `json:"drop_idle_after_ms"`
-	Dropped         int      `json:"claims_dropped"`
-	Problems        []string `json:"problems,omitempty"`
+	DropIdleAfterMs int64 `json:"drop_idle_after_ms"`
+	Dropped         int   `json:"claims_dropped"`
+	// LeaderTakeovers: what each fault of the Patroni leader or of etcd cost (Patroni
+	// cluster only); PGRewinds: the times a member rejoined through pg_rewind.
+	LeaderTakeovers []LeaderTakeover `json:"leader_takeovers,omitempty"`
+	PGRewinds       int              `json:"pg_rewinds,omitempty"`
+	Problems        []string         `json:"problems,omitempty"`
 	// Diagnoses explain violations by what the run knows (e.g. when each client's COMMIT
 	// returned).
 	Diagnoses []string `json:"diagnoses,omitempty"`
@@ -53,12 +57,27 @@ func (r Report) Print(w io.Writer) {
 		fmt.Fprintf(w, "  %-22s %d\n", k, r.Faults[k])
 	}
 	for _, k := range r.Skipped {
-		fmt.Fprintf(w, "  skipped: %s (needs a cluster this run owns; DATABASE_URL was given)\n", k)
+		fmt.Fprintf(w, "  skipped: %s (not a fault of this database)\n", k)
 	}
 	fmt.Fprintf(w, "history: %d batches (%d committed, %d invalid), %d POSTs (%d duplicates), %d acquisitions, %d fenced writes, %d takeovers judged\n",
 		r.Batches, r.Committed, r.Invalid, r.Posts, r.DuplicatePosts, r.Acquisitions, r.Writes, r.TakeoversJudged)
 	if r.DropIdleAfterMs > 0 {
 		fmt.Fprintf(w, "idle claim rows dropped after %dms: %d claims dropped by their owners (free rows dropped leave no claim event)\n", r.DropIdleAfterMs, r.Dropped)
+	}
+	if len(r.LeaderTakeovers) > 0 {
+		fmt.Fprintf(w, "leader faults: %d; pg_rewind runs: %d\n", len(r.LeaderTakeovers), r.PGRewinds)
+		var slowest LeaderTakeover
+		for _, t := range r.LeaderTakeovers {
+			fmt.Fprintf(w, "  %-24s %s -> %s: writes after %.1fs; %d claims held again after %.1fs (%.1fs after writes resumed; bound %.1fs)\n",
+				t.Kind, t.From, t.To, t.WritableAfter, t.Claims, t.SlowestAfterFault, t.SlowestAfterWrites, t.Bound)
+			if t.FaultBound > 0 && t.SlowestAfterFault > slowest.SlowestAfterFault {
+				slowest = t
+			}
+		}
+		if slowest.FaultBound > 0 {
+			fmt.Fprintf(w, "  slowest takeover after a leader kill: %.1fs after the fault (%s; bound ttl + loop_wait + T2 + 2R + allowance = %.1fs)\n",
+				slowest.SlowestAfterFault, slowest.Kind, slowest.FaultBound)
+		}
 	}
 	fmt.Fprintf(w, "violations:\n")
 	for _, k := range Invariants() {

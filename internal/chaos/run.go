@@ -19,11 +19,13 @@ import (
 	"github.com/batchclaim/batchclaim/dlt"
 	"github.com/batchclaim/batchclaim/dlt/dltsim"
 	"github.com/batchclaim/batchclaim/internal/db"
+	"github.com/batchclaim/batchclaim/internal/history"
 )
 
 // run is the state of one chaos run.
 type run struct {
 	cfg       Config
+	replay    string // the command that replays the run, from its config before skips
 	db        *servers
 	pool      *pgxpool.Pool
 	sim       *dltsim.Sim
@@ -43,9 +45,13 @@ type run struct {
 	// beforeFailover: acquisitions each killed primary had; the new primary must have them.
 	beforeFailover []acquisition
 	victims        []*victim
-	problems       []string
-	unbalanced     string // why the claims never balanced; empty when they did
-	skipped        []string
+	// leaderTakeovers: what each Patroni leader fault cost; slowLeader: those past their
+	// bound, as problems.
+	leaderTakeovers []LeaderTakeover
+	slowLeader      []string
+	problems        []string
+	unbalanced      string // why the claims never balanced; empty when they did
+	skipped         []string
 }
 
 // Run performs one chaos run and checks its history. The error is for a run that could not
@@ -55,15 +61,18 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	if err := cfg.validate(); err != nil {
 		return Report{}, err
 	}
-	r := &run{cfg: cfg, faults: map[string]int{}, stores: map[string]stored{}, numbers: batchNumbers{next: map[string]int{}}}
-	r.say("seed %d: replay with: %s", cfg.Seed, replayCommand(cfg))
+	r := &run{cfg: cfg, replay: replayCommand(cfg), faults: map[string]int{}, stores: map[string]stored{}, numbers: batchNumbers{next: map[string]int{}}}
+	r.say("seed %d: replay with: %s", cfg.Seed, r.replay)
 	var err error
-	if r.db, err = startServers(ctx, cfg.DatabaseURL, cfg.AsyncStandby, r.say); err != nil {
+	if r.db, err = startServers(ctx, cfg, r.say); err != nil {
 		return Report{}, err
 	}
 	defer r.db.close(ctx)
-	if !r.db.own {
-		r.skip(KindPostgresRestart, KindPostgresFailover)
+	if !r.db.own || r.db.ha != nil {
+		r.skip(localKinds...)
+	}
+	if r.db.ha == nil {
+		r.skip(patroniKinds...)
 	}
 	if r.pool, err = r.db.pool(ctx); err != nil {
 		return Report{}, err
@@ -77,6 +86,8 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 		if r.logDir, err = os.MkdirTemp("", "batchclaim-chaos-"); err != nil {
 			return Report{}, err
 		}
+	} else if err := os.MkdirAll(r.logDir, 0o755); err != nil {
+		return Report{}, fmt.Errorf("log dir: %w", err)
 	}
 	if err := r.enqueueInitial(ctx); err != nil {
 		return Report{}, fmt.Errorf("store the first batches: %w", err)
@@ -108,8 +119,19 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	}
 	r.quiesce(ctx)
 	r.stopAll(ctx)
-	return r.check(ctx)
+	// The history is read from whichever server is primary now; a read that meets a
+	// failover (or a pool connection to a server that is gone) is tried again.
+	var rep Report
+	err = history.Retry(ctx, checkRetryLimit, func(ctx context.Context) error {
+		var err error
+		rep, err = r.check(ctx)
+		return err
+	})
+	return rep, err
 }
+
+// checkRetryLimit bounds how long the check tries again to read the history.
+const checkRetryLimit = 2 * time.Minute
 
 // stopAll stops every instance gracefully, one after another, noting when each stop began.
 func (r *run) stopAll(ctx context.Context) {
@@ -141,6 +163,9 @@ func replayCommand(c Config) string {
 	}
 	if c.AsyncStandby {
 		cmd += " --async-standby"
+	}
+	if c.Cluster != ClusterLocal && c.Cluster != "" {
+		cmd += " --cluster " + c.Cluster
 	}
 	if len(c.Kinds) != len(Kinds()) {
 		cmd += " --faults " + strings.Join(c.Kinds, ",")

@@ -817,7 +817,11 @@ SELECT
           AND EXISTS (SELECT 1 FROM service_id_claims c WHERE c.claimant = i.id
                       AND (i.expiry_2 <= COALESCE($3::timestamptz, now()) OR NOT (c.submitting_since IS NOT NULL OR batchclaim_head_in_flight(c.service_id, c.claimant, c.epoch))))
     )::bool AS voidable,
-    own.held, own.epoch_sum, own.idle
+    own.held, own.epoch_sum, own.idle,
+    ('x' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8))::bit(32)::bigint AS timeline,
+    (current_setting('synchronous_standby_names') <> '' AND current_setting('synchronous_commit') NOT IN ('off', 'local'))::bool AS sync_standby,
+    COALESCE(pg_sequence_last_value('service_id_claim_epochs'::regclass), 0)::bigint AS epochs,
+    COALESCE((SELECT i.heartbeat_at FROM instances i WHERE i.id = $1::uuid AND i.nonce = $2::uuid), 'epoch'::timestamptz)::timestamptz AS heartbeat_at
 FROM (
     SELECT count(*)::bigint AS held, COALESCE(sum(c.epoch), 0)::bigint AS epoch_sum,
            count(*) FILTER (WHERE $4::bigint > 0 AND c.submitting_since IS NULL
@@ -837,14 +841,18 @@ type ClaimsSurveyParams struct {
 }
 
 type ClaimsSurveyRow struct {
-	Owned      bool
-	Live       []uuid.UUID
-	ServiceIds int64
-	Free       int64
-	Voidable   bool
-	Held       int64
-	EpochSum   int64
-	Idle       int64
+	Owned       bool
+	Live        []uuid.UUID
+	ServiceIds  int64
+	Free        int64
+	Voidable    bool
+	Held        int64
+	EpochSum    int64
+	Idle        int64
+	Timeline    int64
+	SyncStandby bool
+	Epochs      int64
+	HeartbeatAt time.Time
 }
 
 // Everything one claim cycle needs to know, in one statement, so that an instance with
@@ -854,7 +862,10 @@ type ClaimsSurveyRow struct {
 // instance's own claims (count and sum of epochs: it changes whenever the set does, since
 // only this instance's own statements add to it and every acquisition draws a new epoch),
 // and how many of them may be dropped as idle. Plain reads: advice, not safety; every write
-// that follows re-checks its rows.
+// that follows re-checks its rows. The last four columns are for the failover guard
+// (claims/guard.go): the server's timeline, whether its commits wait for a synchronous
+// standby, the epoch sequence, and this instance's last renewal (the epoch when there is
+// none).
 func (q *Queries) ClaimsSurvey(ctx context.Context, db DBTX, arg ClaimsSurveyParams) (ClaimsSurveyRow, error) {
 	row := db.QueryRow(ctx, claimsSurvey,
 		arg.Claimant,
@@ -872,6 +883,10 @@ func (q *Queries) ClaimsSurvey(ctx context.Context, db DBTX, arg ClaimsSurveyPar
 		&i.Held,
 		&i.EpochSum,
 		&i.Idle,
+		&i.Timeline,
+		&i.SyncStandby,
+		&i.Epochs,
+		&i.HeartbeatAt,
 	)
 	return i, err
 }

@@ -90,7 +90,7 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 	for attempt := 1; ; attempt++ {
 		c.port = opts.Port
 		if c.port == 0 {
-			if c.port, err = freePort(); err != nil {
+			if c.port, err = FreePort(); err != nil {
 				_ = os.RemoveAll(dir)
 				return nil, err
 			}
@@ -155,7 +155,7 @@ func (c *Cluster) Restart(ctx context.Context) error {
 // create runs initdb, as an unprivileged user when running as root.
 func (c *Cluster) create(ctx context.Context) error {
 	if os.Geteuid() == 0 {
-		cred, err := unprivileged()
+		cred, err := Unprivileged()
 		if err != nil {
 			return err
 		}
@@ -329,8 +329,10 @@ func (c *Cluster) logTail() string {
 	return tail(b, 600)
 }
 
-// unprivileged returns the credentials of the postgres user, else of nobody.
-func unprivileged() (*syscall.Credential, error) {
+// Unprivileged returns the credentials of the postgres user, else of nobody: what a process
+// that Postgres must not see as root (initdb, postgres, a manager such as Patroni) runs as
+// when this process is root.
+func Unprivileged() (*syscall.Credential, error) {
 	for _, name := range []string{"postgres", "nobody"} {
 		u, err := user.Lookup(name)
 		if err != nil {
@@ -346,9 +348,9 @@ func unprivileged() (*syscall.Credential, error) {
 	return nil, errors.New("running as root, and neither a postgres nor a nobody user exists to run the cluster as (initdb and postgres refuse root)")
 }
 
-// freePort asks the kernel for a free port on 127.0.0.1. Another process may take it before
-// postgres binds it; Start retries then.
-func freePort() (int, error) {
+// FreePort asks the kernel for a free port on 127.0.0.1. Another process may take it before
+// the server meant to bind it does; Start retries then.
+func FreePort() (int, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return 0, fmt.Errorf("find a free port: %w", err)

@@ -83,7 +83,7 @@ func (c *Cluster) StartStandbyVia(ctx context.Context, port int, via string) (*C
 	}
 	for attempt := 1; ; attempt++ {
 		if port == 0 {
-			if s.port, err = freePort(); err != nil {
+			if s.port, err = FreePort(); err != nil {
 				return fail(err)
 			}
 		}

@@ -3,5 +3,6 @@
 // local PostgreSQL binaries (package pglocal), and a postgres:15-alpine container through
 // testcontainers-go when a Docker engine answers. When none works the error says how to
 // provide one. The demo (Acquire) and the test harness (package dbtest, through Server) share
-// this chain.
+// this chain. WaitDatabase waits until every host of a multi-host URL has a database just
+// created on its primary.
 package pgsource
