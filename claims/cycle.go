@@ -302,7 +302,7 @@ func (e *Engine) voidExpired(ctx context.Context, now *time.Time, rep *CycleRepo
 					if c.Claimant == nil {
 						continue
 					}
-					p.ServiceIds, p.Claimants, p.Epochs = append(p.ServiceIds, c.ServiceID), append(p.Claimants, *c.Claimant), append(p.Epochs, c.Epoch)
+					p.ServiceIds, p.Claimants, p.Epochs = append(p.ServiceIds, c.ServiceID), append(p.Claimants, c.Claimant.String()), append(p.Epochs, c.Epoch)
 				}
 				voided, err = e.q.ClaimsVoid(ctx, tx, p)
 				return err

@@ -72,7 +72,9 @@ FOR UPDATE OF c SKIP LOCKED;
 -- (a POST marked in flight before the lock keeps its claim in phase two), and logs each.
 WITH cand AS (
     SELECT unnest(sqlc.arg(service_ids)::text[]) AS service_id,
-           unnest(sqlc.arg(claimants)::uuid[]) AS claimant,
+           -- As text: behind a pooler statements run in pgx's exec mode, which cannot send a
+           -- uuid[] of google/uuid values.
+           unnest(sqlc.arg(claimants)::text[])::uuid AS claimant,
            unnest(sqlc.arg(epochs)::bigint[]) AS epoch
 ),
 voided AS (

@@ -20,8 +20,8 @@ import (
 )
 
 // poolerRunArgs are the run flags an instance needs behind a transaction-mode pooler, beyond
-// the URL. (With a wake-up listener that LISTENs on a connection of its own, it is turned off
-// here, as no direct URL is given.)
+// the URL: none. Without --notify-database-url an instance that finds a pooler turns listening
+// for new work off by itself and polls every held claim each renew interval.
 var poolerRunArgs = []string{}
 
 // TestPipelineThroughPgBouncer runs the pipeline, demo-sized (200 service_ids x 10 batches,
@@ -125,5 +125,8 @@ func TestPipelineThroughPgBouncer(t *testing.T) {
 	_ = runs[1].cmd.Wait()
 	if out := runs[1].out.String(); !strings.Contains(out, "refused the startup parameters") {
 		t.Errorf("the instance did not say it connected without the refused startup parameters:\n%s", out)
+	}
+	if out := runs[1].out.String(); !strings.Contains(out, "not listening for new work") {
+		t.Errorf("the instance did not say it polls instead of listening behind the pooler:\n%s", out)
 	}
 }

@@ -200,11 +200,21 @@ func runDaemon(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	var stmts *stmtMetric
 	cfg.Registry, stmts = runRegistry()
-	pool, err := openPoolNoted(ctx, *dbURL, int32(*dbMaxConns), func(msg string) { logger.Warn(msg) }, stmts.attach, func(pc *pgxpool.Config) { claims.ConfigurePool(pc, timings) })
+	pooled := false
+	pool, err := openPoolNoted(ctx, *dbURL, int32(*dbMaxConns), func(msg string) { pooled = true; logger.Warn(msg) },
+		stmts.attach, func(pc *pgxpool.Config) { claims.ConfigurePool(pc, timings) })
 	if err != nil {
 		return err
 	}
 	defer pool.Close()
+	if pooled && !cfg.NoListen && cfg.ListenConnString == "" {
+		// A pooler in transaction mode hands the listening session's server connection to
+		// other clients after each statement: notifications would never arrive.
+		cfg.NoListen = true
+		logger.Warn("--database-url goes through a pooler and no --notify-database-url is given: not listening for new work; "+
+			"every held claim is looked at each --renew-interval instead (give a direct URL with --notify-database-url to wake within milliseconds)",
+			"renew_interval", timings.RenewInterval)
+	}
 	if *claimsOnly {
 		if !flagGiven(fs, "listen") {
 			cfg.Listen = ""

@@ -894,7 +894,9 @@ func (q *Queries) ClaimsSurvey(ctx context.Context, db DBTX, arg ClaimsSurveyPar
 const claimsVoid = `-- name: ClaimsVoid :many
 WITH cand AS (
     SELECT unnest($1::text[]) AS service_id,
-           unnest($2::uuid[]) AS claimant,
+           -- As text: behind a pooler statements run in pgx's exec mode, which cannot send a
+           -- uuid[] of google/uuid values.
+           unnest($2::text[])::uuid AS claimant,
            unnest($3::bigint[]) AS epoch
 ),
 voided AS (
@@ -914,7 +916,7 @@ RETURNING service_id, instance_id, epoch, event
 
 type ClaimsVoidParams struct {
 	ServiceIds []string
-	Claimants  []uuid.UUID
+	Claimants  []string
 	Epochs     []int64
 	Now        *time.Time
 }
