@@ -42,8 +42,8 @@ func (s *Sim) adminRoutes(mux *http.ServeMux) {
 	})
 }
 
-// adminInject serves POST /_sim/inject?status=CODE[&code=N]&n=N, ?timeout=D&n=N, ?drop=N and
-// ?clear=true.
+// adminInject serves POST /_sim/inject?status=CODE[&code=N]&n=N, ?timeout=D&n=N, ?drop=N,
+// ?hide=D&n=N (InjectHiddenIntake) and ?clear=true.
 func (s *Sim) adminInject(w http.ResponseWriter, r *http.Request) {
 	if err := s.inject(r); err != nil {
 		http.Error(w, "inject: "+err.Error(), http.StatusBadRequest)
@@ -94,6 +94,16 @@ func (s *Sim) inject(r *http.Request) error {
 			return err
 		}
 		s.InjectTimeouts(n, hold)
+	case q.Has("hide"):
+		hide, err := time.ParseDuration(q.Get("hide"))
+		if err != nil || hide < 0 {
+			return fmt.Errorf("hide=%q is not a non-negative duration", q.Get("hide"))
+		}
+		n, err := count("n")
+		if err != nil {
+			return err
+		}
+		s.InjectHiddenIntake(n, hide)
 	case q.Has("drop"):
 		n, err := count("drop")
 		if err != nil {

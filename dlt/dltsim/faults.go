@@ -10,6 +10,8 @@ type faults struct {
 	timeoutN   int
 	hold       time.Duration
 	dropN      int
+	hiddenN    int
+	hideMax    time.Duration
 }
 
 // InjectStatus makes the next n POSTs answer code (e.g. 500, 503, 408) without accepting
@@ -59,4 +61,16 @@ func (s *Sim) InjectDroppedResponses(n int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.faults.dropN = max(n, 0)
+}
+
+// InjectHiddenIntake makes the next n accepted POSTs take effect and lose their answer, and
+// keeps each of their batches out of the status answers (UNKNOWN, as if not yet passed on to
+// the validator) for a time drawn between 0 and hideMax (the batch id decides it), while the
+// ledger works on it as usual: a client that asks about such a batch hears UNKNOWN a few times
+// and then, at a moment it cannot foresee, the batch's real status. It replaces an earlier
+// hidden-intake injection.
+func (s *Sim) InjectHiddenIntake(n int, hideMax time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.faults.hiddenN, s.faults.hideMax = max(n, 0), max(hideMax, 0)
 }

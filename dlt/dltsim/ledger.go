@@ -17,6 +17,7 @@ type entry struct {
 	invalid bool // decided on arrival: settles INVALID instead of COMMITTED
 	arrived time.Time
 	updated time.Time
+	hidden  time.Time // until then the API reports the batch as unknown (InjectHiddenIntake)
 }
 
 // view is a copy of an entry as the API reports it.
@@ -207,10 +208,17 @@ func (l *ledger) lookup(id string, now time.Time) *entry {
 	return e
 }
 
+// hide keeps a just accepted batch out of the status answers until until.
+func (l *ledger) hide(id string, until time.Time) {
+	if e := l.entries[id]; e != nil {
+		e.hidden = until
+	}
+}
+
 // view reports a batch as the API would.
 func (l *ledger) view(id string, now time.Time) view {
 	e := l.lookup(id, now)
-	if e == nil {
+	if e == nil || now.Before(e.hidden) {
 		return view{id: id, status: batchclaim.StatusUnknown, updated: now}
 	}
 	return view{id: id, status: e.status, txIDs: e.txIDs, updated: e.updated}

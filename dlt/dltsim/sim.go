@@ -185,9 +185,13 @@ func (s *Sim) invalid(id string) bool {
 	if s.cfg.InvalidRate <= 0 {
 		return false
 	}
+	return s.fraction(id, "") < s.cfg.InvalidRate
+}
+
+// fraction is a number in [0, 1) that the seed, the batch id and the purpose decide.
+func (s *Sim) fraction(id, purpose string) float64 {
 	var seed [8]byte
 	binary.BigEndian.PutUint64(seed[:], uint64(s.cfg.Seed))
-	sum := sha256.Sum256(append(seed[:], id...))
-	f := float64(binary.BigEndian.Uint64(sum[:8])>>11) / (1 << 53)
-	return f < s.cfg.InvalidRate
+	sum := sha256.Sum256(append(append(seed[:], purpose...), id...))
+	return float64(binary.BigEndian.Uint64(sum[:8])>>11) / (1 << 53)
 }

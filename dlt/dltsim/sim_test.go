@@ -352,3 +352,33 @@ func TestConcurrentPosts(t *testing.T) {
 		}
 	})
 }
+
+// A hidden intake takes effect and drops the answer, like a dropped response, and the batch
+// is reported UNKNOWN until its hiding time (at most the given one) has passed, then as the
+// ledger has it.
+func TestInjectHiddenIntake(t *testing.T) {
+	t.Parallel()
+	forEachFlavor(t, func(t *testing.T, cfg dltsim.Config) {
+		b := setup(t, cfg)
+		b.sim.InjectHiddenIntake(1, time.Hour)
+		id, list := dlt.FakeBatch("svc", 7)
+		resp, err := http.Post(b.url+b.batchesPath(), "application/octet-stream", strings.NewReader(string(list)))
+		if err == nil {
+			resp.Body.Close()
+			t.Fatalf("hidden intake answered %s", resp.Status)
+		}
+		if got := b.sim.Committed(); !slices.Equal(got, []string{id}) {
+			t.Fatalf("committed = %v: a hidden intake takes effect", got)
+		}
+		if st := b.sim.Status(id); st != batchclaim.StatusUnknown {
+			t.Fatalf("status while hidden: %s, want UNKNOWN", st)
+		}
+		b.clock.Add(time.Hour)
+		if st := b.sim.Status(id); st != batchclaim.StatusCommitted {
+			t.Fatalf("status once shown: %s, want COMMITTED", st)
+		}
+		if got := effectsOf(b.sim); !slices.Equal(got, []string{dltsim.EffectDropped}) {
+			t.Fatalf("effects = %v, want one dropped", got)
+		}
+	})
+}

@@ -107,7 +107,13 @@ func (s *Sim) decide(batches []dlt.Batch) outcome {
 	case !s.ledger.admit():
 		return s.recordAll(batches, now, outcome{status: http.StatusTooManyRequests}, EffectRejected)
 	}
-	if f.dropN > 0 && out.status == http.StatusAccepted {
+	var hide time.Duration // how long the accepted batches stay out of the status answers
+	switch {
+	case f.hiddenN > 0 && out.status == http.StatusAccepted:
+		f.hiddenN--
+		hide = f.hideMax
+		out = outcome{drop: true}
+	case f.dropN > 0 && out.status == http.StatusAccepted:
 		f.dropN--
 		out = outcome{drop: true}
 	}
@@ -116,6 +122,8 @@ func (s *Sim) decide(batches []dlt.Batch) outcome {
 		effect := EffectAccepted
 		if s.ledger.accept(b, service, s.invalid(b.ID), now) {
 			effect = EffectDuplicate
+		} else if hide > 0 {
+			s.ledger.hide(b.ID, now.Add(time.Duration(s.fraction(b.ID, "hide")*float64(hide))))
 		}
 		switch {
 		case out.drop:

@@ -122,6 +122,8 @@ func (r *run) check(ctx context.Context) (Report, error) {
 		rep.Violations[Unbalanced] = 1
 		rep.Problems = append(rep.Problems, r.unbalanced)
 	}
+	rep.Violations[StalledWork] = len(r.stalled)
+	rep.Problems = append(rep.Problems, r.stalled...)
 	return rep, nil
 }
 

@@ -17,6 +17,7 @@ const (
 	KindSIGSTOP            = "sigstop"
 	KindLinkCut            = "link_cut"
 	KindLinkBlackhole      = "link_blackhole"
+	KindLinkFreeze         = "link_freeze"
 	KindLinkLatency        = "link_latency"
 	KindTerminateBackend   = "terminate_backend"
 	KindPostgresRestart    = "postgres_restart"
@@ -25,6 +26,7 @@ const (
 	KindLedger503          = "ledger_503"
 	KindLedgerTimeout      = "ledger_timeout"
 	KindLedgerDropResponse = "ledger_drop_response"
+	KindLedgerHiddenIntake = "ledger_hidden_intake"
 	KindLedgerRestart      = "ledger_restart"
 	KindConcurrentEnqueue  = "concurrent_enqueue"
 	KindClockSkew          = "clock_skew"
@@ -57,11 +59,12 @@ const (
 	SlowTakeovers         = "slow_takeovers"
 	Unbalanced            = "unbalanced"
 	HistoryGaps           = "history_gaps"
+	StalledWork           = "stalled_work"
 )
 
 // hostKinds are the faults of processes, links and Postgres: one at a time, so that a slow
 // takeover is never blamed on two faults at once.
-var hostKinds = []string{KindSIGKILL, KindSIGSTOP, KindLinkCut, KindLinkBlackhole, KindLinkLatency,
+var hostKinds = []string{KindSIGKILL, KindSIGSTOP, KindLinkCut, KindLinkBlackhole, KindLinkFreeze, KindLinkLatency,
 	KindTerminateBackend, KindClockSkew, KindPostgresRestart, KindPostgresFailover, KindPatroniKillPostmaster,
 	KindPatroniKillPatroni, KindPatroniSwitchover, KindPatroniFailover, KindPatroniDCSCut, KindEtcdRestart}
 
@@ -76,7 +79,7 @@ var (
 // ledgerKinds are the faults of the ledger and of the clients that enqueue; they run beside
 // the host faults.
 var ledgerKinds = []string{KindLedger429, KindLedger503, KindLedgerTimeout, KindLedgerDropResponse,
-	KindLedgerRestart, KindConcurrentEnqueue}
+	KindLedgerHiddenIntake, KindLedgerRestart, KindConcurrentEnqueue}
 
 // Kinds returns every fault kind.
 func Kinds() []string { return slices.Concat(hostKinds, ledgerKinds) }
@@ -84,7 +87,7 @@ func Kinds() []string { return slices.Concat(hostKinds, ledgerKinds) }
 // Invariants returns every invariant the check counts.
 func Invariants() []string {
 	return []string{Lost, OrderViolations, DoubleOutstanding, DoubleOwner, EpochRegressions,
-		StaleWritesAccepted, UnexplainedDuplicates, SlowTakeovers, Unbalanced, HistoryGaps}
+		StaleWritesAccepted, UnexplainedDuplicates, SlowTakeovers, Unbalanced, HistoryGaps, StalledWork}
 }
 
 // Defaults applied to zero Config fields.

@@ -124,6 +124,30 @@ func (r *run) inject(ctx context.Context, kind string, rng *rand.Rand) error {
 		for _, p := range in.proxies {
 			p.Restore()
 		}
+	case KindLinkFreeze:
+		// Every connection the instance holds freezes, while new ones pass: its lease loop
+		// redials and keeps the lease alive, so nobody may take its claims, and it must give
+		// the frozen connections up by itself and go on working.
+		in := r.pickRunning(rng)
+		if in == nil {
+			return nil
+		}
+		d := r.cfg.Expiry2 + 2*r.cfg.Expiry1 + time.Duration(rng.IntN(2000))*time.Millisecond
+		r.count(kind)
+		id := in.lookupID(ctx, r.pool)
+		var since time.Time
+		if err := r.pool.QueryRow(ctx, `SELECT now()`).Scan(&since); err != nil {
+			return err
+		}
+		for _, p := range in.proxies {
+			p.Freeze()
+		}
+		r.event(kind, "%s's open database connections frozen for %.1fs (new ones pass)", in.name, d.Seconds())
+		r.sleep(ctx, d)
+		r.judgeFreeze(ctx, in.name, id, since.Add(r.cfg.Expiry1+r.cfg.Expiry1*2/3))
+		for _, p := range in.proxies {
+			p.Restore()
+		}
 	case KindLinkLatency:
 		in := r.pickRunning(rng)
 		if in == nil {
@@ -219,6 +243,15 @@ func (r *run) inject(ctx context.Context, kind string, rng *rand.Rand) error {
 		r.count(kind)
 		r.event(kind, "next %d accepted POSTs lose their answer", n)
 		r.sleep(ctx, time.Duration(1000+rng.IntN(2000))*time.Millisecond)
+	case KindLedgerHiddenIntake:
+		// Batches the ledger took but reports UNKNOWN for a moment nobody can foresee: the
+		// instances resubmit them as their answers of the ledger run out, just as the
+		// ledger's COMMITTED answer may arrive, so a poll's write races a mark in flight.
+		n := 5 + rng.IntN(16)
+		r.sim.InjectHiddenIntake(n, 4*r.cfg.Renew+time.Second)
+		r.count(kind)
+		r.event(kind, "next %d accepted POSTs lose their answer and stay UNKNOWN for up to %v", n, 4*r.cfg.Renew+time.Second)
+		r.sleep(ctx, time.Duration(1500+rng.IntN(2000))*time.Millisecond)
 	case KindLedgerRestart:
 		r.sim.Restart()
 		r.count(kind)
@@ -349,5 +382,31 @@ func (r *run) leaseEnd(ctx context.Context, v *victim, ends bool) {
 	v.e1, v.e2 = *e1, *e2
 	if ends {
 		v.until = now
+	}
+}
+
+// judgeFreeze checks, as a freeze of an instance's connections ends, that the instance went on
+// working: if a service_id it holds had unfinished work, it must have written something (an
+// attempt, a status) after from, by which it has had time to give its frozen connections up
+// (a claim-cycle statement is abandoned after expiry-1, a fetch's after the local deadline).
+func (r *run) judgeFreeze(ctx context.Context, name string, id uuid.UUID, from time.Time) {
+	if id == uuid.Nil {
+		return
+	}
+	qctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	var work, wrote bool
+	err := r.pool.QueryRow(qctx, `SELECT
+		EXISTS (SELECT 1 FROM service_id_claims c JOIN batches b ON b.service_id = c.service_id AND b.unfinished
+		        WHERE c.claimant = $1 AND b.created_at < $2),
+		EXISTS (SELECT 1 FROM batch_history h WHERE h.instance_id = $1 AND h.at >= $2)`, id, from).Scan(&work, &wrote)
+	if err != nil {
+		return // the database is unreachable: not judged
+	}
+	if work && !wrote {
+		r.mu.Lock()
+		r.stalled = append(r.stalled, fmt.Sprintf("%s: its connections frozen, it held service_ids with unfinished work and wrote nothing after %s",
+			name, from.Format(time.StampMilli)))
+		r.mu.Unlock()
 	}
 }

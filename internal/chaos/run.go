@@ -50,7 +50,8 @@ type run struct {
 	leaderTakeovers []LeaderTakeover
 	slowLeader      []string
 	problems        []string
-	unbalanced      string // why the claims never balanced; empty when they did
+	stalled         []string // link_freeze victims that did not go on working
+	unbalanced      string   // why the claims never balanced; empty when they did
 	skipped         []string
 }
 
