@@ -76,4 +76,7 @@ type Outcome struct {
 	// same write, when this outcome frees the service_id (COMMITTED, or INVALID without a halt)
 	// and that batch is NEW: the worker that finished one batch then starts the next at once.
 	Chain bool
+	// ChainMaxBytes bounds the payload of the chained batch; a larger one is left for the
+	// queuer. Negative means no bound.
+	ChainMaxBytes int64
 }

@@ -85,7 +85,7 @@ const (
 //	MemoryBase
 //	+ MaxIngestMemory                      request bodies and their decoded batches
 //	+ 2 x IngestConns x MaxBody            the driver's copies of the batch each storing request sends
-//	+ (Workers + 1) x MaxBody              the payloads of submissions in flight, and the row read
+//	+ max(MaxSubmitMemory, MaxBody) + MaxBody   the payloads of submissions in flight, and those read
 //	+ MaxConnections x (MaxHeaderBytes + 16 KiB)   connections, their headers being read
 //
 // A batch is never larger than the body it came in. The garbage collector lets the heap grow
@@ -93,11 +93,11 @@ const (
 // (debug.SetMemoryLimit, GOMEMLIMIT) makes it collect sooner; `run` sets one above this bound.
 func (c Config) MemoryBound(poolConns int32) int64 {
 	body := cmp.Or(c.MaxBody, ingest.MaxBodyDefault)
-	workers := int64(cmp.Or(c.Workers, submitter.WorkersDefault))
+	inflight := max(cmp.Or(c.MaxSubmitMemory, submitter.MaxMemoryDefault), body)
 	conns := int64(cmp.Or(c.MaxConnections, MaxConnectionsDefault))
 	header := int64(cmp.Or(c.MaxHeaderBytes, MaxHeaderBytesDefault))
 	return MemoryBase + cmp.Or(c.MaxIngestMemory, ingest.MaxMemoryDefault) + 2*int64(IngestConns(poolConns))*body +
-		(workers+1)*body + conns*(header+connOverhead)
+		inflight + body + conns*(header+connOverhead)
 }
 
 // ProbeConns is the size of the listener's own small pool, dialled with the node's pool's

@@ -31,8 +31,11 @@ type Config struct {
 	Statuses observer.StatusSource
 	// SkipValid: VALID fixes the order (scabbard); the next batch may go.
 	SkipValid bool
-	// Workers bounds concurrent submissions. Zero means submitter.WorkersDefault.
+	// Workers bounds concurrent submissions. Zero means submitter.WorkersDefault (256).
 	Workers int
+	// MaxSubmitMemory bounds the bytes of the payloads the running submissions hold (one
+	// larger batch still goes alone). Zero means submitter.MaxMemoryDefault (64 MiB).
+	MaxSubmitMemory int64
 	// PollInterval between status polls. Zero means observer.PollIntervalDefault.
 	PollInterval time.Duration
 	// NoListen turns off waking on new work through LISTEN/NOTIFY, e.g. behind a pooler in
@@ -179,7 +182,8 @@ func New(pool *pgxpool.Pool, cfg Config) (*Node, error) {
 		Recorded: func(serviceID string) { q.Dirty(serviceID) },
 	})
 	n.workers, err = submitter.New(submitter.Config{
-		Workers: cfg.Workers, Timeout: timings.MaxSubmission, BackoffBase: cfg.BackoffBase, BackoffMax: cfg.BackoffMax,
+		Workers: cfg.Workers, MaxMemory: cfg.MaxSubmitMemory, Timeout: timings.MaxSubmission,
+		BackoffBase: cfg.BackoffBase, BackoffMax: cfg.BackoffMax,
 		Lease:    eng,
 		OnResult: func(_ submitter.Job, r batchclaim.Result, d time.Duration) { n.metrics.result(r, d) },
 		MayChain: func(j batchclaim.Job, run int) bool { return q.MayChain(j, run) },

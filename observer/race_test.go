@@ -212,8 +212,8 @@ func TestStatusUpdateForAnotherServiceIDIsRefused(t *testing.T) {
 }
 
 // With Chain, an outcome that frees its service_id marks the next NEW batch in flight in the
-// same write and returns it with its payload; without a next batch, or without Chain, nothing
-// is chained.
+// same write and returns it with its payload; a next batch larger than ChainMaxBytes is left
+// for the queuer.
 func TestFinishChainsTheNextBatch(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -226,7 +226,7 @@ func TestFinishChainsTheNextBatch(t *testing.T) {
 	if err != nil || len(m) != 1 {
 		t.Fatalf("mark: %v, %d", err, len(m))
 	}
-	next, ok, err := rec.Finish(ctx, batchclaim.Outcome{Job: m[0], Result: batchclaim.Result{Verdict: batchclaim.Done}, Chain: true})
+	next, ok, err := rec.Finish(ctx, batchclaim.Outcome{Job: m[0], Result: batchclaim.Result{Verdict: batchclaim.Done}, Chain: true, ChainMaxBytes: -1})
 	if err != nil || !ok {
 		t.Fatalf("finish with chain: %v, chained %v", err, ok)
 	}
@@ -236,9 +236,16 @@ func TestFinishChainsTheNextBatch(t *testing.T) {
 	if st, _ := unknownCount(t, pool, second.Seq); st != "INFLIGHT" {
 		t.Fatalf("chained batch is %s, want INFLIGHT", st)
 	}
-	_, ok, err = rec.Finish(ctx, batchclaim.Outcome{Job: next, Result: batchclaim.Result{Verdict: batchclaim.Done}, Chain: true})
+	third, err := ingest.Enqueue(ctx, pool, "svc", "b3", []byte("three"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, ok, err = rec.Finish(ctx, batchclaim.Outcome{Job: next, Result: batchclaim.Result{Verdict: batchclaim.Done}, Chain: true, ChainMaxBytes: 4})
 	if err != nil || ok {
-		t.Fatalf("finish of the last batch: %v, chained %v; want nothing chained", err, ok)
+		t.Fatalf("finish with room for 4 bytes before a 5-byte batch: %v, chained %v; want nothing chained", err, ok)
+	}
+	if st := state(t, pool, third.Seq); st != "NEW" {
+		t.Fatalf("the batch too large to chain is %s, want NEW (left for the queuer)", st)
 	}
 	var attempts int
 	if err := pool.QueryRow(ctx, `SELECT count(*) FROM submission_attempts WHERE outcome = 'done'`).Scan(&attempts); err != nil || attempts != 2 {

@@ -246,6 +246,7 @@ func (r *Recorder) writeOutcomeChunk(ctx context.Context, batch []*outcome) {
 		p.LatenciesMs = append(p.LatenciesMs, float64(o.Latency.Microseconds())/1000)
 		p.Outcomes = append(p.Outcomes, res.Verdict.String())
 		p.Chain = append(p.Chain, o.Chain)
+		p.ChainMaxBytes = append(p.ChainMaxBytes, o.ChainMaxBytes)
 		chain = chain || o.Chain
 	}
 	var rows []db.BatchesRecordOutcomesRow

@@ -42,7 +42,7 @@ WHERE service_id = sqlc.arg(service_id) AND batch_id = sqlc.arg(batch_id);
 -- skip_valid, VALID batches count as done for ordering (adapters whose VALID fixes order).
 -- The payload is not read here: the in-flight mark returns it for the batches that go.
 SELECT h.seq, h.service_id, h.batch_id, h.state, h.attempts, h.claim_epoch, h.claimant,
-       h.unknown_count,
+       h.unknown_count, octet_length(h.payload)::bigint AS size,
        (h.next_attempt_at IS NULL OR h.next_attempt_at <= now())::bool AS due,
        -- How long until a DELAYED head is due (0 when it is).
        GREATEST(COALESCE(EXTRACT(EPOCH FROM h.next_attempt_at - now()), 0), 0)::float8 AS due_in_seconds,
@@ -128,8 +128,9 @@ LEFT JOIN attempt a ON a.seq = w.seq;
 -- starts the count of UNKNOWN answers afresh, and an UNKNOWN one the resubmission grace.
 --
 -- When chain is set for an outcome that frees its service_id (COMMITTED, or INVALID without
--- halt_on_invalid) and the lease is in phase one, the service_id's next batch, if it is NEW, is
--- marked in flight in the same statement and returned (next_*), so that the worker that
+-- halt_on_invalid) and the lease is in phase one, the service_id's next batch, if it is NEW and
+-- its payload is at most chain_max_bytes long (negative: any), is marked in flight in the same
+-- statement and returned (next_*), so that the worker that
 -- finished one batch starts the next without another statement. With track_idle, a
 -- service_id left without unfinished batches gets active_at = now() (the idle clock of
 -- claims.Config.DropIdleAfter).
@@ -147,7 +148,8 @@ WITH o AS (
            unnest(sqlc.arg(http_statuses)::int[]) AS http_status,
            unnest(sqlc.arg(latencies_ms)::float8[]) AS latency_ms,
            unnest(sqlc.arg(outcomes)::text[]) AS outcome,
-           unnest(sqlc.arg(chain)::bool[]) AS chain
+           unnest(sqlc.arg(chain)::bool[]) AS chain,
+           unnest(sqlc.arg(chain_max_bytes)::bigint[]) AS chain_max_bytes
 ),
 fenced AS (
     SELECT c.service_id, c.epoch FROM service_id_claims c
@@ -174,8 +176,8 @@ recorded AS (
       AND b.claimant = sqlc.arg(claimant)::uuid AND b.claim_epoch = o.epoch AND b.attempts = o.attempt
     -- What the CTEs below need comes from here, so that none of them joins o with recorded
     -- (the planner cannot know how many rows recorded returns, and would loop over both).
-    RETURNING b.seq, b.service_id, o.epoch, o.new_state, o.chain, o.attempt_id, o.http_status, o.latency_ms,
-              o.outcome, o.last_error, EXTRACT(EPOCH FROM now() - b.created_at)::float8 AS age_seconds
+    RETURNING b.seq, b.service_id, o.epoch, o.new_state, o.chain, o.chain_max_bytes, o.attempt_id, o.http_status,
+              o.latency_ms, o.outcome, o.last_error, EXTRACT(EPOCH FROM now() - b.created_at)::float8 AS age_seconds
 ),
 attempted AS (
     UPDATE submission_attempts a
@@ -192,7 +194,7 @@ halted AS (
     ON CONFLICT (service_id) DO NOTHING
 ),
 finished AS (
-    SELECT r.seq, r.service_id, r.epoch, r.chain,
+    SELECT r.seq, r.service_id, r.epoch, r.chain, r.chain_max_bytes,
            (r.new_state = 'COMMITTED' OR NOT sqlc.arg(halt_on_invalid)::bool) AS frees
     FROM recorded r
     WHERE r.new_state IN ('COMMITTED', 'INVALID')
@@ -206,13 +208,14 @@ next_head AS (
     SELECT f.seq AS prev_seq, n.seq, f.service_id, f.epoch
     FROM finished f
     CROSS JOIN LATERAL (
-        SELECT b.seq, b.state FROM batches b
+        SELECT b.seq, b.state, octet_length(b.payload) AS size FROM batches b
         WHERE b.service_id = f.service_id AND b.unfinished AND b.seq <> f.seq
           AND NOT (sqlc.arg(skip_valid)::bool AND b.state = 'VALID')
         ORDER BY b.seq
         LIMIT 1
     ) n
     WHERE f.chain AND f.frees AND n.state = 'NEW' AND EXISTS (SELECT 1 FROM lease)
+      AND (f.chain_max_bytes < 0 OR n.size <= f.chain_max_bytes)
       AND NOT EXISTS (SELECT 1 FROM service_halts x WHERE x.service_id = f.service_id)
 ),
 chained AS (

@@ -26,7 +26,11 @@ type Engine interface {
 
 // Dispatcher runs jobs (a *submitter.Pool).
 type Dispatcher interface {
+	// Free is the number of idle workers.
 	Free() int
+	// FreeMemory is how many more payload bytes the running jobs may hold, and whether they
+	// hold none (a job of any size may then go).
+	FreeMemory() (free int64, empty bool)
 	TrySubmit(j batchclaim.Job) bool
 }
 
@@ -307,7 +311,8 @@ func (q *Queuer) Fetch(ctx context.Context) (int, error) {
 	}
 	sort.Slice(heads, func(a, b int) bool { return order[heads[a].ServiceID] < order[heads[b].ServiceID] })
 	var jobs, adopt []batchclaim.Job
-	var waiting []string // ready heads beyond the free workers
+	var waiting []string // ready heads beyond the free workers or memory
+	room, empty := q.disp.FreeMemory()
 	now := time.Now()
 	for _, h := range heads {
 		c := claimsByID[h.ServiceID]
@@ -320,9 +325,10 @@ func (q *Queuer) Fetch(ctx context.Context) (int, error) {
 			if d.wait > 0 {
 				q.at(h.ServiceID, now.Add(d.wait))
 			}
-		case len(jobs) < free:
+		case len(jobs) < free && (h.Size <= room || empty && len(jobs) == 0):
 			j.Reason = d.reason
 			jobs = append(jobs, j)
+			room -= h.Size
 		default:
 			waiting = append(waiting, h.ServiceID)
 		}

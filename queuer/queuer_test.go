@@ -24,7 +24,21 @@ func TestMain(m *testing.M) { dbtest.Main(m) }
 type dispatcher struct {
 	mu   sync.Mutex
 	free int
+	mem  int64 // payload bytes the jobs may hold; 0: no bound
 	got  []batchclaim.Job
+}
+
+func (d *dispatcher) FreeMemory() (int64, bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.mem == 0 {
+		return 1 << 62, len(d.got) == 0
+	}
+	held := int64(0)
+	for _, j := range d.got {
+		held += int64(len(j.Batch.Payload))
+	}
+	return d.mem - held, len(d.got) == 0
 }
 
 func (d *dispatcher) Free() int {
@@ -285,4 +299,45 @@ func TestWorkBeyondTheFirstFetchIsFound(t *testing.T) {
 			t.Fatalf("handed out %v, want %v", got, want)
 		}
 	})
+}
+
+// A fetch hands out jobs while their payloads fit the memory the dispatcher has left, and a
+// batch larger than all of it only when nothing else holds any.
+func TestFetchKeepsPayloadsWithinMemory(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := dbtest.NewPool(t)
+	for s := range 3 {
+		if _, err := ingest.Enqueue(ctx, pool, fmt.Sprintf("svc-%d", s), "b0", make([]byte, 10)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := ingest.Enqueue(ctx, pool, "svc-big", "b0", make([]byte, 100)); err != nil {
+		t.Fatal(err)
+	}
+	eng := engine(t, pool)
+	d := &dispatcher{free: 10, mem: 25}
+	q, err := queuer.New(pool, eng, d, newRecorder(pool, eng), queuer.Config{Interval: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := q.Fetch(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := d.handedOut(); fmt.Sprint(got) != "[svc-0 svc-1]" {
+		t.Fatalf("with 25 bytes free: handed out %v, want the first two 10-byte batches", got)
+	}
+	var later [][]string
+	for range 2 { // the jobs handed out end before each fetch
+		d.mu.Lock()
+		d.got = nil
+		d.mu.Unlock()
+		if _, err := q.Fetch(ctx); err != nil {
+			t.Fatal(err)
+		}
+		later = append(later, d.handedOut())
+	}
+	if fmt.Sprint(later) != "[[svc-2] [svc-big]]" {
+		t.Fatalf("next fetches handed out %v, want svc-2 (the 100-byte batch waits for it), then svc-big alone", later)
+	}
 }

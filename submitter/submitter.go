@@ -49,7 +49,8 @@ type Lease interface {
 
 // Defaults.
 const (
-	WorkersDefault       = 16
+	WorkersDefault       = 256
+	MaxMemoryDefault     = 64 << 20
 	BackoffBaseDefault   = 200 * time.Millisecond
 	BackoffMaxDefault    = 30 * time.Second
 	SubmitTimeoutDefault = 60 * time.Second
@@ -57,8 +58,13 @@ const (
 
 // Config configures a Pool.
 type Config struct {
-	// Workers bounds concurrent submissions. Zero means 16.
+	// Workers bounds concurrent submissions. At most one batch of a service_id is in flight,
+	// so more workers than service_ids with work add nothing. Zero means 256.
 	Workers int
+	// MaxMemory bounds the bytes of the payloads the running submissions hold: a job is handed
+	// out (or chained) only while its payload fits, except one at a time when nothing else
+	// runs, so that a batch larger than the bound still goes. Zero means 64 MiB.
+	MaxMemory int64
 	// Timeout bounds one submission (the claim engine's S). Zero means 60s.
 	Timeout time.Duration
 	// BackoffBase and BackoffMax shape the capped, jittered exponential delay before a DELAYED
@@ -100,17 +106,21 @@ type Pool struct {
 	stopOnce sync.Once
 	mu       sync.Mutex
 	running  map[string]int // service_id -> submissions running
+	held     int64          // bytes of the payloads of the running submissions
 }
 
 // New returns a Pool. done, if not nil, is called when a job is over, whatever happened.
 func New(cfg Config, sub Submitter, rec Recorder, done func(Job)) (*Pool, error) {
 	cfg.Workers = cmp.Or(cfg.Workers, WorkersDefault)
+	cfg.MaxMemory = cmp.Or(cfg.MaxMemory, MaxMemoryDefault)
 	cfg.Timeout = cmp.Or(cfg.Timeout, SubmitTimeoutDefault)
 	cfg.BackoffBase = cmp.Or(cfg.BackoffBase, BackoffBaseDefault)
 	cfg.BackoffMax = cmp.Or(cfg.BackoffMax, BackoffMaxDefault)
 	switch {
 	case cfg.Workers < 0:
 		return nil, fmt.Errorf("submitter: workers must be positive, got %d", cfg.Workers)
+	case cfg.MaxMemory < 0:
+		return nil, fmt.Errorf("submitter: max memory must be positive, got %d", cfg.MaxMemory)
 	case cfg.Timeout < 0 || cfg.BackoffBase < 0 || cfg.BackoffMax < cfg.BackoffBase:
 		return nil, fmt.Errorf("submitter: need timeout >= 0 and 0 <= backoff base <= backoff max")
 	case sub == nil || rec == nil:
@@ -126,6 +136,14 @@ func New(cfg Config, sub Submitter, rec Recorder, done func(Job)) (*Pool, error)
 // Free is the number of idle workers.
 func (p *Pool) Free() int { return cap(p.slots) - len(p.slots) }
 
+// FreeMemory is how many more payload bytes the running submissions may hold (Config.MaxMemory
+// less what they hold), and whether they hold none: a job of any size may then go.
+func (p *Pool) FreeMemory() (free int64, empty bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.cfg.MaxMemory - p.held, p.held == 0
+}
+
 // Busy is the number of running submissions.
 func (p *Pool) Busy() int { return len(p.slots) }
 
@@ -139,6 +157,7 @@ func (p *Pool) TrySubmit(j Job) bool {
 	p.wg.Add(1)
 	p.mu.Lock()
 	p.running[j.Batch.ServiceID]++
+	p.held += int64(len(j.Batch.Payload))
 	p.mu.Unlock()
 	go func() {
 		last := j
@@ -147,6 +166,7 @@ func (p *Pool) TrySubmit(j Job) bool {
 			if p.running[j.Batch.ServiceID]--; p.running[j.Batch.ServiceID] == 0 {
 				delete(p.running, j.Batch.ServiceID)
 			}
+			p.held -= int64(len(last.Batch.Payload))
 			p.mu.Unlock()
 			<-p.slots
 			p.wg.Done()
@@ -162,6 +182,9 @@ func (p *Pool) TrySubmit(j Job) bool {
 			if p.cfg.Chained != nil {
 				p.cfg.Chained(last, next)
 			}
+			p.mu.Lock()
+			p.held += int64(len(next.Batch.Payload) - len(last.Batch.Payload))
+			p.mu.Unlock()
 			last = next
 		}
 	}()
@@ -224,8 +247,10 @@ func (p *Pool) run(j Job, run int) (Job, bool) {
 	if p.cfg.OnResult != nil {
 		p.cfg.OnResult(j, res, latency)
 	}
-	o := batchclaim.Outcome{Job: j, Result: res, Latency: latency, RetryIn: p.backoff(j.Batch.Attempts, res.RetryAfter),
-		Chain: p.mayChain(j, run)}
+	o := batchclaim.Outcome{Job: j, Result: res, Latency: latency, RetryIn: p.backoff(j.Batch.Attempts, res.RetryAfter)}
+	if p.mayChain(j, run) {
+		o.Chain, o.ChainMaxBytes = true, p.chainRoom(j)
+	}
 	// Recording runs under the claim's context too: a lost claim must not write. A cancelled
 	// POST (claim lost, deadline) is left INFLIGHT for the next owner, who treats it as unknown.
 	next, ok, err := p.rec.Finish(claimCtx, o)
@@ -243,6 +268,18 @@ func (p *Pool) run(j Job, run int) (Job, bool) {
 	}
 	log.Debug("submitted", "verdict", res.Verdict.String(), "http_status", res.HTTPStatus, "latency", latency)
 	return next, ok
+}
+
+// chainRoom is the largest payload the job after j may have: what j holds plus what is free,
+// or any size (-1) when j is the only submission holding bytes.
+func (p *Pool) chainRoom(j Job) int64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	mine := int64(len(j.Batch.Payload))
+	if p.held == mine {
+		return -1
+	}
+	return mine + max(p.cfg.MaxMemory-p.held, 0)
 }
 
 // mayChain reports whether j's worker, which ran run jobs of its service_id in a row, may go

@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/batchclaim/batchclaim/claims"
+	"github.com/batchclaim/batchclaim/submitter"
 )
 
 // benchPhase is what one phase of `batchclaim bench` measured.
@@ -89,7 +90,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	asJSON := fs.Bool("json", false, "print one JSON object per scenario, one a line")
 	keep := fs.Bool("keep", false, "keep the scratch databases (and the failover and scale instance logs)")
 	nodes := fs.Int("nodes", 2, "jobs, ledger: nodes, each with its own pool")
-	workers := fs.Int("workers", 16, "jobs, ledger: workers (concurrent submissions) per node")
+	workers := fs.Int("workers", submitter.WorkersDefault, "jobs, ledger: workers (concurrent submissions) per node (default: run's)")
 	conns := fs.Int("conns", 0, "jobs, ledger: database connections per node (0: pgx's default, max(4, CPUs), as batchclaim run uses)")
 	keys := fs.Int("keys", 1000, "jobs, ledger: keys (service_ids)")
 	perKey := fs.Int("per-key", 10, "jobs, ledger: jobs (batches) per key")

@@ -104,7 +104,8 @@ func runDaemon(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	fs.IntVar(&cfg.MaxIngestRequests, "max-ingest-requests", node.MaxIngestRequestsDefault, "ingest requests worked on at once, counted once their body has arrived; more are answered 503 with Retry-After")
 	fs.Int64Var(&cfg.MaxIngestMemory, "max-ingest-memory", ingest.MaxMemoryDefault, "bytes that ingest request bodies and their decoded batches may hold at once (at least 2 x --max-body); beyond, 503 with Retry-After")
 	dbMaxConns := fs.Int("db-max-conns", defaultPoolConns(), "connections of the instance's database pool (ingest holds at most half; /readyz, /metrics and the status page have 2 of their own, the lease 1)")
-	fs.IntVar(&cfg.Workers, "workers", submitter.WorkersDefault, "concurrent submissions")
+	fs.IntVar(&cfg.Workers, "workers", submitter.WorkersDefault, "concurrent submissions (at most one per service_id)")
+	fs.Int64Var(&cfg.MaxSubmitMemory, "max-submit-memory", submitter.MaxMemoryDefault, "bytes of the payloads the running submissions may hold; a batch is handed out only while it fits (one larger batch goes alone)")
 	fs.DurationVar(&cfg.PollInterval, "poll-interval", observer.PollIntervalDefault, "how often the ledger is asked about accepted batches")
 	notify := fs.Bool("notify", true, "wake on new work through LISTEN/NOTIFY on a connection of its own, so a new batch goes out within milliseconds;\n"+
 		"false: poll every held claim each --renew-interval instead (behind a pooler in transaction mode without --notify-database-url)")
@@ -232,7 +233,8 @@ func runDaemon(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		"version", version, "database", redact(*dbURL), "dlt", redact(*dltURL), "flavor", *flavor,
 		"renew_interval", timings.RenewInterval, "local_deadline", timings.LocalDeadline,
 		"expiry_1", timings.Expiry1, "expiry_2", timings.Expiry2, "submit_timeout", timings.MaxSubmission,
-		"stop_budget", node.StopBudget(timings), "db_max_conns", *dbMaxConns, "memory_bound", bound, "memory_limit", limit)
+		"stop_budget", node.StopBudget(timings), "workers", cfg.Workers, "db_max_conns", *dbMaxConns,
+		"notify", !cfg.NoListen, "memory_bound", bound, "memory_limit", limit)
 	reloadOnSIGHUP(ctx, tokens, logger)
 	return n.Run(ctx)
 }

@@ -69,7 +69,7 @@ func checkResolvedTimings(t claims.Timings) error {
 
 // positive lists `run`'s numeric flags whose zero would silently mean the default in the
 // node's configuration: given as zero or less, they are refused.
-var positiveFlags = []string{"workers", "max-body", "max-ingest-requests", "max-ingest-memory", "max-header-bytes", "max-connections",
+var positiveFlags = []string{"workers", "max-submit-memory", "max-body", "max-ingest-requests", "max-ingest-memory", "max-header-bytes", "max-connections",
 	"read-timeout", "read-header-timeout", "poll-interval", "unknown-answers", "unknown-grace",
 	"backoff-base", "backoff-max", "retention-interval", "db-max-conns"}
 

@@ -39,7 +39,7 @@ func (q *Queries) BatchBySeq(ctx context.Context, db DBTX, seq int64) (BatchBySe
 
 const batchHeads = `-- name: BatchHeads :many
 SELECT h.seq, h.service_id, h.batch_id, h.state, h.attempts, h.claim_epoch, h.claimant,
-       h.unknown_count,
+       h.unknown_count, octet_length(h.payload)::bigint AS size,
        (h.next_attempt_at IS NULL OR h.next_attempt_at <= now())::bool AS due,
        -- How long until a DELAYED head is due (0 when it is).
        GREATEST(COALESCE(EXTRACT(EPOCH FROM h.next_attempt_at - now()), 0), 0)::float8 AS due_in_seconds,
@@ -72,6 +72,7 @@ type BatchHeadsRow struct {
 	ClaimEpoch     *int64
 	Claimant       *uuid.UUID
 	UnknownCount   int32
+	Size           int64
 	Due            bool
 	DueInSeconds   float64
 	UnknownSeconds float64
@@ -99,6 +100,7 @@ func (q *Queries) BatchHeads(ctx context.Context, db DBTX, arg BatchHeadsParams)
 			&i.ClaimEpoch,
 			&i.Claimant,
 			&i.UnknownCount,
+			&i.Size,
 			&i.Due,
 			&i.DueInSeconds,
 			&i.UnknownSeconds,
@@ -518,13 +520,14 @@ WITH o AS (
            unnest($11::int[]) AS http_status,
            unnest($12::float8[]) AS latency_ms,
            unnest($13::text[]) AS outcome,
-           unnest($14::bool[]) AS chain
+           unnest($14::bool[]) AS chain,
+           unnest($15::bigint[]) AS chain_max_bytes
 ),
 fenced AS (
     SELECT c.service_id, c.epoch FROM service_id_claims c
     JOIN (SELECT DISTINCT o.service_id, o.epoch FROM o) w ON w.service_id = c.service_id AND w.epoch = c.epoch
-    WHERE c.claimant = $15::uuid
-      AND EXISTS (SELECT 1 FROM instances i WHERE i.id = $15::uuid AND i.nonce = $16::uuid)
+    WHERE c.claimant = $16::uuid
+      AND EXISTS (SELECT 1 FROM instances i WHERE i.id = $16::uuid AND i.nonce = $17::uuid)
     ORDER BY c.service_id
     FOR SHARE OF c
 ),
@@ -542,11 +545,11 @@ recorded AS (
         updated_at = now()
     FROM o JOIN fenced f ON f.service_id = o.service_id AND f.epoch = o.epoch
     WHERE b.seq = o.seq AND b.service_id = o.service_id AND b.state = 'INFLIGHT'
-      AND b.claimant = $15::uuid AND b.claim_epoch = o.epoch AND b.attempts = o.attempt
+      AND b.claimant = $16::uuid AND b.claim_epoch = o.epoch AND b.attempts = o.attempt
     -- What the CTEs below need comes from here, so that none of them joins o with recorded
     -- (the planner cannot know how many rows recorded returns, and would loop over both).
-    RETURNING b.seq, b.service_id, o.epoch, o.new_state, o.chain, o.attempt_id, o.http_status, o.latency_ms,
-              o.outcome, o.last_error, EXTRACT(EPOCH FROM now() - b.created_at)::float8 AS age_seconds
+    RETURNING b.seq, b.service_id, o.epoch, o.new_state, o.chain, o.chain_max_bytes, o.attempt_id, o.http_status,
+              o.latency_ms, o.outcome, o.last_error, EXTRACT(EPOCH FROM now() - b.created_at)::float8 AS age_seconds
 ),
 attempted AS (
     UPDATE submission_attempts a
@@ -559,36 +562,37 @@ halted AS (
     INSERT INTO service_halts (service_id, seq, reason)
     SELECT r.service_id, r.seq, 'batch INVALID: ' || r.last_error
     FROM recorded r
-    WHERE $17::bool AND r.new_state = 'INVALID'
+    WHERE $18::bool AND r.new_state = 'INVALID'
     ON CONFLICT (service_id) DO NOTHING
 ),
 finished AS (
-    SELECT r.seq, r.service_id, r.epoch, r.chain,
-           (r.new_state = 'COMMITTED' OR NOT $17::bool) AS frees
+    SELECT r.seq, r.service_id, r.epoch, r.chain, r.chain_max_bytes,
+           (r.new_state = 'COMMITTED' OR NOT $18::bool) AS frees
     FROM recorded r
     WHERE r.new_state IN ('COMMITTED', 'INVALID')
 ),
 lease AS (
     SELECT i.id FROM instances i
-    WHERE i.id = $15::uuid AND i.nonce = $16::uuid
-      AND i.expiry_1 > COALESCE($18::timestamptz, now())
+    WHERE i.id = $16::uuid AND i.nonce = $17::uuid
+      AND i.expiry_1 > COALESCE($19::timestamptz, now())
 ),
 next_head AS (
     SELECT f.seq AS prev_seq, n.seq, f.service_id, f.epoch
     FROM finished f
     CROSS JOIN LATERAL (
-        SELECT b.seq, b.state FROM batches b
+        SELECT b.seq, b.state, octet_length(b.payload) AS size FROM batches b
         WHERE b.service_id = f.service_id AND b.unfinished AND b.seq <> f.seq
-          AND NOT ($19::bool AND b.state = 'VALID')
+          AND NOT ($20::bool AND b.state = 'VALID')
         ORDER BY b.seq
         LIMIT 1
     ) n
     WHERE f.chain AND f.frees AND n.state = 'NEW' AND EXISTS (SELECT 1 FROM lease)
+      AND (f.chain_max_bytes < 0 OR n.size <= f.chain_max_bytes)
       AND NOT EXISTS (SELECT 1 FROM service_halts x WHERE x.service_id = f.service_id)
 ),
 chained AS (
     UPDATE batches b
-    SET state = 'INFLIGHT', attempts = b.attempts + 1, claimant = $15::uuid,
+    SET state = 'INFLIGHT', attempts = b.attempts + 1, claimant = $16::uuid,
         claim_epoch = n.epoch, submitted_at = now(), updated_at = now(),
         next_attempt_at = NULL, unknown_count = 0, unknown_since = NULL
     FROM next_head n
@@ -597,15 +601,15 @@ chained AS (
 ),
 chained_attempt AS (
     INSERT INTO submission_attempts (seq, service_id, batch_id, instance_id, epoch, reason, from_state)
-    SELECT c.seq, c.service_id, c.batch_id, $15::uuid, c.epoch, 'first', 'NEW' FROM chained c
+    SELECT c.seq, c.service_id, c.batch_id, $16::uuid, c.epoch, 'first', 'NEW' FROM chained c
     RETURNING id, seq
 ),
 drained AS (
     UPDATE service_id_claims c
     SET active_at = now()
     FROM finished f
-    WHERE $20::bool
-      AND c.service_id = f.service_id AND c.epoch = f.epoch AND c.claimant = $15::uuid
+    WHERE $21::bool
+      AND c.service_id = f.service_id AND c.epoch = f.epoch AND c.claimant = $16::uuid
       AND NOT EXISTS (SELECT 1 FROM batches b WHERE b.service_id = f.service_id AND b.unfinished AND b.seq <> f.seq)
 )
 SELECT o.seq::bigint AS seq, (f.service_id IS NOT NULL)::bool AS fenced, (r.seq IS NOT NULL)::bool AS recorded,
@@ -635,6 +639,7 @@ type BatchesRecordOutcomesParams struct {
 	LatenciesMs    []float64
 	Outcomes       []string
 	Chain          []bool
+	ChainMaxBytes  []int64
 	Claimant       uuid.UUID
 	Nonce          uuid.UUID
 	HaltOnInvalid  bool
@@ -662,8 +667,9 @@ type BatchesRecordOutcomesRow struct {
 // starts the count of UNKNOWN answers afresh, and an UNKNOWN one the resubmission grace.
 //
 // When chain is set for an outcome that frees its service_id (COMMITTED, or INVALID without
-// halt_on_invalid) and the lease is in phase one, the service_id's next batch, if it is NEW, is
-// marked in flight in the same statement and returned (next_*), so that the worker that
+// halt_on_invalid) and the lease is in phase one, the service_id's next batch, if it is NEW and
+// its payload is at most chain_max_bytes long (negative: any), is marked in flight in the same
+// statement and returned (next_*), so that the worker that
 // finished one batch starts the next without another statement. With track_idle, a
 // service_id left without unfinished batches gets active_at = now() (the idle clock of
 // claims.Config.DropIdleAfter).
@@ -683,6 +689,7 @@ func (q *Queries) BatchesRecordOutcomes(ctx context.Context, db DBTX, arg Batche
 		arg.LatenciesMs,
 		arg.Outcomes,
 		arg.Chain,
+		arg.ChainMaxBytes,
 		arg.Claimant,
 		arg.Nonce,
 		arg.HaltOnInvalid,
