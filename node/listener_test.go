@@ -156,6 +156,7 @@ func TestListenerLimits(t *testing.T) {
 	var busy *http.Response
 	var busyBody []byte
 	_, list := dlt.FakeBatch("svc-fast", 0)
+	seen := map[int]int{}
 	waitFor(t, 14*time.Second, "a POST answered 503 while slow bodies hold the memory", func() bool {
 		select {
 		case err := <-held:
@@ -163,6 +164,9 @@ func TestListenerLimits(t *testing.T) {
 		default:
 		}
 		busy, busyBody = do(t, client, "POST", base+"/batches?service_id=svc-fast", "", bytes.NewReader(list))
+		if seen[busy.StatusCode]++; busy.StatusCode != http.StatusServiceUnavailable && seen[busy.StatusCode] == 50 {
+			t.Logf("50 answers %d so far: %s", busy.StatusCode, busyBody)
+		}
 		return busy.StatusCode == http.StatusServiceUnavailable
 	})
 	if ra := busy.Header.Get("Retry-After"); ra != "1" {

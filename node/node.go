@@ -150,7 +150,12 @@ func New(pool *pgxpool.Pool, cfg Config) (*Node, error) {
 	var q *queuer.Queuer // set below; the hooks run only once Run starts
 	cc := cfg.Claims
 	cc.Logger = cmp.Or(cc.Logger, cfg.Logger)
-	cc.OnGained = chain1(cc.OnGained, cfg.Events.ClaimGained, func(c claims.Claim) { q.Dirty(c.ServiceID) })
+	cc.OnGained = chain1(cc.OnGained, cfg.Events.ClaimGained, func(c claims.Claim) {
+		q.Dirty(c.ServiceID)
+		if n.poller != nil {
+			n.poller.Note(c.ServiceID) // a previous owner may have left batches for the ledger to tell about
+		}
+	})
 	cc.OnLost = chain2(cc.OnLost, cfg.Events.ClaimLost)
 	if cfg.Events.InstancePresumedDead != nil {
 		dead := cfg.Events.InstancePresumedDead
@@ -172,8 +177,14 @@ func New(pool *pgxpool.Pool, cfg Config) (*Node, error) {
 		if cfg.Events.StatusChanged != nil {
 			cfg.Events.StatusChanged(t)
 		}
-		if t.To == batchclaim.StatePending && n.poller != nil {
-			n.poller.Wake() // ask the ledger about it now, not at the next poll tick
+		if n.poller != nil {
+			switch t.To {
+			case batchclaim.StatePending:
+				n.poller.Note(t.ServiceID)
+				n.poller.Wake() // ask the ledger about it now, not at the next poll tick
+			case batchclaim.StateValid, batchclaim.StateUnknown:
+				n.poller.Note(t.ServiceID)
+			}
 		}
 	}
 	n.recorder = observer.NewRecorder(pool, eng, observer.RecorderConfig{

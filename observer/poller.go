@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sort"
 	"sync"
 	"time"
 
@@ -69,14 +70,17 @@ type PollerConfig struct {
 	// StatementTimeout bounds each database statement of a poll, so that a connection that
 	// hangs is abandoned instead of stopping the poller. Zero means 30s.
 	StatementTimeout time.Duration
+	// SweepInterval is how often a poll looks at every held claim rather than only those it
+	// was told of (Note) or found something to ask about before. Zero means 30s.
+	SweepInterval time.Duration
 	// Logger; nil discards.
 	Logger *slog.Logger
 }
 
 func (c PollerConfig) validate() error {
-	if c.Interval < 0 || c.Concurrency < 0 || c.MaxBatches < 0 || c.IDsPerRequest < 0 || c.StatementTimeout < 0 {
-		return fmt.Errorf("poller: interval %s, concurrency %d, max batches %d, ids per request %d and statement timeout %s must not be negative",
-			c.Interval, c.Concurrency, c.MaxBatches, c.IDsPerRequest, c.StatementTimeout)
+	if c.Interval < 0 || c.Concurrency < 0 || c.MaxBatches < 0 || c.IDsPerRequest < 0 || c.StatementTimeout < 0 || c.SweepInterval < 0 {
+		return fmt.Errorf("poller: interval %s, concurrency %d, max batches %d, ids per request %d, statement timeout %s and sweep interval %s must not be negative",
+			c.Interval, c.Concurrency, c.MaxBatches, c.IDsPerRequest, c.StatementTimeout, c.SweepInterval)
 	}
 	return nil
 }
@@ -94,9 +98,14 @@ type Poller struct {
 
 	wake chan struct{}
 
-	mu      sync.Mutex // one poll at a time; guards cursor and changed
-	cursor  pollCursor // the last batch the previous poll read
-	changed int        // status changes the last poll recorded
+	mu      sync.Mutex      // one poll at a time; guards cursor, changed, keys and sweptAt
+	cursor  pollCursor      // the last batch the previous poll read
+	changed int             // status changes the last poll recorded
+	keys    map[string]bool // service_ids with something to ask about, as far as known
+	sweptAt time.Time       // when a poll last looked at every held claim
+
+	notes sync.Mutex // guards noted
+	noted []string   // Note's service_ids, not yet in keys
 }
 
 // pollCursor is a place in (service_id, seq) order; the zero value is before the first.
@@ -120,11 +129,21 @@ func NewPoller(pool claims.Querier, fence Fencer, rec *Recorder, src StatusSourc
 	cfg.IDsPerRequest = cmp.Or(cfg.IDsPerRequest, PollIDsPerRequestDefault)
 	cfg.Wait = cmp.Or(cfg.Wait, PollWaitDefault)
 	cfg.StatementTimeout = cmp.Or(cfg.StatementTimeout, 30*time.Second)
+	cfg.SweepInterval = cmp.Or(cfg.SweepInterval, 30*time.Second)
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	return &Poller{cfg: cfg, pool: pool, fence: fence, rec: rec, src: src, q: db.New(), log: cfg.Logger,
-		wake: make(chan struct{}, 1)}, nil
+		wake: make(chan struct{}, 1), keys: map[string]bool{}}, nil
+}
+
+// Note tells the poller that a batch of serviceID awaits the ledger's answer (it was accepted,
+// or its outcome is unknown), or may (the claim was just gained): the next polls look at it
+// until nothing of it is left to ask about.
+func (p *Poller) Note(serviceID string) {
+	p.notes.Lock()
+	p.noted = append(p.noted, serviceID)
+	p.notes.Unlock()
 }
 
 // Wake asks for a poll soon (a batch was accepted and its outcome is awaited).
@@ -163,10 +182,12 @@ func (p *Poller) Run(ctx context.Context) error {
 }
 
 // PollOnce runs one poll and returns how many batches it asked about: at most MaxBatches,
-// the next ones after those of the previous poll. Their ids go to the StatusSource in
-// packs of at most IDsPerRequest, whatever their service_id; each answer is recorded under
-// its own service_id's claim. A failed request is logged and its batches are asked about
-// again when the rotation comes back to them.
+// the next ones after those of the previous poll. It looks at the held service_ids it was
+// told of (Note) or found something to ask about before, and every SweepInterval (and the
+// first time) at every held one. Their ids go to the StatusSource in packs of at most
+// IDsPerRequest, whatever their service_id; each answer is recorded under its own
+// service_id's claim. A failed request is logged and its batches are asked about again when
+// the rotation comes back to them.
 func (p *Poller) PollOnce(ctx context.Context) (int, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -176,14 +197,38 @@ func (p *Poller) PollOnce(ctx context.Context) (int, error) {
 		return 0, nil
 	}
 	byService := make(map[string]claims.Claim, len(held))
-	svcs := make([]string, len(held))
-	for i, c := range held {
-		byService[c.ServiceID], svcs[i] = c, c.ServiceID
+	for _, c := range held {
+		byService[c.ServiceID] = c
 	}
+	p.notes.Lock()
+	for _, id := range p.noted {
+		p.keys[id] = true
+	}
+	p.noted = nil
+	p.notes.Unlock()
+	if time.Since(p.sweptAt) >= p.cfg.SweepInterval {
+		p.sweptAt = time.Now()
+		for id := range byService {
+			p.keys[id] = true
+		}
+	}
+	svcs := make([]string, 0, len(p.keys))
+	for id := range p.keys {
+		if _, ok := byService[id]; ok {
+			svcs = append(svcs, id)
+		} else {
+			delete(p.keys, id) // not ours (any more)
+		}
+	}
+	if len(svcs) == 0 {
+		return 0, nil
+	}
+	sort.Strings(svcs)
 	rows, err := p.nextPage(ctx, svcs)
 	if err != nil {
 		return 0, err
 	}
+	p.forgetIdle(svcs, rows)
 	packs := p.pack(rows)
 	sem := make(chan struct{}, p.cfg.Concurrency)
 	var (
@@ -225,26 +270,48 @@ func (p *Poller) PollOnce(ctx context.Context) (int, error) {
 	return len(rows), nil
 }
 
+// forgetIdle drops from keys the service_ids of svcs (sorted) that the page shows to have
+// nothing to ask about: those it covered (all, unless it stopped at MaxBatches rows) and
+// returned no row of.
+func (p *Poller) forgetIdle(svcs []string, rows []db.BatchesToPollRow) {
+	if len(rows) >= p.cfg.MaxBatches {
+		return // a full page: which service_ids it covered is not known
+	}
+	some := make(map[string]bool, len(rows))
+	for _, r := range rows {
+		some[r.ServiceID] = true
+	}
+	for _, id := range svcs {
+		if !some[id] {
+			delete(p.keys, id)
+		}
+	}
+}
+
 // nextPage reads up to MaxBatches batches to ask about after the cursor, wrapping around to
 // the first ones when it reaches the end, and moves the cursor to the last one read.
 func (p *Poller) nextPage(ctx context.Context, svcs []string) ([]db.BatchesToPollRow, error) {
-	read := func(after pollCursor, limit int) ([]db.BatchesToPollRow, error) {
+	read := func(keys []string, after pollCursor, limit int) ([]db.BatchesToPollRow, error) {
 		ctx, cancel := context.WithTimeout(ctx, p.cfg.StatementTimeout)
 		defer cancel()
 		rows, err := p.q.BatchesToPoll(ctx, p.pool, db.BatchesToPollParams{
-			ServiceIds: svcs, AfterServiceID: after.serviceID, AfterSeq: after.seq, MaxRows: int32(limit),
+			ServiceIds: keys, AfterServiceID: after.serviceID, AfterSeq: after.seq, MaxRows: int32(limit),
 		})
 		if err != nil {
 			return nil, fmt.Errorf("read batches to poll: %w", err)
 		}
 		return rows, nil
 	}
-	rows, err := read(p.cursor, p.cfg.MaxBatches)
+	// svcs is sorted: the read after the cursor needs the service_ids from the cursor's on,
+	// the wrap-around read those up to it.
+	split := sort.SearchStrings(svcs, p.cursor.serviceID)
+	rows, err := read(svcs[split:], p.cursor, p.cfg.MaxBatches)
 	if err != nil {
 		return nil, err
 	}
 	if len(rows) < p.cfg.MaxBatches && p.cursor != (pollCursor{}) {
-		head, err := read(pollCursor{}, p.cfg.MaxBatches-len(rows))
+		upTo := svcs[:min(split+1, len(svcs))]
+		head, err := read(upTo, pollCursor{}, p.cfg.MaxBatches-len(rows))
 		if err != nil {
 			return nil, err
 		}

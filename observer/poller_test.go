@@ -3,9 +3,11 @@ package observer_test
 import (
 	"context"
 	"fmt"
+	"sort"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -248,4 +250,55 @@ func btoi(b bool) int {
 		return 1
 	}
 	return 0
+}
+
+// Between sweeps a poll asks only about the service_ids it was told of (Note) or found
+// something to ask about before: one with nothing left is not read again until it is noted.
+func TestPollerAsksAboutServiceIDsItKnowsOf(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := dbtest.NewPool(t)
+	me, ids := claimedPending(t, pool, 2, func(int) int { return 1 }) // svc-0000-b0, svc-0001-b0
+	src := &source{answer: map[string]batchclaim.Status{ids[0]: batchclaim.StatusCommitted, ids[1]: batchclaim.StatusPending}}
+	p, err := observer.NewPoller(pool, me, observer.NewRecorder(pool, me, observer.RecorderConfig{}), src,
+		observer.PollerConfig{SweepInterval: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	asked := func() string {
+		t.Helper()
+		src.mu.Lock()
+		src.asked = nil
+		src.mu.Unlock()
+		if _, err := p.PollOnce(ctx); err != nil {
+			t.Fatal(err)
+		}
+		var all []string
+		for _, req := range src.asked {
+			all = append(all, req...)
+		}
+		sort.Strings(all)
+		return strings.Join(all, ",")
+	}
+	if got := asked(); got != ids[0]+","+ids[1] {
+		t.Fatalf("first poll (a sweep) asked %q, want both", got)
+	}
+	if got := asked(); got != ids[1] {
+		t.Fatalf("second poll asked %q, want only %s (svc-0000 has nothing left)", got, ids[1])
+	}
+	// A new batch of svc-0000 awaits the ledger, but nobody said so: not asked until noted.
+	s, err := ingest.Enqueue(ctx, pool, "svc-0000", "svc-0000-b1", []byte("x"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, `UPDATE batches SET state = 'PENDING' WHERE seq = $1`, s.Seq); err != nil {
+		t.Fatal(err)
+	}
+	if got := asked(); got != ids[1] {
+		t.Fatalf("third poll asked %q, want only %s", got, ids[1])
+	}
+	p.Note("svc-0000")
+	if got := asked(); got != "svc-0000-b1,"+ids[1] {
+		t.Fatalf("after Note: asked %q, want svc-0000-b1 and %s", got, ids[1])
+	}
 }

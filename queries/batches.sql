@@ -330,16 +330,23 @@ LEFT JOIN recorded r ON r.seq = u.seq;
 
 -- name: BatchesToPoll :many
 -- Batches whose outcome the ledger still has to tell, of the given (claimed) service_ids:
--- accepted (PENDING), executed (VALID) or unknown; a page of them in (service_id, seq)
--- order after the cursor (after_service_id, after_seq), so that the poller rotates through
--- all of them however many there are.
-SELECT b.seq, b.service_id, b.batch_id, b.state, b.attempts
-FROM batches b
-WHERE b.service_id = ANY(sqlc.arg(service_ids)::text[])
-  AND b.unfinished
-  AND b.state IN ('PENDING', 'VALID', 'UNKNOWN')
-  AND (b.service_id, b.seq) > (sqlc.arg(after_service_id)::text, sqlc.arg(after_seq)::bigint)
-ORDER BY b.service_id, b.seq
+-- accepted (PENDING), executed (VALID) or unknown; a page of them in (service_id, seq) order
+-- after the cursor (after_service_id, after_seq), so that the poller rotates through all of
+-- them however many there are. Only the first 16 unfinished batches of each service_id are
+-- looked at (one index probe each): at most one is in flight, and it comes after the VALID ones
+-- that let it go, so what the ledger has to tell is at the front; the backlog behind it is not
+-- read.
+SELECT p.seq, p.service_id, p.batch_id, p.state, p.attempts
+FROM unnest(sqlc.arg(service_ids)::text[]) AS s(service_id)
+CROSS JOIN LATERAL (
+    SELECT b.seq, b.service_id, b.batch_id, b.state, b.attempts FROM batches b
+    WHERE b.service_id = s.service_id AND b.unfinished
+    ORDER BY b.seq
+    LIMIT 16
+) p
+WHERE p.state IN ('PENDING', 'VALID', 'UNKNOWN')
+  AND (p.service_id, p.seq) > (sqlc.arg(after_service_id)::text, sqlc.arg(after_seq)::bigint)
+ORDER BY p.service_id, p.seq
 LIMIT sqlc.arg(max_rows);
 
 -- name: ServiceHalt :exec

@@ -868,13 +868,17 @@ func (q *Queries) BatchesRecordStatuses(ctx context.Context, db DBTX, arg Batche
 }
 
 const batchesToPoll = `-- name: BatchesToPoll :many
-SELECT b.seq, b.service_id, b.batch_id, b.state, b.attempts
-FROM batches b
-WHERE b.service_id = ANY($1::text[])
-  AND b.unfinished
-  AND b.state IN ('PENDING', 'VALID', 'UNKNOWN')
-  AND (b.service_id, b.seq) > ($2::text, $3::bigint)
-ORDER BY b.service_id, b.seq
+SELECT p.seq, p.service_id, p.batch_id, p.state, p.attempts
+FROM unnest($1::text[]) AS s(service_id)
+CROSS JOIN LATERAL (
+    SELECT b.seq, b.service_id, b.batch_id, b.state, b.attempts FROM batches b
+    WHERE b.service_id = s.service_id AND b.unfinished
+    ORDER BY b.seq
+    LIMIT 16
+) p
+WHERE p.state IN ('PENDING', 'VALID', 'UNKNOWN')
+  AND (p.service_id, p.seq) > ($2::text, $3::bigint)
+ORDER BY p.service_id, p.seq
 LIMIT $4
 `
 
@@ -894,9 +898,12 @@ type BatchesToPollRow struct {
 }
 
 // Batches whose outcome the ledger still has to tell, of the given (claimed) service_ids:
-// accepted (PENDING), executed (VALID) or unknown; a page of them in (service_id, seq)
-// order after the cursor (after_service_id, after_seq), so that the poller rotates through
-// all of them however many there are.
+// accepted (PENDING), executed (VALID) or unknown; a page of them in (service_id, seq) order
+// after the cursor (after_service_id, after_seq), so that the poller rotates through all of
+// them however many there are. Only the first 16 unfinished batches of each service_id are
+// looked at (one index probe each): at most one is in flight, and it comes after the VALID ones
+// that let it go, so what the ledger has to tell is at the front; the backlog behind it is not
+// read.
 func (q *Queries) BatchesToPoll(ctx context.Context, db DBTX, arg BatchesToPollParams) ([]BatchesToPollRow, error) {
 	rows, err := db.Query(ctx, batchesToPoll,
 		arg.ServiceIds,
