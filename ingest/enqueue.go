@@ -42,6 +42,9 @@ func enqueue(ctx context.Context, q claims.Querier, serviceID, batchID string, p
 	if batchID == "" {
 		return Stored{}, errors.New("batch id is empty")
 	}
+	if payload == nil {
+		payload = []byte{} // a job without a payload: stored empty, not NULL
+	}
 	// BatchInsert also creates the service_id's claim row, under the enqueue lock (see
 	// claims.Config.DropIdleAfter for why it must be under the lock).
 	qs := db.New()

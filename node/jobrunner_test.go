@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/batchclaim/batchclaim"
 	"github.com/batchclaim/batchclaim/ingest"
 	"github.com/batchclaim/batchclaim/internal/dbtest"
@@ -79,5 +81,59 @@ func TestJobRunnerWithCustomSubmitter(t *testing.T) {
 		if got := fmt.Sprint(ran[key]); got != "[job-0 job-1 job-2 job-3 job-4]" {
 			t.Errorf("%s ran %s, want every job once, in order", key, got)
 		}
+	}
+}
+
+// A job finds the claim it runs under in its context and writes its effect fenced on it: the
+// effect of each job is stored once, under the epoch its instance held.
+func TestJobWritesItsEffectFencedOnItsClaim(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url := dbtest.NewDB(t)
+	admin := newPool(t, url)
+	if _, err := admin.Exec(ctx, `CREATE TABLE effects (service_id text, batch_id text, epoch bigint)`); err != nil {
+		t.Fatal(err)
+	}
+	for j := range 3 {
+		if _, err := node.Enqueue(ctx, admin, "key", fmt.Sprintf("job-%d", j), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var n *node.Node
+	job := submitter.SubmitterFunc(func(ctx context.Context, b batchclaim.Batch) (batchclaim.Result, error) {
+		c, ok := batchclaim.ClaimFrom(ctx)
+		if !ok || c.ServiceID != b.ServiceID {
+			return batchclaim.Result{Verdict: batchclaim.Rejected, Detail: "no claim in the job's context"}, nil
+		}
+		err := n.Engine().WriteFenced(ctx, c, func(tx pgx.Tx) error {
+			_, err := tx.Exec(ctx, `INSERT INTO effects VALUES ($1, $2, $3)`, b.ServiceID, b.BatchID, c.Epoch)
+			return err
+		})
+		if err != nil {
+			return batchclaim.Result{}, err
+		}
+		return batchclaim.Result{Verdict: batchclaim.Done}, nil
+	})
+	var err error
+	n, err = node.New(newPool(t, url), node.Config{Claims: testClaims("a"), Submitter: job})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	go func() { _ = n.Run(runCtx) }()
+	waitFor(t, 30*time.Second, "every job committed", func() bool {
+		var open int
+		_ = admin.QueryRow(ctx, `SELECT count(*) FROM batches WHERE unfinished`).Scan(&open)
+		return open == 0
+	})
+	var rows, epochs int
+	var held int64
+	if err := admin.QueryRow(ctx, `SELECT count(*), count(DISTINCT epoch), max(epoch) FROM effects`).Scan(&rows, &epochs, &held); err != nil {
+		t.Fatal(err)
+	}
+	c, _ := n.Engine().Holds("key")
+	if rows != 3 || epochs != 1 || held != c.Epoch {
+		t.Fatalf("effects: %d rows under %d epochs (last %d), want 3 under the one epoch held (%d)", rows, epochs, held, c.Epoch)
 	}
 }

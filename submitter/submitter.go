@@ -15,7 +15,9 @@ import (
 	"github.com/batchclaim/batchclaim/claims"
 )
 
-// Submitter runs one batch. An error means the same as Verdict Unknown.
+// Submitter runs one batch. An error means the same as Verdict Unknown. ctx carries the job's
+// claim (batchclaim.ClaimFrom), ends when the claim is lost, and has the submit timeout as its
+// deadline.
 type Submitter interface {
 	Submit(ctx context.Context, b batchclaim.Batch) (batchclaim.Result, error)
 }
@@ -233,7 +235,7 @@ func (p *Pool) run(j Job, run int) (Job, bool) {
 		log.Info("claim lost or local deadline passed after the in-flight mark; not posting (the next owner asks the ledger)")
 		return Job{}, false
 	}
-	ctx, cancel := context.WithDeadline(claimCtx, deadline)
+	ctx, cancel := context.WithDeadline(batchclaim.WithClaim(claimCtx, j.Claim), deadline)
 	start := time.Now()
 	res, err := p.sub.Submit(ctx, j.Batch)
 	latency := time.Since(start)
