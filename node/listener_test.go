@@ -153,22 +153,29 @@ func TestListenerLimits(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	var busy *http.Response
-	var busyBody []byte
-	_, list := dlt.FakeBatch("svc-fast", 0)
-	seen := map[int]int{}
-	waitFor(t, 14*time.Second, "a POST answered 503 while slow bodies hold the memory", func() bool {
+	// Wait until both bodies hold their buffer, as the instance's own gauge reports.
+	gauge := func() string {
+		_, m := do(t, client, "GET", base+"/metrics", "", nil)
+		for _, l := range strings.Split(string(m), "\n") {
+			if strings.HasPrefix(l, "batchclaim_ingest_memory_bytes ") {
+				return strings.TrimPrefix(l, "batchclaim_ingest_memory_bytes ")
+			}
+		}
+		return "absent"
+	}
+	waitFor(t, 14*time.Second, "both slow bodies holding their 64 KiB", func() bool {
 		select {
 		case err := <-held:
-			t.Fatalf("a held request ended (%v) before another was refused", err)
+			t.Fatalf("a held request ended (%v) before its memory was seen held", err)
 		default:
 		}
-		busy, busyBody = do(t, client, "POST", base+"/batches?service_id=svc-fast", "", bytes.NewReader(list))
-		if seen[busy.StatusCode]++; busy.StatusCode != http.StatusServiceUnavailable && seen[busy.StatusCode] == 50 {
-			t.Logf("50 answers %d so far: %s", busy.StatusCode, busyBody)
-		}
-		return busy.StatusCode == http.StatusServiceUnavailable
+		return gauge() == "131072"
 	})
+	_, list := dlt.FakeBatch("svc-fast", 0)
+	busy, busyBody := do(t, client, "POST", base+"/batches?service_id=svc-fast", "", bytes.NewReader(list))
+	if busy.StatusCode != http.StatusServiceUnavailable {
+		t.Fatalf("POST while slow bodies hold the whole memory limit: %d %s, want 503 (memory gauge %s)", busy.StatusCode, busyBody, gauge())
+	}
 	if ra := busy.Header.Get("Retry-After"); ra != "1" {
 		t.Errorf("503 Retry-After %q, want 1", ra)
 	}
