@@ -190,7 +190,7 @@ func New(pool *pgxpool.Pool, cfg Config) (*Node, error) {
 	n.recorder = observer.NewRecorder(pool, eng, observer.RecorderConfig{
 		HaltOnInvalid: cfg.HaltOnInvalid, SkipValid: cfg.SkipValid, TrackIdle: cc.DropIdleAfter > 0,
 		FlushTimeout: timings.LocalDeadline, Events: &events,
-		Recorded: func(serviceID string) { q.Dirty(serviceID) },
+		Recorded: func(serviceID string) { q.Dirty(serviceID) }, Logger: cfg.Logger,
 	})
 	n.workers, err = submitter.New(submitter.Config{
 		Workers: cfg.Workers, MaxMemory: cfg.MaxSubmitMemory, Timeout: timings.MaxSubmission,

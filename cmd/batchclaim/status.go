@@ -35,19 +35,19 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	defer pool.Close()
 	snap, err := claims.ReadSnapshot(ctx, pool, *listClaims)
 	if err != nil {
-		return err
+		return schemaMissing(err)
 	}
 	work, err := readBatchStatus(ctx, pool, *listServices)
 	if err != nil {
-		return err
+		return schemaMissing(err)
 	}
 	ret, err := readRetention(ctx, pool)
 	if err != nil {
-		return err
+		return schemaMissing(err)
 	}
 	dbs, err := readDatabaseStatus(ctx, pool)
 	if err != nil {
-		return err
+		return schemaMissing(err)
 	}
 	if *asJSON {
 		enc := json.NewEncoder(stdout)
@@ -158,7 +158,7 @@ func (b batchStatus) print(w io.Writer) {
 		tw.Flush()
 	}
 	for _, h := range b.Halted {
-		fmt.Fprintf(w, "HALTED %s at seq %d since %s: %s (delete its service_halts row to resume)\n", printable(h.ServiceID), h.Seq, h.At.Format(time.RFC3339), printable(h.Reason))
+		fmt.Fprintf(w, "HALTED %s at seq %d since %s: %s (batchclaim resume SERVICE_ID lifts it)\n", printable(h.ServiceID), h.Seq, h.At.Format(time.RFC3339), printable(h.Reason))
 	}
 }
 
