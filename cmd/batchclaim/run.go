@@ -163,6 +163,12 @@ func runDaemon(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if cfg.MaxIngestMemory < 2*cfg.MaxBody {
 		return fmt.Errorf("--max-ingest-memory %d is under 2 x --max-body %d: a body of the largest size and its decoded batches could never be held", cfg.MaxIngestMemory, cfg.MaxBody)
 	}
+	if cfg.Retention < 0 {
+		return fmt.Errorf("--retention %s: must not be negative (0 disables)", cfg.Retention)
+	}
+	if cfg.Retention == 0 { // --retention 0 disables; the library's zero is the default
+		cfg.Retention = -1
+	}
 	cfg.AllowedHosts = splitList(*allowedHosts)
 	cfg.Logger, cfg.Claims.Logger, cfg.Claims.Version = logger, logger, version
 	cfg.NoListen = !*notify
