@@ -5,10 +5,14 @@ import (
 	"context"
 	"flag"
 	"io"
+	"regexp"
 	"strings"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/batchclaim/batchclaim/claims"
 
 	"github.com/batchclaim/batchclaim/internal/dbtest"
 )
@@ -148,6 +152,22 @@ func TestResumeAndUnmigratedStatus(t *testing.T) {
 	defer conn.Close(ctx)
 	if _, err := conn.Exec(ctx, `INSERT INTO service_halts (service_id, seq, reason) VALUES ('svc-h', 7, 'batch INVALID: bad signature')`); err != nil {
 		t.Fatal(err)
+	}
+	// status shows each instance's version without --json.
+	pool, err := pgxpool.New(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	eng, err := claims.New(pool, claims.Config{Name: "inst-v", Version: "9.9.9+abc"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := eng.Register(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if out, _ := run(0, "status"); !regexp.MustCompile(`(?m)^INSTANCE +HOST +VERSION .*\ninst-v +\S+ +9\.9\.9\+abc `).MatchString(out) {
+		t.Fatalf("status without the instance's version:\n%s", out)
 	}
 	if out, _ := run(0, "status"); !strings.Contains(out, "HALTED svc-h at seq 7") || !strings.Contains(out, "batchclaim resume SERVICE_ID") {
 		t.Fatalf("status: %s", out)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -164,9 +165,9 @@ func (b batchStatus) print(w io.Writer) {
 
 func printSnapshot(w io.Writer, s claims.Snapshot) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "INSTANCE\tHOST\tHEARTBEAT AGE\tLEASE\tCLAIMS")
+	fmt.Fprintln(tw, "INSTANCE\tHOST\tVERSION\tHEARTBEAT AGE\tLEASE\tCLAIMS")
 	for _, i := range s.Instances {
-		fmt.Fprintf(tw, "%s\t%s\t%.1fs\t%s\t%d\n", printable(i.Name), printable(i.Host), i.HeartbeatAgeSeconds, i.Phase, i.Claims)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%.1fs\t%s\t%d\n", printable(i.Name), printable(i.Host), printable(cmp.Or(i.Version, "-")), i.HeartbeatAgeSeconds, i.Phase, i.Claims)
 	}
 	tw.Flush()
 	fmt.Fprintf(w, "\nservice_ids: %d, unclaimed: %d\n", s.ServiceIDs, s.Unclaimed)
