@@ -194,7 +194,8 @@ func envName(name string) string {
 
 // envOthers are BATCHCLAIM_ variables that are not flags: the wall-clock offset of the tests
 // and the passwords the scripts under deploy/ read. A process may see them and must start.
-var envOthers = []string{wallclock.EnvOffset, "BATCHCLAIM_DB_PASSWORD", "BATCHCLAIM_OWNER_PASSWORD", "BATCHCLAIM_APP_PASSWORD"}
+var envOthers = []string{wallclock.EnvOffset,
+	"BATCHCLAIM_DB_PASSWORD", "BATCHCLAIM_OWNER_PASSWORD", "BATCHCLAIM_APP_PASSWORD", "BATCHCLAIM_ADMIN_PASSWORD"}
 
 // checkEnv refuses a BATCHCLAIM_ variable of environ that names no flag of fs nor of run (a
 // deployment's environment is run's; a status or migrate in the same environment must not

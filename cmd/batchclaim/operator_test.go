@@ -5,6 +5,9 @@ import (
 	"context"
 	"flag"
 	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -69,6 +72,28 @@ func TestCheckEnv(t *testing.T) {
 	if err := checkEnv(newRunFlags(io.Discard).fs, []string{"BATCHCLAIM_EXPIRY1=3s"}); err == nil ||
 		err.Error() != "environment BATCHCLAIM_EXPIRY1: no flag of run reads it (did you mean BATCHCLAIM_EXPIRY_1?)" {
 		t.Errorf("run with BATCHCLAIM_EXPIRY1: %v", err)
+	}
+}
+
+// Every BATCHCLAIM_ variable the deployment files and scripts set is one run accepts.
+func TestDeployEnvAccepted(t *testing.T) {
+	t.Parallel()
+	var env []string
+	err := filepath.WalkDir("../../deploy", func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || strings.HasSuffix(path, ".go") {
+			return err
+		}
+		b, err := os.ReadFile(path)
+		for _, name := range regexp.MustCompile(`BATCHCLAIM_[A-Z0-9_]+`).FindAllString(string(b), -1) {
+			env = append(env, name+"=x")
+		}
+		return err
+	})
+	if err != nil || len(env) == 0 {
+		t.Fatalf("deploy/: %v, %d variables", err, len(env))
+	}
+	if err := checkEnv(newRunFlags(io.Discard).fs, env); err != nil {
+		t.Error(err)
 	}
 }
 
