@@ -163,8 +163,7 @@ func parse(fs *flag.FlagSet, args []string) error {
 // on the flag set's output, naming the closest flag when the name was mistyped.
 func parseArgs(fs *flag.FlagSet, args []string) error {
 	out, usage := fs.Output(), fs.Usage
-	var msg strings.Builder
-	fs.SetOutput(&msg)
+	fs.SetOutput(io.Discard) // the line below replaces the flag package's message and usage
 	fs.Usage = func() {}
 	err := fs.Parse(args)
 	fs.SetOutput(out)
