@@ -8,7 +8,9 @@
 //
 // k8s_test.go reads k8s/deployment.yaml as a cluster would: the token file must be readable
 // by the pod's user and groups, and a disruption budget, spread constraints and scrape
-// annotations must cover the pods.
+// annotations must cover the pods. upgrade_test.go refuses a migration after the first
+// release's schema that an instance of the previous release could not run on, since the
+// manifest's init container migrates while old pods still run.
 //
 // Its metrics test starts a real instance, lets it work, gathers its metric registry and fails if the
 // dashboard or the rules name a metric (or select on a label) that the instance does not
