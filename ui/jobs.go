@@ -83,8 +83,9 @@ type BatchDetail struct {
 	Epoch           *int64     `json:"epoch,omitempty"`
 	// InvalidDetails is what the ledger said about an INVALID batch, as it said it.
 	InvalidDetails json.RawMessage `json:"invalid_details,omitempty"`
-	// Attempts are the newest POSTs, newest first (at most 100); Number counts from the first.
-	Attempts []Attempt `json:"attempts"`
+	// Posts are the newest POST attempts, newest first (at most 100); Number counts from the
+	// first. (Attempts, from BatchRef, is how many there were.)
+	Posts []Attempt `json:"posts"`
 	// Transitions are the state changes in order (the newest 200).
 	Transitions []Transition `json:"transitions"`
 }
@@ -245,7 +246,7 @@ func readBatch(ctx context.Context, q db.DBTX, seq int64) (BatchDetail, error) {
 		PayloadBytes: r.PayloadBytes, SubmittedAt: r.SubmittedAt, NextAttemptAt: r.NextAttemptAt, FinishedAt: r.FinishedAt,
 		LastError: deref(r.LastError), DLTStatus: deref(r.DltStatus), StatusUpdatedAt: r.StatusUpdatedAt,
 		UnknownCount: r.UnknownCount, Owner: name(r.ClaimantName, r.Claimant), Epoch: r.ClaimEpoch,
-		Attempts: []Attempt{}, Transitions: []Transition{},
+		Posts: []Attempt{}, Transitions: []Transition{},
 	}
 	if len(r.InvalidDetails) > 0 && json.Valid(r.InvalidDetails) {
 		d.InvalidDetails = r.InvalidDetails
@@ -255,7 +256,7 @@ func readBatch(ctx context.Context, q db.DBTX, seq int64) (BatchDetail, error) {
 		return BatchDetail{}, fmt.Errorf("read attempts of batch %d: %w", seq, err)
 	}
 	for _, a := range attempts {
-		d.Attempts = append(d.Attempts, Attempt{
+		d.Posts = append(d.Posts, Attempt{
 			Number: a.Number, StartedAt: a.StartedAt, FinishedAt: a.FinishedAt, Reason: a.Reason,
 			HTTPStatus: a.HttpStatus, LatencyMs: a.LatencyMs, Outcome: deref(a.Outcome), Error: deref(a.Error),
 			Instance: name(a.InstanceName, &a.InstanceID), Epoch: a.Epoch,

@@ -125,11 +125,11 @@ func TestBatchAPI(t *testing.T) {
 	if err := json.Unmarshal(d.InvalidDetails, &details); err != nil || details["message"] != "<b>bad</b> signature" || details["code"] != float64(17) {
 		t.Errorf("invalid details %s (%v)", d.InvalidDetails, err)
 	}
-	if len(d.Attempts) != 2 {
-		t.Fatalf("attempts: %+v", d.Attempts)
+	if len(d.Posts) != 2 || d.Attempts != 2 {
+		t.Fatalf("attempts: %d, %+v", d.Attempts, d.Posts)
 	}
 	// Newest first, numbered from the first.
-	a2, a1 := d.Attempts[0], d.Attempts[1]
+	a2, a1 := d.Posts[0], d.Posts[1]
 	if a2.Number != 2 || *a2.HTTPStatus != 202 || *a2.LatencyMs != 7.25 || a2.Outcome != "accepted" || a2.Instance != "beta" || a2.Epoch != 4 || a2.Reason != "retry" {
 		t.Errorf("second attempt: %+v", a2)
 	}
@@ -151,7 +151,7 @@ func TestBatchAPI(t *testing.T) {
 
 	// A batch never sent: no attempts, no details.
 	var n ui.BatchDetail
-	if code, body := b.getJSON(t, fmt.Sprintf("/api/batches/%d", b.seqs["svc-b"][0]), &n); code != http.StatusOK || len(n.Attempts) != 0 || n.InvalidDetails != nil || n.State != "NEW" {
+	if code, body := b.getJSON(t, fmt.Sprintf("/api/batches/%d", b.seqs["svc-b"][0]), &n); code != http.StatusOK || len(n.Posts) != 0 || n.Attempts != 0 || n.InvalidDetails != nil || n.State != "NEW" {
 		t.Errorf("a new batch: %d %s", code, body)
 	}
 
