@@ -194,7 +194,43 @@ func TestPageInBrowser(t *testing.T) {
 	}
 
 	checkJobView(t, browser, page, dir, pool)
+
+	// Behind the token: search for the halted service_id, resume it from its page, then list
+	// svc-a's committed batches.
+	pressed := dumpDOM(t, browser, withScript(t, a.Addr(), resumeFromServicePage))
+	if m := regexp.MustCompile(`data-search-landed="([^"]*)"`).FindStringSubmatch(pressed); m == nil || m[1] != "svc-halted" {
+		t.Errorf("the search for svc-hal landed on %q, want svc-halted's page", m)
+	}
+	if m := regexp.MustCompile(`data-resumed-from-page="([^"]*)"`).FindStringSubmatch(pressed); m == nil || m[1] != "Resumed svc-halted." {
+		t.Errorf("resume from the service_id page: the page said %q", m)
+	}
+	var halts int
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM service_halts`).Scan(&halts); err != nil || halts != 0 {
+		t.Errorf("halts after the resume from the service_id page: %d (%v)", halts, err)
+	}
+	if n := intOf(t, pressed, `data-listed="(\d+)"`); n != perService {
+		t.Errorf("svc-a's committed batches listed: %d, want %d", n, perService)
+	}
 }
+
+// resumeFromServicePage runs in the page of an instance that requires a token: it saves the
+// token, searches for "svc-hal" (one match: the page opens svc-halted's page), presses
+// Resume there, then filters the batch list, keeping what it saw in attributes of <body>.
+const resumeFromServicePage = `(async function () {
+  const until = (cond) => new Promise((done) => { const i = setInterval(() => { if (cond()) { clearInterval(i); done(); } }, 20); });
+  window.confirm = () => true;
+  sessionStorage.setItem("batchclaim.token", "op-token");
+  document.getElementById("search").value = "svc-hal";
+  document.getElementById("search-form").requestSubmit();
+  await until(() => document.getElementById("service-resume"));
+  document.body.dataset.searchLanded = document.getElementById("service-id").textContent;
+  document.getElementById("service-resume").click();
+  await until(() => document.getElementById("banner").textContent.startsWith("Resumed"));
+  document.body.dataset.resumedFromPage = document.getElementById("banner").textContent;
+  location.hash = "#/batches?state=COMMITTED&service_id=svc-a&window=10m";
+  await until(() => document.body.dataset.view === "batches");
+  document.body.dataset.listed = String(document.querySelectorAll("#batch-list tbody tr").length);
+})();`
 
 // oddService is a service_id with characters that mean something in HTML and in URLs.
 const oddService = `svc/<b>odd</b>&"x%`
