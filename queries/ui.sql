@@ -190,13 +190,18 @@ ORDER BY e.id DESC
 LIMIT sqlc.arg(max_rows)::int;
 
 -- name: UIBatchList :many
--- Batches changed within the last window_ms, newest seq first, before before_seq, optionally
--- of one state and one service_id.
+-- Batches changed within the last window_ms, newest seq first, with seq in [floor_seq,
+-- before_seq), optionally of one state and one service_id. The seq range bounds the rows read
+-- (backwards through the primary key) however rare the filtered batches are.
 SELECT seq, service_id, batch_id, state, attempts, created_at, updated_at
 FROM batches
-WHERE seq < sqlc.arg(before_seq)::bigint
+WHERE seq < sqlc.arg(before_seq)::bigint AND seq >= sqlc.arg(floor_seq)::bigint
   AND updated_at > now() - sqlc.arg(window_ms)::bigint * interval '1 millisecond'
   AND (sqlc.arg(state)::text = '' OR state = sqlc.arg(state)::text)
   AND (sqlc.arg(service_id)::text = '' OR service_id = sqlc.arg(service_id)::text)
 ORDER BY seq DESC
 LIMIT sqlc.arg(max_rows)::int;
+
+-- name: UIBatchSeqMax :one
+-- The newest batch's seq (0 when there is none), read from the end of the primary key.
+SELECT COALESCE(max(seq), 0)::bigint AS seq FROM batches;

@@ -54,8 +54,8 @@ type Config struct {
 	// Zero means ServicesDefault.
 	Services int
 	// Scan bounds the newest rows of the transition and ownership logs read for the chart and
-	// the takeovers, so that a busy database is not scanned at every refresh. Zero means
-	// ScanDefault.
+	// the takeovers, so that a busy database is not scanned at every refresh, and the batches
+	// (by seq) one page of the batch list reads. Zero means ScanDefault.
 	Scan int
 	// Logger; nil discards.
 	Logger *slog.Logger
@@ -279,6 +279,7 @@ func (h *Handler) batch(w http.ResponseWriter, r *http.Request) {
 
 func (h *Handler) batches(w http.ResponseWriter, r *http.Request) {
 	o, err := parseListOptions(r.URL.Query().Get)
+	o.scan = h.cfg.Scan
 	if err != nil {
 		h.answer(w, r, "batch list", nil, err)
 		return

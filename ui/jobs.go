@@ -136,7 +136,11 @@ type BatchList struct {
 	ServiceID     string     `json:"service_id,omitempty"`
 	WindowSeconds float64    `json:"window_seconds"`
 	Batches       []BatchRef `json:"batches"`
-	NextBefore    int64      `json:"next_before,omitempty"`
+	// NextBefore, when set, is the ?before= of the next page. A page reads at most
+	// Config.Scan batches by seq, so a page of rare batches can hold fewer than the limit (even
+	// none) and still have a next page; ScannedTo is the lowest seq it read.
+	NextBefore int64 `json:"next_before,omitempty"`
+	ScannedTo  int64 `json:"scanned_to,omitempty"`
 }
 
 // search finds batches by id (ledger batches, by the full id or a prefix of at least
@@ -330,7 +334,7 @@ func readService(ctx context.Context, q db.DBTX, id string, after int64, limit i
 type listOptions struct {
 	state, serviceID string
 	before           int64
-	limit            int
+	limit, scan      int
 	window           time.Duration
 }
 
@@ -395,8 +399,15 @@ func parseWindow(s string) (time.Duration, error) {
 }
 
 func listBatches(ctx context.Context, q db.DBTX, o listOptions) (BatchList, error) {
-	rows, err := db.New().UIBatchList(ctx, q, db.UIBatchListParams{
-		BeforeSeq: o.before, WindowMs: o.window.Milliseconds(), State: o.state, ServiceID: o.serviceID, MaxRows: int32(o.limit),
+	qs := db.New()
+	top, err := qs.UIBatchSeqMax(ctx, q)
+	if err != nil {
+		return BatchList{}, fmt.Errorf("list batches: %w", err)
+	}
+	before := min(o.before, top+1)
+	floor := max(before-int64(o.scan), 1)
+	rows, err := qs.UIBatchList(ctx, q, db.UIBatchListParams{
+		BeforeSeq: before, FloorSeq: floor, WindowMs: o.window.Milliseconds(), State: o.state, ServiceID: o.serviceID, MaxRows: int32(o.limit),
 	})
 	if err != nil {
 		return BatchList{}, fmt.Errorf("list batches: %w", err)
@@ -405,8 +416,11 @@ func listBatches(ctx context.Context, q db.DBTX, o listOptions) (BatchList, erro
 	for _, r := range rows {
 		out.Batches = append(out.Batches, BatchRef{Seq: r.Seq, ServiceID: r.ServiceID, BatchID: r.BatchID, State: r.State, Attempts: r.Attempts, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt})
 	}
-	if len(rows) == o.limit {
+	switch {
+	case len(rows) == o.limit:
 		out.NextBefore = rows[len(rows)-1].Seq
+	case floor > 1: // the scan stopped before the first batch
+		out.NextBefore, out.ScannedTo = floor, floor
 	}
 	return out, nil
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"strings"
 	"testing"
@@ -321,5 +322,48 @@ func TestStatusTransitionsLinkBatches(t *testing.T) {
 	st := b.status(t)
 	if len(st.Transitions) != 1 || st.Transitions[0].Seq != b.seqs["svc-a"][0] || st.Transitions[0].BatchID != "svc-a-0" {
 		t.Errorf("transitions: %+v", st.Transitions)
+	}
+}
+
+// A page of the batch list reads at most Config.Scan batches by seq: a rare filter gives short
+// (even empty) pages that still lead on, and paging reaches every match.
+func TestBatchListScanBound(t *testing.T) {
+	t.Parallel()
+	b := setup(t, false)
+	h, err := ui.New(b.pool, ui.Config{Scan: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	h.Register(mux)
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	var got []int64
+	pages := 0
+	for q := "/api/batches?service_id=svc-a"; q != ""; pages++ {
+		if pages > 10 {
+			t.Fatal("the pages do not end")
+		}
+		resp, err := http.Get(srv.URL + q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var l ui.BatchList
+		err = json.NewDecoder(resp.Body).Decode(&l)
+		resp.Body.Close()
+		if err != nil || len(l.Batches) > 2 {
+			t.Fatalf("GET %s: %+v (%v); want at most 2 batches read", q, l, err)
+		}
+		for _, x := range l.Batches {
+			got = append(got, x.Seq)
+		}
+		q = ""
+		if l.NextBefore != 0 {
+			q = fmt.Sprintf("/api/batches?service_id=svc-a&before=%d", l.NextBefore)
+		}
+	}
+	want := []int64{b.seqs["svc-a"][2], b.seqs["svc-a"][1], b.seqs["svc-a"][0]}
+	if fmt.Sprint(got) != fmt.Sprint(want) || pages < 3 {
+		t.Errorf("svc-a over %d pages: %v, want %v over at least 3 (6 batches, 2 a page)", pages, got, want)
 	}
 }

@@ -160,16 +160,17 @@ func (q *Queries) UIBatchAttempts(ctx context.Context, db DBTX, arg UIBatchAttem
 const uIBatchList = `-- name: UIBatchList :many
 SELECT seq, service_id, batch_id, state, attempts, created_at, updated_at
 FROM batches
-WHERE seq < $1::bigint
-  AND updated_at > now() - $2::bigint * interval '1 millisecond'
-  AND ($3::text = '' OR state = $3::text)
-  AND ($4::text = '' OR service_id = $4::text)
+WHERE seq < $1::bigint AND seq >= $2::bigint
+  AND updated_at > now() - $3::bigint * interval '1 millisecond'
+  AND ($4::text = '' OR state = $4::text)
+  AND ($5::text = '' OR service_id = $5::text)
 ORDER BY seq DESC
-LIMIT $5::int
+LIMIT $6::int
 `
 
 type UIBatchListParams struct {
 	BeforeSeq int64
+	FloorSeq  int64
 	WindowMs  int64
 	State     string
 	ServiceID string
@@ -186,11 +187,13 @@ type UIBatchListRow struct {
 	UpdatedAt time.Time
 }
 
-// Batches changed within the last window_ms, newest seq first, before before_seq, optionally
-// of one state and one service_id.
+// Batches changed within the last window_ms, newest seq first, with seq in [floor_seq,
+// before_seq), optionally of one state and one service_id. The seq range bounds the rows read
+// (backwards through the primary key) however rare the filtered batches are.
 func (q *Queries) UIBatchList(ctx context.Context, db DBTX, arg UIBatchListParams) ([]UIBatchListRow, error) {
 	rows, err := db.Query(ctx, uIBatchList,
 		arg.BeforeSeq,
+		arg.FloorSeq,
 		arg.WindowMs,
 		arg.State,
 		arg.ServiceID,
@@ -278,6 +281,18 @@ func (q *Queries) UIBatchSearchLedger(ctx context.Context, db DBTX, arg UIBatchS
 		return nil, err
 	}
 	return items, nil
+}
+
+const uIBatchSeqMax = `-- name: UIBatchSeqMax :one
+SELECT COALESCE(max(seq), 0)::bigint AS seq FROM batches
+`
+
+// The newest batch's seq (0 when there is none), read from the end of the primary key.
+func (q *Queries) UIBatchSeqMax(ctx context.Context, db DBTX) (int64, error) {
+	row := db.QueryRow(ctx, uIBatchSeqMax)
+	var seq int64
+	err := row.Scan(&seq)
+	return seq, err
 }
 
 const uIBatchTransitions = `-- name: UIBatchTransitions :many

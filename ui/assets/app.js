@@ -405,6 +405,7 @@
     const pager = el("div", { class: "pager" });
     if (params.get("before")) { const f = new URLSearchParams(q); f.delete("before"); pager.append(el("a", { href: "#/batches?" + f }, "newest"), " "); }
     if (l.next_before) { const f = new URLSearchParams(q); f.set("before", l.next_before); pager.append(el("a", { id: "list-next", href: "#/batches?" + f }, "older →")); }
+    if (l.scanned_to) pager.append(el("span", { class: "muted" }, " (this page read the batches from #" + l.scanned_to + " on)"));
     show("batches", card(["Batches ", el("span", { class: "muted" }, "(newest first)")], form,
       table("batch-list", ["seq", "service_id", "batch", "state", "attempts", "updated"], l.batches.map((b) => el("tr", {},
         el("td", { class: "num" }, b.seq), el("td", {}, serviceLink(b.service_id)), el("td", {}, batchLink(b.seq, b.batch_id)),
