@@ -49,6 +49,11 @@ func (c Config) validate() error {
 	} else if err := c.ingestConfig(1).Validate(); err != nil {
 		errs = append(errs, err)
 	}
+	if c.Pprof && c.Listen == "" {
+		errs = append(errs, errors.New("pprof is served on the listener: set Listen too"))
+	} else if c.Pprof && c.Auth == nil && !httpguard.LoopbackOnly(c.Listen) {
+		errs = append(errs, fmt.Errorf("pprof on %s, not a loopback address, needs Auth: profiles show the process's memory and code to whoever can reach it", c.Listen))
+	}
 	if _, err := httpguard.NewHosts(c.Listen, c.AllowedHosts); err != nil {
 		errs = append(errs, err)
 	}
@@ -154,6 +159,9 @@ func (n *Node) listen(ctx context.Context) (*http.Server, error) {
 	mux.Handle("GET /metrics", promhttp.HandlerFor(n.registry, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError}))
 	api.Register(mux)
 	page.Register(mux) // the status page at /, its assets and its JSON API under /api/
+	if n.cfg.Pprof {
+		registerPprof(mux) // not among httpauth.Open's paths: Auth asks a token for it
+	}
 	var handler http.Handler = mux
 	if n.cfg.Auth != nil {
 		handler = n.cfg.Auth(mux)

@@ -102,6 +102,10 @@ type Config struct {
 	// Other Host headers are answered 421 (a defence against DNS rebinding; see package
 	// internal/httpguard).
 	AllowedHosts []string
+	// Pprof serves the runtime's profiles (net/http/pprof) on the listener under
+	// /debug/pprof/, behind Auth like the ingest API. It needs a listener, and Auth unless
+	// Listen is a loopback address. False (the default) serves none.
+	Pprof bool
 	// Registry receives the metrics. Nil means a new registry (served on /metrics).
 	Registry *prometheus.Registry
 	// Logger; nil discards.
@@ -261,6 +265,7 @@ func New(pool *pgxpool.Pool, cfg Config) (*Node, error) {
 		}
 	}
 	n.metrics = newMetrics(n.registry, eng, pool, n.workers.Busy, n.retentionStats)
+	n.registry.MustRegister(buildInfo(cc.Version), poolStats{node: pool, probe: n.metrics.states.probe.Load})
 	if cfg.Registry == nil {
 		n.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	}

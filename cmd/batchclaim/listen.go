@@ -7,7 +7,6 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
-	"net"
 	"os"
 	"os/signal"
 	"strings"
@@ -17,20 +16,9 @@ import (
 	"github.com/batchclaim/batchclaim/internal/httpguard"
 )
 
-// loopbackOnly reports whether addr (host:port) accepts connections from this machine only.
-// An empty host (":8080") means every interface; a host name other than localhost is not
-// trusted to stay on the loopback.
-func loopbackOnly(addr string) bool {
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return false
-	}
-	if host == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
-}
+// loopbackOnly reports whether addr (host:port) accepts connections from this machine only
+// (httpguard.LoopbackOnly).
+func loopbackOnly(addr string) bool { return httpguard.LoopbackOnly(addr) }
 
 // checkListen refuses a listener other hosts can reach when nothing authenticates its
 // requests, unless the operator said --insecure-listen.

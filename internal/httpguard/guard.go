@@ -56,6 +56,21 @@ func NewHosts(listen string, extra []string) (*Hosts, error) {
 	return h, nil
 }
 
+// LoopbackOnly reports whether a listener on addr (host:port) accepts connections from this
+// machine only. An empty host (":8080") means every interface; a host name other than
+// localhost is not trusted to stay on the loopback.
+func LoopbackOnly(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
 func canonical(host string) string { return strings.TrimSuffix(strings.ToLower(host), ".") }
 
 // Allowed reports whether a request whose Host header is hostport may be served. An empty

@@ -1,0 +1,104 @@
+package node
+
+import (
+	"cmp"
+	"net/http"
+	"net/http/pprof"
+	"runtime"
+	"runtime/debug"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// buildInfo is batchclaim_build_info: one series of value 1 whose labels say what runs.
+// version is the one the instance registers (claims.Config.Version, which `run` sets to what
+// `batchclaim version` prints), else the main module's version; revision is the commit the
+// build recorded (empty without one); goversion is the Go release it was built with.
+func buildInfo(version string) prometheus.Collector {
+	revision := ""
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		version = cmp.Or(version, bi.Main.Version)
+		for _, s := range bi.Settings {
+			if s.Key == "vcs.revision" {
+				revision = s.Value
+			}
+		}
+	}
+	return prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "batchclaim_build_info",
+		Help: "Always 1; the labels give the version the instance registers, the commit it was built from and the Go release.",
+		ConstLabels: prometheus.Labels{
+			"version": cmp.Or(version, "unknown"), "revision": revision, "goversion": runtime.Version(),
+		},
+	}, func() float64 { return 1 })
+}
+
+// poolStats exports the statistics of the node's pool (pool="node") and of the listener's
+// probe pool (pool="probe", present while the listener runs), read at each scrape.
+type poolStats struct {
+	node  *pgxpool.Pool
+	probe func() *pgxpool.Pool // nil result: no probe pool now
+}
+
+var (
+	poolLabels   = []string{"pool"}
+	poolAcquired = prometheus.NewDesc("batchclaim_pool_acquired_conns",
+		"Connections of the pool in use now.", poolLabels, nil)
+	poolIdle = prometheus.NewDesc("batchclaim_pool_idle_conns",
+		"Idle connections of the pool.", poolLabels, nil)
+	poolTotal = prometheus.NewDesc("batchclaim_pool_total_conns",
+		"Open connections of the pool (acquired, idle and being opened).", poolLabels, nil)
+	poolMax = prometheus.NewDesc("batchclaim_pool_max_conns",
+		"Most connections the pool opens (--db-max-conns for pool=\"node\").", poolLabels, nil)
+	poolAcquires = prometheus.NewDesc("batchclaim_pool_acquires_total",
+		"Connections acquired from the pool.", poolLabels, nil)
+	poolAcquireWait = prometheus.NewDesc("batchclaim_pool_acquire_wait_seconds_total",
+		"Time spent acquiring connections from the pool, summed over all acquires.", poolLabels, nil)
+	poolEmptyAcquires = prometheus.NewDesc("batchclaim_pool_empty_acquires_total",
+		"Acquires that found no idle connection and waited for one to be opened or released.", poolLabels, nil)
+	poolCanceledAcquires = prometheus.NewDesc("batchclaim_pool_canceled_acquires_total",
+		"Acquires given up because their context ended first.", poolLabels, nil)
+)
+
+func (p poolStats) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{poolAcquired, poolIdle, poolTotal, poolMax, poolAcquires,
+		poolAcquireWait, poolEmptyAcquires, poolCanceledAcquires} {
+		ch <- d
+	}
+}
+
+func (p poolStats) Collect(ch chan<- prometheus.Metric) {
+	collectPool(ch, "node", p.node)
+	if probe := p.probe(); probe != nil {
+		collectPool(ch, "probe", probe)
+	}
+}
+
+func collectPool(ch chan<- prometheus.Metric, name string, pool *pgxpool.Pool) {
+	s := pool.Stat()
+	gauge := func(d *prometheus.Desc, v float64) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, name)
+	}
+	counter := func(d *prometheus.Desc, v float64) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, v, name)
+	}
+	gauge(poolAcquired, float64(s.AcquiredConns()))
+	gauge(poolIdle, float64(s.IdleConns()))
+	gauge(poolTotal, float64(s.TotalConns()))
+	gauge(poolMax, float64(s.MaxConns()))
+	counter(poolAcquires, float64(s.AcquireCount()))
+	counter(poolAcquireWait, s.AcquireDuration().Seconds())
+	counter(poolEmptyAcquires, float64(s.EmptyAcquireCount()))
+	counter(poolCanceledAcquires, float64(s.CanceledAcquireCount()))
+}
+
+// registerPprof serves the runtime's profiles under /debug/pprof/ (Config.Pprof).
+func registerPprof(mux *http.ServeMux) {
+	mux.HandleFunc("GET /debug/pprof/", pprof.Index) // the named profiles: heap, goroutine, block, ...
+	mux.HandleFunc("GET /debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("GET /debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("POST /debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
+}
