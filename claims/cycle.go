@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/batchclaim/batchclaim/internal/db"
+	"github.com/batchclaim/batchclaim/internal/tracing"
 )
 
 // Share is the fair-share arithmetic of one cycle.
@@ -65,14 +66,17 @@ type CycleReport struct {
 // An instance with nothing to change sends one statement per cycle (two with the renewal).
 func (e *Engine) Cycle(ctx context.Context) (CycleReport, error) {
 	e.stats.cycles.Add(1)
+	ctx, span := tracing.Start(ctx, tracing.ClaimCycle)
 	start := time.Now()
 	rep, err := e.cycle(ctx)
 	e.stats.cycleTime.observe(time.Since(start))
+	span.SetAttributes(tracing.Claims.Int(rep.Held))
 	if err != nil {
 		e.stats.cycleErrors.Add(1)
-		return rep, fmt.Errorf("claim cycle: %w", err)
+		err = fmt.Errorf("claim cycle: %w", err)
 	}
-	return rep, nil
+	tracing.End(span, err)
+	return rep, err
 }
 
 func (e *Engine) cycle(ctx context.Context) (CycleReport, error) {

@@ -11,6 +11,7 @@ import (
 	"github.com/batchclaim/batchclaim/claims"
 	"github.com/batchclaim/batchclaim/dlt"
 	"github.com/batchclaim/batchclaim/internal/db"
+	"github.com/batchclaim/batchclaim/internal/tracing"
 )
 
 // Stored is one batch as Enqueue left it.
@@ -35,7 +36,12 @@ func Enqueue(ctx context.Context, q claims.Querier, serviceID, batchID string, p
 	return enqueue(ctx, q, serviceID, batchID, payload, false)
 }
 
-func enqueue(ctx context.Context, q claims.Querier, serviceID, batchID string, payload []byte, ledger bool) (Stored, error) {
+func enqueue(ctx context.Context, q claims.Querier, serviceID, batchID string, payload []byte, ledger bool) (st Stored, err error) {
+	ctx, span := tracing.Start(ctx, tracing.Enqueue, tracing.ServiceID.String(serviceID), tracing.BatchID.String(batchID))
+	defer func() {
+		span.SetAttributes(tracing.Seq.Int64(st.Seq), tracing.New.Bool(st.New))
+		tracing.End(span, err)
+	}()
 	if err := batchclaim.ValidateServiceID(serviceID); err != nil {
 		return Stored{}, err
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/batchclaim/batchclaim"
 	"github.com/batchclaim/batchclaim/claims"
 	"github.com/batchclaim/batchclaim/internal/db"
+	"github.com/batchclaim/batchclaim/internal/tracing"
 )
 
 // LedgerStatus is what the ledger says about one batch id.
@@ -224,7 +225,10 @@ func (p *Poller) PollOnce(ctx context.Context) (int, error) {
 		return 0, nil
 	}
 	sort.Strings(svcs)
+	ctx, span := tracing.Start(ctx, tracing.Poll, tracing.Claims.Int(len(svcs)))
+	defer span.End()
 	rows, err := p.nextPage(ctx, svcs)
+	span.SetAttributes(tracing.Batches.Int(len(rows)))
 	if err != nil {
 		return 0, err
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/batchclaim/batchclaim"
 	"github.com/batchclaim/batchclaim/claims"
 	"github.com/batchclaim/batchclaim/internal/db"
+	"github.com/batchclaim/batchclaim/internal/tracing"
 )
 
 // Fencer is the part of claims.Engine the observer needs.
@@ -178,6 +179,9 @@ type outcome struct {
 // returns batchclaim.ErrClaimLost (nothing is written for it); one whose batch moved on, or
 // whose attempt is not the batch's latest any more, returns batchclaim.ErrStateChanged.
 func (r *Recorder) Finish(ctx context.Context, o batchclaim.Outcome) (next batchclaim.Job, ok bool, err error) {
+	_, span := tracing.Start(ctx, tracing.Outcome, append(tracing.Job(o.Job), tracing.Verdict.String(o.Result.Verdict.String()),
+		tracing.HTTPCode.Int(o.Result.HTTPStatus))...)
+	defer func() { tracing.End(span, err) }()
 	w := &outcome{ctx: ctx, Outcome: o, done: make(chan struct{})}
 	r.mu.Lock()
 	r.pending = append(r.pending, w)

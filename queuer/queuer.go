@@ -15,6 +15,7 @@ import (
 	"github.com/batchclaim/batchclaim"
 	"github.com/batchclaim/batchclaim/claims"
 	"github.com/batchclaim/batchclaim/internal/db"
+	"github.com/batchclaim/batchclaim/internal/tracing"
 )
 
 // Engine is the part of claims.Engine the queuer needs: the claims held now. The engine
@@ -299,6 +300,8 @@ func (q *Queuer) Fetch(ctx context.Context) (int, error) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, q.cfg.StatementTimeout)
 	defer cancel()
+	ctx, span := tracing.Start(ctx, tracing.Fetch, tracing.Claims.Int(len(ids)))
+	defer span.End()
 	heads, err := q.q.BatchHeads(ctx, q.pool, db.BatchHeadsParams{ServiceIds: ids, SkipValid: q.cfg.SkipValid})
 	if err != nil {
 		q.requeue(ids)
@@ -357,7 +360,9 @@ func (q *Queuer) Fetch(ctx context.Context) (int, error) {
 	if len(jobs) == 0 {
 		return 0, nil
 	}
-	marked, err := q.rec.Mark(ctx, jobs)
+	mctx, mspan := tracing.Start(ctx, tracing.Mark, tracing.Batches.Int(len(jobs)))
+	marked, err := q.rec.Mark(mctx, jobs)
+	tracing.End(mspan, err)
 	going := make(map[int64]bool, len(marked))
 	for _, j := range marked {
 		going[j.Batch.Seq] = true

@@ -13,6 +13,7 @@ import (
 
 	"github.com/batchclaim/batchclaim"
 	"github.com/batchclaim/batchclaim/claims"
+	"github.com/batchclaim/batchclaim/internal/tracing"
 )
 
 // Submitter runs one batch. An error means the same as Verdict Unknown. ctx carries the job's
@@ -236,10 +237,13 @@ func (p *Pool) run(j Job, run int) (Job, bool) {
 		return Job{}, false
 	}
 	ctx, cancel := context.WithDeadline(batchclaim.WithClaim(claimCtx, j.Claim), deadline)
+	ctx, span := tracing.Start(ctx, tracing.Post, tracing.Job(j)...)
 	start := time.Now()
 	res, err := p.sub.Submit(ctx, j.Batch)
 	latency := time.Since(start)
 	cancel()
+	span.SetAttributes(tracing.HTTPCode.Int(res.HTTPStatus))
+	tracing.End(span, err)
 	if err != nil {
 		res = batchclaim.Result{Verdict: batchclaim.Unknown, HTTPStatus: res.HTTPStatus, Detail: err.Error()}
 	}
