@@ -132,6 +132,7 @@ func newRunFlags(stderr io.Writer) *runFlags {
 	fs.DurationVar(&cfg.Retention, "retention", observer.RetentionDefault, "delete finished batches (with their attempts and transitions) this long after they finished; 0 disables")
 	fs.DurationVar(&cfg.RetentionInterval, "retention-interval", observer.RetentionIntervalDefault, "how often the retention job runs (one instance at a time)")
 	fs.Int64Var(&cfg.MaxBody, "max-body", ingest.MaxBodyDefault, "largest ingest request body in bytes")
+	fs.BoolVar(&f.cfg.Pprof, "pprof", false, "serve the runtime's profiles under /debug/pprof/ on --listen, behind --auth-token-file (without one: a loopback --listen only)")
 	f.claimsOnly = fs.Bool("claims-only", false, "only hold claims (no ledger, no batches): for trying out the claim engine; serves /metrics only if --listen is given")
 	f.newLogger = logFlags(fs)
 	f.fs = fs
@@ -200,6 +201,9 @@ func runDaemon(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		if tokens != nil {
 			cfg.Auth = tokens.Middleware
 		}
+		if err := checkPprof(cfg.Pprof, cfg.Listen, tokens != nil); err != nil {
+			return err
+		}
 	}
 	if err := checkHosts(cfg.Listen, cfg.AllowedHosts); err != nil {
 		return err
@@ -229,6 +233,11 @@ func runDaemon(ctx context.Context, args []string, stdout, stderr io.Writer) err
 			return fmt.Errorf("ledger (%s): %w", strings.Join(givenFlags(fs, "dlt-url", "dlt-flavor", "dlt-ca", "dlt-client-cert", "dlt-client-key", "scabbard-circuit", "scabbard-service"), ", "), err)
 		}
 	}
+	stopTracing, err := startTracing(ctx, os.Getenv, stderr, logger) // on when OTEL_* asks for traces (docs/observability.md)
+	if err != nil {
+		return err
+	}
+	defer stopTracing()
 	var stmts *stmtMetric
 	cfg.Registry, stmts = runRegistry()
 	pooled := false
