@@ -20,6 +20,12 @@
 // make the instance look unready. StopBudget says how long a stop can take, for a
 // supervisor's kill timeout.
 //
+// Besides the work's metrics, /metrics has batchclaim_build_info and the statistics of both
+// pools (the node's and the probe pool). Config.Pprof adds the runtime's profiles under
+// /debug/pprof/, behind Config.Auth. The library's OpenTelemetry spans (internal/tracing) go
+// to the global tracer provider, a no-op unless the program installs one. See
+// docs/observability.md.
+//
 // A node listens for new work (LISTEN/NOTIFY) on a connection of its own: a batch stored for
 // a service_id it holds, by any instance, the CLI or an embedder's own INSERT, reaches its
 // queuer within milliseconds of the commit, and a batch of a service_id nobody holds yet
