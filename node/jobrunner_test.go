@@ -57,7 +57,11 @@ func TestJobRunnerWithCustomSubmitter(t *testing.T) {
 	})
 	for _, name := range []string{"a", "b"} {
 		n, err := node.New(newPool(t, url), node.Config{Claims: testClaims(name), Submitter: job, Workers: 3,
-			BackoffBase: 10 * time.Millisecond, BackoffMax: 50 * time.Millisecond})
+			BackoffBase: 10 * time.Millisecond, BackoffMax: 50 * time.Millisecond,
+			// On a loaded machine a local deadline can pass (R is 100ms here) and cancel a job
+			// in flight: it becomes UNKNOWN and, with no status source, waits out the grace
+			// before it runs again. The default (30s) would outlast the test's wait.
+			UnknownGrace: time.Second})
 		if err != nil {
 			t.Fatal(err)
 		}
