@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"strconv"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/batchclaim/batchclaim"
@@ -100,6 +102,35 @@ func (e *Engine) WriteTx(ctx context.Context, fn func(pgx.Tx) error) error {
 		func() { e.stats.writeRetries.Add(1) }, fn)
 }
 
+// boundedDeadlines is a pool connection whose deadlines lie at most bound ahead. pgx sets a
+// deadline of its own only to give a connection up: when a statement's context ends, and when
+// it closes a connection it gave up, where it then drains what the server may still send for
+// up to 15 seconds, and the pool keeps the connection's place until that ends. On a link that
+// froze, nothing comes and nothing resets, so every connection given up held a place of the
+// pool for 15 seconds, and a pool whose every connection froze could not dial a new one for
+// as long (the claim cycle failed every T1 meanwhile). Bounded, a place is free after bound.
+// Deadlines are not otherwise used on these connections (statements are bounded by contexts),
+// and the zero deadline (none) is passed on as it is.
+type boundedDeadlines struct {
+	net.Conn
+	bound time.Duration
+}
+
+func (c boundedDeadlines) clamp(t time.Time) time.Time {
+	if limit := time.Now().Add(c.bound); !t.IsZero() && t.After(limit) {
+		return limit
+	}
+	return t
+}
+
+func (c boundedDeadlines) SetDeadline(t time.Time) error { return c.Conn.SetDeadline(c.clamp(t)) }
+func (c boundedDeadlines) SetReadDeadline(t time.Time) error {
+	return c.Conn.SetReadDeadline(c.clamp(t))
+}
+func (c boundedDeadlines) SetWriteDeadline(t time.Time) error {
+	return c.Conn.SetWriteDeadline(c.clamp(t))
+}
+
 // PingTimeout is the bound ConfigurePool puts on a pool's liveness ping of an idle
 // connection: T1/8, at least 100ms, so that one statement's budget (T1) covers several
 // unresponsive idle connections before a working one.
@@ -149,15 +180,29 @@ func (e *Engine) Retry(ctx context.Context, fn func() error) error {
 // most one renew interval for a row lock, and is then retried) and
 // idle_in_transaction_session_timeout = T1/5 (the server ends a transaction whose client went
 // silent, paused or cut off, and frees its locks long before expiry_1). Set once per
-// connection, they cost no statement per transaction. It also bounds the liveness ping the
-// pool sends before it hands out a connection that sat idle (PingTimeout = T1/8, at least
-// 100ms): a connection that stopped answering while idle (a link frozen by a middlebox, a
-// primary gone without a reset) is then dropped after that long and the next one tried or a
-// new one dialled, instead of the ping using up the whole statement's budget, once per idle
-// connection and cycle, while new connections would pass. Call it with the timings in force
-// (Config.Resolve) before pgxpool.NewWithConfig.
+// connection, they cost no statement per transaction.
+//
+// It also bounds, by PingTimeout (T1/8, at least 100ms), how long a connection that stopped
+// answering (a link frozen by a middlebox, a primary gone without a reset, while new
+// connections would pass) keeps its place in the pool: the liveness ping the pool sends
+// before it hands out a connection that sat idle, and the wait for a connection given up to
+// close (see boundedDeadlines). Unbounded, each ping used up a statement's whole budget and
+// each connection given up held its place for 15 seconds, so that a claim cycle failed every
+// T1 for as long. Call it with the timings in force (Config.Resolve) before
+// pgxpool.NewWithConfig.
 func ConfigurePool(pc *pgxpool.Config, t Timings) {
 	pc.PingTimeout = PingTimeout(t)
+	bound := PingTimeout(t)
+	next := pc.ConnConfig.AfterNetConnect
+	pc.ConnConfig.AfterNetConnect = func(ctx context.Context, cfg *pgconn.Config, c net.Conn) (net.Conn, error) {
+		if next != nil {
+			var err error
+			if c, err = next(ctx, cfg, c); err != nil {
+				return nil, err
+			}
+		}
+		return boundedDeadlines{Conn: c, bound: bound}, nil
+	}
 	if pc.ConnConfig.RuntimeParams == nil {
 		pc.ConnConfig.RuntimeParams = map[string]string{}
 	}
