@@ -37,10 +37,16 @@ func TestChaosShort(t *testing.T) {
 	// One after the other: two runs at once on a small machine would stretch takeovers.
 	t.Run("default", func(t *testing.T) {
 		rep := chaosShort(t, bin, seed)
+		if rep.TakeoversJudged == 0 {
+			t.Errorf("no takeover judged: %+v", rep)
+		}
 		if rep.DropIdleAfterMs != 0 || rep.Dropped != 0 {
 			t.Errorf("rows dropped without --drop-idle-after: %+v", rep)
 		}
 	})
+	// Here a victim's claims are judged only where they had work (an idle row may be dropped
+	// instead of taken over), which in a one-minute run depends on timing: takeovers are
+	// required of the run above, rows dropped of this one.
 	t.Run("drop-idle", func(t *testing.T) {
 		rep := chaosShort(t, bin, seed, "--drop-idle-after", "1s")
 		if rep.DropIdleAfterMs != 1000 || rep.Dropped == 0 {
@@ -77,7 +83,7 @@ func chaosShort(t *testing.T, bin, seed string, extra ...string) chaos.Report {
 			t.Errorf("report lacks violations.%s", k)
 		}
 	}
-	if rep.Batches == 0 || rep.Committed == 0 || rep.TakeoversJudged == 0 || rep.Acquisitions == 0 || rep.Writes == 0 {
+	if rep.Batches == 0 || rep.Committed == 0 || rep.Acquisitions == 0 || rep.Writes == 0 {
 		t.Errorf("the run checked too little: %+v", rep)
 	}
 	if n := rep.Violated(); n > 0 || runErr != nil {
