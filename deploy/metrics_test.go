@@ -298,7 +298,7 @@ func runningInstanceMetrics(t *testing.T) map[string]family {
 	reg := prometheus.NewRegistry()
 	n, err := node.New(pool, node.Config{
 		Claims:    claims.Config{Name: "metrics", RenewInterval: 100 * time.Millisecond, Expiry1: time.Second, Expiry2: 4 * time.Second},
-		Submitter: node.DLTSubmitter(client), Statuses: node.DLTStatuses(client), PollInterval: 50 * time.Millisecond,
+		Submitter: client, Statuses: client, PollInterval: 50 * time.Millisecond,
 		Listen: "127.0.0.1:0", Registry: reg,
 	})
 	if err != nil {

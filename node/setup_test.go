@@ -85,7 +85,7 @@ func (e *env) startPool(pool *pgxpool.Pool, name string, tweak func(*node.Config
 		e.t.Fatal(err)
 	}
 	cfg := node.Config{
-		Claims: testClaims(name), Submitter: node.DLTSubmitter(client), Statuses: node.DLTStatuses(client),
+		Claims: testClaims(name), Submitter: client, Statuses: client,
 		SkipValid: client.OrderedOnValid(), Workers: 4, PollInterval: 50 * time.Millisecond,
 		UnknownAnswers: 2, UnknownGrace: 2 * time.Second, BackoffBase: 20 * time.Millisecond, BackoffMax: 200 * time.Millisecond,
 	}

@@ -28,18 +28,18 @@ type source struct {
 	extra  string // an id the ledger mentions without being asked
 }
 
-func (s *source) Statuses(_ context.Context, ids []string) ([]observer.LedgerStatus, error) {
+func (s *source) Statuses(_ context.Context, ids []string) ([]batchclaim.LedgerStatus, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.asked = append(s.asked, ids)
-	var out []observer.LedgerStatus
+	var out []batchclaim.LedgerStatus
 	for _, id := range ids {
 		if st, ok := s.answer[id]; ok {
-			out = append(out, observer.LedgerStatus{ID: id, Status: st})
+			out = append(out, batchclaim.LedgerStatus{ID: id, Status: st})
 		}
 	}
 	if s.extra != "" {
-		out = append(out, observer.LedgerStatus{ID: s.extra, Status: batchclaim.StatusCommitted})
+		out = append(out, batchclaim.LedgerStatus{ID: s.extra, Status: batchclaim.StatusCommitted})
 	}
 	return out, nil
 }

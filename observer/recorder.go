@@ -123,7 +123,7 @@ func (r *Recorder) mark(ctx context.Context, jobs []batchclaim.Job) ([]batchclai
 		p.ServiceIds = append(p.ServiceIds, j.Claim.ServiceID)
 		p.Epochs = append(p.Epochs, j.Claim.Epoch)
 		p.FromStates = append(p.FromStates, string(j.FromState))
-		p.Reasons = append(p.Reasons, j.Reason)
+		p.Reasons = append(p.Reasons, string(j.Reason))
 	}
 	var rows []db.BatchesMarkInflightRow
 	if err := r.fence.Retry(ctx, func() (err error) {
@@ -233,7 +233,7 @@ func (r *Recorder) writeOutcomeChunk(ctx context.Context, batch []*outcome) {
 		p.Epochs = append(p.Epochs, j.Claim.Epoch)
 		p.Attempts = append(p.Attempts, int32(j.Batch.Attempts+1))
 		p.NewStates = append(p.NewStates, string(res.Verdict.State()))
-		p.DltStatuses = append(p.DltStatuses, string(dltStatusOf(res.Verdict)))
+		p.DltStatuses = append(p.DltStatuses, string(res.Verdict.Status()))
 		p.RetryAfterMs = append(p.RetryAfterMs, o.RetryIn.Milliseconds())
 		lastErr := ""
 		if res.Verdict != batchclaim.Accepted && res.Verdict != batchclaim.Done {
@@ -282,7 +282,7 @@ func (r *Recorder) writeOutcomeChunk(ctx context.Context, batch []*outcome) {
 				From: batchclaim.StateInflight, To: o.Result.Verdict.State(), AgeSeconds: row.AgeSeconds})
 			r.recorded(j.Claim.ServiceID)
 			if row.NextSeq != 0 {
-				o.next = batchclaim.Job{Claim: j.Claim, FromState: batchclaim.StateNew, Reason: "first", Attempt: row.NextAttemptID,
+				o.next = batchclaim.Job{Claim: j.Claim, FromState: batchclaim.StateNew, Reason: batchclaim.ReasonFirst, Attempt: row.NextAttemptID,
 					Batch: batchclaim.Batch{Seq: row.NextSeq, ServiceID: j.Claim.ServiceID, BatchID: row.NextBatchID,
 						Payload: row.NextPayload, Attempts: int(row.NextAttempts) - 1}}
 			}
@@ -296,19 +296,6 @@ func (r *Recorder) recorded(serviceID string) {
 	}
 }
 
-// dltStatusOf is what a verdict says the ledger's status is; empty when it says nothing.
-func dltStatusOf(v batchclaim.Verdict) batchclaim.Status {
-	switch v {
-	case batchclaim.Accepted:
-		return batchclaim.StatusPending
-	case batchclaim.Rejected:
-		return batchclaim.StatusInvalid
-	case batchclaim.Done:
-		return batchclaim.StatusCommitted
-	}
-	return ""
-}
-
 // Adopt turns batches left INFLIGHT (by a previous owner, or by this instance before it was
 // fenced) into UNKNOWN under the claims of their service_ids, in one statement, so that the
 // ledger is asked before they are sent again: the resubmission grace starts afresh. Each job
@@ -317,7 +304,7 @@ func (r *Recorder) Adopt(ctx context.Context, jobs []batchclaim.Job) error {
 	ups := make([]StatusUpdate, len(jobs))
 	for i, j := range jobs {
 		ups[i] = StatusUpdate{Claim: j.Claim, Seq: j.Batch.Seq, BatchID: j.Batch.BatchID, Attempt: j.Batch.Attempts,
-			From: batchclaim.StateInflight, Status: batchclaim.StatusUnknown, Detail: j.Reason, Adopted: true}
+			From: batchclaim.StateInflight, Status: batchclaim.StatusUnknown, Detail: string(j.Reason), Adopted: true}
 	}
 	return r.RecordStatuses(ctx, ups)
 }
@@ -347,7 +334,7 @@ func (r *Recorder) RecordStatuses(ctx context.Context, ups []StatusUpdate) error
 	var errs []error
 	todo := make([]StatusUpdate, 0, len(ups))
 	for _, u := range ups {
-		if stateFor(u.Status) == u.From && u.Status != batchclaim.StatusUnknown {
+		if u.Status.State() == u.From && u.Status != batchclaim.StatusUnknown {
 			continue
 		}
 		todo = append(todo, u)
@@ -369,7 +356,7 @@ func (r *Recorder) recordStatuses(ctx context.Context, ups []StatusUpdate) error
 		p.Epochs = append(p.Epochs, u.Claim.Epoch)
 		p.Attempts = append(p.Attempts, int32(u.Attempt))
 		p.FromStates = append(p.FromStates, string(u.From))
-		p.NewStates = append(p.NewStates, string(stateFor(u.Status)))
+		p.NewStates = append(p.NewStates, string(u.Status.State()))
 		p.DltStatuses = append(p.DltStatuses, string(u.Status))
 		p.Answers = append(p.Answers, !u.Adopted)
 		p.InvalidDetails = append(p.InvalidDetails, jsonOrEmpty(u.Invalid))
@@ -398,9 +385,9 @@ func (r *Recorder) recordStatuses(ctx context.Context, ups []StatusUpdate) error
 				lost = append(lost, fmt.Sprintf("%s@%d", u.Claim.ServiceID, u.Claim.Epoch))
 			}
 		case row.Recorded:
-			if stateFor(u.Status) != u.From {
+			if u.Status.State() != u.From {
 				r.cfg.Events.statusChanged(Transition{Seq: u.Seq, ServiceID: u.Claim.ServiceID, BatchID: u.BatchID,
-					From: u.From, To: stateFor(u.Status), AgeSeconds: row.AgeSeconds})
+					From: u.From, To: u.Status.State(), AgeSeconds: row.AgeSeconds})
 			}
 			r.recorded(u.Claim.ServiceID)
 		}
@@ -409,21 +396,6 @@ func (r *Recorder) recordStatuses(ctx context.Context, ups []StatusUpdate) error
 		return fmt.Errorf("record statuses under %v: %w", lost, batchclaim.ErrClaimLost)
 	}
 	return nil
-}
-
-// stateFor maps a ledger status to the batch state it leads to.
-func stateFor(s batchclaim.Status) batchclaim.State {
-	switch s {
-	case batchclaim.StatusCommitted:
-		return batchclaim.StateCommitted
-	case batchclaim.StatusInvalid:
-		return batchclaim.StateInvalid
-	case batchclaim.StatusValid:
-		return batchclaim.StateValid
-	case batchclaim.StatusPending:
-		return batchclaim.StatePending
-	}
-	return batchclaim.StateUnknown
 }
 
 // chunks splits s into runs of at most MaxRowsPerStatement.

@@ -307,7 +307,7 @@ func startNode(t *testing.T, pool *pgxpool.Pool, simURL, name string, auth func(
 		t.Fatal(err)
 	}
 	n, err := node.New(pool, node.Config{
-		Claims: testTimings(name), Submitter: node.DLTSubmitter(client), Statuses: node.DLTStatuses(client),
+		Claims: testTimings(name), Submitter: client, Statuses: client,
 		Workers: 4, PollInterval: 50 * time.Millisecond, Listen: "127.0.0.1:0", Auth: auth,
 	})
 	if err != nil {
