@@ -10,11 +10,11 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
 
 	"github.com/batchclaim/batchclaim"
 	"github.com/batchclaim/batchclaim/claims"
 	"github.com/batchclaim/batchclaim/internal/db"
+	"github.com/batchclaim/batchclaim/internal/pg"
 )
 
 // Fencer is the part of claims.Engine the observer needs.
@@ -29,12 +29,6 @@ type Fencer interface {
 	DBNow(ctx context.Context, q claims.Querier) (*time.Time, error)
 	// Retry runs a statement again after a lock timeout, deadlock or serialization failure.
 	Retry(ctx context.Context, fn func() error) error
-}
-
-// Pool runs statements and starts transactions (a *pgxpool.Pool).
-type Pool interface {
-	claims.Querier
-	Begin(ctx context.Context) (pgx.Tx, error)
 }
 
 // Transition is one recorded state change.
@@ -77,7 +71,7 @@ type RecorderConfig struct {
 
 // Recorder makes the fenced, synchronous writes about batches, a set at a time.
 type Recorder struct {
-	pool  Pool
+	pool  pg.Querier // the recorder starts no transaction: a pgx.Tx will do
 	fence Fencer
 	cfg   RecorderConfig
 	q     *db.Queries
@@ -88,7 +82,7 @@ type Recorder struct {
 }
 
 // NewRecorder returns a Recorder.
-func NewRecorder(pool Pool, fence Fencer, cfg RecorderConfig) *Recorder {
+func NewRecorder(pool pg.Querier, fence Fencer, cfg RecorderConfig) *Recorder {
 	cfg.FlushTimeout = cmp.Or(cfg.FlushTimeout, FlushTimeoutDefault)
 	return &Recorder{pool: pool, fence: fence, cfg: cfg, q: db.New()}
 }

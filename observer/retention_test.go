@@ -223,9 +223,12 @@ type sqlTx struct {
 	p *sqlPool
 }
 
-func (p *sqlPool) Begin(ctx context.Context) (pgx.Tx, error) {
-	tx, err := p.Pool.Begin(ctx)
-	return sqlTx{tx, p}, err
+func (p *sqlPool) BeginTx(ctx context.Context, opts pgx.TxOptions) (pgx.Tx, error) {
+	tx, err := p.Pool.BeginTx(ctx, opts)
+	if err != nil {
+		return nil, err
+	}
+	return sqlTx{tx, p}, nil
 }
 
 func (p *sqlPool) record(sql string, args []any) {
