@@ -22,6 +22,7 @@ import (
 	"github.com/batchclaim/batchclaim/dlt"
 	"github.com/batchclaim/batchclaim/dlt/dltsim"
 	"github.com/batchclaim/batchclaim/internal/dbtest"
+	"github.com/batchclaim/batchclaim/internal/testutil"
 	"github.com/batchclaim/batchclaim/node"
 )
 
@@ -313,7 +314,7 @@ func runningInstanceMetrics(t *testing.T) map[string]family {
 			t.Errorf("instance stopped with %v", err)
 		}
 	})
-	waitFor(t, 10*time.Second, "listener up", func() bool { return n.Addr() != "" })
+	testutil.WaitFor(t, 10*time.Second, "listener up", func() bool { return n.Addr() != "" })
 
 	id, list := dlt.FakeBatch("svc-1", 0)
 	resp, err := http.Post("http://"+n.Addr()+"/batches?service_id=svc-1", "application/octet-stream", bytes.NewReader(list))
@@ -324,7 +325,7 @@ func runningInstanceMetrics(t *testing.T) map[string]family {
 	if resp.StatusCode != http.StatusAccepted {
 		t.Fatalf("POST /batches: %s", resp.Status)
 	}
-	waitFor(t, 30*time.Second, "the ingested batch committed", func() bool {
+	testutil.WaitFor(t, 30*time.Second, "the ingested batch committed", func() bool {
 		var state string
 		err := pool.QueryRow(ctx, `SELECT state FROM batches WHERE batch_id = $1`, id).Scan(&state)
 		return err == nil && state == "COMMITTED"
@@ -345,17 +346,6 @@ func runningInstanceMetrics(t *testing.T) map[string]family {
 		out[mf.GetName()] = f
 	}
 	return out
-}
-
-func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for: %s", timeout, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }
 
 func keys[V any](m map[string]V) []string {
