@@ -71,7 +71,7 @@ func TestOnePrimaryPerRole(t *testing.T) {
 		el, _, _ := startElector(t, pool, fmt.Sprintf("e%d", i), roles, nil)
 		els = append(els, el)
 	}
-	ctx := context.Background()
+	ctx := t.Context()
 	testutil.WaitFor(t, 20*time.Second, "a primary for every role", func() bool {
 		for _, r := range roles {
 			if _, err := election.GetPrimary(ctx, pool, r); err != nil {
@@ -209,7 +209,7 @@ func TestStepDownBeforeReelection(t *testing.T) {
 func TestFenceRejectsOldTerm(t *testing.T) {
 	t.Parallel()
 	pool, _ := testDB(t)
-	ctx := context.Background()
+	ctx := t.Context()
 	a, recA, _ := startElector(t, pool, "a", []string{"r"}, nil)
 	testutil.WaitFor(t, 20*time.Second, "a elected", func() bool { _, ok := a.CheckPrimary("r"); return ok })
 	termA, _ := a.CheckPrimary("r")

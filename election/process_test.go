@@ -1,7 +1,6 @@
 package election_test
 
 import (
-	"context"
 	"github.com/batchclaim/batchclaim/internal/testutil"
 	"strconv"
 	"strings"
@@ -16,7 +15,7 @@ import (
 func TestSIGKILLOfPrimaryProcess(t *testing.T) {
 	t.Parallel()
 	pool, url := testDB(t)
-	ctx := context.Background()
+	ctx := t.Context()
 	h := startHelper(t, url)
 	testutil.WaitFor(t, 30*time.Second, "the helper process elected", func() bool { return h.SaidPrefix("elected ") })
 	b, _, _ := startElector(t, pool, "b", []string{"r"}, nil)
@@ -59,7 +58,7 @@ func TestSIGKILLOfPrimaryProcess(t *testing.T) {
 func TestSIGSTOPOfPrimaryProcessPastExpiry(t *testing.T) {
 	t.Parallel()
 	pool, url := testDB(t)
-	ctx := context.Background()
+	ctx := t.Context()
 	h := startHelper(t, url)
 	testutil.WaitFor(t, 30*time.Second, "the helper process elected", func() bool { return h.SaidPrefix("elected ") })
 	b, _, _ := startElector(t, pool, "b", []string{"r"}, nil)

@@ -1,7 +1,6 @@
 package election_test
 
 import (
-	"context"
 	"testing"
 	"time"
 
@@ -18,7 +17,7 @@ import (
 func TestTakeoverConflictsWithLateRenewal(t *testing.T) {
 	t.Parallel()
 	pool, _ := testDB(t)
-	ctx := context.Background()
+	ctx := t.Context()
 	holder := uuid.New()
 	if _, err := pool.Exec(ctx, `INSERT INTO election_members (instance_id, name, expires_at) VALUES ($1, 'holder', now() - interval '1 second')`, holder); err != nil {
 		t.Fatal(err)
