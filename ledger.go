@@ -29,6 +29,21 @@ func (s Status) State() State {
 	return StateUnknown
 }
 
+// State is the batch state a verdict leads to.
+func (v Verdict) State() State {
+	switch v {
+	case Done:
+		return StateCommitted
+	case Accepted:
+		return StatePending
+	case Rejected:
+		return StateInvalid
+	case Retry:
+		return StateDelayed
+	}
+	return StateUnknown
+}
+
 // Status is what the ledger is taken to say when a submission's verdict is v: PENDING for
 // Accepted, INVALID for Rejected, COMMITTED for Done; empty when the verdict says nothing
 // about the ledger (Retry, Unknown).

@@ -46,6 +46,12 @@ func TestVerdictStatus(t *testing.T) {
 			t.Errorf("%s: status %s leads to %s, verdict to %s", v, got, got.State(), v.State())
 		}
 	}
+	if got := batchclaim.Retry.State(); got != batchclaim.StateDelayed {
+		t.Errorf("retry leads to %s, want DELAYED", got)
+	}
+	if got := batchclaim.Unknown.State(); got != batchclaim.StateUnknown {
+		t.Errorf("unknown leads to %s, want UNKNOWN", got)
+	}
 }
 
 // The status reported for a stored batch is final only for a final state.
