@@ -13,7 +13,7 @@ import (
 	"github.com/google/uuid"
 )
 
-// Defaults for the timing knobs (DESIGN 4.8). A knob left at zero follows from the ones set;
+// Defaults for the timing knobs (docs/claims.md, "Timing rules"). A knob left at zero follows from the ones set;
 // see Config.withDefaults.
 const (
 	RenewIntervalDefault  = 5 * time.Second   // R
@@ -210,7 +210,7 @@ func (c Config) timings() Timings {
 	return Timings{c.RenewInterval, c.LocalDeadline, c.Expiry1, c.Expiry2, c.MaxSubmission, c.StopTime, c.Margin}
 }
 
-// validate checks the timing rules of DESIGN 4.8 on a Config with defaults applied. Each
+// validate checks the timing rules (docs/claims.md, "Timing rules") on a Config with defaults applied. Each
 // error names the rule and the values, and, when the rule failed on values the caller did not
 // set, where they came from (see explain).
 func (c Config) validate() error {

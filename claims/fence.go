@@ -100,6 +100,11 @@ func (e *Engine) WriteTx(ctx context.Context, fn func(pgx.Tx) error) error {
 		func() { e.stats.writeRetries.Add(1) }, fn)
 }
 
+// PingTimeout is the bound ConfigurePool puts on a pool's liveness ping of an idle
+// connection: T1/8, at least 100ms, so that one statement's budget (T1) covers several
+// unresponsive idle connections before a working one.
+func PingTimeout(t Timings) time.Duration { return max(t.Expiry1/8, 100*time.Millisecond) }
+
 func ms(d time.Duration) string { return strconv.FormatInt(d.Milliseconds(), 10) }
 
 // RegisterServiceIDs makes sure each service_id has a claim row, so that some instance will
@@ -144,9 +149,15 @@ func (e *Engine) Retry(ctx context.Context, fn func() error) error {
 // most one renew interval for a row lock, and is then retried) and
 // idle_in_transaction_session_timeout = T1/5 (the server ends a transaction whose client went
 // silent, paused or cut off, and frees its locks long before expiry_1). Set once per
-// connection, they cost no statement per transaction. Call it with the timings in force
+// connection, they cost no statement per transaction. It also bounds the liveness ping the
+// pool sends before it hands out a connection that sat idle (PingTimeout = T1/8, at least
+// 100ms): a connection that stopped answering while idle (a link frozen by a middlebox, a
+// primary gone without a reset) is then dropped after that long and the next one tried or a
+// new one dialled, instead of the ping using up the whole statement's budget, once per idle
+// connection and cycle, while new connections would pass. Call it with the timings in force
 // (Config.Resolve) before pgxpool.NewWithConfig.
 func ConfigurePool(pc *pgxpool.Config, t Timings) {
+	pc.PingTimeout = PingTimeout(t)
 	if pc.ConnConfig.RuntimeParams == nil {
 		pc.ConnConfig.RuntimeParams = map[string]string{}
 	}

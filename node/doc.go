@@ -29,8 +29,13 @@
 // not work, without a direct Config.ListenConnString): the queuer then looks at every held
 // claim each renew interval. See docs/operations.md.
 //
-// Stopping (ctx cancelled, e.g. on SIGTERM) follows DESIGN 4.6: the queuer stops handing out
-// work, the poller stops, submissions already running may finish (bounded by the submit
-// timeout), then the claims are released with an epoch check and the instance leaves the
+// Stopping (ctx cancelled, e.g. on SIGTERM; docs/failure-paths.md, "Graceful stop"): the
+// queuer stops handing out work, the poller stops, submissions already running may finish
+// (bounded by the submit timeout), then the claims are released with an epoch check and the instance leaves the
 // registry, so other instances take its service_ids on their next cycle.
+//
+// A zero Config field means what the run command's flag of the same name defaults to (see
+// Config.WithDefaults), so an embedded node and the daemon behave alike; Retention, for
+// one, is 7 days unless set (negative disables it). Listen is the exception: empty serves no
+// HTTP, where run listens on 127.0.0.1:8080.
 package node

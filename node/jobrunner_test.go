@@ -67,6 +67,13 @@ func TestJobRunnerWithCustomSubmitter(t *testing.T) {
 		go func() { done <- n.Run(runCtx) }()
 		t.Cleanup(func() { cancel(); <-done })
 	}
+	t.Cleanup(func() {
+		if t.Failed() { // what was left, for the log: the database is dropped after this
+			logRows(t, admin, `SELECT b.service_id, b.seq, b.state, c.claimant, c.epoch, c.submitting_since, now()
+				FROM batches b LEFT JOIN service_id_claims c USING (service_id) WHERE b.state <> 'COMMITTED' ORDER BY 1, 2`)
+			logRows(t, admin, `SELECT * FROM submission_attempts ORDER BY started_at DESC LIMIT 10`)
+		}
+	})
 	testutil.WaitFor(t, 30*time.Second, "every job done", func() bool {
 		var open int
 		err := admin.QueryRow(ctx, `SELECT count(*) FROM batches WHERE state <> 'COMMITTED'`).Scan(&open)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/batchclaim/batchclaim"
 	"github.com/batchclaim/batchclaim/claims"
+	"github.com/batchclaim/batchclaim/ingest"
 	"github.com/batchclaim/batchclaim/observer"
 	"github.com/batchclaim/batchclaim/queuer"
 	"github.com/batchclaim/batchclaim/submitter"
@@ -56,8 +57,8 @@ type Config struct {
 	// HaltOnInvalid halts a service_id after an INVALID batch.
 	HaltOnInvalid bool
 	// Retention deletes finished batches (with their attempts and transitions) this long
-	// after they finished, on one instance at a time (observer.Retention). Zero disables it;
-	// the run command's default is observer.RetentionDefault (7 days).
+	// after they finished, on one instance at a time (observer.Retention). Zero means
+	// observer.RetentionDefault (7 days), as for the run command; negative disables it.
 	Retention time.Duration
 	// RetentionInterval between two runs of the retention job. Zero means
 	// observer.RetentionIntervalDefault.
@@ -135,6 +136,32 @@ type Node struct {
 	addr string
 }
 
+// WithDefaults returns c with every zero value replaced by the value it stands for. These are
+// the defaults of the run command's flags: an embedded node and a daemon given no options
+// behave alike. Two fields differ on purpose: Listen (empty: an embedder serves no HTTP unless
+// it asks; run listens on 127.0.0.1:8080) and Claims.RequireSyncStandby (false; run turns it on
+// when its URL lists several hosts). Claims' own zero values are resolved by the claim engine
+// (claims.Config.Resolve), the same for both.
+func (c Config) WithDefaults() Config {
+	c.Workers = cmp.Or(c.Workers, submitter.WorkersDefault)
+	c.MaxSubmitMemory = cmp.Or(c.MaxSubmitMemory, submitter.MaxMemoryDefault)
+	c.PollInterval = cmp.Or(c.PollInterval, observer.PollIntervalDefault)
+	c.UnknownGrace = cmp.Or(c.UnknownGrace, queuer.UnknownGraceDefault)
+	c.UnknownAnswers = cmp.Or(c.UnknownAnswers, queuer.UnknownAnswersDefault)
+	c.BackoffBase = cmp.Or(c.BackoffBase, submitter.BackoffBaseDefault)
+	c.BackoffMax = cmp.Or(c.BackoffMax, submitter.BackoffMaxDefault)
+	c.Retention = cmp.Or(c.Retention, observer.RetentionDefault)
+	c.RetentionInterval = cmp.Or(c.RetentionInterval, observer.RetentionIntervalDefault)
+	c.MaxBody = cmp.Or(c.MaxBody, ingest.MaxBodyDefault)
+	c.ReadTimeout = cmp.Or(c.ReadTimeout, ReadTimeoutDefault)
+	c.ReadHeaderTimeout = cmp.Or(c.ReadHeaderTimeout, ReadHeaderTimeoutDefault)
+	c.MaxHeaderBytes = cmp.Or(c.MaxHeaderBytes, MaxHeaderBytesDefault)
+	c.MaxConnections = cmp.Or(c.MaxConnections, MaxConnectionsDefault)
+	c.MaxIngestRequests = cmp.Or(c.MaxIngestRequests, MaxIngestRequestsDefault)
+	c.MaxIngestMemory = cmp.Or(c.MaxIngestMemory, ingest.MaxMemoryDefault)
+	return c
+}
+
 // New builds a Node. It does no I/O.
 func New(pool *pgxpool.Pool, cfg Config) (*Node, error) {
 	if pool == nil || cfg.Submitter == nil {
@@ -143,6 +170,7 @@ func New(pool *pgxpool.Pool, cfg Config) (*Node, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
+	cfg = cfg.WithDefaults()
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -190,7 +218,7 @@ func New(pool *pgxpool.Pool, cfg Config) (*Node, error) {
 	n.recorder = observer.NewRecorder(pool, eng, observer.RecorderConfig{
 		HaltOnInvalid: cfg.HaltOnInvalid, SkipValid: cfg.SkipValid, TrackIdle: cc.DropIdleAfter > 0,
 		FlushTimeout: timings.LocalDeadline, Events: &events,
-		Recorded: func(serviceID string) { q.Dirty(serviceID) },
+		Recorded: func(serviceID string) { q.Dirty(serviceID) }, Logger: cfg.Logger,
 	})
 	n.workers, err = submitter.New(submitter.Config{
 		Workers: cfg.Workers, MaxMemory: cfg.MaxSubmitMemory, Timeout: timings.MaxSubmission,
@@ -224,7 +252,7 @@ func New(pool *pgxpool.Pool, cfg Config) (*Node, error) {
 			return nil, err
 		}
 	}
-	if cfg.Retention != 0 {
+	if cfg.Retention > 0 {
 		n.retain, err = observer.NewRetention(pool, observer.RetentionConfig{
 			MaxAge: cfg.Retention, Interval: cfg.RetentionInterval, InstanceID: eng.InstanceID(), Logger: cfg.Logger,
 		})

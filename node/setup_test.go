@@ -141,6 +141,20 @@ func (e *env) waitFinished(timeout time.Duration) {
 	})
 }
 
+// logRows logs the rows of query, one line each, for a failed test's log.
+func logRows(t testing.TB, pool *pgxpool.Pool, query string) {
+	rows, err := pool.Query(context.Background(), query)
+	if err != nil {
+		t.Logf("%s: %v", query, err)
+		return
+	}
+	defer rows.Close()
+	for rows.Next() {
+		vals, err := rows.Values()
+		t.Log(append(vals, err)...)
+	}
+}
+
 // check runs the invariant checks against the simulator's record and fails on violations.
 func (e *env) check() history.Report {
 	e.t.Helper()

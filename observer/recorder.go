@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 	"time"
 
@@ -51,7 +52,7 @@ const (
 // RecorderConfig configures a Recorder.
 type RecorderConfig struct {
 	// HaltOnInvalid halts a service_id when one of its batches is INVALID: nothing more is
-	// sent for it until an operator deletes its service_halts row. False (the default) treats
+	// sent for it until an operator resumes it (Resume, batchclaim resume). False (the default) treats
 	// INVALID as terminal for that batch only and goes on with the next.
 	HaltOnInvalid bool
 	// SkipValid: VALID fixes the order (scabbard), so a VALID batch does not hold back the next
@@ -67,6 +68,9 @@ type RecorderConfig struct {
 	// Recorded, when set, is called with the service_id of every batch a write changed
 	// (its state, or its count of UNKNOWN answers), so that the queuer looks at it again.
 	Recorded func(serviceID string)
+	// Logger receives a WARN line for every batch recorded INVALID, and for the halt of its
+	// service_id with HaltOnInvalid, with the reason. Nil means discard.
+	Logger *slog.Logger
 }
 
 // Recorder makes the fenced, synchronous writes about batches, a set at a time.
@@ -84,6 +88,9 @@ type Recorder struct {
 // NewRecorder returns a Recorder.
 func NewRecorder(pool pg.Querier, fence Fencer, cfg RecorderConfig) *Recorder {
 	cfg.FlushTimeout = cmp.Or(cfg.FlushTimeout, FlushTimeoutDefault)
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
 	return &Recorder{pool: pool, fence: fence, cfg: cfg, q: db.New()}
 }
 
@@ -274,6 +281,9 @@ func (r *Recorder) writeOutcomeChunk(ctx context.Context, batch []*outcome) {
 		default:
 			r.cfg.Events.statusChanged(Transition{Seq: j.Batch.Seq, ServiceID: j.Claim.ServiceID, BatchID: j.Batch.BatchID,
 				From: batchclaim.StateInflight, To: o.Result.Verdict.State(), AgeSeconds: row.AgeSeconds})
+			if o.Result.Verdict.State() == batchclaim.StateInvalid {
+				r.logInvalid(j.Claim.ServiceID, j.Batch.Seq, j.Batch.BatchID, o.Result.Detail, o.Result.Invalid)
+			}
 			r.recorded(j.Claim.ServiceID)
 			if row.NextSeq != 0 {
 				o.next = batchclaim.Job{Claim: j.Claim, FromState: batchclaim.StateNew, Reason: batchclaim.ReasonFirst, Attempt: row.NextAttemptID,
@@ -282,6 +292,20 @@ func (r *Recorder) writeOutcomeChunk(ctx context.Context, batch []*outcome) {
 			}
 		}
 	}
+}
+
+// logInvalid logs a batch recorded INVALID at WARN with its reason: the halt of its service_id
+// with HaltOnInvalid (an operator must resume it), else that the service_id goes on without it.
+func (r *Recorder) logInvalid(serviceID string, seq int64, batchID, reason string, invalid []byte) {
+	args := []any{"service_id", serviceID, "seq", seq, "batch_id", batchID, "reason", reason}
+	if len(invalid) > 0 {
+		args = append(args, "invalid_details", string(invalid))
+	}
+	if r.cfg.HaltOnInvalid {
+		r.cfg.Logger.Warn("service_id halted: batch INVALID; resume it once the cause is fixed", args...)
+		return
+	}
+	r.cfg.Logger.Warn("batch INVALID: skipped, its service_id goes on with the next batch", args...)
 }
 
 func (r *Recorder) recorded(serviceID string) {
@@ -382,6 +406,9 @@ func (r *Recorder) recordStatuses(ctx context.Context, ups []StatusUpdate) error
 			if u.Status.State() != u.From {
 				r.cfg.Events.statusChanged(Transition{Seq: u.Seq, ServiceID: u.Claim.ServiceID, BatchID: u.BatchID,
 					From: u.From, To: u.Status.State(), AgeSeconds: row.AgeSeconds})
+				if u.Status.State() == batchclaim.StateInvalid {
+					r.logInvalid(u.Claim.ServiceID, u.Seq, u.BatchID, cmp.Or(u.Detail, "ledger: "+string(u.Status)), u.Invalid)
+				}
 			}
 			r.recorded(u.Claim.ServiceID)
 		}

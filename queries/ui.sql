@@ -33,7 +33,7 @@ WITH t AS (
     FROM (SELECT * FROM submission_attempts ORDER BY id DESC LIMIT sqlc.arg(max_rows)::int) a
     WHERE a.from_state IS NOT NULL AND a.to_state IS NOT NULL
 )
-SELECT t.at::timestamptz AS at, t.from_state, t.to_state::text AS to_state, t.epoch, b.service_id, b.batch_id,
+SELECT t.at::timestamptz AS at, t.from_state, t.to_state::text AS to_state, t.epoch, b.seq, b.service_id, b.batch_id,
        t.instance_id, i.name AS instance_name
 FROM t
 JOIN batches b ON b.seq = t.seq
@@ -92,3 +92,116 @@ ORDER BY v.id DESC;
 -- Resumes a halted service_id: the queuer sends its batches again from its next cycle.
 DELETE FROM service_halts WHERE service_id = sqlc.arg(service_id)
 RETURNING service_id, seq, reason, at;
+
+-- The job view's reads: one batch, one service_id, a search, a list. Each reads through an
+-- index and returns a bounded number of rows (LIMIT), never a payload.
+
+-- name: UIBatchSearchLedger :many
+-- Ledger batches whose id starts with prefix, through the unique index over ledger batch ids.
+-- upper is the prefix with its last hex digit raised by one (or the prefix followed by a
+-- character past every hex digit), so the range is the prefix's under any collation that
+-- orders digits before letters; starts_with keeps the answer exact whatever the collation.
+SELECT seq, service_id, batch_id, state, created_at, updated_at
+FROM batches
+WHERE ledger AND batch_id >= sqlc.arg(prefix)::text AND batch_id < sqlc.arg(upper)::text
+  AND starts_with(batch_id, sqlc.arg(prefix)::text)
+ORDER BY batch_id, seq
+LIMIT sqlc.arg(max_rows)::int;
+
+-- name: UIServiceSearch :many
+-- Known service_ids (service_id_claims holds every service_id ever seen) that start with
+-- prefix, among the first scan that sort at or after it by its primary key: bounded whatever
+-- the number of service_ids, and complete where the collation keeps a prefix's matches
+-- together (C, and any for the usual names).
+SELECT k.service_id
+FROM (SELECT service_id FROM service_id_claims WHERE service_id >= sqlc.arg(prefix)::text
+      ORDER BY service_id LIMIT sqlc.arg(scan)::int) k
+WHERE starts_with(k.service_id, sqlc.arg(prefix)::text)
+ORDER BY k.service_id
+LIMIT sqlc.arg(max_rows)::int;
+
+-- name: UIBatch :one
+-- One batch without its payload, with the name of the instance that last wrote it.
+SELECT b.seq, b.service_id, b.batch_id, b.state, b.attempts, b.created_at, b.updated_at,
+       b.submitted_at, b.next_attempt_at, b.finished_at, b.last_error, b.dlt_status,
+       b.status_updated_at, b.unknown_count, b.invalid_details, b.ledger, b.claim_epoch,
+       b.claimant, i.name AS claimant_name, length(b.payload)::bigint AS payload_bytes
+FROM batches b
+LEFT JOIN instances i ON i.id = b.claimant
+WHERE b.seq = sqlc.arg(seq);
+
+-- name: UIBatchAttempts :many
+-- The newest POST attempts of one batch, newest first, each numbered from the first.
+SELECT a.id, row_number() OVER (ORDER BY a.id)::bigint AS number, a.instance_id,
+       i.name AS instance_name, a.epoch, a.reason, a.started_at,
+       a.finished_at, a.http_status, a.latency_ms, a.outcome, a.error
+FROM submission_attempts a
+LEFT JOIN instances i ON i.id = a.instance_id
+WHERE a.seq = sqlc.arg(seq)
+ORDER BY a.id DESC
+LIMIT sqlc.arg(max_rows)::int;
+
+-- name: UIBatchTransitions :many
+-- The state changes of one batch (batch_history: the transition log and the attempts' marks
+-- and outcomes), in order, the newest max_rows.
+SELECT h.at::timestamptz AS at, h.from_state, h.to_state::text AS to_state, h.epoch,
+       h.instance_id, i.name AS instance_name, h.detail
+FROM (
+    SELECT * FROM batch_history x WHERE x.seq = sqlc.arg(seq)
+    ORDER BY x.at DESC LIMIT sqlc.arg(max_rows)::int
+) h
+LEFT JOIN instances i ON i.id = h.instance_id
+ORDER BY h.at;
+
+-- name: UIServiceQueue :many
+-- The unfinished batches of one service_id in seq order after after_seq, through the partial
+-- index over unfinished batches.
+SELECT seq, batch_id, state, attempts, created_at, updated_at, next_attempt_at, last_error
+FROM batches
+WHERE service_id = sqlc.arg(service_id) AND unfinished AND seq > sqlc.arg(after_seq)::bigint
+ORDER BY seq
+LIMIT sqlc.arg(max_rows)::int;
+
+-- name: UIServiceSummary :one
+-- One service_id: whether it is known, its claim (owner, epoch, phase), its halt and how many
+-- of its batches are unfinished.
+SELECT (EXISTS (SELECT 1 FROM service_id_claims k WHERE k.service_id = sqlc.arg(service_id))
+           OR EXISTS (SELECT 1 FROM batches x WHERE x.service_id = sqlc.arg(service_id)))::bool AS known,
+       COALESCE(c.claimant_name, '')::text AS owner,
+       COALESCE(c.epoch, 0)::bigint AS epoch,
+       COALESCE(c.phase, 'free')::text AS phase,
+       c.claimed_at,
+       (SELECT count(*) FROM batches o WHERE o.service_id = sqlc.arg(service_id) AND o.unfinished)::bigint AS unfinished,
+       h.seq AS halt_seq, h.reason AS halt_reason, h.at AS halt_at
+FROM (SELECT 1) one
+LEFT JOIN service_id_claims_effective c ON c.service_id = sqlc.arg(service_id)
+LEFT JOIN service_halts h ON h.service_id = sqlc.arg(service_id);
+
+-- name: UIServiceOwnership :many
+-- The newest ownership events of one service_id (acquisitions, releases, voids with their
+-- epochs), newest first. Instances are named by the start of their id once their row was
+-- pruned.
+SELECT e.id, e.at, e.event, e.epoch,
+       COALESCE(i.name, left(e.instance_id::text, 8))::text AS instance
+FROM claim_events e
+LEFT JOIN instances i ON i.id = e.instance_id
+WHERE e.service_id = sqlc.arg(service_id)
+ORDER BY e.id DESC
+LIMIT sqlc.arg(max_rows)::int;
+
+-- name: UIBatchList :many
+-- Batches changed within the last window_ms, newest seq first, with seq in [floor_seq,
+-- before_seq), optionally of one state and one service_id. The seq range bounds the rows read
+-- (backwards through the primary key) however rare the filtered batches are.
+SELECT seq, service_id, batch_id, state, attempts, created_at, updated_at
+FROM batches
+WHERE seq < sqlc.arg(before_seq)::bigint AND seq >= sqlc.arg(floor_seq)::bigint
+  AND updated_at > now() - sqlc.arg(window_ms)::bigint * interval '1 millisecond'
+  AND (sqlc.arg(state)::text = '' OR state = sqlc.arg(state)::text)
+  AND (sqlc.arg(service_id)::text = '' OR service_id = sqlc.arg(service_id)::text)
+ORDER BY seq DESC
+LIMIT sqlc.arg(max_rows)::int;
+
+-- name: UIBatchSeqMax :one
+-- The newest batch's seq (0 when there is none), read from the end of the primary key.
+SELECT COALESCE(max(seq), 0)::bigint AS seq FROM batches;

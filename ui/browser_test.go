@@ -65,7 +65,7 @@ func TestPageInBrowser(t *testing.T) {
 	t.Cleanup(func() { _ = sim.Close() })
 
 	// An instance that claims everything and then dies: the others take its claims over.
-	services := []string{"svc-a", "svc-b", "svc-c", "svc-d", "svc-e", "svc-f", "svc-halted"}
+	services := []string{"svc-a", "svc-b", "svc-c", "svc-d", "svc-e", "svc-f", "svc-halted", oddService}
 	if err := claims.RegisterServiceIDs(ctx, pool, services...); err != nil {
 		t.Fatal(err)
 	}
@@ -189,6 +189,135 @@ func TestPageInBrowser(t *testing.T) {
 	}
 	if !regexp.MustCompile(`<rect [^>]*fill="[^"]+"`).MatchString(after) {
 		t.Error("the chart has no bars after the commits")
+	}
+	if !regexp.MustCompile(`<a href="#/batch/\d+" title="[0-9a-f]{128}" class="batch-link"`).MatchString(after) {
+		t.Error("the recent transitions do not link their batches' pages with the full batch id")
+	}
+
+	checkJobView(t, browser, page, dir, pool)
+
+	// Behind the token: search for the halted service_id, resume it from its page, then list
+	// svc-a's committed batches.
+	pressed := dumpDOM(t, browser, withScript(t, a.Addr(), resumeFromServicePage))
+	if m := regexp.MustCompile(`data-search-landed="([^"]*)"`).FindStringSubmatch(pressed); m == nil || m[1] != "svc-halted" {
+		t.Errorf("the search for svc-hal landed on %q, want svc-halted's page", m)
+	}
+	if m := regexp.MustCompile(`data-resumed-from-page="([^"]*)"`).FindStringSubmatch(pressed); m == nil || m[1] != "Resumed svc-halted." {
+		t.Errorf("resume from the service_id page: the page said %q", m)
+	}
+	var halts int
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM service_halts`).Scan(&halts); err != nil || halts != 0 {
+		t.Errorf("halts after the resume from the service_id page: %d (%v)", halts, err)
+	}
+	if n := intOf(t, pressed, `data-listed="(\d+)"`); n != perService {
+		t.Errorf("svc-a's committed batches listed: %d, want %d", n, perService)
+	}
+}
+
+// resumeFromServicePage runs in the page of an instance that requires a token: it saves the
+// token, searches for "svc-hal" (one match: the page opens svc-halted's page), presses
+// Resume there, then filters the batch list, keeping what it saw in attributes of <body>.
+const resumeFromServicePage = `(async function () {
+  const until = (cond) => new Promise((done) => { const i = setInterval(() => { if (cond()) { clearInterval(i); done(); } }, 20); });
+  window.confirm = () => true;
+  sessionStorage.setItem("batchclaim.token", "op-token");
+  document.getElementById("search").value = "svc-hal";
+  document.getElementById("search-form").requestSubmit();
+  await until(() => document.getElementById("service-resume"));
+  document.body.dataset.searchLanded = document.getElementById("service-id").textContent;
+  document.getElementById("service-resume").click();
+  await until(() => document.getElementById("banner").textContent.startsWith("Resumed"));
+  document.body.dataset.resumedFromPage = document.getElementById("banner").textContent;
+  location.hash = "#/batches?state=COMMITTED&service_id=svc-a&window=10m";
+  await until(() => document.body.dataset.view === "batches");
+  document.body.dataset.listed = String(document.querySelectorAll("#batch-list tbody tr").length);
+})();`
+
+// oddService is a service_id with characters that mean something in HTML and in URLs.
+const oddService = `svc/<b>odd</b>&"x%`
+
+// checkJobView opens a service_id's page, a batch's page and a halted service_id's page in
+// Chromium, checks what they show and keeps a screenshot of each in dir.
+func checkJobView(t *testing.T, browser, page, dir string, pool *pgxpool.Pool) {
+	t.Helper()
+	ctx := context.Background()
+	var seq int64
+	var batchID, owner string
+	err := pool.QueryRow(ctx, `SELECT b.seq, b.batch_id, i.name FROM batches b, service_id_claims c JOIN instances i ON i.id = c.claimant
+		WHERE b.service_id = 'svc-a' AND c.service_id = 'svc-a' ORDER BY b.seq DESC LIMIT 1`).Scan(&seq, &batchID, &owner)
+	if err != nil {
+		t.Fatal(err)
+	}
+	open := func(fragment, shot string) string {
+		t.Helper()
+		path := filepath.Join(dir, shot)
+		dom := runBrowser(t, browser, "--dump-dom", "--virtual-time-budget=5000", "--screenshot="+path, "--window-size=1280,900", page+fragment)
+		if fi, err := os.Stat(path); err != nil || fi.Size() < 10_000 {
+			t.Errorf("screenshot %s: %v", path, err)
+		} else {
+			t.Logf("screenshot: %s", path)
+		}
+		return dom
+	}
+	cell := func(dom, table string) []string { // the text of each row of a table
+		m := regexp.MustCompile(`(?s)<table id="` + table + `">.*?<tbody>(.*?)</tbody>`).FindStringSubmatch(dom)
+		if m == nil {
+			t.Fatalf("no table %s in the page", table)
+		}
+		var rows []string
+		for _, r := range regexp.MustCompile(`(?s)<tr[^>]*>(.*?)</tr>`).FindAllStringSubmatch(m[1], -1) {
+			rows = append(rows, regexp.MustCompile(`(<[^>]+>)+`).ReplaceAllString(r[1], "|"))
+		}
+		return rows
+	}
+
+	svc := open("#/service/svc-a", "service-page.png")
+	if !strings.Contains(svc, `data-view="service"`) {
+		t.Error("the service_id page was not shown")
+	}
+	if !strings.Contains(svc, `id="service-id">svc-a<`) || !strings.Contains(svc, "<dd>"+owner+"</dd>") {
+		t.Errorf("the service_id page does not name svc-a and its owner %s", owner)
+	}
+	if q := cell(svc, "queue"); len(q) != 1 || !strings.Contains(q[0], "no unfinished batch") {
+		t.Errorf("the queue of svc-a after every batch committed: %q", q)
+	}
+	acquired := 0
+	for _, r := range cell(svc, "ownership") {
+		if strings.Contains(r, "|acquired|") {
+			acquired++
+		}
+	}
+	if acquired < 2 {
+		t.Errorf("svc-a's owner history shows %d acquisitions, want the dead instance's and its successor's: %q", acquired, cell(svc, "ownership"))
+	}
+
+	bp := open(fmt.Sprintf("#/batch/%d", seq), "batch-page.png")
+	if !strings.Contains(bp, `id="batch-id">`+batchID+`<`) {
+		t.Errorf("the batch page does not show the full batch id %s", batchID)
+	}
+	if !strings.Contains(bp, "<dt>attempts</dt><dd>1</dd>") {
+		t.Error("the batch page does not count its one attempt")
+	}
+	attempts := cell(bp, "attempts")
+	if len(attempts) == 0 || !regexp.MustCompile(`^\|1\|.*\|node-[ab]\|\d+\|first\|202\|[0-9.]+ ms\|`).MatchString(attempts[len(attempts)-1]) {
+		t.Errorf("the batch's first attempt: %q; want number 1 by node-a or node-b, HTTP 202 and a latency", attempts)
+	}
+	changes := strings.Join(cell(bp, "batch-transitions"), "\n")
+	for _, want := range []string{"NEW → |INFLIGHT", "INFLIGHT → |PENDING", "→ |COMMITTED"} {
+		if !strings.Contains(changes, want) {
+			t.Errorf("the batch's transitions lack %q:\n%s", want, changes)
+		}
+	}
+
+	halted := open("#/service/svc-halted", "halted-service-page.png")
+	if !strings.Contains(halted, `id="service-resume"`) || !strings.Contains(halted, "batch INVALID: signature check failed") {
+		t.Error("the halted service_id's page shows no halt with a Resume button")
+	}
+
+	// Odd characters show as text: no element comes from a service_id.
+	odd := runBrowser(t, browser, "--dump-dom", "--virtual-time-budget=5000", page+"#/service/"+url.PathEscape(oddService))
+	if !strings.Contains(odd, `id="service-id">svc/&lt;b&gt;odd&lt;/b&gt;&amp;"x%<`) || strings.Contains(odd, "<b>odd</b>") {
+		t.Errorf("the odd service_id's page: %s", regexp.MustCompile(`(?s)<main id="job".*?</main>`).FindString(odd))
 	}
 }
 

@@ -14,6 +14,22 @@
 //   - halted service_ids (after an INVALID batch with halt-on-invalid), each with a button
 //     that resumes it.
 //
+// Beside that overview, a job view (reached from the search box in the page's header) shows:
+//
+//   - a search: ledger batches by id or a prefix of at least 8 hex digits, any batch by #seq,
+//     service_ids by name or its start;
+//   - a service_id's page: owner, epoch and claim phase, its halt with a Resume button, its
+//     queue of unfinished batches in send order (keyset pages), its owner and epoch history
+//     from the claim log;
+//   - a batch's page: its attempts (HTTP status, latency, outcome, error, instance, epoch), its
+//     transitions in order, the ledger's invalid details;
+//   - a list of the batches changed within a time window of up to 30 days, filtered by state
+//     and service_id, in keyset pages.
+//
+// Each has a JSON API (see Handler.Register) whose parameters are checked and bounded: a bad
+// one is answered 400 saying what is wrong, an unknown batch or service_id 404, and no request
+// reads more than a few hundred rows. docs/status-page.md describes the views and the API.
+//
 // The page polls GET /api/status every Config.Refresh and redraws without a reload. Answers
 // are reused for half that interval, so many open pages cost the database no more than one,
 // and every query is bounded (the partial index over unfinished batches, the newest rows of

@@ -54,8 +54,8 @@ type Config struct {
 	// Zero means ServicesDefault.
 	Services int
 	// Scan bounds the newest rows of the transition and ownership logs read for the chart and
-	// the takeovers, so that a busy database is not scanned at every refresh. Zero means
-	// ScanDefault.
+	// the takeovers, so that a busy database is not scanned at every refresh, and the batches
+	// (by seq) one page of the batch list reads. Zero means ScanDefault.
 	Scan int
 	// Logger; nil discards.
 	Logger *slog.Logger
@@ -125,11 +125,23 @@ func New(pool claims.Querier, cfg Config) (*Handler, error) {
 //	GET  /                                   the page
 //	GET  /assets/{file}                      its stylesheet and script
 //	GET  /api/status                         everything the page shows, as JSON (Status)
+//	GET  /api/search?q=                      batches by id, id prefix or #seq; service_ids (SearchResult)
+//	GET  /api/batches?state=&service_id=&window=&before=&limit=
+//	                                         batches changed within window, newest first (BatchList)
+//	GET  /api/batches/{seq}                  one batch, its attempts and transitions (BatchDetail)
+//	GET  /api/services/{service_id}?after=&limit=
+//	                                         a service_id's queue, owner history and halt (ServicePage)
 //	POST /api/halts/{service_id}/resume      lift a halt; 404 if the service_id is not halted
+//
+// Bad parameters are answered 400 with what is wrong, an unknown batch or service_id 404.
 func (h *Handler) Register(mux *http.ServeMux) {
 	mux.HandleFunc("GET /{$}", h.index)
 	mux.HandleFunc("GET /assets/{file}", h.asset)
 	mux.HandleFunc("GET /api/status", h.status)
+	mux.HandleFunc("GET /api/search", h.search)
+	mux.HandleFunc("GET /api/batches", h.batches)
+	mux.HandleFunc("GET /api/batches/{seq}", h.batch)
+	mux.HandleFunc("GET /api/services/{service_id}", h.service)
 	mux.HandleFunc("POST /api/halts/{service_id}/resume", h.resume)
 }
 
@@ -222,6 +234,85 @@ func (h *Handler) read(ctx context.Context) ([]byte, error) {
 	}
 	h.last, h.lastAt = b, time.Now()
 	return b, nil
+}
+
+// answer writes v, or the error: 400 with its text for the client's mistakes, 404 for what
+// does not exist, else 503 without the database's error (logged).
+func (h *Handler) answer(w http.ResponseWriter, r *http.Request, what string, v any, err error) {
+	switch {
+	case errors.Is(err, errBadRequest):
+		writeError(w, http.StatusBadRequest, "bad request", strings.TrimPrefix(err.Error(), errBadRequest.Error()+": "))
+	case errors.Is(err, batchclaim.ErrNotFound):
+		writeError(w, http.StatusNotFound, "not found", err.Error())
+	case err != nil:
+		httpguard.Logger(r.Context(), h.log).Warn("status page: "+what, "error", err)
+		writeError(w, http.StatusServiceUnavailable, "database unavailable", "The "+what+" could not be read from the database; try again")
+	default:
+		w.Header().Set("Cache-Control", "no-store")
+		writeJSON(w, http.StatusOK, v)
+	}
+}
+
+// readContext bounds one read of the job view.
+func (h *Handler) readContext(r *http.Request) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(r.Context(), max(h.cfg.Refresh, 5*time.Second))
+}
+
+func (h *Handler) search(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := h.readContext(r)
+	defer cancel()
+	res, err := search(ctx, h.pool, r.URL.Query().Get("q"))
+	h.answer(w, r, "search", res, err)
+}
+
+func (h *Handler) batch(w http.ResponseWriter, r *http.Request) {
+	seq, err := parseSeq("batch", r.PathValue("seq"))
+	if err != nil {
+		h.answer(w, r, "batch", nil, err)
+		return
+	}
+	ctx, cancel := h.readContext(r)
+	defer cancel()
+	d, err := readBatch(ctx, h.pool, seq)
+	h.answer(w, r, "batch", d, err)
+}
+
+func (h *Handler) batches(w http.ResponseWriter, r *http.Request) {
+	o, err := parseListOptions(r.URL.Query().Get)
+	o.scan = h.cfg.Scan
+	if err != nil {
+		h.answer(w, r, "batch list", nil, err)
+		return
+	}
+	ctx, cancel := h.readContext(r)
+	defer cancel()
+	l, err := listBatches(ctx, h.pool, o)
+	h.answer(w, r, "batch list", l, err)
+}
+
+func (h *Handler) service(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("service_id")
+	if err := batchclaim.ValidateServiceID(id); err != nil {
+		writeError(w, http.StatusBadRequest, "bad service_id", err.Error())
+		return
+	}
+	var after int64
+	if s := r.URL.Query().Get("after"); s != "" {
+		var err error
+		if after, err = parseSeq("after", s); err != nil {
+			h.answer(w, r, "service_id", nil, err)
+			return
+		}
+	}
+	limit, err := parseLimit(r.URL.Query().Get("limit"))
+	if err != nil {
+		h.answer(w, r, "service_id", nil, err)
+		return
+	}
+	ctx, cancel := h.readContext(r)
+	defer cancel()
+	p, err := readService(ctx, h.pool, id, after, limit)
+	h.answer(w, r, "service_id", p, err)
 }
 
 func (h *Handler) resume(w http.ResponseWriter, r *http.Request) {

@@ -66,12 +66,14 @@ type Chart struct {
 // Transition is one recorded batch state change.
 type Transition struct {
 	At        time.Time `json:"at"`
+	Seq       int64     `json:"seq"` // the batch page's key
 	ServiceID string    `json:"service_id"`
-	BatchID   string    `json:"batch_id"`
+	BatchID   string    `json:"batch_id"` // in full
 	From      string    `json:"from,omitempty"`
 	To        string    `json:"to"`
 	Epoch     *int64    `json:"epoch,omitempty"`
 	Instance  string    `json:"instance,omitempty"` // name, or the id of a forgotten instance
+	Detail    string    `json:"detail,omitempty"`   // why, where the log says (batch page only)
 }
 
 // Takeover is a claim voided because its owner's lease ran out.
@@ -207,7 +209,7 @@ func readTransitions(ctx context.Context, qs *db.Queries, q db.DBTX, limit int) 
 	out := make([]Transition, 0, len(rows))
 	for _, r := range rows {
 		out = append(out, Transition{
-			At: r.At, ServiceID: r.ServiceID, BatchID: r.BatchID, From: deref(r.FromState), To: r.ToState,
+			At: r.At, Seq: r.Seq, ServiceID: r.ServiceID, BatchID: r.BatchID, From: deref(r.FromState), To: r.ToState,
 			Epoch: r.Epoch, Instance: name(r.InstanceName, r.InstanceID),
 		})
 	}

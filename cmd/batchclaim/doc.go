@@ -5,6 +5,7 @@
 //	batchclaim run --dlt-url URL [...]       an instance: claims, queuer, submitter, observer, HTTP
 //	batchclaim enqueue --service-id S FILE   store the batches of a BatchList
 //	batchclaim status [--json]               instances, claims, batches, stuck work
+//	batchclaim resume SERVICE_ID             lift the halt an INVALID batch left
 //	batchclaim dlt-sim                       the ledger simulator
 //	batchclaim demo [--json]                 the whole story on a throwaway database
 //	batchclaim bench [--scenario S] [--json] measure the jobs and ledger paths and the claim cycle
@@ -18,6 +19,7 @@
 //	batchclaim singleflight demo             per-key single-flight cache
 //
 // Every command takes --help. The database comes from --database-url or DATABASE_URL, and
-// every flag of run also from BATCHCLAIM_<FLAG>. Errors are one line on stderr with exit
-// status 1 (2 for usage errors).
+// every flag of run also from BATCHCLAIM_<FLAG>; a BATCHCLAIM_ variable that no flag of the
+// command or of run reads stops the command, naming it. Errors are one line on stderr with
+// exit status 1 (2 for usage errors, such as a mistyped flag, named with its closest spelling).
 package main

@@ -51,13 +51,13 @@ func electionRun(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	roles := fs.String("roles", "", "comma-separated roles to stand for (required)")
 	var cfg election.Config
 	fs.StringVar(&cfg.Name, "name", "", "this instance's name (default <host>-<pid>)")
-	fs.StringVar(&cfg.Host, "host", "", "this instance's host, as `batchclaim primary` compares it (default: the hostname)")
+	fs.StringVar(&cfg.Host, "host", "", "this instance's host, as batchclaim primary compares it (default: the hostname)")
 	fs.DurationVar(&cfg.HeartbeatInterval, "interval", 0, "I: heartbeat interval (default timeout/5, or 1s)")
 	fs.DurationVar(&cfg.Timeout, "timeout", 0, "T: a primary silent this long may be replaced; must be > 2I (default 5 x interval, or 5s)")
 	listen := fs.String("listen", "", "HTTP address for GET /primary?role=R and /healthz (empty: none; a non-loopback address needs --insecure-listen)")
 	insecure := fs.Bool("insecure-listen", false, "allow a non-loopback --listen (it serves who is primary to anyone who can reach it, without authentication)")
 	allowedHosts := allowedHostsFlag(fs)
-	demoWrites := fs.Bool("demo-writes", false, "while primary, record acting evidence and fenced writes in the demo's tables (used by `election demo`)")
+	demoWrites := fs.Bool("demo-writes", false, "while primary, record acting evidence and fenced writes in the demo's tables (used by election demo)")
 	workURL := fs.String("demo-work-database-url", "", "with --demo-writes: make those writes through this URL instead of --database-url, so that cutting the elector's link leaves the work's link up")
 	newLogger := logFlags(fs)
 	if err := parse(fs, args); err != nil {

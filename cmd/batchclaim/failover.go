@@ -52,7 +52,7 @@ func failoverNode(ctx context.Context, args []string, _, stderr io.Writer) error
 	fs.DurationVar(&cfg.LockTTL, "lock-ttl", 0, "failover lock TTL (default 2 x patience)")
 	fs.DurationVar(&cfg.PollInterval, "poll", 0, "command queue polling interval when no notification arrives (default 1s)")
 	fs.BoolVar(&cfg.DisableListen, "no-listen", false, "poll the command queue only, without LISTEN/NOTIFY")
-	stallAt := fs.Int64("stall-after-decision-epoch", 0, "used by `failover demo`: after deciding a failover to this epoch, stop (holding the lock) until killed")
+	stallAt := fs.Int64("stall-after-decision-epoch", 0, "used by failover demo: after deciding a failover to this epoch, stop (holding the lock) until killed")
 	newLogger := logFlags(fs)
 	if err := parse(fs, args); err != nil {
 		return err
@@ -73,8 +73,7 @@ func failoverNode(ctx context.Context, args []string, _, stderr io.Writer) error
 			}
 		}
 	}
-	n, err := failover.New(nil, cfg) // checks the configuration before connecting
-	if err != nil {
+	if _, err := failover.New(nil, cfg); err != nil { // checks the configuration before connecting
 		return err
 	}
 	pool, err := openPool(ctx, *dbURL, 4)
@@ -82,7 +81,8 @@ func failoverNode(ctx context.Context, args []string, _, stderr io.Writer) error
 		return err
 	}
 	defer pool.Close()
-	if n, err = failover.New(pool, cfg); err != nil {
+	n, err := failover.New(pool, cfg)
+	if err != nil {
 		return err
 	}
 	cfg.Logger.Info("node starting", "shard", cfg.Shard, "progress", cfg.LastTxnID, "patience", n.Patience().Round(time.Millisecond))

@@ -22,6 +22,9 @@ func runMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return errUsage
 	}
 	action, rest := rest[0], rest[1:]
+	if action != "up" && action != "down" && action != "version" {
+		return fmt.Errorf("unknown action %q: want up, down [N] or version", action)
+	}
 	if err := checkURL(ctx, *dbURL); err != nil {
 		return err
 	}
@@ -47,10 +50,6 @@ func runMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		if err := migrations.Down(ctx, *dbURL, steps); err != nil {
 			return fmt.Errorf("migrate down: %w", err)
 		}
-	case "version":
-	default:
-		fs.Usage()
-		return errUsage
 	}
 	v, dirty, err := migrations.Version(ctx, *dbURL)
 	if err != nil {

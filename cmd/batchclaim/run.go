@@ -71,30 +71,44 @@ func logFlags(fs *flag.FlagSet) func(w io.Writer) (*slog.Logger, error) {
 	}
 }
 
-func runDaemon(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+// runFlags are the flags of run, defined apart from running an instance so that the
+// environment check of every command and the defaults test can read them.
+type runFlags struct {
+	fs  *flag.FlagSet
+	cfg node.Config
+
+	dbURL, dltURL, flavor, circuit, service, auth, authFile *string
+	dltCA, dltCert, dltKey, tokenFile, allowedHosts         *string
+	insecure, notify, claimsOnly                            *bool
+	dbMaxConns                                              *int
+	newLogger                                               func(w io.Writer) (*slog.Logger, error)
+}
+
+func newRunFlags(stderr io.Writer) *runFlags {
+	f := &runFlags{}
 	fs := newFlagSet("run", "[flags]",
 		"Runs one instance: registers it, keeps its lease, claims its fair share of service_ids,\n"+
 			"submits their batches to the ledger in order and records every status, until SIGTERM or\n"+
 			"SIGINT; then it stops taking work, lets submissions in flight finish and releases its\n"+
 			"claims. Every flag can also be set through BATCHCLAIM_<FLAG> (e.g. BATCHCLAIM_EXPIRY_1=3s).", stderr)
-	dbURL := dbFlag(fs)
-	var cfg node.Config
+	f.dbURL = dbFlag(fs)
+	cfg := &f.cfg
 	fs.StringVar(&cfg.Claims.Name, "instance-name", "", "name shown by status (default <host>-<pid>)")
 	timingFlags(fs, &cfg.Claims)
 	fs.BoolVar(&cfg.Claims.RequireSyncStandby, "require-sync-standby", false, "take no new work while the primary has no synchronous standby (a failover could lose commits, epochs included) (default: on when --database-url lists several hosts)")
-	dltURL := fs.String("dlt-url", "", "ledger REST API base URL (Sawtooth REST API, or the Splinter node for scabbard)")
-	flavor := fs.String("dlt-flavor", "sawtooth", "sawtooth | scabbard")
-	circuit := fs.String("scabbard-circuit", "", "scabbard circuit id (scabbard only)")
-	service := fs.String("scabbard-service", "", "scabbard service id (scabbard only)")
-	auth := fs.String("dlt-authorization", "", "Authorization header value for the ledger, if it needs one (visible in ps: prefer --dlt-authorization-file or BATCHCLAIM_DLT_AUTHORIZATION)")
-	authFile := fs.String("dlt-authorization-file", "", "file whose first line is the Authorization header value for the ledger")
-	dltCA := fs.String("dlt-ca", "", "PEM bundle of the CAs trusted for an https --dlt-url (default: the system's roots)")
-	dltCert := fs.String("dlt-client-cert", "", "PEM client certificate presented to the ledger (mutual TLS; with --dlt-client-key)")
-	dltKey := fs.String("dlt-client-key", "", "PEM private key of --dlt-client-cert")
+	f.dltURL = fs.String("dlt-url", "", "ledger REST API base URL (Sawtooth REST API, or the Splinter node for scabbard)")
+	f.flavor = fs.String("dlt-flavor", "sawtooth", "sawtooth | scabbard")
+	f.circuit = fs.String("scabbard-circuit", "", "scabbard circuit id (scabbard only)")
+	f.service = fs.String("scabbard-service", "", "scabbard service id (scabbard only)")
+	f.auth = fs.String("dlt-authorization", "", "Authorization header value for the ledger, if it needs one (visible in ps: prefer --dlt-authorization-file or BATCHCLAIM_DLT_AUTHORIZATION)")
+	f.authFile = fs.String("dlt-authorization-file", "", "file whose first line is the Authorization header value for the ledger")
+	f.dltCA = fs.String("dlt-ca", "", "PEM bundle of the CAs trusted for an https --dlt-url (default: the system's roots)")
+	f.dltCert = fs.String("dlt-client-cert", "", "PEM client certificate presented to the ledger (mutual TLS; with --dlt-client-key)")
+	f.dltKey = fs.String("dlt-client-key", "", "PEM private key of --dlt-client-cert")
 	fs.StringVar(&cfg.Listen, "listen", "127.0.0.1:8080", "HTTP address for /healthz, /readyz, /metrics and the ingest API (empty: none)")
-	tokenFile := fs.String("auth-token-file", "", "file of bearer tokens, one a line, required by the ingest API and every state-changing request (reloaded on SIGHUP)")
-	insecure := fs.Bool("insecure-listen", false, "allow a non-loopback --listen without --auth-token-file")
-	allowedHosts := allowedHostsFlag(fs)
+	f.tokenFile = fs.String("auth-token-file", "", "file of bearer tokens, one a line, required by the ingest API and every state-changing request (reloaded on SIGHUP)")
+	f.insecure = fs.Bool("insecure-listen", false, "allow a non-loopback --listen without --auth-token-file")
+	f.allowedHosts = allowedHostsFlag(fs)
 	fs.StringVar(&cfg.TLSCertFile, "tls-cert", "", "serve HTTPS with this PEM certificate chain (with --tls-key)")
 	fs.StringVar(&cfg.TLSKeyFile, "tls-key", "", "PEM private key of --tls-cert")
 	fs.DurationVar(&cfg.ReadTimeout, "read-timeout", node.ReadTimeoutDefault, "longest time to read one request, body included")
@@ -103,11 +117,11 @@ func runDaemon(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	fs.IntVar(&cfg.MaxConnections, "max-connections", node.MaxConnectionsDefault, "open connections to the listener; one more is closed at once")
 	fs.IntVar(&cfg.MaxIngestRequests, "max-ingest-requests", node.MaxIngestRequestsDefault, "ingest requests worked on at once, counted once their body has arrived; more are answered 503 with Retry-After")
 	fs.Int64Var(&cfg.MaxIngestMemory, "max-ingest-memory", ingest.MaxMemoryDefault, "bytes that ingest request bodies and their decoded batches may hold at once (at least 2 x --max-body); beyond, 503 with Retry-After")
-	dbMaxConns := fs.Int("db-max-conns", defaultPoolConns(), "connections of the instance's database pool (ingest holds at most half; /readyz, /metrics and the status page have 2 of their own, the lease 1)")
+	f.dbMaxConns = fs.Int("db-max-conns", defaultPoolConns(), "connections of the instance's database pool (ingest holds at most half; /readyz, /metrics and the status page have 2 of their own, the lease 1)")
 	fs.IntVar(&cfg.Workers, "workers", submitter.WorkersDefault, "concurrent submissions (at most one per service_id)")
 	fs.Int64Var(&cfg.MaxSubmitMemory, "max-submit-memory", submitter.MaxMemoryDefault, "bytes of the payloads the running submissions may hold; a batch is handed out only while it fits (one larger batch goes alone)")
 	fs.DurationVar(&cfg.PollInterval, "poll-interval", observer.PollIntervalDefault, "how often the ledger is asked about accepted batches")
-	notify := fs.Bool("notify", true, "wake on new work through LISTEN/NOTIFY on a connection of its own, so a new batch goes out within milliseconds;\n"+
+	f.notify = fs.Bool("notify", true, "wake on new work through LISTEN/NOTIFY on a connection of its own, so a new batch goes out within milliseconds;\n"+
 		"false: poll every held claim each --renew-interval instead (behind a pooler in transaction mode without --notify-database-url)")
 	fs.StringVar(&cfg.ListenConnString, "notify-database-url", "", "direct (not pooled) Postgres URL for the LISTEN connection, when --database-url goes through a pooler (default: --database-url)")
 	fs.DurationVar(&cfg.UnknownGrace, "unknown-grace", queuer.UnknownGraceDefault, "resubmit a batch the ledger does not know once its last POST is this old")
@@ -118,8 +132,18 @@ func runDaemon(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	fs.DurationVar(&cfg.Retention, "retention", observer.RetentionDefault, "delete finished batches (with their attempts and transitions) this long after they finished; 0 disables")
 	fs.DurationVar(&cfg.RetentionInterval, "retention-interval", observer.RetentionIntervalDefault, "how often the retention job runs (one instance at a time)")
 	fs.Int64Var(&cfg.MaxBody, "max-body", ingest.MaxBodyDefault, "largest ingest request body in bytes")
-	claimsOnly := fs.Bool("claims-only", false, "only hold claims (no ledger, no batches): for trying out the claim engine; serves /metrics only if --listen is given")
-	newLogger := logFlags(fs)
+	f.claimsOnly = fs.Bool("claims-only", false, "only hold claims (no ledger, no batches): for trying out the claim engine; serves /metrics only if --listen is given")
+	f.newLogger = logFlags(fs)
+	f.fs = fs
+	return f
+}
+
+func runDaemon(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	f := newRunFlags(stderr)
+	fs, cfg := f.fs, &f.cfg
+	dbURL, dltURL, flavor, circuit, service, auth, authFile := f.dbURL, f.dltURL, f.flavor, f.circuit, f.service, f.auth, f.authFile
+	dltCA, dltCert, dltKey, tokenFile, allowedHosts := f.dltCA, f.dltCert, f.dltKey, f.tokenFile, f.allowedHosts
+	insecure, notify, claimsOnly, dbMaxConns, newLogger := f.insecure, f.notify, f.claimsOnly, f.dbMaxConns, f.newLogger
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -138,6 +162,12 @@ func runDaemon(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	if cfg.MaxIngestMemory < 2*cfg.MaxBody {
 		return fmt.Errorf("--max-ingest-memory %d is under 2 x --max-body %d: a body of the largest size and its decoded batches could never be held", cfg.MaxIngestMemory, cfg.MaxBody)
+	}
+	if cfg.Retention < 0 {
+		return fmt.Errorf("--retention %s: must not be negative (0 disables)", cfg.Retention)
+	}
+	if cfg.Retention == 0 { // --retention 0 disables; the library's zero is the default
+		cfg.Retention = -1
 	}
 	cfg.AllowedHosts = splitList(*allowedHosts)
 	cfg.Logger, cfg.Claims.Logger, cfg.Claims.Version = logger, logger, version
@@ -223,11 +253,11 @@ func runDaemon(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return runClaimsOnly(ctx, pool, cfg.Claims, logger, cfg.Listen, cfg.AllowedHosts, cfg.Registry)
 	}
 	cfg.Submitter, cfg.Statuses, cfg.SkipValid = client, client, client.OrderedOnValid()
-	n, err := node.New(pool, cfg)
+	n, err := node.New(pool, *cfg)
 	if err != nil {
 		return err
 	}
-	bound, limit := setMemoryLimit(cfg, int32(*dbMaxConns))
+	bound, limit := setMemoryLimit(*cfg, int32(*dbMaxConns))
 	registerGuardMetrics(cfg.Registry, n.Engine())
 	logger.Info("starting", "instance_id", n.Engine().InstanceID().String(), "name", n.Engine().Name(), "pid", os.Getpid(),
 		"version", version, "database", redact(*dbURL), "dlt", redact(*dltURL), "flavor", *flavor,

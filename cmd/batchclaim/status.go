@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -35,19 +36,19 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	defer pool.Close()
 	snap, err := claims.ReadSnapshot(ctx, pool, *listClaims)
 	if err != nil {
-		return err
+		return schemaMissing(err)
 	}
 	work, err := readBatchStatus(ctx, pool, *listServices)
 	if err != nil {
-		return err
+		return schemaMissing(err)
 	}
 	ret, err := readRetention(ctx, pool)
 	if err != nil {
-		return err
+		return schemaMissing(err)
 	}
 	dbs, err := readDatabaseStatus(ctx, pool)
 	if err != nil {
-		return err
+		return schemaMissing(err)
 	}
 	if *asJSON {
 		enc := json.NewEncoder(stdout)
@@ -158,15 +159,15 @@ func (b batchStatus) print(w io.Writer) {
 		tw.Flush()
 	}
 	for _, h := range b.Halted {
-		fmt.Fprintf(w, "HALTED %s at seq %d since %s: %s (delete its service_halts row to resume)\n", printable(h.ServiceID), h.Seq, h.At.Format(time.RFC3339), printable(h.Reason))
+		fmt.Fprintf(w, "HALTED %s at seq %d since %s: %s (batchclaim resume SERVICE_ID lifts it)\n", printable(h.ServiceID), h.Seq, h.At.Format(time.RFC3339), printable(h.Reason))
 	}
 }
 
 func printSnapshot(w io.Writer, s claims.Snapshot) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "INSTANCE\tHOST\tHEARTBEAT AGE\tLEASE\tCLAIMS")
+	fmt.Fprintln(tw, "INSTANCE\tHOST\tVERSION\tHEARTBEAT AGE\tLEASE\tCLAIMS")
 	for _, i := range s.Instances {
-		fmt.Fprintf(tw, "%s\t%s\t%.1fs\t%s\t%d\n", printable(i.Name), printable(i.Host), i.HeartbeatAgeSeconds, i.Phase, i.Claims)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%.1fs\t%s\t%d\n", printable(i.Name), printable(i.Host), printable(cmp.Or(i.Version, "-")), i.HeartbeatAgeSeconds, i.Phase, i.Claims)
 	}
 	tw.Flush()
 	fmt.Fprintf(w, "\nservice_ids: %d, unclaimed: %d\n", s.ServiceIDs, s.Unclaimed)

@@ -30,6 +30,327 @@ func (q *Queries) ServiceHaltDelete(ctx context.Context, db DBTX, serviceID stri
 	return i, err
 }
 
+const uIBatch = `-- name: UIBatch :one
+SELECT b.seq, b.service_id, b.batch_id, b.state, b.attempts, b.created_at, b.updated_at,
+       b.submitted_at, b.next_attempt_at, b.finished_at, b.last_error, b.dlt_status,
+       b.status_updated_at, b.unknown_count, b.invalid_details, b.ledger, b.claim_epoch,
+       b.claimant, i.name AS claimant_name, length(b.payload)::bigint AS payload_bytes
+FROM batches b
+LEFT JOIN instances i ON i.id = b.claimant
+WHERE b.seq = $1
+`
+
+type UIBatchRow struct {
+	Seq             int64
+	ServiceID       string
+	BatchID         string
+	State           string
+	Attempts        int32
+	CreatedAt       time.Time
+	UpdatedAt       time.Time
+	SubmittedAt     *time.Time
+	NextAttemptAt   *time.Time
+	FinishedAt      *time.Time
+	LastError       *string
+	DltStatus       *string
+	StatusUpdatedAt *time.Time
+	UnknownCount    int32
+	InvalidDetails  []byte
+	Ledger          bool
+	ClaimEpoch      *int64
+	Claimant        *uuid.UUID
+	ClaimantName    *string
+	PayloadBytes    int64
+}
+
+// One batch without its payload, with the name of the instance that last wrote it.
+func (q *Queries) UIBatch(ctx context.Context, db DBTX, seq int64) (UIBatchRow, error) {
+	row := db.QueryRow(ctx, uIBatch, seq)
+	var i UIBatchRow
+	err := row.Scan(
+		&i.Seq,
+		&i.ServiceID,
+		&i.BatchID,
+		&i.State,
+		&i.Attempts,
+		&i.CreatedAt,
+		&i.UpdatedAt,
+		&i.SubmittedAt,
+		&i.NextAttemptAt,
+		&i.FinishedAt,
+		&i.LastError,
+		&i.DltStatus,
+		&i.StatusUpdatedAt,
+		&i.UnknownCount,
+		&i.InvalidDetails,
+		&i.Ledger,
+		&i.ClaimEpoch,
+		&i.Claimant,
+		&i.ClaimantName,
+		&i.PayloadBytes,
+	)
+	return i, err
+}
+
+const uIBatchAttempts = `-- name: UIBatchAttempts :many
+SELECT a.id, row_number() OVER (ORDER BY a.id)::bigint AS number, a.instance_id,
+       i.name AS instance_name, a.epoch, a.reason, a.started_at,
+       a.finished_at, a.http_status, a.latency_ms, a.outcome, a.error
+FROM submission_attempts a
+LEFT JOIN instances i ON i.id = a.instance_id
+WHERE a.seq = $1
+ORDER BY a.id DESC
+LIMIT $2::int
+`
+
+type UIBatchAttemptsParams struct {
+	Seq     int64
+	MaxRows int32
+}
+
+type UIBatchAttemptsRow struct {
+	ID           int64
+	Number       int64
+	InstanceID   uuid.UUID
+	InstanceName *string
+	Epoch        int64
+	Reason       string
+	StartedAt    time.Time
+	FinishedAt   *time.Time
+	HttpStatus   *int32
+	LatencyMs    *float64
+	Outcome      *string
+	Error        *string
+}
+
+// The newest POST attempts of one batch, newest first, each numbered from the first.
+func (q *Queries) UIBatchAttempts(ctx context.Context, db DBTX, arg UIBatchAttemptsParams) ([]UIBatchAttemptsRow, error) {
+	rows, err := db.Query(ctx, uIBatchAttempts, arg.Seq, arg.MaxRows)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []UIBatchAttemptsRow{}
+	for rows.Next() {
+		var i UIBatchAttemptsRow
+		if err := rows.Scan(
+			&i.ID,
+			&i.Number,
+			&i.InstanceID,
+			&i.InstanceName,
+			&i.Epoch,
+			&i.Reason,
+			&i.StartedAt,
+			&i.FinishedAt,
+			&i.HttpStatus,
+			&i.LatencyMs,
+			&i.Outcome,
+			&i.Error,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const uIBatchList = `-- name: UIBatchList :many
+SELECT seq, service_id, batch_id, state, attempts, created_at, updated_at
+FROM batches
+WHERE seq < $1::bigint AND seq >= $2::bigint
+  AND updated_at > now() - $3::bigint * interval '1 millisecond'
+  AND ($4::text = '' OR state = $4::text)
+  AND ($5::text = '' OR service_id = $5::text)
+ORDER BY seq DESC
+LIMIT $6::int
+`
+
+type UIBatchListParams struct {
+	BeforeSeq int64
+	FloorSeq  int64
+	WindowMs  int64
+	State     string
+	ServiceID string
+	MaxRows   int32
+}
+
+type UIBatchListRow struct {
+	Seq       int64
+	ServiceID string
+	BatchID   string
+	State     string
+	Attempts  int32
+	CreatedAt time.Time
+	UpdatedAt time.Time
+}
+
+// Batches changed within the last window_ms, newest seq first, with seq in [floor_seq,
+// before_seq), optionally of one state and one service_id. The seq range bounds the rows read
+// (backwards through the primary key) however rare the filtered batches are.
+func (q *Queries) UIBatchList(ctx context.Context, db DBTX, arg UIBatchListParams) ([]UIBatchListRow, error) {
+	rows, err := db.Query(ctx, uIBatchList,
+		arg.BeforeSeq,
+		arg.FloorSeq,
+		arg.WindowMs,
+		arg.State,
+		arg.ServiceID,
+		arg.MaxRows,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []UIBatchListRow{}
+	for rows.Next() {
+		var i UIBatchListRow
+		if err := rows.Scan(
+			&i.Seq,
+			&i.ServiceID,
+			&i.BatchID,
+			&i.State,
+			&i.Attempts,
+			&i.CreatedAt,
+			&i.UpdatedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const uIBatchSearchLedger = `-- name: UIBatchSearchLedger :many
+
+SELECT seq, service_id, batch_id, state, created_at, updated_at
+FROM batches
+WHERE ledger AND batch_id >= $1::text AND batch_id < $2::text
+  AND starts_with(batch_id, $1::text)
+ORDER BY batch_id, seq
+LIMIT $3::int
+`
+
+type UIBatchSearchLedgerParams struct {
+	Prefix  string
+	Upper   string
+	MaxRows int32
+}
+
+type UIBatchSearchLedgerRow struct {
+	Seq       int64
+	ServiceID string
+	BatchID   string
+	State     string
+	CreatedAt time.Time
+	UpdatedAt time.Time
+}
+
+// The job view's reads: one batch, one service_id, a search, a list. Each reads through an
+// index and returns a bounded number of rows (LIMIT), never a payload.
+// Ledger batches whose id starts with prefix, through the unique index over ledger batch ids.
+// upper is the prefix with its last hex digit raised by one (or the prefix followed by a
+// character past every hex digit), so the range is the prefix's under any collation that
+// orders digits before letters; starts_with keeps the answer exact whatever the collation.
+func (q *Queries) UIBatchSearchLedger(ctx context.Context, db DBTX, arg UIBatchSearchLedgerParams) ([]UIBatchSearchLedgerRow, error) {
+	rows, err := db.Query(ctx, uIBatchSearchLedger, arg.Prefix, arg.Upper, arg.MaxRows)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []UIBatchSearchLedgerRow{}
+	for rows.Next() {
+		var i UIBatchSearchLedgerRow
+		if err := rows.Scan(
+			&i.Seq,
+			&i.ServiceID,
+			&i.BatchID,
+			&i.State,
+			&i.CreatedAt,
+			&i.UpdatedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const uIBatchSeqMax = `-- name: UIBatchSeqMax :one
+SELECT COALESCE(max(seq), 0)::bigint AS seq FROM batches
+`
+
+// The newest batch's seq (0 when there is none), read from the end of the primary key.
+func (q *Queries) UIBatchSeqMax(ctx context.Context, db DBTX) (int64, error) {
+	row := db.QueryRow(ctx, uIBatchSeqMax)
+	var seq int64
+	err := row.Scan(&seq)
+	return seq, err
+}
+
+const uIBatchTransitions = `-- name: UIBatchTransitions :many
+SELECT h.at::timestamptz AS at, h.from_state, h.to_state::text AS to_state, h.epoch,
+       h.instance_id, i.name AS instance_name, h.detail
+FROM (
+    SELECT seq, from_state, to_state, instance_id, epoch, at, detail FROM batch_history x WHERE x.seq = $1
+    ORDER BY x.at DESC LIMIT $2::int
+) h
+LEFT JOIN instances i ON i.id = h.instance_id
+ORDER BY h.at
+`
+
+type UIBatchTransitionsParams struct {
+	Seq     int64
+	MaxRows int32
+}
+
+type UIBatchTransitionsRow struct {
+	At           time.Time
+	FromState    *string
+	ToState      string
+	Epoch        *int64
+	InstanceID   *uuid.UUID
+	InstanceName *string
+	Detail       *string
+}
+
+// The state changes of one batch (batch_history: the transition log and the attempts' marks
+// and outcomes), in order, the newest max_rows.
+func (q *Queries) UIBatchTransitions(ctx context.Context, db DBTX, arg UIBatchTransitionsParams) ([]UIBatchTransitionsRow, error) {
+	rows, err := db.Query(ctx, uIBatchTransitions, arg.Seq, arg.MaxRows)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []UIBatchTransitionsRow{}
+	for rows.Next() {
+		var i UIBatchTransitionsRow
+		if err := rows.Scan(
+			&i.At,
+			&i.FromState,
+			&i.ToState,
+			&i.Epoch,
+			&i.InstanceID,
+			&i.InstanceName,
+			&i.Detail,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const uIOpenBatches = `-- name: UIOpenBatches :many
 
 SELECT service_id, state, count(*)::bigint AS batches,
@@ -107,6 +428,198 @@ func (q *Queries) UIServiceOwners(ctx context.Context, db DBTX, serviceIds []str
 		return nil, err
 	}
 	return items, nil
+}
+
+const uIServiceOwnership = `-- name: UIServiceOwnership :many
+SELECT e.id, e.at, e.event, e.epoch,
+       COALESCE(i.name, left(e.instance_id::text, 8))::text AS instance
+FROM claim_events e
+LEFT JOIN instances i ON i.id = e.instance_id
+WHERE e.service_id = $1
+ORDER BY e.id DESC
+LIMIT $2::int
+`
+
+type UIServiceOwnershipParams struct {
+	ServiceID string
+	MaxRows   int32
+}
+
+type UIServiceOwnershipRow struct {
+	ID       int64
+	At       time.Time
+	Event    string
+	Epoch    int64
+	Instance string
+}
+
+// The newest ownership events of one service_id (acquisitions, releases, voids with their
+// epochs), newest first. Instances are named by the start of their id once their row was
+// pruned.
+func (q *Queries) UIServiceOwnership(ctx context.Context, db DBTX, arg UIServiceOwnershipParams) ([]UIServiceOwnershipRow, error) {
+	rows, err := db.Query(ctx, uIServiceOwnership, arg.ServiceID, arg.MaxRows)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []UIServiceOwnershipRow{}
+	for rows.Next() {
+		var i UIServiceOwnershipRow
+		if err := rows.Scan(
+			&i.ID,
+			&i.At,
+			&i.Event,
+			&i.Epoch,
+			&i.Instance,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const uIServiceQueue = `-- name: UIServiceQueue :many
+SELECT seq, batch_id, state, attempts, created_at, updated_at, next_attempt_at, last_error
+FROM batches
+WHERE service_id = $1 AND unfinished AND seq > $2::bigint
+ORDER BY seq
+LIMIT $3::int
+`
+
+type UIServiceQueueParams struct {
+	ServiceID string
+	AfterSeq  int64
+	MaxRows   int32
+}
+
+type UIServiceQueueRow struct {
+	Seq           int64
+	BatchID       string
+	State         string
+	Attempts      int32
+	CreatedAt     time.Time
+	UpdatedAt     time.Time
+	NextAttemptAt *time.Time
+	LastError     *string
+}
+
+// The unfinished batches of one service_id in seq order after after_seq, through the partial
+// index over unfinished batches.
+func (q *Queries) UIServiceQueue(ctx context.Context, db DBTX, arg UIServiceQueueParams) ([]UIServiceQueueRow, error) {
+	rows, err := db.Query(ctx, uIServiceQueue, arg.ServiceID, arg.AfterSeq, arg.MaxRows)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []UIServiceQueueRow{}
+	for rows.Next() {
+		var i UIServiceQueueRow
+		if err := rows.Scan(
+			&i.Seq,
+			&i.BatchID,
+			&i.State,
+			&i.Attempts,
+			&i.CreatedAt,
+			&i.UpdatedAt,
+			&i.NextAttemptAt,
+			&i.LastError,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const uIServiceSearch = `-- name: UIServiceSearch :many
+SELECT k.service_id
+FROM (SELECT service_id FROM service_id_claims WHERE service_id >= $1::text
+      ORDER BY service_id LIMIT $2::int) k
+WHERE starts_with(k.service_id, $1::text)
+ORDER BY k.service_id
+LIMIT $3::int
+`
+
+type UIServiceSearchParams struct {
+	Prefix  string
+	Scan    int32
+	MaxRows int32
+}
+
+// Known service_ids (service_id_claims holds every service_id ever seen) that start with
+// prefix, among the first scan that sort at or after it by its primary key: bounded whatever
+// the number of service_ids, and complete where the collation keeps a prefix's matches
+// together (C, and any for the usual names).
+func (q *Queries) UIServiceSearch(ctx context.Context, db DBTX, arg UIServiceSearchParams) ([]string, error) {
+	rows, err := db.Query(ctx, uIServiceSearch, arg.Prefix, arg.Scan, arg.MaxRows)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []string{}
+	for rows.Next() {
+		var service_id string
+		if err := rows.Scan(&service_id); err != nil {
+			return nil, err
+		}
+		items = append(items, service_id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const uIServiceSummary = `-- name: UIServiceSummary :one
+SELECT (EXISTS (SELECT 1 FROM service_id_claims k WHERE k.service_id = $1)
+           OR EXISTS (SELECT 1 FROM batches x WHERE x.service_id = $1))::bool AS known,
+       COALESCE(c.claimant_name, '')::text AS owner,
+       COALESCE(c.epoch, 0)::bigint AS epoch,
+       COALESCE(c.phase, 'free')::text AS phase,
+       c.claimed_at,
+       (SELECT count(*) FROM batches o WHERE o.service_id = $1 AND o.unfinished)::bigint AS unfinished,
+       h.seq AS halt_seq, h.reason AS halt_reason, h.at AS halt_at
+FROM (SELECT 1) one
+LEFT JOIN service_id_claims_effective c ON c.service_id = $1
+LEFT JOIN service_halts h ON h.service_id = $1
+`
+
+type UIServiceSummaryRow struct {
+	Known      bool
+	Owner      string
+	Epoch      int64
+	Phase      string
+	ClaimedAt  *time.Time
+	Unfinished int64
+	HaltSeq    *int64
+	HaltReason *string
+	HaltAt     *time.Time
+}
+
+// One service_id: whether it is known, its claim (owner, epoch, phase), its halt and how many
+// of its batches are unfinished.
+func (q *Queries) UIServiceSummary(ctx context.Context, db DBTX, serviceID string) (UIServiceSummaryRow, error) {
+	row := db.QueryRow(ctx, uIServiceSummary, serviceID)
+	var i UIServiceSummaryRow
+	err := row.Scan(
+		&i.Known,
+		&i.Owner,
+		&i.Epoch,
+		&i.Phase,
+		&i.ClaimedAt,
+		&i.Unfinished,
+		&i.HaltSeq,
+		&i.HaltReason,
+		&i.HaltAt,
+	)
+	return i, err
 }
 
 const uITakeoversRecent = `-- name: UITakeoversRecent :many
@@ -248,7 +761,7 @@ WITH t AS (
     FROM (SELECT id, seq, service_id, batch_id, instance_id, epoch, reason, started_at, finished_at, http_status, latency_ms, outcome, error, from_state, to_state FROM submission_attempts ORDER BY id DESC LIMIT $1::int) a
     WHERE a.from_state IS NOT NULL AND a.to_state IS NOT NULL
 )
-SELECT t.at::timestamptz AS at, t.from_state, t.to_state::text AS to_state, t.epoch, b.service_id, b.batch_id,
+SELECT t.at::timestamptz AS at, t.from_state, t.to_state::text AS to_state, t.epoch, b.seq, b.service_id, b.batch_id,
        t.instance_id, i.name AS instance_name
 FROM t
 JOIN batches b ON b.seq = t.seq
@@ -262,6 +775,7 @@ type UITransitionsRecentRow struct {
 	FromState    *string
 	ToState      string
 	Epoch        *int64
+	Seq          int64
 	ServiceID    string
 	BatchID      string
 	InstanceID   *uuid.UUID
@@ -284,6 +798,7 @@ func (q *Queries) UITransitionsRecent(ctx context.Context, db DBTX, maxRows int3
 			&i.FromState,
 			&i.ToState,
 			&i.Epoch,
+			&i.Seq,
 			&i.ServiceID,
 			&i.BatchID,
 			&i.InstanceID,

@@ -55,6 +55,20 @@
     return out;
   }
 
+  // Links to the job view. Every id goes into the page as text and into the link as an
+  // encoded URL component, so odd characters in a service_id neither break nor inject.
+  const serviceHref = (id) => "#/service/" + encodeURIComponent(id);
+  const serviceLink = (id) => el("a", { href: serviceHref(id), class: "service-link" }, id);
+  // batchLink shows a batch id shortened and links to the batch's page; the full id is the
+  // link's title and data-batch-id.
+  function batchLink(seq, batchID) {
+    const short = batchID.length > 16 ? batchID.slice(0, 12) + "…" : batchID;
+    return el("a", { href: "#/batch/" + seq, title: batchID, class: "batch-link", dataset: { batchId: batchID, seq: String(seq) } },
+      el("code", {}, short));
+  }
+  const chip = (state) => el("span", { class: "chip s-" + state }, state);
+  const when = (t) => t ? new Date(t).toLocaleString([], { hour12: false }) : "–";
+
   function banner(msg, kind) {
     const b = $("banner");
     if (!msg) { b.hidden = true; return; }
@@ -150,14 +164,14 @@
     $("open-count").textContent = st.open.service_count > st.open.services.length
       ? "(oldest " + st.open.services.length + " of " + st.open.service_count + ")" : "";
     fillTable("services", st.open.services.map((s) => el("tr", {},
-      el("td", {}, s.service_id), el("td", {}, s.owner || "unclaimed"),
+      el("td", {}, serviceLink(s.service_id)), el("td", {}, s.owner || "unclaimed"),
       el("td", { class: "num" }, age(s.oldest_seconds)), el("td", {}, ...chips(s.by_state)))),
     "every batch is finished", 4);
   }
 
   function renderHalted(st) {
     fillTable("halted", st.halted.map((h) => el("tr", { dataset: { service: h.service_id } },
-      el("td", {}, h.service_id), el("td", { class: "num" }, h.seq),
+      el("td", {}, serviceLink(h.service_id)), el("td", { class: "num" }, batchLink(h.seq, "#" + h.seq)),
       el("td", {}, age(since(st.at, h.at)) + " ago"), el("td", { title: h.reason }, h.reason),
       el("td", {}, el("button", { onclick: (e) => resume(h.service_id, e.target) }, "Resume")))),
     "none", 5);
@@ -165,12 +179,12 @@
 
   function renderRecent(st) {
     fillTable("transitions", st.transitions.map((t) => el("tr", {},
-      el("td", {}, clock(t.at)), el("td", {}, t.service_id),
-      el("td", { title: t.batch_id }, el("code", {}, t.batch_id.slice(0, 12))),
+      el("td", {}, clock(t.at)), el("td", {}, serviceLink(t.service_id)),
+      el("td", {}, batchLink(t.seq, t.batch_id)),
       el("td", {}, (t.from || "·") + " → ", el("span", { class: "chip s-" + t.to }, t.to)),
       el("td", {}, t.instance || "–"))), "no transition yet", 5);
     fillTable("takeovers", st.takeovers.map((t) => el("tr", {},
-      el("td", {}, clock(t.at)), el("td", {}, t.service_id), el("td", {}, t.from),
+      el("td", {}, clock(t.at)), el("td", {}, serviceLink(t.service_id)), el("td", {}, t.from),
       el("td", {}, t.to ? t.to + " (+" + age(t.acquired_after_seconds) + ")" : "not yet"), el("td", {}, t.event === "voided_expired" ? "past expiry_2" : "past expiry_1"))),
     "no takeover", 5);
   }
@@ -207,6 +221,10 @@
     clearTimeout(timer);
     if (inflight) {
       again = true;
+      return;
+    }
+    if ($("overview").hidden) { // the job view is shown: no need for the status
+      timer = setTimeout(poll, refreshMs);
       return;
     }
     inflight = true;
@@ -247,6 +265,7 @@
         banner("Resume of " + serviceID + " failed: " + resp.status + " " + (await errorText(resp)));
       } else {
         banner("Resumed " + serviceID + ".", "info");
+        if (!$("job").hidden) route();
       }
     } catch (e) {
       banner("Resume of " + serviceID + " failed: " + e.message);
@@ -255,6 +274,179 @@
     }
   }
 
+
+  // ---- The job view: search, a service_id's page, a batch's page, the batch list. ----
+  // Routes live in the URL's fragment, so a page can be bookmarked and the back button works:
+  //   #/search?q=...   #/service/ID[?after=SEQ]   #/batch/SEQ   #/batches?state=&service_id=&window=&before=
+  async function getJSON(path) {
+    const resp = await fetch(path, { cache: "no-store", headers: authHeaders() });
+    if (resp.status === 401) {
+      throw new Error("401: this server shows its data to operators only; " +
+        (sessionStorage.getItem(TOKEN_KEY) ? "the saved token was refused" : "enter a token") + " at the top right");
+    }
+    if (!resp.ok) throw new Error(resp.status + ": " + (await errorText(resp)));
+    return resp.json();
+  }
+
+  function card(title, ...children) {
+    return el("section", { class: "card" }, el("h2", {}, ...[].concat(title)), ...children);
+  }
+
+  function table(id, head, rows, empty) {
+    const t = el("table", { id }, el("thead", {}, el("tr", {}, ...head.map((h) => el("th", {}, h)))), el("tbody", {}));
+    if (rows.length === 0) t.tBodies[0].append(el("tr", {}, el("td", { class: "empty", colspan: String(head.length) }, empty)));
+    for (const r of rows) t.tBodies[0].append(r);
+    return t;
+  }
+
+  function facts(pairs) {
+    const dl = el("dl", { class: "facts" });
+    for (const [k, v] of pairs) dl.append(el("dt", {}, k), el("dd", {}, v == null || v === "" ? "–" : v));
+    return dl;
+  }
+
+  function show(view, ...children) {
+    const job = $("job");
+    job.replaceChildren(...children);
+    job.dataset.view = view;
+    body.dataset.view = view;
+  }
+
+  async function viewSearch(q) {
+    const r = await getJSON("/api/search?q=" + encodeURIComponent(q));
+    if (r.batches.length + r.service_ids.length === 1) {
+      location.replace(r.batches.length ? "#/batch/" + r.batches[0].seq : serviceHref(r.service_ids[0]));
+      return;
+    }
+    show("search", card(["Search ", el("code", {}, q)],
+      r.note ? el("p", { class: "muted" }, r.note) : "",
+      table("search-batches", ["seq", "batch", "service_id", "state"], r.batches.map((b) => el("tr", {},
+        el("td", { class: "num" }, b.seq), el("td", {}, batchLink(b.seq, b.batch_id)), el("td", {}, serviceLink(b.service_id)), el("td", {}, chip(b.state)))),
+      "no batch"),
+      el("h2", {}, "service_ids"),
+      table("search-services", ["service_id"], r.service_ids.map((id) => el("tr", {}, el("td", {}, serviceLink(id)))), "no service_id")));
+  }
+
+  async function viewService(id, params) {
+    const q = new URLSearchParams();
+    if (params.get("after")) q.set("after", params.get("after"));
+    if (params.get("limit")) q.set("limit", params.get("limit"));
+    const p = await getJSON("/api/services/" + encodeURIComponent(id) + (q.size ? "?" + q : ""));
+    const halt = p.halt
+      ? card("Halted", facts([["since", when(p.halt.at)], ["by batch", batchLink(p.halt.seq, "#" + p.halt.seq)], ["reason", p.halt.reason]]),
+        el("p", {}, el("button", { id: "service-resume", onclick: (e) => resume(p.service_id, e.target) }, "Resume")))
+      : "";
+    const pager = el("div", { class: "pager" });
+    if (params.get("after")) pager.append(el("a", { href: serviceHref(id) }, "first page"), " ");
+    if (p.next_after) pager.append(el("a", { id: "queue-next", href: serviceHref(id) + "?after=" + p.next_after }, "next page →"));
+    show("service",
+      card(["service_id ", el("code", { id: "service-id" }, p.service_id)], facts([
+        ["owner", p.owner || "unclaimed"], ["epoch", String(p.epoch)], ["claim", p.phase.replaceAll("_", " ")],
+        ["claimed at", when(p.claimed_at)], ["unfinished batches", String(p.unfinished)],
+        ["history", el("a", { href: "#/batches?service_id=" + encodeURIComponent(p.service_id) + "&window=7d" }, "its batches of the last 7 days")]])),
+      halt,
+      card(["Queue ", el("span", { class: "muted" }, "(unfinished, in send order)")],
+        table("queue", ["seq", "batch", "state", "attempts", "created", "updated"], p.queue.map((b) => el("tr", { dataset: { seq: String(b.seq) } },
+          el("td", { class: "num" }, b.seq), el("td", {}, batchLink(b.seq, b.batch_id)), el("td", {}, chip(b.state)),
+          el("td", { class: "num" }, b.attempts), el("td", {}, when(b.created_at)), el("td", {}, when(b.updated_at)))),
+        "no unfinished batch"), pager),
+      card(["Owners and epochs ", el("span", { class: "muted" }, "(newest first)")],
+        table("ownership", ["at", "event", "epoch", "instance"], p.ownership.map((e) => el("tr", {},
+          el("td", {}, when(e.at)), el("td", {}, e.event.replaceAll("_", " ")), el("td", { class: "num" }, e.epoch), el("td", {}, e.instance))),
+        "never claimed")));
+  }
+
+  async function viewBatch(seq) {
+    const b = await getJSON("/api/batches/" + encodeURIComponent(seq));
+    const invalid = b.invalid_details !== undefined
+      ? card("The ledger's invalid details", el("pre", { id: "invalid-details", class: "details" }, JSON.stringify(b.invalid_details, null, 2)))
+      : (b.state === "INVALID" ? card("The ledger's invalid details", el("p", { class: "muted" }, "the ledger gave none")) : "");
+    show("batch",
+      card(["Batch #" + b.seq + " ", chip(b.state)], facts([
+        ["batch id", el("code", { id: "batch-id" }, b.batch_id)], ["service_id", serviceLink(b.service_id)],
+        ["state", b.state], ["ledger status", b.dlt_status], ["attempts", String(b.attempts)],
+        ["last written by", b.owner ? b.owner + (b.epoch != null ? " (epoch " + b.epoch + ")" : "") : ""],
+        ["created", when(b.created_at)], ["submitted", when(b.submitted_at)], ["next attempt", b.next_attempt_at && !b.finished_at ? when(b.next_attempt_at) : ""],
+        ["finished", b.finished_at ? when(b.finished_at) : ""], ["last error", b.last_error], ["payload", b.payload_bytes + " bytes"]])),
+      invalid,
+      card("Attempts", table("attempts", ["#", "started", "instance", "epoch", "reason", "HTTP", "latency", "outcome", "error"],
+        b.posts.map((a) => el("tr", {},
+          el("td", { class: "num" }, a.number), el("td", {}, when(a.started_at)), el("td", {}, a.instance), el("td", { class: "num" }, a.epoch),
+          el("td", {}, a.reason), el("td", { class: "num" }, a.http_status ?? "–"),
+          el("td", { class: "num" }, a.latency_ms != null ? a.latency_ms.toFixed(1) + " ms" : "–"),
+          el("td", {}, a.outcome || (a.finished_at ? "–" : "in flight")), el("td", { class: "wrap", title: a.error || "" }, a.error || ""))),
+        "never sent")),
+      card("Transitions", table("batch-transitions", ["at", "change", "instance", "epoch", "detail"],
+        b.transitions.map((t) => el("tr", {},
+          el("td", {}, when(t.at)), el("td", {}, (t.from || "·") + " → ", chip(t.to)), el("td", {}, t.instance || "–"),
+          el("td", { class: "num" }, t.epoch ?? "–"), el("td", { class: "wrap" }, t.detail || ""))),
+        "none recorded")));
+  }
+
+  const WINDOWS = ["10m", "1h", "6h", "24h", "7d", "30d"];
+  async function viewBatches(params) {
+    const q = new URLSearchParams();
+    for (const k of ["state", "service_id", "window", "before", "limit"]) if (params.get(k)) q.set(k, params.get(k));
+    const l = await getJSON("/api/batches" + (q.size ? "?" + q : ""));
+    const state = el("select", { name: "state", id: "filter-state" }, el("option", { value: "" }, "any state"), ...STATES.map((s) => el("option", { value: s }, s)));
+    state.value = l.state || "";
+    const svc = el("input", { name: "service_id", id: "filter-service", placeholder: "service_id", maxlength: "256" });
+    svc.value = l.service_id || "";
+    const win = el("select", { name: "window", id: "filter-window" }, ...WINDOWS.map((w) => el("option", { value: w }, "changed in the last " + w)));
+    win.value = params.get("window") || "1h";
+    const form = el("form", { class: "filters", id: "filters", onsubmit: (e) => {
+      e.preventDefault();
+      const f = new URLSearchParams();
+      if (state.value) f.set("state", state.value);
+      if (svc.value.trim()) f.set("service_id", svc.value.trim());
+      f.set("window", win.value);
+      location.hash = "#/batches?" + f;
+    } }, state, svc, win, el("button", { type: "submit" }, "Filter"));
+    const pager = el("div", { class: "pager" });
+    if (params.get("before")) { const f = new URLSearchParams(q); f.delete("before"); pager.append(el("a", { href: "#/batches?" + f }, "newest"), " "); }
+    if (l.next_before) { const f = new URLSearchParams(q); f.set("before", l.next_before); pager.append(el("a", { id: "list-next", href: "#/batches?" + f }, "older →")); }
+    if (l.scanned_to) pager.append(el("span", { class: "muted" }, " (this page read the batches from #" + l.scanned_to + " on)"));
+    show("batches", card(["Batches ", el("span", { class: "muted" }, "(newest first)")], form,
+      table("batch-list", ["seq", "service_id", "batch", "state", "attempts", "updated"], l.batches.map((b) => el("tr", {},
+        el("td", { class: "num" }, b.seq), el("td", {}, serviceLink(b.service_id)), el("td", {}, batchLink(b.seq, b.batch_id)),
+        el("td", {}, chip(b.state)), el("td", { class: "num" }, b.attempts), el("td", {}, when(b.updated_at)))),
+      "no batch changed in this window"), pager));
+  }
+
+  async function route() {
+    const h = location.hash.replace(/^#\/?/, "");
+    const [path, query] = [h.split("?")[0], h.includes("?") ? h.slice(h.indexOf("?") + 1) : ""];
+    const params = new URLSearchParams(query);
+    const parts = path.split("/");
+    const onJob = path !== "";
+    $("overview").hidden = onJob;
+    $("job").hidden = !onJob;
+    if (!onJob) { body.dataset.view = "overview"; poll(); return; }
+    show("loading", el("p", { class: "muted" }, "loading…"));
+    try {
+      switch (parts[0]) {
+        case "search": await viewSearch(params.get("q") || ""); break;
+        case "service": await viewService(decodeURIComponent(parts.slice(1).join("/")), params); break;
+        case "batch": await viewBatch(parts[1] || ""); break;
+        case "batches": await viewBatches(params); break;
+        default: show("error", card("Not found", el("p", {}, "No such view.")));
+      }
+      $("conn").textContent = "loaded " + new Date().toLocaleTimeString([], { hour12: false });
+      $("conn").className = "conn ok";
+    } catch (e) {
+      show("error", card("Could not load this view", el("p", { id: "view-error" }, e.message)));
+      $("conn").textContent = "no data";
+      $("conn").className = "conn err";
+    }
+  }
+
+  $("search-form").addEventListener("submit", (e) => {
+    e.preventDefault();
+    const q = $("search").value.trim();
+    if (q) location.hash = "#/search?q=" + encodeURIComponent(q);
+  });
+  window.addEventListener("hashchange", route);
+
   $("token").value = sessionStorage.getItem(TOKEN_KEY) || "";
   $("token-form").addEventListener("submit", (e) => {
     e.preventDefault();
@@ -262,12 +454,12 @@
     if (v) sessionStorage.setItem(TOKEN_KEY, v); else sessionStorage.removeItem(TOKEN_KEY);
     banner(v ? "Token saved for this tab." : "Token cleared.", "info");
     failures = 0;
-    poll();
+    if ($("overview").hidden) route(); else poll();
   });
   $("token-clear").addEventListener("click", () => {
     sessionStorage.removeItem(TOKEN_KEY);
     $("token").value = "";
     banner("Token cleared.", "info");
   });
-  poll();
+  route();
 })();

@@ -1,0 +1,61 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/batchclaim/batchclaim"
+	"github.com/batchclaim/batchclaim/observer"
+)
+
+// runResume lifts the halt of a service_id through observer.Resume, the call behind the status
+// page's Resume button.
+func runResume(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("resume", "SERVICE_ID [flags]",
+		"Lifts the halt of a service_id stopped by an INVALID batch (run --halt-on-invalid), as the\n"+
+			"status page's Resume button does: whichever instance holds its claim sends its next batch\n"+
+			"from its next cycle on. The INVALID batch stays INVALID. Exit 1 if it was not halted.", stderr)
+	dbURL := dbFlag(fs)
+	rest, err := parseInterspersed(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(rest) != 1 {
+		fmt.Fprintf(stderr, "batchclaim resume: give one SERVICE_ID; see batchclaim resume --help\n")
+		return errUsage
+	}
+	id := rest[0]
+	if err := batchclaim.ValidateServiceID(id); err != nil {
+		return fmt.Errorf("service_id %q: %w", id, err)
+	}
+	pool, err := openPool(ctx, *dbURL, 1)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	halt, err := observer.Resume(ctx, pool, id)
+	if errors.Is(err, batchclaim.ErrNotFound) {
+		return fmt.Errorf("service_id %q is not halted", id)
+	}
+	if err != nil {
+		return schemaMissing(err)
+	}
+	fmt.Fprintf(stdout, "resumed %s: halted at seq %d since %s: %s\n", printable(halt.ServiceID), halt.Seq,
+		halt.At.Format(time.RFC3339), printable(halt.Reason))
+	return nil
+}
+
+// schemaMissing turns Postgres's "relation does not exist" into what to do about it: a
+// database without batchclaim's tables has not been migrated.
+func schemaMissing(err error) error {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == "42P01" {
+		return fmt.Errorf("the database has no batchclaim schema (%s): run batchclaim migrate up", pgErr.Message)
+	}
+	return err
+}

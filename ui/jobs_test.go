@@ -1,0 +1,369 @@
+package ui_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"testing"
+
+	"github.com/batchclaim/batchclaim/ui"
+)
+
+// ledgerID is a 128-hex-digit batch id starting with start.
+func ledgerID(start string) string { return start + strings.Repeat("0", 128-len(start)) }
+
+// invalidBatch stores, under service_id svc, a ledger batch that the ledger found INVALID
+// after two POSTs (a 503 then a 202), by instance beta, and returns its seq.
+func (b *bundle) invalidBatch(t *testing.T, svc, id string) int64 {
+	t.Helper()
+	ctx := context.Background()
+	var seq int64
+	err := b.pool.QueryRow(ctx, `
+		WITH k AS (INSERT INTO service_id_claims (service_id) VALUES ($1) ON CONFLICT DO NOTHING)
+		INSERT INTO batches (service_id, batch_id, payload, ledger, state, attempts, invalid_details, last_error, dlt_status)
+		VALUES ($1, $2, 'x', true, 'INVALID', 2, '{"message":"<b>bad</b> signature","code":17}', 'ledger said INVALID', 'INVALID')
+		RETURNING seq`, svc, id).Scan(&seq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	execSQL(t, b.pool, `INSERT INTO submission_attempts (seq, service_id, batch_id, instance_id, epoch, reason, finished_at, http_status, latency_ms, outcome, error, from_state, to_state)
+		VALUES ($1, $2, $3, $4, 4, 'first', now(), 503, 12.5, 'retry', 'ledger busy', 'NEW', 'DELAYED'),
+		       ($1, $2, $3, $4, 4, 'retry', now(), 202, 7.25, 'accepted', NULL, 'DELAYED', 'PENDING')`,
+		seq, svc, id, b.beta.InstanceID())
+	execSQL(t, b.pool, `INSERT INTO batch_transitions (seq, from_state, to_state, instance_id, epoch, detail) VALUES ($1, 'PENDING', 'INVALID', $2, 4, 'ledger status')`,
+		seq, b.beta.InstanceID())
+	return seq
+}
+
+func (b *bundle) getJSON(t *testing.T, path string, v any) (int, string) {
+	t.Helper()
+	code, body := b.do(t, "GET", path, nil)
+	if code == http.StatusOK && v != nil {
+		if err := json.Unmarshal([]byte(body), v); err != nil {
+			t.Fatalf("GET %s: decode %v\n%s", path, err, body)
+		}
+	}
+	return code, body
+}
+
+// wantCode checks that each path answers code with a JSON error whose message says want.
+func (b *bundle) wantCode(t *testing.T, code int, cases map[string]string) {
+	t.Helper()
+	for path, want := range cases {
+		got, body := b.do(t, "GET", path, nil)
+		if got != code || !strings.Contains(body, want) || !strings.Contains(body, `"error"`) {
+			t.Errorf("GET %s: %d %s; want %d saying %q", path, got, body, code, want)
+		}
+	}
+}
+
+func TestSearchAPI(t *testing.T) {
+	t.Parallel()
+	b := setup(t, false)
+	id := ledgerID("deadbeef09")
+	seq := b.invalidBatch(t, "svc-ledger", id)
+	b.invalidBatch(t, "svc-ledger", ledgerID("deadbeef0a")) // sorts right after the prefix deadbeef09
+
+	find := func(q string) ui.SearchResult {
+		t.Helper()
+		var r ui.SearchResult
+		if code, body := b.getJSON(t, "/api/search?q="+url.QueryEscape(q), &r); code != http.StatusOK {
+			t.Fatalf("search %q: %d %s", q, code, body)
+		}
+		return r
+	}
+	for _, q := range []string{id, "deadbeef09", "DEADBEEF09", " deadbeef09 ", "#" + fmt.Sprint(seq)} {
+		r := find(q)
+		if len(r.Batches) != 1 || r.Batches[0].Seq != seq || r.Batches[0].BatchID != id || r.Batches[0].ServiceID != "svc-ledger" {
+			t.Errorf("search %q: %+v; want batch %d alone", q, r.Batches, seq)
+		}
+	}
+	if r := find("deadbeef"); len(r.Batches) != 2 {
+		t.Errorf("search by the common prefix: %+v; want both batches", r.Batches)
+	}
+	if r := find("deadbee"); len(r.Batches) != 0 || !strings.Contains(r.Note, "8 hex digits") {
+		t.Errorf("a 7-digit prefix: %+v; want no batch search and a note", r)
+	}
+	if r := find("svc-"); strings.Join(r.ServiceIDs, ",") != "svc-a,svc-b,svc-c,svc-ledger" || len(r.Batches) != 0 {
+		t.Errorf("search svc-: %+v", r)
+	}
+	if r := find("svc-b"); strings.Join(r.ServiceIDs, ",") != "svc-b" {
+		t.Errorf("search svc-b: %+v", r)
+	}
+	if r := find("#999999999"); len(r.Batches) != 0 {
+		t.Errorf("an unknown seq found %+v", r.Batches)
+	}
+	if r := find("nothing-like-it"); len(r.Batches)+len(r.ServiceIDs) != 0 {
+		t.Errorf("found %+v", r)
+	}
+	b.wantCode(t, http.StatusBadRequest, map[string]string{
+		"/api/search":                               "q is empty",
+		"/api/search?q=++":                          "q is empty",
+		"/api/search?q=%230":                        "not a batch seq",
+		"/api/search?q=%23x":                        "not a batch seq",
+		"/api/search?q=" + strings.Repeat("a", 513): "at most 512",
+	})
+}
+
+func TestBatchAPI(t *testing.T) {
+	t.Parallel()
+	b := setup(t, false)
+	id := ledgerID("abcdef12")
+	seq := b.invalidBatch(t, "svc-ledger", id)
+
+	var d ui.BatchDetail
+	if code, body := b.getJSON(t, fmt.Sprintf("/api/batches/%d", seq), &d); code != http.StatusOK {
+		t.Fatalf("GET batch: %d %s", code, body)
+	}
+	if d.BatchID != id || d.ServiceID != "svc-ledger" || d.State != "INVALID" || !d.Ledger || d.DLTStatus != "INVALID" || d.LastError != "ledger said INVALID" {
+		t.Errorf("batch: %+v", d)
+	}
+	var details map[string]any
+	if err := json.Unmarshal(d.InvalidDetails, &details); err != nil || details["message"] != "<b>bad</b> signature" || details["code"] != float64(17) {
+		t.Errorf("invalid details %s (%v)", d.InvalidDetails, err)
+	}
+	if len(d.Posts) != 2 || d.Attempts != 2 {
+		t.Fatalf("attempts: %d, %+v", d.Attempts, d.Posts)
+	}
+	// Newest first, numbered from the first.
+	a2, a1 := d.Posts[0], d.Posts[1]
+	if a2.Number != 2 || *a2.HTTPStatus != 202 || *a2.LatencyMs != 7.25 || a2.Outcome != "accepted" || a2.Instance != "beta" || a2.Epoch != 4 || a2.Reason != "retry" {
+		t.Errorf("second attempt: %+v", a2)
+	}
+	if a1.Number != 1 || *a1.HTTPStatus != 503 || a1.Error != "ledger busy" {
+		t.Errorf("first attempt: %+v", a1)
+	}
+	var changes []string
+	for _, tr := range d.Transitions {
+		changes = append(changes, tr.From+">"+tr.To)
+		if tr.Seq != seq || tr.BatchID != id || tr.Instance != "beta" {
+			t.Errorf("transition %+v", tr)
+		}
+	}
+	// The attempts' marks and outcomes and the logged change, in time order (the attempts'
+	// rows share a transaction time, so only the set of the first four is fixed).
+	if len(changes) != 5 || changes[4] != "PENDING>INVALID" {
+		t.Errorf("transitions %v; want the 4 changes of the attempts, then PENDING>INVALID", changes)
+	}
+
+	// A batch never sent: no attempts, no details.
+	var n ui.BatchDetail
+	if code, body := b.getJSON(t, fmt.Sprintf("/api/batches/%d", b.seqs["svc-b"][0]), &n); code != http.StatusOK || len(n.Posts) != 0 || n.Attempts != 0 || n.InvalidDetails != nil || n.State != "NEW" {
+		t.Errorf("a new batch: %d %s", code, body)
+	}
+
+	b.wantCode(t, http.StatusBadRequest, map[string]string{
+		"/api/batches/abc":                  "not a batch seq",
+		"/api/batches/0":                    "not a batch seq",
+		"/api/batches/-3":                   "not a batch seq",
+		"/api/batches/99999999999999999999": "not a batch seq",
+	})
+	b.wantCode(t, http.StatusNotFound, map[string]string{"/api/batches/999999999": "not found"})
+}
+
+func TestServiceAPI(t *testing.T) {
+	t.Parallel()
+	b := setup(t, false)
+	page := func(path string) ui.ServicePage {
+		t.Helper()
+		var p ui.ServicePage
+		if code, body := b.getJSON(t, path, &p); code != http.StatusOK {
+			t.Fatalf("GET %s: %d %s", path, code, body)
+		}
+		return p
+	}
+	a := page("/api/services/svc-a")
+	open := b.seqs["svc-a"][1:] // the first is COMMITTED
+	var epoch int64
+	if err := b.pool.QueryRow(context.Background(), `SELECT epoch FROM service_id_claims WHERE service_id = 'svc-a'`).Scan(&epoch); err != nil {
+		t.Fatal(err)
+	}
+	if a.Owner != "beta" || a.Epoch != epoch || epoch < 2 || a.Phase != "held" || a.Unfinished != 2 || a.Halt != nil || a.NextAfter != 0 {
+		t.Errorf("svc-a: %+v", a)
+	}
+	if len(a.Queue) != 2 || a.Queue[0].Seq != open[0] || a.Queue[1].Seq != open[1] || a.Queue[0].State != "NEW" {
+		t.Errorf("queue: %+v; want %v in seq order", a.Queue, open)
+	}
+	var events []string
+	for _, e := range a.Ownership {
+		events = append(events, fmt.Sprintf("%s:%s:%d", e.Event, e.Instance, e.Epoch))
+	}
+	if got, want := strings.Join(events, " "), fmt.Sprintf("acquired:beta:%d voided_expired:alpha:1 acquired:alpha:1", epoch); got != want {
+		t.Errorf("ownership, newest first: %s", got)
+	}
+
+	// Keyset pages of one batch.
+	p1 := page("/api/services/svc-a?limit=1")
+	if len(p1.Queue) != 1 || p1.Queue[0].Seq != open[0] || p1.NextAfter != open[0] {
+		t.Fatalf("first page: %+v", p1)
+	}
+	p2 := page(fmt.Sprintf("/api/services/svc-a?limit=1&after=%d", p1.NextAfter))
+	if len(p2.Queue) != 1 || p2.Queue[0].Seq != open[1] {
+		t.Fatalf("second page: %+v", p2)
+	}
+	if p3 := page(fmt.Sprintf("/api/services/svc-a?limit=1&after=%d", p2.NextAfter)); len(p3.Queue) != 0 || p3.NextAfter != 0 {
+		t.Errorf("past the end: %+v", p3)
+	}
+
+	c := page("/api/services/svc-c")
+	if c.Halt == nil || c.Halt.Seq != b.seqs["svc-c"][0] || c.Halt.Reason != "batch INVALID: bad signature" {
+		t.Errorf("svc-c's halt: %+v", c.Halt)
+	}
+	// Odd characters travel escaped in the path and come back as they are.
+	odd := `svc/<i>"odd"</i>&?#%`
+	b.invalidBatch(t, odd, ledgerID("0dd"))
+	if p := page("/api/services/" + url.PathEscape(odd)); p.ServiceID != odd || p.Unfinished != 0 {
+		t.Errorf("odd service_id: %+v", p)
+	}
+
+	b.wantCode(t, http.StatusBadRequest, map[string]string{
+		"/api/services/svc%00":                                 "bad service_id",
+		"/api/services/svc%E2%80%AE":                           "bad service_id",
+		"/api/services/" + strings.Repeat("s", 257):            "bad service_id",
+		"/api/services/svc-a?limit=0":                          "limit",
+		"/api/services/svc-a?limit=201":                        "give 1 to 200",
+		"/api/services/svc-a?limit=x":                          "limit",
+		"/api/services/svc-a?after=-1":                         "not a batch seq",
+		"/api/services/svc-a?after=" + strings.Repeat("9", 30): "not a batch seq",
+	})
+	b.wantCode(t, http.StatusNotFound, map[string]string{"/api/services/svc-nobody-knows": "not found"})
+}
+
+func TestBatchListAPI(t *testing.T) {
+	t.Parallel()
+	b := setup(t, false)
+	list := func(query string) ui.BatchList {
+		t.Helper()
+		var l ui.BatchList
+		if code, body := b.getJSON(t, "/api/batches?"+query, &l); code != http.StatusOK {
+			t.Fatalf("list %s: %d %s", query, code, body)
+		}
+		return l
+	}
+	seqs := func(l ui.BatchList) (out []int64) {
+		for _, x := range l.Batches {
+			out = append(out, x.Seq)
+		}
+		return out
+	}
+	all := list("")
+	if len(all.Batches) != 6 || all.WindowSeconds != 3600 || all.NextBefore != 0 {
+		t.Fatalf("all: %+v", all)
+	}
+	for i := 1; i < len(all.Batches); i++ {
+		if all.Batches[i-1].Seq <= all.Batches[i].Seq {
+			t.Fatalf("not newest first: %v", seqs(all))
+		}
+	}
+	if l := list("state=committed"); len(l.Batches) != 1 || l.Batches[0].Seq != b.seqs["svc-a"][0] || l.State != "COMMITTED" {
+		t.Errorf("COMMITTED: %v", seqs(l))
+	}
+	if l := list("service_id=svc-c"); fmt.Sprint(seqs(l)) != fmt.Sprint([]int64{b.seqs["svc-c"][1], b.seqs["svc-c"][0]}) {
+		t.Errorf("svc-c: %v", seqs(l))
+	}
+	if l := list("service_id=svc-a&state=NEW"); len(l.Batches) != 2 {
+		t.Errorf("svc-a NEW: %v", seqs(l))
+	}
+
+	// Keyset pages of two.
+	var paged []int64
+	q := "limit=2"
+	for range 10 {
+		l := list(q)
+		paged = append(paged, seqs(l)...)
+		if l.NextBefore == 0 {
+			break
+		}
+		q = fmt.Sprintf("limit=2&before=%d", l.NextBefore)
+	}
+	if fmt.Sprint(paged) != fmt.Sprint(seqs(all)) {
+		t.Errorf("pages %v, want %v", paged, seqs(all))
+	}
+
+	// History beyond the default hour comes with a wider window.
+	old := b.seqs["svc-b"][0]
+	execSQL(t, b.pool, `UPDATE batches SET updated_at = now() - interval '3 hours' WHERE seq = $1`, old)
+	has := func(l ui.BatchList) bool {
+		for _, s := range seqs(l) {
+			if s == old {
+				return true
+			}
+		}
+		return false
+	}
+	if has(list("")) || has(list("window=2h")) {
+		t.Error("a batch last changed 3 hours ago is in the last hour's list")
+	}
+	if !has(list("window=4h")) || !has(list("window=7d")) {
+		t.Error("a batch last changed 3 hours ago is missing from the 4h and 7d lists")
+	}
+
+	b.wantCode(t, http.StatusBadRequest, map[string]string{
+		"/api/batches?state=DONE":          "not a batch state",
+		"/api/batches?service_id=a%20b":    "service_id",
+		"/api/batches?limit=1000":          "give 1 to 200",
+		"/api/batches?limit=-1":            "limit",
+		"/api/batches?before=0":            "not a batch seq",
+		"/api/batches?window=30s":          "window",
+		"/api/batches?window=31d":          "window",
+		"/api/batches?window=forever":      "window",
+		"/api/batches?window=99999999999d": "window",
+	})
+}
+
+// The overview's transitions carry the batch's seq and its full id, for the link to its page.
+func TestStatusTransitionsLinkBatches(t *testing.T) {
+	t.Parallel()
+	b := setup(t, false)
+	st := b.status(t)
+	if len(st.Transitions) != 1 || st.Transitions[0].Seq != b.seqs["svc-a"][0] || st.Transitions[0].BatchID != "svc-a-0" {
+		t.Errorf("transitions: %+v", st.Transitions)
+	}
+}
+
+// A page of the batch list reads at most Config.Scan batches by seq: a rare filter gives short
+// (even empty) pages that still lead on, and paging reaches every match.
+func TestBatchListScanBound(t *testing.T) {
+	t.Parallel()
+	b := setup(t, false)
+	h, err := ui.New(b.pool, ui.Config{Scan: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	h.Register(mux)
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	var got []int64
+	pages := 0
+	for q := "/api/batches?service_id=svc-a"; q != ""; pages++ {
+		if pages > 10 {
+			t.Fatal("the pages do not end")
+		}
+		resp, err := http.Get(srv.URL + q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var l ui.BatchList
+		err = json.NewDecoder(resp.Body).Decode(&l)
+		resp.Body.Close()
+		if err != nil || len(l.Batches) > 2 {
+			t.Fatalf("GET %s: %+v (%v); want at most 2 batches read", q, l, err)
+		}
+		for _, x := range l.Batches {
+			got = append(got, x.Seq)
+		}
+		q = ""
+		if l.NextBefore != 0 {
+			q = fmt.Sprintf("/api/batches?service_id=svc-a&before=%d", l.NextBefore)
+		}
+	}
+	want := []int64{b.seqs["svc-a"][2], b.seqs["svc-a"][1], b.seqs["svc-a"][0]}
+	if fmt.Sprint(got) != fmt.Sprint(want) || pages < 3 {
+		t.Errorf("svc-a over %d pages: %v, want %v over at least 3 (6 batches, 2 a page)", pages, got, want)
+	}
+}
