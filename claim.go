@@ -38,6 +38,6 @@ type Job struct {
 	Claim     Claim
 	Batch     Batch
 	FromState State  // the state the in-flight mark expects
-	Reason    string // first | retry | resubmit
+	Reason    Reason // why the job is handed out
 	Attempt   int64  // the attempt-log row the in-flight mark opened, 0 before the mark
 }

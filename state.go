@@ -39,14 +39,3 @@ func ParseState(s string) (State, error) {
 	}
 	return "", fmt.Errorf("unknown batch state %q", s)
 }
-
-// Status is what a ledger says about a batch id.
-type Status string
-
-const (
-	StatusPending   Status = "PENDING"
-	StatusInvalid   Status = "INVALID"
-	StatusValid     Status = "VALID"
-	StatusCommitted Status = "COMMITTED"
-	StatusUnknown   Status = "UNKNOWN"
-)

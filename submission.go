@@ -41,21 +41,6 @@ func (v Verdict) String() string {
 	return fmt.Sprintf("verdict(%d)", int(v))
 }
 
-// State is the batch state a verdict leads to.
-func (v Verdict) State() State {
-	switch v {
-	case Done:
-		return StateCommitted
-	case Accepted:
-		return StatePending
-	case Rejected:
-		return StateInvalid
-	case Retry:
-		return StateDelayed
-	}
-	return StateUnknown
-}
-
 // Result is the outcome of one submission.
 type Result struct {
 	Verdict    Verdict

@@ -1,12 +1,8 @@
 package claims
 
 import (
-	"context"
-
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
-
 	"github.com/batchclaim/batchclaim"
+	"github.com/batchclaim/batchclaim/internal/pg"
 )
 
 // Claim is a service_id this instance holds, with the epoch of its acquisition (the
@@ -29,15 +25,11 @@ const (
 	LossDropped LossReason = "dropped"
 )
 
-// Querier runs statements: a *pgxpool.Pool, a *pgx.Conn or a pgx.Tx.
-type Querier interface {
-	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
-	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
-	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
-}
+// Querier runs statements: a *pgxpool.Pool, a *pgx.Conn or a pgx.Tx. It is the project's
+// one Querier, named here for the packages and embedders that pass one to the claim engine,
+// the observer or the ingest API.
+type Querier = pg.Querier
 
-// Pool is a Querier that can also start transactions, such as *pgxpool.Pool.
-type Pool interface {
-	Querier
-	BeginTx(ctx context.Context, opts pgx.TxOptions) (pgx.Tx, error)
-}
+// Pool is a Querier that can also start transactions, such as *pgxpool.Pool: the project's
+// one Beginner.
+type Pool = pg.Beginner

@@ -1,7 +1,6 @@
 package claims_test
 
 import (
-	"context"
 	"errors"
 	"testing"
 	"time"
@@ -16,7 +15,7 @@ import (
 // again once a renewal succeeds and the database still lists them as its own.
 func TestLocalDeadlineFencesAndRecovers(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
+	ctx := t.Context()
 	pool := dbtest.NewPool(t)
 	registerServiceIDs(t, pool, 3)
 	e, ev := newEngine(t, pool, 1, func(c *claims.Config) {

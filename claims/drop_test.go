@@ -1,7 +1,6 @@
 package claims_test
 
 import (
-	"context"
 	"testing"
 	"time"
 
@@ -16,7 +15,7 @@ import (
 // next enqueue of a dropped service_id brings its row back with a new, higher epoch.
 func TestDropIdleClaims(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
+	ctx := t.Context()
 	pool := dbtest.NewPool(t)
 	ids := registerServiceIDs(t, pool, 6)
 	for _, id := range ids[:2] {
@@ -95,7 +94,7 @@ func TestDropIdleClaims(t *testing.T) {
 // row whose enqueue is running keeps its row, and does not make the drop stop early.
 func TestDropIdleFreeRows(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
+	ctx := t.Context()
 	pool := dbtest.NewPool(t)
 	const idle = 6000 // more than one cycle drops (25 chunks of 200)
 	ids := registerServiceIDs(t, pool, idle)

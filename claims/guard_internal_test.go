@@ -30,7 +30,7 @@ func TestGuardJudge(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx := context.Background()
+	ctx := t.Context()
 	at := func(s int) *time.Time { v := time.Date(2030, 1, 1, 0, 0, s, 0, time.UTC); return &v }
 	obs := func(tl int64, sync bool, hb *time.Time) observation {
 		return observation{timeline: tl, sync: sync, epochs: 100, heartbeat: hb}

@@ -1,7 +1,6 @@
 package claims_test
 
 import (
-	"context"
 	"errors"
 	"testing"
 
@@ -18,7 +17,7 @@ import (
 // resumed, can neither renew, nor adopt the successor's claims, nor pass a fence.
 func TestFixedInstanceIDCannotBeShared(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
+	ctx := t.Context()
 	pool := dbtest.NewPool(t)
 	registerServiceIDs(t, pool, 4)
 	old, _ := newEngine(t, pool, 1, nil)

@@ -1,7 +1,6 @@
 package claims_test
 
 import (
-	"context"
 	"errors"
 	"testing"
 	"time"
@@ -37,7 +36,7 @@ func setupPredicate(t *testing.T) *predicateEnv {
 
 func TestClaimPredicates(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
+	ctx := t.Context()
 	tests := []struct {
 		name    string
 		prepare func(t *testing.T, env *predicateEnv)
@@ -133,7 +132,7 @@ func TestClaimPredicates(t *testing.T) {
 
 func TestStaleEpochWriteIsRejected(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
+	ctx := t.Context()
 	env := setupPredicate(t)
 	env.b.ShiftDBTime(4 * time.Second) // A's idle claims are past expiry_1 for B
 	cycle(t, env.b)
@@ -176,7 +175,7 @@ func TestStaleEpochWriteIsRejected(t *testing.T) {
 
 func TestNonOwnerCannotRenewOrWrite(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
+	ctx := t.Context()
 	env := setupPredicate(t)
 	env.b.ShiftDBTime(2 * time.Second) // B renews later than A, still within A's expiry_1
 	cycle(t, env.b)

@@ -18,7 +18,7 @@ import (
 func TestConcurrentInstances(t *testing.T) {
 	t.Parallel()
 	const serviceIDs, rounds = 2000, 30
-	ctx := context.Background()
+	ctx := t.Context()
 	url := dbtest.NewDB(t)
 	admin := newPool(t, url)
 	registerServiceIDs(t, admin, serviceIDs)

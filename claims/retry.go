@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/batchclaim/batchclaim/internal/pg"
 	"github.com/cenkalti/backoff/v4"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -73,16 +74,10 @@ func retryTx(ctx context.Context, pool Pool, opts pgx.TxOptions, maxTries int, g
 }
 
 func runTx(ctx context.Context, pool Pool, opts pgx.TxOptions, guard func(context.Context, Querier) error, fn func(pgx.Tx) error) error {
-	tx, err := pool.BeginTx(ctx, opts)
-	if err != nil {
-		return err
-	}
-	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // no-op after commit
-	if err := guard(ctx, tx); err != nil {
-		return err
-	}
-	if err := fn(tx); err != nil {
-		return err
-	}
-	return tx.Commit(ctx)
+	return pg.InTx(ctx, pool, opts, func(tx pgx.Tx) error {
+		if err := guard(ctx, tx); err != nil {
+			return err
+		}
+		return fn(tx)
+	})
 }

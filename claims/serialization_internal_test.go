@@ -15,7 +15,7 @@ import (
 // other transaction ends, which here is after the cycle must have returned.
 func TestLockedRowsDelayNoOne(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
+	ctx := t.Context()
 	pool := dbtest.NewPool(t)
 	ids := make([]string, 10)
 	for i := range ids {

@@ -23,6 +23,7 @@ import (
 	"github.com/batchclaim/batchclaim/dlt"
 	"github.com/batchclaim/batchclaim/dlt/dltsim"
 	"github.com/batchclaim/batchclaim/internal/dbtest"
+	"github.com/batchclaim/batchclaim/internal/testutil"
 	"github.com/batchclaim/batchclaim/node"
 )
 
@@ -329,7 +330,7 @@ func runningInstanceMetrics(t *testing.T) map[string]family {
 	reg := prometheus.NewRegistry()
 	n, err := node.New(pool, node.Config{
 		Claims:    claims.Config{Name: "metrics", RenewInterval: 100 * time.Millisecond, Expiry1: time.Second, Expiry2: 4 * time.Second},
-		Submitter: node.DLTSubmitter(client), Statuses: node.DLTStatuses(client), PollInterval: 50 * time.Millisecond,
+		Submitter: client, Statuses: client, PollInterval: 50 * time.Millisecond,
 		Listen: "127.0.0.1:0", Registry: reg,
 	})
 	if err != nil {
@@ -344,7 +345,7 @@ func runningInstanceMetrics(t *testing.T) map[string]family {
 			t.Errorf("instance stopped with %v", err)
 		}
 	})
-	waitFor(t, 10*time.Second, "listener up", func() bool { return n.Addr() != "" })
+	testutil.WaitFor(t, 10*time.Second, "listener up", func() bool { return n.Addr() != "" })
 
 	id, list := dlt.FakeBatch("svc-1", 0)
 	resp, err := http.Post("http://"+n.Addr()+"/batches?service_id=svc-1", "application/octet-stream", bytes.NewReader(list))
@@ -355,7 +356,7 @@ func runningInstanceMetrics(t *testing.T) map[string]family {
 	if resp.StatusCode != http.StatusAccepted {
 		t.Fatalf("POST /batches: %s", resp.Status)
 	}
-	waitFor(t, 30*time.Second, "the ingested batch committed", func() bool {
+	testutil.WaitFor(t, 30*time.Second, "the ingested batch committed", func() bool {
 		var state string
 		err := pool.QueryRow(ctx, `SELECT state FROM batches WHERE batch_id = $1`, id).Scan(&state)
 		return err == nil && state == "COMMITTED"
@@ -376,17 +377,6 @@ func runningInstanceMetrics(t *testing.T) map[string]family {
 		out[mf.GetName()] = f
 	}
 	return out
-}
-
-func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for: %s", timeout, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }
 
 func keys[V any](m map[string]V) []string {

@@ -41,34 +41,23 @@ type PostResult struct {
 	Link string
 }
 
-// InvalidTransaction explains why a batch is INVALID.
-type InvalidTransaction struct {
-	ID           string
-	Message      string
-	ExtendedData []byte
-}
-
-// BatchStatus is what the ledger says about one batch id.
-type BatchStatus struct {
-	ID     string
-	Status batchclaim.Status
-	// Invalid lists the failed transactions of an INVALID batch.
-	Invalid []InvalidTransaction
-}
-
 // Client is a ledger API.
 type Client interface {
 	// Post sends a serialized BatchList. The error is non-nil only for a payload that is not a
 	// valid BatchList or when ctx ends; every HTTP or transport failure is a verdict.
 	Post(ctx context.Context, batchList []byte) (PostResult, error)
-	// Statuses returns one status per distinct id, in the order of ids.
-	Statuses(ctx context.Context, ids []string) ([]BatchStatus, error)
+	// Submit is Post of a batch whose payload is a BatchList, returning its batchclaim.Result:
+	// a Client is a submitter.Submitter.
+	Submit(ctx context.Context, b batchclaim.Batch) (batchclaim.Result, error)
+	// Statuses returns one status per distinct id, in the order of ids. With StatusesWait, a
+	// Client is an observer.StatusWaiter.
+	Statuses(ctx context.Context, ids []string) ([]batchclaim.LedgerStatus, error)
 	// StatusesWait is Statuses asking the ledger to hold its answer until no id is left
 	// unsettled (Sawtooth: none PENDING; scabbard: each COMMITTED or INVALID) or wait has
 	// passed, so that one call sees a commit that is a moment away. The ledger gets wait in
 	// whole seconds, rounded up; wait bounds the whole call, so the groups of ids sent after
 	// others ask for only what is left of it. Zero or negative wait is Statuses.
-	StatusesWait(ctx context.Context, ids []string, wait time.Duration) ([]BatchStatus, error)
+	StatusesWait(ctx context.Context, ids []string, wait time.Duration) ([]batchclaim.LedgerStatus, error)
 	// Flavor names the API.
 	Flavor() Flavor
 	// OrderedOnValid reports whether a VALID status already fixes the batch's place in the

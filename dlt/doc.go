@@ -10,9 +10,11 @@
 // batches for tests and demos; FakeBatchService reads back the service id it put in the
 // header.
 //
-// Clients. Client is what the submitter and the observer use: Post sends one BatchList and
-// classifies the answer in the shared vocabulary of package batchclaim, Statuses asks for the
-// status of a set of batch ids. A Post never returns an error for an HTTP or transport
+// Clients. Client is what the submitter and the observer use, directly: it is a
+// submitter.Submitter and an observer.StatusWaiter. Post (and Submit, for a batch whose
+// payload is a BatchList) sends one BatchList and classifies the answer in the shared
+// vocabulary of package batchclaim; Statuses asks for the status of a set of batch ids and
+// answers with batchclaim.LedgerStatus values. A Post never returns an error for an HTTP or transport
 // failure; its PostResult (a batchclaim.Result and the status link) carries the verdict:
 //
 //   - batchclaim.Accepted: 200 or 202; the ledger has the batch (PostResult.Link is the status

@@ -107,7 +107,7 @@ func post(t *testing.T, c dlt.Client, list []byte) dlt.PostResult {
 }
 
 // statuses asks for ids and fails the test on an error.
-func statuses(t *testing.T, c dlt.Client, ids ...string) []dlt.BatchStatus {
+func statuses(t *testing.T, c dlt.Client, ids ...string) []batchclaim.LedgerStatus {
 	t.Helper()
 	sts, err := c.Statuses(t.Context(), ids)
 	if err != nil {
@@ -120,7 +120,7 @@ func statuses(t *testing.T, c dlt.Client, ids ...string) []dlt.BatchStatus {
 }
 
 // waitStatus polls until id has status want, failing after a deadline.
-func waitStatus(t *testing.T, c dlt.Client, id string, want batchclaim.Status) dlt.BatchStatus {
+func waitStatus(t *testing.T, c dlt.Client, id string, want batchclaim.Status) batchclaim.LedgerStatus {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()

@@ -41,14 +41,23 @@ func (s *Sawtooth) Post(ctx context.Context, batchList []byte) (PostResult, erro
 	return s.t.post(ctx, s.t.endpoint("batches"), batchList, sawtoothDetail)
 }
 
+// Submit posts b.Payload, a BatchList, and returns the classified answer (see Post).
+func (s *Sawtooth) Submit(ctx context.Context, b batchclaim.Batch) (batchclaim.Result, error) {
+	res, err := s.Post(ctx, b.Payload)
+	if err != nil {
+		return batchclaim.Result{}, err
+	}
+	return res.Result, nil
+}
+
 // Statuses asks GET /batch_statuses about at most 15 ids at a time.
-func (s *Sawtooth) Statuses(ctx context.Context, ids []string) ([]BatchStatus, error) {
+func (s *Sawtooth) Statuses(ctx context.Context, ids []string) ([]batchclaim.LedgerStatus, error) {
 	return s.t.statuses(ctx, ids, 0, SawtoothMaxStatusIDs, s.fetch)
 }
 
 // StatusesWait asks GET /batch_statuses?id=...&wait=N about at most 15 ids at a time; the
 // REST API answers once none of them is PENDING or N seconds have passed.
-func (s *Sawtooth) StatusesWait(ctx context.Context, ids []string, wait time.Duration) ([]BatchStatus, error) {
+func (s *Sawtooth) StatusesWait(ctx context.Context, ids []string, wait time.Duration) ([]batchclaim.LedgerStatus, error) {
 	return s.t.statuses(ctx, ids, wait, SawtoothMaxStatusIDs, s.fetch)
 }
 
@@ -64,21 +73,21 @@ type sawtoothStatuses struct {
 	} `json:"data"`
 }
 
-func (s *Sawtooth) fetch(ctx context.Context, ids []string, wait int) ([]BatchStatus, error) {
+func (s *Sawtooth) fetch(ctx context.Context, ids []string, wait int) ([]batchclaim.LedgerStatus, error) {
 	target := s.t.endpoint("batch_statuses") + "?id=" + strings.Join(ids, ",") + waitParam(wait)
 	var ans sawtoothStatuses
 	if err := s.t.getJSON(ctx, target, wait, &ans, sawtoothDetail); err != nil {
 		return nil, err
 	}
-	out := make([]BatchStatus, 0, len(ans.Data))
+	out := make([]batchclaim.LedgerStatus, 0, len(ans.Data))
 	for _, d := range ans.Data {
 		st, err := sawtoothStatus(d.Status)
 		if err != nil {
 			return nil, fmt.Errorf("batch %s: %w", d.ID, err)
 		}
-		bs := BatchStatus{ID: d.ID, Status: st}
+		bs := batchclaim.LedgerStatus{ID: d.ID, Status: st}
 		for _, it := range d.InvalidTransactions {
-			bs.Invalid = append(bs.Invalid, InvalidTransaction{ID: it.ID, Message: it.Message, ExtendedData: it.ExtendedData})
+			bs.Invalid = append(bs.Invalid, batchclaim.InvalidTransaction{ID: it.ID, Message: it.Message, ExtendedData: it.ExtendedData})
 		}
 		out = append(out, bs)
 	}

@@ -52,15 +52,24 @@ func (s *Scabbard) Post(ctx context.Context, batchList []byte) (PostResult, erro
 	return s.t.post(ctx, s.t.endpoint("scabbard", s.circuit, s.service, "batches"), batchList, scabbardDetail)
 }
 
+// Submit posts b.Payload, a BatchList, and returns the classified answer (see Post).
+func (s *Scabbard) Submit(ctx context.Context, b batchclaim.Batch) (batchclaim.Result, error) {
+	res, err := s.Post(ctx, b.Payload)
+	if err != nil {
+		return batchclaim.Result{}, err
+	}
+	return res.Result, nil
+}
+
 // Statuses asks {node}/scabbard/{circuit}/{service}/batch_statuses about at most 50 ids at
 // a time.
-func (s *Scabbard) Statuses(ctx context.Context, ids []string) ([]BatchStatus, error) {
+func (s *Scabbard) Statuses(ctx context.Context, ids []string) ([]batchclaim.LedgerStatus, error) {
 	return s.t.statuses(ctx, ids, 0, ScabbardMaxStatusIDs, s.fetch)
 }
 
 // StatusesWait asks .../batch_statuses?ids=...&wait=N about at most 50 ids at a time; the
 // service answers once each of them is COMMITTED or INVALID or N seconds have passed.
-func (s *Scabbard) StatusesWait(ctx context.Context, ids []string, wait time.Duration) ([]BatchStatus, error) {
+func (s *Scabbard) StatusesWait(ctx context.Context, ids []string, wait time.Duration) ([]batchclaim.LedgerStatus, error) {
 	return s.t.statuses(ctx, ids, wait, ScabbardMaxStatusIDs, s.fetch)
 }
 
@@ -76,22 +85,22 @@ type scabbardStatus struct {
 	} `json:"status"`
 }
 
-func (s *Scabbard) fetch(ctx context.Context, ids []string, wait int) ([]BatchStatus, error) {
+func (s *Scabbard) fetch(ctx context.Context, ids []string, wait int) ([]batchclaim.LedgerStatus, error) {
 	target := s.t.endpoint("scabbard", s.circuit, s.service, "batch_statuses") + "?ids=" + strings.Join(ids, ",") + waitParam(wait)
 	var ans []scabbardStatus
 	if err := s.t.getJSON(ctx, target, wait, &ans, scabbardDetail); err != nil {
 		return nil, err
 	}
-	out := make([]BatchStatus, 0, len(ans))
+	out := make([]batchclaim.LedgerStatus, 0, len(ans))
 	for _, a := range ans {
 		st, err := parseScabbardStatus(a.Status.StatusType)
 		if err != nil {
 			return nil, fmt.Errorf("batch %s: %w", a.ID, err)
 		}
-		bs := BatchStatus{ID: a.ID, Status: st}
+		bs := batchclaim.LedgerStatus{ID: a.ID, Status: st}
 		if st == batchclaim.StatusInvalid {
 			for _, m := range a.Status.Message {
-				bs.Invalid = append(bs.Invalid, InvalidTransaction{ID: m.TransactionID, Message: m.ErrorMessage, ExtendedData: m.ErrorData})
+				bs.Invalid = append(bs.Invalid, batchclaim.InvalidTransaction{ID: m.TransactionID, Message: m.ErrorMessage, ExtendedData: m.ErrorData})
 			}
 		}
 		out = append(out, bs)

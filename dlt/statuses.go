@@ -12,14 +12,14 @@ import (
 
 // fetchFunc asks the ledger about one group of distinct, valid ids, asking it to hold its
 // answer for up to wait seconds (0: no wait parameter).
-type fetchFunc func(ctx context.Context, ids []string, wait int) ([]BatchStatus, error)
+type fetchFunc func(ctx context.Context, ids []string, wait int) ([]batchclaim.LedgerStatus, error)
 
 // statuses validates and dedupes ids, asks for them in groups of at most size ids with at
 // most t.concurrency requests at once, and returns one status per distinct id in order. Ids
 // the ledger did not mention are UNKNOWN; an id it mentions without having been asked is an
 // error. A positive wait, rounded up to whole seconds, is a deadline for the whole call: each
 // group asks the ledger to wait for what is left of it when its request starts.
-func (t *transport) statuses(ctx context.Context, ids []string, wait time.Duration, size int, fetch fetchFunc) ([]BatchStatus, error) {
+func (t *transport) statuses(ctx context.Context, ids []string, wait time.Duration, size int, fetch fetchFunc) ([]batchclaim.LedgerStatus, error) {
 	ids, err := distinctIDs(ids)
 	if err != nil || len(ids) == 0 {
 		return nil, err
@@ -39,16 +39,16 @@ func (t *transport) statuses(ctx context.Context, ids []string, wait time.Durati
 	if err != nil {
 		return nil, err
 	}
-	var out []BatchStatus
+	var out []batchclaim.LedgerStatus
 	for i, g := range groups {
-		byID := make(map[string]BatchStatus, len(answers[i]))
+		byID := make(map[string]batchclaim.LedgerStatus, len(answers[i]))
 		for _, st := range answers[i] {
 			byID[st.ID] = st
 		}
 		for _, id := range g {
 			st, ok := byID[id]
 			if !ok {
-				st = BatchStatus{ID: id, Status: batchclaim.StatusUnknown}
+				st = batchclaim.LedgerStatus{ID: id, Status: batchclaim.StatusUnknown}
 			}
 			out = append(out, st)
 		}
@@ -59,10 +59,10 @@ func (t *transport) statuses(ctx context.Context, ids []string, wait time.Durati
 // fanOut runs fetch for every group with bounded concurrency and checks that each answer
 // names only asked ids. The first failure cancels the rest. A non-zero deadline is passed
 // on as the seconds left until it, rounded up, when each request starts.
-func (t *transport) fanOut(ctx context.Context, groups [][]string, deadline time.Time, fetch fetchFunc) ([][]BatchStatus, error) {
+func (t *transport) fanOut(ctx context.Context, groups [][]string, deadline time.Time, fetch fetchFunc) ([][]batchclaim.LedgerStatus, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	answers := make([][]BatchStatus, len(groups))
+	answers := make([][]batchclaim.LedgerStatus, len(groups))
 	sem := make(chan struct{}, t.concurrency)
 	var (
 		wg       sync.WaitGroup
@@ -124,7 +124,7 @@ func waitParam(secs int) string {
 }
 
 // checkAnswered rejects an answer naming an id that was not asked for.
-func checkAnswered(asked []string, sts []BatchStatus) error {
+func checkAnswered(asked []string, sts []batchclaim.LedgerStatus) error {
 	set := make(map[string]bool, len(asked))
 	for _, id := range asked {
 		set[id] = true

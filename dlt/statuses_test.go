@@ -23,7 +23,7 @@ func TestStatusesInvalidTransactions(t *testing.T) {
 		post(t, b.client, list)
 		st := waitStatus(t, b.client, id, batchclaim.StatusInvalid)
 		batches, _ := dlt.SplitBatchList(list)
-		want := dlt.InvalidTransaction{ID: batches[0].TransactionIDs[0], Message: "simulated invalid transaction", ExtendedData: []byte("dltsim")}
+		want := batchclaim.InvalidTransaction{ID: batches[0].TransactionIDs[0], Message: "simulated invalid transaction", ExtendedData: []byte("dltsim")}
 		if len(st.Invalid) != 1 || st.Invalid[0].ID != want.ID || st.Invalid[0].Message != want.Message ||
 			string(st.Invalid[0].ExtendedData) != string(want.ExtendedData) {
 			t.Fatalf("invalid = %+v, want [%+v]", st.Invalid, want)

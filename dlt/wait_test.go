@@ -139,7 +139,7 @@ func TestStatusesWaitRequest(t *testing.T) {
 			c := newClient(t, flavor, "http://ledger.invalid:8008", dlt.Config{HTTPClient: hc, RequestTimeout: timeout})
 			before := time.Now()
 			var (
-				sts []dlt.BatchStatus
+				sts []batchclaim.LedgerStatus
 				err error
 			)
 			if tt.wait == 0 {

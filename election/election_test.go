@@ -15,6 +15,7 @@ import (
 	"github.com/batchclaim/batchclaim"
 	"github.com/batchclaim/batchclaim/election"
 	"github.com/batchclaim/batchclaim/internal/tcpproxy"
+	"github.com/batchclaim/batchclaim/internal/testutil"
 )
 
 func TestConfigValidation(t *testing.T) {
@@ -70,8 +71,8 @@ func TestOnePrimaryPerRole(t *testing.T) {
 		el, _, _ := startElector(t, pool, fmt.Sprintf("e%d", i), roles, nil)
 		els = append(els, el)
 	}
-	ctx := context.Background()
-	waitFor(t, 20*time.Second, "a primary for every role", func() bool {
+	ctx := t.Context()
+	testutil.WaitFor(t, 20*time.Second, "a primary for every role", func() bool {
 		for _, r := range roles {
 			if _, err := election.GetPrimary(ctx, pool, r); err != nil {
 				return false
@@ -150,13 +151,13 @@ func TestStepDownBeforeReelection(t *testing.T) {
 	t.Cleanup(poolA.Close)
 
 	a, recA, _ := startElector(t, poolA, "a", []string{"r"}, nil)
-	waitFor(t, 20*time.Second, "a elected", func() bool { _, ok := a.CheckPrimary("r"); return ok })
+	testutil.WaitFor(t, 20*time.Second, "a elected", func() bool { _, ok := a.CheckPrimary("r"); return ok })
 	termA, _ := a.CheckPrimary("r")
 	b, recB, stopB := startElector(t, pool, "b", []string{"r"}, nil)
 
 	p.Blackhole()
 	// The hook that records an election may run just after CheckPrimary starts answering.
-	waitFor(t, 20*time.Second, "b elected", func() bool {
+	testutil.WaitFor(t, 20*time.Second, "b elected", func() bool {
 		_, ok := b.CheckPrimary("r")
 		elected, _ := recB.snapshot()
 		return ok && len(elected) > 0
@@ -180,7 +181,7 @@ func TestStepDownBeforeReelection(t *testing.T) {
 	}
 
 	p.Restore()
-	waitFor(t, 20*time.Second, "a back as a standby", func() bool {
+	testutil.WaitFor(t, 20*time.Second, "a back as a standby", func() bool {
 		var live bool
 		err := pool.QueryRow(context.Background(), `SELECT expires_at > now() FROM election_members WHERE instance_id = $1`, a.InstanceID()).Scan(&live)
 		return err == nil && live
@@ -190,7 +191,7 @@ func TestStepDownBeforeReelection(t *testing.T) {
 	}
 
 	stopB()
-	waitFor(t, 20*time.Second, "a elected after b resigned", func() bool { _, ok := a.CheckPrimary("r"); return ok })
+	testutil.WaitFor(t, 20*time.Second, "a elected after b resigned", func() bool { _, ok := a.CheckPrimary("r"); return ok })
 	termA2, _ := a.CheckPrimary("r")
 	if termA2.Epoch <= termB.Epoch {
 		t.Fatalf("epoch did not increase: b had %d, a now has %d", termB.Epoch, termA2.Epoch)
@@ -208,9 +209,9 @@ func TestStepDownBeforeReelection(t *testing.T) {
 func TestFenceRejectsOldTerm(t *testing.T) {
 	t.Parallel()
 	pool, _ := testDB(t)
-	ctx := context.Background()
+	ctx := t.Context()
 	a, recA, _ := startElector(t, pool, "a", []string{"r"}, nil)
-	waitFor(t, 20*time.Second, "a elected", func() bool { _, ok := a.CheckPrimary("r"); return ok })
+	testutil.WaitFor(t, 20*time.Second, "a elected", func() bool { _, ok := a.CheckPrimary("r"); return ok })
 	termA, _ := a.CheckPrimary("r")
 
 	tx, err := pool.Begin(ctx)
@@ -228,7 +229,7 @@ func TestFenceRejectsOldTerm(t *testing.T) {
 	b, _, _ := startElector(t, pool, "b", []string{"r"}, nil)
 	b.ShiftDBTime(testTimeout + time.Second)
 	// Keep the fenced transaction busy (Fence ends it on the server if it idles for I).
-	waitFor(t, 20*time.Second, "b's takeovers blocked by the fenced transaction", func() bool {
+	testutil.WaitFor(t, 20*time.Second, "b's takeovers blocked by the fenced transaction", func() bool {
 		if _, err := tx.Exec(ctx, "SELECT 1"); err != nil {
 			t.Fatalf("the fenced transaction ended: %v", err)
 		}
@@ -240,7 +241,7 @@ func TestFenceRejectsOldTerm(t *testing.T) {
 	if err := tx.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 20*time.Second, "b elected", func() bool { _, ok := b.CheckPrimary("r"); return ok })
+	testutil.WaitFor(t, 20*time.Second, "b elected", func() bool { _, ok := b.CheckPrimary("r"); return ok })
 	termB, _ := b.CheckPrimary("r")
 	if termB.Epoch != termA.Epoch+1 {
 		t.Fatalf("b's epoch is %d, want %d", termB.Epoch, termA.Epoch+1)
@@ -282,7 +283,7 @@ func TestFenceRejectsOldTerm(t *testing.T) {
 	if err := tx2.QueryRow(ctx, "SELECT pg_backend_pid()").Scan(&pid); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 20*time.Second, "the idle fenced transaction ended by the server", func() bool {
+	testutil.WaitFor(t, 20*time.Second, "the idle fenced transaction ended by the server", func() bool {
 		var alive bool
 		return pool.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_stat_activity WHERE pid = $1)", pid).Scan(&alive) == nil && !alive
 	})

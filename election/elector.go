@@ -18,6 +18,7 @@ import (
 
 	"github.com/batchclaim/batchclaim"
 	"github.com/batchclaim/batchclaim/internal/db"
+	"github.com/batchclaim/batchclaim/internal/pg"
 )
 
 // shutdownWait bounds how long Run waits, once its context ended, for OnElected callbacks to
@@ -340,21 +341,25 @@ const wakeSlack = 10 * time.Millisecond
 // after which a new attempt is worth making at once; a lock timeout (a fenced transaction of
 // the current primary holds the term row) is not, it is retried at the next cycle.
 func (e *Elector) acquire(ctx context.Context, conn *pgx.Conn, roles []string, now *time.Time) (won []db.ElectionTermsAcquireRow, raced bool, err error) {
-	tx, err := conn.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead})
-	if err != nil {
+	var begun, timeouts bool
+	err = pg.InTx(ctx, conn, pgx.TxOptions{IsoLevel: pgx.RepeatableRead}, func(tx pgx.Tx) error {
+		begun = true
+		if _, err := tx.Exec(ctx, "SELECT set_config('lock_timeout', $1, true), set_config('idle_in_transaction_session_timeout', $2, true)",
+			ms(e.cfg.HeartbeatInterval), ms(e.cfg.HeartbeatInterval)); err != nil {
+			timeouts = true
+			return err
+		}
+		_, err := e.q.ElectionMembersEvict(ctx, tx, db.ElectionMembersEvictParams{InstanceID: e.id, Roles: roles, Now: now})
+		if err == nil {
+			won, err = e.q.ElectionTermsAcquire(ctx, tx, db.ElectionTermsAcquireParams{InstanceID: e.id, Roles: roles, Now: now})
+		}
+		return err
+	})
+	switch {
+	case !begun:
 		return nil, false, fmt.Errorf("begin takeover: %w", err)
-	}
-	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
-	if _, err := tx.Exec(ctx, "SELECT set_config('lock_timeout', $1, true), set_config('idle_in_transaction_session_timeout', $2, true)",
-		ms(e.cfg.HeartbeatInterval), ms(e.cfg.HeartbeatInterval)); err != nil {
+	case timeouts:
 		return nil, false, fmt.Errorf("set takeover timeouts: %w", err)
-	}
-	_, err = e.q.ElectionMembersEvict(ctx, tx, db.ElectionMembersEvictParams{InstanceID: e.id, Roles: roles, Now: now})
-	if err == nil {
-		won, err = e.q.ElectionTermsAcquire(ctx, tx, db.ElectionTermsAcquireParams{InstanceID: e.id, Roles: roles, Now: now})
-	}
-	if err == nil {
-		err = tx.Commit(ctx)
 	}
 	if code := raceCode(err); code != "" {
 		e.stats.racesLost.Add(1)
@@ -415,7 +420,7 @@ func (e *Elector) dropConnection(ctx context.Context) {
 
 // dbNow returns the time statements should judge by: nil (the database's clock) unless a
 // shift is set.
-func (e *Elector) dbNow(ctx context.Context, q DBTX) (*time.Time, error) {
+func (e *Elector) dbNow(ctx context.Context, q pg.Querier) (*time.Time, error) {
 	d := e.shift.Load()
 	if d == 0 {
 		return nil, nil

@@ -1,14 +1,9 @@
 package election_test
 
 import (
-	"bufio"
 	"context"
 	"errors"
-	"os"
-	"os/exec"
-	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -17,6 +12,7 @@ import (
 	"github.com/batchclaim/batchclaim"
 	"github.com/batchclaim/batchclaim/election"
 	"github.com/batchclaim/batchclaim/internal/dbtest"
+	"github.com/batchclaim/batchclaim/internal/testutil"
 )
 
 // Test timings: generous enough for a loaded machine (a primary steps down when a renewal
@@ -102,18 +98,6 @@ func startElector(t *testing.T, pool *pgxpool.Pool, name string, roles []string,
 	return el, rec, stop
 }
 
-// waitFor polls cond every 20ms until it holds, failing the test after limit.
-func waitFor(t *testing.T, limit time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(limit)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", limit, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 // primaryIs reports whether the database says name is the live primary of role.
 func primaryIs(t *testing.T, pool *pgxpool.Pool, role, name string) (election.Term, bool) {
 	t.Helper()
@@ -138,59 +122,8 @@ func electedAt(t *testing.T, pool *pgxpool.Pool, role string, epoch int64) time.
 	return at
 }
 
-// helperProc is the test binary running helperMain in its own process.
-type helperProc struct {
-	cmd   *exec.Cmd
-	mu    sync.Mutex
-	lines []string
-	done  chan struct{}
-}
-
-func startHelper(t *testing.T, url string) *helperProc {
+// startHelper runs helperMain in a process of its own (this test binary).
+func startHelper(t *testing.T, url string) *testutil.Child {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), helperEnv+"="+url)
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	h := &helperProc{cmd: cmd, done: make(chan struct{})}
-	go func() {
-		defer close(h.done)
-		s := bufio.NewScanner(out)
-		for s.Scan() {
-			h.mu.Lock()
-			h.lines = append(h.lines, s.Text())
-			h.mu.Unlock()
-		}
-		_ = cmd.Wait()
-	}()
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGCONT)
-		_ = cmd.Process.Kill()
-		<-h.done
-	})
-	return h
-}
-
-// saw reports whether the helper printed a line starting with prefix.
-func (h *helperProc) saw(prefix string) bool {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	for _, l := range h.lines {
-		if strings.HasPrefix(l, prefix) {
-			return true
-		}
-	}
-	return false
-}
-
-func (h *helperProc) output() string {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return strings.Join(h.lines, "\n")
+	return testutil.StartChild(t, testutil.ChildConfig{Name: "helper", Env: []string{helperEnv + "=" + url}, OwnStderr: true})
 }

@@ -1,7 +1,7 @@
 package election_test
 
 import (
-	"context"
+	"github.com/batchclaim/batchclaim/internal/testutil"
 	"strconv"
 	"strings"
 	"syscall"
@@ -15,23 +15,23 @@ import (
 func TestSIGKILLOfPrimaryProcess(t *testing.T) {
 	t.Parallel()
 	pool, url := testDB(t)
-	ctx := context.Background()
+	ctx := t.Context()
 	h := startHelper(t, url)
-	waitFor(t, 30*time.Second, "the helper process elected", func() bool { return h.saw("elected ") })
+	testutil.WaitFor(t, 30*time.Second, "the helper process elected", func() bool { return h.SaidPrefix("elected ") })
 	b, _, _ := startElector(t, pool, "b", []string{"r"}, nil)
 	old, ok := primaryIs(t, pool, "r", "helper")
 	if !ok {
-		t.Fatalf("the helper is not the primary: %+v\n%s", old, h.output())
+		t.Fatalf("the helper is not the primary: %+v\n%s", old, h.Output())
 	}
 
 	var killedAt time.Time
 	if err := pool.QueryRow(ctx, `SELECT clock_timestamp()`).Scan(&killedAt); err != nil {
 		t.Fatal(err)
 	}
-	if err := h.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+	if err := h.Cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 30*time.Second, "b elected after the kill", func() bool { _, ok := b.CheckPrimary("r"); return ok })
+	testutil.WaitFor(t, 30*time.Second, "b elected after the kill", func() bool { _, ok := b.CheckPrimary("r"); return ok })
 	nt, _ := b.CheckPrimary("r")
 	if nt.Epoch <= old.Epoch {
 		t.Fatalf("epoch did not increase: %d then %d", old.Epoch, nt.Epoch)
@@ -58,15 +58,15 @@ func TestSIGKILLOfPrimaryProcess(t *testing.T) {
 func TestSIGSTOPOfPrimaryProcessPastExpiry(t *testing.T) {
 	t.Parallel()
 	pool, url := testDB(t)
-	ctx := context.Background()
+	ctx := t.Context()
 	h := startHelper(t, url)
-	waitFor(t, 30*time.Second, "the helper process elected", func() bool { return h.saw("elected ") })
+	testutil.WaitFor(t, 30*time.Second, "the helper process elected", func() bool { return h.SaidPrefix("elected ") })
 	b, _, _ := startElector(t, pool, "b", []string{"r"}, nil)
 	old, ok := primaryIs(t, pool, "r", "helper")
 	if !ok {
-		t.Fatalf("the helper is not the primary: %+v\n%s", old, h.output())
+		t.Fatalf("the helper is not the primary: %+v\n%s", old, h.Output())
 	}
-	waitFor(t, 10*time.Second, "fenced writes by the helper", func() bool {
+	testutil.WaitFor(t, 10*time.Second, "fenced writes by the helper", func() bool {
 		var n int
 		return pool.QueryRow(ctx, `SELECT count(*) FROM test_writes WHERE epoch = $1`, old.Epoch).Scan(&n) == nil && n > 0
 	})
@@ -75,7 +75,7 @@ func TestSIGSTOPOfPrimaryProcessPastExpiry(t *testing.T) {
 	// server must end that transaction, or nobody could be elected while the pause lasts.
 	stoppedInTx := false
 	for range 40 {
-		if err := h.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		if err := h.Cmd.Process.Signal(syscall.SIGSTOP); err != nil {
 			t.Fatal(err)
 		}
 		if err := pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_stat_activity WHERE datname = current_database()
@@ -85,7 +85,7 @@ func TestSIGSTOPOfPrimaryProcessPastExpiry(t *testing.T) {
 		if stoppedInTx {
 			break
 		}
-		if err := h.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		if err := h.Cmd.Process.Signal(syscall.SIGCONT); err != nil {
 			t.Fatal(err)
 		}
 		time.Sleep(37 * time.Millisecond) // a different phase of the helper's write loop
@@ -93,15 +93,15 @@ func TestSIGSTOPOfPrimaryProcessPastExpiry(t *testing.T) {
 	if !stoppedInTx {
 		t.Fatal("could not stop the helper inside a fenced transaction")
 	}
-	waitFor(t, 30*time.Second, "b elected while the helper is stopped", func() bool { _, ok := b.CheckPrimary("r"); return ok })
+	testutil.WaitFor(t, 30*time.Second, "b elected while the helper is stopped", func() bool { _, ok := b.CheckPrimary("r"); return ok })
 	nt, _ := b.CheckPrimary("r")
-	if err := h.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+	if err := h.Cmd.Process.Signal(syscall.SIGCONT); err != nil {
 		t.Fatal(err)
 	}
 	wantDown := "stepped-down " + itoa(old.Epoch) + " "
-	waitFor(t, 30*time.Second, "the resumed helper stepping down", func() bool { return h.saw(wantDown) })
-	if !h.saw(wantDown + "deadline") {
-		t.Logf("helper output:\n%s", h.output())
+	testutil.WaitFor(t, 30*time.Second, "the resumed helper stepping down", func() bool { return h.SaidPrefix(wantDown) })
+	if !h.SaidPrefix(wantDown + "deadline") {
+		t.Logf("helper output:\n%s", h.Output())
 		t.Fatal("the resumed helper did not step down because of its own deadline")
 	}
 	if _, ok := b.CheckPrimary("r"); !ok {
@@ -115,7 +115,7 @@ func TestSIGSTOPOfPrimaryProcessPastExpiry(t *testing.T) {
 	if stale > 0 {
 		t.Fatalf("%d fenced writes of the old term accepted after the new term began", stale)
 	}
-	if strings.Contains(h.output(), "elected "+itoa(old.Epoch)+"\nelected") {
+	if strings.Contains(h.Output(), "elected "+itoa(old.Epoch)+"\nelected") {
 		t.Fatal("the helper was elected twice in one term")
 	}
 }

@@ -1,10 +1,10 @@
 package election_test
 
 import (
-	"context"
 	"testing"
 	"time"
 
+	"github.com/batchclaim/batchclaim/internal/testutil"
 	"github.com/google/uuid"
 )
 
@@ -17,7 +17,7 @@ import (
 func TestTakeoverConflictsWithLateRenewal(t *testing.T) {
 	t.Parallel()
 	pool, _ := testDB(t)
-	ctx := context.Background()
+	ctx := t.Context()
 	holder := uuid.New()
 	if _, err := pool.Exec(ctx, `INSERT INTO election_members (instance_id, name, expires_at) VALUES ($1, 'holder', now() - interval '1 second')`, holder); err != nil {
 		t.Fatal(err)
@@ -35,7 +35,7 @@ func TestTakeoverConflictsWithLateRenewal(t *testing.T) {
 	}
 
 	b, _, _ := startElector(t, pool, "b", []string{"r"}, nil)
-	waitFor(t, 20*time.Second, "b's takeover held up by the renewal in flight (or b elected)", func() bool {
+	testutil.WaitFor(t, 20*time.Second, "b's takeover held up by the renewal in flight (or b elected)", func() bool {
 		_, elected := b.CheckPrimary("r")
 		return b.Stats().RacesLost >= 1 || elected
 	})
@@ -47,7 +47,7 @@ func TestTakeoverConflictsWithLateRenewal(t *testing.T) {
 	}
 	// b's next cycles must see the renewed lease and leave the role alone.
 	after := b.Stats().Cycles
-	waitFor(t, 20*time.Second, "three more cycles of b", func() bool { return b.Stats().Cycles >= after+3 })
+	testutil.WaitFor(t, 20*time.Second, "three more cycles of b", func() bool { return b.Stats().Cycles >= after+3 })
 	if _, ok := b.CheckPrimary("r"); ok {
 		t.Fatal("b was elected although the holder's renewal committed")
 	}

@@ -8,10 +8,10 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/batchclaim/batchclaim"
 	"github.com/batchclaim/batchclaim/internal/db"
+	"github.com/batchclaim/batchclaim/internal/pg"
 )
 
 // Term is one instance's tenure as primary of a role. Epoch is its fencing token: it grows
@@ -23,18 +23,10 @@ type Term struct {
 	Name, Host string
 }
 
-// DBTX is what the package needs to run a statement: a *pgxpool.Pool, a *pgx.Conn or a
-// pgx.Tx.
-type DBTX interface {
-	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
-	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
-	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
-}
-
 // GetPrimary returns the term of role's live primary: the source design's GetPrimary. The
 // primary is live while its lease has not expired by the database's clock. It returns an
 // error wrapping batchclaim.ErrNotFound when the role has no live primary.
-func GetPrimary(ctx context.Context, q DBTX, role string) (Term, error) {
+func GetPrimary(ctx context.Context, q pg.Querier, role string) (Term, error) {
 	st, err := readTerms(ctx, q, []string{role}, nil)
 	if err != nil {
 		return Term{}, fmt.Errorf("get primary of %q: %w", role, err)
@@ -53,11 +45,11 @@ func GetPrimary(ctx context.Context, q DBTX, role string) (Term, error) {
 // own deadline. Call it first in the transaction, before the writes it guards, and bound
 // the transaction (idle_in_transaction_session_timeout, as Elector.Fence sets it): a
 // takeover waits for it.
-func FenceTerm(ctx context.Context, tx DBTX, t Term) error {
+func FenceTerm(ctx context.Context, tx pg.Querier, t Term) error {
 	return fenceTerm(ctx, tx, t, nil)
 }
 
-func fenceTerm(ctx context.Context, tx DBTX, t Term, now *time.Time) error {
+func fenceTerm(ctx context.Context, tx pg.Querier, t Term, now *time.Time) error {
 	_, err := db.New().ElectionTermFence(ctx, tx, db.ElectionTermFenceParams{
 		Role: t.Role, InstanceID: t.InstanceID, Epoch: t.Epoch, Now: now,
 	})
@@ -77,7 +69,7 @@ type roleState struct {
 	expiresIn time.Duration // how long the holder's lease still runs; 0 when not live
 }
 
-func readTerms(ctx context.Context, q DBTX, roles []string, now *time.Time) ([]roleState, error) {
+func readTerms(ctx context.Context, q pg.Querier, roles []string, now *time.Time) ([]roleState, error) {
 	rows, err := db.New().ElectionTermsRead(ctx, q, db.ElectionTermsReadParams{Roles: roles, Now: now})
 	if err != nil {
 		return nil, err

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/batchclaim/batchclaim/internal/db"
+	"github.com/batchclaim/batchclaim/internal/pg"
 	"github.com/batchclaim/batchclaim/lock"
 )
 
@@ -44,7 +45,7 @@ func (a Audit) Violations() int {
 
 // Check audits a shard's history. liveWindow says how recent a registration must be for its
 // node to count as live (use the nodes' Patience).
-func Check(ctx context.Context, q lock.Querier, shard string, liveWindow time.Duration) (Audit, error) {
+func Check(ctx context.Context, q pg.Querier, shard string, liveWindow time.Duration) (Audit, error) {
 	var a Audit
 	dq := db.New()
 	win := liveWindow.Milliseconds()

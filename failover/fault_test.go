@@ -1,14 +1,8 @@
 package failover_test
 
 import (
-	"bufio"
 	"encoding/json"
 	"fmt"
-	"io"
-	"os"
-	"os/exec"
-	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -16,70 +10,20 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/batchclaim/batchclaim/internal/dbtest"
+	"github.com/batchclaim/batchclaim/internal/testutil"
 )
 
 // nodeProc is one node of a shard running as its own process (this test binary).
 type nodeProc struct {
-	id    string
-	cmd   *exec.Cmd
-	stdin io.WriteCloser
-	mu    sync.Mutex
-	lines []string
+	*testutil.Child
+	id string
 }
 
 func startNode(t *testing.T, s childSpec) *nodeProc {
 	t.Helper()
 	spec, _ := json.Marshal(s)
-	p := &nodeProc{id: s.NodeID, cmd: exec.Command(os.Args[0], "-test.run=^$")}
-	p.cmd.Env = append(os.Environ(), childEnv+"="+string(spec))
-	out, err := p.cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	p.cmd.Stderr = p.cmd.Stdout
-	if p.stdin, err = p.cmd.StdinPipe(); err != nil {
-		t.Fatal(err)
-	}
-	if err := p.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() {
-		sc := bufio.NewScanner(out)
-		for sc.Scan() {
-			p.mu.Lock()
-			p.lines = append(p.lines, sc.Text())
-			p.mu.Unlock()
-		}
-	}()
-	t.Cleanup(func() {
-		_ = p.cmd.Process.Signal(syscall.SIGCONT)
-		_ = p.cmd.Process.Kill()
-		_ = p.cmd.Wait()
-		if t.Failed() {
-			p.mu.Lock()
-			t.Logf("node %s said:\n%s", p.id, strings.Join(p.lines, "\n"))
-			p.mu.Unlock()
-		}
-	})
-	return p
-}
-
-func (p *nodeProc) said(sub string) bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for _, l := range p.lines {
-		if strings.Contains(l, sub) {
-			return true
-		}
-	}
-	return false
-}
-
-func (p *nodeProc) signal(t *testing.T, s syscall.Signal) {
-	t.Helper()
-	if err := p.cmd.Process.Signal(s); err != nil {
-		t.Fatal(err)
-	}
+	return &nodeProc{id: s.NodeID,
+		Child: testutil.StartChild(t, testutil.ChildConfig{Name: "node " + s.NodeID, Env: []string{childEnv + "=" + string(spec)}})}
 }
 
 // faultShard starts a primary p (progress 1000) and replicas a (900), b (950) and, if
@@ -104,7 +48,7 @@ func faultShard(t *testing.T, stallAt int64, withC bool) (*pgxpool.Pool, map[str
 		}
 		procs[s.id] = startNode(t, childSpec{URL: url, Shard: "f", NodeID: s.id, Progress: s.progress, Bootstrap: s.id == "p", StallAtEpoch: stallAt, Patience: patience(s.id)})
 	}
-	waitFor(t, 60*time.Second, "the shard formed around p", func() bool {
+	testutil.WaitFor(t, 60*time.Second, "the shard formed around p", func() bool {
 		return scalar[int64](t, pool, `SELECT count(*) FROM failover_nodes WHERE epoch = 1 AND primary_id = 'p'`) == int64(len(procs))
 	})
 	return pool, procs
@@ -113,7 +57,7 @@ func faultShard(t *testing.T, stallAt int64, withC bool) (*pgxpool.Pool, map[str
 // decided waits for a completed decision at epoch >= minEpoch and returns its new primary.
 func completed(t *testing.T, pool *pgxpool.Pool, minEpoch int64) (epoch int64, primary, by string) {
 	t.Helper()
-	waitFor(t, 60*time.Second, fmt.Sprintf("a completed failover to epoch %d or later", minEpoch), func() bool {
+	testutil.WaitFor(t, 60*time.Second, fmt.Sprintf("a completed failover to epoch %d or later", minEpoch), func() bool {
 		return scalar[int64](t, pool, `SELECT count(*) FROM failover_decisions WHERE outcome = 'completed' AND epoch >= $1`, minEpoch) > 0
 	})
 	err := pool.QueryRow(t.Context(), `SELECT epoch, new_primary, completed_by FROM failover_decisions
@@ -128,7 +72,7 @@ func completed(t *testing.T, pool *pgxpool.Pool, minEpoch int64) (epoch int64, p
 // primary with the right role.
 func settled(t *testing.T, pool *pgxpool.Pool, ids ...string) {
 	t.Helper()
-	waitFor(t, 60*time.Second, fmt.Sprintf("%v to follow the shard's decision", ids), func() bool {
+	testutil.WaitFor(t, 60*time.Second, fmt.Sprintf("%v to follow the shard's decision", ids), func() bool {
 		return scalar[int64](t, pool, `SELECT count(*) FROM failover_nodes n JOIN failover_shards s ON s.shard = n.shard
 			WHERE n.node_id = ANY($1) AND n.epoch = s.epoch AND n.primary_id = s.primary_id
 			  AND n.role = CASE WHEN n.node_id = s.primary_id THEN 'primary' ELSE 'replica' END`, ids) == int64(len(ids))
@@ -138,7 +82,7 @@ func settled(t *testing.T, pool *pgxpool.Pool, ids ...string) {
 func TestPrimaryKilled(t *testing.T) {
 	t.Parallel()
 	pool, procs := faultShard(t, 0, false)
-	procs["p"].signal(t, syscall.SIGKILL)
+	procs["p"].Signal(t, syscall.SIGKILL)
 	epoch, primary, _ := completed(t, pool, 2)
 	if primary != "b" {
 		t.Fatalf("new primary %q at epoch %d, want b (950, the most up to date)", primary, epoch)
@@ -152,10 +96,10 @@ func TestPrimaryKilled(t *testing.T) {
 func TestPrimaryStoppedPastExpiry(t *testing.T) {
 	t.Parallel()
 	pool, procs := faultShard(t, 0, false)
-	procs["p"].signal(t, syscall.SIGSTOP)
+	procs["p"].Signal(t, syscall.SIGSTOP)
 	_, primary, _ := completed(t, pool, 2)
 	settled(t, pool, "a", "b")
-	procs["p"].signal(t, syscall.SIGCONT)
+	procs["p"].Signal(t, syscall.SIGCONT)
 	settled(t, pool, "a", "b", "p")
 	if r := scalar[string](t, pool, `SELECT role || '@' || epoch || ':' || primary_id FROM failover_nodes WHERE node_id = 'p'`); r != "replica@2:"+primary {
 		t.Fatalf("old primary after SIGCONT: %s", r)
@@ -168,16 +112,16 @@ func TestPrimaryStoppedPastExpiry(t *testing.T) {
 func TestOrchestratorKilledMidFailover(t *testing.T) {
 	t.Parallel()
 	pool, procs := faultShard(t, 2, true)
-	procs["p"].signal(t, syscall.SIGKILL)
+	procs["p"].Signal(t, syscall.SIGKILL)
 	x := stalledOrchestrator(t, pool, procs)
-	x.signal(t, syscall.SIGKILL)
+	x.Signal(t, syscall.SIGKILL)
 	_, _, by := completed(t, pool, 2)
 	if by == x.id {
 		t.Fatalf("completed by the killed orchestrator %s", by)
 	}
 	live := without([]string{"a", "b", "c"}, x.id)
 	settled(t, pool, live...)
-	waitFor(t, 30*time.Second, "the killed orchestrator's registration to go stale", func() bool {
+	testutil.WaitFor(t, 30*time.Second, "the killed orchestrator's registration to go stale", func() bool {
 		return scalar[bool](t, pool, `SELECT last_updated < now() - interval '2 seconds' FROM failover_nodes WHERE node_id = $1`, x.id)
 	})
 	a := audit(t, pool, "f")
@@ -193,18 +137,18 @@ func TestOrchestratorKilledMidFailover(t *testing.T) {
 func TestOrchestratorStoppedPastLockTTL(t *testing.T) {
 	t.Parallel()
 	pool, procs := faultShard(t, 2, true)
-	procs["p"].signal(t, syscall.SIGKILL)
+	procs["p"].Signal(t, syscall.SIGKILL)
 	x := stalledOrchestrator(t, pool, procs)
-	x.signal(t, syscall.SIGSTOP)
+	x.Signal(t, syscall.SIGSTOP)
 	_, _, by := completed(t, pool, 2)
 	if by == x.id {
 		t.Fatalf("completed by the frozen orchestrator %s", by)
 	}
-	x.signal(t, syscall.SIGCONT)
-	if _, err := fmt.Fprintln(x.stdin); err != nil { // let its AfterDecision hook return
+	x.Signal(t, syscall.SIGCONT)
+	if _, err := fmt.Fprintln(x.Stdin()); err != nil { // let its AfterDecision hook return
 		t.Fatal(err)
 	}
-	waitFor(t, 30*time.Second, "the stale orchestrator to be refused", func() bool { return x.said("lock not held") })
+	testutil.WaitFor(t, 30*time.Second, "the stale orchestrator to be refused", func() bool { return x.Said("lock not held") })
 	settled(t, pool, "a", "b", "c")
 	a := audit(t, pool, "f")
 	wantClean(t, a)
@@ -217,9 +161,9 @@ func TestOrchestratorStoppedPastLockTTL(t *testing.T) {
 func stalledOrchestrator(t *testing.T, pool *pgxpool.Pool, procs map[string]*nodeProc) *nodeProc {
 	t.Helper()
 	var x *nodeProc
-	waitFor(t, 60*time.Second, "an orchestrator to decide epoch 2", func() bool {
+	testutil.WaitFor(t, 60*time.Second, "an orchestrator to decide epoch 2", func() bool {
 		for _, p := range procs {
-			if p.said("decided 2") {
+			if p.Said("decided 2") {
 				x = p
 				return true
 			}

@@ -43,17 +43,6 @@ func runNode(t *testing.T, n *failover.Node) {
 	t.Cleanup(func() { cancel(); wg.Wait() })
 }
 
-func waitFor(t *testing.T, within time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", within, what)
-		}
-		time.Sleep(25 * time.Millisecond) // polling interval, not a wait for state
-	}
-}
-
 func mustExec(t *testing.T, pool *pgxpool.Pool, sql string, args ...any) {
 	t.Helper()
 	if _, err := pool.Exec(context.Background(), sql, args...); err != nil {

@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/batchclaim/batchclaim/internal/db"
+	"github.com/batchclaim/batchclaim/internal/pg"
 	"github.com/batchclaim/batchclaim/lock"
 )
 
@@ -245,18 +246,12 @@ func (n *Node) progress() int64 {
 // server ends if the node stalls in the middle of it (a paused process must not hold the
 // shard row), so that no other node waits for long.
 func (n *Node) inTx(ctx context.Context, fn func(pgx.Tx) error) error {
-	tx, err := n.pool.Begin(ctx)
-	if err != nil {
-		return err
-	}
-	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // after Commit it does nothing
-	ms := max(n.cfg.PrimaryLease/2, 50*time.Millisecond).Milliseconds()
-	if _, err := tx.Exec(ctx, "SELECT set_config('lock_timeout', $1, true), set_config('idle_in_transaction_session_timeout', $2, true)",
-		fmt.Sprintf("%dms", ms), fmt.Sprintf("%dms", 2*ms)); err != nil {
-		return err
-	}
-	if err := fn(tx); err != nil {
-		return err
-	}
-	return tx.Commit(ctx)
+	return pg.InTx(ctx, n.pool, pgx.TxOptions{}, func(tx pgx.Tx) error {
+		ms := max(n.cfg.PrimaryLease/2, 50*time.Millisecond).Milliseconds()
+		if _, err := tx.Exec(ctx, "SELECT set_config('lock_timeout', $1, true), set_config('idle_in_transaction_session_timeout', $2, true)",
+			fmt.Sprintf("%dms", ms), fmt.Sprintf("%dms", 2*ms)); err != nil {
+			return err
+		}
+		return fn(tx)
+	})
 }

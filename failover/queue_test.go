@@ -11,6 +11,7 @@ import (
 
 	"github.com/batchclaim/batchclaim/failover"
 	"github.com/batchclaim/batchclaim/internal/dbtest"
+	"github.com/batchclaim/batchclaim/internal/testutil"
 )
 
 // Commands pushed onto one node's queue are each consumed exactly once, even with two
@@ -41,7 +42,7 @@ func TestCommandQueueDeliversExactlyOnce(t *testing.T) {
 				runNode(t, newNode(t, pool, cfg))
 			}
 			if !c.disableListen {
-				waitFor(t, 30*time.Second, "both consumers listening", func() bool {
+				testutil.WaitFor(t, 30*time.Second, "both consumers listening", func() bool {
 					return scalar[int64](t, pool, `SELECT count(*) FROM pg_stat_activity
 						WHERE datname = current_database() AND query = 'LISTEN failover_commands'`) == 2
 				})
@@ -50,7 +51,7 @@ func TestCommandQueueDeliversExactlyOnce(t *testing.T) {
 			for i := 1; i <= total; i++ {
 				push(t, pool, "x", int64(i), c.notify)
 			}
-			waitFor(t, 30*time.Second, "every command consumed", func() bool {
+			testutil.WaitFor(t, 30*time.Second, "every command consumed", func() bool {
 				return scalar[int64](t, pool, `SELECT count(*) FROM failover_commands WHERE consumed_at IS NOT NULL`) == total
 			})
 			mu.Lock()

@@ -6,6 +6,7 @@ import (
 	"sort"
 
 	"github.com/batchclaim/batchclaim/internal/db"
+	"github.com/batchclaim/batchclaim/internal/pg"
 )
 
 // AuditWriters checks every stored event against the election's history of role and returns
@@ -15,7 +16,7 @@ import (
 // term only after every transaction fenced on the previous one has committed, and an
 // instance learns it was elected only after its record is committed, so in a correct run
 // the list is empty. It is what `batchclaim heartbeat demo` counts as raised_by_standby.
-func AuditWriters(ctx context.Context, q Querier, role string) ([]Event, error) {
+func AuditWriters(ctx context.Context, q pg.Querier, role string) ([]Event, error) {
 	hist, err := db.New().HeartbeatTermHistory(ctx, q, role)
 	if err != nil {
 		return nil, fmt.Errorf("audit writers: read election history: %w", err)

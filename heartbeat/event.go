@@ -9,6 +9,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/batchclaim/batchclaim/internal/db"
+	"github.com/batchclaim/batchclaim/internal/pg"
 )
 
 // Kind says whether an event raises or clears a source's missed-heartbeat condition.
@@ -95,7 +96,7 @@ func eventsFromRows(rows []db.HeartbeatEvent) ([]Event, error) {
 }
 
 // ListEvents returns up to limit stored events with an id above afterID, in id order.
-func ListEvents(ctx context.Context, q Querier, afterID int64, limit int) ([]Event, error) {
+func ListEvents(ctx context.Context, q pg.Querier, afterID int64, limit int) ([]Event, error) {
 	rows, err := db.New().HeartbeatEventList(ctx, q, db.HeartbeatEventListParams{AfterID: afterID, MaxEvents: int32(limit)})
 	if err != nil {
 		return nil, fmt.Errorf("list events: %w", err)
@@ -104,7 +105,7 @@ func ListEvents(ctx context.Context, q Querier, afterID int64, limit int) ([]Eve
 }
 
 // PendingDeliveries counts stored events not yet delivered.
-func PendingDeliveries(ctx context.Context, q Querier) (int64, error) {
+func PendingDeliveries(ctx context.Context, q pg.Querier) (int64, error) {
 	n, err := db.New().HeartbeatOutboxPending(ctx, q)
 	if err != nil {
 		return 0, fmt.Errorf("count undelivered events: %w", err)

@@ -8,27 +8,14 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/batchclaim/batchclaim/internal/db"
+	"github.com/batchclaim/batchclaim/internal/pg"
 )
 
 // ErrUnknownEventName reports a heartbeat whose eventName is not a valid configured event
 // type: the heartbeat is discarded, as the design's worker discards it.
 var ErrUnknownEventName = errors.New("unknown event name")
-
-// Querier runs statements: a *pgxpool.Pool, a *pgx.Conn or a pgx.Tx.
-type Querier interface {
-	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
-	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
-	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
-}
-
-// TxStarter is a Querier that can start a transaction, such as *pgxpool.Pool.
-type TxStarter interface {
-	Querier
-	Begin(ctx context.Context) (pgx.Tx, error)
-}
 
 // ControlLoop holds the policy fields of an event type that every control-loop event of it
 // carries (the names are the ONAP control-loop event's).
@@ -105,7 +92,7 @@ func (t EventType) Validate() error {
 // and marked valid again. Heartbeats of an event type left invalid are discarded from the
 // commit on; the active instance then clears the open events of its sources and deletes it.
 // It returns the new configuration generation.
-func Reconfigure(ctx context.Context, pool TxStarter, types []EventType) (int64, error) {
+func Reconfigure(ctx context.Context, pool pg.Beginner, types []EventType) (int64, error) {
 	seen := map[string]bool{}
 	for _, t := range types {
 		if err := t.Validate(); err != nil {
@@ -117,7 +104,7 @@ func Reconfigure(ctx context.Context, pool TxStarter, types []EventType) (int64,
 		seen[t.Name] = true
 	}
 	var gen int64
-	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+	err := pg.InTx(ctx, pool, pgx.TxOptions{}, func(tx pgx.Tx) error {
 		q := db.New()
 		var err error
 		if gen, err = q.HeartbeatConfigBump(ctx, tx); err != nil {
@@ -141,11 +128,11 @@ func Reconfigure(ctx context.Context, pool TxStarter, types []EventType) (int64,
 
 // AddEventType adds t to the configuration, or replaces the entry of the same name, and
 // marks it valid, leaving the other entries as they are.
-func AddEventType(ctx context.Context, pool TxStarter, t EventType) error {
+func AddEventType(ctx context.Context, pool pg.Beginner, t EventType) error {
 	if err := t.Validate(); err != nil {
 		return err
 	}
-	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+	err := pg.InTx(ctx, pool, pgx.TxOptions{}, func(tx pgx.Tx) error {
 		gen, err := db.New().HeartbeatConfigBump(ctx, tx)
 		if err != nil {
 			return err
@@ -161,8 +148,8 @@ func AddEventType(ctx context.Context, pool TxStarter, t EventType) error {
 // RemoveEventType marks the entry name invalid: its heartbeats are discarded from now on and
 // the active instance clears its sources' open events and deletes it. It returns
 // ErrUnknownEventName if there is no valid entry of that name.
-func RemoveEventType(ctx context.Context, pool TxStarter, name string) error {
-	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+func RemoveEventType(ctx context.Context, pool pg.Beginner, name string) error {
+	err := pg.InTx(ctx, pool, pgx.TxOptions{}, func(tx pgx.Tx) error {
 		q := db.New()
 		gen, err := q.HeartbeatConfigBump(ctx, tx)
 		if err != nil {
@@ -182,7 +169,7 @@ func RemoveEventType(ctx context.Context, pool TxStarter, name string) error {
 
 // ListEventTypes returns the configuration as stored, invalid entries not yet deleted
 // included.
-func ListEventTypes(ctx context.Context, q Querier) ([]EventType, error) {
+func ListEventTypes(ctx context.Context, q pg.Querier) ([]EventType, error) {
 	rows, err := db.New().HeartbeatEventTypeList(ctx, q)
 	if err != nil {
 		return nil, fmt.Errorf("list event types: %w", err)

@@ -1,13 +1,9 @@
 package heartbeat_test
 
 import (
-	"bytes"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"os/exec"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -16,44 +12,14 @@ import (
 
 	"github.com/batchclaim/batchclaim/heartbeat"
 	"github.com/batchclaim/batchclaim/internal/dbtest"
+	"github.com/batchclaim/batchclaim/internal/testutil"
 )
 
-// proc is an instance running in a separate OS process (this test binary, see childMain).
-type proc struct {
-	cmd *exec.Cmd
-	mu  sync.Mutex
-	out bytes.Buffer
-}
-
-func (p *proc) Write(b []byte) (int, error) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.out.Write(b)
-}
-
-func (p *proc) output() string {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.out.String()
-}
-
-func startProc(t *testing.T, dbURL, name, webhook string) *proc {
+// startProc runs an instance in a separate OS process (this test binary, see childMain).
+func startProc(t *testing.T, dbURL, name, webhook string) *testutil.Child {
 	t.Helper()
-	p := &proc{cmd: exec.Command(os.Args[0], "-test.run=^$")}
-	p.cmd.Env = append(os.Environ(), envChild+"="+dbURL, "HEARTBEAT_TEST_NAME="+name, "HEARTBEAT_TEST_WEBHOOK="+webhook)
-	p.cmd.Stdout, p.cmd.Stderr = p, p
-	if err := p.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = p.cmd.Process.Signal(syscall.SIGCONT)
-		_ = p.cmd.Process.Kill()
-		_ = p.cmd.Wait()
-		if t.Failed() {
-			t.Logf("output of process %s:\n%s", name, p.output())
-		}
-	})
-	return p
+	return testutil.StartChild(t, testutil.ChildConfig{Name: "process " + name,
+		Env: []string{envChild + "=" + dbURL, "HEARTBEAT_TEST_NAME=" + name, "HEARTBEAT_TEST_WEBHOOK=" + webhook}})
 }
 
 // faultSetup: a database of its own (the processes connect to it), one event type with
@@ -94,7 +60,7 @@ func TestSIGKILLOfTheActiveProcess(t *testing.T) {
 	b.age(t, "hb", "s1", 10*time.Second)
 	b.waitEvents(t, "a to raise s1", func(es []heartbeat.Event) bool { return has(es, "hb/s1/1/raised") != nil })
 
-	if err := a.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+	if err := a.Cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
 	b.beat(t, "hb", "s2")
@@ -130,7 +96,7 @@ func TestSIGKILLOfTheActiveProcess(t *testing.T) {
 	if len(es) != len(want) {
 		t.Errorf("stored %v, want exactly %v", keysOf(es), want)
 	}
-	waitFor(t, 20*time.Second, "the new active instance to deliver everything", func() bool {
+	testutil.WaitFor(t, 20*time.Second, "the new active instance to deliver everything", func() bool {
 		n, err := heartbeat.PendingDeliveries(t.Context(), b.pool)
 		return err == nil && n == 0 && next.hooks.keys()["hb/s1/1/raised"] > 0
 	})
@@ -149,7 +115,7 @@ func TestSIGSTOPOfTheActiveProcessPastExpiry(t *testing.T) {
 	b.beat(t, "hb", "s1")
 	b.beat(t, "hb", "s2")
 
-	if err := a.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+	if err := a.Cmd.Process.Signal(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
 	b.age(t, "hb", "s1", 10*time.Second) // due while a is frozen
@@ -160,11 +126,11 @@ func TestSIGSTOPOfTheActiveProcessPastExpiry(t *testing.T) {
 	}
 
 	b.age(t, "hb", "s2", 10*time.Second) // due again as a resumes: only b may raise it
-	if err := a.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+	if err := a.Cmd.Process.Signal(syscall.SIGCONT); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 20*time.Second, "the resumed process to step down", func() bool {
-		return strings.Contains(a.output(), "standby: no longer active")
+	testutil.WaitFor(t, 20*time.Second, "the resumed process to step down", func() bool {
+		return strings.Contains(a.Output(), "standby: no longer active")
 	})
 	b.beat(t, "hb", "s1")
 	es = b.waitEvents(t, "s2 raised and s1 cleared", func(es []heartbeat.Event) bool {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/batchclaim/batchclaim/internal/pg"
 	"io"
 	"log/slog"
 	"net/http"
@@ -24,7 +25,7 @@ const MaxBodyDefault = 64 << 10
 // a body that is not such JSON or lacks a field, 405 for another method, 413 for a body over
 // MaxBodyDefault, 422 for an eventName that is not configured (the heartbeat is discarded),
 // 500 when the database fails.
-func Handler(q Querier, logger *slog.Logger) http.Handler {
+func Handler(q pg.Querier, logger *slog.Logger) http.Handler {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}

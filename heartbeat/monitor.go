@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/batchclaim/batchclaim/internal/db"
+	"github.com/batchclaim/batchclaim/internal/pg"
 )
 
 // fencer is the part of the election the active instance's writes need: Fence makes the
@@ -27,7 +28,7 @@ type writer struct {
 
 // monitor is the design's DB monitoring process: one step raises, clears and cleans up.
 type monitor struct {
-	pool      TxStarter
+	pool      pg.Beginner
 	fence     fencer
 	role      string
 	txTimeout time.Duration
@@ -56,7 +57,7 @@ func (m *monitor) step(ctx context.Context, w writer, now *time.Time) (stepResul
 	var res stepResult
 	ctx, cancel := context.WithTimeout(ctx, m.txTimeout)
 	defer cancel()
-	err := pgx.BeginFunc(ctx, m.pool, func(tx pgx.Tx) error {
+	err := pg.InTx(ctx, m.pool, pgx.TxOptions{}, func(tx pgx.Tx) error {
 		res = stepResult{}
 		if err := guardTx(ctx, tx, m.txTimeout); err != nil {
 			return err

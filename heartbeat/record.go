@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/batchclaim/batchclaim/internal/db"
+	"github.com/batchclaim/batchclaim/internal/pg"
 )
 
 // Heartbeat is what a monitored source sends: the ONAP heartbeat event's commonEventHeader
@@ -52,7 +53,7 @@ type Receipt struct {
 // process with the database): a heartbeat only updates the source's row; raising and
 // clearing are the active instance's. It returns ErrUnknownEventName when the eventName is
 // not a valid configured event type.
-func Record(ctx context.Context, q Querier, h Heartbeat) (Receipt, error) {
+func Record(ctx context.Context, q pg.Querier, h Heartbeat) (Receipt, error) {
 	if err := h.Validate(); err != nil {
 		return Receipt{}, fmt.Errorf("record heartbeat: %w", err)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/batchclaim/batchclaim"
 	"github.com/batchclaim/batchclaim/election"
 	"github.com/batchclaim/batchclaim/heartbeat"
+	"github.com/batchclaim/batchclaim/internal/testutil"
 )
 
 // hookLog records what a Service's hook received; fail makes the hook refuse everything.
@@ -76,7 +77,7 @@ func (in *instance) stop() {
 func waitPrimary(t *testing.T, pool *pgxpool.Pool, name string) election.Term {
 	t.Helper()
 	var term election.Term
-	waitFor(t, 20*time.Second, name+" to be the active instance", func() bool {
+	testutil.WaitFor(t, 20*time.Second, name+" to be the active instance", func() bool {
 		tm, err := election.GetPrimary(t.Context(), pool, heartbeat.RoleDefault)
 		term = tm
 		return err == nil && tm.Name == name
@@ -88,7 +89,7 @@ func waitPrimary(t *testing.T, pool *pgxpool.Pool, name string) election.Term {
 func (b bundle) waitEvents(t *testing.T, what string, cond func([]heartbeat.Event) bool) []heartbeat.Event {
 	t.Helper()
 	var es []heartbeat.Event
-	waitFor(t, 20*time.Second, what, func() bool {
+	testutil.WaitFor(t, 20*time.Second, what, func() bool {
 		es = b.events(t)
 		return cond(es)
 	})
@@ -180,7 +181,7 @@ func TestHandoverNeitherLosesNorRepeats(t *testing.T) {
 	if e := has(es, "hb/s1/1/cleared"); e.TermEpoch != nextTerm.Epoch {
 		t.Fatalf("s1's clear by epoch %d, want the new term %d", e.TermEpoch, nextTerm.Epoch)
 	}
-	waitFor(t, 20*time.Second, "every event delivered by the new active instance", func() bool {
+	testutil.WaitFor(t, 20*time.Second, "every event delivered by the new active instance", func() bool {
 		k := next.hooks.keys()
 		return k["hb/s1/1/raised"] > 0 && k["hb/s2/1/raised"] > 0 && k["hb/s1/1/cleared"] > 0
 	})

@@ -389,17 +389,12 @@ func (h *Handler) answerStatuses(w http.ResponseWriter, r *http.Request, ids []s
 		if !ok {
 			continue
 		}
-		switch batchclaim.State(row.State) {
-		case batchclaim.StateCommitted:
-			data[i].Status = batchclaim.StatusCommitted
-		case batchclaim.StateInvalid:
-			data[i].Status = batchclaim.StatusInvalid
+		data[i].Status = batchclaim.State(row.State).Status()
+		if data[i].Status == batchclaim.StatusInvalid {
 			var details []json.RawMessage
 			if len(row.InvalidDetails) > 0 && json.Unmarshal(row.InvalidDetails, &details) == nil {
 				data[i].InvalidTransactions = details
 			}
-		default:
-			data[i].Status = batchclaim.StatusPending
 		}
 	}
 	out := map[string]any{"data": data}

@@ -15,6 +15,7 @@ import (
 	"github.com/batchclaim/batchclaim/ingest"
 	"github.com/batchclaim/batchclaim/internal/dbtest"
 	"github.com/batchclaim/batchclaim/internal/httpguard"
+	"github.com/batchclaim/batchclaim/internal/testutil"
 )
 
 // slowPost starts a POST /batches whose body has sent first and then waits; closing the
@@ -75,7 +76,7 @@ func TestSlowBodyHoldsNoSlot(t *testing.T) {
 		slowPost(t, srv.URL+"/batches?service_id=svc-slow", list[:10+i])
 	}
 	// Give the slow requests time to reach the handler (they must not need a slot there).
-	waitFor(t, 10*time.Second, func() bool {
+	testutil.WaitFor(t, 10*time.Second, "the slow requests reaching the handler", func() bool {
 		a := call(t, "GET", srv.URL+"/batch_statuses?id="+strings.Repeat("a", 128), "", nil)
 		return a.code == http.StatusOK
 	})
@@ -101,7 +102,7 @@ func TestMemoryBudget(t *testing.T) {
 	a := slowPost(t, srv.URL+"/batches?service_id=svc-slow", list[:5])
 	slowPost(t, srv.URL+"/batches?service_id=svc-slow", list[:5])
 	var refused answer
-	waitFor(t, 10*time.Second, func() bool {
+	testutil.WaitFor(t, 10*time.Second, "a refusal at the memory limit", func() bool {
 		refused = call(t, "POST", srv.URL+"/batches?service_id=svc-a", "application/octet-stream", list)
 		return refused.code == http.StatusServiceUnavailable
 	})
@@ -112,7 +113,7 @@ func TestMemoryBudget(t *testing.T) {
 		t.Errorf("refused request: body request id %q, header %q", id, refused.header.Get(httpguard.HeaderRequestID))
 	}
 	_ = a.CloseWithError(io.ErrUnexpectedEOF) // the slow body ends, cut short: a 400, its memory back
-	waitFor(t, 10*time.Second, func() bool {
+	testutil.WaitFor(t, 10*time.Second, "the memory of the cut body coming back", func() bool {
 		return call(t, "POST", srv.URL+"/batches?service_id=svc-a", "application/octet-stream", list).code == http.StatusAccepted
 	})
 	if n := count(t, pool, "batches"); n != 1 {
@@ -280,7 +281,7 @@ func TestConnectionBound(t *testing.T) {
 	go func() {
 		done <- call(t, "POST", srv.URL+"/batches?service_id=svc-held", "application/octet-stream", held)
 	}()
-	waitFor(t, 10*time.Second, func() bool { // the request waits on the lock, on its connection
+	testutil.WaitFor(t, 10*time.Second, "the request waiting on the lock", func() bool { // the request waits on the lock, on its connection
 		var waiting bool
 		_ = pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database())`).Scan(&waiting)
 		return waiting

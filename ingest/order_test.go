@@ -12,6 +12,7 @@ import (
 	"github.com/batchclaim/batchclaim/dlt"
 	"github.com/batchclaim/batchclaim/ingest"
 	"github.com/batchclaim/batchclaim/internal/dbtest"
+	"github.com/batchclaim/batchclaim/internal/testutil"
 )
 
 // Two transactions enqueue for one service_id; the one that stored first commits last (an
@@ -49,7 +50,7 @@ func TestEnqueueOrderIsCommitOrder(t *testing.T) {
 	}()
 	// Wait until the second enqueue has either committed or is waiting on a lock.
 	var second *result
-	waitFor(t, 10*time.Second, func() bool {
+	testutil.WaitFor(t, 10*time.Second, "the second enqueue committing or waiting on a lock", func() bool {
 		select {
 		case r := <-done:
 			second = &r
@@ -133,16 +134,5 @@ func assertRows(t *testing.T, pool *pgxpool.Pool, sql string, arg any, want int)
 	}
 	if n != want {
 		t.Fatalf("%s: %d rows, want %d", sql, n, want)
-	}
-}
-
-func waitFor(t *testing.T, limit time.Duration, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(limit)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not reached in time")
-		}
-		time.Sleep(10 * time.Millisecond)
 	}
 }

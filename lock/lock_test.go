@@ -1,12 +1,8 @@
 package lock_test
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
-	"io"
-	"os"
-	"os/exec"
 	"strconv"
 	"strings"
 	"syscall"
@@ -17,6 +13,7 @@ import (
 
 	"github.com/batchclaim/batchclaim"
 	"github.com/batchclaim/batchclaim/internal/dbtest"
+	"github.com/batchclaim/batchclaim/internal/testutil"
 	"github.com/batchclaim/batchclaim/lock"
 )
 
@@ -214,7 +211,7 @@ func TestLock(t *testing.T) {
 			done <- result{l, err}
 		}()
 		// Wait until the takeover is blocked on the fenced row, then commit.
-		waitFor(t, 30*time.Second, "the takeover waiting on the row lock", func() bool {
+		testutil.WaitFor(t, 30*time.Second, "the takeover waiting on the row lock", func() bool {
 			var n int
 			err := pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
 				WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&n)
@@ -277,37 +274,15 @@ func TestDeadlineKeepsAMargin(t *testing.T) {
 
 // holderProc is a child process (this test binary) that holds a lock.
 type holderProc struct {
-	cmd   *exec.Cmd
-	lines chan string
+	*testutil.Child
 	epoch int64
+	read  int // lines read by next
 }
 
 func startHolder(t *testing.T, url, name string, ttl time.Duration) *holderProc {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%s %s %s", childEnv, url, name, ttl))
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	h := &holderProc{cmd: cmd, lines: make(chan string, 100)}
-	go func() {
-		s := bufio.NewScanner(out)
-		for s.Scan() {
-			h.lines <- s.Text()
-		}
-		_, _ = io.Copy(io.Discard, out)
-		close(h.lines)
-	}()
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGCONT)
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-	})
+	h := &holderProc{Child: testutil.StartChild(t, testutil.ChildConfig{Name: "holder",
+		Env: []string{fmt.Sprintf("%s=%s %s %s", childEnv, url, name, ttl)}, OwnStderr: true})}
 	line := h.next(t, 30*time.Second)
 	e, err := strconv.ParseInt(strings.TrimPrefix(line, "acquired "), 10, 64)
 	if err != nil {
@@ -317,25 +292,22 @@ func startHolder(t *testing.T, url, name string, ttl time.Duration) *holderProc 
 	return h
 }
 
+// next returns the holder's next line, failing t if none comes within.
 func (h *holderProc) next(t *testing.T, within time.Duration) string {
 	t.Helper()
-	select {
-	case l, ok := <-h.lines:
-		if !ok {
-			t.Fatal("holder exited")
-		}
-		return l
-	case <-time.After(within):
-		t.Fatal("holder said nothing")
+	l, ok := h.Line(h.read, within)
+	if !ok {
+		t.Fatal("holder exited or said nothing")
 	}
-	return ""
+	h.read++
+	return l
 }
 
 // acquireWithin polls Acquire until it succeeds.
 func acquireWithin(t *testing.T, l *lock.Locker, name string, within time.Duration) lock.Lease {
 	t.Helper()
 	var lease lock.Lease
-	waitFor(t, within, "acquiring "+name, func() bool {
+	testutil.WaitFor(t, within, "acquiring "+name, func() bool {
 		var err error
 		lease, err = l.Acquire(t.Context(), name)
 		if err != nil && !errors.Is(err, lock.ErrHeld) {
@@ -360,7 +332,7 @@ func TestHolderKilled(t *testing.T) {
 	if _, err := l.Acquire(t.Context(), "killed"); !errors.Is(err, lock.ErrHeld) {
 		t.Fatalf("acquire while the holder lives: %v", err)
 	}
-	if err := h.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+	if err := h.Cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
 	// Nobody releases it: it frees itself when its TTL passes, and the next epoch is larger.
@@ -384,7 +356,7 @@ func TestHolderStoppedPastExpiry(t *testing.T) {
 	defer pool.Close()
 	const ttl = 2 * time.Second
 	h := startHolder(t, url, "stopped", ttl)
-	if err := h.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+	if err := h.Cmd.Process.Signal(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
 	l := newLocker(t, pool, ttl)
@@ -394,7 +366,7 @@ func TestHolderStoppedPastExpiry(t *testing.T) {
 	}
 	// The paused holder wakes up believing it holds the lock. Its next renewal is refused,
 	// and its release with the old token frees nothing.
-	if err := h.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+	if err := h.Cmd.Process.Signal(syscall.SIGCONT); err != nil {
 		t.Fatal(err)
 	}
 	if line := h.next(t, 30*time.Second); !strings.Contains(line, "lost:") || !strings.Contains(line, "lock not held") {
@@ -405,16 +377,5 @@ func TestHolderStoppedPastExpiry(t *testing.T) {
 	}
 	if err := l.Renew(t.Context(), &lease); err != nil {
 		t.Fatalf("the new holder lost its lock to the old one: %v", err)
-	}
-}
-
-func waitFor(t *testing.T, within time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", within, what)
-		}
-		time.Sleep(20 * time.Millisecond) // polling interval, not a wait for state
 	}
 }

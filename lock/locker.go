@@ -11,22 +11,14 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/batchclaim/batchclaim"
 	"github.com/batchclaim/batchclaim/internal/db"
+	"github.com/batchclaim/batchclaim/internal/pg"
 )
-
-// Querier runs statements: a *pgxpool.Pool, a *pgx.Conn or a pgx.Tx.
-type Querier interface {
-	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
-	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
-	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
-}
 
 // Locker takes, renews and releases owner-token locks in the owner_locks table.
 type Locker struct {
-	db    Querier
+	db    pg.Querier
 	cfg   Config
 	q     *db.Queries
 	log   *slog.Logger
@@ -34,7 +26,7 @@ type Locker struct {
 }
 
 // New returns a Locker on db. It does no I/O.
-func New(q Querier, cfg Config) (*Locker, error) {
+func New(q pg.Querier, cfg Config) (*Locker, error) {
 	cfg = cfg.withDefaults()
 	if err := cfg.validate(); err != nil {
 		return nil, err
@@ -143,7 +135,7 @@ func (l *Locker) Release(ctx context.Context, s Lease) error {
 // has not expired, and locks the lock's row FOR SHARE so that no other acquisition can
 // commit before tx ends. Writes made in tx after a successful Fence are made under the lock.
 // It returns an error wrapping ErrNotHeld when the lease is no longer valid.
-func (l *Locker) Fence(ctx context.Context, tx Querier, s Lease) error {
+func (l *Locker) Fence(ctx context.Context, tx pg.Querier, s Lease) error {
 	now, err := l.dbNow(ctx, tx)
 	if err != nil {
 		return fmt.Errorf("fence lock %s: %w", s.Name, err)
@@ -204,11 +196,8 @@ func (l *Locker) Get(ctx context.Context, name string) (State, error) {
 		return State{}, fmt.Errorf("get lock %s: %w", name, err)
 	}
 	row, err := l.q.LockGet(ctx, l.db, db.LockGetParams{Now: now, Name: name})
-	if errors.Is(err, pgx.ErrNoRows) {
-		return State{}, fmt.Errorf("get lock %s: %w", name, batchclaim.ErrNotFound)
-	}
 	if err != nil {
-		return State{}, fmt.Errorf("get lock %s: %w", name, err)
+		return State{}, fmt.Errorf("get lock %s: %w", name, pg.NotFound(err))
 	}
 	return State{Name: row.Name, Epoch: row.Epoch, Held: row.Held, AcquiredAt: row.AcquiredAt, ExpiresAt: row.ExpiresAt, DBNow: row.DbNow}, nil
 }
@@ -236,7 +225,7 @@ func (l *Locker) History(ctx context.Context, name string) ([]Acquisition, error
 
 // dbNow returns the time a statement should judge by: nil (the database's now()) unless a
 // shift is set.
-func (l *Locker) dbNow(ctx context.Context, q Querier) (*time.Time, error) {
+func (l *Locker) dbNow(ctx context.Context, q pg.Querier) (*time.Time, error) {
 	d := l.shift.Load()
 	if d == 0 {
 		return nil, nil

@@ -10,6 +10,7 @@ import (
 	"github.com/batchclaim/batchclaim/dlt/dltsim"
 	"github.com/batchclaim/batchclaim/internal/history"
 	"github.com/batchclaim/batchclaim/internal/tcpproxy"
+	"github.com/batchclaim/batchclaim/internal/testutil"
 )
 
 // newProxy starts a TCP proxy to target that the test closes at its end.
@@ -46,12 +47,12 @@ func TestDatabaseLinkCutAndBackendsKilled(t *testing.T) {
 	e.enqueue(8, 6)
 	a, _ := e.startOn(viaProxy.String(), "a", nil)
 	b, _ := e.startOn(direct.String(), "b", nil)
-	waitFor(t, 30*time.Second, "both instances working", func() bool {
+	testutil.WaitFor(t, 30*time.Second, "both instances working", func() bool {
 		return len(e.sim.Committed()) >= 8 && a.Engine().Stats().Held > 0 && b.Engine().Stats().Held > 0
 	})
 
 	p.Cut()
-	waitFor(t, 30*time.Second, "a fenced itself and b holds every service_id", func() bool {
+	testutil.WaitFor(t, 30*time.Second, "a fenced itself and b holds every service_id", func() bool {
 		var bHeld int
 		_ = e.admin.QueryRow(ctx, `SELECT count(*) FROM service_id_claims WHERE claimant = $1`, b.Engine().InstanceID()).Scan(&bHeld)
 		return a.Engine().Stats().DeadlineFences >= 1 && bHeld == 8

@@ -12,6 +12,7 @@ import (
 
 	"github.com/batchclaim/batchclaim/dlt"
 	"github.com/batchclaim/batchclaim/dlt/dltsim"
+	"github.com/batchclaim/batchclaim/internal/testutil"
 	"github.com/batchclaim/batchclaim/node"
 )
 
@@ -21,7 +22,7 @@ func TestHealthReadinessMetrics(t *testing.T) {
 	e := setup(t, dlt.FlavorSawtooth, dltsim.Config{CommitLatency: 5 * time.Millisecond})
 	e.enqueue(3, 2)
 	n, _ := e.start("a", func(c *node.Config) { c.Listen = "127.0.0.1:0" })
-	waitFor(t, 10*time.Second, "listener up", func() bool { return n.Addr() != "" })
+	testutil.WaitFor(t, 10*time.Second, "listener up", func() bool { return n.Addr() != "" })
 	base := "http://" + n.Addr()
 	get := func(path string) (int, string) {
 		resp, err := http.Get(base + path)
@@ -35,7 +36,7 @@ func TestHealthReadinessMetrics(t *testing.T) {
 	if code, _ := get("/healthz"); code != 200 {
 		t.Fatalf("/healthz %d", code)
 	}
-	waitFor(t, 10*time.Second, "/readyz 200", func() bool { code, _ := get("/readyz"); return code == 200 })
+	testutil.WaitFor(t, 10*time.Second, "/readyz 200", func() bool { code, _ := get("/readyz"); return code == 200 })
 	e.waitFinished(30 * time.Second)
 	_, metrics := get("/metrics")
 	for _, m := range []string{
@@ -74,7 +75,7 @@ func TestProbesDoNotWaitForThePool(t *testing.T) {
 	}
 	t.Cleanup(pool.Close)
 	n, _ := e.startPool(pool, "probes", func(c *node.Config) { c.Listen = "127.0.0.1:0" })
-	waitFor(t, 10*time.Second, "listener up", func() bool { return n.Addr() != "" })
+	testutil.WaitFor(t, 10*time.Second, "listener up", func() bool { return n.Addr() != "" })
 	base := "http://" + n.Addr()
 	client := &http.Client{Timeout: 10 * time.Second}
 	get := func(path string) (int, string) {
@@ -86,7 +87,7 @@ func TestProbesDoNotWaitForThePool(t *testing.T) {
 		b, _ := io.ReadAll(resp.Body)
 		return resp.StatusCode, string(b)
 	}
-	waitFor(t, 10*time.Second, "/readyz 200", func() bool { code, _ := get("/readyz"); return code == 200 })
+	testutil.WaitFor(t, 10*time.Second, "/readyz 200", func() bool { code, _ := get("/readyz"); return code == 200 })
 	for range cfg.MaxConns {
 		c, err := pool.Acquire(context.Background())
 		if err != nil {

@@ -12,6 +12,7 @@ import (
 	"github.com/batchclaim/batchclaim"
 	"github.com/batchclaim/batchclaim/ingest"
 	"github.com/batchclaim/batchclaim/internal/dbtest"
+	"github.com/batchclaim/batchclaim/internal/testutil"
 	"github.com/batchclaim/batchclaim/node"
 	"github.com/batchclaim/batchclaim/submitter"
 )
@@ -77,7 +78,7 @@ func TestJobRunnerWithCustomSubmitter(t *testing.T) {
 			logRows(t, admin, `SELECT * FROM submission_attempts ORDER BY started_at DESC LIMIT 10`)
 		}
 	})
-	waitFor(t, 30*time.Second, "every job done", func() bool {
+	testutil.WaitFor(t, 30*time.Second, "every job done", func() bool {
 		var open int
 		err := admin.QueryRow(ctx, `SELECT count(*) FROM batches WHERE state <> 'COMMITTED'`).Scan(&open)
 		return err == nil && open == 0
@@ -133,7 +134,7 @@ func TestJobWritesItsEffectFencedOnItsClaim(t *testing.T) {
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()
 	go func() { _ = n.Run(runCtx) }()
-	waitFor(t, 30*time.Second, "every job committed", func() bool {
+	testutil.WaitFor(t, 30*time.Second, "every job committed", func() bool {
 		var open int
 		_ = admin.QueryRow(ctx, `SELECT count(*) FROM batches WHERE unfinished`).Scan(&open)
 		return open == 0

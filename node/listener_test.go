@@ -17,6 +17,7 @@ import (
 	"github.com/batchclaim/batchclaim/dlt/dltsim"
 	"github.com/batchclaim/batchclaim/internal/httpauth"
 	"github.com/batchclaim/batchclaim/internal/testcert"
+	"github.com/batchclaim/batchclaim/internal/testutil"
 	"github.com/batchclaim/batchclaim/node"
 )
 
@@ -70,7 +71,7 @@ func TestListenerTLSAndAuth(t *testing.T) {
 	n, _ := e.start("tls", func(c *node.Config) {
 		c.Listen, c.TLSCertFile, c.TLSKeyFile, c.Auth = "127.0.0.1:0", cert.CertFile, cert.KeyFile, tokens.Middleware
 	})
-	waitFor(t, 10*time.Second, "listener up", func() bool { return n.Addr() != "" })
+	testutil.WaitFor(t, 10*time.Second, "listener up", func() bool { return n.Addr() != "" })
 	base := "https://" + n.Addr()
 	client := httpsClient(cert)
 	_, list := dlt.FakeBatch("svc-tls", 0)
@@ -130,7 +131,7 @@ func TestListenerLimits(t *testing.T) {
 		c.Listen, c.MaxIngestRequests, c.ReadTimeout, c.MaxHeaderBytes = "127.0.0.1:0", 1, 15*time.Second, 4<<10
 		c.MaxBody, c.MaxIngestMemory = 64<<10, 128<<10
 	})
-	waitFor(t, 10*time.Second, "listener up", func() bool { return n.Addr() != "" })
+	testutil.WaitFor(t, 10*time.Second, "listener up", func() bool { return n.Addr() != "" })
 	base := "http://" + n.Addr()
 	client := &http.Client{Timeout: 30 * time.Second}
 
@@ -163,7 +164,7 @@ func TestListenerLimits(t *testing.T) {
 		}
 		return "absent"
 	}
-	waitFor(t, 14*time.Second, "both slow bodies holding their 64 KiB", func() bool {
+	testutil.WaitFor(t, 14*time.Second, "both slow bodies holding their 64 KiB", func() bool {
 		select {
 		case err := <-held:
 			t.Fatalf("a held request ended (%v) before its memory was seen held", err)
@@ -199,7 +200,7 @@ func TestListenerLimits(t *testing.T) {
 			t.Fatal("a request whose body never ends was not cut by the read timeout")
 		}
 	}
-	waitFor(t, 10*time.Second, "the memory given back", func() bool {
+	testutil.WaitFor(t, 10*time.Second, "the memory given back", func() bool {
 		resp, _ := do(t, client, "POST", base+"/batches?service_id=svc-fast", "", bytes.NewReader(list))
 		return resp.StatusCode == http.StatusAccepted
 	})
@@ -222,7 +223,7 @@ func TestListenerConnectionLimit(t *testing.T) {
 	t.Parallel()
 	e := setup(t, dlt.FlavorSawtooth, dltsim.Config{})
 	n, _ := e.start("conns", func(c *node.Config) { c.Listen, c.MaxConnections = "127.0.0.1:0", 3 })
-	waitFor(t, 10*time.Second, "listener up", func() bool { return n.Addr() != "" })
+	testutil.WaitFor(t, 10*time.Second, "listener up", func() bool { return n.Addr() != "" })
 	var held []net.Conn
 	for range 3 {
 		c, err := net.Dial("tcp", n.Addr())
@@ -241,7 +242,7 @@ func TestListenerConnectionLimit(t *testing.T) {
 		return err
 	}
 	// The three held connections may not all be accepted yet: wait until one more is refused.
-	waitFor(t, 10*time.Second, "a fourth connection refused", func() bool { return get() != nil })
+	testutil.WaitFor(t, 10*time.Second, "a fourth connection refused", func() bool { return get() != nil })
 	_ = held[0].Close()
-	waitFor(t, 10*time.Second, "a connection served once one closed", func() bool { return get() == nil })
+	testutil.WaitFor(t, 10*time.Second, "a connection served once one closed", func() bool { return get() == nil })
 }

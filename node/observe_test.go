@@ -20,6 +20,7 @@ import (
 	"github.com/batchclaim/batchclaim/dlt"
 	"github.com/batchclaim/batchclaim/dlt/dltsim"
 	"github.com/batchclaim/batchclaim/internal/httpauth"
+	"github.com/batchclaim/batchclaim/internal/testutil"
 	"github.com/batchclaim/batchclaim/node"
 	"github.com/batchclaim/batchclaim/submitter"
 )
@@ -78,9 +79,9 @@ func TestBuildInfoAndPoolMetrics(t *testing.T) {
 		c.Listen = "127.0.0.1:0"
 		c.Claims.Version = "9.8.7+test"
 	})
-	waitFor(t, 10*time.Second, "listener up", func() bool { return n.Addr() != "" })
+	testutil.WaitFor(t, 10*time.Second, "listener up", func() bool { return n.Addr() != "" })
 	e.waitFinished(30 * time.Second)
-	waitFor(t, 10*time.Second, "/readyz 200", func() bool {
+	testutil.WaitFor(t, 10*time.Second, "/readyz 200", func() bool {
 		resp, err := http.Get("http://" + n.Addr() + "/readyz")
 		if err != nil {
 			return false
@@ -165,7 +166,7 @@ func TestPprof(t *testing.T) {
 	}
 	start := func(name string, pprof bool, auth func(http.Handler) http.Handler) *node.Node {
 		n, _ := e.start(name, func(c *node.Config) { c.Listen, c.Pprof, c.Auth = "127.0.0.1:0", pprof, auth })
-		waitFor(t, 10*time.Second, "listener up", func() bool { return n.Addr() != "" })
+		testutil.WaitFor(t, 10*time.Second, "listener up", func() bool { return n.Addr() != "" })
 		return n
 	}
 

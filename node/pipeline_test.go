@@ -9,6 +9,7 @@ import (
 	"github.com/batchclaim/batchclaim"
 	"github.com/batchclaim/batchclaim/dlt"
 	"github.com/batchclaim/batchclaim/dlt/dltsim"
+	"github.com/batchclaim/batchclaim/internal/testutil"
 	"github.com/batchclaim/batchclaim/node"
 	"github.com/batchclaim/batchclaim/submitter"
 )
@@ -40,7 +41,7 @@ func TestGracefulStopHandsOver(t *testing.T) {
 	e := setup(t, dlt.FlavorSawtooth, dltsim.Config{CommitLatency: 5 * time.Millisecond})
 	e.enqueue(10, 4)
 	_, stopA := e.start("a", nil)
-	waitFor(t, 20*time.Second, "some batch committed", func() bool { return len(e.sim.Committed()) > 0 })
+	testutil.WaitFor(t, 20*time.Second, "some batch committed", func() bool { return len(e.sim.Committed()) > 0 })
 	stopA()
 	var left int
 	if err := e.admin.QueryRow(context.Background(), `SELECT count(*) FROM service_id_claims WHERE claimant IS NOT NULL`).Scan(&left); err != nil {
@@ -87,15 +88,15 @@ func TestHaltOnInvalid(t *testing.T) {
 	e := setup(t, dlt.FlavorSawtooth, dltsim.Config{CommitLatency: 5 * time.Millisecond, InvalidRate: 1})
 	ids := e.enqueue(1, 3)["svc-000"]
 	n, _ := e.start("a", func(c *node.Config) { c.HaltOnInvalid = true })
-	waitFor(t, 20*time.Second, "first batch INVALID", func() bool { return e.state(ids[0]) == "INVALID" })
-	waitFor(t, 20*time.Second, "service halted", func() bool {
+	testutil.WaitFor(t, 20*time.Second, "first batch INVALID", func() bool { return e.state(ids[0]) == "INVALID" })
+	testutil.WaitFor(t, 20*time.Second, "service halted", func() bool {
 		var n int
 		_ = e.admin.QueryRow(context.Background(), `SELECT count(*) FROM service_halts WHERE service_id = 'svc-000'`).Scan(&n)
 		return n == 1
 	})
 	// Let the queuer run five more cycles; the later batches must stay NEW.
 	from := n.Engine().Stats().Cycles
-	waitFor(t, 20*time.Second, "five more cycles", func() bool { return n.Engine().Stats().Cycles >= from+5 })
+	testutil.WaitFor(t, 20*time.Second, "five more cycles", func() bool { return n.Engine().Stats().Cycles >= from+5 })
 	for _, id := range ids[1:] {
 		if s := e.state(id); s != "NEW" || e.effectivePosts(id) != 0 {
 			t.Fatalf("batch after the halt is %s with %d posts, want NEW and none", s, e.effectivePosts(id))
@@ -111,7 +112,7 @@ func TestUnknownAfterLedgerRestartResubmitsOnce(t *testing.T) {
 	ids := e.enqueue(1, 2)["svc-000"]
 	e.sim.SetPaused(true) // accepted batches stay PENDING
 	e.start("a", nil)
-	waitFor(t, 20*time.Second, "first batch PENDING", func() bool { return e.state(ids[0]) == "PENDING" })
+	testutil.WaitFor(t, 20*time.Second, "first batch PENDING", func() bool { return e.state(ids[0]) == "PENDING" })
 	e.sim.Restart()
 	e.sim.SetPaused(false)
 	e.waitFinished(30 * time.Second)

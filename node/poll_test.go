@@ -15,7 +15,6 @@ import (
 	"github.com/batchclaim/batchclaim/dlt/dltsim"
 	"github.com/batchclaim/batchclaim/ingest"
 	"github.com/batchclaim/batchclaim/internal/dbtest"
-	"github.com/batchclaim/batchclaim/node"
 	"github.com/batchclaim/batchclaim/observer"
 )
 
@@ -71,7 +70,7 @@ func TestPollPacksStatusGETsAcrossServiceIDs(t *testing.T) {
 	if _, err := eng.Cycle(ctx); err != nil {
 		t.Fatal(err)
 	}
-	p, err := observer.NewPoller(pool, eng, observer.NewRecorder(pool, eng, observer.RecorderConfig{}), node.DLTStatuses(client), observer.PollerConfig{})
+	p, err := observer.NewPoller(pool, eng, observer.NewRecorder(pool, eng, observer.RecorderConfig{}), client, observer.PollerConfig{})
 	if err != nil {
 		t.Fatal(err)
 	}

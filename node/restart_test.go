@@ -12,6 +12,7 @@ import (
 	"github.com/batchclaim/batchclaim/dlt/dltsim"
 	"github.com/batchclaim/batchclaim/internal/history"
 	"github.com/batchclaim/batchclaim/internal/pglocal"
+	"github.com/batchclaim/batchclaim/internal/testutil"
 	"github.com/batchclaim/batchclaim/migrations"
 )
 
@@ -51,7 +52,7 @@ func TestPostgresRestart(t *testing.T) {
 	e.enqueue(8, 6)
 	e.start("a", nil)
 	e.start("b", nil)
-	waitFor(t, 30*time.Second, "work in progress", func() bool { return len(e.sim.Committed()) >= 8 })
+	testutil.WaitFor(t, 30*time.Second, "work in progress", func() bool { return len(e.sim.Committed()) >= 8 })
 	if err := cluster.Restart(ctx); err != nil {
 		t.Fatal(err)
 	}

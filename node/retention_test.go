@@ -10,6 +10,7 @@ import (
 
 	"github.com/batchclaim/batchclaim/dlt"
 	"github.com/batchclaim/batchclaim/dlt/dltsim"
+	"github.com/batchclaim/batchclaim/internal/testutil"
 	"github.com/batchclaim/batchclaim/node"
 )
 
@@ -35,8 +36,8 @@ func TestNodeRunsRetention(t *testing.T) {
 		}
 		return n
 	}
-	waitFor(t, 20*time.Second, "old finished batches deleted", func() bool { return left() == 1 })
-	waitFor(t, 10*time.Second, "listener up", func() bool { return n.Addr() != "" })
+	testutil.WaitFor(t, 20*time.Second, "old finished batches deleted", func() bool { return left() == 1 })
+	testutil.WaitFor(t, 10*time.Second, "listener up", func() bool { return n.Addr() != "" })
 	resp, err := http.Get("http://" + n.Addr() + "/metrics")
 	if err != nil {
 		t.Fatal(err)

@@ -16,6 +16,7 @@ import (
 	"github.com/batchclaim/batchclaim/ingest"
 	"github.com/batchclaim/batchclaim/internal/dbtest"
 	"github.com/batchclaim/batchclaim/internal/history"
+	"github.com/batchclaim/batchclaim/internal/testutil"
 	"github.com/batchclaim/batchclaim/node"
 )
 
@@ -85,7 +86,7 @@ func (e *env) startPool(pool *pgxpool.Pool, name string, tweak func(*node.Config
 		e.t.Fatal(err)
 	}
 	cfg := node.Config{
-		Claims: testClaims(name), Submitter: node.DLTSubmitter(client), Statuses: node.DLTStatuses(client),
+		Claims: testClaims(name), Submitter: client, Statuses: client,
 		SkipValid: client.OrderedOnValid(), Workers: 4, PollInterval: 50 * time.Millisecond,
 		UnknownAnswers: 2, UnknownGrace: 2 * time.Second, BackoffBase: 20 * time.Millisecond, BackoffMax: 200 * time.Millisecond,
 	}
@@ -133,22 +134,11 @@ func (e *env) enqueue(services, batches int) map[string][]string {
 // waitFinished polls (with a deadline) until every batch is COMMITTED or INVALID.
 func (e *env) waitFinished(timeout time.Duration) {
 	e.t.Helper()
-	waitFor(e.t, timeout, "every batch finished", func() bool {
+	testutil.WaitFor(e.t, timeout, "every batch finished", func() bool {
 		var open int
 		err := e.admin.QueryRow(context.Background(), `SELECT count(*) FROM batches WHERE state NOT IN ('COMMITTED','INVALID')`).Scan(&open)
 		return err == nil && open == 0 // an error (the server restarting) means not yet
 	})
-}
-
-func waitFor(t testing.TB, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for: %s", timeout, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }
 
 // logRows logs the rows of query, one line each, for a failed test's log.

@@ -11,6 +11,7 @@ import (
 	"github.com/batchclaim/batchclaim/claims"
 	"github.com/batchclaim/batchclaim/dlt"
 	"github.com/batchclaim/batchclaim/dlt/dltsim"
+	"github.com/batchclaim/batchclaim/internal/testutil"
 	"github.com/batchclaim/batchclaim/node"
 	"github.com/batchclaim/batchclaim/submitter"
 )
@@ -38,7 +39,7 @@ func TestGracefulStopKeepsTheClaimOfARunningSubmission(t *testing.T) {
 		c.Submitter, c.Statuses = stuck, nil
 		c.Claims.MaxSubmission = 500 * time.Millisecond
 	})
-	waitFor(t, 20*time.Second, "all three claims held", func() bool { return len(n.Engine().Held()) == 3 })
+	testutil.WaitFor(t, 20*time.Second, "all three claims held", func() bool { return len(n.Engine().Held()) == 3 })
 	<-entered
 	stop() // returns after the drain timed out and the stuck call was cancelled in vain
 

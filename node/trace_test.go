@@ -14,6 +14,7 @@ import (
 	"github.com/batchclaim/batchclaim/dlt"
 	"github.com/batchclaim/batchclaim/dlt/dltsim"
 	"github.com/batchclaim/batchclaim/ingest"
+	"github.com/batchclaim/batchclaim/internal/testutil"
 	"github.com/batchclaim/batchclaim/internal/tracing"
 )
 
@@ -61,7 +62,7 @@ func TestTraceSpans(t *testing.T) {
 		return m
 	}
 	// byName holds the spans of svc's batches by name, and every span's name.
-	waitFor(t, 10*time.Second, "the spans of both outcomes", func() bool {
+	testutil.WaitFor(t, 10*time.Second, "the spans of both outcomes", func() bool {
 		k := 0
 		for _, s := range exp.GetSpans() {
 			if s.Name == tracing.Outcome && attrs(s)[tracing.ServiceID].AsString() == svc {

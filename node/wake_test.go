@@ -9,6 +9,7 @@ import (
 	"github.com/batchclaim/batchclaim/dlt"
 	"github.com/batchclaim/batchclaim/dlt/dltsim"
 	"github.com/batchclaim/batchclaim/ingest"
+	"github.com/batchclaim/batchclaim/internal/testutil"
 	"github.com/batchclaim/batchclaim/node"
 )
 
@@ -29,7 +30,7 @@ func TestEnqueueWakesTheHolder(t *testing.T) {
 	e := setup(t, dlt.FlavorSawtooth, dltsim.Config{})
 	first := e.enqueue(1, 1)["svc-000"][0]
 	n, _ := e.start("a", func(c *node.Config) { c.Claims = slowClaims("a") })
-	waitFor(t, 20*time.Second, "the first batch committed (first cycle and fetch)", func() bool { return e.state(first) == "COMMITTED" })
+	testutil.WaitFor(t, 20*time.Second, "the first batch committed (first cycle and fetch)", func() bool { return e.state(first) == "COMMITTED" })
 
 	store := func(svc string, b int) string {
 		t.Helper()
@@ -40,10 +41,10 @@ func TestEnqueueWakesTheHolder(t *testing.T) {
 		return id
 	}
 	held := store("svc-000", 1)
-	waitFor(t, 20*time.Second, "a batch of a held service_id committed after a wake-up", func() bool { return e.state(held) == "COMMITTED" })
+	testutil.WaitFor(t, 20*time.Second, "a batch of a held service_id committed after a wake-up", func() bool { return e.state(held) == "COMMITTED" })
 
 	free := store("svc-new", 0)
-	waitFor(t, 20*time.Second, "a batch of a new service_id claimed and committed after a wake-up", func() bool { return e.state(free) == "COMMITTED" })
+	testutil.WaitFor(t, 20*time.Second, "a batch of a new service_id claimed and committed after a wake-up", func() bool { return e.state(free) == "COMMITTED" })
 	if _, ok := n.Engine().Holds("svc-new"); !ok {
 		t.Fatal("the new service_id is not held by the only instance")
 	}
@@ -54,7 +55,7 @@ func TestEnqueueWakesTheHolder(t *testing.T) {
 		t.Fatalf("terminated %d listening connections (%v), want 1", killed, err)
 	}
 	after := store("svc-000", 2)
-	waitFor(t, 20*time.Second, "a batch stored while the listener reconnected committed", func() bool { return e.state(after) == "COMMITTED" })
+	testutil.WaitFor(t, 20*time.Second, "a batch stored while the listener reconnected committed", func() bool { return e.state(after) == "COMMITTED" })
 	e.check()
 }
 

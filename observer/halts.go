@@ -2,15 +2,12 @@ package observer
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
-	"github.com/batchclaim/batchclaim"
 	"github.com/batchclaim/batchclaim/claims"
 	"github.com/batchclaim/batchclaim/internal/db"
+	"github.com/batchclaim/batchclaim/internal/pg"
 )
 
 // Halt is a service_id stopped after an INVALID batch (RecorderConfig.HaltOnInvalid).
@@ -39,11 +36,8 @@ func Halts(ctx context.Context, q claims.Querier) ([]Halt, error) {
 // or batchclaim.ErrNotFound if serviceID was not halted.
 func Resume(ctx context.Context, q claims.Querier, serviceID string) (Halt, error) {
 	r, err := db.New().ServiceHaltDelete(ctx, q, serviceID)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return Halt{}, fmt.Errorf("resume %q: %w", serviceID, batchclaim.ErrNotFound)
-	}
 	if err != nil {
-		return Halt{}, fmt.Errorf("resume %q: %w", serviceID, err)
+		return Halt{}, fmt.Errorf("resume %q: %w", serviceID, pg.NotFound(err))
 	}
 	return Halt{ServiceID: r.ServiceID, Seq: r.Seq, Reason: r.Reason, At: r.At}, nil
 }

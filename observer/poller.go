@@ -16,23 +16,16 @@ import (
 	"github.com/batchclaim/batchclaim/internal/tracing"
 )
 
-// LedgerStatus is what the ledger says about one batch id.
-type LedgerStatus struct {
-	ID      string
-	Status  batchclaim.Status
-	Invalid []byte // JSON details of invalid transactions, if any
-}
-
-// StatusSource asks the ledger about batch ids (a DLT adapter; it splits large requests).
+// StatusSource asks the ledger about batch ids (a dlt.Client; it splits large requests).
 type StatusSource interface {
-	Statuses(ctx context.Context, ids []string) ([]LedgerStatus, error)
+	Statuses(ctx context.Context, ids []string) ([]batchclaim.LedgerStatus, error)
 }
 
 // StatusWaiter is a StatusSource that can also wait, up to wait, until none of the batches
 // asked about is pending before it answers (the ledgers' wait parameter).
 type StatusWaiter interface {
 	StatusSource
-	StatusesWait(ctx context.Context, ids []string, wait time.Duration) ([]LedgerStatus, error)
+	StatusesWait(ctx context.Context, ids []string, wait time.Duration) ([]batchclaim.LedgerStatus, error)
 }
 
 // PollWaitDefault is PollerConfig.Wait's default.
@@ -258,7 +251,7 @@ func (p *Poller) PollOnce(ctx context.Context) (int, error) {
 	// Every answer of the poll in one write; answers that change nothing are not written.
 	changed := 0
 	for _, u := range ups {
-		if stateFor(u.Status) != u.From {
+		if u.Status.State() != u.From {
 			changed++
 		}
 	}
@@ -366,7 +359,7 @@ func (p *Poller) pack(rows []db.BatchesToPollRow) []statusPack {
 // the answers that change something, each under its own service_id's claim.
 func (p *Poller) ask(ctx context.Context, byService map[string]claims.Claim, pk statusPack) ([]StatusUpdate, error) {
 	var (
-		statuses []LedgerStatus
+		statuses []batchclaim.LedgerStatus
 		err      error
 	)
 	if w, ok := p.src.(StatusWaiter); ok && p.cfg.Wait > 0 && pk.pending {
@@ -384,13 +377,17 @@ func (p *Poller) ask(ctx context.Context, byService map[string]claims.Claim, pk 
 			p.log.Warn("ledger answered about a batch id that was not asked; ignored", "batch_id", s.ID)
 			continue
 		}
+		invalid, err := s.InvalidDetails()
+		if err != nil {
+			p.log.Warn("invalid transactions of a batch not recorded", "batch_id", s.ID, "error", err)
+		}
 		for _, r := range rows {
 			from := batchclaim.State(r.State)
-			if stateFor(s.Status) == from && s.Status != batchclaim.StatusUnknown {
+			if s.State() == from && s.Status != batchclaim.StatusUnknown {
 				continue // nothing new: nothing to write
 			}
 			ups = append(ups, StatusUpdate{Claim: byService[r.ServiceID], Seq: r.Seq, BatchID: r.BatchID, Attempt: int(r.Attempts),
-				From: from, Status: s.Status, Invalid: s.Invalid})
+				From: from, Status: s.Status, Invalid: invalid})
 		}
 	}
 	return ups, nil

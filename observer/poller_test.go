@@ -28,25 +28,25 @@ type source struct {
 	extra  string // an id the ledger mentions without being asked
 }
 
-func (s *source) Statuses(_ context.Context, ids []string) ([]observer.LedgerStatus, error) {
+func (s *source) Statuses(_ context.Context, ids []string) ([]batchclaim.LedgerStatus, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.asked = append(s.asked, ids)
-	var out []observer.LedgerStatus
+	var out []batchclaim.LedgerStatus
 	for _, id := range ids {
 		if st, ok := s.answer[id]; ok {
-			out = append(out, observer.LedgerStatus{ID: id, Status: st})
+			out = append(out, batchclaim.LedgerStatus{ID: id, Status: st})
 		}
 	}
 	if s.extra != "" {
-		out = append(out, observer.LedgerStatus{ID: s.extra, Status: batchclaim.StatusCommitted})
+		out = append(out, batchclaim.LedgerStatus{ID: s.extra, Status: batchclaim.StatusCommitted})
 	}
 	return out, nil
 }
 
 func TestPollerRecordsAnswersForClaimedServiceIDsOnly(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
+	ctx := t.Context()
 	pool := dbtest.NewPool(t)
 	for _, b := range []struct{ svc, id, state string }{
 		{"mine", "p1", "PENDING"}, {"mine", "p2", "PENDING"}, {"mine", "u1", "UNKNOWN"}, {"mine", "n1", "NEW"},
@@ -161,7 +161,7 @@ func claimedPending(t *testing.T, pool *pgxpool.Pool, services int, perService f
 // poll reads more than MaxBatches.
 func TestPollerRotatesThroughAllServiceIDs(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
+	ctx := t.Context()
 	pool := dbtest.NewPool(t)
 	// 40 service_ids, every fifth with 3 batches to ask about: 56 batches.
 	me, ids := claimedPending(t, pool, 40, func(i int) int { return 1 + 2*btoi(i%5 == 0) })
@@ -205,7 +205,7 @@ func TestPollerRotatesThroughAllServiceIDs(t *testing.T) {
 // need two requests of at most 15 ids (the Sawtooth limit), not 20 requests of one.
 func TestPollerPacksIDsOfSeveralServiceIDsPerRequest(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
+	ctx := t.Context()
 	pool := dbtest.NewPool(t)
 	me, ids := claimedPending(t, pool, 20, func(int) int { return 1 })
 	answer := map[string]batchclaim.Status{}
@@ -256,7 +256,7 @@ func btoi(b bool) int {
 // something to ask about before: one with nothing left is not read again until it is noted.
 func TestPollerAsksAboutServiceIDsItKnowsOf(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
+	ctx := t.Context()
 	pool := dbtest.NewPool(t)
 	me, ids := claimedPending(t, pool, 2, func(int) int { return 1 }) // svc-0000-b0, svc-0001-b0
 	src := &source{answer: map[string]batchclaim.Status{ids[0]: batchclaim.StatusCommitted, ids[1]: batchclaim.StatusPending}}

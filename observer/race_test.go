@@ -67,7 +67,7 @@ func busy(t *testing.T, pool *pgxpool.Pool, svc string) bool {
 // its owner's expiry-1 another instance may take it at once.
 func TestMarkRacingAPollAnswer(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
+	ctx := t.Context()
 	pool, eng, rec, c, b := recorderSetup(t)
 	b = postedUnknown(t, rec, c, b)
 
@@ -127,7 +127,7 @@ func TestMarkRacingAPollAnswer(t *testing.T) {
 // A mark whose head moved on before it ran marks nothing and keeps the claim: the fence held.
 func TestMarkOfAHeadThatMovedOnKeepsTheClaim(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
+	ctx := t.Context()
 	pool, eng, rec, c, b := recorderSetup(t)
 	b = postedUnknown(t, rec, c, b)
 	if err := rec.RecordStatuses(ctx, []observer.StatusUpdate{{Claim: c, Seq: b.Seq, BatchID: b.BatchID, Attempt: 1,
@@ -151,7 +151,7 @@ func TestMarkOfAHeadThatMovedOnKeepsTheClaim(t *testing.T) {
 // attempt is refused, and the second attempt's outcome is the one recorded.
 func TestLateOutcomeOfAnEarlierAttemptIsRefused(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
+	ctx := t.Context()
 	pool, _, rec, c, b := recorderSetup(t)
 	m1, err := rec.Mark(ctx, []batchclaim.Job{{Claim: c, Batch: b, FromState: batchclaim.StateNew, Reason: "first"}})
 	if err != nil || len(m1) != 1 {
@@ -193,7 +193,7 @@ func TestLateOutcomeOfAnEarlierAttemptIsRefused(t *testing.T) {
 // service_id and the batch of another writes nothing.
 func TestStatusUpdateForAnotherServiceIDIsRefused(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
+	ctx := t.Context()
 	pool, eng, rec, c, _ := recorderSetup(t)
 	other, err := ingest.Enqueue(ctx, pool, "other", "o1", []byte("o"))
 	if err != nil {
@@ -216,7 +216,7 @@ func TestStatusUpdateForAnotherServiceIDIsRefused(t *testing.T) {
 // for the queuer.
 func TestFinishChainsTheNextBatch(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
+	ctx := t.Context()
 	pool, _, rec, c, b := recorderSetup(t)
 	second, err := ingest.Enqueue(ctx, pool, "svc", "b2", []byte("two"))
 	if err != nil {

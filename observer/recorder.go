@@ -11,11 +11,11 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
 
 	"github.com/batchclaim/batchclaim"
 	"github.com/batchclaim/batchclaim/claims"
 	"github.com/batchclaim/batchclaim/internal/db"
+	"github.com/batchclaim/batchclaim/internal/pg"
 	"github.com/batchclaim/batchclaim/internal/tracing"
 )
 
@@ -31,12 +31,6 @@ type Fencer interface {
 	DBNow(ctx context.Context, q claims.Querier) (*time.Time, error)
 	// Retry runs a statement again after a lock timeout, deadlock or serialization failure.
 	Retry(ctx context.Context, fn func() error) error
-}
-
-// Pool runs statements and starts transactions (a *pgxpool.Pool).
-type Pool interface {
-	claims.Querier
-	Begin(ctx context.Context) (pgx.Tx, error)
 }
 
 // Transition is one recorded state change.
@@ -82,7 +76,7 @@ type RecorderConfig struct {
 
 // Recorder makes the fenced, synchronous writes about batches, a set at a time.
 type Recorder struct {
-	pool  Pool
+	pool  pg.Querier // the recorder starts no transaction: a pgx.Tx will do
 	fence Fencer
 	cfg   RecorderConfig
 	q     *db.Queries
@@ -93,7 +87,7 @@ type Recorder struct {
 }
 
 // NewRecorder returns a Recorder.
-func NewRecorder(pool Pool, fence Fencer, cfg RecorderConfig) *Recorder {
+func NewRecorder(pool pg.Querier, fence Fencer, cfg RecorderConfig) *Recorder {
 	cfg.FlushTimeout = cmp.Or(cfg.FlushTimeout, FlushTimeoutDefault)
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
@@ -131,7 +125,7 @@ func (r *Recorder) mark(ctx context.Context, jobs []batchclaim.Job) ([]batchclai
 		p.ServiceIds = append(p.ServiceIds, j.Claim.ServiceID)
 		p.Epochs = append(p.Epochs, j.Claim.Epoch)
 		p.FromStates = append(p.FromStates, string(j.FromState))
-		p.Reasons = append(p.Reasons, j.Reason)
+		p.Reasons = append(p.Reasons, string(j.Reason))
 	}
 	var rows []db.BatchesMarkInflightRow
 	if err := r.fence.Retry(ctx, func() (err error) {
@@ -244,7 +238,7 @@ func (r *Recorder) writeOutcomeChunk(ctx context.Context, batch []*outcome) {
 		p.Epochs = append(p.Epochs, j.Claim.Epoch)
 		p.Attempts = append(p.Attempts, int32(j.Batch.Attempts+1))
 		p.NewStates = append(p.NewStates, string(res.Verdict.State()))
-		p.DltStatuses = append(p.DltStatuses, string(dltStatusOf(res.Verdict)))
+		p.DltStatuses = append(p.DltStatuses, string(res.Verdict.Status()))
 		p.RetryAfterMs = append(p.RetryAfterMs, o.RetryIn.Milliseconds())
 		lastErr := ""
 		if res.Verdict != batchclaim.Accepted && res.Verdict != batchclaim.Done {
@@ -296,7 +290,7 @@ func (r *Recorder) writeOutcomeChunk(ctx context.Context, batch []*outcome) {
 			}
 			r.recorded(j.Claim.ServiceID)
 			if row.NextSeq != 0 {
-				o.next = batchclaim.Job{Claim: j.Claim, FromState: batchclaim.StateNew, Reason: "first", Attempt: row.NextAttemptID,
+				o.next = batchclaim.Job{Claim: j.Claim, FromState: batchclaim.StateNew, Reason: batchclaim.ReasonFirst, Attempt: row.NextAttemptID,
 					Batch: batchclaim.Batch{Seq: row.NextSeq, ServiceID: j.Claim.ServiceID, BatchID: row.NextBatchID,
 						Payload: row.NextPayload, Attempts: int(row.NextAttempts) - 1}}
 			}
@@ -324,19 +318,6 @@ func (r *Recorder) recorded(serviceID string) {
 	}
 }
 
-// dltStatusOf is what a verdict says the ledger's status is; empty when it says nothing.
-func dltStatusOf(v batchclaim.Verdict) batchclaim.Status {
-	switch v {
-	case batchclaim.Accepted:
-		return batchclaim.StatusPending
-	case batchclaim.Rejected:
-		return batchclaim.StatusInvalid
-	case batchclaim.Done:
-		return batchclaim.StatusCommitted
-	}
-	return ""
-}
-
 // Adopt turns batches left INFLIGHT (by a previous owner, or by this instance before it was
 // fenced) into UNKNOWN under the claims of their service_ids, in one statement, so that the
 // ledger is asked before they are sent again: the resubmission grace starts afresh. Each job
@@ -345,7 +326,7 @@ func (r *Recorder) Adopt(ctx context.Context, jobs []batchclaim.Job) error {
 	ups := make([]StatusUpdate, len(jobs))
 	for i, j := range jobs {
 		ups[i] = StatusUpdate{Claim: j.Claim, Seq: j.Batch.Seq, BatchID: j.Batch.BatchID, Attempt: j.Batch.Attempts,
-			From: batchclaim.StateInflight, Status: batchclaim.StatusUnknown, Detail: j.Reason, Adopted: true}
+			From: batchclaim.StateInflight, Status: batchclaim.StatusUnknown, Detail: string(j.Reason), Adopted: true}
 	}
 	return r.RecordStatuses(ctx, ups)
 }
@@ -375,7 +356,7 @@ func (r *Recorder) RecordStatuses(ctx context.Context, ups []StatusUpdate) error
 	var errs []error
 	todo := make([]StatusUpdate, 0, len(ups))
 	for _, u := range ups {
-		if stateFor(u.Status) == u.From && u.Status != batchclaim.StatusUnknown {
+		if u.Status.State() == u.From && u.Status != batchclaim.StatusUnknown {
 			continue
 		}
 		todo = append(todo, u)
@@ -397,7 +378,7 @@ func (r *Recorder) recordStatuses(ctx context.Context, ups []StatusUpdate) error
 		p.Epochs = append(p.Epochs, u.Claim.Epoch)
 		p.Attempts = append(p.Attempts, int32(u.Attempt))
 		p.FromStates = append(p.FromStates, string(u.From))
-		p.NewStates = append(p.NewStates, string(stateFor(u.Status)))
+		p.NewStates = append(p.NewStates, string(u.Status.State()))
 		p.DltStatuses = append(p.DltStatuses, string(u.Status))
 		p.Answers = append(p.Answers, !u.Adopted)
 		p.InvalidDetails = append(p.InvalidDetails, jsonOrEmpty(u.Invalid))
@@ -426,10 +407,10 @@ func (r *Recorder) recordStatuses(ctx context.Context, ups []StatusUpdate) error
 				lost = append(lost, fmt.Sprintf("%s@%d", u.Claim.ServiceID, u.Claim.Epoch))
 			}
 		case row.Recorded:
-			if stateFor(u.Status) != u.From {
+			if u.Status.State() != u.From {
 				r.cfg.Events.statusChanged(Transition{Seq: u.Seq, ServiceID: u.Claim.ServiceID, BatchID: u.BatchID,
-					From: u.From, To: stateFor(u.Status), AgeSeconds: row.AgeSeconds})
-				if stateFor(u.Status) == batchclaim.StateInvalid {
+					From: u.From, To: u.Status.State(), AgeSeconds: row.AgeSeconds})
+				if u.Status.State() == batchclaim.StateInvalid {
 					r.logInvalid(u.Claim.ServiceID, u.Seq, u.BatchID, cmp.Or(u.Detail, "ledger: "+string(u.Status)), u.Invalid)
 				}
 			}
@@ -440,21 +421,6 @@ func (r *Recorder) recordStatuses(ctx context.Context, ups []StatusUpdate) error
 		return fmt.Errorf("record statuses under %v: %w", lost, batchclaim.ErrClaimLost)
 	}
 	return nil
-}
-
-// stateFor maps a ledger status to the batch state it leads to.
-func stateFor(s batchclaim.Status) batchclaim.State {
-	switch s {
-	case batchclaim.StatusCommitted:
-		return batchclaim.StateCommitted
-	case batchclaim.StatusInvalid:
-		return batchclaim.StateInvalid
-	case batchclaim.StatusValid:
-		return batchclaim.StateValid
-	case batchclaim.StatusPending:
-		return batchclaim.StatePending
-	}
-	return batchclaim.StateUnknown
 }
 
 // chunks splits s into runs of at most MaxRowsPerStatement.

@@ -55,7 +55,7 @@ func unknownCount(t *testing.T, pool *pgxpool.Pool, seq int64) (state string, n 
 // resubmitted once and then orphaned would be resubmitted at once by its next owner.
 func TestUnknownCountRestartsAtEachPostAndAdoptionIsNoAnswer(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
+	ctx := t.Context()
 	pool, _, rec, c, b := recorderSetup(t)
 	if _, err := pool.Exec(ctx, `UPDATE batches SET state = 'UNKNOWN', unknown_count = 3 WHERE seq = $1`, b.Seq); err != nil {
 		t.Fatal(err)
@@ -91,7 +91,7 @@ func TestUnknownCountRestartsAtEachPostAndAdoptionIsNoAnswer(t *testing.T) {
 // write would turn into an adoption and a resubmission.
 func TestRecordingRetriesLockTimeouts(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
+	ctx := t.Context()
 	pool, eng, _, c, b := recorderSetup(t)
 	pc := pool.Config()
 	claims.ConfigurePool(pc, eng.Timings())

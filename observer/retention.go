@@ -10,8 +10,10 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 
 	"github.com/batchclaim/batchclaim/internal/db"
+	"github.com/batchclaim/batchclaim/internal/pg"
 )
 
 // Retention defaults.
@@ -85,7 +87,7 @@ type RetentionRun struct {
 // instances could not delete a batch twice; it spares them contending for the same rows.
 type Retention struct {
 	cfg  RetentionConfig
-	pool Pool
+	pool pg.Beginner
 	q    *db.Queries
 	log  *slog.Logger
 
@@ -101,7 +103,7 @@ type RetentionStats struct {
 }
 
 // NewRetention returns a Retention job. It does no I/O.
-func NewRetention(pool Pool, cfg RetentionConfig) (*Retention, error) {
+func NewRetention(pool pg.Beginner, cfg RetentionConfig) (*Retention, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
@@ -173,23 +175,23 @@ func (r *Retention) PruneOnce(ctx context.Context, now *time.Time) (RetentionRun
 // chunk deletes one chunk under the lock and records it; locked is false when another
 // instance holds the lock.
 func (r *Retention) chunk(ctx context.Context, now *time.Time, before int64) (n int64, at time.Time, locked bool, err error) {
-	tx, err := r.pool.Begin(ctx)
-	if err != nil {
-		return 0, time.Time{}, false, err
-	}
-	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // no-op after commit
-	if locked, err = r.q.RetentionTryLock(ctx, tx); err != nil || !locked {
-		return 0, time.Time{}, false, err
-	}
-	n, err = r.q.RetentionPrune(ctx, tx, db.RetentionPruneParams{Now: now, MaxAgeMs: r.cfg.MaxAge.Milliseconds(), MaxRows: int32(r.cfg.Chunk)})
-	if err != nil {
-		return 0, time.Time{}, true, fmt.Errorf("delete finished batches: %w", err)
-	}
-	at, err = r.q.RetentionRecord(ctx, tx, db.RetentionRecordParams{
-		InstanceID: r.cfg.InstanceID, MaxAgeMs: r.cfg.MaxAge.Milliseconds(), Now: now, RunPruned: before + n, ChunkPruned: n,
+	err = pg.InTx(ctx, r.pool, pgx.TxOptions{}, func(tx pgx.Tx) error {
+		if locked, err = r.q.RetentionTryLock(ctx, tx); err != nil || !locked {
+			return err
+		}
+		if n, err = r.q.RetentionPrune(ctx, tx, db.RetentionPruneParams{Now: now, MaxAgeMs: r.cfg.MaxAge.Milliseconds(), MaxRows: int32(r.cfg.Chunk)}); err != nil {
+			return fmt.Errorf("delete finished batches: %w", err)
+		}
+		at, err = r.q.RetentionRecord(ctx, tx, db.RetentionRecordParams{
+			InstanceID: r.cfg.InstanceID, MaxAgeMs: r.cfg.MaxAge.Milliseconds(), Now: now, RunPruned: before + n, ChunkPruned: n,
+		})
+		if err != nil {
+			return fmt.Errorf("record run: %w", err)
+		}
+		return nil
 	})
-	if err != nil {
-		return 0, time.Time{}, true, fmt.Errorf("record run: %w", err)
+	if err != nil || !locked {
+		return 0, time.Time{}, locked, err
 	}
-	return n, at, true, tx.Commit(ctx)
+	return n, at, true, nil
 }

@@ -71,7 +71,7 @@ func dbNow(t *testing.T, pool *pgxpool.Pool, plus time.Duration) *time.Time {
 // batches, recently finished ones and the INVALID batch of a halted service_id stay.
 func TestRetentionPrunesOldFinishedBatchesInChunks(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
+	ctx := t.Context()
 	pool := dbtest.NewPool(t)
 	const day = 24 * time.Hour
 	// Ten finished batches 3 days old (oldest first: 3d+10m ... 3d+1m), alternately COMMITTED
@@ -142,7 +142,7 @@ func TestRetentionPrunesOldFinishedBatchesInChunks(t *testing.T) {
 // nothing and says so; once the lock is free, it does the work.
 func TestRetentionRunsOnOneInstanceAtATime(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
+	ctx := t.Context()
 	pool := dbtest.NewPool(t)
 	var seqs []int64
 	for i := range 5 {
@@ -223,9 +223,12 @@ type sqlTx struct {
 	p *sqlPool
 }
 
-func (p *sqlPool) Begin(ctx context.Context) (pgx.Tx, error) {
-	tx, err := p.Pool.Begin(ctx)
-	return sqlTx{tx, p}, err
+func (p *sqlPool) BeginTx(ctx context.Context, opts pgx.TxOptions) (pgx.Tx, error) {
+	tx, err := p.Pool.BeginTx(ctx, opts)
+	if err != nil {
+		return nil, err
+	}
+	return sqlTx{tx, p}, nil
 }
 
 func (p *sqlPool) record(sql string, args []any) {
@@ -254,7 +257,7 @@ func (t sqlTx) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
 // sequential scan, and no scan of batches returns more rows than the chunk.
 func TestRetentionChunkReadsOnlyItsRows(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
+	ctx := t.Context()
 	pool := dbtest.NewPool(t)
 	if _, err := pool.Exec(ctx, `
 		INSERT INTO batches (service_id, batch_id, payload, state, updated_at, finished_at)

@@ -1,7 +1,6 @@
 package observer_test
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"sync"
@@ -22,7 +21,7 @@ import (
 // Outcomes finished concurrently are all recorded, each with its own fence.
 func TestSetWritesFencePerRow(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
+	ctx := t.Context()
 	pool := dbtest.NewPool(t)
 	const n = 20
 	stored := map[string]ingest.Stored{}

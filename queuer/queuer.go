@@ -502,33 +502,33 @@ func (q *Queuer) sweepTick() {
 
 // decision is what to do with a head now.
 type decision struct {
-	reason string        // hand it out for this reason (first | retry | resubmit)
-	adopt  string        // adopt it (a batch left in flight), with this detail
-	wait   time.Duration // look again after this long (a DELAYED or UNKNOWN head not yet ready)
+	reason batchclaim.Reason // hand it out for this reason (first | retry | resubmit)
+	adopt  batchclaim.Reason // adopt it (a batch left in flight), with this detail
+	wait   time.Duration     // look again after this long (a DELAYED or UNKNOWN head not yet ready)
 }
 
 // decide says whether the head h of c's service_id may go now, and why.
 func (q *Queuer) decide(c claims.Claim, h db.BatchHeadsRow) decision {
 	switch batchclaim.State(h.State) {
 	case batchclaim.StateNew:
-		return decision{reason: "first"}
+		return decision{reason: batchclaim.ReasonFirst}
 	case batchclaim.StateDelayed:
 		if h.Due {
-			return decision{reason: "retry"}
+			return decision{reason: batchclaim.ReasonRetry}
 		}
 		return decision{wait: seconds(h.DueInSeconds)}
 	case batchclaim.StateUnknown:
 		if h.UnknownSeconds >= q.cfg.UnknownGrace.Seconds() || int(h.UnknownCount) >= q.cfg.UnknownAnswers {
-			return decision{reason: "resubmit"}
+			return decision{reason: batchclaim.ReasonResubmit}
 		}
 		// New answers from the ledger also make it ready; the recorder's write queues it then.
 		return decision{wait: q.cfg.UnknownGrace - seconds(h.UnknownSeconds)}
 	case batchclaim.StateInflight:
 		// Not ours in flight (those are never queued): the outcome of that POST is unknown.
 		if h.ClaimEpoch != nil && *h.ClaimEpoch == c.Epoch {
-			return decision{adopt: "in flight when this instance lost track of it"}
+			return decision{adopt: batchclaim.ReasonLostTrack}
 		}
-		return decision{adopt: "in flight when its owner changed"}
+		return decision{adopt: batchclaim.ReasonOwnerChanged}
 	}
 	return decision{} // PENDING, VALID: the poller's answers queue it
 }

@@ -93,7 +93,7 @@ func TestFetchPolicy(t *testing.T) {
 		name       string
 		head       string // SQL SET clause for the head batch ("" leaves it NEW)
 		halt       bool
-		wantReason string // "" = nothing handed out
+		wantReason batchclaim.Reason // "" = nothing handed out
 		wantAdopt  bool
 	}{
 		{name: "new head goes first", wantReason: "first"},

@@ -11,6 +11,7 @@ import (
 
 	"github.com/batchclaim/batchclaim/internal/db"
 	"github.com/batchclaim/batchclaim/internal/dbtest"
+	"github.com/batchclaim/batchclaim/internal/testutil"
 )
 
 // N concurrent Gets of one key across three caches (three pools) make exactly one source
@@ -31,7 +32,7 @@ func TestOneFetchForConcurrentGets(t *testing.T) {
 		}
 	}
 	// Release the source only once the caches that are not fetching have callers waiting.
-	waitFor(t, "waiters in the two other caches", func() bool {
+	testutil.WaitFor(t, 30*time.Second, "waiters in the two other caches", func() bool {
 		waiting := 0
 		for _, c := range caches {
 			if c.Stats().Fetches == 0 && c.Stats().Waits > 0 {
@@ -110,7 +111,7 @@ func TestAllowStaleReturnsAtOnce(t *testing.T) {
 	if !stale.Stale || stale.Epoch != old.Epoch {
 		t.Fatalf("got %+v, want the old value (epoch %d) marked stale", stale, old.Epoch)
 	}
-	waitFor(t, "the refresh to call the source", func() bool { return src.calls.Load() == 2 })
+	testutil.WaitFor(t, 30*time.Second, "the refresh to call the source", func() bool { return src.calls.Load() == 2 })
 	for _, c := range []*Cache{a, b} { // a runs the refresh itself, b sees it in the database
 		again, err := c.Get(ctx, "k", AllowStale())
 		if err != nil || !again.Stale || again.Epoch != old.Epoch {
@@ -118,7 +119,7 @@ func TestAllowStaleReturnsAtOnce(t *testing.T) {
 		}
 	}
 	fresh := getAsync(t.Context(), b, "k")
-	waitFor(t, "the plain Get to wait", func() bool { return b.Stats().Waits > 0 })
+	testutil.WaitFor(t, 30*time.Second, "the plain Get to wait", func() bool { return b.Stats().Waits > 0 })
 	close(src.gate)
 	r := recv(t, fresh)
 	if r.err != nil || r.e.Stale || r.e.Epoch <= old.Epoch {
@@ -146,7 +147,7 @@ func TestLeaseExpiryTakeoverAndOldEpochRejected(t *testing.T) {
 	src := newFakeSource(t, true)
 	b := newCache(t, url, src, Config{LeaseTTL: lease}, true)
 	got := getAsync(t.Context(), b, "k")
-	waitFor(t, "b to take the lease over", func() bool { return src.calls.Load() == 1 })
+	testutil.WaitFor(t, 30*time.Second, "b to take the lease over", func() bool { return src.calls.Load() == 1 })
 	if st := b.Stats(); st.Takeovers != 1 {
 		t.Fatalf("b's stats %+v: want one takeover", st)
 	}
@@ -183,10 +184,10 @@ func TestRenewalKeepsSlowFetch(t *testing.T) {
 	a := newCache(t, url, src, Config{LeaseTTL: lease}, true)
 	b := newCache(t, url, src, Config{LeaseTTL: lease}, true)
 	ra := getAsync(t.Context(), a, "k")
-	waitFor(t, "a to fetch", func() bool { return src.calls.Load() == 1 })
+	testutil.WaitFor(t, 30*time.Second, "a to fetch", func() bool { return src.calls.Load() == 1 })
 	rb := getAsync(t.Context(), b, "k")
 	// b wakes at each expiry the database reports, finds the lease renewed, and waits again.
-	waitFor(t, "b to see the lease renewed several times", func() bool { return b.Stats().PollWakeups >= 3 })
+	testutil.WaitFor(t, 30*time.Second, "b to see the lease renewed several times", func() bool { return b.Stats().PollWakeups >= 3 })
 	close(src.gate)
 	for _, ch := range []<-chan result{ra, rb} {
 		if r := recv(t, ch); r.err != nil {
@@ -213,17 +214,17 @@ func TestNotifyWakesWaiters(t *testing.T) {
 				WHERE datname = current_database() AND query LIKE 'LISTEN%'`); err != nil {
 				t.Fatal(err)
 			}
-			waitFor(t, "both to reconnect", func() bool {
+			testutil.WaitFor(t, 30*time.Second, "both to reconnect", func() bool {
 				return b.Stats().Reconnects >= 1 && b.Listening() && a.Stats().Reconnects >= 1 && a.Listening()
 			})
 			src.gate = make(chan struct{})
 		}
 		calls := src.calls.Load()
 		ra := getAsync(t.Context(), a, key)
-		waitFor(t, "a to fetch", func() bool { return src.calls.Load() == calls+1 })
+		testutil.WaitFor(t, 30*time.Second, "a to fetch", func() bool { return src.calls.Load() == calls+1 })
 		waits := b.Stats().Waits
 		rb := getAsync(t.Context(), b, key)
-		waitFor(t, "b to wait", func() bool { return b.Stats().Waits > waits })
+		testutil.WaitFor(t, 30*time.Second, "b to wait", func() bool { return b.Stats().Waits > waits })
 		wakeups := b.Stats().NotifyWakeups
 		close(src.gate)
 		for _, ch := range []<-chan result{ra, rb} {
@@ -246,9 +247,9 @@ func TestPollingOnlyFallback(t *testing.T) {
 	a := newCache(t, url, src, Config{}, false)
 	b := newCache(t, url, src, Config{PollInterval: 50 * time.Millisecond}, false)
 	ra := getAsync(t.Context(), a, "k")
-	waitFor(t, "a to fetch", func() bool { return src.calls.Load() == 1 })
+	testutil.WaitFor(t, 30*time.Second, "a to fetch", func() bool { return src.calls.Load() == 1 })
 	rb := getAsync(t.Context(), b, "k")
-	waitFor(t, "b to poll", func() bool { return b.Stats().PollWakeups >= 2 })
+	testutil.WaitFor(t, 30*time.Second, "b to poll", func() bool { return b.Stats().PollWakeups >= 2 })
 	close(src.gate)
 	var epochs []int64
 	for _, ch := range []<-chan result{ra, rb} {
@@ -276,9 +277,9 @@ func TestSourceErrorPassedToWaitersAndKept(t *testing.T) {
 	a := newCache(t, url, src, cfg, true)
 	b := newCache(t, url, src, cfg, true)
 	ra := getAsync(t.Context(), a, "k")
-	waitFor(t, "a to fetch", func() bool { return src.calls.Load() == 1 })
+	testutil.WaitFor(t, 30*time.Second, "a to fetch", func() bool { return src.calls.Load() == 1 })
 	rb := getAsync(t.Context(), b, "k")
-	waitFor(t, "b to wait", func() bool { return b.Stats().Waits > 0 })
+	testutil.WaitFor(t, 30*time.Second, "b to wait", func() bool { return b.Stats().Waits > 0 })
 	close(src.gate)
 	var se *SourceError
 	r := recv(t, ra)
@@ -356,7 +357,7 @@ func TestStopReleasesLease(t *testing.T) {
 	var wg sync.WaitGroup
 	wg.Go(func() { _ = a.Run(ctx) })
 	ra := getAsync(t.Context(), a, "k")
-	waitFor(t, "a to fetch", func() bool { return src.calls.Load() == 1 })
+	testutil.WaitFor(t, 30*time.Second, "a to fetch", func() bool { return src.calls.Load() == 1 })
 	cancel()
 	wg.Wait()
 	if r := recv(t, ra); !errors.Is(r.err, ErrStopped) {
@@ -378,7 +379,7 @@ func TestInvalidateDuringFetch(t *testing.T) {
 	src := newFakeSource(t, true)
 	a := newCache(t, url, src, Config{}, true)
 	ra := getAsync(t.Context(), a, "k")
-	waitFor(t, "a to fetch", func() bool { return src.calls.Load() == 1 })
+	testutil.WaitFor(t, 30*time.Second, "a to fetch", func() bool { return src.calls.Load() == 1 })
 	if err := a.Invalidate(t.Context(), "k"); err != nil {
 		t.Fatal(err)
 	}

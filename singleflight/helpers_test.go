@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/batchclaim/batchclaim/internal/dbtest"
+	"github.com/batchclaim/batchclaim/internal/testutil"
 )
 
 func TestMain(m *testing.M) { dbtest.Main(m) }
@@ -100,21 +101,9 @@ func newCache(t testing.TB, url string, src Source, cfg Config, run bool) *Cache
 				t.Errorf("Run: %v", err)
 			}
 		})
-		waitFor(t, "listener up", c.Listening)
+		testutil.WaitFor(t, 30*time.Second, "listener up", c.Listening)
 	}
 	return c
-}
-
-// waitFor polls cond until it holds, failing the test after a generous deadline.
-func waitFor(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
 }
 
 type result struct {

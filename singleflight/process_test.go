@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/batchclaim/batchclaim/internal/dbtest"
+	"github.com/batchclaim/batchclaim/internal/testutil"
 )
 
 // The fetcher in these tests is another OS process: this test binary run again as
@@ -122,7 +123,7 @@ func TestFetcherSIGKILL(t *testing.T) {
 	src := newFakeSource(t, false)
 	b := newCache(t, url, src, Config{LeaseTTL: helperLease}, true)
 	got := getAsync(t.Context(), b, "k")
-	waitFor(t, "b to wait for the helper's fetch", func() bool { return b.Stats().Waits > 0 })
+	testutil.WaitFor(t, 30*time.Second, "b to wait for the helper's fetch", func() bool { return b.Stats().Waits > 0 })
 	if err := h.cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}

@@ -18,7 +18,7 @@ import (
 // check and the new owner's view of the batch is untouched.
 func TestClaimLostMidPost(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
+	ctx := t.Context()
 	pool := dbtest.NewPool(t)
 	timings := claims.Config{RenewInterval: 100 * time.Millisecond, Expiry1: time.Second, Expiry2: 4 * time.Second}
 	newEngine := func(name string) *claims.Engine {

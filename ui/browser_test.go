@@ -26,6 +26,7 @@ import (
 	"github.com/batchclaim/batchclaim/ingest"
 	"github.com/batchclaim/batchclaim/internal/dbtest"
 	"github.com/batchclaim/batchclaim/internal/httpauth"
+	"github.com/batchclaim/batchclaim/internal/testutil"
 	"github.com/batchclaim/batchclaim/node"
 )
 
@@ -98,7 +99,7 @@ func TestPageInBrowser(t *testing.T) {
 	}
 	a := startNode(t, pool, simURL, "node-a", auth.Middleware)
 	b := startNode(t, pool, simURL, "node-b", nil)
-	waitFor(t, 20*time.Second, "the dead instance's claims taken over", func() bool {
+	testutil.WaitFor(t, 20*time.Second, "the dead instance's claims taken over", func() bool {
 		var held int
 		err := pool.QueryRow(ctx, `SELECT count(*) FROM service_id_claims c JOIN instances i ON i.id = c.claimant WHERE i.name <> 'node-gone'`).Scan(&held)
 		return err == nil && held == len(services)
@@ -138,7 +139,7 @@ func TestPageInBrowser(t *testing.T) {
 		t.Errorf("resume with the token: the page said %q", m)
 	}
 	// Resumed, its batch commits; halt it again so that the screenshot shows a halt.
-	waitFor(t, 30*time.Second, "the resumed service_id's batch committed", func() bool {
+	testutil.WaitFor(t, 30*time.Second, "the resumed service_id's batch committed", func() bool {
 		var state string
 		err := pool.QueryRow(ctx, `SELECT state FROM batches WHERE seq = $1`, st.Seq).Scan(&state)
 		return err == nil && state == "COMMITTED"
@@ -155,7 +156,7 @@ func TestPageInBrowser(t *testing.T) {
 		}
 	}
 	want := 6*perService + 1
-	waitFor(t, 60*time.Second, "every batch committed", func() bool {
+	testutil.WaitFor(t, 60*time.Second, "every batch committed", func() bool {
 		var n int
 		err := pool.QueryRow(ctx, `SELECT count(*) FROM batches WHERE state = 'COMMITTED'`).Scan(&n)
 		return err == nil && n == want
@@ -436,7 +437,7 @@ func startNode(t *testing.T, pool *pgxpool.Pool, simURL, name string, auth func(
 		t.Fatal(err)
 	}
 	n, err := node.New(pool, node.Config{
-		Claims: testTimings(name), Submitter: node.DLTSubmitter(client), Statuses: node.DLTStatuses(client),
+		Claims: testTimings(name), Submitter: client, Statuses: client,
 		Workers: 4, PollInterval: 50 * time.Millisecond, Listen: "127.0.0.1:0", Auth: auth,
 	})
 	if err != nil {
@@ -451,19 +452,8 @@ func startNode(t *testing.T, pool *pgxpool.Pool, simURL, name string, auth func(
 			t.Errorf("%s stopped with %v", name, err)
 		}
 	})
-	waitFor(t, 10*time.Second, name+" listening", func() bool { return n.Addr() != "" })
+	testutil.WaitFor(t, 10*time.Second, name+" listening", func() bool { return n.Addr() != "" })
 	return n
-}
-
-func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for: %s", timeout, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }
 
 // limitedBuffer keeps the last 8 KiB written to it (Chromium is chatty on stderr).

@@ -23,6 +23,7 @@ import (
 	"github.com/batchclaim/batchclaim/internal/dbtest"
 	"github.com/batchclaim/batchclaim/internal/httpauth"
 	"github.com/batchclaim/batchclaim/internal/tcpproxy"
+	"github.com/batchclaim/batchclaim/internal/testutil"
 	"github.com/batchclaim/batchclaim/ui"
 )
 
@@ -400,7 +401,7 @@ func TestStatusDuringOutage(t *testing.T) {
 		t.Fatalf("before the outage: %d %s", code, body)
 	}
 	proxy.Cut()
-	waitFor(t, 10*time.Second, "the reused answer gone", func() bool { code, _ := get(); return code == http.StatusServiceUnavailable })
+	testutil.WaitFor(t, 10*time.Second, "the reused answer gone", func() bool { code, _ := get(); return code == http.StatusServiceUnavailable })
 	for range 10 {
 		code, body := get()
 		if code != http.StatusServiceUnavailable {
@@ -413,7 +414,7 @@ func TestStatusDuringOutage(t *testing.T) {
 		}
 	}
 	proxy.Restore()
-	waitFor(t, 10*time.Second, "the status read again", func() bool { code, _ := get(); return code == http.StatusOK })
+	testutil.WaitFor(t, 10*time.Second, "the status read again", func() bool { code, _ := get(); return code == http.StatusOK })
 	warn, info := strings.Count(logs.String(), "level=WARN"), strings.Count(logs.String(), "can be read again")
 	if warn != 1 || info != 1 {
 		t.Errorf("10 failed reads and a recovery logged %d warnings and %d recoveries, want 1 and 1:\n%s", warn, info, logs.String())

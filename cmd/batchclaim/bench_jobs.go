@@ -123,9 +123,9 @@ func benchLedger(ctx context.Context, c pathConfig, stderr io.Writer) (pathResul
 		return pathResult{}, err
 	}
 	tweak := func(cfg *node.Config) {
-		cfg.Statuses, cfg.SkipValid, cfg.PollInterval = node.DLTStatuses(client), client.OrderedOnValid(), c.pollInterval
+		cfg.Statuses, cfg.SkipValid, cfg.PollInterval = client, client.OrderedOnValid(), c.pollInterval
 	}
-	return benchPath(ctx, c, "batchclaim_bench_ledger", stderr, dlt.FakeBatch, tweak, node.DLTSubmitter(client))
+	return benchPath(ctx, c, "batchclaim_bench_ledger", stderr, dlt.FakeBatch, tweak, client)
 }
 
 // benchPath stores the work, runs the nodes until every unit is done, and measures: the

@@ -15,6 +15,7 @@ import (
 	"github.com/batchclaim/batchclaim"
 	"github.com/batchclaim/batchclaim/election"
 	"github.com/batchclaim/batchclaim/internal/httpguard"
+	"github.com/batchclaim/batchclaim/internal/pg"
 )
 
 // runElection is `batchclaim election run|demo`.
@@ -143,7 +144,7 @@ type primaryJSON struct {
 
 // servePrimary serves GET /primary?role=R and GET /healthz on addr until ctx ends, behind
 // the listener guard.
-func servePrimary(ctx context.Context, addr string, allowedHosts []string, el *election.Elector, db election.DBTX, logger *slog.Logger) (*http.Server, error) {
+func servePrimary(ctx context.Context, addr string, allowedHosts []string, el *election.Elector, db pg.Querier, logger *slog.Logger) (*http.Server, error) {
 	hosts, err := httpguard.NewHosts(addr, allowedHosts)
 	if err != nil {
 		return nil, err

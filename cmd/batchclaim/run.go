@@ -261,7 +261,7 @@ func runDaemon(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		}
 		return runClaimsOnly(ctx, pool, cfg.Claims, logger, cfg.Listen, cfg.AllowedHosts, cfg.Registry)
 	}
-	cfg.Submitter, cfg.Statuses, cfg.SkipValid = node.DLTSubmitter(client), node.DLTStatuses(client), client.OrderedOnValid()
+	cfg.Submitter, cfg.Statuses, cfg.SkipValid = client, client, client.OrderedOnValid()
 	n, err := node.New(pool, *cfg)
 	if err != nil {
 		return err

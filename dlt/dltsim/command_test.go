@@ -16,6 +16,7 @@ import (
 
 	"github.com/batchclaim/batchclaim/dlt"
 	"github.com/batchclaim/batchclaim/dlt/dltsim"
+	"github.com/batchclaim/batchclaim/internal/testutil"
 )
 
 // syncBuffer is a bytes.Buffer safe for one writer and concurrent readers.
@@ -92,7 +93,7 @@ func TestCommandRuns(t *testing.T) {
 		done <- dltsim.Command(ctx, []string{"--flavor", "scabbard", "--listen", "127.0.0.1:0",
 			"--post-log", postLog, "--retry-after", "2s"}, &stdout, &stderr)
 	}()
-	eventually(t, "the URL is printed", func() bool { return strings.HasSuffix(stdout.String(), "\n") })
+	testutil.WaitFor(t, 10*time.Second, "the URL is printed", func() bool { return strings.HasSuffix(stdout.String(), "\n") })
 	url := strings.TrimSpace(stdout.String())
 	if !strings.HasPrefix(url, "http://127.0.0.1:") {
 		t.Fatalf("printed %q, want a loopback URL", url)

@@ -159,16 +159,3 @@ func effectsOf(sim *dltsim.Sim) []string {
 	}
 	return out
 }
-
-// eventually polls cond until it holds, failing the test after a deadline.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.After(10 * time.Second)
-	for !cond() {
-		select {
-		case <-deadline:
-			t.Fatalf("timed out waiting until %s", what)
-		case <-time.After(time.Millisecond):
-		}
-	}
-}

@@ -11,6 +11,7 @@ import (
 	"github.com/batchclaim/batchclaim"
 	"github.com/batchclaim/batchclaim/dlt"
 	"github.com/batchclaim/batchclaim/dlt/dltsim"
+	"github.com/batchclaim/batchclaim/internal/testutil"
 )
 
 func forEachFlavor(t *testing.T, test func(t *testing.T, cfg dltsim.Config)) {
@@ -177,7 +178,7 @@ func TestCloseReleasesHeldPosts(t *testing.T) {
 		}
 		done <- err
 	}()
-	eventually(t, "the post arrives", func() bool { return len(b.sim.Posts()) == 1 })
+	testutil.WaitFor(t, 10*time.Second, "the post arrives", func() bool { return len(b.sim.Posts()) == 1 })
 	if err := b.sim.Close(); err != nil {
 		t.Fatal(err)
 	}

@@ -49,7 +49,7 @@ func Start(ctx context.Context, name string, attrs ...attribute.KeyValue) (conte
 func Job(j batchclaim.Job) []attribute.KeyValue {
 	return []attribute.KeyValue{
 		ServiceID.String(j.Claim.ServiceID), BatchID.String(j.Batch.BatchID), Seq.Int64(j.Batch.Seq),
-		Epoch.Int64(j.Claim.Epoch), Attempt.Int(j.Batch.Attempts + 1), Reason.String(j.Reason),
+		Epoch.Int64(j.Claim.Epoch), Attempt.Int(j.Batch.Attempts + 1), Reason.String(string(j.Reason)),
 	}
 }
 

@@ -1,7 +1,6 @@
-package node_test
+package dlt_test
 
 import (
-	"context"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -12,14 +11,15 @@ import (
 	"github.com/batchclaim/batchclaim"
 	"github.com/batchclaim/batchclaim/dlt"
 	"github.com/batchclaim/batchclaim/dlt/dltsim"
-	"github.com/batchclaim/batchclaim/node"
 	"github.com/batchclaim/batchclaim/observer"
+	"github.com/batchclaim/batchclaim/submitter"
 )
 
-// waitingSource is the optional interface of the source DLTStatuses returns.
-type waitingSource interface {
-	StatusesWait(ctx context.Context, ids []string, wait time.Duration) ([]observer.LedgerStatus, error)
-}
+// A Client is the submitter's Submitter and the observer's StatusWaiter as it is.
+var (
+	_ submitter.Submitter   = dlt.Client(nil)
+	_ observer.StatusWaiter = dlt.Client(nil)
+)
 
 // handClock is a simulator clock that moves only by hand and counts its reads.
 type handClock struct {
@@ -47,9 +47,10 @@ func (c *handClock) Add(d time.Duration) {
 	c.t = c.t.Add(d)
 }
 
-// A batch still PENDING under a commit latency is reported COMMITTED by one StatusesWait call
-// of the status source, in both flavours; Statuses without a wait reports it PENDING.
-func TestDLTStatusesWait(t *testing.T) {
+// A batch submitted through a Client used as a submitter.Submitter, still PENDING under a
+// commit latency, is reported COMMITTED by one StatusesWait call of the Client used as an
+// observer.StatusWaiter, in both flavours; Statuses without a wait reports it PENDING.
+func TestClientAsSubmitterAndStatusWaiter(t *testing.T) {
 	t.Parallel()
 	for _, flavor := range []dlt.Flavor{dlt.FlavorSawtooth, dlt.FlavorScabbard} {
 		t.Run(string(flavor), func(t *testing.T) {
@@ -74,19 +75,16 @@ func TestDLTStatusesWait(t *testing.T) {
 				t.Fatal(err)
 			}
 			id, list := dlt.FakeBatch("svc", 1)
-			res, err := node.DLTSubmitter(client).Submit(t.Context(), batchclaim.Batch{Payload: list})
+			var sub submitter.Submitter = client
+			res, err := sub.Submit(t.Context(), batchclaim.Batch{Payload: list})
 			if err != nil || res.Verdict != batchclaim.Accepted {
 				t.Fatalf("submit: %+v, %v", res, err)
 			}
 
-			src := node.DLTStatuses(client)
-			sts, err := src.Statuses(t.Context(), []string{id})
+			var ws observer.StatusWaiter = client
+			sts, err := ws.Statuses(t.Context(), []string{id})
 			if err != nil || len(sts) != 1 || sts[0].Status != batchclaim.StatusPending {
 				t.Fatalf("without wait: %+v, %v; want PENDING", sts, err)
-			}
-			ws, ok := src.(waitingSource)
-			if !ok {
-				t.Fatalf("%T has no StatusesWait", src)
 			}
 			go func() {
 				select {

@@ -1,0 +1,65 @@
+// Package pg is the project's one seam to Postgres: the interfaces a package asks for to run
+// statements (Querier) and to start transactions (Beginner), the one transaction helper
+// (InTx, on pgx.BeginTxFunc), and the one place that turns pgx.ErrNoRows into
+// batchclaim.ErrNotFound (NotFound). A *pgxpool.Pool is both a Querier and a Beginner; a
+// *pgx.Conn too; a pgx.Tx is a Querier.
+package pg
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/batchclaim/batchclaim"
+)
+
+// Querier runs statements: a *pgxpool.Pool, a *pgx.Conn or a pgx.Tx. It is the generated
+// queries' db.DBTX.
+type Querier interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// Beginner is a Querier that can also start transactions: a *pgxpool.Pool or a *pgx.Conn.
+type Beginner interface {
+	Querier
+	BeginTx(ctx context.Context, opts pgx.TxOptions) (pgx.Tx, error)
+}
+
+// InTx runs fn in a transaction with opts started on b and commits it when fn returns nil;
+// otherwise, or when the commit fails, the transaction is rolled back and the error returned.
+// The rollback runs even when ctx has ended, so that the connection goes back to the pool
+// clean instead of being closed.
+func InTx(ctx context.Context, b Beginner, opts pgx.TxOptions, fn func(pgx.Tx) error) error {
+	return pgx.BeginTxFunc(ctx, cleanRollback{b}, opts, fn)
+}
+
+// cleanRollback starts transactions whose rollback ignores the end of its context.
+type cleanRollback struct{ Beginner }
+
+func (b cleanRollback) BeginTx(ctx context.Context, opts pgx.TxOptions) (pgx.Tx, error) {
+	tx, err := b.Beginner.BeginTx(ctx, opts)
+	if err != nil {
+		return nil, err
+	}
+	return rollbackTx{tx}, nil
+}
+
+type rollbackTx struct{ pgx.Tx }
+
+func (t rollbackTx) Rollback(ctx context.Context) error {
+	return t.Tx.Rollback(context.WithoutCancel(ctx))
+}
+
+// NotFound returns err with pgx.ErrNoRows turned into batchclaim.ErrNotFound (both stay in
+// the chain, so errors.Is finds either); any other error, and nil, unchanged.
+func NotFound(err error) error {
+	if errors.Is(err, pgx.ErrNoRows) {
+		return fmt.Errorf("%w: %w", batchclaim.ErrNotFound, err)
+	}
+	return err
+}

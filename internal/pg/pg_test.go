@@ -1,0 +1,100 @@
+package pg_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/batchclaim/batchclaim"
+	"github.com/batchclaim/batchclaim/internal/dbtest"
+	"github.com/batchclaim/batchclaim/internal/pg"
+)
+
+func TestMain(m *testing.M) { dbtest.Main(m) }
+
+// InTx commits what fn wrote when fn succeeds and rolls it back when fn fails, returning
+// fn's error.
+func TestInTx(t *testing.T) {
+	t.Parallel()
+	pool := dbtest.NewPool(t)
+	ctx := t.Context()
+	if _, err := pool.Exec(ctx, "CREATE TABLE pg_intx (v int)"); err != nil {
+		t.Fatal(err)
+	}
+	if err := pg.InTx(ctx, pool, pgx.TxOptions{}, func(tx pgx.Tx) error {
+		_, err := tx.Exec(ctx, "INSERT INTO pg_intx VALUES (1)")
+		return err
+	}); err != nil {
+		t.Fatalf("committing InTx: %v", err)
+	}
+	boom := errors.New("boom")
+	if err := pg.InTx(ctx, pool, pgx.TxOptions{}, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, "INSERT INTO pg_intx VALUES (2)"); err != nil {
+			return err
+		}
+		return boom
+	}); !errors.Is(err, boom) {
+		t.Fatalf("failing InTx = %v, want %v", err, boom)
+	}
+	var sum int
+	if err := pool.QueryRow(ctx, "SELECT coalesce(sum(v), 0) FROM pg_intx").Scan(&sum); err != nil || sum != 1 {
+		t.Fatalf("rows after commit and rollback: sum %d, %v; want 1", sum, err)
+	}
+}
+
+// A transaction whose context ends inside fn is rolled back on a connection that stays open
+// and goes back to the pool usable.
+func TestInTxRollbackAfterCancel(t *testing.T) {
+	t.Parallel()
+	cfg, err := pgxpool.ParseConfig(dbtest.NewDB(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.MaxConns = 1
+	pool, err := pgxpool.NewWithConfig(t.Context(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	ctx, cancel := context.WithCancel(t.Context())
+	var pid uint32
+	err = pg.InTx(ctx, pool, pgx.TxOptions{}, func(tx pgx.Tx) error {
+		pid = tx.Conn().PgConn().PID()
+		cancel()
+		return ctx.Err()
+	})
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("InTx = %v, want context.Canceled", err)
+	}
+	conn, err := pool.Acquire(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Release()
+	if got := conn.Conn().PgConn().PID(); got != pid {
+		t.Fatalf("connection after the rollback: pid %d, want the same connection %d kept open", got, pid)
+	}
+	if st := conn.Conn().PgConn().TxStatus(); st != 'I' {
+		t.Fatalf("connection after the rollback: transaction status %c, want idle", st)
+	}
+}
+
+// NotFound turns pgx.ErrNoRows into batchclaim.ErrNotFound, keeping both findable, and
+// leaves other errors and nil alone.
+func TestNotFound(t *testing.T) {
+	t.Parallel()
+	err := pg.NotFound(pgx.ErrNoRows)
+	if !errors.Is(err, batchclaim.ErrNotFound) || !errors.Is(err, pgx.ErrNoRows) {
+		t.Fatalf("NotFound(ErrNoRows) = %v, want it to wrap ErrNotFound and ErrNoRows", err)
+	}
+	other := errors.New("other")
+	if got := pg.NotFound(other); got != other {
+		t.Fatalf("NotFound(other) = %v, want it unchanged", got)
+	}
+	if got := pg.NotFound(nil); got != nil {
+		t.Fatalf("NotFound(nil) = %v, want nil", got)
+	}
+}
