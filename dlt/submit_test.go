@@ -4,7 +4,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -21,32 +20,6 @@ var (
 	_ observer.StatusWaiter = dlt.Client(nil)
 )
 
-// handClock is a simulator clock that moves only by hand and counts its reads.
-type handClock struct {
-	mu    sync.Mutex
-	t     time.Time
-	reads int
-}
-
-func (c *handClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.reads++
-	return c.t
-}
-
-func (c *handClock) Reads() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.reads
-}
-
-func (c *handClock) Add(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
-
 // A batch submitted through a Client used as a submitter.Submitter, still PENDING under a
 // commit latency, is reported COMMITTED by one StatusesWait call of the Client used as an
 // observer.StatusWaiter, in both flavours; Statuses without a wait reports it PENDING.
@@ -55,7 +28,7 @@ func TestClientAsSubmitterAndStatusWaiter(t *testing.T) {
 	for _, flavor := range []dlt.Flavor{dlt.FlavorSawtooth, dlt.FlavorScabbard} {
 		t.Run(string(flavor), func(t *testing.T) {
 			t.Parallel()
-			clock := &handClock{t: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}
+			clock := &fakeClock{t: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}
 			sim, err := dltsim.New(dltsim.Config{Flavor: flavor, CommitLatency: 300 * time.Millisecond, Now: clock.Now})
 			if err != nil {
 				t.Fatal(err)
