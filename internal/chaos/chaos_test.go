@@ -1,6 +1,11 @@
 package chaos
 
 import (
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -102,5 +107,38 @@ func TestJudgeTakeovers(t *testing.T) {
 	r.victims[0].until = at(3000) // back before any bound
 	if slow, judged, _ := r.judgeTakeovers(owns); slow != 0 || judged != 0 {
 		t.Fatalf("short outage: slow %d judged %d, want none judged", slow, judged)
+	}
+}
+
+// dumpStacks saves the goroutines of each running instance from its profiles, and says where
+// (or why not) for each.
+func TestDumpStacks(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/debug/pprof/goroutine" || r.URL.Query().Get("debug") != "2" {
+			http.NotFound(w, r)
+			return
+		}
+		_, _ = io.WriteString(w, "goroutine 1 [running]:\n")
+	}))
+	defer srv.Close()
+	var progress strings.Builder
+	alive := make(chan struct{}) // never closed: the process has not exited
+	r := &run{logDir: t.TempDir(), cfg: Config{Progress: &progress}, instances: []*instance{
+		{name: "i1-1", state: stateRunning, done: alive, listen: strings.TrimPrefix(srv.URL, "http://")},
+		{name: "i2-1", state: stateKilled, listen: strings.TrimPrefix(srv.URL, "http://")},
+		{name: "i3-1", state: stateRunning, done: alive, listen: "127.0.0.1:1"},
+	}}
+	r.dumpStacks(t.Context(), "not quiescent")
+	got, err := os.ReadFile(filepath.Join(r.logDir, "i1-1.goroutines.txt"))
+	if err != nil || string(got) != "goroutine 1 [running]:\n" {
+		t.Fatalf("i1-1's dump: %q, %v", got, err)
+	}
+	if _, err := os.Stat(filepath.Join(r.logDir, "i2-1.goroutines.txt")); !os.IsNotExist(err) {
+		t.Errorf("a killed instance's dump was written (%v)", err)
+	}
+	out := progress.String()
+	if !strings.Contains(out, "not quiescent: i1-1's goroutines in ") || !strings.Contains(out, "not quiescent: i3-1's goroutines not read: ") {
+		t.Errorf("progress says:\n%s", out)
 	}
 }

@@ -99,7 +99,8 @@ func (in *instance) start(r *run) error {
 		"--instance-name", in.name, "--listen", in.listen, "--log-level", "info",
 		"--renew-interval", c.Renew.String(), "--expiry-1", c.Expiry1.String(), "--expiry-2", c.Expiry2.String(),
 		"--poll-interval", "200ms", "--unknown-answers", "3", "--unknown-grace", "3s", "--workers", "8",
-		"--backoff-base", "50ms", "--backoff-max", "1s"}
+		"--backoff-base", "50ms", "--backoff-max", "1s",
+		"--pprof"} // loopback: the goroutines of an instance that stops making progress (dumpStacks)
 	if c.DropIdleAfter > 0 {
 		args = append(args, "--drop-idle-after", c.DropIdleAfter.String())
 	}

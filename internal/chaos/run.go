@@ -3,8 +3,11 @@ package chaos
 import (
 	"context"
 	"fmt"
+	"io"
 	"math/rand/v2"
+	"net/http"
 	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
@@ -363,6 +366,9 @@ func (r *run) quiesce(ctx context.Context) {
 			break
 		}
 	}
+	if !time.Now().Before(deadline) {
+		r.dumpStacks(ctx, "not quiescent")
+	}
 	balanceDeadline := time.Now().Add(BalanceWaitDefault)
 	for ctx.Err() == nil {
 		counts, err := r.claimCounts(ctx)
@@ -387,11 +393,57 @@ func (r *run) quiesce(ctx context.Context) {
 				r.unbalanced = fmt.Sprintf("claims per instance after %v of quiescence: %s (held by others: %d)",
 					BalanceWaitDefault, strings.Join(ids, " "), held-sumInts(per))
 				r.say("unbalanced: %s", r.unbalanced)
+				r.dumpStacks(ctx, "unbalanced")
 				return
 			}
 		}
 		r.sleep(ctx, 500*time.Millisecond)
 	}
+}
+
+// dumpStacks saves the goroutines of every running instance (its profiles on its loopback
+// listener) beside its log, so that an instance that holds a lease but makes no progress can
+// be read after the run.
+func (r *run) dumpStacks(ctx context.Context, why string) {
+	for _, in := range r.instances {
+		name, state, _ := in.snapshot()
+		if state != stateRunning {
+			continue
+		}
+		path := filepath.Join(r.logDir, name+".goroutines.txt")
+		if err := saveURL(ctx, "http://"+in.listen+"/debug/pprof/goroutine?debug=2", path); err != nil {
+			r.say("%s: %s's goroutines not read: %v", why, name, err)
+			continue
+		}
+		r.say("%s: %s's goroutines in %s", why, name, path)
+	}
+}
+
+// saveURL writes what a GET of u answers to path.
+func saveURL(ctx context.Context, u, path string) error {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET %s: %s", u, resp.Status)
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(f, resp.Body); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }
 
 func sumInts(v []int) int {
