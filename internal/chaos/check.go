@@ -25,7 +25,7 @@ func (r *run) check(ctx context.Context) (Report, error) {
 	}
 	if r.db.ha != nil {
 		ttl, loop, _ := r.db.ha.Timing()
-		rep.Database = fmt.Sprintf("Patroni cluster: etcd and %d members, synchronous_mode, ttl %v, loop_wait %v", len(r.db.ha.Members()), ttl, loop)
+		rep.Database = fmt.Sprintf("Patroni cluster: etcd and %d members, synchronous_mode strict, ttl %v, loop_wait %v", len(r.db.ha.Members()), ttl, loop)
 		rep.PGRewinds = r.db.ha.Rewinds()
 	}
 	for _, k := range Kinds() {

@@ -16,7 +16,7 @@ import (
 // patroniServers starts etcd and three Patroni members in synchronous_mode and creates and
 // migrates the run's database through the multi-host URL.
 func patroniServers(ctx context.Context, cfg Config, progress func(string, ...any)) (*servers, error) {
-	progress("postgres: starting etcd and three Patroni members (synchronous_mode, use_pg_rewind, ttl 10s, loop_wait 1s)")
+	progress("postgres: starting etcd and three Patroni members (synchronous_mode strict, use_pg_rewind, ttl 10s, loop_wait 1s)")
 	start := time.Now()
 	ha, err := patroni.Start(ctx, patroni.Options{KeepDir: cfg.LogDir != "", Logger: cfg.Logger})
 	if err != nil {

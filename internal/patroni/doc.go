@@ -3,7 +3,7 @@
 // patroni, etcd-server and postgresql), on free ports of 127.0.0.1 in a temporary directory.
 // It installs nothing: Find names what is missing.
 //
-// The members run with synchronous_mode (Options.Asynchronous turns it off, to show what is
+// The members run with synchronous_mode, strict (Options.Asynchronous turns it off, to show what is
 // lost without it), use_pg_rewind, and short timings (ttl 10s, loop_wait 1s, retry_timeout
 // 4s by default), so that a failover takes seconds. Start returns once one member leads and
 // accepts writes and the others stream from it. URL lists every member in a multi-host URL

@@ -107,6 +107,11 @@ func (m *Member) writeConfig() error {
 				"ttl": secs(o.TTL), "loop_wait": secs(o.LoopWait), "retry_timeout": secs(o.RetryTimeout),
 				"maximum_lag_on_failover": 1 << 20,
 				"synchronous_mode":        !o.Asynchronous,
+				// Strict: the leader never commits alone. Without it Patroni lets the leader
+				// commit alone while no standby is healthy, and a failover in that window
+				// (before an instance's next look at the primary) loses commits: the
+				// instances then stop for good (docs/operations.md, "The failover guard").
+				"synchronous_mode_strict": !o.Asynchronous,
 				// A primary whose postmaster died fails over at once instead of being
 				// restarted in place.
 				"primary_start_timeout": 0,
