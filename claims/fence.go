@@ -10,7 +10,6 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/batchclaim/batchclaim"
@@ -193,13 +192,16 @@ func (e *Engine) Retry(ctx context.Context, fn func() error) error {
 func ConfigurePool(pc *pgxpool.Config, t Timings) {
 	pc.PingTimeout = PingTimeout(t)
 	bound := PingTimeout(t)
-	next := pc.ConnConfig.AfterNetConnect
-	pc.ConnConfig.AfterNetConnect = func(ctx context.Context, cfg *pgconn.Config, c net.Conn) (net.Conn, error) {
-		if next != nil {
-			var err error
-			if c, err = next(ctx, cfg, c); err != nil {
-				return nil, err
-			}
+	// Wrapped where it is dialled, under TLS, so that a TLS connection stays a *tls.Conn
+	// (SCRAM's channel binding looks for one) and its deadlines reach the wrapper.
+	dial := pc.ConnConfig.DialFunc
+	if dial == nil {
+		dial = (&net.Dialer{KeepAlive: 5 * time.Minute}).DialContext
+	}
+	pc.ConnConfig.DialFunc = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := dial(ctx, network, addr)
+		if err != nil {
+			return nil, err
 		}
 		return boundedDeadlines{Conn: c, bound: bound}, nil
 	}
