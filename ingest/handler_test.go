@@ -27,6 +27,13 @@ func setup(t *testing.T) (*httptest.Server, *pgxpool.Pool) {
 // address, as an instance does.
 func setupWith(t *testing.T, cfg ingest.Config) (*httptest.Server, *pgxpool.Pool) {
 	t.Helper()
+	srv, pool, _ := setupHandler(t, cfg)
+	return srv, pool
+}
+
+// setupHandler is setupWith that also returns the handler, for tests that read its Stats.
+func setupHandler(t *testing.T, cfg ingest.Config) (*httptest.Server, *pgxpool.Pool, *ingest.Handler) {
+	t.Helper()
 	pool := dbtest.NewPool(t)
 	mux := http.NewServeMux()
 	h, err := ingest.NewHandler(pool, cfg)
@@ -42,7 +49,7 @@ func setupWith(t *testing.T, cfg ingest.Config) (*httptest.Server, *pgxpool.Pool
 	srv.Config.Handler = httpguard.Guard{Hosts: hosts}.Wrap(mux)
 	srv.Start()
 	t.Cleanup(srv.Close)
-	return srv, pool
+	return srv, pool, h
 }
 
 func post(t *testing.T, url, contentType string, body []byte) (int, map[string]any) {

@@ -96,16 +96,20 @@ func TestSlowBodyHoldsNoSlot(t *testing.T) {
 // request is answered 503 with Retry-After at once, and served again when they end.
 func TestMemoryBudget(t *testing.T) {
 	t.Parallel()
-	srv, pool := setupWith(t, ingest.Config{MaxBody: 64 << 10, MaxMemory: 128 << 10})
+	srv, pool, h := setupHandler(t, ingest.Config{MaxBody: 64 << 10, MaxMemory: 128 << 10})
 	_, list := dlt.FakeBatch("svc-a", 0)
 	// Each body of unknown length starts with a 64 KiB buffer: two take the whole budget.
 	a := slowPost(t, srv.URL+"/batches?service_id=svc-slow", list[:5])
 	slowPost(t, srv.URL+"/batches?service_id=svc-slow", list[:5])
-	var refused answer
-	testutil.WaitFor(t, 10*time.Second, "a refusal at the memory limit", func() bool {
-		refused = call(t, "POST", srv.URL+"/batches?service_id=svc-a", "application/octet-stream", list)
-		return refused.code == http.StatusServiceUnavailable
+	testutil.WaitFor(t, 20*time.Second, "both slow bodies holding their 64 KiB", func() bool {
+		mem, _ := h.Stats()
+		return mem == 128<<10
 	})
+	refused := call(t, "POST", srv.URL+"/batches?service_id=svc-a", "application/octet-stream", list)
+	if refused.code != http.StatusServiceUnavailable {
+		mem, _ := h.Stats()
+		t.Fatalf("POST with the memory limit held: %d, want 503 (held %d bytes)", refused.code, mem)
+	}
 	if refused.errorCode() != ingest.CodeBusy || refused.header.Get("Retry-After") != "1" {
 		t.Errorf("refused request: code %d, Retry-After %q; want %d and 1", refused.errorCode(), refused.header.Get("Retry-After"), ingest.CodeBusy)
 	}
