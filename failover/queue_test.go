@@ -54,6 +54,13 @@ func TestCommandQueueDeliversExactlyOnce(t *testing.T) {
 			testutil.WaitFor(t, 30*time.Second, "every command consumed", func() bool {
 				return scalar[int64](t, pool, `SELECT count(*) FROM failover_commands WHERE consumed_at IS NOT NULL`) == total
 			})
+			// OnCommand runs after the consuming transaction commits: the last ones may
+			// still be on their way when the table says every command is consumed.
+			testutil.WaitFor(t, 10*time.Second, "every command delivered to OnCommand", func() bool {
+				mu.Lock()
+				defer mu.Unlock()
+				return len(seen) >= total
+			})
 			mu.Lock()
 			defer mu.Unlock()
 			if len(seen) != total {
