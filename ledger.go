@@ -40,13 +40,15 @@ func (v Verdict) State() State {
 		return StateInvalid
 	case Retry:
 		return StateDelayed
+	case Discard:
+		return StateDiscarded
 	}
 	return StateUnknown
 }
 
 // Status is what the ledger is taken to say when a submission's verdict is v: PENDING for
 // Accepted, INVALID for Rejected, COMMITTED for Done; empty when the verdict says nothing
-// about the ledger (Retry, Unknown).
+// about the ledger (Retry, Unknown, Discard).
 func (v Verdict) Status() Status {
 	switch v {
 	case Accepted:
@@ -61,13 +63,16 @@ func (v Verdict) Status() Status {
 
 // Status is the ledger status this system reports for a batch in state s when it answers as
 // a ledger itself (the ingest API's batch statuses): COMMITTED and INVALID their namesakes,
-// any other state PENDING, since the batch is stored and on its way.
+// DISCARDED and CANCELLED UNKNOWN (this system gave up on it; the ledger has no record of it
+// that anyone saw), any other state PENDING, since the batch is stored and on its way.
 func (s State) Status() Status {
 	switch s {
 	case StateCommitted:
 		return StatusCommitted
 	case StateInvalid:
 		return StatusInvalid
+	case StateDiscarded, StateCancelled:
+		return StatusUnknown // given up before the ledger took it (as far as anyone knows)
 	}
 	return StatusPending
 }

@@ -37,6 +37,7 @@ func TestVerdictStatus(t *testing.T) {
 		batchclaim.Rejected: batchclaim.StatusInvalid,
 		batchclaim.Retry:    "",
 		batchclaim.Unknown:  "",
+		batchclaim.Discard:  "",
 	} {
 		got := v.Status()
 		if got != want {
@@ -52,6 +53,9 @@ func TestVerdictStatus(t *testing.T) {
 	if got := batchclaim.Unknown.State(); got != batchclaim.StateUnknown {
 		t.Errorf("unknown leads to %s, want UNKNOWN", got)
 	}
+	if got := batchclaim.Discard.State(); got != batchclaim.StateDiscarded {
+		t.Errorf("discard leads to %s, want DISCARDED", got)
+	}
 }
 
 // The status reported for a stored batch is final only for a final state.
@@ -64,6 +68,11 @@ func TestStateStatus(t *testing.T) {
 			want = batchclaim.StatusCommitted
 		case batchclaim.StateInvalid:
 			want = batchclaim.StatusInvalid
+		case batchclaim.StateDiscarded, batchclaim.StateCancelled:
+			want = batchclaim.StatusUnknown
+		}
+		if got := s.Terminal(); got != (want != batchclaim.StatusPending) {
+			t.Errorf("%s.Terminal() = %v", s, got)
 		}
 		if got := s.Status(); got != want {
 			t.Errorf("%s.Status() = %s, want %s", s, got, want)

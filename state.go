@@ -9,8 +9,11 @@ import (
 //
 //	NEW -> INFLIGHT -> (PENDING | DELAYED | UNKNOWN) -> VALID -> COMMITTED
 //	                 \-> INVALID (terminal)
+//	                 \-> DISCARDED (terminal: out of attempts, or given up by its Submitter)
+//	NEW, DELAYED -> CANCELLED (terminal: cancelled before it ran)
 //
-// The state is stored in batches.state and every transition is one conditional statement.
+// A retry (node.Retry) takes a DISCARDED, CANCELLED or INVALID batch back to NEW. The state is
+// stored in batches.state and every transition is one conditional statement.
 type State string
 
 const (
@@ -22,13 +25,23 @@ const (
 	StateValid     State = "VALID"     // executed but not yet committed (scabbard)
 	StateCommitted State = "COMMITTED" // terminal: on the ledger
 	StateInvalid   State = "INVALID"   // terminal: rejected, never resubmitted
+	StateDiscarded State = "DISCARDED" // terminal: out of attempts, or given up; retryable
+	StateCancelled State = "CANCELLED" // terminal: cancelled before it ran; retryable
 )
 
 // States lists every state in pipeline order.
-var States = []State{StateNew, StateInflight, StatePending, StateDelayed, StateUnknown, StateValid, StateCommitted, StateInvalid}
+var States = []State{StateNew, StateInflight, StatePending, StateDelayed, StateUnknown, StateValid,
+	StateCommitted, StateInvalid, StateDiscarded, StateCancelled}
 
-// Terminal reports whether no further transition can happen.
-func (s State) Terminal() bool { return s == StateCommitted || s == StateInvalid }
+// Terminal reports whether the batch is finished: no further transition happens unless an
+// operator retries it. A terminal batch no longer holds back its service_id's next one.
+func (s State) Terminal() bool {
+	switch s {
+	case StateCommitted, StateInvalid, StateDiscarded, StateCancelled:
+		return true
+	}
+	return false
+}
 
 // ParseState reads a state name, case-insensitively.
 func ParseState(s string) (State, error) {

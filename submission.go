@@ -12,6 +12,9 @@ type Batch struct {
 	BatchID   string
 	Payload   []byte
 	Attempts  int // attempts made before this one
+	// MaxAttempts is the job's own attempt limit, set when it was enqueued; 0 means the
+	// runner's (node.Config.MaxAttempts).
+	MaxAttempts int
 }
 
 // Verdict is what the result of one submission means for its batch.
@@ -23,6 +26,10 @@ const (
 	Rejected                    // refused for good: INVALID, never resubmitted
 	Retry                       // certainly not taken (back-pressure, refused connection): DELAYED
 	Unknown                     // may or may not have taken effect: UNKNOWN, checked before any resubmission
+	// Discard gives up on the job: DISCARDED, terminal, its service_id goes on with the next
+	// batch; an operator may retry it. The submitter pool also gives this verdict in place of
+	// Retry or Unknown once a job has made its last allowed attempt.
+	Discard
 )
 
 func (v Verdict) String() string {
@@ -37,6 +44,8 @@ func (v Verdict) String() string {
 		return "retry"
 	case Unknown:
 		return "unknown"
+	case Discard:
+		return "discard"
 	}
 	return fmt.Sprintf("verdict(%d)", int(v))
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -30,13 +32,50 @@ var ErrBatchIDTaken = errors.New("ledger batch id already stored under another s
 // service_id committed before it: enqueues of one service_id are serialized (a
 // transaction-scoped advisory lock), so the per-service order is the order of the commits.
 // batchID must be unique per service_id; storing the same (serviceID, batchID) again changes
-// nothing. Run it in a transaction (pass a pgx.Tx) to store the batch atomically with other
-// writes; other enqueues of serviceID then wait for that transaction to end, so keep it short.
-func Enqueue(ctx context.Context, q claims.Querier, serviceID, batchID string, payload []byte) (Stored, error) {
-	return enqueue(ctx, q, serviceID, batchID, payload, false)
+// nothing (its options included). Run it in a transaction (pass a pgx.Tx) to store the batch
+// atomically with other writes; other enqueues of serviceID then wait for that transaction to
+// end, so keep it short. Options: RunAt, MaxAttempts.
+func Enqueue(ctx context.Context, q claims.Querier, serviceID, batchID string, payload []byte, opts ...EnqueueOption) (Stored, error) {
+	var o enqueueOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if o.maxAttempts != nil && *o.maxAttempts < 1 {
+		return Stored{}, fmt.Errorf("max attempts must be at least 1, got %d", *o.maxAttempts)
+	}
+	return enqueue(ctx, q, serviceID, batchID, payload, false, o)
 }
 
-func enqueue(ctx context.Context, q claims.Querier, serviceID, batchID string, payload []byte, ledger bool) (st Stored, err error) {
+// An EnqueueOption sets something about one job at Enqueue.
+type EnqueueOption func(*enqueueOptions)
+
+type enqueueOptions struct {
+	runAt       *time.Time
+	maxAttempts *int32
+}
+
+// RunAt makes the job wait until t, by the database clock: it is not handed out before then.
+// Its service_id's later jobs wait behind it (the order per service_id holds). A zero t means
+// now.
+func RunAt(t time.Time) EnqueueOption {
+	return func(o *enqueueOptions) {
+		if !t.IsZero() {
+			o.runAt = &t
+		}
+	}
+}
+
+// MaxAttempts sets the job's own attempt limit, in place of the runner's
+// (node.Config.MaxAttempts): the outcome of its n-th attempt, if a retry or unknown, makes it
+// DISCARDED. n must be at least 1.
+func MaxAttempts(n int) EnqueueOption {
+	return func(o *enqueueOptions) {
+		v := int32(min(max(n, -1), math.MaxInt32))
+		o.maxAttempts = &v
+	}
+}
+
+func enqueue(ctx context.Context, q claims.Querier, serviceID, batchID string, payload []byte, ledger bool, o enqueueOptions) (st Stored, err error) {
 	ctx, span := tracing.Start(ctx, tracing.Enqueue, tracing.ServiceID.String(serviceID), tracing.BatchID.String(batchID))
 	defer func() {
 		span.SetAttributes(tracing.Seq.Int64(st.Seq), tracing.New.Bool(st.New))
@@ -54,7 +93,8 @@ func enqueue(ctx context.Context, q claims.Querier, serviceID, batchID string, p
 	// BatchInsert also creates the service_id's claim row, under the enqueue lock (see
 	// claims.Config.DropIdleAfter for why it must be under the lock).
 	qs := db.New()
-	row, err := qs.BatchInsert(ctx, q, db.BatchInsertParams{ServiceID: serviceID, BatchID: batchID, Payload: payload, Ledger: ledger})
+	row, err := qs.BatchInsert(ctx, q, db.BatchInsertParams{ServiceID: serviceID, BatchID: batchID, Payload: payload, Ledger: ledger,
+		RunAt: o.runAt, MaxAttempts: o.maxAttempts})
 	if err == nil {
 		return Stored{BatchID: batchID, Seq: row.Seq, New: true}, nil
 	}
@@ -108,7 +148,7 @@ func EnqueueBatchList(ctx context.Context, q claims.Querier, serviceID string, l
 func enqueueBatches(ctx context.Context, q claims.Querier, serviceID string, batches []dlt.Batch) ([]Stored, error) {
 	out := make([]Stored, 0, len(batches))
 	for _, b := range batches {
-		s, err := enqueue(ctx, q, serviceID, b.ID, b.List, true)
+		s, err := enqueue(ctx, q, serviceID, b.ID, b.List, true, enqueueOptions{})
 		if err != nil {
 			return nil, err
 		}

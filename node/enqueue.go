@@ -2,9 +2,11 @@ package node
 
 import (
 	"context"
+	"time"
 
 	"github.com/batchclaim/batchclaim/claims"
 	"github.com/batchclaim/batchclaim/ingest"
+	"github.com/batchclaim/batchclaim/observer"
 )
 
 // Stored is one batch (job) as Enqueue left it: its id, its place in its service_id's order,
@@ -16,8 +18,35 @@ type Stored = ingest.Stored
 // the order of the commits. batchID is unique per service_id: storing the same one again
 // changes nothing. Pass a pgx.Tx as q to store the batch atomically with your own writes (the
 // instance holding the service_id is woken when that transaction commits); other enqueues of
-// serviceID wait for it to end, so keep it short. It is ingest.Enqueue, here so that an
-// embedder needs one import.
-func Enqueue(ctx context.Context, q claims.Querier, serviceID, batchID string, payload []byte) (Stored, error) {
-	return ingest.Enqueue(ctx, q, serviceID, batchID, payload)
+// serviceID wait for it to end, so keep it short. Options: RunAt, MaxAttempts. It is
+// ingest.Enqueue, here so that an embedder needs one import.
+func Enqueue(ctx context.Context, q claims.Querier, serviceID, batchID string, payload []byte, opts ...EnqueueOption) (Stored, error) {
+	return ingest.Enqueue(ctx, q, serviceID, batchID, payload, opts...)
+}
+
+// An EnqueueOption sets something about one job at Enqueue (ingest.EnqueueOption).
+type EnqueueOption = ingest.EnqueueOption
+
+// RunAt makes the job wait until t, by the database clock; its service_id's later jobs wait
+// behind it. See ingest.RunAt.
+func RunAt(t time.Time) EnqueueOption { return ingest.RunAt(t) }
+
+// MaxAttempts sets the job's own attempt limit in place of Config.MaxAttempts. See
+// ingest.MaxAttempts.
+func MaxAttempts(n int) EnqueueOption { return ingest.MaxAttempts(n) }
+
+// Change is a batch's state change made by Cancel or Retry (observer.Change).
+type Change = observer.Change
+
+// Cancel cancels a job that has not run and certainly never took effect (NEW, with a run-at
+// time ahead or not, or DELAYED): it becomes CANCELLED and its service_id goes on with the
+// next job. Another state: batchclaim.ErrStateChanged. See observer.Cancel.
+func Cancel(ctx context.Context, q claims.Querier, seq int64, reason string) (Change, error) {
+	return observer.Cancel(ctx, q, seq, reason)
+}
+
+// Retry runs a DISCARDED, CANCELLED or INVALID job again with its attempts counted afresh, or
+// a DELAYED one now. See observer.Retry.
+func Retry(ctx context.Context, q claims.Querier, seq int64) (Change, error) {
+	return observer.Retry(ctx, q, seq)
 }

@@ -2,6 +2,7 @@ package node_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -10,6 +11,7 @@ import (
 	"github.com/batchclaim/batchclaim/claims"
 	"github.com/batchclaim/batchclaim/internal/dbtest"
 	"github.com/batchclaim/batchclaim/node"
+	"github.com/batchclaim/batchclaim/observer"
 	"github.com/batchclaim/batchclaim/submitter"
 )
 
@@ -60,4 +62,72 @@ func Example_jobRunner() {
 	// order-42 reserve
 	// order-42 charge
 	// order-42 ship
+}
+
+// Errors are retried: a job that returns an error is DELAYED for a backoff and runs again, up
+// to its attempt limit (here its own, 2; Config.MaxAttempts else, 25 by default). Its last
+// failed attempt makes it DISCARDED, and its key goes on with the next job. Once the cause is
+// fixed, Retry runs it again (the status page and `batchclaim retry` do the same).
+func Example_retries() {
+	pool, drop := dbtest.ExamplePool()
+	defer drop()
+	ctx := context.Background()
+
+	charge, err := node.Enqueue(ctx, pool, "order-7", "charge", nil, node.MaxAttempts(2))
+	if err != nil {
+		panic(err)
+	}
+	if _, err := node.Enqueue(ctx, pool, "order-7", "notify", nil); err != nil {
+		panic(err)
+	}
+
+	var mu sync.Mutex
+	cardValid := false
+	finished := make(chan string, 10) // a job's id when it finished, printed by the event itself
+	n, err := node.New(pool, node.Config{
+		Claims:      claims.Config{RenewInterval: 100 * time.Millisecond, Expiry1: time.Second},
+		BackoffBase: 10 * time.Millisecond,
+		Submitter: submitter.SubmitterFunc(func(ctx context.Context, b batchclaim.Batch) (batchclaim.Result, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			fmt.Printf("%s, attempt %d\n", b.BatchID, b.Attempts+1)
+			if b.BatchID == "charge" && !cardValid {
+				return batchclaim.Result{}, errors.New("card declined")
+			}
+			return batchclaim.Result{Verdict: batchclaim.Done}, nil
+		}),
+		Events: observer.Events{StatusChanged: func(t observer.Transition) {
+			if t.To.Terminal() {
+				fmt.Println(t.BatchID, t.To)
+				finished <- t.BatchID
+			}
+		}},
+	})
+	if err != nil {
+		panic(err)
+	}
+	runCtx, stop := context.WithCancel(ctx)
+	stopped := make(chan error)
+	go func() { stopped <- n.Run(runCtx) }()
+	<-finished // charge
+	<-finished // notify
+
+	mu.Lock()
+	cardValid = true
+	mu.Unlock()
+	if _, err := node.Retry(ctx, pool, charge.Seq); err != nil {
+		panic(err)
+	}
+	<-finished // charge again
+	stop()
+	fmt.Println("stopped:", <-stopped)
+	// Output:
+	// charge, attempt 1
+	// charge, attempt 2
+	// charge DISCARDED
+	// notify, attempt 1
+	// notify COMMITTED
+	// charge, attempt 1
+	// charge COMMITTED
+	// stopped: <nil>
 }

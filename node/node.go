@@ -49,6 +49,18 @@ type Config struct {
 	// pool's own connection settings. Give a direct (not pooled) URL when the pool goes
 	// through a pooler in transaction mode.
 	ListenConnString string
+	// MaxAttempts bounds the attempts of a job whose outcome keeps being a retry (an error, or
+	// Retry) or unknown: the outcome of its last allowed attempt makes it DISCARDED, which
+	// frees its service_id for the next job; Retry (or batchclaim retry) runs it again. A
+	// job's own limit (ingest.MaxAttempts at enqueue) comes first. Zero means
+	// MaxAttemptsDefault (25) for a job runner (Statuses nil) and no limit for a ledger
+	// pipeline, whose batches wait out back-pressure however long it lasts; negative means
+	// no limit.
+	//
+	// With Statuses nil, an error returned by the Submitter is a retry: the job is DELAYED
+	// for the backoff (BackoffBase, BackoffMax) and tried again. With Statuses, it is UNKNOWN:
+	// the ledger is asked before the batch goes again.
+	MaxAttempts int
 	// UnknownGrace and UnknownAnswers: when an UNKNOWN batch is resubmitted (see queuer).
 	UnknownGrace   time.Duration
 	UnknownAnswers int
@@ -112,6 +124,9 @@ type Config struct {
 	Logger *slog.Logger
 }
 
+// MaxAttemptsDefault is a job runner's attempt limit when Config.MaxAttempts is zero.
+const MaxAttemptsDefault = 25
+
 // StopBudget is the longest a node with these timings takes to stop once its context ends:
 // submissions in flight get up to S (MaxSubmission) and, if they overrun it, StopTime more to
 // end once cancelled; releasing the claims takes up to claims.ShutdownTimeout, the HTTP server
@@ -150,6 +165,9 @@ func (c Config) WithDefaults() Config {
 	c.Workers = cmp.Or(c.Workers, submitter.WorkersDefault)
 	c.MaxSubmitMemory = cmp.Or(c.MaxSubmitMemory, submitter.MaxMemoryDefault)
 	c.PollInterval = cmp.Or(c.PollInterval, observer.PollIntervalDefault)
+	if c.MaxAttempts == 0 && c.Statuses == nil {
+		c.MaxAttempts = MaxAttemptsDefault
+	}
 	c.UnknownGrace = cmp.Or(c.UnknownGrace, queuer.UnknownGraceDefault)
 	c.UnknownAnswers = cmp.Or(c.UnknownAnswers, queuer.UnknownAnswersDefault)
 	c.BackoffBase = cmp.Or(c.BackoffBase, submitter.BackoffBaseDefault)
@@ -227,6 +245,7 @@ func New(pool *pgxpool.Pool, cfg Config) (*Node, error) {
 	n.workers, err = submitter.New(submitter.Config{
 		Workers: cfg.Workers, MaxMemory: cfg.MaxSubmitMemory, Timeout: timings.MaxSubmission,
 		BackoffBase: cfg.BackoffBase, BackoffMax: cfg.BackoffMax,
+		RetryErrors: cfg.Statuses == nil, MaxAttempts: max(cfg.MaxAttempts, 0),
 		Lease:    eng,
 		OnResult: func(_ submitter.Job, r batchclaim.Result, d time.Duration) { n.metrics.result(r, d) },
 		MayChain: func(j batchclaim.Job, run int) bool { return q.MayChain(j, run) },

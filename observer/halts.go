@@ -2,9 +2,13 @@ package observer
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
+	"github.com/batchclaim/batchclaim"
 	"github.com/batchclaim/batchclaim/claims"
 	"github.com/batchclaim/batchclaim/internal/db"
 	"github.com/batchclaim/batchclaim/internal/pg"
@@ -40,4 +44,57 @@ func Resume(ctx context.Context, q claims.Querier, serviceID string) (Halt, erro
 		return Halt{}, fmt.Errorf("resume %q: %w", serviceID, pg.NotFound(err))
 	}
 	return Halt{ServiceID: r.ServiceID, Seq: r.Seq, Reason: r.Reason, At: r.At}, nil
+}
+
+// Change is a batch's state change made by Cancel or Retry.
+type Change struct {
+	Seq       int64            `json:"seq"`
+	ServiceID string           `json:"service_id"`
+	From      batchclaim.State `json:"from"`
+	To        batchclaim.State `json:"to"`
+	// Resumed: the retried batch was the one that halted its service_id, and the halt is
+	// lifted.
+	Resumed bool `json:"resumed,omitempty"`
+}
+
+// Cancel cancels the batch seq if it has not run and certainly never took effect: NEW (with a
+// run-at time ahead or not) or DELAYED (its last POST was certainly not taken). It becomes
+// CANCELLED, and its service_id goes on with the next batch. reason is kept as its last error
+// and in its history. A batch in another state (running, finished, or one whose outcome is
+// unknown) is left alone: batchclaim.ErrStateChanged; no such batch: batchclaim.ErrNotFound.
+// The write is conditional on the state, not fenced on a claim: if the batch's owner marks it
+// in flight first, the cancel changes nothing, and the other way round.
+func Cancel(ctx context.Context, q claims.Querier, seq int64, reason string) (Change, error) {
+	r, err := db.New().BatchCancel(ctx, q, db.BatchCancelParams{Seq: seq, Detail: reason})
+	if err != nil {
+		return Change{}, fmt.Errorf("cancel batch %d: %w", seq, whyNot(ctx, q, seq, err, "NEW or DELAYED"))
+	}
+	return Change{Seq: r.Seq, ServiceID: r.ServiceID, From: batchclaim.State(r.FromState), To: batchclaim.StateCancelled}, nil
+}
+
+// Retry runs the batch seq again: a DISCARDED, CANCELLED or INVALID batch becomes NEW with its
+// attempts counted afresh (the earlier ones stay in its history) and lifts its service_id's
+// halt if this batch caused it; a DELAYED one becomes due now. The retried batch goes before
+// its service_id's unfinished batches with a higher seq, and after those that finished
+// meanwhile. A ledger may reject an INVALID batch again. Another state:
+// batchclaim.ErrStateChanged; no such batch: batchclaim.ErrNotFound.
+func Retry(ctx context.Context, q claims.Querier, seq int64) (Change, error) {
+	r, err := db.New().BatchRetry(ctx, q, seq)
+	if err != nil {
+		return Change{}, fmt.Errorf("retry batch %d: %w", seq, whyNot(ctx, q, seq, err, "DISCARDED, CANCELLED, INVALID or DELAYED"))
+	}
+	return Change{Seq: r.Seq, ServiceID: r.ServiceID, From: batchclaim.State(r.FromState), To: batchclaim.State(r.ToState), Resumed: r.Resumed > 0}, nil
+}
+
+// whyNot explains a conditional write about batch seq that changed nothing: the batch does
+// not exist (ErrNotFound) or is in another state than want (ErrStateChanged).
+func whyNot(ctx context.Context, q claims.Querier, seq int64, err error, want string) error {
+	if !errors.Is(err, pgx.ErrNoRows) {
+		return err
+	}
+	b, err := db.New().BatchBySeq(ctx, q, seq)
+	if err != nil {
+		return pg.NotFound(err)
+	}
+	return fmt.Errorf("%w: it is %s, not %s", batchclaim.ErrStateChanged, b.State, want)
 }

@@ -69,8 +69,8 @@ type RecorderConfig struct {
 	// Recorded, when set, is called with the service_id of every batch a write changed
 	// (its state, or its count of UNKNOWN answers), so that the queuer looks at it again.
 	Recorded func(serviceID string)
-	// Logger receives a WARN line for every batch recorded INVALID, and for the halt of its
-	// service_id with HaltOnInvalid, with the reason. Nil means discard.
+	// Logger receives a WARN line for every batch recorded INVALID (and for the halt of its
+	// service_id with HaltOnInvalid) or DISCARDED, with the reason. Nil means discard.
 	Logger *slog.Logger
 }
 
@@ -145,6 +145,7 @@ func (r *Recorder) mark(ctx context.Context, jobs []batchclaim.Job) ([]batchclai
 		case row.Marked:
 			j.Batch.Payload = row.Payload
 			j.Batch.Attempts = int(row.Attempts) - 1
+			j.Batch.MaxAttempts = int(row.MaxAttempts)
 			j.Attempt = row.AttemptID
 			out = append(out, j)
 		case !row.Fenced:
@@ -285,14 +286,18 @@ func (r *Recorder) writeOutcomeChunk(ctx context.Context, batch []*outcome) {
 		default:
 			r.cfg.Events.statusChanged(Transition{Seq: j.Batch.Seq, ServiceID: j.Claim.ServiceID, BatchID: j.Batch.BatchID,
 				From: batchclaim.StateInflight, To: o.Result.Verdict.State(), AgeSeconds: row.AgeSeconds})
-			if o.Result.Verdict.State() == batchclaim.StateInvalid {
+			switch o.Result.Verdict.State() {
+			case batchclaim.StateInvalid:
 				r.logInvalid(j.Claim.ServiceID, j.Batch.Seq, j.Batch.BatchID, o.Result.Detail, o.Result.Invalid)
+			case batchclaim.StateDiscarded:
+				r.cfg.Logger.Warn("batch DISCARDED: no more attempts; its service_id goes on with the next batch (retry it with batchclaim retry)",
+					"service_id", j.Claim.ServiceID, "seq", j.Batch.Seq, "batch_id", j.Batch.BatchID, "attempts", j.Batch.Attempts+1, "reason", o.Result.Detail)
 			}
 			r.recorded(j.Claim.ServiceID)
 			if row.NextSeq != 0 {
 				o.next = batchclaim.Job{Claim: j.Claim, FromState: batchclaim.StateNew, Reason: batchclaim.ReasonFirst, Attempt: row.NextAttemptID,
 					Batch: batchclaim.Batch{Seq: row.NextSeq, ServiceID: j.Claim.ServiceID, BatchID: row.NextBatchID,
-						Payload: row.NextPayload, Attempts: int(row.NextAttempts) - 1}}
+						Payload: row.NextPayload, Attempts: int(row.NextAttempts) - 1, MaxAttempts: int(row.NextMaxAttempts)}}
 			}
 		}
 	}

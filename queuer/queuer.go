@@ -107,7 +107,7 @@ func (c Config) withDefaults() (Config, error) {
 //
 // It looks at a service_id when it has reason to: it was told of new work (Dirty), a
 // submission of it ended (Done), it was gained, or a time the queuer noted (a DELAYED head's
-// next attempt, an UNKNOWN head's grace) came. The cost of a fetch therefore follows the
+// next attempt, an UNKNOWN head's grace, a NEW head's run-at time) came. The cost of a fetch therefore follows the
 // service_ids with work, however many claims the instance holds; Config.SweepAll and the
 // Interval's safety sweep cover what nobody told it about.
 type Queuer struct {
@@ -504,13 +504,16 @@ func (q *Queuer) sweepTick() {
 type decision struct {
 	reason batchclaim.Reason // hand it out for this reason (first | retry | resubmit)
 	adopt  batchclaim.Reason // adopt it (a batch left in flight), with this detail
-	wait   time.Duration     // look again after this long (a DELAYED or UNKNOWN head not yet ready)
+	wait   time.Duration     // look again after this long (a DELAYED, UNKNOWN or run-at head not yet ready)
 }
 
 // decide says whether the head h of c's service_id may go now, and why.
 func (q *Queuer) decide(c claims.Claim, h db.BatchHeadsRow) decision {
 	switch batchclaim.State(h.State) {
 	case batchclaim.StateNew:
+		if !h.Due { // a run-at time ahead
+			return decision{wait: seconds(h.DueInSeconds)}
+		}
 		return decision{reason: batchclaim.ReasonFirst}
 	case batchclaim.StateDelayed:
 		if h.Due {

@@ -16,9 +16,9 @@ import (
 	"github.com/batchclaim/batchclaim/internal/tracing"
 )
 
-// Submitter runs one batch. An error means the same as Verdict Unknown. ctx carries the job's
-// claim (batchclaim.ClaimFrom), ends when the claim is lost, and has the submit timeout as its
-// deadline.
+// Submitter runs one batch. An error means the same as Verdict Unknown, or Retry with
+// Config.RetryErrors. ctx carries the job's claim (batchclaim.ClaimFrom), ends when the claim
+// is lost, and has the submit timeout as its deadline.
 type Submitter interface {
 	Submit(ctx context.Context, b batchclaim.Batch) (batchclaim.Result, error)
 }
@@ -74,6 +74,14 @@ type Config struct {
 	// batch is tried again: about base * 2^attempts (+-50%), capped at max; a Retry-After from
 	// the server is honoured when longer. Zero means 200ms and 30s.
 	BackoffBase, BackoffMax time.Duration
+	// RetryErrors makes an error returned by the Submitter a Retry (DELAYED, tried again after
+	// the backoff) instead of Unknown: for a job runner, whose outcome nobody can be asked
+	// about, so that an UNKNOWN batch would only wait out its grace and go again.
+	RetryErrors bool
+	// MaxAttempts bounds the attempts of a job that keeps ending Retry or Unknown: its last
+	// allowed attempt's outcome becomes Discard (DISCARDED, which frees the service_id for its
+	// next batch). A job's own limit (Batch.MaxAttempts) comes first. Zero means no limit.
+	MaxAttempts int
 	// Lease, when set, is asked right before each call to the Submitter whether the claim is
 	// still held with its epoch and the local deadline has not passed (a process resumed after
 	// a long pause may not have noticed yet: its watchdog may not have run). Nil means the
@@ -120,6 +128,8 @@ func New(cfg Config, sub Submitter, rec Recorder, done func(Job)) (*Pool, error)
 	cfg.BackoffBase = cmp.Or(cfg.BackoffBase, BackoffBaseDefault)
 	cfg.BackoffMax = cmp.Or(cfg.BackoffMax, BackoffMaxDefault)
 	switch {
+	case cfg.MaxAttempts < 0:
+		return nil, fmt.Errorf("submitter: max attempts must not be negative, got %d", cfg.MaxAttempts)
 	case cfg.Workers < 0:
 		return nil, fmt.Errorf("submitter: workers must be positive, got %d", cfg.Workers)
 	case cfg.MaxMemory < 0:
@@ -244,12 +254,7 @@ func (p *Pool) run(j Job, run int) (Job, bool) {
 	cancel()
 	span.SetAttributes(tracing.HTTPCode.Int(res.HTTPStatus))
 	tracing.End(span, err)
-	if err != nil {
-		res = batchclaim.Result{Verdict: batchclaim.Unknown, HTTPStatus: res.HTTPStatus, Detail: err.Error()}
-	}
-	if res.Verdict == 0 {
-		res.Verdict = batchclaim.Unknown
-	}
+	res = p.verdict(j, res, err)
 	if p.cfg.OnResult != nil {
 		p.cfg.OnResult(j, res, latency)
 	}
@@ -274,6 +279,28 @@ func (p *Pool) run(j Job, run int) (Job, bool) {
 	}
 	log.Debug("submitted", "verdict", res.Verdict.String(), "http_status", res.HTTPStatus, "latency", latency)
 	return next, ok
+}
+
+// verdict is what a submission's result and error come to: an error is Unknown (Retry with
+// RetryErrors), no verdict is Unknown, and a Retry or Unknown at the job's last allowed
+// attempt is Discard.
+func (p *Pool) verdict(j Job, res batchclaim.Result, err error) batchclaim.Result {
+	if err != nil {
+		v := batchclaim.Unknown
+		if p.cfg.RetryErrors {
+			v = batchclaim.Retry
+		}
+		res = batchclaim.Result{Verdict: v, HTTPStatus: res.HTTPStatus, RetryAfter: res.RetryAfter, Detail: err.Error()}
+	}
+	if res.Verdict == 0 {
+		res.Verdict = batchclaim.Unknown
+	}
+	limit := cmp.Or(j.Batch.MaxAttempts, p.cfg.MaxAttempts)
+	if (res.Verdict == batchclaim.Retry || res.Verdict == batchclaim.Unknown) && limit > 0 && j.Batch.Attempts+1 >= limit {
+		res.Detail = fmt.Sprintf("discarded after %d of %d attempts: %s", j.Batch.Attempts+1, limit, cmp.Or(res.Detail, res.Verdict.String()))
+		res.Verdict = batchclaim.Discard
+	}
+	return res
 }
 
 // chainRoom is the largest payload the job after j may have: what j holds plus what is free,

@@ -212,7 +212,43 @@ func TestPageInBrowser(t *testing.T) {
 	if n := intOf(t, pressed, `data-listed="(\d+)"`); n != perService {
 		t.Errorf("svc-a's committed batches listed: %d, want %d", n, perService)
 	}
+
+	// A batch due an hour from now: cancel it from its page, then retry it there; it runs.
+	id, list = dlt.FakeBatch("svc-later", 0)
+	later, err := ingest.Enqueue(ctx, pool, "svc-later", id, list, ingest.RunAt(time.Now().Add(time.Hour)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	acted := dumpDOM(t, browser, withScript(t, a.Addr(), strings.ReplaceAll(cancelThenRetry, "SEQ", strconv.FormatInt(later.Seq, 10))))
+	if m := regexp.MustCompile(`data-cancelled="([^"]*)"`).FindStringSubmatch(acted); m == nil || m[1] != fmt.Sprintf("Batch #%d: NEW → CANCELLED.", later.Seq) {
+		t.Errorf("cancel from the batch page: the page said %q", m)
+	}
+	if m := regexp.MustCompile(`data-retried="([^"]*)"`).FindStringSubmatch(acted); m == nil || m[1] != fmt.Sprintf("Batch #%d: CANCELLED → NEW.", later.Seq) {
+		t.Errorf("retry from the batch page: the page said %q", m)
+	}
+	testutil.WaitFor(t, 30*time.Second, "the batch retried from its page committed", func() bool {
+		var state string
+		err := pool.QueryRow(ctx, `SELECT state FROM batches WHERE seq = $1`, later.Seq).Scan(&state)
+		return err == nil && state == "COMMITTED"
+	})
 }
+
+// cancelThenRetry runs in the page of an instance that requires a token: it opens batch SEQ's
+// page, presses Cancel, then Retry on the page shown again, keeping each banner in <body>.
+const cancelThenRetry = `(async function () {
+  const until = (cond) => new Promise((done) => { const i = setInterval(() => { if (cond()) { clearInterval(i); done(); } }, 20); });
+  window.confirm = () => true;
+  sessionStorage.setItem("batchclaim.token", "op-token");
+  const banner = () => document.getElementById("banner").textContent;
+  location.hash = "#/batch/SEQ";
+  await until(() => document.getElementById("batch-cancel"));
+  document.getElementById("batch-cancel").click();
+  await until(() => banner().startsWith("Batch #") && document.getElementById("batch-retry"));
+  document.body.dataset.cancelled = banner();
+  document.getElementById("batch-retry").click();
+  await until(() => banner().includes("→ NEW"));
+  document.body.dataset.retried = banner();
+})();`
 
 // resumeFromServicePage runs in the page of an instance that requires a token: it saves the
 // token, searches for "svc-hal" (one match: the page opens svc-halted's page), presses

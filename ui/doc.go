@@ -22,7 +22,8 @@
 //     queue of unfinished batches in send order (keyset pages), its owner and epoch history
 //     from the claim log;
 //   - a batch's page: its attempts (HTTP status, latency, outcome, error, instance, epoch), its
-//     transitions in order, the ledger's invalid details;
+//     transitions in order, the ledger's invalid details, and Retry and Cancel buttons where the
+//     batch's state allows them;
 //   - a list of the batches changed within a time window of up to 30 days, filtered by state
 //     and service_id, in keyset pages.
 //
@@ -35,8 +36,10 @@
 // and every query is bounded (the partial index over unfinished batches, the newest rows of
 // the append-only logs), so a large history does not make the page expensive.
 //
-// The only write is POST /api/halts/{service_id}/resume (observer.Resume); a service_id that
-// batchclaim.ValidateServiceID refuses is answered 400. The handler does not authenticate
+// The writes are POST /api/halts/{service_id}/resume (observer.Resume) and POST
+// /api/batches/{seq}/retry and /cancel (observer.Retry, observer.Cancel: 409 when the batch's
+// state does not allow it); a service_id that batchclaim.ValidateServiceID refuses, or a seq
+// that is not a positive integer, is answered 400. The handler does not authenticate
 // itself: mount it behind the listener's authentication middleware, which leaves the page
 // and its assets open but asks a token for its data (it names service_ids and batch ids, as
 // the ingest API does) and for the resume. The page lets the operator type a token, keeps it

@@ -143,6 +143,10 @@ func (h *Handler) Register(mux *http.ServeMux) {
 	mux.HandleFunc("GET /api/batches/{seq}", h.batch)
 	mux.HandleFunc("GET /api/services/{service_id}", h.service)
 	mux.HandleFunc("POST /api/halts/{service_id}/resume", h.resume)
+	mux.HandleFunc("POST /api/batches/{seq}/retry", h.change("retry", observer.Retry))
+	mux.HandleFunc("POST /api/batches/{seq}/cancel", h.change("cancel", func(ctx context.Context, q claims.Querier, seq int64) (observer.Change, error) {
+		return observer.Cancel(ctx, q, seq, "cancelled from the status page")
+	}))
 }
 
 func renderPage(refresh time.Duration) ([]byte, error) {
@@ -341,6 +345,42 @@ func (h *Handler) resume(w http.ResponseWriter, r *http.Request) {
 	h.last = nil // the next read shows the halt gone
 	h.mu.Unlock()
 	writeJSON(w, http.StatusOK, map[string]observer.Halt{"resumed": halt})
+}
+
+// change answers a POST that changes one batch's state (retry, cancel): 200 with the change,
+// 404 for no such batch, 409 when the batch is in a state the action does not apply to.
+func (h *Handler) change(action string, do func(context.Context, claims.Querier, int64) (observer.Change, error)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if !sameOrigin(r) {
+			writeError(w, http.StatusForbidden, "cross-origin request refused", "the request's Origin is not this server")
+			return
+		}
+		seq, err := parseSeq("batch", r.PathValue("seq"))
+		if err != nil {
+			writeError(w, http.StatusBadRequest, "bad batch", err.Error())
+			return
+		}
+		log := httpguard.Logger(r.Context(), h.log)
+		c, err := do(r.Context(), h.pool, seq)
+		switch {
+		case errors.Is(err, batchclaim.ErrNotFound):
+			writeError(w, http.StatusNotFound, "no such batch", fmt.Sprintf("there is no batch #%d", seq))
+			return
+		case errors.Is(err, batchclaim.ErrStateChanged):
+			writeError(w, http.StatusConflict, "not possible in this state", err.Error())
+			return
+		case err != nil:
+			log.Warn("status page: "+action, "seq", seq, "error", err)
+			writeError(w, http.StatusServiceUnavailable, "database unavailable", "The batch could not be changed; try again")
+			return
+		}
+		log.Info("batch changed from the status page", "action", action, "seq", seq, "service_id", c.ServiceID,
+			"from", c.From, "to", c.To, "remote", r.RemoteAddr)
+		h.mu.Lock()
+		h.last = nil // the next read shows the change
+		h.mu.Unlock()
+		writeJSON(w, http.StatusOK, map[string]observer.Change{"changed": c})
+	}
 }
 
 // sameOrigin refuses a browser's cross-site POST: a page elsewhere could otherwise make a

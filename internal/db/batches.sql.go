@@ -37,18 +37,73 @@ func (q *Queries) BatchBySeq(ctx context.Context, db DBTX, seq int64) (BatchBySe
 	return i, err
 }
 
+const batchCancel = `-- name: BatchCancel :one
+
+WITH old AS (
+    SELECT b.seq, b.service_id, b.state FROM batches b
+    WHERE b.seq = $1 AND b.state IN ('NEW', 'DELAYED')
+    FOR UPDATE
+),
+cancelled AS (
+    UPDATE batches b
+    SET state = 'CANCELLED', finished_at = now(), updated_at = now(), next_attempt_at = NULL,
+        last_error = NULLIF($2::text, '')
+    FROM old o
+    WHERE b.seq = o.seq
+    RETURNING b.seq, b.service_id, o.state AS from_state
+),
+logged AS (
+    INSERT INTO batch_transitions (seq, from_state, to_state, detail)
+    SELECT c.seq, c.from_state, 'CANCELLED', NULLIF($2::text, '') FROM cancelled c
+)
+SELECT c.seq, c.service_id, c.from_state, (SELECT count(*) FROM (SELECT batchclaim_wake(c.service_id)) w)::bigint AS woken
+FROM cancelled c
+`
+
+type BatchCancelParams struct {
+	Seq    int64
+	Detail string
+}
+
+type BatchCancelRow struct {
+	Seq       int64
+	ServiceID string
+	FromState string
+	Woken     int64
+}
+
+// Operators' and applications' writes about one batch, not fenced on a claim: each is
+// conditional on the batch's state, so a write of the data path and one of these never both
+// succeed (whichever commits first wins; the other changes nothing and says so). Each logs its
+// change in batch_transitions (no instance, no epoch) and wakes the holder of the service_id.
+// Cancels a batch that is not running and certainly never took effect: NEW (a run-at time
+// ahead or not) or DELAYED (its last POST was certainly not taken). It becomes CANCELLED,
+// terminal, and frees its service_id for the next batch. No row: no such batch, or it is in
+// another state now.
+func (q *Queries) BatchCancel(ctx context.Context, db DBTX, arg BatchCancelParams) (BatchCancelRow, error) {
+	row := db.QueryRow(ctx, batchCancel, arg.Seq, arg.Detail)
+	var i BatchCancelRow
+	err := row.Scan(
+		&i.Seq,
+		&i.ServiceID,
+		&i.FromState,
+		&i.Woken,
+	)
+	return i, err
+}
+
 const batchHeads = `-- name: BatchHeads :many
 SELECT h.seq, h.service_id, h.batch_id, h.state, h.attempts, h.claim_epoch, h.claimant,
        h.unknown_count, octet_length(h.payload)::bigint AS size,
        (h.next_attempt_at IS NULL OR h.next_attempt_at <= now())::bool AS due,
-       -- How long until a DELAYED head is due (0 when it is).
+       -- How long until a DELAYED head, or a NEW one with a run-at time, is due (0 when it is).
        GREATEST(COALESCE(EXTRACT(EPOCH FROM h.next_attempt_at - now()), 0), 0)::float8 AS due_in_seconds,
        -- The UNKNOWN grace runs from when the batch became UNKNOWN (its POST's outcome, or its
        -- adoption from a previous owner), not from the last status answer (every poll writes one).
        EXTRACT(EPOCH FROM now() - COALESCE(h.unknown_since, h.submitted_at, h.created_at))::float8 AS unknown_seconds
 FROM unnest($1::text[]) AS s(service_id)
 CROSS JOIN LATERAL (
-    SELECT b.seq, b.service_id, b.batch_id, b.payload, b.created_at, b.state, b.attempts, b.claimant, b.claim_epoch, b.submitted_at, b.next_attempt_at, b.last_error, b.dlt_status, b.status_updated_at, b.unknown_count, b.invalid_details, b.updated_at, b.ledger, b.unfinished, b.finished_at, b.unknown_since FROM batches b
+    SELECT b.seq, b.service_id, b.batch_id, b.payload, b.created_at, b.state, b.attempts, b.claimant, b.claim_epoch, b.submitted_at, b.next_attempt_at, b.last_error, b.dlt_status, b.status_updated_at, b.unknown_count, b.invalid_details, b.updated_at, b.ledger, b.finished_at, b.unknown_since, b.unfinished, b.max_attempts FROM batches b
     WHERE b.service_id = s.service_id
       AND b.unfinished
       AND NOT ($2::bool AND b.state = 'VALID')
@@ -125,17 +180,20 @@ registered AS (
     SELECT $1::text FROM serial
     ON CONFLICT (service_id) DO NOTHING
 )
-INSERT INTO batches (service_id, batch_id, payload, ledger)
-SELECT $1::text, $2::text, $3::bytea, $4::bool FROM serial
+INSERT INTO batches (service_id, batch_id, payload, ledger, next_attempt_at, max_attempts)
+SELECT $1::text, $2::text, $3::bytea, $4::bool,
+       $5::timestamptz, $6::int FROM serial
 ON CONFLICT DO NOTHING
 RETURNING seq, created_at
 `
 
 type BatchInsertParams struct {
-	ServiceID string
-	BatchID   string
-	Payload   []byte
-	Ledger    bool
+	ServiceID   string
+	BatchID     string
+	Payload     []byte
+	Ledger      bool
+	RunAt       *time.Time
+	MaxAttempts *int32
 }
 
 type BatchInsertRow struct {
@@ -155,12 +213,16 @@ type BatchInsertRow struct {
 // The service_id's claim row is created under the same lock, so that an owner dropping the
 // row as idle (ClaimsLockIdle, ClaimsDropIdle) either sees this batch or runs entirely before
 // this statement takes the lock, and then the row is created again here.
+// run_at (a run-at time: the batch is not handed out before it, by the database clock) and
+// max_attempts (the job's own attempt limit) are optional.
 func (q *Queries) BatchInsert(ctx context.Context, db DBTX, arg BatchInsertParams) (BatchInsertRow, error) {
 	row := db.QueryRow(ctx, batchInsert,
 		arg.ServiceID,
 		arg.BatchID,
 		arg.Payload,
 		arg.Ledger,
+		arg.RunAt,
+		arg.MaxAttempts,
 	)
 	var i BatchInsertRow
 	err := row.Scan(&i.Seq, &i.CreatedAt)
@@ -241,6 +303,66 @@ func (q *Queries) BatchOpenStateTotals(ctx context.Context, db DBTX) ([]BatchOpe
 		return nil, err
 	}
 	return items, nil
+}
+
+const batchRetry = `-- name: BatchRetry :one
+WITH old AS (
+    SELECT b.seq, b.service_id, b.state FROM batches b
+    WHERE b.seq = $1 AND b.state IN ('DISCARDED', 'CANCELLED', 'INVALID', 'DELAYED')
+    FOR UPDATE
+),
+retried AS (
+    UPDATE batches b
+    SET state = CASE WHEN o.state = 'DELAYED' THEN 'DELAYED' ELSE 'NEW' END,
+        attempts = CASE WHEN o.state = 'DELAYED' THEN b.attempts ELSE 0 END,
+        dlt_status = CASE WHEN o.state = 'DELAYED' THEN b.dlt_status END,
+        next_attempt_at = now(), finished_at = NULL, unknown_count = 0, unknown_since = NULL,
+        updated_at = now()
+    FROM old o
+    WHERE b.seq = o.seq
+    RETURNING b.seq, b.service_id, o.state AS from_state, b.state AS to_state
+),
+resumed AS (
+    DELETE FROM service_halts h USING retried r
+    WHERE h.service_id = r.service_id AND h.seq = r.seq
+    RETURNING h.service_id
+),
+logged AS (
+    INSERT INTO batch_transitions (seq, from_state, to_state, detail)
+    SELECT r.seq, r.from_state, r.to_state, 'retry' FROM retried r
+)
+SELECT r.seq, r.service_id, r.from_state, r.to_state,
+       (SELECT count(*) FROM resumed)::bigint AS resumed,
+       (SELECT count(*) FROM (SELECT batchclaim_wake(r.service_id)) w)::bigint AS woken
+FROM retried r
+`
+
+type BatchRetryRow struct {
+	Seq       int64
+	ServiceID string
+	FromState string
+	ToState   string
+	Resumed   int64
+	Woken     int64
+}
+
+// Runs a batch again: a DISCARDED, CANCELLED or INVALID one becomes NEW with its attempts
+// counted afresh (they stay in its history), due now; it lifts the halt of its service_id if
+// the halt is this batch's. A DELAYED one becomes due now. It then goes before the unfinished
+// batches of its service_id that come after it in seq order, and after those that finished
+// meanwhile. No row: no such batch, or it is in another state now.
+func (q *Queries) BatchRetry(ctx context.Context, db DBTX, seq int64) (BatchRetryRow, error) {
+	row := db.QueryRow(ctx, batchRetry, seq)
+	var i BatchRetryRow
+	err := row.Scan(
+		&i.Seq,
+		&i.ServiceID,
+		&i.FromState,
+		&i.ToState,
+		&i.Resumed,
+		&i.Woken,
+	)
+	return i, err
 }
 
 const batchSeqs = `-- name: BatchSeqs :many
@@ -416,7 +538,7 @@ marked AS (
         next_attempt_at = NULL, unknown_count = 0, unknown_since = NULL
     FROM want w JOIN fenced f ON f.service_id = w.service_id AND f.epoch = w.epoch
     WHERE b.seq = w.seq AND b.service_id = w.service_id AND b.state = w.from_state
-    RETURNING b.seq, b.service_id, b.batch_id, b.payload, b.attempts, w.epoch, w.from_state, w.reason
+    RETURNING b.seq, b.service_id, b.batch_id, b.payload, b.attempts, b.max_attempts, w.epoch, w.from_state, w.reason
 ),
 attempt AS (
     INSERT INTO submission_attempts (seq, service_id, batch_id, instance_id, epoch, reason, from_state)
@@ -425,7 +547,7 @@ attempt AS (
 )
 SELECT w.seq::bigint AS seq, (f.service_id IS NOT NULL)::bool AS fenced, (m.seq IS NOT NULL)::bool AS marked,
        COALESCE(m.payload, ''::bytea)::bytea AS payload, COALESCE(m.attempts, 0)::int AS attempts,
-       COALESCE(a.id, 0)::bigint AS attempt_id
+       COALESCE(m.max_attempts, 0)::int AS max_attempts, COALESCE(a.id, 0)::bigint AS attempt_id
 FROM want w
 LEFT JOIN fenced f ON f.service_id = w.service_id AND f.epoch = w.epoch
 LEFT JOIN marked m ON m.seq = w.seq
@@ -444,12 +566,13 @@ type BatchesMarkInflightParams struct {
 }
 
 type BatchesMarkInflightRow struct {
-	Seq       int64
-	Fenced    bool
-	Marked    bool
-	Payload   []byte
-	Attempts  int32
-	AttemptID int64
+	Seq         int64
+	Fenced      bool
+	Marked      bool
+	Payload     []byte
+	Attempts    int32
+	MaxAttempts int32
+	AttemptID   int64
 }
 
 // The data path writes sets: one statement marks every batch a round hands out, one records
@@ -468,7 +591,7 @@ type BatchesMarkInflightRow struct {
 // in the state it was handed out in (marked; a head that moved on meanwhile is skipped, its
 // claim untouched). A POST starts the count of UNKNOWN answers afresh. Returns, per head,
 // whether its claim held, whether it was marked, and for the heads marked their payload,
-// attempt number and attempt-log id.
+// attempt number, own attempt limit (0: none) and attempt-log id.
 func (q *Queries) BatchesMarkInflight(ctx context.Context, db DBTX, arg BatchesMarkInflightParams) ([]BatchesMarkInflightRow, error) {
 	rows, err := db.Query(ctx, batchesMarkInflight,
 		arg.Seqs,
@@ -493,6 +616,7 @@ func (q *Queries) BatchesMarkInflight(ctx context.Context, db DBTX, arg BatchesM
 			&i.Marked,
 			&i.Payload,
 			&i.Attempts,
+			&i.MaxAttempts,
 			&i.AttemptID,
 		); err != nil {
 			return nil, err
@@ -541,7 +665,7 @@ recorded AS (
         invalid_details = COALESCE(NULLIF(o.invalid, '')::jsonb, b.invalid_details),
         unknown_count = 0,
         unknown_since = CASE WHEN o.new_state = 'UNKNOWN' THEN now() END,
-        finished_at = CASE WHEN o.new_state IN ('COMMITTED', 'INVALID') THEN now() END,
+        finished_at = CASE WHEN o.new_state IN ('COMMITTED', 'INVALID', 'DISCARDED', 'CANCELLED') THEN now() END,
         updated_at = now()
     FROM o JOIN fenced f ON f.service_id = o.service_id AND f.epoch = o.epoch
     WHERE b.seq = o.seq AND b.service_id = o.service_id AND b.state = 'INFLIGHT'
@@ -567,9 +691,9 @@ halted AS (
 ),
 finished AS (
     SELECT r.seq, r.service_id, r.epoch, r.chain, r.chain_max_bytes,
-           (r.new_state = 'COMMITTED' OR NOT $18::bool) AS frees
+           (r.new_state <> 'INVALID' OR NOT $18::bool) AS frees
     FROM recorded r
-    WHERE r.new_state IN ('COMMITTED', 'INVALID')
+    WHERE r.new_state IN ('COMMITTED', 'INVALID', 'DISCARDED')
 ),
 lease AS (
     SELECT i.id FROM instances i
@@ -580,13 +704,14 @@ next_head AS (
     SELECT f.seq AS prev_seq, n.seq, f.service_id, f.epoch
     FROM finished f
     CROSS JOIN LATERAL (
-        SELECT b.seq, b.state, octet_length(b.payload) AS size FROM batches b
+        SELECT b.seq, b.state, b.next_attempt_at, octet_length(b.payload) AS size FROM batches b
         WHERE b.service_id = f.service_id AND b.unfinished AND b.seq <> f.seq
           AND NOT ($20::bool AND b.state = 'VALID')
         ORDER BY b.seq
         LIMIT 1
     ) n
-    WHERE f.chain AND f.frees AND n.state = 'NEW' AND EXISTS (SELECT 1 FROM lease)
+    WHERE f.chain AND f.frees AND n.state = 'NEW' AND (n.next_attempt_at IS NULL OR n.next_attempt_at <= now())
+      AND EXISTS (SELECT 1 FROM lease)
       AND (f.chain_max_bytes < 0 OR n.size <= f.chain_max_bytes)
       AND NOT EXISTS (SELECT 1 FROM service_halts x WHERE x.service_id = f.service_id)
 ),
@@ -597,7 +722,7 @@ chained AS (
         next_attempt_at = NULL, unknown_count = 0, unknown_since = NULL
     FROM next_head n
     WHERE b.seq = n.seq AND b.service_id = n.service_id AND b.state = 'NEW'
-    RETURNING b.seq, b.service_id, b.batch_id, b.payload, b.attempts, n.epoch, n.prev_seq
+    RETURNING b.seq, b.service_id, b.batch_id, b.payload, b.attempts, b.max_attempts, n.epoch, n.prev_seq
 ),
 chained_attempt AS (
     INSERT INTO submission_attempts (seq, service_id, batch_id, instance_id, epoch, reason, from_state)
@@ -616,7 +741,7 @@ SELECT o.seq::bigint AS seq, (f.service_id IS NOT NULL)::bool AS fenced, (r.seq 
        COALESCE(r.age_seconds, 0)::float8 AS age_seconds,
        COALESCE(c.seq, 0)::bigint AS next_seq, COALESCE(c.batch_id, '')::text AS next_batch_id,
        COALESCE(c.payload, ''::bytea)::bytea AS next_payload, COALESCE(c.attempts, 0)::int AS next_attempts,
-       COALESCE(ca.id, 0)::bigint AS next_attempt_id
+       COALESCE(c.max_attempts, 0)::int AS next_max_attempts, COALESCE(ca.id, 0)::bigint AS next_attempt_id
 FROM o
 LEFT JOIN fenced f ON f.service_id = o.service_id AND f.epoch = o.epoch
 LEFT JOIN recorded r ON r.seq = o.seq
@@ -649,15 +774,16 @@ type BatchesRecordOutcomesParams struct {
 }
 
 type BatchesRecordOutcomesRow struct {
-	Seq           int64
-	Fenced        bool
-	Recorded      bool
-	AgeSeconds    float64
-	NextSeq       int64
-	NextBatchID   string
-	NextPayload   []byte
-	NextAttempts  int32
-	NextAttemptID int64
+	Seq             int64
+	Fenced          bool
+	Recorded        bool
+	AgeSeconds      float64
+	NextSeq         int64
+	NextBatchID     string
+	NextPayload     []byte
+	NextAttempts    int32
+	NextMaxAttempts int32
+	NextAttemptID   int64
 }
 
 // Records the outcomes of POSTs marked in flight by this instance, each fenced on its claim and
@@ -666,9 +792,9 @@ type BatchesRecordOutcomesRow struct {
 // not recorded over the later one. An empty text or a zero number means none. A new outcome
 // starts the count of UNKNOWN answers afresh, and an UNKNOWN one the resubmission grace.
 //
-// When chain is set for an outcome that frees its service_id (COMMITTED, or INVALID without
-// halt_on_invalid) and the lease is in phase one, the service_id's next batch, if it is NEW and
-// its payload is at most chain_max_bytes long (negative: any), is marked in flight in the same
+// When chain is set for an outcome that frees its service_id (COMMITTED, DISCARDED, or INVALID
+// without halt_on_invalid) and the lease is in phase one, the service_id's next batch, if it is
+// NEW and due (no run-at time ahead) and its payload is at most chain_max_bytes long (negative: any), is marked in flight in the same
 // statement and returned (next_*), so that the worker that
 // finished one batch starts the next without another statement. With track_idle, a
 // service_id left without unfinished batches gets active_at = now() (the idle clock of
@@ -713,6 +839,7 @@ func (q *Queries) BatchesRecordOutcomes(ctx context.Context, db DBTX, arg Batche
 			&i.NextBatchID,
 			&i.NextPayload,
 			&i.NextAttempts,
+			&i.NextMaxAttempts,
 			&i.NextAttemptID,
 		); err != nil {
 			return nil, err
@@ -757,7 +884,7 @@ recorded AS (
         unknown_since = CASE WHEN u.new_state <> 'UNKNOWN' THEN NULL
                              WHEN b.state = 'UNKNOWN' AND u.answer THEN b.unknown_since
                              ELSE now() END,
-        finished_at = CASE WHEN u.new_state IN ('COMMITTED', 'INVALID') THEN now() END,
+        finished_at = CASE WHEN u.new_state IN ('COMMITTED', 'INVALID', 'DISCARDED', 'CANCELLED') THEN now() END,
         invalid_details = COALESCE(NULLIF(u.invalid, '')::jsonb, b.invalid_details),
         claimant = $11::uuid, claim_epoch = u.epoch,
         updated_at = now()
@@ -783,7 +910,7 @@ drained AS (
     UPDATE service_id_claims c
     SET active_at = now()
     FROM (SELECT r.service_id, r.epoch, r.seq FROM recorded r
-          WHERE r.new_state IN ('COMMITTED', 'INVALID')) d
+          WHERE r.new_state IN ('COMMITTED', 'INVALID', 'DISCARDED', 'CANCELLED')) d
     WHERE $14::bool
       AND c.service_id = d.service_id AND c.epoch = d.epoch AND c.claimant = $11::uuid
       AND NOT EXISTS (SELECT 1 FROM batches b WHERE b.service_id = d.service_id AND b.unfinished AND b.seq <> d.seq)

@@ -29,9 +29,10 @@ type Batch struct {
 	InvalidDetails  []byte
 	UpdatedAt       time.Time
 	Ledger          bool
-	Unfinished      bool
 	FinishedAt      *time.Time
 	UnknownSince    *time.Time
+	Unfinished      bool
+	MaxAttempts     *int32
 }
 
 type BatchHistory struct {

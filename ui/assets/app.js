@@ -2,7 +2,7 @@
 // the server goes into the page as text, never as markup.
 "use strict";
 (function () {
-  const STATES = ["NEW", "INFLIGHT", "PENDING", "DELAYED", "UNKNOWN", "VALID", "COMMITTED", "INVALID"];
+  const STATES = ["NEW", "INFLIGHT", "PENDING", "DELAYED", "UNKNOWN", "VALID", "COMMITTED", "INVALID", "DISCARDED", "CANCELLED"];
   const TOKEN_KEY = "batchclaim.token";
   const body = document.body;
   const refreshMs = Math.max(100, parseInt(body.dataset.refreshMs, 10) || 2000);
@@ -275,6 +275,30 @@
   }
 
 
+  // act posts a batch action (retry, cancel) and shows the batch again.
+  async function act(seq, action, question, button) {
+    if (!confirm(question)) return;
+    button.disabled = true;
+    const token = sessionStorage.getItem(TOKEN_KEY);
+    try {
+      const resp = await fetch("/api/batches/" + encodeURIComponent(seq) + "/" + action, { method: "POST", headers: authHeaders() });
+      if (resp.status === 401) {
+        banner("401 Unauthorized: the server requires an operator token for this. " +
+          (token ? "The saved token was refused; " : "No token is saved; ") + "enter one at the top right and try again.");
+      } else if (!resp.ok) {
+        banner("The " + action + " of batch #" + seq + " failed: " + resp.status + " " + (await errorText(resp)));
+      } else {
+        const c = (await resp.json()).changed;
+        banner("Batch #" + seq + ": " + c.from + " → " + c.to + ".", "info");
+        if (!$("job").hidden) route();
+      }
+    } catch (e) {
+      banner("The " + action + " of batch #" + seq + " failed: " + e.message);
+    } finally {
+      button.disabled = false;
+    }
+  }
+
   // ---- The job view: search, a service_id's page, a batch's page, the batch list. ----
   // Routes live in the URL's fragment, so a page can be bookmarked and the back button works:
   //   #/search?q=...   #/service/ID[?after=SEQ]   #/batch/SEQ   #/batches?state=&service_id=&window=&before=
@@ -361,8 +385,17 @@
     const invalid = b.invalid_details !== undefined
       ? card("The ledger's invalid details", el("pre", { id: "invalid-details", class: "details" }, JSON.stringify(b.invalid_details, null, 2)))
       : (b.state === "INVALID" ? card("The ledger's invalid details", el("p", { class: "muted" }, "the ledger gave none")) : "");
+    const actions = el("p", { class: "actions" });
+    if (["DISCARDED", "CANCELLED", "INVALID", "DELAYED"].includes(b.state)) {
+      actions.append(el("button", { id: "batch-retry", onclick: (e) => act(b.seq, "retry",
+        b.state === "DELAYED" ? "Send batch #" + b.seq + " now?" : "Run batch #" + b.seq + " again, its attempts counted afresh?", e.target) }, b.state === "DELAYED" ? "Retry now" : "Retry"), " ");
+    }
+    if (["NEW", "DELAYED"].includes(b.state)) {
+      actions.append(el("button", { id: "batch-cancel", onclick: (e) => act(b.seq, "cancel",
+        "Cancel batch #" + b.seq + "? It will not be sent; its service_id goes on with the next batch.", e.target) }, "Cancel"));
+    }
     show("batch",
-      card(["Batch #" + b.seq + " ", chip(b.state)], facts([
+      card(["Batch #" + b.seq + " ", chip(b.state)], actions, facts([
         ["batch id", el("code", { id: "batch-id" }, b.batch_id)], ["service_id", serviceLink(b.service_id)],
         ["state", b.state], ["ledger status", b.dlt_status], ["attempts", String(b.attempts)],
         ["last written by", b.owner ? b.owner + (b.epoch != null ? " (epoch " + b.epoch + ")" : "") : ""],
