@@ -207,7 +207,6 @@ func (e *Engine) cycle(ctx context.Context) (CycleReport, error) {
 	} else {
 		e.overCycles = 0
 	}
-	e.share = share
 	e.cycles++
 	prune := e.cycles%10 == 1 && e.cfg.PruneAfter > 0
 	e.mu.Unlock()

@@ -47,7 +47,6 @@ type Engine struct {
 	lease      *leaseLoop // the lease loop, while it runs (Run to Shutdown)
 	overCycles int        // consecutive cycles with more claims than the fair share
 	cycles     int
-	share      Share
 }
 
 type heldClaim struct {
@@ -244,13 +243,6 @@ func (e *Engine) Deadline() time.Time {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	return e.deadline
-}
-
-// Share returns the fair-share figures of the last cycle.
-func (e *Engine) Share() Share {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return e.share
 }
 
 func (e *Engine) usableLocked() bool {

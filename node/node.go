@@ -237,12 +237,15 @@ func New(pool *pgxpool.Pool, cfg Config) (*Node, error) {
 			}
 		}
 	}
-	n.recorder = observer.NewRecorder(pool, eng, observer.RecorderConfig{
+	n.recorder, err = observer.NewRecorder(pool, eng, observer.RecorderConfig{
 		HaltOnInvalid: cfg.HaltOnInvalid, SkipValid: cfg.SkipValid, TrackIdle: cc.DropIdleAfter > 0,
 		FlushTimeout: timings.LocalDeadline, Events: &events,
 		Recorded: func(serviceID string) { q.Dirty(serviceID) }, Logger: cfg.Logger,
 	})
-	n.workers, err = submitter.New(submitter.Config{
+	if err != nil {
+		return nil, err
+	}
+	n.workers, err = submitter.New(cfg.Submitter, n.recorder, func(j batchclaim.Job) { q.Done(j) }, submitter.Config{
 		Workers: cfg.Workers, MaxMemory: cfg.MaxSubmitMemory, Timeout: timings.MaxSubmission,
 		BackoffBase: cfg.BackoffBase, BackoffMax: cfg.BackoffMax,
 		RetryErrors: cfg.Statuses == nil, MaxAttempts: max(cfg.MaxAttempts, 0),
@@ -251,7 +254,7 @@ func New(pool *pgxpool.Pool, cfg Config) (*Node, error) {
 		MayChain: func(j batchclaim.Job, run int) bool { return q.MayChain(j, run) },
 		Chained:  func(prev, next batchclaim.Job) { q.Chained(prev, next) },
 		Logger:   cfg.Logger,
-	}, cfg.Submitter, n.recorder, func(j batchclaim.Job) { q.Done(j) })
+	})
 	if err != nil {
 		return nil, err
 	}

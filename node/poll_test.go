@@ -70,7 +70,11 @@ func TestPollPacksStatusGETsAcrossServiceIDs(t *testing.T) {
 	if _, err := eng.Cycle(ctx); err != nil {
 		t.Fatal(err)
 	}
-	p, err := observer.NewPoller(pool, eng, observer.NewRecorder(pool, eng, observer.RecorderConfig{}), client, observer.PollerConfig{})
+	rec, err := observer.NewRecorder(pool, eng, observer.RecorderConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := observer.NewPoller(pool, eng, rec, client, observer.PollerConfig{})
 	if err != nil {
 		t.Fatal(err)
 	}

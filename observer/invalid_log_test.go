@@ -24,7 +24,7 @@ func TestInvalidBatchesLoggedAtWarn(t *testing.T) {
 			ctx := context.Background()
 			pool, eng, _, c, b := recorderSetup(t)
 			var buf bytes.Buffer
-			rec := observer.NewRecorder(pool, eng, observer.RecorderConfig{HaltOnInvalid: halt,
+			rec := mustRecorder(t, pool, eng, observer.RecorderConfig{HaltOnInvalid: halt,
 				Logger: slog.New(slog.NewJSONHandler(&buf, nil))})
 			marked, err := rec.Mark(ctx, []batchclaim.Job{{Claim: c, Batch: b, FromState: batchclaim.StateNew, Reason: "first"}})
 			if err != nil || len(marked) != 1 {

@@ -86,13 +86,31 @@ type Recorder struct {
 	leading bool // a Finish is writing pending outcomes
 }
 
-// NewRecorder returns a Recorder.
-func NewRecorder(pool pg.Querier, fence Fencer, cfg RecorderConfig) *Recorder {
-	cfg.FlushTimeout = cmp.Or(cfg.FlushTimeout, FlushTimeoutDefault)
-	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.DiscardHandler)
+// NewRecorder returns a Recorder that writes through pool, fenced by fence's claims.
+func NewRecorder(pool pg.Querier, fence Fencer, cfg RecorderConfig) (*Recorder, error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
 	}
-	return &Recorder{pool: pool, fence: fence, cfg: cfg, q: db.New()}
+	if pool == nil || fence == nil {
+		return nil, errors.New("observer: the recorder needs a pool and a fencer")
+	}
+	return &Recorder{pool: pool, fence: fence, cfg: cfg, q: db.New()}, nil
+}
+
+func (c RecorderConfig) withDefaults() RecorderConfig {
+	c.FlushTimeout = cmp.Or(c.FlushTimeout, FlushTimeoutDefault)
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	return c
+}
+
+func (c RecorderConfig) validate() error {
+	if c.FlushTimeout < 0 {
+		return fmt.Errorf("observer: the recorder's flush timeout must not be negative, got %s", c.FlushTimeout)
+	}
+	return nil
 }
 
 // Mark marks the jobs' batches in flight before their POSTs, in one statement per

@@ -11,6 +11,7 @@ import (
 	"github.com/batchclaim/batchclaim/claims"
 	"github.com/batchclaim/batchclaim/ingest"
 	"github.com/batchclaim/batchclaim/internal/dbtest"
+	"github.com/batchclaim/batchclaim/internal/pg"
 	"github.com/batchclaim/batchclaim/observer"
 )
 
@@ -38,8 +39,18 @@ func recorderSetup(t *testing.T) (*pgxpool.Pool, *claims.Engine, *observer.Recor
 	if !ok {
 		t.Fatal("engine does not hold svc")
 	}
-	return pool, eng, observer.NewRecorder(pool, eng, observer.RecorderConfig{}), c,
+	return pool, eng, mustRecorder(t, pool, eng, observer.RecorderConfig{}), c,
 		batchclaim.Batch{Seq: s.Seq, ServiceID: "svc", BatchID: "b1", Payload: []byte("x")}
+}
+
+// mustRecorder is observer.NewRecorder for a test.
+func mustRecorder(t testing.TB, pool pg.Querier, fence observer.Fencer, cfg observer.RecorderConfig) *observer.Recorder {
+	t.Helper()
+	rec, err := observer.NewRecorder(pool, fence, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rec
 }
 
 func unknownCount(t *testing.T, pool *pgxpool.Pool, seq int64) (state string, n int) {
@@ -100,7 +111,7 @@ func TestRecordingRetriesLockTimeouts(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer guarded.Close()
-	rec := observer.NewRecorder(guarded, eng, observer.RecorderConfig{})
+	rec := mustRecorder(t, guarded, eng, observer.RecorderConfig{})
 	marked, err := rec.Mark(ctx, []batchclaim.Job{{Claim: c, Batch: b, FromState: batchclaim.StateNew, Reason: "first"}})
 	if err != nil || len(marked) != 1 {
 		t.Fatalf("mark: %v, %d marked", err, len(marked))

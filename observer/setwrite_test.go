@@ -57,7 +57,7 @@ func TestSetWritesFencePerRow(t *testing.T) {
 		jobs = append(jobs, batchclaim.Job{Claim: c, Batch: batchclaim.Batch{Seq: s.Seq, ServiceID: c.ServiceID, BatchID: "b1"},
 			FromState: batchclaim.StateNew, Reason: "first"})
 	}
-	rec := observer.NewRecorder(pool, eng, observer.RecorderConfig{})
+	rec := mustRecorder(t, pool, eng, observer.RecorderConfig{})
 	marked, err := rec.Mark(ctx, jobs)
 	if err != nil {
 		t.Fatal(err)

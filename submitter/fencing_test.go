@@ -45,7 +45,10 @@ func TestClaimLostMidPost(t *testing.T) {
 	if !ok {
 		t.Fatal("a does not hold svc")
 	}
-	rec := observer.NewRecorder(pool, a, observer.RecorderConfig{})
+	rec, err := observer.NewRecorder(pool, a, observer.RecorderConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
 
 	started, cancelled := make(chan struct{}), make(chan error, 1)
 	answer := make(chan struct{})
@@ -57,7 +60,7 @@ func TestClaimLostMidPost(t *testing.T) {
 		return batchclaim.Result{Verdict: batchclaim.Accepted, HTTPStatus: 202}, nil
 	})
 	done := make(chan struct{})
-	p, err := submitter.New(submitter.Config{Workers: 1, Timeout: time.Minute}, sub, rec, func(submitter.Job) { close(done) })
+	p, err := submitter.New(sub, rec, func(submitter.Job) { close(done) }, submitter.Config{Workers: 1, Timeout: time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}

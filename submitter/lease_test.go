@@ -64,7 +64,7 @@ func TestNoPostWithoutALiveLease(t *testing.T) {
 				mu.Unlock()
 				return batchclaim.Result{Verdict: batchclaim.Done}, nil
 			})
-			p, err := submitter.New(submitter.Config{Workers: 1, Timeout: time.Minute, Lease: tt.lease}, sub, &fakeRecorder{}, nil)
+			p, err := submitter.New(sub, &fakeRecorder{}, nil, submitter.Config{Workers: 1, Timeout: time.Minute, Lease: tt.lease})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -91,7 +91,7 @@ func TestCancelEndsRunningSubmissions(t *testing.T) {
 		<-ctx.Done()
 		return batchclaim.Result{}, ctx.Err()
 	})
-	p, err := submitter.New(submitter.Config{Workers: 2, Timeout: time.Hour}, sub, &fakeRecorder{}, nil)
+	p, err := submitter.New(sub, &fakeRecorder{}, nil, submitter.Config{Workers: 2, Timeout: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -120,30 +120,55 @@ type Pool struct {
 	held     int64          // bytes of the payloads of the running submissions
 }
 
-// New returns a Pool. done, if not nil, is called when a job is over, whatever happened.
-func New(cfg Config, sub Submitter, rec Recorder, done func(Job)) (*Pool, error) {
-	cfg.Workers = cmp.Or(cfg.Workers, WorkersDefault)
-	cfg.MaxMemory = cmp.Or(cfg.MaxMemory, MaxMemoryDefault)
-	cfg.Timeout = cmp.Or(cfg.Timeout, SubmitTimeoutDefault)
-	cfg.BackoffBase = cmp.Or(cfg.BackoffBase, BackoffBaseDefault)
-	cfg.BackoffMax = cmp.Or(cfg.BackoffMax, BackoffMaxDefault)
-	switch {
-	case cfg.MaxAttempts < 0:
-		return nil, fmt.Errorf("submitter: max attempts must not be negative, got %d", cfg.MaxAttempts)
-	case cfg.Workers < 0:
-		return nil, fmt.Errorf("submitter: workers must be positive, got %d", cfg.Workers)
-	case cfg.MaxMemory < 0:
-		return nil, fmt.Errorf("submitter: max memory must be positive, got %d", cfg.MaxMemory)
-	case cfg.Timeout < 0 || cfg.BackoffBase < 0 || cfg.BackoffMax < cfg.BackoffBase:
-		return nil, fmt.Errorf("submitter: need timeout >= 0 and 0 <= backoff base <= backoff max")
-	case sub == nil || rec == nil:
-		return nil, errors.New("submitter: nil Submitter or Recorder")
+// New returns a Pool that runs jobs with sub and records their outcomes with rec. done, if not
+// nil, is called when a job is over, whatever happened.
+func New(sub Submitter, rec Recorder, done func(Job), cfg Config) (*Pool, error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
 	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.DiscardHandler)
+	if sub == nil || rec == nil {
+		return nil, errors.New("submitter: nil Submitter or Recorder")
 	}
 	return &Pool{cfg: cfg, sub: sub, rec: rec, log: cfg.Logger, done: done, slots: make(chan struct{}, cfg.Workers),
 		stopped: make(chan struct{}), running: map[string]int{}}, nil
+}
+
+// withDefaults replaces zero values with the defaults they stand for.
+func (c Config) withDefaults() Config {
+	c.Workers = cmp.Or(c.Workers, WorkersDefault)
+	c.MaxMemory = cmp.Or(c.MaxMemory, MaxMemoryDefault)
+	c.Timeout = cmp.Or(c.Timeout, SubmitTimeoutDefault)
+	c.BackoffBase = cmp.Or(c.BackoffBase, BackoffBaseDefault)
+	c.BackoffMax = cmp.Or(c.BackoffMax, BackoffMaxDefault)
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	return c
+}
+
+// validate says what is wrong with a configuration after withDefaults.
+func (c Config) validate() error {
+	var errs []error
+	if c.Workers < 0 {
+		errs = append(errs, fmt.Errorf("workers must be positive, got %d", c.Workers))
+	}
+	if c.MaxMemory < 0 {
+		errs = append(errs, fmt.Errorf("max memory must be positive, got %d", c.MaxMemory))
+	}
+	if c.MaxAttempts < 0 {
+		errs = append(errs, fmt.Errorf("max attempts must not be negative (0 means no limit), got %d", c.MaxAttempts))
+	}
+	if c.Timeout < 0 {
+		errs = append(errs, fmt.Errorf("timeout must not be negative, got %s", c.Timeout))
+	}
+	if c.BackoffBase < 0 || c.BackoffMax < c.BackoffBase {
+		errs = append(errs, fmt.Errorf("need 0 <= backoff base <= backoff max, got %s and %s", c.BackoffBase, c.BackoffMax))
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("submitter: %w", errors.Join(errs...))
+	}
+	return nil
 }
 
 // Free is the number of idle workers.
