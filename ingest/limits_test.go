@@ -2,7 +2,6 @@ package ingest_test
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -270,7 +269,7 @@ func TestConflictNamesNoOtherServiceID(t *testing.T) {
 func TestConnectionBound(t *testing.T) {
 	t.Parallel()
 	srv, pool := setupWith(t, ingest.Config{MaxConns: 1, MaxWait: 300 * time.Millisecond})
-	ctx := context.Background()
+	ctx := t.Context()
 	tx, err := pool.Begin(ctx)
 	if err != nil {
 		t.Fatal(err)

@@ -1,7 +1,6 @@
 package ingest_test
 
 import (
-	"context"
 	"errors"
 	"net/http"
 	"testing"
@@ -21,7 +20,7 @@ import (
 // slower transaction can jump.
 func TestEnqueueOrderIsCommitOrder(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
+	ctx := t.Context()
 	pool := dbtest.NewPool(t)
 	// The service_id is known already (its claim row exists), as in steady operation.
 	if _, err := ingest.Enqueue(ctx, pool, "svc", "earlier", []byte("0")); err != nil {
@@ -87,7 +86,7 @@ func TestEnqueueOrderIsCommitOrder(t *testing.T) {
 // Opaque job ids stay per service_id.
 func TestLedgerBatchIDIsGlobal(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
+	ctx := t.Context()
 	srv, pool := setup(t)
 	id, list := dlt.FakeBatch("x", 1)
 
@@ -125,9 +124,9 @@ func assertRows(t *testing.T, pool *pgxpool.Pool, sql string, arg any, want int)
 	var n int
 	var err error
 	if arg == nil {
-		err = pool.QueryRow(context.Background(), sql).Scan(&n)
+		err = pool.QueryRow(t.Context(), sql).Scan(&n)
 	} else {
-		err = pool.QueryRow(context.Background(), sql, arg).Scan(&n)
+		err = pool.QueryRow(t.Context(), sql, arg).Scan(&n)
 	}
 	if err != nil {
 		t.Fatal(err)

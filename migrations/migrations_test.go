@@ -1,7 +1,6 @@
 package migrations_test
 
 import (
-	"context"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -16,7 +15,7 @@ func TestMain(m *testing.M) { dbtest.Main(m) }
 // up migration made.
 func TestUpDownUp(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
+	ctx := t.Context()
 	url := dbtest.NewDB(t) // migrated up already
 	latest, err := migrations.Latest()
 	if err != nil {
@@ -75,7 +74,7 @@ func TestUpDownUp(t *testing.T) {
 // leaving a terminal state clears it; unfinished (generated) always follows state.
 func TestFinishedAtFollowsStateForRowsWrittenByHand(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
+	ctx := t.Context()
 	conn, err := pgx.Connect(ctx, dbtest.NewDB(t))
 	if err != nil {
 		t.Fatal(err)

@@ -1,7 +1,6 @@
 package node_test
 
 import (
-	"context"
 	"net/url"
 	"testing"
 	"time"
@@ -30,7 +29,7 @@ func newProxy(t *testing.T, target string) *tcpproxy.Proxy {
 // committed in order, with one owner at a time per service_id.
 func TestDatabaseLinkCutAndBackendsKilled(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
+	ctx := t.Context()
 	e := setup(t, dlt.FlavorSawtooth, dltsim.Config{CommitLatency: 50 * time.Millisecond})
 	u, err := url.Parse(e.url)
 	if err != nil {

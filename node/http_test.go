@@ -89,7 +89,7 @@ func TestProbesDoNotWaitForThePool(t *testing.T) {
 	}
 	testutil.WaitFor(t, 10*time.Second, "/readyz 200", func() bool { code, _ := get("/readyz"); return code == 200 })
 	for range cfg.MaxConns {
-		c, err := pool.Acquire(context.Background())
+		c, err := pool.Acquire(t.Context())
 		if err != nil {
 			t.Fatal(err)
 		}

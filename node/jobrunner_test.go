@@ -22,7 +22,7 @@ import (
 // again later, before the next job of its key.
 func TestJobRunnerWithCustomSubmitter(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
+	ctx := t.Context()
 	url := dbtest.NewDB(t)
 	admin := newPool(t, url)
 	const keys, jobs = 6, 5
@@ -100,7 +100,7 @@ func TestJobRunnerWithCustomSubmitter(t *testing.T) {
 // effect of each job is stored once, under the epoch its instance held.
 func TestJobWritesItsEffectFencedOnItsClaim(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
+	ctx := t.Context()
 	url := dbtest.NewDB(t)
 	admin := newPool(t, url)
 	if _, err := admin.Exec(ctx, `CREATE TABLE effects (service_id text, batch_id text, epoch bigint)`); err != nil {

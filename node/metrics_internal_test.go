@@ -55,7 +55,7 @@ func (r *sqlRecorder) Exec(ctx context.Context, sql string, args ...any) (pgconn
 // batchclaim_batch_transitions_total).
 func TestBatchGaugeScrapeReadsOpenBatchesOnly(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
+	ctx := t.Context()
 	pool := dbtest.NewPool(t)
 	const open = 12
 	if _, err := pool.Exec(ctx, `

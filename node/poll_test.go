@@ -1,7 +1,6 @@
 package node_test
 
 import (
-	"context"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -22,7 +21,7 @@ import (
 // three GET /batch_statuses of at most 15 ids each, not 40 of one.
 func TestPollPacksStatusGETsAcrossServiceIDs(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
+	ctx := t.Context()
 	pool := newPool(t, dbtest.NewDB(t))
 	sim, err := dltsim.New(dltsim.Config{Flavor: dlt.FlavorSawtooth})
 	if err != nil {

@@ -22,7 +22,7 @@ import (
 // runs its own throwaway cluster, since it must restart the server.
 func TestPostgresRestart(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
+	ctx := t.Context()
 	if _, err := pglocal.Find(""); err != nil {
 		if os.Getenv("REQUIRE_DB") == "1" {
 			t.Fatalf("REQUIRE_DB=1: this test needs local PostgreSQL binaries: %v", err)

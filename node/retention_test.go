@@ -1,7 +1,6 @@
 package node_test
 
 import (
-	"context"
 	"io"
 	"net/http"
 	"strings"
@@ -18,7 +17,7 @@ import (
 // younger and unfinished ones stay, and /metrics counts what it deleted.
 func TestNodeRunsRetention(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
+	ctx := t.Context()
 	e := setup(t, dlt.FlavorSawtooth, dltsim.Config{})
 	if _, err := e.admin.Exec(ctx, `
 		INSERT INTO batches (service_id, batch_id, payload, state, updated_at, finished_at)

@@ -136,14 +136,14 @@ func (e *env) waitFinished(timeout time.Duration) {
 	e.t.Helper()
 	testutil.WaitFor(e.t, timeout, "every batch finished", func() bool {
 		var open int
-		err := e.admin.QueryRow(context.Background(), `SELECT count(*) FROM batches WHERE state NOT IN ('COMMITTED','INVALID')`).Scan(&open)
+		err := e.admin.QueryRow(context.Background(), `SELECT count(*) FROM batches WHERE unfinished`).Scan(&open)
 		return err == nil && open == 0 // an error (the server restarting) means not yet
 	})
 }
 
 // logRows logs the rows of query, one line each, for a failed test's log.
 func logRows(t testing.TB, pool *pgxpool.Pool, query string) {
-	rows, err := pool.Query(context.Background(), query)
+	rows, err := pool.Query(t.Context(), query)
 	if err != nil {
 		t.Logf("%s: %v", query, err)
 		return

@@ -24,7 +24,7 @@ func TestGracefulStopKeepsTheClaimOfARunningSubmission(t *testing.T) {
 	t.Parallel()
 	e := setup(t, dlt.FlavorSawtooth, dltsim.Config{})
 	ids := e.enqueue(1, 1)["svc-000"]
-	if err := claims.RegisterServiceIDs(context.Background(), e.admin, "idle-1", "idle-2"); err != nil {
+	if err := claims.RegisterServiceIDs(t.Context(), e.admin, "idle-1", "idle-2"); err != nil {
 		t.Fatal(err)
 	}
 	entered, unstick := make(chan struct{}), make(chan struct{})
@@ -44,7 +44,7 @@ func TestGracefulStopKeepsTheClaimOfARunningSubmission(t *testing.T) {
 	stop() // returns after the drain timed out and the stuck call was cancelled in vain
 
 	owners := map[string]*uuid.UUID{}
-	rows, err := e.admin.Query(context.Background(), `SELECT service_id, claimant FROM service_id_claims`)
+	rows, err := e.admin.Query(t.Context(), `SELECT service_id, claimant FROM service_id_claims`)
 	if err != nil {
 		t.Fatal(err)
 	}

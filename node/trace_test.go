@@ -37,7 +37,7 @@ func TestTraceSpans(t *testing.T) {
 	var ids []string
 	for b := range 2 {
 		id, list := dlt.FakeBatch(svc, b)
-		if _, err := ingest.Enqueue(context.Background(), e.admin, svc, id, list); err != nil {
+		if _, err := ingest.Enqueue(t.Context(), e.admin, svc, id, list); err != nil {
 			t.Fatal(err)
 		}
 		ids = append(ids, id)

@@ -1,7 +1,6 @@
 package node_test
 
 import (
-	"context"
 	"testing"
 	"time"
 
@@ -26,7 +25,7 @@ func slowClaims(name string) claims.Config {
 // is killed is made again, and what was stored meanwhile is picked up.
 func TestEnqueueWakesTheHolder(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
+	ctx := t.Context()
 	e := setup(t, dlt.FlavorSawtooth, dltsim.Config{})
 	first := e.enqueue(1, 1)["svc-000"][0]
 	n, _ := e.start("a", func(c *node.Config) { c.Claims = slowClaims("a") })

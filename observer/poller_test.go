@@ -121,7 +121,7 @@ func TestPollerRecordsAnswersForClaimedServiceIDsOnly(t *testing.T) {
 // services service_ids, gives all of them to a single registered engine and returns it.
 func claimedPending(t *testing.T, pool *pgxpool.Pool, services int, perService func(i int) int) (*claims.Engine, []string) {
 	t.Helper()
-	ctx := context.Background()
+	ctx := t.Context()
 	var ids []string
 	for i := range services {
 		svc := fmt.Sprintf("svc-%04d", i)

@@ -1,7 +1,6 @@
 package observer_test
 
 import (
-	"context"
 	"errors"
 	"testing"
 	"time"
@@ -21,7 +20,7 @@ func waitLockWait(t *testing.T, pool *pgxpool.Pool, name string) {
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		var n int
-		if err := pool.QueryRow(context.Background(), `SELECT count(*) FROM pg_stat_activity
+		if err := pool.QueryRow(t.Context(), `SELECT count(*) FROM pg_stat_activity
 			WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '%' || $1 || '%'`, name).Scan(&n); err != nil {
 			t.Fatal(err)
 		}
@@ -39,7 +38,7 @@ func waitLockWait(t *testing.T, pool *pgxpool.Pool, name string) {
 // POST. It returns b as stored (one attempt made).
 func postedUnknown(t *testing.T, rec *observer.Recorder, c claims.Claim, b batchclaim.Batch) batchclaim.Batch {
 	t.Helper()
-	ctx := context.Background()
+	ctx := t.Context()
 	m, err := rec.Mark(ctx, []batchclaim.Job{{Claim: c, Batch: b, FromState: batchclaim.StateNew, Reason: "first"}})
 	if err != nil || len(m) != 1 {
 		t.Fatalf("mark: %v, %d marked", err, len(m))
@@ -54,7 +53,7 @@ func postedUnknown(t *testing.T, rec *observer.Recorder, c claims.Claim, b batch
 func busy(t *testing.T, pool *pgxpool.Pool, svc string) bool {
 	t.Helper()
 	var b bool
-	if err := pool.QueryRow(context.Background(), `SELECT busy FROM service_id_claims_effective WHERE service_id = $1`, svc).Scan(&b); err != nil {
+	if err := pool.QueryRow(t.Context(), `SELECT busy FROM service_id_claims_effective WHERE service_id = $1`, svc).Scan(&b); err != nil {
 		t.Fatal(err)
 	}
 	return b

@@ -1,7 +1,6 @@
 package observer_test
 
 import (
-	"context"
 	"testing"
 	"time"
 
@@ -19,7 +18,7 @@ import (
 // recorder, and one stored batch of svc.
 func recorderSetup(t *testing.T) (*pgxpool.Pool, *claims.Engine, *observer.Recorder, claims.Claim, batchclaim.Batch) {
 	t.Helper()
-	ctx := context.Background()
+	ctx := t.Context()
 	pool := dbtest.NewPool(t)
 	s, err := ingest.Enqueue(ctx, pool, "svc", "b1", []byte("x"))
 	if err != nil {
@@ -55,7 +54,7 @@ func mustRecorder(t testing.TB, pool pg.Querier, fence observer.Fencer, cfg obse
 
 func unknownCount(t *testing.T, pool *pgxpool.Pool, seq int64) (state string, n int) {
 	t.Helper()
-	if err := pool.QueryRow(context.Background(), `SELECT state, unknown_count FROM batches WHERE seq = $1`, seq).Scan(&state, &n); err != nil {
+	if err := pool.QueryRow(t.Context(), `SELECT state, unknown_count FROM batches WHERE seq = $1`, seq).Scan(&state, &n); err != nil {
 		t.Fatal(err)
 	}
 	return state, n

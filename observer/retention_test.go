@@ -24,7 +24,7 @@ import (
 // written) age before the database's now, and returns its seq.
 func storeAged(t *testing.T, pool *pgxpool.Pool, svc, id, state string, age time.Duration) int64 {
 	t.Helper()
-	ctx := context.Background()
+	ctx := t.Context()
 	s, err := ingest.Enqueue(ctx, pool, svc, id, []byte("x"))
 	if err != nil {
 		t.Fatal(err)
@@ -48,7 +48,7 @@ func storeAged(t *testing.T, pool *pgxpool.Pool, svc, id, state string, age time
 // rowsOf counts, per seq, the rows left in batches, submission_attempts and batch_transitions.
 func rowsOf(t *testing.T, pool *pgxpool.Pool, seqs []int64) (batches, attempts, transitions int) {
 	t.Helper()
-	if err := pool.QueryRow(context.Background(), `
+	if err := pool.QueryRow(t.Context(), `
 		SELECT (SELECT count(*) FROM batches WHERE seq = ANY($1)),
 		       (SELECT count(*) FROM submission_attempts WHERE seq = ANY($1)),
 		       (SELECT count(*) FROM batch_transitions WHERE seq = ANY($1))`, seqs).Scan(&batches, &attempts, &transitions); err != nil {
@@ -60,7 +60,7 @@ func rowsOf(t *testing.T, pool *pgxpool.Pool, seqs []int64) (batches, attempts, 
 func dbNow(t *testing.T, pool *pgxpool.Pool, plus time.Duration) *time.Time {
 	t.Helper()
 	var now time.Time
-	if err := pool.QueryRow(context.Background(), `SELECT now() + $1::bigint * interval '1 millisecond'`, plus.Milliseconds()).Scan(&now); err != nil {
+	if err := pool.QueryRow(t.Context(), `SELECT now() + $1::bigint * interval '1 millisecond'`, plus.Milliseconds()).Scan(&now); err != nil {
 		t.Fatal(err)
 	}
 	return &now

@@ -168,7 +168,7 @@ func TestFetchPolicy(t *testing.T) {
 // goes round-robin: with 2 workers and 6 service_ids, three fetches serve all six.
 func TestFetchIsBoundedOneAtATimeAndRoundRobin(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
+	ctx := t.Context()
 	pool := dbtest.NewPool(t)
 	for b := range 2 {
 		for s := range 6 {
@@ -219,7 +219,7 @@ func engine(t *testing.T, pool *pgxpool.Pool) *claims.Engine {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx := context.Background()
+	ctx := t.Context()
 	if err := eng.Register(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -231,7 +231,7 @@ func engine(t *testing.T, pool *pgxpool.Pool) *claims.Engine {
 
 func exec(t *testing.T, pool *pgxpool.Pool, sql string, args ...any) {
 	t.Helper()
-	if _, err := pool.Exec(context.Background(), sql, args...); err != nil {
+	if _, err := pool.Exec(t.Context(), sql, args...); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -242,7 +242,7 @@ func exec(t *testing.T, pool *pgxpool.Pool, sql string, args ...any) {
 // them by going through every held claim, a fetch at a time.
 func TestWorkBeyondTheFirstFetchIsFound(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
+	ctx := t.Context()
 	pool := dbtest.NewPool(t)
 	const keys = 2500
 	ids := make([]string, keys)
@@ -310,7 +310,7 @@ func TestWorkBeyondTheFirstFetchIsFound(t *testing.T) {
 // batch larger than all of it only when nothing else holds any.
 func TestFetchKeepsPayloadsWithinMemory(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
+	ctx := t.Context()
 	pool := dbtest.NewPool(t)
 	for s := range 3 {
 		if _, err := ingest.Enqueue(ctx, pool, fmt.Sprintf("svc-%d", s), "b0", make([]byte, 10)); err != nil {

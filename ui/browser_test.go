@@ -48,7 +48,7 @@ func TestPageInBrowser(t *testing.T) {
 		t.Skip("no chromium binary found; set REQUIRE_BROWSER=1 to make this a failure")
 	}
 	t.Parallel()
-	ctx := context.Background()
+	ctx := t.Context()
 	pool, err := pgxpool.New(ctx, dbtest.NewDB(t))
 	if err != nil {
 		t.Fatal(err)
@@ -276,7 +276,7 @@ const oddService = `svc/<b>odd</b>&"x%`
 // Chromium, checks what they show and keeps a screenshot of each in dir.
 func checkJobView(t *testing.T, browser, page, dir string, pool *pgxpool.Pool) {
 	t.Helper()
-	ctx := context.Background()
+	ctx := t.Context()
 	var seq int64
 	var batchID, owner string
 	err := pool.QueryRow(ctx, `SELECT b.seq, b.batch_id, i.name FROM batches b, service_id_claims c JOIN instances i ON i.id = c.claimant

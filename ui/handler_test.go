@@ -43,7 +43,7 @@ type bundle struct {
 // wrapped in the bearer-token middleware, as the listener does.
 func setup(t *testing.T, auth bool) *bundle {
 	t.Helper()
-	ctx := context.Background()
+	ctx := t.Context()
 	pool := dbtest.NewPool(t)
 	b := &bundle{pool: pool, seqs: map[string][]int64{}}
 	for _, e := range []struct {
@@ -106,7 +106,7 @@ func setup(t *testing.T, auth bool) *bundle {
 
 func execSQL(t *testing.T, pool *pgxpool.Pool, sql string, args ...any) {
 	t.Helper()
-	if _, err := pool.Exec(context.Background(), sql, args...); err != nil {
+	if _, err := pool.Exec(t.Context(), sql, args...); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -236,7 +236,7 @@ func TestResume(t *testing.T) {
 		t.Errorf("still halted after resume: %+v", st.Halted)
 	}
 	var n int
-	if err := b.pool.QueryRow(context.Background(), `SELECT count(*) FROM service_halts`).Scan(&n); err != nil || n != 0 {
+	if err := b.pool.QueryRow(t.Context(), `SELECT count(*) FROM service_halts`).Scan(&n); err != nil || n != 0 {
 		t.Errorf("service_halts rows: %d (%v)", n, err)
 	}
 

@@ -1,7 +1,6 @@
 package ui_test
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -20,7 +19,7 @@ func ledgerID(start string) string { return start + strings.Repeat("0", 128-len(
 // after two POSTs (a 503 then a 202), by instance beta, and returns its seq.
 func (b *bundle) invalidBatch(t *testing.T, svc, id string) int64 {
 	t.Helper()
-	ctx := context.Background()
+	ctx := t.Context()
 	var seq int64
 	err := b.pool.QueryRow(ctx, `
 		WITH k AS (INSERT INTO service_id_claims (service_id) VALUES ($1) ON CONFLICT DO NOTHING)
@@ -179,7 +178,7 @@ func TestServiceAPI(t *testing.T) {
 	a := page("/api/services/svc-a")
 	open := b.seqs["svc-a"][1:] // the first is COMMITTED
 	var epoch int64
-	if err := b.pool.QueryRow(context.Background(), `SELECT epoch FROM service_id_claims WHERE service_id = 'svc-a'`).Scan(&epoch); err != nil {
+	if err := b.pool.QueryRow(t.Context(), `SELECT epoch FROM service_id_claims WHERE service_id = 'svc-a'`).Scan(&epoch); err != nil {
 		t.Fatal(err)
 	}
 	if a.Owner != "beta" || a.Epoch != epoch || epoch < 2 || a.Phase != "held" || a.Unfinished != 2 || a.Halt != nil || a.NextAfter != 0 {
