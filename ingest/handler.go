@@ -18,10 +18,10 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/batchclaim/batchclaim"
-	"github.com/batchclaim/batchclaim/claims"
 	"github.com/batchclaim/batchclaim/dlt"
 	"github.com/batchclaim/batchclaim/internal/db"
 	"github.com/batchclaim/batchclaim/internal/httpguard"
+	"github.com/batchclaim/batchclaim/internal/pg"
 )
 
 // Defaults for Config's zero values.
@@ -36,6 +36,8 @@ const (
 	MaxConnsDefault = 2
 	// MaxWaitDefault bounds a request's wait for its service_id's turn or for a connection.
 	MaxWaitDefault = 10 * time.Second
+	// StoreTimeoutDefault bounds the transaction that stores a request's batches.
+	StoreTimeoutDefault = 30 * time.Second
 )
 
 // MaxStatusIDs bounds the ids one status request may ask about.
@@ -52,12 +54,6 @@ const statusBodyMax = 64 << 10
 // (requests worked on, memory, a wait for a connection or for the service_id's turn), with
 // Retry-After.
 const CodeBusy = 31
-
-// Pool runs statements and transactions (a *pgxpool.Pool).
-type Pool interface {
-	claims.Querier
-	Begin(ctx context.Context) (pgx.Tx, error)
-}
 
 // Config configures the HTTP API. See docs/operations.md, "Memory", for what the limits
 // mean for the memory an instance may use.
@@ -82,6 +78,11 @@ type Config struct {
 	// are stored one after the other) or for a connection; then it is answered 503
 	// (CodeBusy). Zero means MaxWaitDefault.
 	MaxWait time.Duration
+	// StoreTimeout bounds the transaction that stores a request's batches once it has its
+	// turn and a connection: a database that stops answering (a frozen link, a lock held
+	// elsewhere) costs the API that connection for this long at most, and the request is
+	// answered 503 with nothing stored. Zero means StoreTimeoutDefault.
+	StoreTimeout time.Duration
 	// BaseURL, e.g. "https://ingest.example:8443", starts the status links of 202 answers.
 	// Empty means the request's Host when a listener guard (package internal/httpguard)
 	// checked it, else links relative to the server ("/batch_statuses?id=..."): a link is
@@ -99,6 +100,7 @@ func (c *Config) applyDefaults() {
 	c.MaxRequests = cmp.Or(c.MaxRequests, MaxRequestsDefault)
 	c.MaxConns = cmp.Or(c.MaxConns, MaxConnsDefault)
 	c.MaxWait = cmp.Or(c.MaxWait, MaxWaitDefault)
+	c.StoreTimeout = cmp.Or(c.StoreTimeout, StoreTimeoutDefault)
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -108,9 +110,9 @@ func (c *Config) applyDefaults() {
 func (c Config) Validate() error {
 	c.applyDefaults()
 	var errs []error
-	if c.MaxBody < 0 || c.MaxMemory < 0 || c.MaxRequests < 0 || c.MaxConns < 0 || c.MaxWait < 0 {
-		errs = append(errs, fmt.Errorf("limits must not be negative (zero means the default), got max body %d, max memory %d, max requests %d, max conns %d, max wait %s",
-			c.MaxBody, c.MaxMemory, c.MaxRequests, c.MaxConns, c.MaxWait))
+	if c.MaxBody < 0 || c.MaxMemory < 0 || c.MaxRequests < 0 || c.MaxConns < 0 || c.MaxWait < 0 || c.StoreTimeout < 0 {
+		errs = append(errs, fmt.Errorf("limits must not be negative (zero means the default), got max body %d, max memory %d, max requests %d, max conns %d, max wait %s, store timeout %s",
+			c.MaxBody, c.MaxMemory, c.MaxRequests, c.MaxConns, c.MaxWait, c.StoreTimeout))
 	} else if c.MaxMemory < 2*c.MaxBody {
 		errs = append(errs, fmt.Errorf("max memory %d is under 2 x max body %d: a body of the largest size and its decoded batches could never be held", c.MaxMemory, c.MaxBody))
 	}
@@ -127,7 +129,7 @@ func (c Config) Validate() error {
 
 // Handler serves the ingest API.
 type Handler struct {
-	pool  Pool
+	pool  pg.Beginner
 	cfg   Config
 	log   *slog.Logger
 	mem   *budget
@@ -137,7 +139,7 @@ type Handler struct {
 }
 
 // NewHandler returns the ingest API's handler. It does no I/O.
-func NewHandler(pool Pool, cfg Config) (*Handler, error) {
+func NewHandler(pool pg.Beginner, cfg Config) (*Handler, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -288,16 +290,14 @@ func (h *Handler) store(ctx context.Context, serviceID string, batches []dlt.Bat
 		return nil, errors.Join(errWaited, err)
 	}
 	defer h.conns.release()
-	tx, err := h.pool.Begin(ctx)
-	if err != nil {
-		return nil, err
-	}
-	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // no-op after commit
-	stored, err := enqueueBatches(ctx, tx, serviceID, batches)
-	if err != nil {
-		return nil, err
-	}
-	return stored, tx.Commit(ctx)
+	sctx, cancel := context.WithTimeout(ctx, h.cfg.StoreTimeout)
+	defer cancel()
+	var stored []Stored
+	err = pg.InTx(sctx, h.pool, pgx.TxOptions{}, func(tx pgx.Tx) (err error) {
+		stored, err = enqueueBatches(sctx, tx, serviceID, batches)
+		return err
+	})
+	return stored, err
 }
 
 // isLockTimeout reports SQLSTATE 55P03 (lock_not_available): lock_timeout passed.

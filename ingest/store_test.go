@@ -1,0 +1,71 @@
+package ingest_test
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/batchclaim/batchclaim/dlt"
+	"github.com/batchclaim/batchclaim/ingest"
+	"github.com/batchclaim/batchclaim/internal/dbtest"
+	"github.com/batchclaim/batchclaim/internal/tcpproxy"
+)
+
+// A database that stops answering while a request stores its batches costs the API its
+// connection for StoreTimeout at most: the request is answered 503 with nothing stored, and
+// the next one, on the API's only connection slot, is stored once the link is back.
+func TestStoreTimeoutFreesTheConnection(t *testing.T) {
+	t.Parallel()
+	u, err := url.Parse(dbtest.NewDB(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy, err := tcpproxy.Start("127.0.0.1:0", u.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = proxy.Close() })
+	direct, err := pgxpool.New(t.Context(), u.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(direct.Close)
+	u.Host = proxy.Addr()
+	pool, err := pgxpool.New(t.Context(), u.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	h, err := ingest.NewHandler(pool, ingest.Config{MaxConns: 1, StoreTimeout: 500 * time.Millisecond, MaxWait: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	h.Register(mux)
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	postBatch := func(i int) int {
+		_, list := dlt.FakeBatch("svc", i)
+		code, _ := post(t, srv.URL+"/batches?service_id=svc", "application/octet-stream", list)
+		return code
+	}
+
+	if code := postBatch(0); code != http.StatusAccepted {
+		t.Fatalf("first batch: %d", code)
+	}
+	proxy.Freeze()
+	if code := postBatch(1); code != http.StatusServiceUnavailable {
+		t.Fatalf("a batch stored over a frozen link: %d, want 503 once the store timeout passed", code)
+	}
+	proxy.Restore()
+	if code := postBatch(2); code != http.StatusAccepted {
+		t.Fatalf("the next batch after the link came back: %d, want 202 (the timed-out store gave its connection slot back)", code)
+	}
+	if n := count(t, direct, "batches"); n != 2 {
+		t.Fatalf("%d batches stored, want 2: the timed-out request stored nothing", n)
+	}
+}
