@@ -9,6 +9,9 @@ import (
 
 	"github.com/batchclaim/batchclaim"
 	"github.com/batchclaim/batchclaim/claims"
+	"github.com/batchclaim/batchclaim/dlt"
+	"github.com/batchclaim/batchclaim/dlt/dltsim"
+	"github.com/batchclaim/batchclaim/ingest"
 	"github.com/batchclaim/batchclaim/internal/dbtest"
 	"github.com/batchclaim/batchclaim/node"
 	"github.com/batchclaim/batchclaim/observer"
@@ -129,5 +132,62 @@ func Example_retries() {
 	// notify COMMITTED
 	// charge, attempt 1
 	// charge COMMITTED
+	// stopped: <nil>
+}
+
+// A ledger pipeline: batches of a Sawtooth BatchList go to the ledger (here its simulator)
+// in order, and each is COMMITTED once the ledger says so. The dlt client is both the
+// Submitter and the status source the node polls.
+func Example_ledger() {
+	pool, drop := dbtest.ExamplePool()
+	defer drop()
+	ctx := context.Background()
+	sim, err := dltsim.New(dltsim.Config{Flavor: dlt.FlavorSawtooth})
+	if err != nil {
+		panic(err)
+	}
+	defer sim.Close()
+	ledgerURL, err := sim.Listen()
+	if err != nil {
+		panic(err)
+	}
+	client, err := dlt.NewClient(dlt.Config{Flavor: dlt.FlavorSawtooth, URL: ledgerURL})
+	if err != nil {
+		panic(err)
+	}
+
+	names := map[string]string{}
+	for i := range 3 {
+		id, list := dlt.FakeBatch("device-1", i)
+		names[id] = fmt.Sprint("batch ", i)
+		if _, err := ingest.EnqueueBatchList(ctx, pool, "device-1", list); err != nil {
+			panic(err)
+		}
+	}
+	committed := make(chan string, 3)
+	n, err := node.New(pool, node.Config{
+		Claims:    claims.Config{RenewInterval: 100 * time.Millisecond, Expiry1: time.Second},
+		Submitter: client, Statuses: client,
+		Events: observer.Events{StatusChanged: func(t observer.Transition) {
+			if t.To == batchclaim.StateCommitted {
+				committed <- names[t.BatchID]
+			}
+		}},
+	})
+	if err != nil {
+		panic(err)
+	}
+	runCtx, stop := context.WithCancel(ctx)
+	stopped := make(chan error)
+	go func() { stopped <- n.Run(runCtx) }()
+	for range 3 {
+		fmt.Println(<-committed, "COMMITTED")
+	}
+	stop()
+	fmt.Println("stopped:", <-stopped)
+	// Output:
+	// batch 0 COMMITTED
+	// batch 1 COMMITTED
+	// batch 2 COMMITTED
 	// stopped: <nil>
 }
