@@ -107,9 +107,9 @@ func (c Config) withDefaults() (Config, error) {
 //
 // It looks at a service_id when it has reason to: it was told of new work (Dirty), a
 // submission of it ended (Done), it was gained, or a time the queuer noted (a DELAYED head's
-// next attempt, an UNKNOWN head's grace, a NEW head's run-at time) came. The cost of a fetch therefore follows the
-// service_ids with work, however many claims the instance holds; Config.SweepAll and the
-// Interval's safety sweep cover what nobody told it about.
+// next attempt, an UNKNOWN head's grace, a NEW head's run-at time) came. The cost of a fetch
+// therefore follows the service_ids with work, however many claims the instance holds;
+// Config.SweepAll and the Interval's safety sweep cover what nobody told it about.
 type Queuer struct {
 	cfg  Config
 	pool claims.Querier
