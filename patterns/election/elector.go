@@ -8,7 +8,6 @@ import (
 	"math/rand/v2"
 	"sort"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -18,6 +17,7 @@ import (
 
 	"github.com/batchclaim/batchclaim"
 	"github.com/batchclaim/batchclaim/internal/db"
+	"github.com/batchclaim/batchclaim/internal/dbclock"
 	"github.com/batchclaim/batchclaim/internal/pg"
 )
 
@@ -36,7 +36,7 @@ type Elector struct {
 	q     *db.Queries
 	log   *slog.Logger
 	id    uuid.UUID
-	shift atomic.Int64 // nanoseconds added to the database clock (tests and drills)
+	clock dbclock.Clock // the database clock as this elector's statements see it (ShiftDBTime)
 	stats counters
 
 	// Used only by the goroutine running Run (or Cycle).
@@ -70,8 +70,11 @@ func New(pool *pgxpool.Pool, cfg Config) (*Elector, error) {
 	id := uuid.New()
 	return &Elector{
 		cfg: cfg, pool: pool, q: db.New(), id: id,
-		log:  cfg.Logger.With("instance_id", id.String()),
-		held: map[string]*heldTerm{},
+		// Fence judges the term inside the caller's transaction, which may have begun long
+		// before, by clock_timestamp(): a shifted time counts from the same reading.
+		clock: dbclock.Clock{Reading: dbclock.Statement},
+		log:   cfg.Logger.With("instance_id", id.String()),
+		held:  map[string]*heldTerm{},
 	}, nil
 }
 
@@ -92,7 +95,7 @@ func (e *Elector) Timings() (interval, timeout time.Duration) {
 // ShiftDBTime makes every statement of this elector judge time as the database's clock + d.
 // It exists so that tests and drills can move the database's view of time instead of
 // sleeping; production code never calls it.
-func (e *Elector) ShiftDBTime(d time.Duration) { e.shift.Store(int64(d)) }
+func (e *Elector) ShiftDBTime(d time.Duration) { e.clock.Shift(d) }
 
 // CheckPrimary reports whether this instance is primary of role now, by its own
 // conservative view: it holds the term and its local deadline (T - I after it sent its last
@@ -140,7 +143,7 @@ func (e *Elector) Fence(ctx context.Context, tx pgx.Tx, role string) error {
 	if _, err := tx.Exec(ctx, "SELECT set_config('idle_in_transaction_session_timeout', $1, true)", ms(e.cfg.HeartbeatInterval)); err != nil {
 		return fmt.Errorf("fence %s: set transaction timeout: %w", role, err)
 	}
-	now, err := e.dbNow(ctx, tx)
+	now, err := e.clock.Now(ctx, tx)
 	if err != nil {
 		return fmt.Errorf("fence %s: %w", role, err)
 	}
@@ -228,7 +231,7 @@ func (e *Elector) cycle(ctx context.Context, conn *pgx.Conn) error {
 		}
 		e.ensured = true
 	}
-	now, err := e.dbNow(ctx, conn)
+	now, err := e.clock.Now(ctx, conn)
 	if err != nil {
 		return fmt.Errorf("read database clock: %w", err)
 	}
@@ -293,7 +296,7 @@ func (e *Elector) campaign(ctx context.Context, conn *pgx.Conn) (time.Duration, 
 	}
 	ctx, cancel := context.WithTimeout(ctx, e.cfg.Timeout-e.cfg.HeartbeatInterval)
 	defer cancel()
-	now, err := e.dbNow(ctx, conn)
+	now, err := e.clock.Now(ctx, conn)
 	if err != nil {
 		return wait, fmt.Errorf("read database clock: %w", err)
 	}
@@ -416,18 +419,4 @@ func (e *Elector) dropConnection(ctx context.Context) {
 	_ = e.conn.Conn().Close(ctx)
 	e.conn.Release()
 	e.conn = nil
-}
-
-// dbNow returns the time statements should judge by: nil (the database's clock) unless a
-// shift is set.
-func (e *Elector) dbNow(ctx context.Context, q pg.Querier) (*time.Time, error) {
-	d := e.shift.Load()
-	if d == 0 {
-		return nil, nil
-	}
-	var t time.Time
-	if err := q.QueryRow(ctx, "SELECT clock_timestamp() + $1::bigint * interval '1 microsecond'", d/1000).Scan(&t); err != nil {
-		return nil, err
-	}
-	return &t, nil
 }

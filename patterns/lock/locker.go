@@ -7,12 +7,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/batchclaim/batchclaim/internal/db"
+	"github.com/batchclaim/batchclaim/internal/dbclock"
 	"github.com/batchclaim/batchclaim/internal/pg"
 )
 
@@ -22,7 +22,7 @@ type Locker struct {
 	cfg   Config
 	q     *db.Queries
 	log   *slog.Logger
-	shift atomic.Int64
+	clock dbclock.Clock // the database clock as this locker's statements see it (ShiftDBTime)
 }
 
 // New returns a Locker on db. It does no I/O.
@@ -40,7 +40,7 @@ func (l *Locker) TTL() time.Duration { return l.cfg.TTL }
 // ShiftDBTime makes every statement of this Locker judge time as the database's now() + d.
 // It exists so that tests and drills can move the database's view of time instead of
 // sleeping; production code never calls it.
-func (l *Locker) ShiftDBTime(d time.Duration) { l.shift.Store(int64(d)) }
+func (l *Locker) ShiftDBTime(d time.Duration) { l.clock.Shift(d) }
 
 // Lease is one acquisition of a lock. Token is random and known only to the acquirer; Epoch
 // is larger than that of every earlier acquisition of the same name and is never reused, so
@@ -71,7 +71,7 @@ func (l *Locker) Acquire(ctx context.Context, name string) (Lease, error) {
 	if err != nil {
 		return Lease{}, fmt.Errorf("acquire lock %s: %w", name, err)
 	}
-	now, err := l.dbNow(ctx, l.db)
+	now, err := l.clock.Now(ctx, l.db)
 	if err != nil {
 		return Lease{}, fmt.Errorf("acquire lock %s: %w", name, err)
 	}
@@ -92,7 +92,7 @@ func (l *Locker) Acquire(ctx context.Context, name string) (Lease, error) {
 // held with the lease's token and epoch and has not expired. Otherwise it changes nothing
 // and returns an error wrapping ErrNotHeld.
 func (l *Locker) Renew(ctx context.Context, s *Lease) error {
-	now, err := l.dbNow(ctx, l.db)
+	now, err := l.clock.Now(ctx, l.db)
 	if err != nil {
 		return fmt.Errorf("renew lock %s: %w", s.Name, err)
 	}
@@ -113,7 +113,7 @@ func (l *Locker) Renew(ctx context.Context, s *Lease) error {
 // expired but that nobody took since is freed, and the error (wrapping ErrNotHeld) says the
 // holder had overrun its TTL.
 func (l *Locker) Release(ctx context.Context, s Lease) error {
-	now, err := l.dbNow(ctx, l.db)
+	now, err := l.clock.Now(ctx, l.db)
 	if err != nil {
 		return fmt.Errorf("release lock %s: %w", s.Name, err)
 	}
@@ -136,7 +136,7 @@ func (l *Locker) Release(ctx context.Context, s Lease) error {
 // commit before tx ends. Writes made in tx after a successful Fence are made under the lock.
 // It returns an error wrapping ErrNotHeld when the lease is no longer valid.
 func (l *Locker) Fence(ctx context.Context, tx pg.Querier, s Lease) error {
-	now, err := l.dbNow(ctx, tx)
+	now, err := l.clock.Now(ctx, tx)
 	if err != nil {
 		return fmt.Errorf("fence lock %s: %w", s.Name, err)
 	}
@@ -191,7 +191,7 @@ type State struct {
 
 // Get returns the lock's state; batchclaim.ErrNotFound if it was never acquired.
 func (l *Locker) Get(ctx context.Context, name string) (State, error) {
-	now, err := l.dbNow(ctx, l.db)
+	now, err := l.clock.Now(ctx, l.db)
 	if err != nil {
 		return State{}, fmt.Errorf("get lock %s: %w", name, err)
 	}
@@ -221,20 +221,6 @@ func (l *Locker) History(ctx context.Context, name string) ([]Acquisition, error
 		out[i] = Acquisition{Epoch: r.Epoch, AcquiredAt: r.AcquiredAt, ReleasedAt: r.ReleasedAt}
 	}
 	return out, nil
-}
-
-// dbNow returns the time a statement should judge by: nil (the database's now()) unless a
-// shift is set.
-func (l *Locker) dbNow(ctx context.Context, q pg.Querier) (*time.Time, error) {
-	d := l.shift.Load()
-	if d == 0 {
-		return nil, nil
-	}
-	var t time.Time
-	if err := q.QueryRow(ctx, "SELECT now() + $1::bigint * interval '1 microsecond'", d/1000).Scan(&t); err != nil {
-		return nil, err
-	}
-	return &t, nil
 }
 
 // newToken returns 128 random bits from crypto/rand, hex encoded.
