@@ -41,6 +41,13 @@
 //     loses its lock without knowing. Here the holder renews, and a renewal after expiry is
 //     refused even if nobody has taken the lock yet, because the holder cannot know that.
 //
+// # The lease
+//
+// KeepAlive is internal/lease's renewal loop: a renewal every TTL/3, each bounded by TTL/3
+// and by the lease's local deadline (TTL - Margin from the send of the last successful
+// renewal), so KeepAlive returns by that deadline even while a renewal hangs; the caller
+// cancels the work the lock protects when it returns.
+//
 // The shard failover in package failover is built on this lock; docs/patterns.md puts both
 // beside the source design.
 package lock

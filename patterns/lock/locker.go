@@ -13,6 +13,7 @@ import (
 
 	"github.com/batchclaim/batchclaim/internal/db"
 	"github.com/batchclaim/batchclaim/internal/dbclock"
+	"github.com/batchclaim/batchclaim/internal/lease"
 	"github.com/batchclaim/batchclaim/internal/pg"
 )
 
@@ -53,6 +54,7 @@ type Lease struct {
 	// AcquiredAt and ExpiresAt are database times, for display: never compare them with the
 	// local clock. Use Deadline for a local decision.
 	AcquiredAt, ExpiresAt time.Time
+	sent                  time.Time // when the acquisition or last renewal was sent (monotonic)
 	deadline              time.Time
 }
 
@@ -85,7 +87,7 @@ func (l *Locker) Acquire(ctx context.Context, name string) (Lease, error) {
 	}
 	l.log.Debug("lock acquired", "lock", name, "epoch", row.Epoch)
 	return Lease{Name: name, Token: token, Epoch: row.Epoch, AcquiredAt: row.AcquiredAt, ExpiresAt: row.ExpiresAt,
-		deadline: sent.Add(l.cfg.TTL - l.cfg.Margin)}, nil
+		sent: sent, deadline: sent.Add(l.window())}, nil
 }
 
 // Renew extends the lease by the TTL from now (database clock), only if the lock is still
@@ -104,9 +106,12 @@ func (l *Locker) Renew(ctx context.Context, s *Lease) error {
 	if err != nil {
 		return fmt.Errorf("renew lock %s: %w", s.Name, err)
 	}
-	s.ExpiresAt, s.deadline = exp, sent.Add(l.cfg.TTL-l.cfg.Margin)
+	s.ExpiresAt, s.sent, s.deadline = exp, sent, sent.Add(l.window())
 	return nil
 }
+
+// window is the length of a lease's local deadline: the TTL less the margin.
+func (l *Locker) window() time.Duration { return l.cfg.TTL - l.cfg.Margin }
 
 // Release frees the lock if it is still held with the lease's token and epoch. A wrong or
 // old token changes nothing and returns an error wrapping ErrNotHeld. A lock that had
@@ -150,32 +155,25 @@ func (l *Locker) Fence(ctx context.Context, tx pg.Querier, s Lease) error {
 	return nil
 }
 
-// KeepAlive renews s every third of the TTL until ctx ends (it then returns nil) or a
-// renewal reports the lock lost (it returns that error, wrapping ErrNotHeld). A renewal that
-// fails for another reason is retried at the next tick while the lease's local deadline has
-// not passed.
+// KeepAlive renews s every third of the TTL until ctx ends (it then returns nil) or the lock
+// is lost: a renewal reports it (KeepAlive returns that error, wrapping ErrNotHeld), or the
+// lease's local deadline passes without a successful renewal (an error wrapping ErrNotHeld
+// that names the last renewal's failure). A renewal that fails for another reason is retried
+// at the next tick. Each renewal is bounded by a third of the TTL and by the deadline, so
+// KeepAlive returns at the deadline even while a renewal hangs: cancel the work the lock
+// protects when it returns. The renewal loop is internal/lease's.
 func (l *Locker) KeepAlive(ctx context.Context, s Lease) error {
-	t := time.NewTicker(l.cfg.TTL / 3)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
-		}
-		err := l.Renew(ctx, &s)
-		switch {
-		case err == nil:
-		case ctx.Err() != nil:
-			return nil
-		case errors.Is(err, ErrNotHeld):
-			return err
-		case !time.Now().Before(s.deadline):
-			return fmt.Errorf("keep lock %s alive: local deadline passed (%v): %w", s.Name, err, ErrNotHeld)
-		default:
-			l.log.Warn("lock renewal failed", "lock", s.Name, "epoch", s.Epoch, "error", err)
-		}
+	err := lease.Keep(ctx, lease.Loop{
+		Every: l.cfg.TTL / 3, Step: l.cfg.TTL / 3, Window: l.window(), Sent: s.sent,
+		OnError: func(err error) { l.log.Warn("lock renewal failed", "lock", s.Name, "epoch", s.Epoch, "error", err) },
+	}, func(rctx context.Context) (time.Time, bool, error) {
+		err := l.Renew(rctx, &s)
+		return s.sent, errors.Is(err, ErrNotHeld), err
+	})
+	if errors.Is(err, lease.ErrExpired) {
+		return fmt.Errorf("keep lock %s alive: %v: %w", s.Name, err, ErrNotHeld)
 	}
+	return err
 }
 
 // State is what anybody may read about a lock (never its token).

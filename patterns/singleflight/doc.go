@@ -98,6 +98,14 @@
 //   - Source errors are kept briefly (ErrorTTL) and handed to the waiters; the source design
 //     drops to idle on failure and leaves the waiting clients to time out and retry.
 //
+// # The lease
+//
+// The fetch lease is kept by internal/lease's renewal loop: a renewal every RenewInterval,
+// each bounded by RenewInterval and by the local deadline (2/3 LeaseTTL from the send of the
+// last successful renewal), and a watchdog that cancels the source call at that deadline,
+// even while a renewal hangs. A renewal that matches no row (the lease was taken over) also
+// cancels it. Only the row and its statements are this package's.
+//
 // # Timing rules
 //
 // Defaults: TTL = 5m, ErrorTTL = 5s, LeaseTTL = 10s, RenewInterval = LeaseTTL/4,

@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/batchclaim/batchclaim/internal/db"
+	"github.com/batchclaim/batchclaim/internal/lease"
 )
 
 var (
@@ -165,43 +166,35 @@ func (c *Cache) callSource(ctx context.Context, f *flight) (value []byte, err er
 	return c.source.Fetch(ctx, Request{Key: f.key, Epoch: f.epoch})
 }
 
-// renew extends the lease every RenewInterval until ctx ends. When the lease was taken over,
-// or when no renewal succeeded within the local deadline (measured from when the last
-// successful one was sent), it cancels the fetch with errLeaseLost.
+// renew extends the lease every RenewInterval until ctx ends, through internal/lease: each
+// renewal bounded by RenewInterval, and a watchdog at the local deadline (measured from when
+// the last successful renewal was sent). When the lease was taken over, or that deadline
+// passes without a renewal, it cancels the fetch with errLeaseLost: at the deadline itself,
+// even while a renewal hangs.
 func (c *Cache) renew(ctx context.Context, f *flight, sent time.Time, cancel context.CancelCauseFunc) {
 	log := c.cfg.logger.With("key", f.key, "epoch", f.epoch)
-	tick := time.NewTicker(c.cfg.renewInterval)
-	defer tick.Stop()
-	deadline := time.NewTimer(c.cfg.localDeadline - time.Since(sent))
-	defer deadline.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-deadline.C:
-			c.stats.leaseLost.Add(1)
-			log.Warn("singleflight: could not renew the fetch lease in time; cancelling the fetch")
-			cancel(errLeaseLost)
-			return
-		case <-tick.C:
-		}
+	err := lease.Keep(ctx, lease.Loop{
+		Every: c.cfg.renewInterval, Step: c.cfg.renewInterval, Window: c.cfg.localDeadline, Sent: sent,
+		OnExpire: func() { cancel(errLeaseLost) },
+		OnError:  func(err error) { log.Warn("singleflight: renew fetch lease", "error", err) },
+	}, func(rctx context.Context) (time.Time, bool, error) {
 		s := time.Now()
-		rctx, rcancel := context.WithTimeout(ctx, c.cfg.renewInterval)
 		n, err := c.q.SingleflightRenew(rctx, c.pool, db.SingleflightRenewParams{
 			Key: f.key, Epoch: f.epoch, Holder: c.cfg.holder, LeaseUs: c.cfg.leaseTTL.Microseconds(),
 		})
-		rcancel()
-		switch {
-		case err == nil && n == 1:
-			deadline.Reset(c.cfg.localDeadline - time.Since(s))
-		case err == nil:
-			c.stats.leaseLost.Add(1)
-			log.Warn("singleflight: fetch lease taken over; cancelling the fetch")
-			cancel(errLeaseLost)
-			return
-		case ctx.Err() == nil:
-			log.Warn("singleflight: renew fetch lease", "error", err)
+		if err == nil && n != 1 {
+			return s, true, errLeaseLost
 		}
+		return s, false, err
+	})
+	switch {
+	case errors.Is(err, lease.ErrExpired):
+		c.stats.leaseLost.Add(1)
+		log.Warn("singleflight: could not renew the fetch lease in time; cancelling the fetch")
+	case err != nil:
+		c.stats.leaseLost.Add(1)
+		log.Warn("singleflight: fetch lease taken over; cancelling the fetch")
+		cancel(errLeaseLost)
 	}
 }
 
