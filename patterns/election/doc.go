@@ -76,6 +76,16 @@
 //     `GET /primary?role=R` endpoint of `batchclaim election run`. Both are advisory: a
 //     service that writes must fence its writes with the epoch.
 //
+// # The lease
+//
+// The local side of the lease is internal/lease's Deadline with a window of T - I: the
+// deadline counted from the send of the last confirmed join or renewal, and a watchdog that
+// steps every term down when it passes, even while a renewal hangs. The renewal is not
+// internal/lease's loop: it runs in the elector's own cycle, on the elector's own connection,
+// together with the campaign for free roles, and its answer lists the terms to reconcile.
+// Each cycle's statements are bounded by max(I, (T - I)/2), so that a renewal lost in a
+// stalled connection leaves room for one more, on a new connection, before the deadline.
+//
 // # Timing
 //
 // T > 2I is checked by New. A healthy primary renews every I, so it has at least one retry

@@ -18,6 +18,7 @@ import (
 	"github.com/batchclaim/batchclaim"
 	"github.com/batchclaim/batchclaim/internal/db"
 	"github.com/batchclaim/batchclaim/internal/dbclock"
+	"github.com/batchclaim/batchclaim/internal/lease"
 	"github.com/batchclaim/batchclaim/internal/pg"
 )
 
@@ -43,12 +44,13 @@ type Elector struct {
 	conn    *pgxpool.Conn
 	ensured bool
 
-	mu       sync.Mutex
-	runCtx   context.Context // parent of the terms' contexts
-	joined   bool            // the lease is believed live (cleared when the deadline passes)
-	deadline time.Time       // monotonic: send time of the last confirmed lease write + T - I
-	watchdog *time.Timer
-	held     map[string]*heldTerm
+	// lease is the local deadline (send time of the last confirmed lease write + T - I) and
+	// its watchdog; it has a lock of its own, taken after mu, never before.
+	lease *lease.Deadline
+
+	mu     sync.Mutex
+	runCtx context.Context // parent of the terms' contexts
+	held   map[string]*heldTerm
 }
 
 type heldTerm struct {
@@ -68,14 +70,16 @@ func New(pool *pgxpool.Pool, cfg Config) (*Elector, error) {
 	}
 	cfg.Roles = append([]string(nil), cfg.Roles...)
 	id := uuid.New()
-	return &Elector{
+	e := &Elector{
 		cfg: cfg, pool: pool, q: db.New(), id: id,
 		// Fence judges the term inside the caller's transaction, which may have begun long
 		// before, by clock_timestamp(): a shifted time counts from the same reading.
 		clock: dbclock.Clock{Reading: dbclock.Statement},
 		log:   cfg.Logger.With("instance_id", id.String()),
 		held:  map[string]*heldTerm{},
-	}, nil
+	}
+	e.lease = lease.NewDeadline(cfg.Timeout-cfg.HeartbeatInterval, e.deadlinePassed)
+	return e, nil
 }
 
 // InstanceID is this elector's id, as recorded in its terms.
@@ -155,9 +159,8 @@ func (e *Elector) Fence(ctx context.Context, tx pgx.Tx, role string) error {
 	return err
 }
 
-func (e *Elector) usableLocked() bool {
-	return e.joined && time.Now().Before(e.deadline)
-}
+// usableLocked is leaseUsable for a caller that holds mu and reads the terms with it.
+func (e *Elector) usableLocked() bool { return e.lease.Live() }
 
 // Run stands for the roles until ctx ends, one cycle every heartbeat interval (sooner when a
 // primary's lease is about to expire). A failed cycle is logged and counted; the local
@@ -237,11 +240,7 @@ func (e *Elector) cycle(ctx context.Context, conn *pgx.Conn) error {
 	}
 	// A deadline that passed while the process was paused is acted on before anything is
 	// sent, whichever of this loop and the watchdog runs first on waking.
-	e.checkDeadline()
-	e.mu.Lock()
-	joined := e.joined
-	e.mu.Unlock()
-	if joined {
+	if e.lease.Check() {
 		sent := time.Now()
 		rows, err := e.q.ElectionMemberRenew(ctx, conn, db.ElectionMemberRenewParams{
 			InstanceID: e.id, TimeoutMs: e.cfg.Timeout.Milliseconds(), Now: now,
@@ -268,9 +267,7 @@ func (e *Elector) cycle(ctx context.Context, conn *pgx.Conn) error {
 	}); err != nil {
 		return fmt.Errorf("join: %w", err)
 	}
-	e.mu.Lock()
-	e.confirmLocked(sent)
-	e.mu.Unlock()
+	e.lease.Start(sent)
 	e.log.Debug("lease started")
 	return nil
 }

@@ -8,43 +8,29 @@ import (
 	"github.com/batchclaim/batchclaim/internal/db"
 )
 
-// confirmLocked records a lease write sent at sent and confirmed by the database: the lease
-// is usable until sent + T - I. The database stamped the write no earlier than sent, so the
-// lease it sees lasts at least until sent + T: the local deadline ends at least I before
-// anyone else can be elected, even if the write sat in a network queue. Deadlines only move
-// forward while the lease is live; once the watchdog declared it dead, only a new join
-// revives it (see renewed).
-func (e *Elector) confirmLocked(sent time.Time) {
-	e.joined = true
-	e.deadline = sent.Add(e.cfg.Timeout - e.cfg.HeartbeatInterval)
-	wait := time.Until(e.deadline)
-	if e.watchdog == nil {
-		e.watchdog = time.AfterFunc(wait, e.checkDeadline)
-	} else {
-		e.watchdog.Reset(wait)
-	}
-}
+// The lease's local side is internal/lease's Deadline, with window T - I: a lease write
+// (join or renewal) sent at sent and confirmed by the database makes the lease usable until
+// sent + T - I. The database stamped the write no earlier than sent, so the lease it sees
+// lasts at least until sent + T: the local deadline ends at least I before anyone else can
+// be elected, even if the write sat in a network queue. When the deadline passes without a
+// confirmed renewal, the watchdog steps every term down (deadlinePassed); a renewal that
+// comes back after that changes nothing, and only a new join makes the lease live again.
+// The renewal itself is not internal/lease's loop: it shares a cycle and a connection with
+// the campaign for roles, and its answer carries the terms to reconcile.
 
 // leaseUsable reports whether the lease is believed live and its deadline has not passed.
-func (e *Elector) leaseUsable() bool {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return e.usableLocked()
-}
+func (e *Elector) leaseUsable() bool { return e.lease.Live() }
 
 // renewed applies a confirmed renewal sent at sent; dbHeld is what the database says this
 // instance holds (role -> epoch). Terms the database no longer lists are stepped down; terms
 // it lists that this instance does not hold (an election whose answer was lost) are adopted.
-// A renewal that comes back after the watchdog declared the lease dead changes nothing: the
-// next cycle joins again, which resigns the old terms, so a term never survives a step-down.
+// A renewal that comes back after its deadline changes nothing: the next cycle joins again,
+// which resigns the old terms, so a term never survives a step-down.
 func (e *Elector) renewed(sent time.Time, dbHeld map[string]int64) {
-	e.mu.Lock()
-	if !e.joined || !sent.Add(e.cfg.Timeout-e.cfg.HeartbeatInterval).After(time.Now()) {
-		e.joined = false
-		e.mu.Unlock()
+	if !e.lease.Confirm(sent) {
 		return
 	}
-	e.confirmLocked(sent)
+	e.mu.Lock()
 	var lost []Term
 	for role, h := range e.held {
 		if ep, ok := dbHeld[role]; !ok || ep != h.term.Epoch {
@@ -69,27 +55,15 @@ func (e *Elector) renewed(sent time.Time, dbHeld map[string]int64) {
 
 // leaseLost handles a renewal the database refused: the lease expired or was evicted.
 func (e *Elector) leaseLost() {
-	e.mu.Lock()
-	e.joined = false
-	e.mu.Unlock()
+	e.lease.Lose()
 	e.stepDownAll(StepDownLost)
 	e.log.Warn("lease lost: the database refused the renewal; joining again")
 }
 
-// checkDeadline runs when the local deadline may have passed. If it has, every term's
-// context is cancelled: the instance steps down on its own.
-func (e *Elector) checkDeadline() {
+// deadlinePassed runs once when the local deadline passed without a confirmed renewal: every
+// term's context is cancelled, the instance steps down on its own.
+func (e *Elector) deadlinePassed() {
 	e.mu.Lock()
-	if wait := time.Until(e.deadline); wait > 0 {
-		e.watchdog.Reset(wait)
-		e.mu.Unlock()
-		return
-	}
-	if !e.joined {
-		e.mu.Unlock()
-		return
-	}
-	e.joined = false
 	n := len(e.held)
 	e.mu.Unlock()
 	if n > 0 {
@@ -103,8 +77,12 @@ func (e *Elector) checkDeadline() {
 func (e *Elector) elected(t Term) {
 	e.mu.Lock()
 	if !e.usableLocked() || e.runCtx == nil {
-		e.joined = false
 		e.mu.Unlock()
+		// A passed deadline ends the lease and its terms now; a lease still live but with no
+		// context to start the term in is dropped, so that the next cycle joins again.
+		if e.lease.Check() {
+			e.lease.Lose()
+		}
 		return
 	}
 	if h, ok := e.held[t.Role]; ok && h.term.Epoch == t.Epoch {
@@ -167,17 +145,14 @@ func (e *Elector) notifyStepDown(t Term, why StepDownReason) {
 // (bounded) for the OnElected callbacks, then resign the terms whose callbacks returned and
 // leave, so that others are elected at once.
 func (e *Elector) shutdown(ctx context.Context) {
+	e.lease.Stop()
 	e.mu.Lock()
-	if e.watchdog != nil {
-		e.watchdog.Stop()
-	}
 	var hs []*heldTerm
 	for role, h := range e.held {
 		h.cancel()
 		hs = append(hs, h)
 		delete(e.held, role)
 	}
-	e.joined = false
 	e.mu.Unlock()
 	for _, h := range hs {
 		e.notifyStepDown(h.term, StepDownStopped)

@@ -110,6 +110,13 @@
 // sources. A stored count incremented by every worker is one hot row and, read-then-written,
 // a lost update.
 //
+// # The lease
+//
+// No lease of its own: the active instance is the primary of its role in package election,
+// whose lease is internal/lease's Deadline (window T - I) with its watchdog; when it passes,
+// the term's context ends and the step stops, and every step's Fence refuses a deposed
+// instance's writes in the database.
+//
 // # Timing
 //
 // With I an event type's interval, K its missed count and S the step interval, a source
