@@ -81,6 +81,16 @@
 //   - Dead candidates. Only nodes whose record is younger than Patience are chosen or sent
 //     commands; a dead replica with a high last_txn_id is passed over.
 //
+// # The leases
+//
+// The orchestrator's failover lock is kept by lock.KeepAlive, which is internal/lease's
+// renewal loop with its local deadline; its end cancels the failover. The primary's own lease
+// (its failover_roles row) is not: it is renewed by the heartbeat, in the one transaction
+// that also reads the shard's decision FOR SHARE and rewrites the node's record, so that a
+// renewal succeeds only while the decision still names the node; and nothing runs under it
+// that a watchdog could cancel: the embedder asks State().Acting, which compares its local
+// deadline (PrimaryLease - Margin from the heartbeat's send) on the monotonic clock.
+//
 // # Timing rules
 //
 // Defaults: N = 1s, PrimaryLease = 3s, Patience = 5s (+ up to 2.5s jitter), LockTTL = 10s,
