@@ -86,7 +86,7 @@ func (e *Engine) cycle(ctx context.Context) (CycleReport, error) {
 			return rep, err
 		}
 	}
-	now, err := e.dbNow(ctx, e.pool)
+	now, err := e.clock.Now(ctx, e.pool)
 	if err != nil {
 		return rep, err
 	}
@@ -519,7 +519,7 @@ func (e *Engine) reconcile(rows []db.ClaimsHeldRow) (gained, lost []Claim) {
 func (e *Engine) prune(ctx context.Context) {
 	ctx, cancel := e.stmtCtx(ctx)
 	defer cancel()
-	now, err := e.dbNow(ctx, e.pool)
+	now, err := e.clock.Now(ctx, e.pool)
 	if err == nil {
 		var n int64
 		n, err = e.q.InstancesPrune(ctx, e.pool, db.InstancesPruneParams{Now: now, OlderThanMs: e.cfg.PruneAfter.Milliseconds()})

@@ -7,13 +7,13 @@ import (
 	"log/slog"
 	"sort"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/batchclaim/batchclaim/internal/db"
+	"github.com/batchclaim/batchclaim/internal/dbclock"
 )
 
 // ErrInstanceIDInUse: another process registered the same instance id and its lease has not
@@ -31,7 +31,7 @@ type Engine struct {
 	log   *slog.Logger
 	nonce uuid.UUID // random per Engine: only this process can use its instance row
 
-	shift atomic.Int64  // nanoseconds added to the database clock (tests and drills)
+	clock dbclock.Clock // the database clock as this engine's statements see it (ShiftDBTime)
 	kick  chan struct{} // Kick: run a cycle soon
 
 	stats counters
@@ -86,7 +86,7 @@ func (e *Engine) Timings() Timings { return e.cfg.timings() }
 // ShiftDBTime makes every statement of this engine judge time as the database's now() + d.
 // It exists so that tests and drills can move the database's view of time instead of
 // sleeping; production code never calls it.
-func (e *Engine) ShiftDBTime(d time.Duration) { e.shift.Store(int64(d)) }
+func (e *Engine) ShiftDBTime(d time.Duration) { e.clock.Shift(d) }
 
 // Register inserts this instance into the registry and starts its lease. It must succeed
 // before Cycle.
@@ -118,7 +118,7 @@ func (e *Engine) Register(ctx context.Context) error {
 }
 
 func (e *Engine) registerTx(ctx context.Context, tx pgx.Tx) error {
-	now, err := e.dbNow(ctx, tx)
+	now, err := e.clock.Now(ctx, tx)
 	if err != nil {
 		return err
 	}
@@ -331,20 +331,6 @@ func (e *Engine) notifyGained(gained []Claim) {
 			e.cfg.OnGained(c)
 		}
 	}
-}
-
-// dbNow returns the time a statement should judge by: nil (the database's now()) unless a
-// shift is set.
-func (e *Engine) dbNow(ctx context.Context, q Querier) (*time.Time, error) {
-	d := e.shift.Load()
-	if d == 0 {
-		return nil, nil
-	}
-	var t time.Time
-	if err := q.QueryRow(ctx, "SELECT now() + $1::bigint * interval '1 microsecond'", d/1000).Scan(&t); err != nil {
-		return nil, err
-	}
-	return &t, nil
 }
 
 // ShutdownTimeout bounds Shutdown.

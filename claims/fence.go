@@ -25,7 +25,7 @@ func (e *Engine) BeginSubmission(ctx context.Context, q Querier, c Claim) error 
 	if _, ok := e.current(c); !ok {
 		return fmt.Errorf("begin submission %s@%d: %w", c.ServiceID, c.Epoch, batchclaim.ErrClaimLost)
 	}
-	now, err := e.dbNow(ctx, q)
+	now, err := e.clock.Now(ctx, q)
 	if err != nil {
 		return fmt.Errorf("begin submission: %w", err)
 	}
@@ -165,7 +165,9 @@ func (e *Engine) Fenced(c Claim) {
 // DBNow is the time a statement of this engine judges by: nil (the database's now()) unless
 // ShiftDBTime moved it. Statements that check the lease by the database clock take it as
 // their optional now.
-func (e *Engine) DBNow(ctx context.Context, q Querier) (*time.Time, error) { return e.dbNow(ctx, q) }
+func (e *Engine) DBNow(ctx context.Context, q Querier) (*time.Time, error) {
+	return e.clock.Now(ctx, q)
+}
 
 // Retry runs fn, and again (with jittered backoff, up to MaxSerializationRetries times, while
 // ctx lasts) when it fails with a lock timeout, a deadlock or a serialization failure

@@ -132,7 +132,7 @@ func (e *Engine) heartbeat(ctx context.Context, q Querier) error {
 		return fmt.Errorf("renew lease: %w", err)
 	}
 	defer release()
-	now, err := e.dbNow(ctx, q)
+	now, err := e.clock.Now(ctx, q)
 	if err != nil {
 		return fmt.Errorf("renew lease: %w", err)
 	}

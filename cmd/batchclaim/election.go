@@ -13,9 +13,9 @@ import (
 	"time"
 
 	"github.com/batchclaim/batchclaim"
-	"github.com/batchclaim/batchclaim/election"
 	"github.com/batchclaim/batchclaim/internal/httpguard"
 	"github.com/batchclaim/batchclaim/internal/pg"
+	"github.com/batchclaim/batchclaim/patterns/election"
 )
 
 // runElection is `batchclaim election run|demo`.

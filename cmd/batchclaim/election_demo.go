@@ -16,8 +16,8 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/batchclaim/batchclaim/election"
 	"github.com/batchclaim/batchclaim/internal/tcpproxy"
+	"github.com/batchclaim/batchclaim/patterns/election"
 )
 
 // electionSummary is what `election demo --json` prints. The first three counters are the

@@ -10,7 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/batchclaim/batchclaim"
-	"github.com/batchclaim/batchclaim/election"
+	"github.com/batchclaim/batchclaim/patterns/election"
 )
 
 // electionDemoSchema holds what the processes of `election demo` record, in the demo's

@@ -6,7 +6,7 @@ import (
 	"io"
 	"time"
 
-	"github.com/batchclaim/batchclaim/failover"
+	"github.com/batchclaim/batchclaim/patterns/failover"
 )
 
 // runFailover is `batchclaim failover node|demo`.

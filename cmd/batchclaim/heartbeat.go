@@ -12,7 +12,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/batchclaim/batchclaim/heartbeat"
+	"github.com/batchclaim/batchclaim/patterns/heartbeat"
 )
 
 // runHeartbeat is `batchclaim heartbeat run|event-types|demo`.

@@ -6,7 +6,7 @@ import (
 	"sort"
 	"time"
 
-	"github.com/batchclaim/batchclaim/heartbeat"
+	"github.com/batchclaim/batchclaim/patterns/heartbeat"
 )
 
 // Tolerances of the check. A pause is measured between two heartbeats' database stamps;

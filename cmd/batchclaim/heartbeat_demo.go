@@ -20,8 +20,8 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/batchclaim/batchclaim/election"
-	"github.com/batchclaim/batchclaim/heartbeat"
+	"github.com/batchclaim/batchclaim/patterns/election"
+	"github.com/batchclaim/batchclaim/patterns/heartbeat"
 )
 
 // The demo's timeline, in seconds from the moment the sources start.

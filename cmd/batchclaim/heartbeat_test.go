@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/batchclaim/batchclaim/heartbeat"
 	"github.com/batchclaim/batchclaim/internal/dbtest"
+	"github.com/batchclaim/batchclaim/patterns/heartbeat"
 )
 
 // `heartbeat demo --json`: three instance processes, the active one SIGKILLed, sources that

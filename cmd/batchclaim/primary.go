@@ -8,7 +8,7 @@ import (
 	"os"
 
 	"github.com/batchclaim/batchclaim"
-	"github.com/batchclaim/batchclaim/election"
+	"github.com/batchclaim/batchclaim/patterns/election"
 )
 
 // runPrimary is `batchclaim primary`: the source design's CheckPrimary for the other

@@ -14,7 +14,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/batchclaim/batchclaim/singleflight"
+	"github.com/batchclaim/batchclaim/patterns/singleflight"
 )
 
 // sfWorker is one process of `singleflight demo`: callers Get the demo's keys through a

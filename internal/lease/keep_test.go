@@ -1,0 +1,112 @@
+package lease_test
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/batchclaim/batchclaim/internal/dbtest"
+	"github.com/batchclaim/batchclaim/internal/lease"
+)
+
+func TestMain(m *testing.M) { dbtest.Main(m) }
+
+const ttl = 300 * time.Millisecond
+
+// holder is a lease row of the shape every user has: an owner and an expiry by the database
+// clock, renewed only while the row is still the owner's and live.
+type holder struct {
+	pool  *pgxpool.Pool
+	owner string
+	n     atomic.Int32
+}
+
+func newLeaseRow(t *testing.T) *pgxpool.Pool {
+	t.Helper()
+	pool := dbtest.NewPool(t)
+	_, err := pool.Exec(context.Background(), `CREATE TABLE test_lease (name text PRIMARY KEY, owner text NOT NULL, expires_at timestamptz NOT NULL);
+		INSERT INTO test_lease VALUES ('l', 'a', now() + interval '300 milliseconds')`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pool
+}
+
+func (h *holder) renew(ctx context.Context) (time.Time, bool, error) {
+	sent := time.Now()
+	tag, err := h.pool.Exec(ctx, `UPDATE test_lease SET expires_at = now() + $2::bigint * interval '1 millisecond'
+		WHERE name = 'l' AND owner = $1 AND expires_at > now()`, h.owner, ttl.Milliseconds())
+	if err != nil {
+		return sent, false, err
+	}
+	if tag.RowsAffected() == 0 {
+		return sent, true, errors.New("lease taken over")
+	}
+	h.n.Add(1)
+	return sent, false, nil
+}
+
+func loop(sent time.Time, onExpire func()) lease.Loop {
+	return lease.Loop{Every: ttl / 4, Step: ttl / 4, Window: ttl * 2 / 3, Sent: sent, OnExpire: onExpire}
+}
+
+func TestKeepRenewsUntilCancelled(t *testing.T) {
+	h := &holder{pool: newLeaseRow(t), owner: "a"}
+	ctx, cancel := context.WithTimeout(context.Background(), 4*ttl)
+	defer cancel()
+	var expired atomic.Bool
+	if err := lease.Keep(ctx, loop(time.Now(), func() { expired.Store(true) }), h.renew); err != nil {
+		t.Fatalf("Keep = %v, want nil when its context ends", err)
+	}
+	if expired.Load() || h.n.Load() < 8 {
+		t.Fatalf("renewals %d, expired %v: want about one per quarter TTL and no expiry", h.n.Load(), expired.Load())
+	}
+}
+
+func TestKeepStopsWhenTakenOver(t *testing.T) {
+	pool := newLeaseRow(t)
+	h := &holder{pool: pool, owner: "a"}
+	go func() {
+		time.Sleep(ttl)
+		_, _ = pool.Exec(context.Background(), "UPDATE test_lease SET owner = 'b'")
+	}()
+	err := lease.Keep(context.Background(), loop(time.Now(), nil), h.renew)
+	if err == nil || errors.Is(err, lease.ErrExpired) {
+		t.Fatalf("Keep = %v, want the refused renewal's error", err)
+	}
+}
+
+// A renewal that hangs (the row is locked by another transaction) cannot keep the lease: the
+// watchdog cancels the work at the local deadline, and Keep returns then.
+func TestKeepExpiresWhileRenewalHangs(t *testing.T) {
+	ctx := context.Background()
+	pool := newLeaseRow(t)
+	h := &holder{pool: pool, owner: "a"}
+	tx, err := pool.BeginTx(ctx, pgx.TxOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	if _, err := tx.Exec(ctx, "SELECT 1 FROM test_lease FOR UPDATE"); err != nil {
+		t.Fatal(err)
+	}
+	sent := time.Now()
+	work, stop := context.WithCancel(ctx)
+	defer stop()
+	err = lease.Keep(ctx, loop(sent, stop), h.renew)
+	if !errors.Is(err, lease.ErrExpired) {
+		t.Fatalf("Keep = %v, want ErrExpired", err)
+	}
+	if work.Err() == nil {
+		t.Fatal("OnExpire had not cancelled the work when Keep returned")
+	}
+	window := ttl * 2 / 3
+	if took := time.Since(sent); took < window || took > window+ttl/2 {
+		t.Fatalf("Keep returned %v after the send, want at the window %v", took, window)
+	}
+}

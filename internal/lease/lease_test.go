@@ -1,0 +1,90 @@
+package lease_test
+
+import (
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/batchclaim/batchclaim/internal/lease"
+)
+
+func TestDeadlineExpiresOnce(t *testing.T) {
+	var fired atomic.Int32
+	d := lease.NewDeadline(50*time.Millisecond, func() { fired.Add(1) })
+	d.Start(time.Now())
+	if !d.Live() {
+		t.Fatal("not live right after Start")
+	}
+	select {
+	case <-d.Done():
+	case <-time.After(2 * time.Second):
+		t.Fatal("the watchdog did not end the lease at its deadline")
+	}
+	time.Sleep(20 * time.Millisecond)
+	if n := fired.Load(); n != 1 {
+		t.Fatalf("OnExpire ran %d times, want 1", n)
+	}
+	if d.Live() || d.Check() {
+		t.Fatal("live after its deadline")
+	}
+	if d.Confirm(time.Now()) {
+		t.Fatal("a renewal after the deadline revived the lease; only Start may")
+	}
+	d.Start(time.Now())
+	if !d.Live() {
+		t.Fatal("Start did not begin a new life")
+	}
+	d.Stop()
+}
+
+func TestConfirmMovesDeadline(t *testing.T) {
+	var fired atomic.Int32
+	d := lease.NewDeadline(100*time.Millisecond, func() { fired.Add(1) })
+	defer d.Stop()
+	start := time.Now()
+	d.Start(start)
+	for time.Since(start) < 300*time.Millisecond {
+		sent := time.Now()
+		if !d.Confirm(sent) {
+			t.Fatal("a timely renewal was refused")
+		}
+		if got := d.At(); !got.Equal(sent.Add(100 * time.Millisecond)) {
+			t.Fatalf("deadline %v, want the send time + window", got)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if fired.Load() != 0 || !d.Live() {
+		t.Fatal("the lease expired although renewals kept coming")
+	}
+}
+
+// A renewal whose own deadline has passed by the time its answer arrives (it sat in a queue,
+// or the process was paused) ends the lease instead of extending it.
+func TestLateConfirmExpires(t *testing.T) {
+	var fired atomic.Int32
+	d := lease.NewDeadline(time.Second, func() { fired.Add(1) })
+	defer d.Stop()
+	d.Start(time.Now())
+	if d.Confirm(time.Now().Add(-2 * time.Second)) {
+		t.Fatal("a renewal sent more than the window ago was accepted")
+	}
+	if fired.Load() != 1 || d.Live() {
+		t.Fatalf("after a late renewal: OnExpire ran %d times, live %v; want 1, false", fired.Load(), d.Live())
+	}
+}
+
+func TestLoseSkipsOnExpire(t *testing.T) {
+	var fired atomic.Int32
+	d := lease.NewDeadline(30*time.Millisecond, func() { fired.Add(1) })
+	d.Start(time.Now())
+	d.Lose()
+	time.Sleep(80 * time.Millisecond)
+	if fired.Load() != 0 {
+		t.Fatal("OnExpire ran for a lease the holder had dropped itself")
+	}
+	select {
+	case <-d.Done():
+	default:
+		t.Fatal("Done not closed after Lose")
+	}
+}

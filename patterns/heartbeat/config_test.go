@@ -1,0 +1,38 @@
+package heartbeat_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/batchclaim/batchclaim/patterns/heartbeat"
+)
+
+func TestNewRejectsBadConfigs(t *testing.T) {
+	t.Parallel()
+	// New does no I/O: a pool that was never connected will do.
+	pool, err := pgxpool.New(t.Context(), "postgres://nobody@127.0.0.1:1/none")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	for _, tc := range []struct {
+		cfg  heartbeat.Config
+		want string
+	}{
+		{heartbeat.Config{RetryBase: time.Second, RetryMax: time.Millisecond}, "RetryMax (1ms) is less than RetryBase (1s)"},
+		{heartbeat.Config{WebhookURL: "ftp://x"}, "want an http:// or https:// URL"},
+		{heartbeat.Config{StepInterval: -time.Second}, "StepInterval is -1s"},
+		{heartbeat.Config{ElectionInterval: time.Second, ElectionTimeout: 2 * time.Second}, "T > 2I violated"},
+	} {
+		_, err = heartbeat.New(pool, tc.cfg)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("New(%+v): err %v, want %q", tc.cfg, err, tc.want)
+		}
+	}
+	if _, err := heartbeat.New(pool, heartbeat.Config{}); err != nil {
+		t.Fatalf("the zero Config: %v", err)
+	}
+}
