@@ -9,7 +9,7 @@ import (
 	"os"
 	"strings"
 
-	"github.com/batchclaim/batchclaim/internal/chaos"
+	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/chaos"
 )
 
 func runChaos(ctx context.Context, args []string, stdout, stderr io.Writer) error {

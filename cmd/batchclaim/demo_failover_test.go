@@ -12,7 +12,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/batchclaim/batchclaim/internal/patroni"
+	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/patroni"
 )
 
 // TestDemoRidesThroughFailover runs the demo against a Patroni cluster (its multi-host URL as

@@ -21,8 +21,9 @@ var version = readVersion().short()
 // versionInfo describes this binary.
 type versionInfo struct {
 	Release string `json:"release"`
-	// Module is the main module's path and version: a tag (v0.1.0) for `go install ...@v0.1.0`,
-	// a pseudo-version or "(devel)" for a build from a work tree.
+	// Module is the main module's path (github.com/batchclaim/batchclaim/cmd/batchclaim) and
+	// version: "(devel)" for a build from a work tree, which is the only kind (its go.mod
+	// replaces the library by the work tree's root, so `go install ...@VERSION` is refused).
 	Module        string `json:"module"`
 	ModuleVersion string `json:"module_version"`
 	// Commit, CommitTime and Modified come from the VCS stamp of `go build` (empty without one,
