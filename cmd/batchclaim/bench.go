@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/batchclaim/batchclaim/claims"
+	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/database"
 	"github.com/batchclaim/batchclaim/submitter"
 )
 
@@ -317,12 +318,12 @@ func emit(enc *json.Encoder, asJSON bool, v any, print func(io.Writer), w io.Wri
 // benchCycle measures the claim cycle.
 func benchCycle(ctx context.Context, instances, serviceIDs int, duration time.Duration, keep, asJSON bool, info, stdout io.Writer) error {
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	db, err := newScratchDB(ctx, "batchclaim_bench", keep, info, logger)
+	db, err := database.NewScratch(ctx, "batchclaim_bench", keep, info, logger)
 	if err != nil {
 		return err
 	}
 	defer db.Close(ctx)
-	admin, err := openPool(ctx, db.URL, 2)
+	admin, err := database.Open(ctx, db.URL, 2)
 	if err != nil {
 		return err
 	}
@@ -342,7 +343,7 @@ func benchCycle(ctx context.Context, instances, serviceIDs int, duration time.Du
 		}
 	}()
 	for i := range engines {
-		pool, err := openPool(ctx, db.URL, 2)
+		pool, err := database.Open(ctx, db.URL, 2)
 		if err != nil {
 			return err
 		}

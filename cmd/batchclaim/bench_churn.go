@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/batchclaim/batchclaim/claims"
+	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/database"
 )
 
 // churnConfig is the shape of a churn run.
@@ -217,12 +218,12 @@ func benchChurn(ctx context.Context, c churnConfig, info io.Writer) (churnResult
 func churnRun(ctx context.Context, c churnConfig, keys int, dropIdle time.Duration, info io.Writer) (churnPhase, error) {
 	p := churnPhase{KeysEverSeen: keys, RowsAtStart: keys, DropIdleMs: dropIdle.Milliseconds()}
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	db, err := newScratchDB(ctx, "batchclaim_bench_churn", c.keep, info, logger)
+	db, err := database.NewScratch(ctx, "batchclaim_bench_churn", c.keep, info, logger)
 	if err != nil {
 		return p, err
 	}
 	defer db.Close(ctx)
-	admin, err := openPool(ctx, db.URL, 1)
+	admin, err := database.Open(ctx, db.URL, 1)
 	if err != nil {
 		return p, err
 	}
@@ -559,5 +560,5 @@ func (c *stmtCounter) snapshot() map[string]stmtStat {
 
 // openTracedPool is openPool with tracer on every connection of the pool.
 func openTracedPool(ctx context.Context, dbURL string, maxConns int32, tracer pgx.QueryTracer) (*pgxpool.Pool, error) {
-	return openPool(ctx, dbURL, maxConns, func(cfg *pgxpool.Config) { cfg.ConnConfig.Tracer = tracer })
+	return database.Open(ctx, dbURL, maxConns, func(cfg *pgxpool.Config) { cfg.ConnConfig.Tracer = tracer })
 }

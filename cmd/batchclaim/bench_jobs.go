@@ -15,6 +15,8 @@ import (
 
 	"github.com/batchclaim/batchclaim"
 	"github.com/batchclaim/batchclaim/claims"
+	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/database"
+	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/redact"
 	"github.com/batchclaim/batchclaim/dlt"
 	"github.com/batchclaim/batchclaim/dlt/dltsim"
 	"github.com/batchclaim/batchclaim/ingest"
@@ -137,7 +139,7 @@ func benchLedger(ctx context.Context, c pathConfig, stderr io.Writer) (pathResul
 func benchPath(ctx context.Context, c pathConfig, prefix string, stderr io.Writer,
 	payload func(serviceID string, n int) (string, []byte), tweak func(*node.Config), sub submitter.Submitter) (pathResult, error) {
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	db, err := newScratchDB(ctx, prefix, c.keep, stderr, logger)
+	db, err := database.NewScratch(ctx, prefix, c.keep, stderr, logger)
 	if err != nil {
 		return pathResult{}, err
 	}
@@ -146,15 +148,15 @@ func benchPath(ctx context.Context, c pathConfig, prefix string, stderr io.Write
 	if err := benchStore(ctx, db.URL, c.keys, c.perKey, payload); err != nil {
 		return r, err
 	}
-	server, err := pgx.Connect(ctx, db.admin)
+	server, err := pgx.Connect(ctx, db.Admin)
 	if err != nil {
-		return r, fmt.Errorf("connect to %s: %w", redact(db.admin), err)
+		return r, fmt.Errorf("connect to %s: %w", redact.URL(db.Admin), err)
 	}
 	defer server.Close(context.WithoutCancel(ctx))
-	if err := waitSessionsGone(ctx, server, db.name); err != nil {
+	if err := waitSessionsGone(ctx, server, db.Name); err != nil {
 		return r, err
 	}
-	commits0, rollbacks0, err := xactCounts(ctx, server, db.name)
+	commits0, rollbacks0, err := xactCounts(ctx, server, db.Name)
 	if err != nil {
 		return r, err
 	}
@@ -237,10 +239,10 @@ func benchPath(ctx context.Context, c pathConfig, prefix string, stderr io.Write
 	}
 	pools = nil
 
-	if err := waitSessionsGone(ctx, server, db.name); err != nil {
+	if err := waitSessionsGone(ctx, server, db.Name); err != nil {
 		return r, err
 	}
-	commits1, rollbacks1, err := xactCounts(ctx, server, db.name)
+	commits1, rollbacks1, err := xactCounts(ctx, server, db.Name)
 	if err != nil {
 		return r, err
 	}
@@ -255,7 +257,7 @@ func benchPath(ctx context.Context, c pathConfig, prefix string, stderr io.Write
 // benchStore inserts keys x perKey units through ingest.Enqueue, in the order the ingest API
 // would (unit n of every key, then unit n+1), one transaction per 1,000, and disconnects.
 func benchStore(ctx context.Context, dbURL string, keys, perKey int, payload func(string, int) (string, []byte)) error {
-	pool, err := openPool(ctx, dbURL, 1)
+	pool, err := database.Open(ctx, dbURL, 1)
 	if err != nil {
 		return err
 	}

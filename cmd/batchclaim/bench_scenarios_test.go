@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/batchclaim/batchclaim/claims"
+	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/database"
 	"github.com/batchclaim/batchclaim/internal/dbtest"
 )
 
@@ -166,7 +167,7 @@ func TestStmtMetricCountsLeaseRenewals(t *testing.T) {
 	ctx := context.Background()
 	reg, metric := runRegistry()
 	names := newStmtCounter()
-	pool, err := openPool(ctx, dbtest.NewDB(t), 2, func(cfg *pgxpool.Config) { cfg.ConnConfig.Tracer = teeTracer{metric, names} })
+	pool, err := database.Open(ctx, dbtest.NewDB(t), 2, func(cfg *pgxpool.Config) { cfg.ConnConfig.Tracer = teeTracer{metric, names} })
 	if err != nil {
 		t.Fatal(err)
 	}

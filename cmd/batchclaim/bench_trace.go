@@ -9,6 +9,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/database"
 )
 
 // stmtCounter counts, on the client side, every statement the pools it is attached to send:
@@ -137,7 +139,7 @@ func (c *stmtCounter) totals(units int) (all, txControl int64, list []stmtStat) 
 
 // openCountedPool is openPool with every statement of the pool counted by c.
 func openCountedPool(ctx context.Context, dbURL string, maxConns int32, c *stmtCounter, options ...func(*pgxpool.Config)) (*pgxpool.Pool, error) {
-	return openPool(ctx, dbURL, maxConns, append([]func(*pgxpool.Config){func(cfg *pgxpool.Config) { cfg.ConnConfig.Tracer = c }}, options...)...)
+	return database.Open(ctx, dbURL, maxConns, append([]func(*pgxpool.Config){func(cfg *pgxpool.Config) { cfg.ConnConfig.Tracer = c }}, options...)...)
 }
 
 func round3(f float64) float64 { return float64(int64(f*1000+0.5)) / 1000 }

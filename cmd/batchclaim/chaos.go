@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/chaos"
+	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/database"
 )
 
 func runChaos(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -41,7 +42,7 @@ func runChaos(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.StringVar(&c.Cluster, "cluster", chaos.ClusterLocal, "the cluster the run starts: local (a primary and a synchronous standby the harness promotes) or patroni (etcd and three Patroni members in synchronous_mode; adds the leader and etcd faults)")
 	fs.BoolVar(&c.AsyncStandby, "async-standby", false, "demonstration: an asynchronous standby held a second behind before each failover (the guarantees break)")
 	asJSON := fs.Bool("json", false, "print the report as one JSON object on stdout (progress goes to stderr)")
-	dbURL := dbFlag(fs)
+	dbURL := database.Flag(fs)
 	if err := parse(fs, args); err != nil {
 		return err
 	}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/batchclaim/batchclaim"
+	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/database"
 	"github.com/batchclaim/batchclaim/election"
 	"github.com/batchclaim/batchclaim/internal/httpguard"
 	"github.com/batchclaim/batchclaim/internal/pg"
@@ -47,7 +48,7 @@ func electionRun(ctx context.Context, args []string, stdout, stderr io.Writer) e
 			"within timeout - interval of sending it steps down on its own. Serves GET /primary?role=R\n"+
 			"(the role's live primary as JSON, 404 when none) on --listen. Stops on SIGTERM or SIGINT,\n"+
 			"resigning its terms so that a standby takes over at once.", stderr)
-	dbURL := dbFlag(fs)
+	dbURL := database.Flag(fs)
 	roles := fs.String("roles", "", "comma-separated roles to stand for (required)")
 	var cfg election.Config
 	fs.StringVar(&cfg.Name, "name", "", "this instance's name (default <host>-<pid>)")
@@ -90,7 +91,7 @@ func electionRun(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if _, _, err := cfg.Resolve(); err != nil {
 		return err
 	}
-	pool, err := openPool(ctx, *dbURL, 8)
+	pool, err := database.Open(ctx, *dbURL, 8)
 	if err != nil {
 		return err
 	}
@@ -99,7 +100,7 @@ func electionRun(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if *demoWrites {
 		w = &demoWorker{pool: pool, log: logger}
 		if *workURL != "" {
-			if w.pool, err = openPool(ctx, *workURL, 8); err != nil {
+			if w.pool, err = database.Open(ctx, *workURL, 8); err != nil {
 				return err
 			}
 			defer w.pool.Close()

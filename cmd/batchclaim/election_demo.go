@@ -16,6 +16,9 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/database"
+	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/redact"
+	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/subproc"
 	"github.com/batchclaim/batchclaim/election"
 	"github.com/batchclaim/batchclaim/internal/tcpproxy"
 )
@@ -70,7 +73,7 @@ type electionDemoRun struct {
 	logDir   string
 	interval time.Duration
 	timeout  time.Duration
-	kids     map[string]*child
+	kids     map[string]*subproc.Child
 	proxies  map[string]*tcpproxy.Proxy
 	listen   map[string]string
 	start    time.Time
@@ -103,17 +106,17 @@ func electionDemo(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		out = stderr
 	}
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	sdb, err := newScratchDB(ctx, "batchclaim_election", *keep, out, logger)
+	sdb, err := database.NewScratch(ctx, "batchclaim_election", *keep, out, logger)
 	if err != nil {
 		return err
 	}
 	defer sdb.Close(ctx)
 	d := &electionDemoRun{out: out, interval: *interval, timeout: *timeout, start: time.Now(),
-		kids: map[string]*child{}, proxies: map[string]*tcpproxy.Proxy{}, listen: map[string]string{}}
+		kids: map[string]*subproc.Child{}, proxies: map[string]*tcpproxy.Proxy{}, listen: map[string]string{}}
 	if d.dbURL, err = url.Parse(sdb.URL); err != nil {
 		return err
 	}
-	if d.pool, err = openPool(ctx, sdb.URL, 4); err != nil {
+	if d.pool, err = database.Open(ctx, sdb.URL, 4); err != nil {
 		return err
 	}
 	defer d.pool.Close()
@@ -132,7 +135,7 @@ func electionDemo(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if err != nil {
 		return err
 	}
-	sum.Database = redact(sdb.URL)
+	sum.Database = redact.URL(sdb.URL)
 	if err := writeSummary(stdout, *asJSON, sum, sum.print); err != nil {
 		return err
 	}
@@ -170,10 +173,10 @@ func (d *electionDemoRun) story(ctx context.Context) error {
 	d.steady(ctx)
 
 	victim := d.primaries(ctx)[electionDemoRoles[0]].Name
-	if err := d.fault(ctx, "sigkill", victim, func() error { return d.kids[victim].signal(syscall.SIGKILL) }); err != nil {
+	if err := d.fault(ctx, "sigkill", victim, func() error { return d.kids[victim].Signal(syscall.SIGKILL) }); err != nil {
 		return err
 	}
-	<-d.kids[victim].done
+	<-d.kids[victim].Done()
 	fmt.Fprintf(d.out, "    restarting %s as a standby\n\n", victim)
 	if err := d.startWorker(victim); err != nil {
 		return err
@@ -181,11 +184,11 @@ func (d *electionDemoRun) story(ctx context.Context) error {
 	d.steady(ctx)
 
 	victim = d.primaries(ctx)[electionDemoRoles[1]].Name
-	if err := d.fault(ctx, "sigstop", victim, func() error { return d.kids[victim].signal(syscall.SIGSTOP) }); err != nil {
+	if err := d.fault(ctx, "sigstop", victim, func() error { return d.kids[victim].Signal(syscall.SIGSTOP) }); err != nil {
 		return err
 	}
 	d.steady(ctx)
-	if err := d.kids[victim].signal(syscall.SIGCONT); err != nil {
+	if err := d.kids[victim].Signal(syscall.SIGCONT); err != nil {
 		return err
 	}
 	fmt.Fprintf(d.out, "    SIGCONT %s: it must find its deadline passed and step down without acting\n", victim)
@@ -332,7 +335,7 @@ func (d *electionDemoRun) startWorker(name string) error {
 	case "node-2":
 		roles = electionDemoRoles[1:]
 	}
-	k, err := startChild(name, filepath.Join(d.logDir, name+".log"), "election", "run",
+	k, err := subproc.Start(name, filepath.Join(d.logDir, name+".log"), "election", "run",
 		"--database-url", via.String(), "--roles", strings.Join(roles, ","), "--name", name,
 		"--interval", d.interval.String(), "--timeout", d.timeout.String(), "--listen", addr, "--demo-writes", "--demo-work-database-url", d.dbURL.String())
 	if err != nil {
@@ -348,8 +351,8 @@ func (d *electionDemoRun) waitFor(ctx context.Context, limit time.Duration, what
 	deadline := time.Now().Add(limit)
 	for !cond() {
 		for name, k := range d.kids {
-			if k.exited() && !d.killed(name) {
-				return fmt.Errorf("%s exited unexpectedly: %v", name, k.err)
+			if k.Exited() && !d.killed(name) {
+				return fmt.Errorf("%s exited unexpectedly: %v", name, k.Err)
 			}
 		}
 		if time.Now().After(deadline) {
@@ -375,7 +378,7 @@ func (d *electionDemoRun) killed(name string) bool {
 
 func (d *electionDemoRun) stopAll() {
 	for _, k := range d.kids {
-		k.stop(10 * time.Second)
+		k.Stop(10 * time.Second)
 	}
 	for _, p := range d.proxies {
 		_ = p.Close()

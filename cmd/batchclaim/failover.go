@@ -6,6 +6,7 @@ import (
 	"io"
 	"time"
 
+	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/database"
 	"github.com/batchclaim/batchclaim/failover"
 )
 
@@ -38,7 +39,7 @@ func failoverNode(ctx context.Context, args []string, _, stderr io.Writer) error
 		"Runs one node of a shard until SIGTERM or SIGINT. The node's progress (last_txn_id) is the\n"+
 			"made-up --progress value. With --bootstrap, a shard that does not exist yet is created\n"+
 			"with this node as its primary at epoch 1; an existing shard's recorded decision wins.", stderr)
-	dbURL := dbFlag(fs)
+	dbURL := database.Flag(fs)
 	var cfg failover.Config
 	fs.StringVar(&cfg.Shard, "shard", "", "shard name (required)")
 	fs.StringVar(&cfg.NodeID, "node-id", "", "this node's id, the same across restarts (required)")
@@ -76,7 +77,7 @@ func failoverNode(ctx context.Context, args []string, _, stderr io.Writer) error
 	if _, err := failover.New(nil, cfg); err != nil { // checks the configuration before connecting
 		return err
 	}
-	pool, err := openPool(ctx, *dbURL, 4)
+	pool, err := database.Open(ctx, *dbURL, 4)
 	if err != nil {
 		return err
 	}

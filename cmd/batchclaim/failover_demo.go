@@ -15,6 +15,9 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/database"
+	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/redact"
+	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/subproc"
 	"github.com/batchclaim/batchclaim/failover"
 	"github.com/batchclaim/batchclaim/internal/db"
 )
@@ -82,12 +85,12 @@ func failoverDemo(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	sdb, err := newScratchDB(ctx, "batchclaim_failover", *keep, out, logger)
+	sdb, err := database.NewScratch(ctx, "batchclaim_failover", *keep, out, logger)
 	if err != nil {
 		return err
 	}
 	defer sdb.Close(ctx)
-	pool, err := openPool(ctx, sdb.URL, 4)
+	pool, err := database.Open(ctx, sdb.URL, 4)
 	if err != nil {
 		return err
 	}
@@ -96,13 +99,13 @@ func failoverDemo(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if err != nil {
 		return err
 	}
-	d := &foDemo{pool: pool, url: sdb.URL, logDir: logDir, out: out, kids: map[string]*child{}, start: time.Now()}
+	d := &foDemo{pool: pool, url: sdb.URL, logDir: logDir, out: out, kids: map[string]*subproc.Child{}, start: time.Now()}
 	defer d.stopAll()
 	sum, err := d.run(ctx)
 	if err != nil {
 		return fmt.Errorf("%w (node logs in %s)", err, logDir)
 	}
-	sum.Database = redact(sdb.URL)
+	sum.Database = redact.URL(sdb.URL)
 	if err := writeSummary(stdout, *asJSON, sum, sum.print); err != nil {
 		return err
 	}
@@ -135,7 +138,7 @@ type foDemo struct {
 	url    string
 	logDir string
 	out    io.Writer
-	kids   map[string]*child
+	kids   map[string]*subproc.Child
 	faults []string
 	start  time.Time
 }
@@ -194,7 +197,7 @@ func (d *foDemo) run(ctx context.Context) (foSummary, error) {
 	}
 
 	// 4. The frozen primary runs again and finds the newer epoch.
-	if err := d.kids[stopped].signal(syscall.SIGCONT); err != nil {
+	if err := d.kids[stopped].Signal(syscall.SIGCONT); err != nil {
 		return foSummary{}, err
 	}
 	d.say("SIGCONT %s", stopped)
@@ -236,7 +239,7 @@ func (d *foDemo) startNode(id string) error {
 	if n.id == "n1" {
 		args = append(args, "--bootstrap")
 	}
-	k, err := startChild(id, filepath.Join(d.logDir, id+".log"), args...)
+	k, err := subproc.Start(id, filepath.Join(d.logDir, id+".log"), args...)
 	if err != nil {
 		return err
 	}
@@ -246,7 +249,7 @@ func (d *foDemo) startNode(id string) error {
 
 func (d *foDemo) fault(sig syscall.Signal, id, what string) {
 	name := map[syscall.Signal]string{syscall.SIGKILL: "SIGKILL", syscall.SIGSTOP: "SIGSTOP"}[sig]
-	_ = d.kids[id].signal(sig)
+	_ = d.kids[id].Signal(sig)
 	d.faults = append(d.faults, fmt.Sprintf("%s %s (%s)", name, id, what))
 	fmt.Fprintf(d.out, "\n>>> %s %s, %s\n", name, id, what)
 }
@@ -373,7 +376,7 @@ func (d *foDemo) summarize(ctx context.Context) (foSummary, error) {
 
 func (d *foDemo) stopAll() {
 	for _, k := range d.kids {
-		k.stop(5 * time.Second)
+		k.Stop(5 * time.Second)
 	}
 }
 

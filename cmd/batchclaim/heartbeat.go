@@ -12,6 +12,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/database"
 	"github.com/batchclaim/batchclaim/heartbeat"
 )
 
@@ -52,7 +53,7 @@ func heartbeatRun(ctx context.Context, args []string, stderr io.Writer) error {
 			"event to --webhook-url (at least once, in order per source). GET /active answers 200 on\n"+
 			"the active instance, 503 on a standby. Configure event types with\n"+
 			"`batchclaim heartbeat event-types`.", stderr)
-	dbURL := dbFlag(fs)
+	dbURL := database.Flag(fs)
 	var cfg heartbeat.Config
 	fs.StringVar(&cfg.Role, "role", heartbeat.RoleDefault, "election role whose primary is the active instance")
 	fs.StringVar(&cfg.Name, "name", "", "this instance's name (default <host>-<pid>)")
@@ -87,7 +88,7 @@ func heartbeatRun(ctx context.Context, args []string, stderr io.Writer) error {
 			"source_name", e.SourceName, "episode", e.Episode, "reason", e.Reason, "event_id", e.ID)
 		return nil
 	}
-	pool, err := openPool(ctx, *dbURL, 8)
+	pool, err := database.Open(ctx, *dbURL, 8)
 	if err != nil {
 		return err
 	}
@@ -125,7 +126,7 @@ func heartbeatEventTypes(ctx context.Context, args []string, stdout, stderr io.W
 			"(every entry is marked invalid, the listed ones written and marked valid, in one\n"+
 			"transaction); the active instance then clears the open events of the removed types and\n"+
 			"deletes them. add and remove change one entry.", stderr)
-	dbURL := dbFlag(fs)
+	dbURL := database.Flag(fs)
 	asJSON := fs.Bool("json", false, "show: print JSON")
 	var t heartbeat.EventType
 	fs.StringVar(&t.Name, "name", "", "add: the eventName")
@@ -139,7 +140,7 @@ func heartbeatEventTypes(ctx context.Context, args []string, stdout, stderr io.W
 		fs.Usage()
 		return errUsage
 	}
-	pool, err := openPool(ctx, *dbURL, 2)
+	pool, err := database.Open(ctx, *dbURL, 2)
 	if err != nil {
 		return err
 	}

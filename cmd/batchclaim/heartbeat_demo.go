@@ -20,6 +20,9 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/database"
+	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/redact"
+	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/subproc"
 	"github.com/batchclaim/batchclaim/election"
 	"github.com/batchclaim/batchclaim/heartbeat"
 )
@@ -196,7 +199,7 @@ type hbDemo struct {
 	logDir  string
 	addrs   []string
 	names   []string
-	kids    map[string]*child
+	kids    map[string]*subproc.Child
 	sources []*hbDemoSource
 	hook    *hbWebhook
 	client  *http.Client
@@ -235,20 +238,20 @@ func heartbeatDemo(ctx context.Context, args []string, stdout, stderr io.Writer)
 	}
 	started := time.Now()
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	db, err := newScratchDB(ctx, "batchclaim_hb_demo", *keep, out, logger)
+	db, err := database.NewScratch(ctx, "batchclaim_hb_demo", *keep, out, logger)
 	if err != nil {
 		return err
 	}
 	defer db.Close(ctx)
-	pool, err := openPool(ctx, db.URL, 8)
+	pool, err := database.Open(ctx, db.URL, 8)
 	if err != nil {
 		return err
 	}
 	defer pool.Close()
-	d := &hbDemo{pool: pool, out: out, kids: map[string]*child{}, sources: hbDemoSources(),
+	d := &hbDemo{pool: pool, out: out, kids: map[string]*subproc.Child{}, sources: hbDemoSources(),
 		hook:   &hbWebhook{got: map[string]int{}},
 		client: &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 32}}}
-	d.sum.Database, d.sum.Instances, d.sum.Sources = redact(db.URL), *instances, len(d.sources)
+	d.sum.Database, d.sum.Instances, d.sum.Sources = redact.URL(db.URL), *instances, len(d.sources)
 	if err := d.run(ctx, *instances); err != nil {
 		return err
 	}
@@ -286,7 +289,7 @@ func (d *hbDemo) run(ctx context.Context, instances int) error {
 		instances, hbElectionInterval, hbElectionTimeout, hbStepInterval, len(d.sources), ln.Addr(), d.logDir)
 	defer func() {
 		for _, k := range d.kids {
-			k.stop(5 * time.Second)
+			k.Stop(5 * time.Second)
 		}
 	}()
 	for i := 1; i <= instances; i++ {
@@ -295,7 +298,7 @@ func (d *hbDemo) run(ctx context.Context, instances int) error {
 		if err != nil {
 			return err
 		}
-		k, err := startChild(name, filepath.Join(d.logDir, name+".log"), "heartbeat", "run", "--database-url", d.pool.Config().ConnString(),
+		k, err := subproc.Start(name, filepath.Join(d.logDir, name+".log"), "heartbeat", "run", "--database-url", d.pool.Config().ConnString(),
 			"--name", name, "--listen", addr, "--election-interval", hbElectionInterval.String(), "--election-timeout", hbElectionTimeout.String(),
 			"--step-interval", hbStepInterval.String(), "--delivery-interval", "200ms", "--webhook-url", "http://"+ln.Addr().String(),
 			"--retry-base", "100ms", "--retry-max", "500ms", "--log-level", "info")
@@ -331,8 +334,8 @@ func (d *hbDemo) waitReady(ctx context.Context) error {
 			return nil
 		}
 		for name, k := range d.kids {
-			if k.exited() {
-				return fmt.Errorf("%s exited at start (%v); see %s", name, k.err, filepath.Join(d.logDir, name+".log"))
+			if k.Exited() {
+				return fmt.Errorf("%s exited at start (%v); see %s", name, k.Err, filepath.Join(d.logDir, name+".log"))
 			}
 		}
 		if time.Now().After(deadline) {
@@ -404,7 +407,7 @@ func (d *hbDemo) timeline(ctx context.Context) error {
 			if k == nil {
 				return fmt.Errorf("the active instance %q is not one of the demo's", killed)
 			}
-			if err := k.signal(syscall.SIGKILL); err != nil {
+			if err := k.Signal(syscall.SIGKILL); err != nil {
 				return err
 			}
 			killedAt = time.Now()
@@ -437,8 +440,8 @@ func (d *hbDemo) timeline(ctx context.Context) error {
 			d.progress(ctx, t, active)
 		}
 		for name, k := range d.kids {
-			if name != killed && k.exited() {
-				return fmt.Errorf("%s exited unexpectedly (%v); see %s", name, k.err, d.logDir)
+			if name != killed && k.Exited() {
+				return fmt.Errorf("%s exited unexpectedly (%v); see %s", name, k.Err, d.logDir)
 			}
 		}
 	}

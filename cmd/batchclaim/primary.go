@@ -8,6 +8,7 @@ import (
 	"os"
 
 	"github.com/batchclaim/batchclaim"
+	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/database"
 	"github.com/batchclaim/batchclaim/election"
 )
 
@@ -20,7 +21,7 @@ func runPrimary(ctx context.Context, args []string, stdout, stderr io.Writer) er
 			"this host, 1 if not (and prints who is), 2 on error. A script or service on the same\n"+
 			"host can run it every heartbeat interval and stop working as primary when it fails.\n"+
 			"It is advisory: writes that only the primary may make must be fenced by the term's epoch.", stderr)
-	dbURL := dbFlag(fs)
+	dbURL := database.Flag(fs)
 	role := fs.String("role", "", "the role to ask about (required)")
 	host := fs.String("host", "", "the host to compare with (default: this machine's hostname)")
 	if err := parse(fs, args); err != nil {
@@ -41,7 +42,7 @@ func runPrimary(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		}
 		*host = h
 	}
-	pool, err := openPool(ctx, *dbURL, 1)
+	pool, err := database.Open(ctx, *dbURL, 1)
 	if err != nil {
 		return exitError{code: 2, msg: err.Error()}
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/batchclaim/batchclaim"
+	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/database"
 	"github.com/batchclaim/batchclaim/observer"
 )
 
@@ -20,7 +21,7 @@ func runResume(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		"Lifts the halt of a service_id stopped by an INVALID batch (run --halt-on-invalid), as the\n"+
 			"status page's Resume button does: whichever instance holds its claim sends its next batch\n"+
 			"from its next cycle on. The INVALID batch stays INVALID. Exit 1 if it was not halted.", stderr)
-	dbURL := dbFlag(fs)
+	dbURL := database.Flag(fs)
 	rest, err := parseInterspersed(fs, args)
 	if err != nil {
 		return err
@@ -33,7 +34,7 @@ func runResume(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err := batchclaim.ValidateServiceID(id); err != nil {
 		return fmt.Errorf("service_id %q: %w", id, err)
 	}
-	pool, err := openPool(ctx, *dbURL, 1)
+	pool, err := database.Open(ctx, *dbURL, 1)
 	if err != nil {
 		return err
 	}

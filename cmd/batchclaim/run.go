@@ -15,6 +15,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/batchclaim/batchclaim/claims"
+	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/database"
+	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/redact"
 	"github.com/batchclaim/batchclaim/dlt"
 	"github.com/batchclaim/batchclaim/ingest"
 	"github.com/batchclaim/batchclaim/internal/httpauth"
@@ -91,7 +93,7 @@ func newRunFlags(stderr io.Writer) *runFlags {
 			"submits their batches to the ledger in order and records every status, until SIGTERM or\n"+
 			"SIGINT; then it stops taking work, lets submissions in flight finish and releases its\n"+
 			"claims. Every flag can also be set through BATCHCLAIM_<FLAG> (e.g. BATCHCLAIM_EXPIRY_1=3s).", stderr)
-	f.dbURL = dbFlag(fs)
+	f.dbURL = database.Flag(fs)
 	cfg := &f.cfg
 	fs.StringVar(&cfg.Claims.Name, "instance-name", "", "name shown by status (default <host>-<pid>)")
 	timingFlags(fs, &cfg.Claims)
@@ -241,7 +243,7 @@ func runDaemon(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	var stmts *stmtMetric
 	cfg.Registry, stmts = runRegistry()
 	pooled := false
-	pool, err := openPoolNoted(ctx, *dbURL, int32(*dbMaxConns), func(msg string) { pooled = true; logger.Warn(msg) },
+	pool, err := database.OpenNoted(ctx, *dbURL, int32(*dbMaxConns), func(msg string) { pooled = true; logger.Warn(msg) },
 		stmts.attach, func(pc *pgxpool.Config) { claims.ConfigurePool(pc, timings) })
 	if err != nil {
 		return err
@@ -269,7 +271,7 @@ func runDaemon(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	bound, limit := setMemoryLimit(*cfg, int32(*dbMaxConns))
 	registerGuardMetrics(cfg.Registry, n.Engine())
 	logger.Info("starting", "instance_id", n.Engine().InstanceID().String(), "name", n.Engine().Name(), "pid", os.Getpid(),
-		"version", version, "database", redact(*dbURL), "dlt", redact(*dltURL), "flavor", *flavor,
+		"version", version, "database", redact.URL(*dbURL), "dlt", redact.URL(*dltURL), "flavor", *flavor,
 		"renew_interval", timings.RenewInterval, "local_deadline", timings.LocalDeadline,
 		"expiry_1", timings.Expiry1, "expiry_2", timings.Expiry2, "submit_timeout", timings.MaxSubmission,
 		"stop_budget", node.StopBudget(timings), "workers", cfg.Workers, "db_max_conns", *dbMaxConns,

@@ -13,6 +13,10 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/database"
+	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/redact"
+	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/subproc"
 )
 
 // runSingleflight is `batchclaim singleflight demo` (and the demo's hidden worker).
@@ -128,12 +132,12 @@ func sfDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 func sfRunDemo(ctx context.Context, c sfDemoConfig, out io.Writer) (sfSummary, error) {
 	start := time.Now()
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	sdb, err := newScratchDB(ctx, "batchclaim_sf", c.keep, out, logger)
+	sdb, err := database.NewScratch(ctx, "batchclaim_sf", c.keep, out, logger)
 	if err != nil {
 		return sfSummary{}, err
 	}
 	defer sdb.Close(ctx)
-	pool, err := openPool(ctx, sdb.URL, 4)
+	pool, err := database.Open(ctx, sdb.URL, 4)
 	if err != nil {
 		return sfSummary{}, err
 	}
@@ -148,10 +152,10 @@ func sfRunDemo(ctx context.Context, c sfDemoConfig, out io.Writer) (sfSummary, e
 	fmt.Fprintf(out, "%d workers x %d callers, %d keys + %q; source takes %s, TTL %s, fetch lease %s; logs in %s\n",
 		c.processes, c.callers, c.keys, sfVictimKey, c.fetchTime, c.ttl, c.lease, logDir)
 
-	kids := map[string]*child{}
+	kids := map[string]*subproc.Child{}
 	defer func() {
 		for _, k := range kids {
-			k.stop(5 * time.Second)
+			k.Stop(5 * time.Second)
 		}
 	}()
 	startWorker := func(name string, hang bool) error {
@@ -161,7 +165,7 @@ func sfRunDemo(ctx context.Context, c sfDemoConfig, out io.Writer) (sfSummary, e
 		if hang {
 			args = append(args, "--hang-key", sfVictimKey)
 		}
-		k, err := startChild(name, filepath.Join(logDir, name+".log"), args...)
+		k, err := subproc.Start(name, filepath.Join(logDir, name+".log"), args...)
 		if err != nil {
 			return err
 		}
@@ -201,10 +205,10 @@ func sfRunDemo(ctx context.Context, c sfDemoConfig, out io.Writer) (sfSummary, e
 	}
 
 	// 3. SIGKILL the fetcher mid-fetch. Its source calls end when it is dead.
-	if err := kids[victim].signal(syscall.SIGKILL); err != nil {
+	if err := kids[victim].Signal(syscall.SIGKILL); err != nil {
 		return sfSummary{}, err
 	}
-	<-kids[victim].done
+	<-kids[victim].Done()
 	var killedAt time.Time
 	if err := pool.QueryRow(ctx, `SELECT clock_timestamp()`).Scan(&killedAt); err != nil {
 		return sfSummary{}, err
@@ -219,26 +223,26 @@ func sfRunDemo(ctx context.Context, c sfDemoConfig, out io.Writer) (sfSummary, e
 		select {
 		case <-ctx.Done():
 			return sfSummary{}, ctx.Err()
-		case <-k.done:
+		case <-k.Done():
 		case <-time.After(c.duration + 2*time.Minute):
 			return sfSummary{}, fmt.Errorf("%s did not finish; see %s", name, logDir)
 		}
-		if k.err != nil {
-			return sfSummary{}, fmt.Errorf("%s failed (%v); see %s", name, k.err, filepath.Join(logDir, name+".log"))
+		if k.Err != nil {
+			return sfSummary{}, fmt.Errorf("%s failed (%v); see %s", name, k.Err, filepath.Join(logDir, name+".log"))
 		}
 	}
 	sum, err := sfCheck(ctx, pool, victim, killedAt, killedEpoch)
 	if err != nil {
 		return sfSummary{}, err
 	}
-	sum.Processes, sum.Keys, sum.Database = c.processes, c.keys+1, redact(sdb.URL)
+	sum.Processes, sum.Keys, sum.Database = c.processes, c.keys+1, redact.URL(sdb.URL)
 	sum.LeaseSeconds, sum.TTLSeconds, sum.FetchSeconds = c.lease.Seconds(), c.ttl.Seconds(), c.fetchTime.Seconds()
 	sum.DurationSeconds = time.Since(start).Seconds()
 	return sum, nil
 }
 
 // sfPoll polls cond every 100ms until it holds, a worker exits, or timeout passes.
-func sfPoll(ctx context.Context, timeout time.Duration, what string, kids map[string]*child, cond func() (bool, error)) error {
+func sfPoll(ctx context.Context, timeout time.Duration, what string, kids map[string]*subproc.Child, cond func() (bool, error)) error {
 	deadline := time.Now().Add(timeout)
 	for {
 		ok, err := cond()
@@ -246,8 +250,8 @@ func sfPoll(ctx context.Context, timeout time.Duration, what string, kids map[st
 			return err
 		}
 		for name, k := range kids {
-			if k.exited() {
-				return fmt.Errorf("%s exited (%v) while waiting for %s", name, k.err, what)
+			if k.Exited() {
+				return fmt.Errorf("%s exited (%v) while waiting for %s", name, k.Err, what)
 			}
 		}
 		if time.Now().After(deadline) {

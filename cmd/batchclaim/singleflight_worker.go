@@ -14,6 +14,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/database"
 	"github.com/batchclaim/batchclaim/singleflight"
 )
 
@@ -21,7 +22,7 @@ import (
 // shared Cache whose slow fake source records every call in the database.
 func sfWorker(ctx context.Context, args []string, _, stderr io.Writer) error {
 	fs := newFlagSet("singleflight worker", "[flags]", "One worker process of `batchclaim singleflight demo`.", stderr)
-	dbURL := dbFlag(fs)
+	dbURL := database.Flag(fs)
 	name := fs.String("name", "worker", "this worker's name in the demo's record")
 	keys := fs.Int("keys", 6, "keys besides "+sfVictimKey)
 	callers := fs.Int("callers", 3, "concurrent callers of Get")
@@ -34,7 +35,7 @@ func sfWorker(ctx context.Context, args []string, _, stderr io.Writer) error {
 		return err
 	}
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	pool, err := openPool(ctx, *dbURL, int32(*callers+4))
+	pool, err := database.Open(ctx, *dbURL, int32(*callers+4))
 	if err != nil {
 		return err
 	}
