@@ -118,7 +118,7 @@ func TestVersionOfBuiltBinary(t *testing.T) {
 	if err != nil {
 		t.Fatalf("version: %v %s", err, out)
 	}
-	want := regexp.MustCompile(`^batchclaim ` + regexp.QuoteMeta(release) + `\+[0-9a-f]{12}(\.dirty)?\nmodule  github\.com/batchclaim/batchclaim \S+\ncommit  [0-9a-f]{40} \S+( \(modified work tree\))?\ngo      go\S+ \S+\n$`)
+	want := regexp.MustCompile(`^batchclaim ` + regexp.QuoteMeta(release) + `\+[0-9a-f]{12}(\.dirty)?\nmodule  github\.com/batchclaim/batchclaim/cmd/batchclaim \S+\ncommit  [0-9a-f]{40} \S+( \(modified work tree\))?\ngo      go\S+ \S+\n$`)
 	if !want.Match(out) {
 		t.Errorf("version printed %q, want it to match %s", out, want)
 	}

@@ -22,8 +22,9 @@ var version = readVersion().short()
 type versionInfo struct {
 	Release string `json:"release"`
 	// Module is the main module's path (github.com/batchclaim/batchclaim/cmd/batchclaim) and
-	// version: "(devel)" for a build from a work tree, which is the only kind (its go.mod
-	// replaces the library by the work tree's root, so `go install ...@VERSION` is refused).
+	// version: a pseudo-version naming the commit, or "(devel)" without a VCS stamp. A build is
+	// always from a work tree: the go.mod replaces the library by the tree's root, so
+	// `go install ...@VERSION` is refused.
 	Module        string `json:"module"`
 	ModuleVersion string `json:"module_version"`
 	// Commit, CommitTime and Modified come from the VCS stamp of `go build` (empty without one,
