@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/batchclaim/batchclaim/claims"
+	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/cli"
 	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/database"
 	"github.com/batchclaim/batchclaim/submitter"
 )
@@ -47,7 +48,7 @@ type benchTotals struct {
 var benchScenarios = []string{"jobs", "serial", "ledger", "defaults", "latency", "many-claims", "failover", "scale", "churn", "cycle"}
 
 func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("bench", "[--scenario jobs|serial|ledger|defaults|latency|many-claims|failover|scale|churn|cycle|all] [--json] [flags]",
+	fs := cli.NewFlagSet("bench", "[--scenario jobs|serial|ledger|defaults|latency|many-claims|failover|scale|churn|cycle|all] [--json] [flags]",
 		"Measures batchclaim on scratch databases (DATABASE_URL, else a throwaway local cluster):\n\n"+
 			"  jobs      the job-runner path: --nodes nodes in this process, --keys x --per-key jobs stored\n"+
 			"            up front, a Submitter that does nothing. Jobs per second, stored-to-done latency,\n"+
@@ -145,7 +146,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	serviceIDs := fs.Int("service-ids", 2000, "cycle: service_ids")
 	duration := fs.Duration("duration", 10*time.Second, "cycle: length of the steady phase")
 	cpuProfile := fs.String("cpu-profile", "", "write a CPU profile of this process over the scenarios to this file (go tool pprof)")
-	if err := parse(fs, args); err != nil {
+	if err := cli.Parse(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {

@@ -10,11 +10,12 @@ import (
 	"strings"
 
 	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/chaos"
+	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/cli"
 	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/database"
 )
 
 func runChaos(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("chaos", "[flags]",
+	fs := cli.NewFlagSet("chaos", "[flags]",
 		"Runs instances of this binary against one Postgres and the ledger simulator and injects\n"+
 			"faults chosen from a seed (printed first): SIGKILL, SIGSTOP past expiry-2, database links\n"+
 			"cut, blackholed or slowed, backends terminated, Postgres restarted or failed over to its\n"+
@@ -43,7 +44,7 @@ func runChaos(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.BoolVar(&c.AsyncStandby, "async-standby", false, "demonstration: an asynchronous standby held a second behind before each failover (the guarantees break)")
 	asJSON := fs.Bool("json", false, "print the report as one JSON object on stdout (progress goes to stderr)")
 	dbURL := database.Flag(fs)
-	if err := parse(fs, args); err != nil {
+	if err := cli.Parse(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {

@@ -6,6 +6,7 @@ import (
 	"io"
 	"time"
 
+	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/cli"
 	"github.com/batchclaim/batchclaim/dlt"
 )
 
@@ -18,7 +19,7 @@ type demoConfig struct {
 }
 
 func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("demo", "[flags]",
+	fs := cli.NewFlagSet("demo", "[flags]",
 		"The whole story on a throwaway database: picks a database (DATABASE_URL if set, else a\n"+
 			"throwaway cluster from local PostgreSQL binaries, else a Docker container), runs the ledger\n"+
 			"simulator in-process, starts instances of this binary as separate processes, stores\n"+
@@ -35,7 +36,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs.BoolVar(&c.keep, "keep", false, "keep the scratch database (and cluster) afterwards")
 	fs.DurationVar(&c.timeout, "timeout", 3*time.Minute, "give up (and report what is left as lost) after this long")
 	claimsOnly := fs.Bool("claims-only", false, "the claim engine alone: instances share service_ids, one is killed, the others take over")
-	if err := parse(fs, args); err != nil {
+	if err := cli.Parse(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {

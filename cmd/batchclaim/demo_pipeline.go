@@ -20,6 +20,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/batchclaim/batchclaim"
+	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/cli"
 	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/database"
 	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/subproc"
 	"github.com/batchclaim/batchclaim/dlt"
@@ -211,7 +212,7 @@ func (d *demoRun) watch(ctx context.Context) error {
 			if time.Since(unreachable) > demoUnreachableLimit {
 				return fmt.Errorf("database unreachable for %v: %w", demoUnreachableLimit, err)
 			}
-			fmt.Fprintf(d.out, "t=%4.0fs  database unreachable (%v); trying again\n", time.Since(d.start).Seconds(), oneLine(err))
+			fmt.Fprintf(d.out, "t=%4.0fs  database unreachable (%v); trying again\n", time.Since(d.start).Seconds(), cli.OneLine(err))
 			continue
 		}
 		unreachable = time.Time{}

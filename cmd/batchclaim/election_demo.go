@@ -16,6 +16,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/cli"
 	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/database"
 	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/redact"
 	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/subproc"
@@ -81,7 +82,7 @@ type electionDemoRun struct {
 }
 
 func electionDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("election demo", "[flags]",
+	fs := cli.NewFlagSet("election demo", "[flags]",
 		"Three processes of this binary stand for two roles on a throwaway database (DATABASE_URL if\n"+
 			"set, else a local throwaway cluster, else Docker), each elector through its own TCP proxy.\n"+
 			"The demo SIGKILLs the primary of one role, SIGSTOPs the primary of the other past the\n"+
@@ -92,7 +93,7 @@ func electionDemo(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	keep := fs.Bool("keep-db", false, "keep the scratch database afterwards")
 	interval := fs.Duration("interval", 600*time.Millisecond, "I: heartbeat interval of the processes")
 	timeout := fs.Duration("timeout", 2*time.Second, "T: election timeout of the processes (> 2I)")
-	if err := parse(fs, args); err != nil {
+	if err := cli.Parse(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/cli"
 	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/database"
 	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/redact"
 	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/subproc"
@@ -59,7 +60,7 @@ func (s foSummary) violations() int {
 }
 
 func failoverDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("failover demo", "[flags]",
+	fs := cli.NewFlagSet("failover demo", "[flags]",
 		"A shard of four nodes (separate processes of this binary) with made-up progress values\n"+
 			"n1=1000 (the first primary), n2=950, n3=980, n4=970, on a throwaway database (DATABASE_URL\n"+
 			"if set, else local PostgreSQL binaries, else Docker). n1 is SIGKILLed and a replica fails\n"+
@@ -72,7 +73,7 @@ func failoverDemo(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	asJSON := fs.Bool("json", false, "print the summary as one JSON object on stdout (the story goes to stderr)")
 	keep := fs.Bool("keep", false, "keep the scratch database (and cluster) afterwards")
 	timeout := fs.Duration("timeout", 2*time.Minute, "give up after this long")
-	if err := parse(fs, args); err != nil {
+	if err := cli.Parse(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {

@@ -12,6 +12,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/cli"
 	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/database"
 	"github.com/batchclaim/batchclaim/heartbeat"
 )
@@ -40,11 +41,11 @@ func runHeartbeat(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if len(args) > 0 && (args[0] == "-h" || args[0] == "--help" || args[0] == "help") {
 		return nil
 	}
-	return errUsage
+	return cli.ErrUsage
 }
 
 func heartbeatRun(ctx context.Context, args []string, stderr io.Writer) error {
-	fs := newFlagSet("heartbeat run", "[flags]",
+	fs := cli.NewFlagSet("heartbeat run", "[flags]",
 		"Runs one heartbeat-service instance until SIGTERM or SIGINT. Every instance accepts\n"+
 			"POST /heartbeat (an ONAP VES heartbeat event: sourceName, eventName, lastEpochMicrosec)\n"+
 			"and stores it; the instance elected primary of --role is the active one: every\n"+
@@ -68,7 +69,7 @@ func heartbeatRun(ctx context.Context, args []string, stderr io.Writer) error {
 	listen := fs.String("listen", "127.0.0.1:8090", "HTTP address for POST /heartbeat, GET /active and /healthz")
 	insecure := fs.Bool("insecure-listen", false, "allow a --listen address other hosts can reach (anyone reaching it can send heartbeats)")
 	newLogger := logFlags(fs)
-	if err := parse(fs, args); err != nil {
+	if err := cli.Parse(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
@@ -118,7 +119,7 @@ func heartbeatRun(ctx context.Context, args []string, stderr io.Writer) error {
 }
 
 func heartbeatEventTypes(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("heartbeat event-types", "show | set FILE|- | add --name N --interval D --missed-count K | remove NAME",
+	fs := cli.NewFlagSet("heartbeat event-types", "show | set FILE|- | add --name N --interval D --missed-count K | remove NAME",
 		"Shows or changes the event-type configuration while instances run. set replaces the whole\n"+
 			"configuration with a JSON list, e.g.\n"+
 			`  [{"eventName": "Heartbeat_vDNS", "interval": "60s", "missedCount": 3,`+"\n"+
@@ -132,13 +133,13 @@ func heartbeatEventTypes(ctx context.Context, args []string, stdout, stderr io.W
 	fs.StringVar(&t.Name, "name", "", "add: the eventName")
 	fs.DurationVar(&t.Interval, "interval", 0, "add: the interval between heartbeats")
 	fs.IntVar(&t.MissedCount, "missed-count", 0, "add: consecutive misses that raise an event")
-	pos, err := parseInterspersed(fs, args)
+	pos, err := cli.ParseInterspersed(fs, args)
 	if err != nil {
 		return err
 	}
 	if len(pos) == 0 {
 		fs.Usage()
-		return errUsage
+		return cli.ErrUsage
 	}
 	pool, err := database.Open(ctx, *dbURL, 2)
 	if err != nil {
@@ -188,5 +189,5 @@ func heartbeatEventTypes(ctx context.Context, args []string, stdout, stderr io.W
 		return heartbeat.RemoveEventType(ctx, pool, pos[1])
 	}
 	fs.Usage()
-	return errUsage
+	return cli.ErrUsage
 }

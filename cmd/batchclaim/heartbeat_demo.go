@@ -20,6 +20,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/cli"
 	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/database"
 	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/redact"
 	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/subproc"
@@ -210,7 +211,7 @@ type hbDemo struct {
 }
 
 func heartbeatDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("heartbeat demo", "[flags]",
+	fs := cli.NewFlagSet("heartbeat demo", "[flags]",
 		"Active/standby with missed-heartbeat events, with faults, on a throwaway database: starts\n"+
 			"instances of `batchclaim heartbeat run` as separate processes and a control-loop webhook\n"+
 			"(which refuses every 7th POST), then simulated sources post VES heartbeats to any live\n"+
@@ -223,7 +224,7 @@ func heartbeatDemo(ctx context.Context, args []string, stdout, stderr io.Writer)
 	instances := fs.Int("instances", 3, "heartbeat-service instances (at least 2)")
 	asJSON := fs.Bool("json", false, "print the summary as one JSON object on stdout (the progress goes to stderr)")
 	keep := fs.Bool("keep", false, "keep the scratch database (and cluster) afterwards")
-	if err := parse(fs, args); err != nil {
+	if err := cli.Parse(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {

@@ -8,6 +8,7 @@ import (
 	"os"
 
 	"github.com/batchclaim/batchclaim"
+	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/cli"
 	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/database"
 	"github.com/batchclaim/batchclaim/election"
 )
@@ -16,7 +17,7 @@ import (
 // services on a host. Exit status 0: this host's instance is the role's live primary; 1: it
 // is not (who is, if anyone, is printed); 2: the question could not be answered.
 func runPrimary(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("primary", "--role R [flags]",
+	fs := cli.NewFlagSet("primary", "--role R [flags]",
 		"Exits 0 if the live primary of role R (as elected by `batchclaim election run`) runs on\n"+
 			"this host, 1 if not (and prints who is), 2 on error. A script or service on the same\n"+
 			"host can run it every heartbeat interval and stop working as primary when it fails.\n"+
@@ -24,16 +25,16 @@ func runPrimary(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	dbURL := database.Flag(fs)
 	role := fs.String("role", "", "the role to ask about (required)")
 	host := fs.String("host", "", "the host to compare with (default: this machine's hostname)")
-	if err := parse(fs, args); err != nil {
+	if err := cli.Parse(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "batchclaim primary: unexpected argument %q\n", fs.Arg(0))
-		return errUsage
+		return cli.ErrUsage
 	}
 	if *role == "" {
 		fmt.Fprintln(stderr, "batchclaim primary: --role is required")
-		return errUsage
+		return cli.ErrUsage
 	}
 	if *host == "" {
 		h, err := os.Hostname()

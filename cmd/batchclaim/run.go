@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/batchclaim/batchclaim/claims"
+	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/cli"
 	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/database"
 	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/redact"
 	"github.com/batchclaim/batchclaim/dlt"
@@ -88,7 +89,7 @@ type runFlags struct {
 
 func newRunFlags(stderr io.Writer) *runFlags {
 	f := &runFlags{}
-	fs := newFlagSet("run", "[flags]",
+	fs := cli.NewFlagSet("run", "[flags]",
 		"Runs one instance: registers it, keeps its lease, claims its fair share of service_ids,\n"+
 			"submits their batches to the ledger in order and records every status, until SIGTERM or\n"+
 			"SIGINT; then it stops taking work, lets submissions in flight finish and releases its\n"+
@@ -147,7 +148,7 @@ func runDaemon(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	dbURL, dltURL, flavor, circuit, service, auth, authFile := f.dbURL, f.dltURL, f.flavor, f.circuit, f.service, f.auth, f.authFile
 	dltCA, dltCert, dltKey, tokenFile, allowedHosts := f.dltCA, f.dltCert, f.dltKey, f.tokenFile, f.allowedHosts
 	insecure, notify, claimsOnly, dbMaxConns, newLogger := f.insecure, f.notify, f.claimsOnly, f.dbMaxConns, f.newLogger
-	if err := parse(fs, args); err != nil {
+	if err := cli.Parse(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/cli"
 	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/database"
 	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/redact"
 	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/subproc"
@@ -37,7 +38,7 @@ func runSingleflight(ctx context.Context, args []string, stdout, stderr io.Write
 	if len(args) > 0 && (args[0] == "-h" || args[0] == "--help" || args[0] == "help") {
 		return nil
 	}
-	return errUsage
+	return cli.ErrUsage
 }
 
 // sfDemoConfig shapes `batchclaim singleflight demo`.
@@ -81,7 +82,7 @@ type sfSummary struct {
 const sfVictimKey = "slow-key"
 
 func sfDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("singleflight demo", "[flags]",
+	fs := cli.NewFlagSet("singleflight demo", "[flags]",
 		"Per-key single-flight on a throwaway database (DATABASE_URL if set, else a throwaway\n"+
 			"cluster from local PostgreSQL binaries, else a Docker container). Starts --processes\n"+
 			"workers (this binary, separate OS processes) whose callers Get the same keys; the\n"+
@@ -99,7 +100,7 @@ func sfDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	fs.DurationVar(&c.lease, "lease", 1500*time.Millisecond, "fetch lease (a waiter takes over this long after the fetcher's last renewal)")
 	fs.BoolVar(&c.asJSON, "json", false, "print the summary as one JSON object on stdout (progress goes to stderr)")
 	fs.BoolVar(&c.keep, "keep", false, "keep the scratch database (and cluster) afterwards")
-	if err := parse(fs, args); err != nil {
+	if err := cli.Parse(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/cli"
 	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/database"
 	"github.com/batchclaim/batchclaim/singleflight"
 )
@@ -21,7 +22,7 @@ import (
 // sfWorker is one process of `singleflight demo`: callers Get the demo's keys through a
 // shared Cache whose slow fake source records every call in the database.
 func sfWorker(ctx context.Context, args []string, _, stderr io.Writer) error {
-	fs := newFlagSet("singleflight worker", "[flags]", "One worker process of `batchclaim singleflight demo`.", stderr)
+	fs := cli.NewFlagSet("singleflight worker", "[flags]", "One worker process of `batchclaim singleflight demo`.", stderr)
 	dbURL := database.Flag(fs)
 	name := fs.String("name", "worker", "this worker's name in the demo's record")
 	keys := fs.Int("keys", 6, "keys besides "+sfVictimKey)
@@ -31,7 +32,7 @@ func sfWorker(ctx context.Context, args []string, _, stderr io.Writer) error {
 	ttl := fs.Duration("ttl", 2*time.Second, "how long a fetched value is fresh")
 	lease := fs.Duration("lease", 1500*time.Millisecond, "fetch lease")
 	hangKey := fs.String("hang-key", "", "a key whose source call never returns in this worker")
-	if err := parse(fs, args); err != nil {
+	if err := cli.Parse(fs, args); err != nil {
 		return err
 	}
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))

@@ -72,7 +72,7 @@ func runRegistry() (*prometheus.Registry, *stmtMetric) {
 }
 
 // flagGiven reports whether a flag was set, on the command line or through its environment
-// variable (parse sets those through the FlagSet too).
+// variable (cli.Parse sets those through the FlagSet too).
 func flagGiven(fs *flag.FlagSet, name string) bool {
 	given := false
 	fs.Visit(func(f *flag.Flag) { given = given || f.Name == name })

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/cli"
 	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/database"
 	"github.com/batchclaim/batchclaim/internal/httpguard"
 	"github.com/batchclaim/batchclaim/node"
@@ -16,7 +17,7 @@ import (
 )
 
 func runUI(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("ui", "[flags]",
+	fs := cli.NewFlagSet("ui", "[flags]",
 		"Serves the live status page (instances, claims, unfinished batches, recent transitions and\n"+
 			"takeovers, halted service_ids) from the database alone, without running an instance.\n"+
 			"The page's one write, resuming a halted service_id, needs a bearer token from\n"+
@@ -28,7 +29,7 @@ func runUI(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	allowedHosts := allowedHostsFlag(fs)
 	refresh := fs.Duration("refresh", ui.RefreshDefault, "how often the page refreshes")
 	newLogger := logFlags(fs)
-	if err := parse(fs, args); err != nil {
+	if err := cli.Parse(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {

@@ -7,6 +7,8 @@ import (
 	"io"
 	"runtime"
 	"runtime/debug"
+
+	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/cli"
 )
 
 // release is this source tree's release number: the one place it is written. A binary reports
@@ -68,10 +70,10 @@ func (v versionInfo) short() string {
 }
 
 func runVersion(_ context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("version", "[flags]",
+	fs := cli.NewFlagSet("version", "[flags]",
 		"Prints the release, the module version and the commit this binary was built from.", stderr)
 	asJSON := fs.Bool("json", false, "print one JSON object")
-	if err := parse(fs, args); err != nil {
+	if err := cli.Parse(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
