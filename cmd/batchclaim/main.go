@@ -12,6 +12,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/bench"
 	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/cli"
 	"github.com/batchclaim/batchclaim/dlt/dltsim"
 )
@@ -33,7 +34,7 @@ func init() {
 		"run":     {summary: "run an instance: claim service_ids and work on them", run: runDaemon},
 		"demo":    {summary: "the whole story on a throwaway database: instances, a ledger simulator, faults", run: runDemo},
 		"enqueue": {summary: "store the batches of a BatchList for a service_id", run: runEnqueue},
-		"bench":   {summary: "measure the job-runner and ledger paths, idle latency and the claim cycle (docs/performance.md)", run: runBench},
+		"bench":   {summary: "measure the job-runner and ledger paths, idle latency and the claim cycle (docs/performance.md)", run: bench.Command},
 		"chaos":   {summary: "inject faults from a seed into real instances, then check the recorded history", run: runChaos},
 		"version": {summary: "print the release, module version and commit of this binary", run: runVersion},
 		"dlt-sim": {summary: "run the ledger simulator (Sawtooth REST API or Splinter scabbard)", run: dltsim.Command},

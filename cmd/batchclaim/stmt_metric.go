@@ -36,7 +36,7 @@ func newStmtMetric() *stmtMetric {
 	})}
 }
 
-// attach is an openPool option: it sets the tracer on the pool's connections.
+// attach is a database.Open option: it sets the tracer on the pool's connections.
 func (m *stmtMetric) attach(cfg *pgxpool.Config) { cfg.ConnConfig.Tracer = m }
 
 func (m *stmtMetric) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {

@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"context"
@@ -247,7 +247,7 @@ func churnRun(ctx context.Context, c churnConfig, keys int, dropIdle time.Durati
 		return p, err
 	}
 
-	counter := newStmtCounter()
+	counter := NewStmtCounter()
 	clocks := make([]*cycleClock, c.engines)
 	var pools []*pgxpool.Pool
 	defer func() {
@@ -257,7 +257,7 @@ func churnRun(ctx context.Context, c churnConfig, keys int, dropIdle time.Durati
 	}()
 	engines := make([]*claims.Engine, c.engines)
 	for i := range engines {
-		clocks[i] = &cycleClock{stmtCounter: counter}
+		clocks[i] = &cycleClock{StmtCounter: counter}
 		pool, err := openTracedPool(ctx, db.URL, 2, clocks[i])
 		if err != nil {
 			return p, err
@@ -411,7 +411,7 @@ func churnRun(ctx context.Context, c churnConfig, keys int, dropIdle time.Durati
 }
 
 // churnMeasure measures the engines' cycles and statements for c.window.
-func churnMeasure(ctx context.Context, c churnConfig, engines []*claims.Engine, clocks []*cycleClock, counter *stmtCounter) (churnWindow, error) {
+func churnMeasure(ctx context.Context, c churnConfig, engines []*claims.Engine, clocks []*cycleClock, counter *StmtCounter) (churnWindow, error) {
 	var w churnWindow
 	var errs0 int64
 	t0 := time.Now()
@@ -464,13 +464,13 @@ func churnMeasure(ctx context.Context, c churnConfig, engines []*claims.Engine, 
 }
 
 // cycleClock times one engine's claim cycles from the statements its pool sends (and counts
-// them, with its stmtCounter): a cycle begins with its first statement, the survey
+// them, with its StmtCounter): a cycle begins with its first statement, the survey
 // (ClaimsSurvey), and ends with the last statement before the next survey. The lease loop's
 // renewals (InstanceHeartbeat, on a connection of its own) are no part of a cycle. A cycle is
 // recorded when the next one begins, and only if it began at or after from: the cycle that
 // was running when a window opened belongs to what came before (a slow one, before a VACUUM).
 type cycleClock struct {
-	*stmtCounter
+	*StmtCounter
 	mu      sync.Mutex
 	open    bool
 	from    time.Time
@@ -485,7 +485,7 @@ const (
 )
 
 func (c *cycleClock) TraceQueryStart(ctx context.Context, conn *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
-	ctx = c.stmtCounter.TraceQueryStart(ctx, conn, d)
+	ctx = c.StmtCounter.TraceQueryStart(ctx, conn, d)
 	if stmtName(d.SQL) == cycleFirstStatement {
 		now := time.Now()
 		c.mu.Lock()
@@ -499,7 +499,7 @@ func (c *cycleClock) TraceQueryStart(ctx context.Context, conn *pgx.Conn, d pgx.
 }
 
 func (c *cycleClock) TraceQueryEnd(ctx context.Context, conn *pgx.Conn, d pgx.TraceQueryEndData) {
-	c.stmtCounter.TraceQueryEnd(ctx, conn, d)
+	c.StmtCounter.TraceQueryEnd(ctx, conn, d)
 	if st, ok := ctx.Value(traceStartKey{}).(traceStart); ok && stmtName(st.sql) != renewalStatement {
 		c.mu.Lock()
 		c.lastEnd = time.Now()
@@ -508,14 +508,14 @@ func (c *cycleClock) TraceQueryEnd(ctx context.Context, conn *pgx.Conn, d pgx.Tr
 }
 
 func (c *cycleClock) TraceBatchEnd(ctx context.Context, conn *pgx.Conn, d pgx.TraceBatchEndData) {
-	c.stmtCounter.TraceBatchEnd(ctx, conn, d)
+	c.StmtCounter.TraceBatchEnd(ctx, conn, d)
 	c.mu.Lock()
 	c.lastEnd = time.Now()
 	c.mu.Unlock()
 }
 
 func (c *cycleClock) TraceCopyFromEnd(ctx context.Context, conn *pgx.Conn, d pgx.TraceCopyFromEndData) {
-	c.stmtCounter.TraceCopyFromEnd(ctx, conn, d)
+	c.StmtCounter.TraceCopyFromEnd(ctx, conn, d)
 	c.mu.Lock()
 	c.lastEnd = time.Now()
 	c.mu.Unlock()
@@ -548,7 +548,7 @@ func pct(sorted []time.Duration, p int) float64 {
 }
 
 // snapshot copies the counts per statement.
-func (c *stmtCounter) snapshot() map[string]stmtStat {
+func (c *StmtCounter) snapshot() map[string]stmtStat {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	out := make(map[string]stmtStat, len(c.stats))
@@ -558,7 +558,7 @@ func (c *stmtCounter) snapshot() map[string]stmtStat {
 	return out
 }
 
-// openTracedPool is openPool with tracer on every connection of the pool.
+// openTracedPool is database.Open with tracer on every connection of the pool.
 func openTracedPool(ctx context.Context, dbURL string, maxConns int32, tracer pgx.QueryTracer) (*pgxpool.Pool, error) {
 	return database.Open(ctx, dbURL, maxConns, func(cfg *pgxpool.Config) { cfg.ConnConfig.Tracer = tracer })
 }

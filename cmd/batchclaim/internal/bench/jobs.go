@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"context"
@@ -95,7 +95,7 @@ func (r pathResult) print(w io.Writer, scenario, unit, units, extra string) {
 // Timings of the bench's nodes: those of the demo (R = 200ms), so that the claims settle in
 // well under a second and the queuer's tick is short.
 func benchClaims(name string) claims.Config {
-	return claims.Config{Name: name, RenewInterval: demoRenew, Expiry1: demoExpiry1, Expiry2: demoExpiry2}
+	return claims.Config{Name: name, RenewInterval: claimRenew, Expiry1: claimExpiry1, Expiry2: claimExpiry2}
 }
 
 // benchJobs runs the job-runner path: keys x perKey jobs stored up front, nodes in this
@@ -133,7 +133,7 @@ func benchLedger(ctx context.Context, c pathConfig, stderr io.Writer) (pathResul
 // benchPath stores the work, runs the nodes until every unit is done, and measures: the
 // wall time from the nodes' start to the last unit done, each unit's age when it finished
 // (database clock, from its insertion), the statements the nodes sent (counted by the
-// client, see stmtCounter), and the transactions the scratch database committed and rolled
+// client, see StmtCounter), and the transactions the scratch database committed and rolled
 // back while the nodes ran (pg_stat_database, read from another database once every node
 // session ended, so that the reading itself is not counted).
 func benchPath(ctx context.Context, c pathConfig, prefix string, stderr io.Writer,
@@ -161,7 +161,7 @@ func benchPath(ctx context.Context, c pathConfig, prefix string, stderr io.Write
 		return r, err
 	}
 
-	counter := newStmtCounter()
+	counter := NewStmtCounter()
 	var mu sync.Mutex
 	ages := make([]float64, 0, r.Units)
 	allDone := make(chan struct{})
@@ -247,7 +247,7 @@ func benchPath(ctx context.Context, c pathConfig, prefix string, stderr io.Write
 		return r, err
 	}
 	r.Commits, r.Rollbacks = commits1-commits0, rollbacks1-rollbacks0
-	r.Statements, r.TxControl, r.ByStatement = counter.totals(r.Units)
+	r.Statements, r.TxControl, r.ByStatement = counter.Totals(r.Units)
 	slices.Sort(ages)
 	r.P50Ms = round3(ages[len(ages)/2] * 1000)
 	r.P99Ms = round3(ages[len(ages)*99/100] * 1000)
@@ -324,3 +324,10 @@ func waitSessionsGone(ctx context.Context, conn *pgx.Conn, dbName string) error 
 		}
 	}
 }
+
+// The claim timings of the jobs and cycle engines in this process: those of `batchclaim demo`.
+const (
+	claimRenew   = 200 * time.Millisecond
+	claimExpiry1 = 1500 * time.Millisecond
+	claimExpiry2 = 6 * time.Second
+)
