@@ -70,11 +70,11 @@ func runChaos(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return fmt.Errorf("seed %d: %w", c.Seed, err)
 	}
-	if err := writeSummary(stdout, *asJSON, rep, rep.Print); err != nil {
+	if err := cli.WriteSummary(stdout, *asJSON, rep, rep.Print); err != nil {
 		return err
 	}
 	if n := rep.Violated(); n > 0 {
-		return exitError{code: 1, msg: fmt.Sprintf("%d invariant violations with seed %d; replay: %s", n, rep.Seed, rep.Replay)}
+		return cli.ExitError{Code: 1, Msg: fmt.Sprintf("%d invariant violations with seed %d; replay: %s", n, rep.Seed, rep.Replay)}
 	}
 	return nil
 }

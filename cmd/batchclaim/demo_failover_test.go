@@ -12,6 +12,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/demo"
 	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/patroni"
 )
 
@@ -83,7 +84,7 @@ func TestDemoRidesThroughFailover(t *testing.T) {
 		_ = cmd.Process.Kill()
 		t.Fatalf("the demo did not end 5 minutes after the failover:\n%s", stderr.String())
 	}
-	var sum summary
+	var sum demo.Summary
 	if err := json.Unmarshal(stdout.Bytes(), &sum); err != nil {
 		t.Fatalf("no JSON summary (%v, exit %v): %s\n%s", err, runErr, stdout.String(), stderr.String())
 	}

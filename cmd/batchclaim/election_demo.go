@@ -137,15 +137,15 @@ func electionDemo(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		return err
 	}
 	sum.Database = redact.URL(sdb.URL)
-	if err := writeSummary(stdout, *asJSON, sum, sum.print); err != nil {
+	if err := cli.WriteSummary(stdout, *asJSON, sum, sum.print); err != nil {
 		return err
 	}
 	if sum.TwoPrimaries > 0 || sum.StalePrimaryWrites > 0 || sum.SlowElections > 0 || sum.EpochRegressions > 0 {
-		return exitError{code: 1, msg: fmt.Sprintf("invariant violated: two_primaries=%d stale_primary_writes=%d slow_elections=%d epoch_regressions=%d (process logs in %s)",
+		return cli.ExitError{Code: 1, Msg: fmt.Sprintf("invariant violated: two_primaries=%d stale_primary_writes=%d slow_elections=%d epoch_regressions=%d (process logs in %s)",
 			sum.TwoPrimaries, sum.StalePrimaryWrites, sum.SlowElections, sum.EpochRegressions, d.logDir)}
 	}
 	if sum.FencedWrites == 0 || sum.ActingRecords == 0 {
-		return exitError{code: 1, msg: "no primary recorded any work: the run proved nothing (process logs in " + d.logDir + ")"}
+		return cli.ExitError{Code: 1, Msg: "no primary recorded any work: the run proved nothing (process logs in " + d.logDir + ")"}
 	}
 	return nil
 }
@@ -324,7 +324,7 @@ func (d *electionDemoRun) startWorker(name string) error {
 	}
 	via := *d.dbURL
 	via.Host = p.Addr()
-	addr, err := freeAddr()
+	addr, err := subproc.FreeAddr()
 	if err != nil {
 		return err
 	}

@@ -107,11 +107,11 @@ func failoverDemo(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		return fmt.Errorf("%w (node logs in %s)", err, logDir)
 	}
 	sum.Database = redact.URL(sdb.URL)
-	if err := writeSummary(stdout, *asJSON, sum, sum.print); err != nil {
+	if err := cli.WriteSummary(stdout, *asJSON, sum, sum.print); err != nil {
 		return err
 	}
 	if sum.violations() > 0 {
-		return exitError{code: 1, msg: fmt.Sprintf("invariant violated: two_primaries=%d not_most_up_to_date=%d orphaned_failovers=%d lost_commands=%d (node logs in %s)",
+		return cli.ExitError{Code: 1, Msg: fmt.Sprintf("invariant violated: two_primaries=%d not_most_up_to_date=%d orphaned_failovers=%d lost_commands=%d (node logs in %s)",
 			sum.TwoPrimaries, sum.NotMostUpToDate, sum.OrphanedFailovers, sum.LostCommands, logDir)}
 	}
 	return nil

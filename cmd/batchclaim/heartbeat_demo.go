@@ -257,11 +257,11 @@ func heartbeatDemo(ctx context.Context, args []string, stdout, stderr io.Writer)
 		return err
 	}
 	d.sum.DurationSeconds = time.Since(started).Seconds()
-	if err := writeSummary(stdout, *asJSON, d.sum, d.sum.print); err != nil {
+	if err := cli.WriteSummary(stdout, *asJSON, d.sum, d.sum.print); err != nil {
 		return err
 	}
 	if n := d.sum.violations(); n > 0 {
-		return exitError{code: 1, msg: fmt.Sprintf("invariant violated: lost_raises=%d duplicate_raises=%d lost_clears=%d raised_by_standby=%d spurious_raises=%d undelivered=%d",
+		return cli.ExitError{Code: 1, Msg: fmt.Sprintf("invariant violated: lost_raises=%d duplicate_raises=%d lost_clears=%d raised_by_standby=%d spurious_raises=%d undelivered=%d",
 			d.sum.LostRaises, d.sum.DuplicateRaises, d.sum.LostClears, d.sum.RaisedByStandby, d.sum.SpuriousRaises, d.sum.Undelivered)}
 	}
 	return nil
@@ -295,7 +295,7 @@ func (d *hbDemo) run(ctx context.Context, instances int) error {
 	}()
 	for i := 1; i <= instances; i++ {
 		name := fmt.Sprintf("hb-%d", i)
-		addr, err := freeAddr()
+		addr, err := subproc.FreeAddr()
 		if err != nil {
 			return err
 		}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/bench"
 	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/cli"
+	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/demo"
 	"github.com/batchclaim/batchclaim/dlt/dltsim"
 )
 
@@ -32,7 +33,7 @@ func init() {
 		"status":  {summary: "show instances, claims and batches", run: runStatus},
 		"resume":  {summary: "lift the halt of a service_id stopped by an INVALID batch", run: runResume},
 		"run":     {summary: "run an instance: claim service_ids and work on them", run: runDaemon},
-		"demo":    {summary: "the whole story on a throwaway database: instances, a ledger simulator, faults", run: runDemo},
+		"demo":    {summary: "the whole story on a throwaway database: instances, a ledger simulator, faults", run: demo.Command},
 		"enqueue": {summary: "store the batches of a BatchList for a service_id", run: runEnqueue},
 		"bench":   {summary: "measure the job-runner and ledger paths, idle latency and the claim cycle (docs/performance.md)", run: bench.Command},
 		"chaos":   {summary: "inject faults from a seed into real instances, then check the recorded history", run: runChaos},

@@ -39,26 +39,26 @@ func runPrimary(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if *host == "" {
 		h, err := os.Hostname()
 		if err != nil {
-			return exitError{code: 2, msg: fmt.Sprintf("hostname: %v", err)}
+			return cli.ExitError{Code: 2, Msg: fmt.Sprintf("hostname: %v", err)}
 		}
 		*host = h
 	}
 	pool, err := database.Open(ctx, *dbURL, 1)
 	if err != nil {
-		return exitError{code: 2, msg: err.Error()}
+		return cli.ExitError{Code: 2, Msg: err.Error()}
 	}
 	defer pool.Close()
 	t, err := election.GetPrimary(ctx, pool, *role)
 	switch {
 	case errors.Is(err, batchclaim.ErrNotFound):
 		fmt.Fprintf(stdout, "role %s has no live primary\n", *role)
-		return exitError{code: 1, msg: fmt.Sprintf("no live primary of role %s", *role)}
+		return cli.ExitError{Code: 1, Msg: fmt.Sprintf("no live primary of role %s", *role)}
 	case err != nil:
-		return exitError{code: 2, msg: err.Error()}
+		return cli.ExitError{Code: 2, Msg: err.Error()}
 	}
 	fmt.Fprintf(stdout, "role %s: primary %s on host %s (epoch %d, instance %s)\n", t.Role, t.Name, t.Host, t.Epoch, t.InstanceID)
 	if t.Host != *host {
-		return exitError{code: 1, msg: fmt.Sprintf("the primary of role %s runs on host %s, not %s", *role, t.Host, *host)}
+		return cli.ExitError{Code: 1, Msg: fmt.Sprintf("the primary of role %s runs on host %s, not %s", *role, t.Host, *host)}
 	}
 	return nil
 }

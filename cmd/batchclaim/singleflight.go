@@ -117,15 +117,15 @@ func sfDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err != nil {
 		return err
 	}
-	if err := writeSummary(stdout, c.asJSON, sum, sum.print); err != nil {
+	if err := cli.WriteSummary(stdout, c.asJSON, sum, sum.print); err != nil {
 		return err
 	}
 	if sum.ParallelFetches > 0 || sum.LostResults > 0 || sum.StaleOverwrites > 0 || sum.EpochsReused > 0 {
-		return exitError{code: 1, msg: fmt.Sprintf("invariant violated: parallel_fetches=%d lost_results=%d stale_overwrites=%d epochs_reused=%d",
+		return cli.ExitError{Code: 1, Msg: fmt.Sprintf("invariant violated: parallel_fetches=%d lost_results=%d stale_overwrites=%d epochs_reused=%d",
 			sum.ParallelFetches, sum.LostResults, sum.StaleOverwrites, sum.EpochsReused)}
 	}
 	if sum.TakeoverEpoch == 0 {
-		return exitError{code: 1, msg: "no waiter took over the killed fetcher's lease"}
+		return cli.ExitError{Code: 1, Msg: "no waiter took over the killed fetcher's lease"}
 	}
 	return nil
 }

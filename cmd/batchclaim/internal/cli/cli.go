@@ -3,6 +3,7 @@
 package cli
 
 import (
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -196,4 +197,27 @@ func ParseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
 
 func OneLine(err error) string {
 	return strings.Join(strings.Fields(strings.ReplaceAll(err.Error(), "\n", "; ")), " ")
+}
+
+// ExitError is an error with the exit status the program ends with (Msg on stderr).
+type ExitError struct {
+	Code int
+	Msg  string
+}
+
+func (e ExitError) Error() string { return e.Msg }
+
+// ExitCode is the process's exit status.
+func (e ExitError) ExitCode() int { return e.Code }
+
+// WriteSummary prints a demo's or a run's summary: one indented JSON object with asJSON,
+// else the text print writes.
+func WriteSummary(w io.Writer, asJSON bool, v any, print func(io.Writer)) error {
+	if !asJSON {
+		print(w)
+		return nil
+	}
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
 }

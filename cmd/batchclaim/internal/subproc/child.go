@@ -3,6 +3,7 @@ package subproc
 
 import (
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"runtime"
@@ -107,4 +108,15 @@ func (c *Child) Stop(grace time.Duration) {
 		_ = c.Signal(syscall.SIGKILL)
 		<-c.done
 	}
+}
+
+// FreeAddr returns a loopback address with a port that was free a moment ago, for a child to
+// listen on.
+func FreeAddr() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer l.Close()
+	return l.Addr().String(), nil
 }

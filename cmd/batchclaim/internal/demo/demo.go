@@ -1,4 +1,4 @@
-package main
+package demo
 
 import (
 	"context"
@@ -18,7 +18,9 @@ type demoConfig struct {
 	timeout                        time.Duration
 }
 
-func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+// Command is `batchclaim demo`: instances of this binary, a ledger simulator and faults on a
+// throwaway database, ended by a summary checked against the ledger's own record.
+func Command(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := cli.NewFlagSet("demo", "[flags]",
 		"The whole story on a throwaway database: picks a database (DATABASE_URL if set, else a\n"+
 			"throwaway cluster from local PostgreSQL binaries, else a Docker container), runs the ledger\n"+
@@ -40,10 +42,10 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return err
 	}
 	if fs.NArg() > 0 {
-		return errorf("unexpected argument %q", fs.Arg(0))
+		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
 	if c.instances < 2 || c.serviceIDs < 1 || c.batches < 1 {
-		return errorf("--instances must be at least 2, --service-ids and --batches at least 1")
+		return fmt.Errorf("--instances must be at least 2, --service-ids and --batches at least 1")
 	}
 	if *claimsOnly {
 		return demoClaims(ctx, c.instances, c.serviceIDs, c.keep, stdout)
@@ -60,26 +62,18 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err != nil {
 		return err
 	}
-	if err := writeSummary(stdout, c.asJSON, sum, sum.print); err != nil {
+	if err := cli.WriteSummary(stdout, c.asJSON, sum, sum.print); err != nil {
 		return err
 	}
 	if sum.Lost > 0 || sum.OrderViolations > 0 || sum.DuplicatePostsUnexplained > 0 {
-		return exitError{code: 1, msg: fmt.Sprintf("invariant violated: lost=%d order_violations=%d duplicate_posts_unexplained=%d",
+		return cli.ExitError{Code: 1, Msg: fmt.Sprintf("invariant violated: lost=%d order_violations=%d duplicate_posts_unexplained=%d",
 			sum.Lost, sum.OrderViolations, sum.DuplicatePostsUnexplained)}
 	}
 	return nil
 }
 
-type exitError struct {
-	code int
-	msg  string
-}
-
-func (e exitError) Error() string { return e.msg }
-func (e exitError) ExitCode() int { return e.code }
-
-// summary is what `demo --json` prints.
-type summary struct {
+// Summary is what `demo --json` prints.
+type Summary struct {
 	BatchesTotal              int      `json:"batches_total"`
 	Committed                 int      `json:"committed"`
 	Invalid                   int      `json:"invalid"`
@@ -99,7 +93,7 @@ type summary struct {
 	Database                  string   `json:"database"`
 }
 
-func (s summary) print(w io.Writer) {
+func (s Summary) print(w io.Writer) {
 	fmt.Fprintf(w, "\nsummary (%s ledger, %d instances, %d service_ids, database: %s)\n", s.Flavor, s.Instances, s.ServiceIDs, s.Database)
 	for _, f := range s.Faults {
 		fmt.Fprintf(w, "  fault:                 %s\n", f)

@@ -1,4 +1,4 @@
-package main
+package demo
 
 import (
 	"bufio"
@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -67,28 +66,28 @@ type demoKid struct {
 	state      string
 }
 
-func demoPipeline(ctx context.Context, c demoConfig, out io.Writer) (summary, error) {
+func demoPipeline(ctx context.Context, c demoConfig, out io.Writer) (Summary, error) {
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	scratch, err := database.NewScratch(ctx, "batchclaim_demo", c.keep, out, logger)
 	if err != nil {
-		return summary{}, err
+		return Summary{}, err
 	}
 	defer scratch.Close(ctx)
 	pool, err := database.Open(ctx, scratch.URL, 4)
 	if err != nil {
-		return summary{}, err
+		return Summary{}, err
 	}
 	defer pool.Close()
 	d := &demoRun{cfg: c, out: out, pool: pool, victims: map[string]victim{}}
 	if err := d.startLedger(); err != nil {
-		return summary{}, err
+		return Summary{}, err
 	}
 	defer d.sim.Close()
 	if err := d.enqueue(ctx); err != nil {
-		return summary{}, err
+		return Summary{}, err
 	}
 	if d.logDir, err = os.MkdirTemp("", "batchclaim-demo-"); err != nil {
-		return summary{}, err
+		return Summary{}, err
 	}
 	fmt.Fprintf(out, "%s ledger simulator at %s; %d instances; %d service_ids x %d batches; R=%s T1=%s T2=%s; logs in %s\n\n",
 		c.flavor, d.simURL, c.instances, c.serviceIDs, c.batches, demoRenew, demoExpiry1, demoExpiry2, d.logDir)
@@ -98,17 +97,17 @@ func demoPipeline(ctx context.Context, c demoConfig, out io.Writer) (summary, er
 		}
 	}()
 	if err := d.startInstances(scratch.URL); err != nil {
-		return summary{}, err
+		return Summary{}, err
 	}
 	d.start = time.Now()
 	if err := d.watch(ctx); err != nil {
-		return summary{}, err
+		return Summary{}, err
 	}
 	for _, k := range d.kids {
 		d.scrape(k)
 		k.Stop(10 * time.Second)
 	}
-	var sum summary
+	var sum Summary
 	err = history.Retry(ctx, demoUnreachableLimit, func(ctx context.Context) error {
 		var err error
 		sum, err = d.summarize(ctx)
@@ -158,7 +157,7 @@ func (d *demoRun) enqueue(ctx context.Context) error {
 func (d *demoRun) startInstances(dbURL string) error {
 	for i := 1; i <= d.cfg.instances; i++ {
 		name := fmt.Sprintf("instance-%d", i)
-		addr, err := freeAddr()
+		addr, err := subproc.FreeAddr()
 		if err != nil {
 			return err
 		}
@@ -315,13 +314,4 @@ func (d *demoRun) scrape(k *demoKid) {
 			}
 		}
 	}
-}
-
-func freeAddr() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer l.Close()
-	return l.Addr().String(), nil
 }
