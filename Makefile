@@ -4,6 +4,12 @@ GO ?= go
 BIN := bin
 SQLC := $(BIN)/sqlc
 PKGS := ./...
+# The library (the root) and the program (cmd/batchclaim, its own module so that embedders do
+# not get its requirements): test, tidy and vet run in each. There is no go.work: a workspace
+# would not make the root's ./... reach into the nested module, and the program's go.mod, with
+# its replace of the library by ../.., builds as it is.
+MODULES := . cmd/batchclaim
+CLI := cmd/batchclaim
 
 .DEFAULT_GOAL := help
 
@@ -13,7 +19,7 @@ help: ## Show this help
 
 .PHONY: build
 build: ## Build bin/batchclaim
-	$(GO) build -o $(BIN)/batchclaim ./cmd/batchclaim
+	$(GO) -C $(CLI) build -o $(CURDIR)/$(BIN)/batchclaim .
 
 .PHONY: demo
 demo: build ## Run the demo: instances sharing service_ids, one killed, the others take over
@@ -71,12 +77,15 @@ bench: build ## Measure every `batchclaim bench` scenario and River (at its own 
 	  awk -f bench/ratio.awk $$out
 
 .PHONY: test
-test: ## Run every test with the race detector against a real Postgres (TEST_DATABASE_URL, else a throwaway local cluster)
-	$(GO) test -race -count=1 -timeout 30m $(PKGS)
+test: ## Run every test of both modules with the race detector against a real Postgres (TEST_DATABASE_URL, else a throwaway local cluster)
+	@failed=; for m in $(MODULES); do \
+	  echo "== go test in $$m"; $(GO) -C $$m test -race -count=1 -timeout 30m $(PKGS) || failed="$$failed $$m"; \
+	done; \
+	if [ -n "$$failed" ]; then echo "tests failed in:$$failed"; exit 1; fi
 
 .PHONY: hostile
 hostile: ## Run the hostile suite alone (also in make test): a real instance probed as an attacker would, then its database and memory checked
-	$(GO) test -race -count=1 -timeout 10m -run 'TestHostile|TestLeastPrivilegeRoles' -v ./cmd/batchclaim
+	$(GO) -C $(CLI) test -race -count=1 -timeout 10m -run 'TestHostile|TestLeastPrivilegeRoles' -v .
 
 $(SQLC): tools/go.mod tools/go.sum
 	cd tools && $(GO) build -o ../$(SQLC) github.com/sqlc-dev/sqlc/cmd/sqlc
@@ -88,10 +97,12 @@ generate: $(SQLC) ## Regenerate internal/db from migrations/ and queries/ with t
 .PHONY: verify
 verify: $(SQLC) ## Check generated code, go.mod, formatting and vet
 	@$(SQLC) diff || { echo 'internal/db is out of date with migrations/ and queries/: run make generate'; exit 1; }
-	@$(GO) mod tidy -diff || { echo 'go.mod/go.sum are not tidy: run go mod tidy'; exit 1; }
+	@for m in $(MODULES); do \
+	  $(GO) -C $$m mod tidy -diff || { echo "$$m/go.mod, go.sum are not tidy: run go mod tidy in $$m"; exit 1; }; \
+	done
 	@out=$$(gofmt -l $$(git ls-files '*.go' | grep -v '^internal/db/')); \
 	  if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
-	$(GO) vet $(PKGS)
+	@set -e; for m in $(MODULES); do echo "go vet $$m"; $(GO) -C $$m vet $(PKGS); done
 
 .PHONY: lint
 lint: verify ## Alias of verify (gofmt and go vet are the project's linters)

@@ -86,27 +86,6 @@ func TestBenchLatencyScenario(t *testing.T) {
 	}
 }
 
-// runHasFlag reads run's flags from the binary's help.
-func TestRunHasFlag(t *testing.T) {
-	t.Parallel()
-	bin := buildBinary(t)
-	for name, want := range map[string]bool{"workers": true, "renew-interval": true, "no-such-flag": false, "work": false} {
-		got, err := runHasFlag(bin, name)
-		if err != nil || got != want {
-			t.Errorf("runHasFlag(%q) = %v, %v; want %v", name, got, err, want)
-		}
-	}
-	help := "Flags:\n  -notify-channel string\n    \tchannel\n  -poll\n    \tpoll\n  -workers int\n"
-	for name, want := range map[string]bool{"notify": false, "notify-channel": true, "poll": true, "workers": true, "channel": false} {
-		if got := helpHasFlag(help, name); got != want {
-			t.Errorf("helpHasFlag(%q) = %v, want %v", name, got, want)
-		}
-	}
-	if flagName("--notify=false") != "notify" || flagName("-workers") != "workers" {
-		t.Errorf("flagName: %q, %q", flagName("--notify=false"), flagName("-workers"))
-	}
-}
-
 // The many-claims scenario on 30 claims: the first round all committed, and the last keys'
 // counters agree with one another.
 func TestBenchManyClaimsScenario(t *testing.T) {

@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"os"
 	"os/exec"
-	"strings"
 	"testing"
 	"time"
 
@@ -15,6 +14,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/batchclaim/batchclaim/claims"
+	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/bench"
+	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/database"
 	"github.com/batchclaim/batchclaim/internal/dbtest"
 )
 
@@ -165,8 +166,8 @@ func TestStmtMetricCountsLeaseRenewals(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	reg, metric := runRegistry()
-	names := newStmtCounter()
-	pool, err := openPool(ctx, dbtest.NewDB(t), 2, func(cfg *pgxpool.Config) { cfg.ConnConfig.Tracer = teeTracer{metric, names} })
+	names := bench.NewStmtCounter()
+	pool, err := database.Open(ctx, dbtest.NewDB(t), 2, func(cfg *pgxpool.Config) { cfg.ConnConfig.Tracer = teeTracer{metric, names} })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -183,7 +184,7 @@ func TestStmtMetricCountsLeaseRenewals(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- eng.Run(rctx) }()
 	deadline := time.Now().Add(30 * time.Second)
-	for renewals(names) < 3 && time.Now().Before(deadline) {
+	for names.Calls("InstanceHeartbeat") < 3 && time.Now().Before(deadline) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	cancel()
@@ -191,10 +192,10 @@ func TestStmtMetricCountsLeaseRenewals(t *testing.T) {
 	if err := eng.Shutdown(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if n := renewals(names); n < 3 {
+	if n := names.Calls("InstanceHeartbeat"); n < 3 {
 		t.Fatalf("%d lease renewals traced; want the lease loop's connection traced too", n)
 	}
-	all, txControl, _ := names.totals(1)
+	all, txControl, _ := names.Totals(1)
 	if txControl == 0 {
 		t.Errorf("no BEGIN/COMMIT among %d statements", all)
 	}
@@ -211,19 +212,6 @@ func TestStmtMetricCountsLeaseRenewals(t *testing.T) {
 	if got != float64(all) {
 		t.Errorf("batchclaim_db_statements_total = %v; the statements traced were %d", got, all)
 	}
-}
-
-// renewals is how many lease renewals a counter saw.
-func renewals(c *stmtCounter) int64 {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	var n int64
-	for name, s := range c.stats {
-		if strings.Contains(name, "InstanceHeartbeat") {
-			n += s.Calls
-		}
-	}
-	return n
 }
 
 // The churn scenario on 20,000 keys ever seen, 1,000 with work: the idle rows are dropped

@@ -9,11 +9,13 @@ import (
 	"os"
 	"strings"
 
-	"github.com/batchclaim/batchclaim/internal/chaos"
+	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/chaos"
+	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/cli"
+	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/database"
 )
 
 func runChaos(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("chaos", "[flags]",
+	fs := cli.NewFlagSet("chaos", "[flags]",
 		"Runs instances of this binary against one Postgres and the ledger simulator and injects\n"+
 			"faults chosen from a seed (printed first): SIGKILL, SIGSTOP past expiry-2, database links\n"+
 			"cut, blackholed or slowed, backends terminated, Postgres restarted or failed over to its\n"+
@@ -41,8 +43,8 @@ func runChaos(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.StringVar(&c.Cluster, "cluster", chaos.ClusterLocal, "the cluster the run starts: local (a primary and a synchronous standby the harness promotes) or patroni (etcd and three Patroni members in synchronous_mode; adds the leader and etcd faults)")
 	fs.BoolVar(&c.AsyncStandby, "async-standby", false, "demonstration: an asynchronous standby held a second behind before each failover (the guarantees break)")
 	asJSON := fs.Bool("json", false, "print the report as one JSON object on stdout (progress goes to stderr)")
-	dbURL := dbFlag(fs)
-	if err := parse(fs, args); err != nil {
+	dbURL := database.Flag(fs)
+	if err := cli.Parse(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
@@ -68,11 +70,11 @@ func runChaos(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return fmt.Errorf("seed %d: %w", c.Seed, err)
 	}
-	if err := writeSummary(stdout, *asJSON, rep, rep.Print); err != nil {
+	if err := cli.WriteSummary(stdout, *asJSON, rep, rep.Print); err != nil {
 		return err
 	}
 	if n := rep.Violated(); n > 0 {
-		return exitError{code: 1, msg: fmt.Sprintf("%d invariant violations with seed %d; replay: %s", n, rep.Seed, rep.Replay)}
+		return cli.ExitError{Code: 1, Msg: fmt.Sprintf("%d invariant violations with seed %d; replay: %s", n, rep.Seed, rep.Replay)}
 	}
 	return nil
 }

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/batchclaim/batchclaim/internal/chaos"
+	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/chaos"
 	"github.com/batchclaim/batchclaim/internal/pglocal"
 )
 

@@ -12,7 +12,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/batchclaim/batchclaim/internal/patroni"
+	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/demo"
+	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/patroni"
 )
 
 // TestDemoRidesThroughFailover runs the demo against a Patroni cluster (its multi-host URL as
@@ -83,7 +84,7 @@ func TestDemoRidesThroughFailover(t *testing.T) {
 		_ = cmd.Process.Kill()
 		t.Fatalf("the demo did not end 5 minutes after the failover:\n%s", stderr.String())
 	}
-	var sum summary
+	var sum demo.Summary
 	if err := json.Unmarshal(stdout.Bytes(), &sum); err != nil {
 		t.Fatalf("no JSON summary (%v, exit %v): %s\n%s", err, runErr, stdout.String(), stderr.String())
 	}

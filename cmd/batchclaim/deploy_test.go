@@ -385,6 +385,13 @@ func TestDeployDockerfile(t *testing.T) {
 	if !strings.Contains(string(raw), "CGO_ENABLED=0") {
 		t.Error("the build is not static (CGO_ENABLED=0)")
 	}
+	// The program is its own module: its go.mod must be in the image before the download, and
+	// the build must run in it (the root's module does not contain the package).
+	for _, want := range []string{"COPY cmd/batchclaim/go.mod cmd/batchclaim/go.sum", "go -C cmd/batchclaim build"} {
+		if !strings.Contains(string(raw), want) {
+			t.Errorf("the Dockerfile lacks %q", want)
+		}
+	}
 }
 
 // binaryQuantity reads a Kubernetes quantity with a binary suffix (Ki, Mi, Gi).

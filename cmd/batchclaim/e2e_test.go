@@ -18,6 +18,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/subproc"
 	"github.com/batchclaim/batchclaim/dlt"
 	"github.com/batchclaim/batchclaim/internal/dbtest"
 	"github.com/batchclaim/batchclaim/internal/history"
@@ -196,7 +197,7 @@ func waitHTTP(t *testing.T, url string) {
 
 func mustFreeAddr(t *testing.T) string {
 	t.Helper()
-	a, err := freeAddr()
+	a, err := subproc.FreeAddr()
 	if err != nil {
 		t.Fatal(err)
 	}

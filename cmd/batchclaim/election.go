@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/batchclaim/batchclaim"
+	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/cli"
+	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/database"
 	"github.com/batchclaim/batchclaim/internal/httpguard"
 	"github.com/batchclaim/batchclaim/internal/pg"
 	"github.com/batchclaim/batchclaim/patterns/election"
@@ -37,17 +39,17 @@ func runElection(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if len(args) > 0 && (args[0] == "-h" || args[0] == "--help" || args[0] == "help") {
 		return nil
 	}
-	return errUsage
+	return cli.ErrUsage
 }
 
 func electionRun(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("election run", "--roles R1,R2 [flags]",
+	fs := cli.NewFlagSet("election run", "--roles R1,R2 [flags]",
 		"Stands for the roles: becomes primary of each role that has no live primary and keeps its\n"+
 			"terms alive with a heartbeat every --interval; a primary that cannot confirm a heartbeat\n"+
 			"within timeout - interval of sending it steps down on its own. Serves GET /primary?role=R\n"+
 			"(the role's live primary as JSON, 404 when none) on --listen. Stops on SIGTERM or SIGINT,\n"+
 			"resigning its terms so that a standby takes over at once.", stderr)
-	dbURL := dbFlag(fs)
+	dbURL := database.Flag(fs)
 	roles := fs.String("roles", "", "comma-separated roles to stand for (required)")
 	var cfg election.Config
 	fs.StringVar(&cfg.Name, "name", "", "this instance's name (default <host>-<pid>)")
@@ -60,7 +62,7 @@ func electionRun(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	demoWrites := fs.Bool("demo-writes", false, "while primary, record acting evidence and fenced writes in the demo's tables (used by election demo)")
 	workURL := fs.String("demo-work-database-url", "", "with --demo-writes: make those writes through this URL instead of --database-url, so that cutting the elector's link leaves the work's link up")
 	newLogger := logFlags(fs)
-	if err := parse(fs, args); err != nil {
+	if err := cli.Parse(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
@@ -73,7 +75,7 @@ func electionRun(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	}
 	if len(cfg.Roles) == 0 {
 		fmt.Fprintln(stderr, "batchclaim election run: --roles is required")
-		return errUsage
+		return cli.ErrUsage
 	}
 	logger, err := newLogger(stderr)
 	if err != nil {
@@ -90,7 +92,7 @@ func electionRun(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if _, _, err := cfg.Resolve(); err != nil {
 		return err
 	}
-	pool, err := openPool(ctx, *dbURL, 8)
+	pool, err := database.Open(ctx, *dbURL, 8)
 	if err != nil {
 		return err
 	}
@@ -99,7 +101,7 @@ func electionRun(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if *demoWrites {
 		w = &demoWorker{pool: pool, log: logger}
 		if *workURL != "" {
-			if w.pool, err = openPool(ctx, *workURL, 8); err != nil {
+			if w.pool, err = database.Open(ctx, *workURL, 8); err != nil {
 				return err
 			}
 			defer w.pool.Close()

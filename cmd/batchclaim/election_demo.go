@@ -16,6 +16,10 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/cli"
+	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/database"
+	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/redact"
+	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/subproc"
 	"github.com/batchclaim/batchclaim/internal/tcpproxy"
 	"github.com/batchclaim/batchclaim/patterns/election"
 )
@@ -70,7 +74,7 @@ type electionDemoRun struct {
 	logDir   string
 	interval time.Duration
 	timeout  time.Duration
-	kids     map[string]*child
+	kids     map[string]*subproc.Child
 	proxies  map[string]*tcpproxy.Proxy
 	listen   map[string]string
 	start    time.Time
@@ -78,7 +82,7 @@ type electionDemoRun struct {
 }
 
 func electionDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("election demo", "[flags]",
+	fs := cli.NewFlagSet("election demo", "[flags]",
 		"Three processes of this binary stand for two roles on a throwaway database (DATABASE_URL if\n"+
 			"set, else a local throwaway cluster, else Docker), each elector through its own TCP proxy.\n"+
 			"The demo SIGKILLs the primary of one role, SIGSTOPs the primary of the other past the\n"+
@@ -89,7 +93,7 @@ func electionDemo(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	keep := fs.Bool("keep-db", false, "keep the scratch database afterwards")
 	interval := fs.Duration("interval", 600*time.Millisecond, "I: heartbeat interval of the processes")
 	timeout := fs.Duration("timeout", 2*time.Second, "T: election timeout of the processes (> 2I)")
-	if err := parse(fs, args); err != nil {
+	if err := cli.Parse(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
@@ -103,17 +107,17 @@ func electionDemo(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		out = stderr
 	}
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	sdb, err := newScratchDB(ctx, "batchclaim_election", *keep, out, logger)
+	sdb, err := database.NewScratch(ctx, "batchclaim_election", *keep, out, logger)
 	if err != nil {
 		return err
 	}
 	defer sdb.Close(ctx)
 	d := &electionDemoRun{out: out, interval: *interval, timeout: *timeout, start: time.Now(),
-		kids: map[string]*child{}, proxies: map[string]*tcpproxy.Proxy{}, listen: map[string]string{}}
+		kids: map[string]*subproc.Child{}, proxies: map[string]*tcpproxy.Proxy{}, listen: map[string]string{}}
 	if d.dbURL, err = url.Parse(sdb.URL); err != nil {
 		return err
 	}
-	if d.pool, err = openPool(ctx, sdb.URL, 4); err != nil {
+	if d.pool, err = database.Open(ctx, sdb.URL, 4); err != nil {
 		return err
 	}
 	defer d.pool.Close()
@@ -132,16 +136,16 @@ func electionDemo(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if err != nil {
 		return err
 	}
-	sum.Database = redact(sdb.URL)
-	if err := writeSummary(stdout, *asJSON, sum, sum.print); err != nil {
+	sum.Database = redact.URL(sdb.URL)
+	if err := cli.WriteSummary(stdout, *asJSON, sum, sum.print); err != nil {
 		return err
 	}
 	if sum.TwoPrimaries > 0 || sum.StalePrimaryWrites > 0 || sum.SlowElections > 0 || sum.EpochRegressions > 0 {
-		return exitError{code: 1, msg: fmt.Sprintf("invariant violated: two_primaries=%d stale_primary_writes=%d slow_elections=%d epoch_regressions=%d (process logs in %s)",
+		return cli.ExitError{Code: 1, Msg: fmt.Sprintf("invariant violated: two_primaries=%d stale_primary_writes=%d slow_elections=%d epoch_regressions=%d (process logs in %s)",
 			sum.TwoPrimaries, sum.StalePrimaryWrites, sum.SlowElections, sum.EpochRegressions, d.logDir)}
 	}
 	if sum.FencedWrites == 0 || sum.ActingRecords == 0 {
-		return exitError{code: 1, msg: "no primary recorded any work: the run proved nothing (process logs in " + d.logDir + ")"}
+		return cli.ExitError{Code: 1, Msg: "no primary recorded any work: the run proved nothing (process logs in " + d.logDir + ")"}
 	}
 	return nil
 }
@@ -170,10 +174,10 @@ func (d *electionDemoRun) story(ctx context.Context) error {
 	d.steady(ctx)
 
 	victim := d.primaries(ctx)[electionDemoRoles[0]].Name
-	if err := d.fault(ctx, "sigkill", victim, func() error { return d.kids[victim].signal(syscall.SIGKILL) }); err != nil {
+	if err := d.fault(ctx, "sigkill", victim, func() error { return d.kids[victim].Signal(syscall.SIGKILL) }); err != nil {
 		return err
 	}
-	<-d.kids[victim].done
+	<-d.kids[victim].Done()
 	fmt.Fprintf(d.out, "    restarting %s as a standby\n\n", victim)
 	if err := d.startWorker(victim); err != nil {
 		return err
@@ -181,11 +185,11 @@ func (d *electionDemoRun) story(ctx context.Context) error {
 	d.steady(ctx)
 
 	victim = d.primaries(ctx)[electionDemoRoles[1]].Name
-	if err := d.fault(ctx, "sigstop", victim, func() error { return d.kids[victim].signal(syscall.SIGSTOP) }); err != nil {
+	if err := d.fault(ctx, "sigstop", victim, func() error { return d.kids[victim].Signal(syscall.SIGSTOP) }); err != nil {
 		return err
 	}
 	d.steady(ctx)
-	if err := d.kids[victim].signal(syscall.SIGCONT); err != nil {
+	if err := d.kids[victim].Signal(syscall.SIGCONT); err != nil {
 		return err
 	}
 	fmt.Fprintf(d.out, "    SIGCONT %s: it must find its deadline passed and step down without acting\n", victim)
@@ -320,7 +324,7 @@ func (d *electionDemoRun) startWorker(name string) error {
 	}
 	via := *d.dbURL
 	via.Host = p.Addr()
-	addr, err := freeAddr()
+	addr, err := subproc.FreeAddr()
 	if err != nil {
 		return err
 	}
@@ -332,7 +336,7 @@ func (d *electionDemoRun) startWorker(name string) error {
 	case "node-2":
 		roles = electionDemoRoles[1:]
 	}
-	k, err := startChild(name, filepath.Join(d.logDir, name+".log"), "election", "run",
+	k, err := subproc.Start(name, filepath.Join(d.logDir, name+".log"), "election", "run",
 		"--database-url", via.String(), "--roles", strings.Join(roles, ","), "--name", name,
 		"--interval", d.interval.String(), "--timeout", d.timeout.String(), "--listen", addr, "--demo-writes", "--demo-work-database-url", d.dbURL.String())
 	if err != nil {
@@ -348,8 +352,8 @@ func (d *electionDemoRun) waitFor(ctx context.Context, limit time.Duration, what
 	deadline := time.Now().Add(limit)
 	for !cond() {
 		for name, k := range d.kids {
-			if k.exited() && !d.killed(name) {
-				return fmt.Errorf("%s exited unexpectedly: %v", name, k.err)
+			if k.Exited() && !d.killed(name) {
+				return fmt.Errorf("%s exited unexpectedly: %v", name, k.Err)
 			}
 		}
 		if time.Now().After(deadline) {
@@ -375,7 +379,7 @@ func (d *electionDemoRun) killed(name string) bool {
 
 func (d *electionDemoRun) stopAll() {
 	for _, k := range d.kids {
-		k.stop(10 * time.Second)
+		k.Stop(10 * time.Second)
 	}
 	for _, p := range d.proxies {
 		_ = p.Close()

@@ -7,15 +7,17 @@ import (
 	"os"
 
 	"github.com/batchclaim/batchclaim"
+	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/cli"
+	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/database"
 	"github.com/batchclaim/batchclaim/ingest"
 )
 
 func runEnqueue(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("enqueue", "--service-id S [FILE|-]",
+	fs := cli.NewFlagSet("enqueue", "--service-id S [FILE|-]",
 		"Stores the batches of a serialized BatchList (from FILE, or standard input with - or no\nargument) for service_id S, after that service_id's earlier batches. Storing a batch again\nchanges nothing. Prints one line per batch: its id, its seq, and whether it was new.", stderr)
-	dbURL := dbFlag(fs)
+	dbURL := database.Flag(fs)
 	serviceID := fs.String("service-id", "", "the service_id the batches belong to (required)")
-	files, err := parseInterspersed(fs, args)
+	files, err := cli.ParseInterspersed(fs, args)
 	if err != nil {
 		return err
 	}
@@ -45,7 +47,7 @@ func runEnqueue(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if len(body) > ingest.MaxBodyDefault {
 		return fmt.Errorf("input is larger than %d bytes", ingest.MaxBodyDefault)
 	}
-	pool, err := openPool(ctx, *dbURL, 2)
+	pool, err := database.Open(ctx, *dbURL, 2)
 	if err != nil {
 		return err
 	}

@@ -6,6 +6,8 @@ import (
 	"io"
 	"time"
 
+	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/cli"
+	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/database"
 	"github.com/batchclaim/batchclaim/patterns/failover"
 )
 
@@ -30,15 +32,15 @@ func runFailover(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if len(args) > 0 && (args[0] == "-h" || args[0] == "--help" || args[0] == "help") {
 		return nil
 	}
-	return errUsage
+	return cli.ErrUsage
 }
 
 func failoverNode(ctx context.Context, args []string, _, stderr io.Writer) error {
-	fs := newFlagSet("failover node", "--shard S --node-id ID [flags]",
+	fs := cli.NewFlagSet("failover node", "--shard S --node-id ID [flags]",
 		"Runs one node of a shard until SIGTERM or SIGINT. The node's progress (last_txn_id) is the\n"+
 			"made-up --progress value. With --bootstrap, a shard that does not exist yet is created\n"+
 			"with this node as its primary at epoch 1; an existing shard's recorded decision wins.", stderr)
-	dbURL := dbFlag(fs)
+	dbURL := database.Flag(fs)
 	var cfg failover.Config
 	fs.StringVar(&cfg.Shard, "shard", "", "shard name (required)")
 	fs.StringVar(&cfg.NodeID, "node-id", "", "this node's id, the same across restarts (required)")
@@ -54,7 +56,7 @@ func failoverNode(ctx context.Context, args []string, _, stderr io.Writer) error
 	fs.BoolVar(&cfg.DisableListen, "no-listen", false, "poll the command queue only, without LISTEN/NOTIFY")
 	stallAt := fs.Int64("stall-after-decision-epoch", 0, "used by failover demo: after deciding a failover to this epoch, stop (holding the lock) until killed")
 	newLogger := logFlags(fs)
-	if err := parse(fs, args); err != nil {
+	if err := cli.Parse(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
@@ -76,7 +78,7 @@ func failoverNode(ctx context.Context, args []string, _, stderr io.Writer) error
 	if _, err := failover.New(nil, cfg); err != nil { // checks the configuration before connecting
 		return err
 	}
-	pool, err := openPool(ctx, *dbURL, 4)
+	pool, err := database.Open(ctx, *dbURL, 4)
 	if err != nil {
 		return err
 	}

@@ -15,6 +15,10 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/cli"
+	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/database"
+	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/redact"
+	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/subproc"
 	"github.com/batchclaim/batchclaim/internal/db"
 	"github.com/batchclaim/batchclaim/patterns/failover"
 )
@@ -56,7 +60,7 @@ func (s foSummary) violations() int {
 }
 
 func failoverDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("failover demo", "[flags]",
+	fs := cli.NewFlagSet("failover demo", "[flags]",
 		"A shard of four nodes (separate processes of this binary) with made-up progress values\n"+
 			"n1=1000 (the first primary), n2=950, n3=980, n4=970, on a throwaway database (DATABASE_URL\n"+
 			"if set, else local PostgreSQL binaries, else Docker). n1 is SIGKILLed and a replica fails\n"+
@@ -69,7 +73,7 @@ func failoverDemo(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	asJSON := fs.Bool("json", false, "print the summary as one JSON object on stdout (the story goes to stderr)")
 	keep := fs.Bool("keep", false, "keep the scratch database (and cluster) afterwards")
 	timeout := fs.Duration("timeout", 2*time.Minute, "give up after this long")
-	if err := parse(fs, args); err != nil {
+	if err := cli.Parse(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
@@ -82,12 +86,12 @@ func failoverDemo(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	sdb, err := newScratchDB(ctx, "batchclaim_failover", *keep, out, logger)
+	sdb, err := database.NewScratch(ctx, "batchclaim_failover", *keep, out, logger)
 	if err != nil {
 		return err
 	}
 	defer sdb.Close(ctx)
-	pool, err := openPool(ctx, sdb.URL, 4)
+	pool, err := database.Open(ctx, sdb.URL, 4)
 	if err != nil {
 		return err
 	}
@@ -96,18 +100,18 @@ func failoverDemo(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if err != nil {
 		return err
 	}
-	d := &foDemo{pool: pool, url: sdb.URL, logDir: logDir, out: out, kids: map[string]*child{}, start: time.Now()}
+	d := &foDemo{pool: pool, url: sdb.URL, logDir: logDir, out: out, kids: map[string]*subproc.Child{}, start: time.Now()}
 	defer d.stopAll()
 	sum, err := d.run(ctx)
 	if err != nil {
 		return fmt.Errorf("%w (node logs in %s)", err, logDir)
 	}
-	sum.Database = redact(sdb.URL)
-	if err := writeSummary(stdout, *asJSON, sum, sum.print); err != nil {
+	sum.Database = redact.URL(sdb.URL)
+	if err := cli.WriteSummary(stdout, *asJSON, sum, sum.print); err != nil {
 		return err
 	}
 	if sum.violations() > 0 {
-		return exitError{code: 1, msg: fmt.Sprintf("invariant violated: two_primaries=%d not_most_up_to_date=%d orphaned_failovers=%d lost_commands=%d (node logs in %s)",
+		return cli.ExitError{Code: 1, Msg: fmt.Sprintf("invariant violated: two_primaries=%d not_most_up_to_date=%d orphaned_failovers=%d lost_commands=%d (node logs in %s)",
 			sum.TwoPrimaries, sum.NotMostUpToDate, sum.OrphanedFailovers, sum.LostCommands, logDir)}
 	}
 	return nil
@@ -135,7 +139,7 @@ type foDemo struct {
 	url    string
 	logDir string
 	out    io.Writer
-	kids   map[string]*child
+	kids   map[string]*subproc.Child
 	faults []string
 	start  time.Time
 }
@@ -194,7 +198,7 @@ func (d *foDemo) run(ctx context.Context) (foSummary, error) {
 	}
 
 	// 4. The frozen primary runs again and finds the newer epoch.
-	if err := d.kids[stopped].signal(syscall.SIGCONT); err != nil {
+	if err := d.kids[stopped].Signal(syscall.SIGCONT); err != nil {
 		return foSummary{}, err
 	}
 	d.say("SIGCONT %s", stopped)
@@ -236,7 +240,7 @@ func (d *foDemo) startNode(id string) error {
 	if n.id == "n1" {
 		args = append(args, "--bootstrap")
 	}
-	k, err := startChild(id, filepath.Join(d.logDir, id+".log"), args...)
+	k, err := subproc.Start(id, filepath.Join(d.logDir, id+".log"), args...)
 	if err != nil {
 		return err
 	}
@@ -246,7 +250,7 @@ func (d *foDemo) startNode(id string) error {
 
 func (d *foDemo) fault(sig syscall.Signal, id, what string) {
 	name := map[syscall.Signal]string{syscall.SIGKILL: "SIGKILL", syscall.SIGSTOP: "SIGSTOP"}[sig]
-	_ = d.kids[id].signal(sig)
+	_ = d.kids[id].Signal(sig)
 	d.faults = append(d.faults, fmt.Sprintf("%s %s (%s)", name, id, what))
 	fmt.Fprintf(d.out, "\n>>> %s %s, %s\n", name, id, what)
 }
@@ -373,7 +377,7 @@ func (d *foDemo) summarize(ctx context.Context) (foSummary, error) {
 
 func (d *foDemo) stopAll() {
 	for _, k := range d.kids {
-		k.stop(5 * time.Second)
+		k.Stop(5 * time.Second)
 	}
 }
 

@@ -12,6 +12,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/cli"
+	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/database"
 	"github.com/batchclaim/batchclaim/patterns/heartbeat"
 )
 
@@ -39,11 +41,11 @@ func runHeartbeat(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if len(args) > 0 && (args[0] == "-h" || args[0] == "--help" || args[0] == "help") {
 		return nil
 	}
-	return errUsage
+	return cli.ErrUsage
 }
 
 func heartbeatRun(ctx context.Context, args []string, stderr io.Writer) error {
-	fs := newFlagSet("heartbeat run", "[flags]",
+	fs := cli.NewFlagSet("heartbeat run", "[flags]",
 		"Runs one heartbeat-service instance until SIGTERM or SIGINT. Every instance accepts\n"+
 			"POST /heartbeat (an ONAP VES heartbeat event: sourceName, eventName, lastEpochMicrosec)\n"+
 			"and stores it; the instance elected primary of --role is the active one: every\n"+
@@ -52,7 +54,7 @@ func heartbeatRun(ctx context.Context, args []string, stderr io.Writer) error {
 			"event to --webhook-url (at least once, in order per source). GET /active answers 200 on\n"+
 			"the active instance, 503 on a standby. Configure event types with\n"+
 			"`batchclaim heartbeat event-types`.", stderr)
-	dbURL := dbFlag(fs)
+	dbURL := database.Flag(fs)
 	var cfg heartbeat.Config
 	fs.StringVar(&cfg.Role, "role", heartbeat.RoleDefault, "election role whose primary is the active instance")
 	fs.StringVar(&cfg.Name, "name", "", "this instance's name (default <host>-<pid>)")
@@ -67,7 +69,7 @@ func heartbeatRun(ctx context.Context, args []string, stderr io.Writer) error {
 	listen := fs.String("listen", "127.0.0.1:8090", "HTTP address for POST /heartbeat, GET /active and /healthz")
 	insecure := fs.Bool("insecure-listen", false, "allow a --listen address other hosts can reach (anyone reaching it can send heartbeats)")
 	newLogger := logFlags(fs)
-	if err := parse(fs, args); err != nil {
+	if err := cli.Parse(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
@@ -87,7 +89,7 @@ func heartbeatRun(ctx context.Context, args []string, stderr io.Writer) error {
 			"source_name", e.SourceName, "episode", e.Episode, "reason", e.Reason, "event_id", e.ID)
 		return nil
 	}
-	pool, err := openPool(ctx, *dbURL, 8)
+	pool, err := database.Open(ctx, *dbURL, 8)
 	if err != nil {
 		return err
 	}
@@ -117,7 +119,7 @@ func heartbeatRun(ctx context.Context, args []string, stderr io.Writer) error {
 }
 
 func heartbeatEventTypes(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("heartbeat event-types", "show | set FILE|- | add --name N --interval D --missed-count K | remove NAME",
+	fs := cli.NewFlagSet("heartbeat event-types", "show | set FILE|- | add --name N --interval D --missed-count K | remove NAME",
 		"Shows or changes the event-type configuration while instances run. set replaces the whole\n"+
 			"configuration with a JSON list, e.g.\n"+
 			`  [{"eventName": "Heartbeat_vDNS", "interval": "60s", "missedCount": 3,`+"\n"+
@@ -125,21 +127,21 @@ func heartbeatEventTypes(ctx context.Context, args []string, stdout, stderr io.W
 			"(every entry is marked invalid, the listed ones written and marked valid, in one\n"+
 			"transaction); the active instance then clears the open events of the removed types and\n"+
 			"deletes them. add and remove change one entry.", stderr)
-	dbURL := dbFlag(fs)
+	dbURL := database.Flag(fs)
 	asJSON := fs.Bool("json", false, "show: print JSON")
 	var t heartbeat.EventType
 	fs.StringVar(&t.Name, "name", "", "add: the eventName")
 	fs.DurationVar(&t.Interval, "interval", 0, "add: the interval between heartbeats")
 	fs.IntVar(&t.MissedCount, "missed-count", 0, "add: consecutive misses that raise an event")
-	pos, err := parseInterspersed(fs, args)
+	pos, err := cli.ParseInterspersed(fs, args)
 	if err != nil {
 		return err
 	}
 	if len(pos) == 0 {
 		fs.Usage()
-		return errUsage
+		return cli.ErrUsage
 	}
-	pool, err := openPool(ctx, *dbURL, 2)
+	pool, err := database.Open(ctx, *dbURL, 2)
 	if err != nil {
 		return err
 	}
@@ -187,5 +189,5 @@ func heartbeatEventTypes(ctx context.Context, args []string, stdout, stderr io.W
 		return heartbeat.RemoveEventType(ctx, pool, pos[1])
 	}
 	fs.Usage()
-	return errUsage
+	return cli.ErrUsage
 }

@@ -20,6 +20,10 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/cli"
+	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/database"
+	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/redact"
+	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/subproc"
 	"github.com/batchclaim/batchclaim/patterns/election"
 	"github.com/batchclaim/batchclaim/patterns/heartbeat"
 )
@@ -196,7 +200,7 @@ type hbDemo struct {
 	logDir  string
 	addrs   []string
 	names   []string
-	kids    map[string]*child
+	kids    map[string]*subproc.Child
 	sources []*hbDemoSource
 	hook    *hbWebhook
 	client  *http.Client
@@ -207,7 +211,7 @@ type hbDemo struct {
 }
 
 func heartbeatDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("heartbeat demo", "[flags]",
+	fs := cli.NewFlagSet("heartbeat demo", "[flags]",
 		"Active/standby with missed-heartbeat events, with faults, on a throwaway database: starts\n"+
 			"instances of `batchclaim heartbeat run` as separate processes and a control-loop webhook\n"+
 			"(which refuses every 7th POST), then simulated sources post VES heartbeats to any live\n"+
@@ -220,7 +224,7 @@ func heartbeatDemo(ctx context.Context, args []string, stdout, stderr io.Writer)
 	instances := fs.Int("instances", 3, "heartbeat-service instances (at least 2)")
 	asJSON := fs.Bool("json", false, "print the summary as one JSON object on stdout (the progress goes to stderr)")
 	keep := fs.Bool("keep", false, "keep the scratch database (and cluster) afterwards")
-	if err := parse(fs, args); err != nil {
+	if err := cli.Parse(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
@@ -235,29 +239,29 @@ func heartbeatDemo(ctx context.Context, args []string, stdout, stderr io.Writer)
 	}
 	started := time.Now()
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	db, err := newScratchDB(ctx, "batchclaim_hb_demo", *keep, out, logger)
+	db, err := database.NewScratch(ctx, "batchclaim_hb_demo", *keep, out, logger)
 	if err != nil {
 		return err
 	}
 	defer db.Close(ctx)
-	pool, err := openPool(ctx, db.URL, 8)
+	pool, err := database.Open(ctx, db.URL, 8)
 	if err != nil {
 		return err
 	}
 	defer pool.Close()
-	d := &hbDemo{pool: pool, out: out, kids: map[string]*child{}, sources: hbDemoSources(),
+	d := &hbDemo{pool: pool, out: out, kids: map[string]*subproc.Child{}, sources: hbDemoSources(),
 		hook:   &hbWebhook{got: map[string]int{}},
 		client: &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 32}}}
-	d.sum.Database, d.sum.Instances, d.sum.Sources = redact(db.URL), *instances, len(d.sources)
+	d.sum.Database, d.sum.Instances, d.sum.Sources = redact.URL(db.URL), *instances, len(d.sources)
 	if err := d.run(ctx, *instances); err != nil {
 		return err
 	}
 	d.sum.DurationSeconds = time.Since(started).Seconds()
-	if err := writeSummary(stdout, *asJSON, d.sum, d.sum.print); err != nil {
+	if err := cli.WriteSummary(stdout, *asJSON, d.sum, d.sum.print); err != nil {
 		return err
 	}
 	if n := d.sum.violations(); n > 0 {
-		return exitError{code: 1, msg: fmt.Sprintf("invariant violated: lost_raises=%d duplicate_raises=%d lost_clears=%d raised_by_standby=%d spurious_raises=%d undelivered=%d",
+		return cli.ExitError{Code: 1, Msg: fmt.Sprintf("invariant violated: lost_raises=%d duplicate_raises=%d lost_clears=%d raised_by_standby=%d spurious_raises=%d undelivered=%d",
 			d.sum.LostRaises, d.sum.DuplicateRaises, d.sum.LostClears, d.sum.RaisedByStandby, d.sum.SpuriousRaises, d.sum.Undelivered)}
 	}
 	return nil
@@ -286,16 +290,16 @@ func (d *hbDemo) run(ctx context.Context, instances int) error {
 		instances, hbElectionInterval, hbElectionTimeout, hbStepInterval, len(d.sources), ln.Addr(), d.logDir)
 	defer func() {
 		for _, k := range d.kids {
-			k.stop(5 * time.Second)
+			k.Stop(5 * time.Second)
 		}
 	}()
 	for i := 1; i <= instances; i++ {
 		name := fmt.Sprintf("hb-%d", i)
-		addr, err := freeAddr()
+		addr, err := subproc.FreeAddr()
 		if err != nil {
 			return err
 		}
-		k, err := startChild(name, filepath.Join(d.logDir, name+".log"), "heartbeat", "run", "--database-url", d.pool.Config().ConnString(),
+		k, err := subproc.Start(name, filepath.Join(d.logDir, name+".log"), "heartbeat", "run", "--database-url", d.pool.Config().ConnString(),
 			"--name", name, "--listen", addr, "--election-interval", hbElectionInterval.String(), "--election-timeout", hbElectionTimeout.String(),
 			"--step-interval", hbStepInterval.String(), "--delivery-interval", "200ms", "--webhook-url", "http://"+ln.Addr().String(),
 			"--retry-base", "100ms", "--retry-max", "500ms", "--log-level", "info")
@@ -331,8 +335,8 @@ func (d *hbDemo) waitReady(ctx context.Context) error {
 			return nil
 		}
 		for name, k := range d.kids {
-			if k.exited() {
-				return fmt.Errorf("%s exited at start (%v); see %s", name, k.err, filepath.Join(d.logDir, name+".log"))
+			if k.Exited() {
+				return fmt.Errorf("%s exited at start (%v); see %s", name, k.Err, filepath.Join(d.logDir, name+".log"))
 			}
 		}
 		if time.Now().After(deadline) {
@@ -404,7 +408,7 @@ func (d *hbDemo) timeline(ctx context.Context) error {
 			if k == nil {
 				return fmt.Errorf("the active instance %q is not one of the demo's", killed)
 			}
-			if err := k.signal(syscall.SIGKILL); err != nil {
+			if err := k.Signal(syscall.SIGKILL); err != nil {
 				return err
 			}
 			killedAt = time.Now()
@@ -437,8 +441,8 @@ func (d *hbDemo) timeline(ctx context.Context) error {
 			d.progress(ctx, t, active)
 		}
 		for name, k := range d.kids {
-			if name != killed && k.exited() {
-				return fmt.Errorf("%s exited unexpectedly (%v); see %s", name, k.err, d.logDir)
+			if name != killed && k.Exited() {
+				return fmt.Errorf("%s exited unexpectedly (%v); see %s", name, k.Err, d.logDir)
 			}
 		}
 	}

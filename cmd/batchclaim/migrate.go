@@ -6,26 +6,28 @@ import (
 	"io"
 	"strconv"
 
+	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/cli"
+	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/database"
 	"github.com/batchclaim/batchclaim/migrations"
 )
 
 func runMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("migrate", "up | down [N] | version [flags]",
+	fs := cli.NewFlagSet("migrate", "up | down [N] | version [flags]",
 		"Applies the embedded schema migrations (up), reverts N of them (down N; down alone reverts\none, down 0 reverts all), or prints the applied version (version).", stderr)
-	dbURL := dbFlag(fs)
-	rest, err := parseInterspersed(fs, args)
+	dbURL := database.Flag(fs)
+	rest, err := cli.ParseInterspersed(fs, args)
 	if err != nil {
 		return err
 	}
 	if len(rest) == 0 {
 		fs.Usage()
-		return errUsage
+		return cli.ErrUsage
 	}
 	action, rest := rest[0], rest[1:]
 	if action != "up" && action != "down" && action != "version" {
 		return fmt.Errorf("unknown action %q: want up, down [N] or version", action)
 	}
-	if err := checkURL(ctx, *dbURL); err != nil {
+	if err := database.CheckURL(ctx, *dbURL); err != nil {
 		return err
 	}
 	if len(rest) > 1 || (len(rest) == 1 && action != "down") {

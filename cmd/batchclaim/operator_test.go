@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/batchclaim/batchclaim/claims"
+	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/cli"
 
 	"github.com/batchclaim/batchclaim/internal/dbtest"
 )
@@ -61,7 +62,7 @@ func TestCheckEnv(t *testing.T) {
 		{[]string{"BATCHCLAIM_CLAIM=3"}, "environment BATCHCLAIM_CLAIM: no flag of status reads it (did you mean BATCHCLAIM_CLAIMS?)"},
 		{[]string{"BATCHCLAIM_NOTHING_LIKE_IT=1"}, "environment BATCHCLAIM_NOTHING_LIKE_IT: no flag of status reads it"},
 	} {
-		err := checkEnv(fs, tt.env)
+		err := cli.CheckEnv(fs, tt.env)
 		switch {
 		case tt.want == "" && err != nil:
 			t.Errorf("%v: %v, want accepted", tt.env, err)
@@ -69,7 +70,7 @@ func TestCheckEnv(t *testing.T) {
 			t.Errorf("%v: %v, want %q", tt.env, err, tt.want)
 		}
 	}
-	if err := checkEnv(newRunFlags(io.Discard).fs, []string{"BATCHCLAIM_EXPIRY1=3s"}); err == nil ||
+	if err := cli.CheckEnv(newRunFlags(io.Discard).fs, []string{"BATCHCLAIM_EXPIRY1=3s"}); err == nil ||
 		err.Error() != "environment BATCHCLAIM_EXPIRY1: no flag of run reads it (did you mean BATCHCLAIM_EXPIRY_1?)" {
 		t.Errorf("run with BATCHCLAIM_EXPIRY1: %v", err)
 	}
@@ -92,7 +93,7 @@ func TestDeployEnvAccepted(t *testing.T) {
 	if err != nil || len(env) == 0 {
 		t.Fatalf("deploy/: %v, %d variables", err, len(env))
 	}
-	if err := checkEnv(newRunFlags(io.Discard).fs, env); err != nil {
+	if err := cli.CheckEnv(newRunFlags(io.Discard).fs, env); err != nil {
 		t.Error(err)
 	}
 }

@@ -12,11 +12,11 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/pgbouncer"
 	"github.com/batchclaim/batchclaim/dlt"
 	"github.com/batchclaim/batchclaim/ingest"
 	"github.com/batchclaim/batchclaim/internal/dbtest"
 	"github.com/batchclaim/batchclaim/internal/history"
-	"github.com/batchclaim/batchclaim/internal/pgbouncer"
 )
 
 // poolerRunArgs are the run flags an instance needs behind a transaction-mode pooler, beyond

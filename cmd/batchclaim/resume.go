@@ -10,30 +10,32 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/batchclaim/batchclaim"
+	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/cli"
+	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/database"
 	"github.com/batchclaim/batchclaim/observer"
 )
 
 // runResume lifts the halt of a service_id through observer.Resume, the call behind the status
 // page's Resume button.
 func runResume(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("resume", "SERVICE_ID [flags]",
+	fs := cli.NewFlagSet("resume", "SERVICE_ID [flags]",
 		"Lifts the halt of a service_id stopped by an INVALID batch (run --halt-on-invalid), as the\n"+
 			"status page's Resume button does: whichever instance holds its claim sends its next batch\n"+
 			"from its next cycle on. The INVALID batch stays INVALID. Exit 1 if it was not halted.", stderr)
-	dbURL := dbFlag(fs)
-	rest, err := parseInterspersed(fs, args)
+	dbURL := database.Flag(fs)
+	rest, err := cli.ParseInterspersed(fs, args)
 	if err != nil {
 		return err
 	}
 	if len(rest) != 1 {
 		fmt.Fprintf(stderr, "batchclaim resume: give one SERVICE_ID; see batchclaim resume --help\n")
-		return errUsage
+		return cli.ErrUsage
 	}
 	id := rest[0]
 	if err := batchclaim.ValidateServiceID(id); err != nil {
 		return fmt.Errorf("service_id %q: %w", id, err)
 	}
-	pool, err := openPool(ctx, *dbURL, 1)
+	pool, err := database.Open(ctx, *dbURL, 1)
 	if err != nil {
 		return err
 	}

@@ -15,6 +15,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/batchclaim/batchclaim/claims"
+	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/cli"
+	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/database"
+	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/redact"
 	"github.com/batchclaim/batchclaim/dlt"
 	"github.com/batchclaim/batchclaim/ingest"
 	"github.com/batchclaim/batchclaim/internal/httpauth"
@@ -86,12 +89,12 @@ type runFlags struct {
 
 func newRunFlags(stderr io.Writer) *runFlags {
 	f := &runFlags{}
-	fs := newFlagSet("run", "[flags]",
+	fs := cli.NewFlagSet("run", "[flags]",
 		"Runs one instance: registers it, keeps its lease, claims its fair share of service_ids,\n"+
 			"submits their batches to the ledger in order and records every status, until SIGTERM or\n"+
 			"SIGINT; then it stops taking work, lets submissions in flight finish and releases its\n"+
 			"claims. Every flag can also be set through BATCHCLAIM_<FLAG> (e.g. BATCHCLAIM_EXPIRY_1=3s).", stderr)
-	f.dbURL = dbFlag(fs)
+	f.dbURL = database.Flag(fs)
 	cfg := &f.cfg
 	fs.StringVar(&cfg.Claims.Name, "instance-name", "", "name shown by status (default <host>-<pid>)")
 	timingFlags(fs, &cfg.Claims)
@@ -145,7 +148,7 @@ func runDaemon(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	dbURL, dltURL, flavor, circuit, service, auth, authFile := f.dbURL, f.dltURL, f.flavor, f.circuit, f.service, f.auth, f.authFile
 	dltCA, dltCert, dltKey, tokenFile, allowedHosts := f.dltCA, f.dltCert, f.dltKey, f.tokenFile, f.allowedHosts
 	insecure, notify, claimsOnly, dbMaxConns, newLogger := f.insecure, f.notify, f.claimsOnly, f.dbMaxConns, f.newLogger
-	if err := parse(fs, args); err != nil {
+	if err := cli.Parse(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
@@ -241,7 +244,7 @@ func runDaemon(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	var stmts *stmtMetric
 	cfg.Registry, stmts = runRegistry()
 	pooled := false
-	pool, err := openPoolNoted(ctx, *dbURL, int32(*dbMaxConns), func(msg string) { pooled = true; logger.Warn(msg) },
+	pool, err := database.OpenNoted(ctx, *dbURL, int32(*dbMaxConns), func(msg string) { pooled = true; logger.Warn(msg) },
 		stmts.attach, func(pc *pgxpool.Config) { claims.ConfigurePool(pc, timings) })
 	if err != nil {
 		return err
@@ -269,7 +272,7 @@ func runDaemon(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	bound, limit := setMemoryLimit(*cfg, int32(*dbMaxConns))
 	registerGuardMetrics(cfg.Registry, n.Engine())
 	logger.Info("starting", "instance_id", n.Engine().InstanceID().String(), "name", n.Engine().Name(), "pid", os.Getpid(),
-		"version", version, "database", redact(*dbURL), "dlt", redact(*dltURL), "flavor", *flavor,
+		"version", version, "database", redact.URL(*dbURL), "dlt", redact.URL(*dltURL), "flavor", *flavor,
 		"renew_interval", timings.RenewInterval, "local_deadline", timings.LocalDeadline,
 		"expiry_1", timings.Expiry1, "expiry_2", timings.Expiry2, "submit_timeout", timings.MaxSubmission,
 		"stop_budget", node.StopBudget(timings), "workers", cfg.Workers, "db_max_conns", *dbMaxConns,

@@ -13,6 +13,11 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/cli"
+	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/database"
+	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/redact"
+	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/subproc"
 )
 
 // runSingleflight is `batchclaim singleflight demo` (and the demo's hidden worker).
@@ -33,7 +38,7 @@ func runSingleflight(ctx context.Context, args []string, stdout, stderr io.Write
 	if len(args) > 0 && (args[0] == "-h" || args[0] == "--help" || args[0] == "help") {
 		return nil
 	}
-	return errUsage
+	return cli.ErrUsage
 }
 
 // sfDemoConfig shapes `batchclaim singleflight demo`.
@@ -77,7 +82,7 @@ type sfSummary struct {
 const sfVictimKey = "slow-key"
 
 func sfDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("singleflight demo", "[flags]",
+	fs := cli.NewFlagSet("singleflight demo", "[flags]",
 		"Per-key single-flight on a throwaway database (DATABASE_URL if set, else a throwaway\n"+
 			"cluster from local PostgreSQL binaries, else a Docker container). Starts --processes\n"+
 			"workers (this binary, separate OS processes) whose callers Get the same keys; the\n"+
@@ -95,7 +100,7 @@ func sfDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	fs.DurationVar(&c.lease, "lease", 1500*time.Millisecond, "fetch lease (a waiter takes over this long after the fetcher's last renewal)")
 	fs.BoolVar(&c.asJSON, "json", false, "print the summary as one JSON object on stdout (progress goes to stderr)")
 	fs.BoolVar(&c.keep, "keep", false, "keep the scratch database (and cluster) afterwards")
-	if err := parse(fs, args); err != nil {
+	if err := cli.Parse(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
@@ -112,15 +117,15 @@ func sfDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err != nil {
 		return err
 	}
-	if err := writeSummary(stdout, c.asJSON, sum, sum.print); err != nil {
+	if err := cli.WriteSummary(stdout, c.asJSON, sum, sum.print); err != nil {
 		return err
 	}
 	if sum.ParallelFetches > 0 || sum.LostResults > 0 || sum.StaleOverwrites > 0 || sum.EpochsReused > 0 {
-		return exitError{code: 1, msg: fmt.Sprintf("invariant violated: parallel_fetches=%d lost_results=%d stale_overwrites=%d epochs_reused=%d",
+		return cli.ExitError{Code: 1, Msg: fmt.Sprintf("invariant violated: parallel_fetches=%d lost_results=%d stale_overwrites=%d epochs_reused=%d",
 			sum.ParallelFetches, sum.LostResults, sum.StaleOverwrites, sum.EpochsReused)}
 	}
 	if sum.TakeoverEpoch == 0 {
-		return exitError{code: 1, msg: "no waiter took over the killed fetcher's lease"}
+		return cli.ExitError{Code: 1, Msg: "no waiter took over the killed fetcher's lease"}
 	}
 	return nil
 }
@@ -128,12 +133,12 @@ func sfDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 func sfRunDemo(ctx context.Context, c sfDemoConfig, out io.Writer) (sfSummary, error) {
 	start := time.Now()
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	sdb, err := newScratchDB(ctx, "batchclaim_sf", c.keep, out, logger)
+	sdb, err := database.NewScratch(ctx, "batchclaim_sf", c.keep, out, logger)
 	if err != nil {
 		return sfSummary{}, err
 	}
 	defer sdb.Close(ctx)
-	pool, err := openPool(ctx, sdb.URL, 4)
+	pool, err := database.Open(ctx, sdb.URL, 4)
 	if err != nil {
 		return sfSummary{}, err
 	}
@@ -148,10 +153,10 @@ func sfRunDemo(ctx context.Context, c sfDemoConfig, out io.Writer) (sfSummary, e
 	fmt.Fprintf(out, "%d workers x %d callers, %d keys + %q; source takes %s, TTL %s, fetch lease %s; logs in %s\n",
 		c.processes, c.callers, c.keys, sfVictimKey, c.fetchTime, c.ttl, c.lease, logDir)
 
-	kids := map[string]*child{}
+	kids := map[string]*subproc.Child{}
 	defer func() {
 		for _, k := range kids {
-			k.stop(5 * time.Second)
+			k.Stop(5 * time.Second)
 		}
 	}()
 	startWorker := func(name string, hang bool) error {
@@ -161,7 +166,7 @@ func sfRunDemo(ctx context.Context, c sfDemoConfig, out io.Writer) (sfSummary, e
 		if hang {
 			args = append(args, "--hang-key", sfVictimKey)
 		}
-		k, err := startChild(name, filepath.Join(logDir, name+".log"), args...)
+		k, err := subproc.Start(name, filepath.Join(logDir, name+".log"), args...)
 		if err != nil {
 			return err
 		}
@@ -201,10 +206,10 @@ func sfRunDemo(ctx context.Context, c sfDemoConfig, out io.Writer) (sfSummary, e
 	}
 
 	// 3. SIGKILL the fetcher mid-fetch. Its source calls end when it is dead.
-	if err := kids[victim].signal(syscall.SIGKILL); err != nil {
+	if err := kids[victim].Signal(syscall.SIGKILL); err != nil {
 		return sfSummary{}, err
 	}
-	<-kids[victim].done
+	<-kids[victim].Done()
 	var killedAt time.Time
 	if err := pool.QueryRow(ctx, `SELECT clock_timestamp()`).Scan(&killedAt); err != nil {
 		return sfSummary{}, err
@@ -219,26 +224,26 @@ func sfRunDemo(ctx context.Context, c sfDemoConfig, out io.Writer) (sfSummary, e
 		select {
 		case <-ctx.Done():
 			return sfSummary{}, ctx.Err()
-		case <-k.done:
+		case <-k.Done():
 		case <-time.After(c.duration + 2*time.Minute):
 			return sfSummary{}, fmt.Errorf("%s did not finish; see %s", name, logDir)
 		}
-		if k.err != nil {
-			return sfSummary{}, fmt.Errorf("%s failed (%v); see %s", name, k.err, filepath.Join(logDir, name+".log"))
+		if k.Err != nil {
+			return sfSummary{}, fmt.Errorf("%s failed (%v); see %s", name, k.Err, filepath.Join(logDir, name+".log"))
 		}
 	}
 	sum, err := sfCheck(ctx, pool, victim, killedAt, killedEpoch)
 	if err != nil {
 		return sfSummary{}, err
 	}
-	sum.Processes, sum.Keys, sum.Database = c.processes, c.keys+1, redact(sdb.URL)
+	sum.Processes, sum.Keys, sum.Database = c.processes, c.keys+1, redact.URL(sdb.URL)
 	sum.LeaseSeconds, sum.TTLSeconds, sum.FetchSeconds = c.lease.Seconds(), c.ttl.Seconds(), c.fetchTime.Seconds()
 	sum.DurationSeconds = time.Since(start).Seconds()
 	return sum, nil
 }
 
 // sfPoll polls cond every 100ms until it holds, a worker exits, or timeout passes.
-func sfPoll(ctx context.Context, timeout time.Duration, what string, kids map[string]*child, cond func() (bool, error)) error {
+func sfPoll(ctx context.Context, timeout time.Duration, what string, kids map[string]*subproc.Child, cond func() (bool, error)) error {
 	deadline := time.Now().Add(timeout)
 	for {
 		ok, err := cond()
@@ -246,8 +251,8 @@ func sfPoll(ctx context.Context, timeout time.Duration, what string, kids map[st
 			return err
 		}
 		for name, k := range kids {
-			if k.exited() {
-				return fmt.Errorf("%s exited (%v) while waiting for %s", name, k.err, what)
+			if k.Exited() {
+				return fmt.Errorf("%s exited (%v) while waiting for %s", name, k.Err, what)
 			}
 		}
 		if time.Now().After(deadline) {

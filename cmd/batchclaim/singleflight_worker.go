@@ -14,14 +14,16 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/cli"
+	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/database"
 	"github.com/batchclaim/batchclaim/patterns/singleflight"
 )
 
 // sfWorker is one process of `singleflight demo`: callers Get the demo's keys through a
 // shared Cache whose slow fake source records every call in the database.
 func sfWorker(ctx context.Context, args []string, _, stderr io.Writer) error {
-	fs := newFlagSet("singleflight worker", "[flags]", "One worker process of `batchclaim singleflight demo`.", stderr)
-	dbURL := dbFlag(fs)
+	fs := cli.NewFlagSet("singleflight worker", "[flags]", "One worker process of `batchclaim singleflight demo`.", stderr)
+	dbURL := database.Flag(fs)
 	name := fs.String("name", "worker", "this worker's name in the demo's record")
 	keys := fs.Int("keys", 6, "keys besides "+sfVictimKey)
 	callers := fs.Int("callers", 3, "concurrent callers of Get")
@@ -30,11 +32,11 @@ func sfWorker(ctx context.Context, args []string, _, stderr io.Writer) error {
 	ttl := fs.Duration("ttl", 2*time.Second, "how long a fetched value is fresh")
 	lease := fs.Duration("lease", 1500*time.Millisecond, "fetch lease")
 	hangKey := fs.String("hang-key", "", "a key whose source call never returns in this worker")
-	if err := parse(fs, args); err != nil {
+	if err := cli.Parse(fs, args); err != nil {
 		return err
 	}
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	pool, err := openPool(ctx, *dbURL, int32(*callers+4))
+	pool, err := database.Open(ctx, *dbURL, int32(*callers+4))
 	if err != nil {
 		return err
 	}

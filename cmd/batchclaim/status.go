@@ -16,20 +16,22 @@ import (
 
 	"github.com/batchclaim/batchclaim"
 	"github.com/batchclaim/batchclaim/claims"
+	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/cli"
+	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/database"
 	"github.com/batchclaim/batchclaim/internal/db"
 )
 
 func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("status", "[flags]",
+	fs := cli.NewFlagSet("status", "[flags]",
 		"Shows the registered instances (heartbeat age by the database clock, lease phase, claims\nheld), the number of service_ids and how many are unclaimed, batches by state, the service_ids\nwith unfinished batches (oldest first), halted service_ids and the retention job's last run.", stderr)
-	dbURL := dbFlag(fs)
+	dbURL := database.Flag(fs)
 	asJSON := fs.Bool("json", false, "print one JSON object instead of tables")
 	listClaims := fs.Int("claims", 0, "also list up to N claims with their effective expiries (-1: all)")
 	listServices := fs.Int("services", 20, "list up to N service_ids with unfinished batches, oldest first (-1: all)")
-	if err := parse(fs, args); err != nil {
+	if err := cli.Parse(fs, args); err != nil {
 		return err
 	}
-	pool, err := openPool(ctx, *dbURL, 2)
+	pool, err := database.Open(ctx, *dbURL, 2)
 	if err != nil {
 		return err
 	}

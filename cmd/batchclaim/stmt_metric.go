@@ -36,7 +36,7 @@ func newStmtMetric() *stmtMetric {
 	})}
 }
 
-// attach is an openPool option: it sets the tracer on the pool's connections.
+// attach is a database.Open option: it sets the tracer on the pool's connections.
 func (m *stmtMetric) attach(cfg *pgxpool.Config) { cfg.ConnConfig.Tracer = m }
 
 func (m *stmtMetric) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
@@ -72,7 +72,7 @@ func runRegistry() (*prometheus.Registry, *stmtMetric) {
 }
 
 // flagGiven reports whether a flag was set, on the command line or through its environment
-// variable (parse sets those through the FlagSet too).
+// variable (cli.Parse sets those through the FlagSet too).
 func flagGiven(fs *flag.FlagSet, name string) bool {
 	given := false
 	fs.Visit(func(f *flag.Flag) { given = given || f.Name == name })

@@ -9,25 +9,27 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/cli"
+	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/database"
 	"github.com/batchclaim/batchclaim/internal/httpguard"
 	"github.com/batchclaim/batchclaim/node"
 	"github.com/batchclaim/batchclaim/ui"
 )
 
 func runUI(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("ui", "[flags]",
+	fs := cli.NewFlagSet("ui", "[flags]",
 		"Serves the live status page (instances, claims, unfinished batches, recent transitions and\n"+
 			"takeovers, halted service_ids) from the database alone, without running an instance.\n"+
 			"The page's one write, resuming a halted service_id, needs a bearer token from\n"+
 			"--auth-token-file when one is given.", stderr)
-	dbURL := dbFlag(fs)
+	dbURL := database.Flag(fs)
 	listen := fs.String("listen", "127.0.0.1:8090", "HTTP address of the page")
 	tokenFile := fs.String("auth-token-file", "", "file of bearer tokens (one a line) required to resume a halted service_id (reloaded on SIGHUP)")
 	insecure := fs.Bool("insecure-listen", false, "allow a non-loopback --listen without --auth-token-file")
 	allowedHosts := allowedHostsFlag(fs)
 	refresh := fs.Duration("refresh", ui.RefreshDefault, "how often the page refreshes")
 	newLogger := logFlags(fs)
-	if err := parse(fs, args); err != nil {
+	if err := cli.Parse(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
@@ -49,7 +51,7 @@ func runUI(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	warnReachable(logger, *listen, tokens != nil, true) // no TLS of its own: tokens are expected to travel through TLS in front
-	pool, err := openPool(ctx, *dbURL, 4)
+	pool, err := database.Open(ctx, *dbURL, 4)
 	if err != nil {
 		return err
 	}

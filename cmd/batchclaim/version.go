@@ -7,6 +7,8 @@ import (
 	"io"
 	"runtime"
 	"runtime/debug"
+
+	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/cli"
 )
 
 // release is this source tree's release number: the one place it is written. A binary reports
@@ -21,8 +23,10 @@ var version = readVersion().short()
 // versionInfo describes this binary.
 type versionInfo struct {
 	Release string `json:"release"`
-	// Module is the main module's path and version: a tag (v0.1.0) for `go install ...@v0.1.0`,
-	// a pseudo-version or "(devel)" for a build from a work tree.
+	// Module is the main module's path (github.com/batchclaim/batchclaim/cmd/batchclaim) and
+	// version: a pseudo-version naming the commit, or "(devel)" without a VCS stamp. A build is
+	// always from a work tree: the go.mod replaces the library by the tree's root, so
+	// `go install ...@VERSION` is refused.
 	Module        string `json:"module"`
 	ModuleVersion string `json:"module_version"`
 	// Commit, CommitTime and Modified come from the VCS stamp of `go build` (empty without one,
@@ -66,10 +70,10 @@ func (v versionInfo) short() string {
 }
 
 func runVersion(_ context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("version", "[flags]",
+	fs := cli.NewFlagSet("version", "[flags]",
 		"Prints the release, the module version and the commit this binary was built from.", stderr)
 	asJSON := fs.Bool("json", false, "print one JSON object")
-	if err := parse(fs, args); err != nil {
+	if err := cli.Parse(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {

@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/batchclaim/batchclaim/claims"
+	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/database"
 	"github.com/batchclaim/batchclaim/dlt"
 	"github.com/batchclaim/batchclaim/dlt/dltsim"
 )
@@ -90,12 +91,12 @@ func benchManyClaims(ctx context.Context, c manyClaimsConfig, info io.Writer) (m
 	r := manyClaimsResult{Scenario: "many-claims", Claims: c.claims, LastKeys: c.last, RunArgs: shownArgs(c.runFlags),
 		FirstLimitS: c.firstLimit.Seconds(), LastLimitS: c.limit.Seconds(), Method: manyClaimsMethod}
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	db, err := newScratchDB(ctx, "batchclaim_bench_many_claims", c.keep, info, logger)
+	db, err := database.NewScratch(ctx, "batchclaim_bench_many_claims", c.keep, info, logger)
 	if err != nil {
 		return r, err
 	}
 	defer db.Close(ctx)
-	admin, err := openPool(ctx, db.URL, 2)
+	admin, err := database.Open(ctx, db.URL, 2)
 	if err != nil {
 		return r, err
 	}
@@ -140,8 +141,8 @@ func benchManyClaims(ctx context.Context, c manyClaimsConfig, info io.Writer) (m
 		return r, err
 	}
 	fmt.Fprintf(info, "many-claims: last %d keys: %d submitted, %d committed in %.1f s\n", c.last, r.Last.Submitted, r.Last.Committed, r.Last.Seconds)
-	if k := f.kids[0]; k.exited() {
-		return r, fmt.Errorf("%s exited during the run (%v); see %s", k.name, k.err, logDir)
+	if k := f.kids[0]; k.Exited() {
+		return r, fmt.Errorf("%s exited during the run (%v); see %s", k.Name, k.Err, logDir)
 	}
 	r.Seconds = round3(time.Since(began).Seconds())
 	f.stopAll()

@@ -8,7 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/batchclaim/batchclaim/internal/patroni"
+	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/patroni"
 	"github.com/batchclaim/batchclaim/internal/pgsource"
 	"github.com/batchclaim/batchclaim/migrations"
 )

@@ -1,4 +1,8 @@
-package main
+// Package bench is `batchclaim bench`: the job-runner and ledger paths, idle latency, many
+// claims, failover, scale, churn and the claim cycle, measured on scratch databases with
+// instances in this process or as `batchclaim run` processes of this same binary. See
+// docs/performance.md.
+package bench
 
 import (
 	"context"
@@ -16,6 +20,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/batchclaim/batchclaim/claims"
+	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/cli"
+	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/database"
 	"github.com/batchclaim/batchclaim/submitter"
 )
 
@@ -45,8 +51,10 @@ type benchTotals struct {
 // benchScenarios are the scenarios of `batchclaim bench`, in the order `all` runs them.
 var benchScenarios = []string{"jobs", "serial", "ledger", "defaults", "latency", "many-claims", "failover", "scale", "churn", "cycle"}
 
-func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("bench", "[--scenario jobs|serial|ledger|defaults|latency|many-claims|failover|scale|churn|cycle|all] [--json] [flags]",
+// Command is `batchclaim bench`: it measures the scenarios args choose, each on scratch
+// databases, and writes the results to stdout (one JSON object a line with --json).
+func Command(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := cli.NewFlagSet("bench", "[--scenario jobs|serial|ledger|defaults|latency|many-claims|failover|scale|churn|cycle|all] [--json] [flags]",
 		"Measures batchclaim on scratch databases (DATABASE_URL, else a throwaway local cluster):\n\n"+
 			"  jobs      the job-runner path: --nodes nodes in this process, --keys x --per-key jobs stored\n"+
 			"            up front, a Submitter that does nothing. Jobs per second, stored-to-done latency,\n"+
@@ -144,20 +152,20 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	serviceIDs := fs.Int("service-ids", 2000, "cycle: service_ids")
 	duration := fs.Duration("duration", 10*time.Second, "cycle: length of the steady phase")
 	cpuProfile := fs.String("cpu-profile", "", "write a CPU profile of this process over the scenarios to this file (go tool pprof)")
-	if err := parse(fs, args); err != nil {
+	if err := cli.Parse(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
-		return errorf("unexpected argument %q", fs.Arg(0))
+		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
 	if *cpuProfile != "" {
 		f, err := os.Create(*cpuProfile)
 		if err != nil {
-			return errorf("--cpu-profile: %v", err)
+			return fmt.Errorf("--cpu-profile: %v", err)
 		}
 		defer f.Close()
 		if err := pprof.StartCPUProfile(f); err != nil {
-			return errorf("--cpu-profile: %v", err)
+			return fmt.Errorf("--cpu-profile: %v", err)
 		}
 		defer pprof.StopCPUProfile()
 	}
@@ -167,38 +175,38 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		run = benchScenarios
 	default:
 		if !slices.Contains(benchScenarios, *scenario) {
-			return errorf("--scenario %q: want jobs, serial, ledger, defaults, latency, many-claims, failover, scale, churn, cycle or all", *scenario)
+			return fmt.Errorf("--scenario %q: want jobs, serial, ledger, defaults, latency, many-claims, failover, scale, churn, cycle or all", *scenario)
 		}
 		run = []string{*scenario}
 	}
 	if *nodes < 1 || *workers < 1 || *keys < 1 || *perKey < 1 || *poll <= 0 || *conns < 0 {
-		return errorf("--nodes, --workers, --keys and --per-key must be at least 1, --conns not negative, --poll-interval positive")
+		return fmt.Errorf("--nodes, --workers, --keys and --per-key must be at least 1, --conns not negative, --poll-interval positive")
 	}
 	if *instances < 1 || *serviceIDs < 1 || *duration <= 0 {
-		return errorf("--instances and --service-ids must be at least 1, --duration positive")
+		return fmt.Errorf("--instances and --service-ids must be at least 1, --duration positive")
 	}
 	if *serialJobs < 1 {
-		return errorf("--serial-jobs must be at least 1")
+		return fmt.Errorf("--serial-jobs must be at least 1")
 	}
 	if lc.batches < 1 || lc.serviceIDs < 1 || lc.limit <= 0 || lc.gap < 0 {
-		return errorf("--latency-batches and --latency-service-ids must be at least 1, --latency-timeout positive, --latency-pause not negative")
+		return fmt.Errorf("--latency-batches and --latency-service-ids must be at least 1, --latency-timeout positive, --latency-pause not negative")
 	}
 	if dc.serviceIDs < 1 || dc.perKey < 1 || dc.readyzEvery <= 0 || dc.limit <= 0 {
-		return errorf("--defaults-service-ids and --defaults-per-key must be at least 1, --defaults-readyz-interval and --defaults-timeout positive")
+		return fmt.Errorf("--defaults-service-ids and --defaults-per-key must be at least 1, --defaults-readyz-interval and --defaults-timeout positive")
 	}
 	if mc.claims < 1 || mc.last < 1 || mc.last > mc.claims || mc.limit <= 0 || mc.firstLimit <= 0 || mc.claimLimit <= 0 {
-		return errorf("--many-claims and --many-claims-last must be at least 1, --many-claims-last at most --many-claims, the --many-claims durations positive")
+		return fmt.Errorf("--many-claims and --many-claims-last must be at least 1, --many-claims-last at most --many-claims, the --many-claims durations positive")
 	}
 	lc.runFlags, lc.offFlags = strings.Fields(*latencyRunFlags), strings.Fields(*latencyOffFlags)
 	dc.runFlags, mc.runFlags = strings.Fields(*defaultsRunFlags), strings.Fields(*manyClaimsRunFlags)
 	if fo.instances < 2 || fo.serviceIDs < fo.instances || fo.repeat < 1 {
-		return errorf("--failover-instances must be at least 2, --failover-service-ids at least --failover-instances, --failover-repeat at least 1")
+		return fmt.Errorf("--failover-instances must be at least 2, --failover-service-ids at least --failover-instances, --failover-repeat at least 1")
 	}
 	if sc.processes < 1 || sc.serviceIDs < 1 || sc.intervals < 1 || sc.limit <= 0 {
-		return errorf("--scale-processes, --scale-service-ids and --scale-intervals must be at least 1, --scale-timeout positive")
+		return fmt.Errorf("--scale-processes, --scale-service-ids and --scale-intervals must be at least 1, --scale-timeout positive")
 	}
 	if ch.engines < 1 || ch.active < 1 || ch.keys < ch.active || ch.renew <= 0 || ch.dropIdle <= 0 || ch.chunk < 0 || ch.window <= 0 || ch.drainLimit <= 0 {
-		return errorf("--churn-engines and --churn-active must be at least 1, --churn-keys at least --churn-active, --churn-chunk-size not negative, the --churn durations positive")
+		return fmt.Errorf("--churn-engines and --churn-active must be at least 1, --churn-keys at least --churn-active, --churn-chunk-size not negative, the --churn durations positive")
 	}
 	// The scratch database's name goes to stderr with --json, so that stdout is only JSON.
 	info := stdout
@@ -317,12 +325,12 @@ func emit(enc *json.Encoder, asJSON bool, v any, print func(io.Writer), w io.Wri
 // benchCycle measures the claim cycle.
 func benchCycle(ctx context.Context, instances, serviceIDs int, duration time.Duration, keep, asJSON bool, info, stdout io.Writer) error {
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	db, err := newScratchDB(ctx, "batchclaim_bench", keep, info, logger)
+	db, err := database.NewScratch(ctx, "batchclaim_bench", keep, info, logger)
 	if err != nil {
 		return err
 	}
 	defer db.Close(ctx)
-	admin, err := openPool(ctx, db.URL, 2)
+	admin, err := database.Open(ctx, db.URL, 2)
 	if err != nil {
 		return err
 	}
@@ -342,7 +350,7 @@ func benchCycle(ctx context.Context, instances, serviceIDs int, duration time.Du
 		}
 	}()
 	for i := range engines {
-		pool, err := openPool(ctx, db.URL, 2)
+		pool, err := database.Open(ctx, db.URL, 2)
 		if err != nil {
 			return err
 		}

@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"context"
@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/batchclaim/batchclaim/claims"
+	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/database"
 )
 
 // scaleConfig is the shape of a scale run.
@@ -92,12 +93,12 @@ func benchScale(ctx context.Context, c scaleConfig, info io.Writer) (scaleResult
 		return r, err
 	}
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	db, err := newScratchDB(ctx, "batchclaim_bench_scale", c.keep, info, logger)
+	db, err := database.NewScratch(ctx, "batchclaim_bench_scale", c.keep, info, logger)
 	if err != nil {
 		return r, err
 	}
 	defer db.Close(ctx)
-	admin, err := openPool(ctx, db.URL, 1)
+	admin, err := database.Open(ctx, db.URL, 1)
 	if err != nil {
 		return r, err
 	}
@@ -132,8 +133,8 @@ func benchScale(ctx context.Context, c scaleConfig, info io.Writer) (scaleResult
 	// Poll the claims table until balanced.
 	for {
 		for _, k := range f.kids {
-			if k.exited() {
-				return r, fmt.Errorf("%s exited (%v); see %s", k.name, k.err, logDir)
+			if k.Exited() {
+				return r, fmt.Errorf("%s exited (%v); see %s", k.Name, k.Err, logDir)
 			}
 		}
 		if err := f.resolve(ctx); err != nil {
@@ -199,7 +200,7 @@ func benchScale(ctx context.Context, c scaleConfig, info io.Writer) (scaleResult
 	r.IdleCycleP50Ms, r.IdleCycleP99Ms = round3(idle.quantile(0.5)*1000), round3(idle.quantile(0.99)*1000)
 	var rssSum float64
 	for _, k := range f.kids {
-		kib, err := vmRSS(k.cmd.Process.Pid)
+		kib, err := vmRSS(k.Cmd.Process.Pid)
 		if err != nil {
 			return r, err
 		}
@@ -286,7 +287,7 @@ func scrapeAll(ctx context.Context, kids []*fleetKid) ([]scrape, error) {
 	wg.Wait()
 	for i, err := range errs {
 		if err != nil {
-			return nil, fmt.Errorf("%s: %w", kids[i].name, err)
+			return nil, fmt.Errorf("%s: %w", kids[i].Name, err)
 		}
 	}
 	return out, nil

@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"context"
@@ -9,14 +9,16 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/database"
 )
 
-// stmtCounter counts, on the client side, every statement the pools it is attached to send:
+// StmtCounter counts, on the client side, every statement the pools it is attached to send:
 // queries, execs, the statements of a pgx.Batch, COPY, and the BEGIN, COMMIT and ROLLBACK
 // that pgx sends as statements of their own. pg_stat_statements would count the same on the
 // server, but it must be loaded at server start and usually is not. A pool's pings are not
 // counted (pgx sends them below the tracer); they carry no work.
-type stmtCounter struct {
+type StmtCounter struct {
 	mu    sync.Mutex
 	stats map[string]*stmtStat
 }
@@ -34,7 +36,8 @@ type stmtStat struct {
 
 type traceStartKey struct{}
 
-func newStmtCounter() *stmtCounter { return &stmtCounter{stats: map[string]*stmtStat{}} }
+// NewStmtCounter returns a counter with nothing counted.
+func NewStmtCounter() *StmtCounter { return &StmtCounter{stats: map[string]*stmtStat{}} }
 
 // stmtName names a statement: the sqlc query name when there is one ("-- name: X :one"),
 // BEGIN/COMMIT/ROLLBACK, else the first 60 characters of its text on one line.
@@ -61,7 +64,7 @@ func isTxControl(name string) bool {
 	return false
 }
 
-func (c *stmtCounter) add(sql string, d time.Duration) {
+func (c *StmtCounter) add(sql string, d time.Duration) {
 	name := stmtName(sql)
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -74,32 +77,32 @@ func (c *stmtCounter) add(sql string, d time.Duration) {
 	s.TotalMs += float64(d.Microseconds()) / 1000
 }
 
-func (c *stmtCounter) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
+func (c *StmtCounter) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
 	return context.WithValue(ctx, traceStartKey{}, traceStart{sql: d.SQL, at: time.Now()})
 }
 
-func (c *stmtCounter) TraceQueryEnd(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryEndData) {
+func (c *StmtCounter) TraceQueryEnd(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryEndData) {
 	// The SQL is only in the start data; pgx passes the start's context to the end.
 	if st, ok := ctx.Value(traceStartKey{}).(traceStart); ok {
 		c.add(st.sql, time.Since(st.at))
 	}
 }
 
-func (c *stmtCounter) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
+func (c *StmtCounter) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
 	return ctx
 }
 
-func (c *stmtCounter) TraceBatchQuery(_ context.Context, _ *pgx.Conn, d pgx.TraceBatchQueryData) {
+func (c *StmtCounter) TraceBatchQuery(_ context.Context, _ *pgx.Conn, d pgx.TraceBatchQueryData) {
 	c.add(d.SQL, 0)
 }
 
-func (c *stmtCounter) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData) {}
+func (c *StmtCounter) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData) {}
 
-func (c *stmtCounter) TraceCopyFromStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceCopyFromStartData) context.Context {
+func (c *StmtCounter) TraceCopyFromStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceCopyFromStartData) context.Context {
 	return context.WithValue(ctx, traceStartKey{}, traceStart{sql: "COPY " + d.TableName.Sanitize(), at: time.Now()})
 }
 
-func (c *stmtCounter) TraceCopyFromEnd(ctx context.Context, _ *pgx.Conn, _ pgx.TraceCopyFromEndData) {
+func (c *StmtCounter) TraceCopyFromEnd(ctx context.Context, _ *pgx.Conn, _ pgx.TraceCopyFromEndData) {
 	if st, ok := ctx.Value(traceStartKey{}).(traceStart); ok {
 		c.add(st.sql, time.Since(st.at))
 	}
@@ -110,9 +113,9 @@ type traceStart struct {
 	at  time.Time
 }
 
-// totals returns the statements counted, those of them that were transaction control, and
+// Totals returns the statements counted, those of them that were transaction control, and
 // every statement with its share per unit of work (job or batch), most called first.
-func (c *stmtCounter) totals(units int) (all, txControl int64, list []stmtStat) {
+func (c *StmtCounter) Totals(units int) (all, txControl int64, list []stmtStat) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, s := range c.stats {
@@ -135,9 +138,22 @@ func (c *stmtCounter) totals(units int) (all, txControl int64, list []stmtStat) 
 	return all, txControl, list
 }
 
-// openCountedPool is openPool with every statement of the pool counted by c.
-func openCountedPool(ctx context.Context, dbURL string, maxConns int32, c *stmtCounter, options ...func(*pgxpool.Config)) (*pgxpool.Pool, error) {
-	return openPool(ctx, dbURL, maxConns, append([]func(*pgxpool.Config){func(cfg *pgxpool.Config) { cfg.ConnConfig.Tracer = c }}, options...)...)
+// Calls is how many statements whose name contains part the counter saw.
+func (c *StmtCounter) Calls(part string) int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var n int64
+	for name, s := range c.stats {
+		if strings.Contains(name, part) {
+			n += s.Calls
+		}
+	}
+	return n
+}
+
+// openCountedPool is database.Open with every statement of the pool counted by c.
+func openCountedPool(ctx context.Context, dbURL string, maxConns int32, c *StmtCounter, options ...func(*pgxpool.Config)) (*pgxpool.Pool, error) {
+	return database.Open(ctx, dbURL, maxConns, append([]func(*pgxpool.Config){func(cfg *pgxpool.Config) { cfg.ConnConfig.Tracer = c }}, options...)...)
 }
 
 func round3(f float64) float64 { return float64(int64(f*1000+0.5)) / 1000 }

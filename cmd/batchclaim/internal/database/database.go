@@ -1,4 +1,5 @@
-package main
+// Package database opens the program's connection pools and its scratch databases.
+package database
 
 import (
 	"context"
@@ -14,23 +15,23 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
-// dbFlag registers --database-url.
-func dbFlag(fs *flag.FlagSet) *string {
+// Flag registers --database-url.
+func Flag(fs *flag.FlagSet) *string {
 	return fs.String("database-url", "", "Postgres URL, e.g. postgres://user@host:5432/db (default $DATABASE_URL)")
 }
 
-// openPool connects and pings, so that a bad URL or an unreachable database fails here with
+// Open connects and pings, so that a bad URL or an unreachable database fails here with
 // one clear line instead of on first use. Each option adjusts the pool's config first.
-func openPool(ctx context.Context, dbURL string, maxConns int32, options ...func(*pgxpool.Config)) (*pgxpool.Pool, error) {
-	return openPoolNoted(ctx, dbURL, maxConns, nil, options...)
+func Open(ctx context.Context, dbURL string, maxConns int32, options ...func(*pgxpool.Config)) (*pgxpool.Pool, error) {
+	return OpenNoted(ctx, dbURL, maxConns, nil, options...)
 }
 
-// openPoolNoted is openPool that, when the server refuses a startup parameter the options set
+// OpenNoted is Open that, when the server refuses a startup parameter the options set
 // (a connection pooler such as PgBouncer does: it passes on only the few it tracks), connects
 // again without them and, unless the URL chose default_query_exec_mode, with statements that
 // prepare nothing by name (a pooler in transaction mode hands each transaction any server
 // connection). note (nil: none) is told what changed and why.
-func openPoolNoted(ctx context.Context, dbURL string, maxConns int32, note func(string), options ...func(*pgxpool.Config)) (*pgxpool.Pool, error) {
+func OpenNoted(ctx context.Context, dbURL string, maxConns int32, note func(string), options ...func(*pgxpool.Config)) (*pgxpool.Pool, error) {
 	if dbURL == "" {
 		return nil, errors.New("no database: set --database-url or DATABASE_URL")
 	}
@@ -106,9 +107,9 @@ func behindPooler(cfg *pgxpool.Config, modeChosen bool) string {
 	return msg
 }
 
-// checkURL validates a URL without connecting (migrations open their own connection).
-func checkURL(ctx context.Context, dbURL string) error {
-	pool, err := openPool(ctx, dbURL, 1)
+// CheckURL validates a URL without connecting (migrations open their own connection).
+func CheckURL(ctx context.Context, dbURL string) error {
+	pool, err := Open(ctx, dbURL, 1)
 	if err != nil {
 		return err
 	}

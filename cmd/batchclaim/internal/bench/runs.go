@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"bytes"
@@ -41,8 +41,8 @@ func (f *fleet) waitReady(ctx context.Context, limit time.Duration) error {
 	deadline := time.Now().Add(limit)
 	for {
 		for _, k := range f.kids {
-			if k.exited() && !k.signalled {
-				return fmt.Errorf("%s exited on its own (%v); see %s", k.name, k.err, f.logPath(k.name))
+			if k.Exited() && !k.signalled {
+				return fmt.Errorf("%s exited on its own (%v); see %s", k.Name, k.Err, f.logPath(k.Name))
 			}
 		}
 		if err := f.resolve(ctx); err != nil {

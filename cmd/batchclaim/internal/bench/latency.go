@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"bytes"
@@ -17,6 +17,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/batchclaim/batchclaim/claims"
+	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/database"
 	"github.com/batchclaim/batchclaim/dlt"
 	"github.com/batchclaim/batchclaim/dlt/dltsim"
 )
@@ -138,12 +139,12 @@ func latencyOnce(ctx context.Context, c latencyConfig, name string, extra []stri
 	began := time.Now()
 	x := latencyRun{Name: name, RunArgs: shownArgs(extra), Batches: c.batches}
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	db, err := newScratchDB(ctx, "batchclaim_bench_latency", c.keep, info, logger)
+	db, err := database.NewScratch(ctx, "batchclaim_bench_latency", c.keep, info, logger)
 	if err != nil {
 		return x, err
 	}
 	defer db.Close(ctx)
-	admin, err := openPool(ctx, db.URL, 2)
+	admin, err := database.Open(ctx, db.URL, 2)
 	if err != nil {
 		return x, err
 	}
@@ -178,7 +179,7 @@ func latencyOnce(ctx context.Context, c latencyConfig, name string, extra []stri
 	if err := f.waitReady(ctx, 3*time.Minute); err != nil {
 		return x, err
 	}
-	if x.RenewMs, err = logRenewMs(f.logPath(f.kids[0].name)); err != nil {
+	if x.RenewMs, err = logRenewMs(f.logPath(f.kids[0].Name)); err != nil {
 		return x, err
 	}
 	x.TargetP99Ms, x.TargetFormula = 50, "50 ms"

@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"context"
@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/batchclaim/batchclaim/claims"
+	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/database"
 )
 
 // churnConfig is the shape of a churn run.
@@ -217,12 +218,12 @@ func benchChurn(ctx context.Context, c churnConfig, info io.Writer) (churnResult
 func churnRun(ctx context.Context, c churnConfig, keys int, dropIdle time.Duration, info io.Writer) (churnPhase, error) {
 	p := churnPhase{KeysEverSeen: keys, RowsAtStart: keys, DropIdleMs: dropIdle.Milliseconds()}
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	db, err := newScratchDB(ctx, "batchclaim_bench_churn", c.keep, info, logger)
+	db, err := database.NewScratch(ctx, "batchclaim_bench_churn", c.keep, info, logger)
 	if err != nil {
 		return p, err
 	}
 	defer db.Close(ctx)
-	admin, err := openPool(ctx, db.URL, 1)
+	admin, err := database.Open(ctx, db.URL, 1)
 	if err != nil {
 		return p, err
 	}
@@ -246,7 +247,7 @@ func churnRun(ctx context.Context, c churnConfig, keys int, dropIdle time.Durati
 		return p, err
 	}
 
-	counter := newStmtCounter()
+	counter := NewStmtCounter()
 	clocks := make([]*cycleClock, c.engines)
 	var pools []*pgxpool.Pool
 	defer func() {
@@ -256,7 +257,7 @@ func churnRun(ctx context.Context, c churnConfig, keys int, dropIdle time.Durati
 	}()
 	engines := make([]*claims.Engine, c.engines)
 	for i := range engines {
-		clocks[i] = &cycleClock{stmtCounter: counter}
+		clocks[i] = &cycleClock{StmtCounter: counter}
 		pool, err := openTracedPool(ctx, db.URL, 2, clocks[i])
 		if err != nil {
 			return p, err
@@ -410,7 +411,7 @@ func churnRun(ctx context.Context, c churnConfig, keys int, dropIdle time.Durati
 }
 
 // churnMeasure measures the engines' cycles and statements for c.window.
-func churnMeasure(ctx context.Context, c churnConfig, engines []*claims.Engine, clocks []*cycleClock, counter *stmtCounter) (churnWindow, error) {
+func churnMeasure(ctx context.Context, c churnConfig, engines []*claims.Engine, clocks []*cycleClock, counter *StmtCounter) (churnWindow, error) {
 	var w churnWindow
 	var errs0 int64
 	t0 := time.Now()
@@ -463,13 +464,13 @@ func churnMeasure(ctx context.Context, c churnConfig, engines []*claims.Engine, 
 }
 
 // cycleClock times one engine's claim cycles from the statements its pool sends (and counts
-// them, with its stmtCounter): a cycle begins with its first statement, the survey
+// them, with its StmtCounter): a cycle begins with its first statement, the survey
 // (ClaimsSurvey), and ends with the last statement before the next survey. The lease loop's
 // renewals (InstanceHeartbeat, on a connection of its own) are no part of a cycle. A cycle is
 // recorded when the next one begins, and only if it began at or after from: the cycle that
 // was running when a window opened belongs to what came before (a slow one, before a VACUUM).
 type cycleClock struct {
-	*stmtCounter
+	*StmtCounter
 	mu      sync.Mutex
 	open    bool
 	from    time.Time
@@ -484,7 +485,7 @@ const (
 )
 
 func (c *cycleClock) TraceQueryStart(ctx context.Context, conn *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
-	ctx = c.stmtCounter.TraceQueryStart(ctx, conn, d)
+	ctx = c.StmtCounter.TraceQueryStart(ctx, conn, d)
 	if stmtName(d.SQL) == cycleFirstStatement {
 		now := time.Now()
 		c.mu.Lock()
@@ -498,7 +499,7 @@ func (c *cycleClock) TraceQueryStart(ctx context.Context, conn *pgx.Conn, d pgx.
 }
 
 func (c *cycleClock) TraceQueryEnd(ctx context.Context, conn *pgx.Conn, d pgx.TraceQueryEndData) {
-	c.stmtCounter.TraceQueryEnd(ctx, conn, d)
+	c.StmtCounter.TraceQueryEnd(ctx, conn, d)
 	if st, ok := ctx.Value(traceStartKey{}).(traceStart); ok && stmtName(st.sql) != renewalStatement {
 		c.mu.Lock()
 		c.lastEnd = time.Now()
@@ -507,14 +508,14 @@ func (c *cycleClock) TraceQueryEnd(ctx context.Context, conn *pgx.Conn, d pgx.Tr
 }
 
 func (c *cycleClock) TraceBatchEnd(ctx context.Context, conn *pgx.Conn, d pgx.TraceBatchEndData) {
-	c.stmtCounter.TraceBatchEnd(ctx, conn, d)
+	c.StmtCounter.TraceBatchEnd(ctx, conn, d)
 	c.mu.Lock()
 	c.lastEnd = time.Now()
 	c.mu.Unlock()
 }
 
 func (c *cycleClock) TraceCopyFromEnd(ctx context.Context, conn *pgx.Conn, d pgx.TraceCopyFromEndData) {
-	c.stmtCounter.TraceCopyFromEnd(ctx, conn, d)
+	c.StmtCounter.TraceCopyFromEnd(ctx, conn, d)
 	c.mu.Lock()
 	c.lastEnd = time.Now()
 	c.mu.Unlock()
@@ -547,7 +548,7 @@ func pct(sorted []time.Duration, p int) float64 {
 }
 
 // snapshot copies the counts per statement.
-func (c *stmtCounter) snapshot() map[string]stmtStat {
+func (c *StmtCounter) snapshot() map[string]stmtStat {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	out := make(map[string]stmtStat, len(c.stats))
@@ -557,7 +558,7 @@ func (c *stmtCounter) snapshot() map[string]stmtStat {
 	return out
 }
 
-// openTracedPool is openPool with tracer on every connection of the pool.
+// openTracedPool is database.Open with tracer on every connection of the pool.
 func openTracedPool(ctx context.Context, dbURL string, maxConns int32, tracer pgx.QueryTracer) (*pgxpool.Pool, error) {
-	return openPool(ctx, dbURL, maxConns, func(cfg *pgxpool.Config) { cfg.ConnConfig.Tracer = tracer })
+	return database.Open(ctx, dbURL, maxConns, func(cfg *pgxpool.Config) { cfg.ConnConfig.Tracer = tracer })
 }

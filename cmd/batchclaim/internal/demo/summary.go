@@ -1,4 +1,4 @@
-package main
+package demo
 
 import (
 	"context"
@@ -10,8 +10,8 @@ import (
 )
 
 // summarize checks the run against the ledger's record.
-func (d *demoRun) summarize(ctx context.Context) (summary, error) {
-	s := summary{Instances: d.cfg.instances, ServiceIDs: d.cfg.serviceIDs, Flavor: string(d.cfg.flavor),
+func (d *demoRun) summarize(ctx context.Context) (Summary, error) {
+	s := Summary{Instances: d.cfg.instances, ServiceIDs: d.cfg.serviceIDs, Flavor: string(d.cfg.flavor),
 		Faults: d.faults, DurationSeconds: time.Since(d.start).Seconds()}
 	rep, err := history.Check(ctx, d.pool, simLedger(d.sim))
 	if err != nil {

@@ -1,4 +1,4 @@
-package main
+package demo
 
 import (
 	"context"
@@ -6,6 +6,7 @@ import (
 	"io"
 	"time"
 
+	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/cli"
 	"github.com/batchclaim/batchclaim/dlt"
 )
 
@@ -17,8 +18,10 @@ type demoConfig struct {
 	timeout                        time.Duration
 }
 
-func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("demo", "[flags]",
+// Command is `batchclaim demo`: instances of this binary, a ledger simulator and faults on a
+// throwaway database, ended by a summary checked against the ledger's own record.
+func Command(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := cli.NewFlagSet("demo", "[flags]",
 		"The whole story on a throwaway database: picks a database (DATABASE_URL if set, else a\n"+
 			"throwaway cluster from local PostgreSQL binaries, else a Docker container), runs the ledger\n"+
 			"simulator in-process, starts instances of this binary as separate processes, stores\n"+
@@ -35,14 +38,14 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs.BoolVar(&c.keep, "keep", false, "keep the scratch database (and cluster) afterwards")
 	fs.DurationVar(&c.timeout, "timeout", 3*time.Minute, "give up (and report what is left as lost) after this long")
 	claimsOnly := fs.Bool("claims-only", false, "the claim engine alone: instances share service_ids, one is killed, the others take over")
-	if err := parse(fs, args); err != nil {
+	if err := cli.Parse(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
-		return errorf("unexpected argument %q", fs.Arg(0))
+		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
 	if c.instances < 2 || c.serviceIDs < 1 || c.batches < 1 {
-		return errorf("--instances must be at least 2, --service-ids and --batches at least 1")
+		return fmt.Errorf("--instances must be at least 2, --service-ids and --batches at least 1")
 	}
 	if *claimsOnly {
 		return demoClaims(ctx, c.instances, c.serviceIDs, c.keep, stdout)
@@ -59,26 +62,18 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err != nil {
 		return err
 	}
-	if err := writeSummary(stdout, c.asJSON, sum, sum.print); err != nil {
+	if err := cli.WriteSummary(stdout, c.asJSON, sum, sum.print); err != nil {
 		return err
 	}
 	if sum.Lost > 0 || sum.OrderViolations > 0 || sum.DuplicatePostsUnexplained > 0 {
-		return exitError{code: 1, msg: fmt.Sprintf("invariant violated: lost=%d order_violations=%d duplicate_posts_unexplained=%d",
+		return cli.ExitError{Code: 1, Msg: fmt.Sprintf("invariant violated: lost=%d order_violations=%d duplicate_posts_unexplained=%d",
 			sum.Lost, sum.OrderViolations, sum.DuplicatePostsUnexplained)}
 	}
 	return nil
 }
 
-type exitError struct {
-	code int
-	msg  string
-}
-
-func (e exitError) Error() string { return e.msg }
-func (e exitError) ExitCode() int { return e.code }
-
-// summary is what `demo --json` prints.
-type summary struct {
+// Summary is what `demo --json` prints.
+type Summary struct {
 	BatchesTotal              int      `json:"batches_total"`
 	Committed                 int      `json:"committed"`
 	Invalid                   int      `json:"invalid"`
@@ -98,7 +93,7 @@ type summary struct {
 	Database                  string   `json:"database"`
 }
 
-func (s summary) print(w io.Writer) {
+func (s Summary) print(w io.Writer) {
 	fmt.Fprintf(w, "\nsummary (%s ledger, %d instances, %d service_ids, database: %s)\n", s.Flavor, s.Instances, s.ServiceIDs, s.Database)
 	for _, f := range s.Faults {
 		fmt.Fprintf(w, "  fault:                 %s\n", f)

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/batchclaim/batchclaim/internal/chaos"
+	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/chaos"
 )
 
 // The names a chaos report counts faults and violations under.

@@ -1,4 +1,4 @@
-package main
+package demo
 
 import (
 	"context"
@@ -14,18 +14,20 @@ import (
 	"time"
 
 	"github.com/batchclaim/batchclaim/claims"
+	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/database"
+	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/subproc"
 )
 
 // demoClaims: three instances (separate processes) share service_ids; once they are
 // balanced the one holding the most is killed with SIGKILL and the others take its claims.
 func demoClaims(ctx context.Context, instances, serviceIDs int, keep bool, stdout io.Writer) error {
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	db, err := newScratchDB(ctx, "batchclaim_demo", keep, stdout, logger)
+	db, err := database.NewScratch(ctx, "batchclaim_demo", keep, stdout, logger)
 	if err != nil {
 		return err
 	}
 	defer db.Close(ctx)
-	pool, err := openPool(ctx, db.URL, 4)
+	pool, err := database.Open(ctx, db.URL, 4)
 	if err != nil {
 		return err
 	}
@@ -44,15 +46,15 @@ func demoClaims(ctx context.Context, instances, serviceIDs int, keep bool, stdou
 	const t1, t2 = 1500 * time.Millisecond, 6 * time.Second
 	fmt.Fprintf(stdout, "%d instances, %d service_ids, renew every 200ms, expiry-1 %s, expiry-2 %s; logs in %s\n\n",
 		instances, serviceIDs, t1, t2, logDir)
-	kids := map[string]*child{}
+	kids := map[string]*subproc.Child{}
 	defer func() {
 		for _, k := range kids {
-			k.stop(5 * time.Second)
+			k.Stop(5 * time.Second)
 		}
 	}()
 	for i := 1; i <= instances; i++ {
 		name := fmt.Sprintf("instance-%d", i)
-		k, err := startChild(name, filepath.Join(logDir, name+".log"), "run", "--database-url", db.URL,
+		k, err := subproc.Start(name, filepath.Join(logDir, name+".log"), "run", "--database-url", db.URL,
 			"--instance-name", name, "--claims-only", "--renew-interval", "200ms", "--expiry-1", t1.String(), "--expiry-2", t2.String())
 		if err != nil {
 			return err
@@ -72,8 +74,8 @@ func demoClaims(ctx context.Context, instances, serviceIDs int, keep bool, stdou
 		case <-tick.C:
 		}
 		for name, k := range kids {
-			if name != victim && k.exited() {
-				return fmt.Errorf("%s exited unexpectedly (%v); see %s", name, k.err, logDir)
+			if name != victim && k.Exited() {
+				return fmt.Errorf("%s exited unexpectedly (%v); see %s", name, k.Err, logDir)
 			}
 		}
 		snap, err := claims.ReadSnapshot(ctx, pool, 0)
@@ -97,7 +99,7 @@ func demoClaims(ctx context.Context, instances, serviceIDs int, keep bool, stdou
 		switch {
 		case victim == "" && snap.Unclaimed == 0 && survivors:
 			victim = mostClaims(held)
-			if err := kids[victim].signal(syscall.SIGKILL); err != nil {
+			if err := kids[victim].Signal(syscall.SIGKILL); err != nil {
 				return err
 			}
 			killedAt = time.Now()

@@ -1,4 +1,5 @@
-package main
+// Package redact hides the secrets of database and ledger URLs in logs and messages.
+package redact
 
 import (
 	"net/url"
@@ -13,10 +14,10 @@ var redactedParams = []string{"password", "sslpassword"}
 // (host=db user=app password='s e c r e t').
 var kvPassword = regexp.MustCompile(`(?i)\b(password|sslpassword)\s*=\s*('(?:[^'\\]|\\.)*'|\S+)`)
 
-// redact returns a database or ledger URL fit for logs and messages: the password of the user
+// URL returns a database or ledger URL fit for logs and messages: the password of the user
 // info and the values of password query parameters become "xxxxx"; a keyword/value
 // connection string gets the same treatment; an unparseable URL is replaced whole.
-func redact(raw string) string {
+func URL(raw string) string {
 	if !strings.Contains(raw, "://") {
 		return kvPassword.ReplaceAllString(raw, "${1}=xxxxx")
 	}

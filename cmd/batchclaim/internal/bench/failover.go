@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"context"
@@ -8,9 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strings"
 	"syscall"
@@ -21,6 +19,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/batchclaim/batchclaim/claims"
+	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/database"
+	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/subproc"
 	"github.com/batchclaim/batchclaim/dlt"
 	"github.com/batchclaim/batchclaim/dlt/dltsim"
 	"github.com/batchclaim/batchclaim/ingest"
@@ -114,12 +114,12 @@ func benchFailover(ctx context.Context, c failoverConfig, info io.Writer) (failo
 	r.SIGTERM = failoverMeasure{Target: sec(2 * timings.RenewInterval), TargetFormula: "2R"}
 
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	db, err := newScratchDB(ctx, "batchclaim_bench_failover", c.keep, info, logger)
+	db, err := database.NewScratch(ctx, "batchclaim_bench_failover", c.keep, info, logger)
 	if err != nil {
 		return r, err
 	}
 	defer db.Close(ctx)
-	admin, err := openPool(ctx, db.URL, 2)
+	admin, err := database.Open(ctx, db.URL, 2)
 	if err != nil {
 		return r, err
 	}
@@ -201,7 +201,7 @@ type fleet struct {
 }
 
 type fleetKid struct {
-	*child
+	*subproc.Child
 	id        uuid.UUID // zero until it registered
 	listen    string    // its HTTP address, when it has one
 	signalled bool      // the bench stopped or killed it
@@ -217,11 +217,11 @@ func (f *fleet) start() error {
 		// and passed on can be taken meanwhile by another process's outgoing connection.)
 		addr = "127.0.0.1:0"
 	}
-	k, err := startBenchChild(name, f.logPath(name), f.args(name, addr)...)
+	k, err := subproc.StartTied(name, f.logPath(name), f.args(name, addr)...)
 	if err != nil {
 		return err
 	}
-	f.kids = append(f.kids, &fleetKid{child: k})
+	f.kids = append(f.kids, &fleetKid{Child: k})
 	return nil
 }
 
@@ -233,7 +233,7 @@ func (f *fleet) readAddrs() error {
 		if k.listen != "" {
 			continue
 		}
-		b, err := os.ReadFile(f.logPath(k.name))
+		b, err := os.ReadFile(f.logPath(k.Name))
 		if err != nil {
 			return err
 		}
@@ -255,7 +255,7 @@ func (f *fleet) readAddrs() error {
 func (f *fleet) running() []*fleetKid {
 	var out []*fleetKid
 	for _, k := range f.kids {
-		if !k.exited() && !k.signalled {
+		if !k.Exited() && !k.signalled {
 			out = append(out, k)
 		}
 	}
@@ -267,9 +267,9 @@ func (f *fleet) stopAll() {
 	done := make(chan struct{})
 	n := 0
 	for _, k := range f.kids {
-		if !k.exited() {
+		if !k.Exited() {
 			n++
-			go func() { k.stop(15 * time.Second); done <- struct{}{} }()
+			go func() { k.Stop(15 * time.Second); done <- struct{}{} }()
 		}
 	}
 	for range n {
@@ -283,7 +283,7 @@ func (f *fleet) resolve(ctx context.Context) error {
 		if k.id != uuid.Nil {
 			continue
 		}
-		err := f.admin.QueryRow(ctx, `SELECT id FROM instances WHERE name = $1`, k.name).Scan(&k.id)
+		err := f.admin.QueryRow(ctx, `SELECT id FROM instances WHERE name = $1`, k.Name).Scan(&k.id)
 		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 			return err
 		}
@@ -347,8 +347,8 @@ func (f *fleet) waitBalanced(ctx context.Context, limit time.Duration) error {
 	deadline := time.Now().Add(limit)
 	for {
 		for _, k := range f.kids {
-			if k.exited() && !k.signalled {
-				return fmt.Errorf("%s exited on its own (%v); see %s", k.name, k.err, f.logDir)
+			if k.Exited() && !k.signalled {
+				return fmt.Errorf("%s exited on its own (%v); see %s", k.Name, k.Err, f.logDir)
 			}
 		}
 		if err := f.resolve(ctx); err != nil {
@@ -430,9 +430,9 @@ func (fo *faultRun) measure(ctx context.Context, kind string) (float64, error) {
 		return 0, err
 	}
 	select {
-	case <-victim.done:
+	case <-victim.Done():
 	case <-time.After(fo.timings.Expiry2 + 15*time.Second):
-		return 0, fmt.Errorf("%s did not exit after the signal", victim.name)
+		return 0, fmt.Errorf("%s did not exit after the signal", victim.Name)
 	}
 	return secs, fo.waitFinished(ctx, 60*time.Second)
 }
@@ -460,7 +460,7 @@ func (fo *faultRun) signalAt(ctx context.Context, k *fleetKid, sig syscall.Signa
 		return at, err
 	}
 	k.signalled = true
-	return at, k.signal(sig)
+	return at, k.Signal(sig)
 }
 
 // store stores n batches for svc, in one transaction.
@@ -491,7 +491,7 @@ func (fo *faultRun) waitHeldPOST(ctx context.Context, victim *fleetKid, svc stri
 					return err
 				}
 				if !mine {
-					return fmt.Errorf("the held POST of %s is not %s's", svc, victim.name)
+					return fmt.Errorf("the held POST of %s is not %s's", svc, victim.Name)
 				}
 				return nil
 			}
@@ -550,41 +550,6 @@ func (fo *faultRun) waitFinished(ctx context.Context, limit time.Duration) error
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
-}
-
-// startBenchChild is startChild for the bench's processes: each dies with the bench (a
-// parent-death signal), so that an interrupted bench leaves no instance behind.
-func startBenchChild(name, logPath string, args ...string) (*child, error) {
-	self, err := os.Executable()
-	if err != nil {
-		return nil, fmt.Errorf("find own executable: %w", err)
-	}
-	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		return nil, err
-	}
-	c := &child{name: name, cmd: exec.Command(self, args...), done: make(chan struct{})}
-	c.cmd.Stdout, c.cmd.Stderr = logf, logf
-	c.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	started := make(chan error, 1)
-	go func() {
-		// The parent-death signal fires when the thread that started the process ends:
-		// keep this goroutine on it until the process exits.
-		runtime.LockOSThread()
-		defer runtime.UnlockOSThread()
-		defer logf.Close()
-		if err := c.cmd.Start(); err != nil {
-			started <- fmt.Errorf("start %s: %w", name, err)
-			return
-		}
-		started <- nil
-		c.err = c.cmd.Wait()
-		close(c.done)
-	}()
-	if err := <-started; err != nil {
-		return nil, err
-	}
-	return c, nil
 }
 
 // allListening reports whether every process's HTTP address is known.

@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"context"
@@ -15,6 +15,8 @@ import (
 
 	"github.com/batchclaim/batchclaim"
 	"github.com/batchclaim/batchclaim/claims"
+	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/database"
+	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/redact"
 	"github.com/batchclaim/batchclaim/dlt"
 	"github.com/batchclaim/batchclaim/dlt/dltsim"
 	"github.com/batchclaim/batchclaim/ingest"
@@ -93,7 +95,7 @@ func (r pathResult) print(w io.Writer, scenario, unit, units, extra string) {
 // Timings of the bench's nodes: those of the demo (R = 200ms), so that the claims settle in
 // well under a second and the queuer's tick is short.
 func benchClaims(name string) claims.Config {
-	return claims.Config{Name: name, RenewInterval: demoRenew, Expiry1: demoExpiry1, Expiry2: demoExpiry2}
+	return claims.Config{Name: name, RenewInterval: claimRenew, Expiry1: claimExpiry1, Expiry2: claimExpiry2}
 }
 
 // benchJobs runs the job-runner path: keys x perKey jobs stored up front, nodes in this
@@ -131,13 +133,13 @@ func benchLedger(ctx context.Context, c pathConfig, stderr io.Writer) (pathResul
 // benchPath stores the work, runs the nodes until every unit is done, and measures: the
 // wall time from the nodes' start to the last unit done, each unit's age when it finished
 // (database clock, from its insertion), the statements the nodes sent (counted by the
-// client, see stmtCounter), and the transactions the scratch database committed and rolled
+// client, see StmtCounter), and the transactions the scratch database committed and rolled
 // back while the nodes ran (pg_stat_database, read from another database once every node
 // session ended, so that the reading itself is not counted).
 func benchPath(ctx context.Context, c pathConfig, prefix string, stderr io.Writer,
 	payload func(serviceID string, n int) (string, []byte), tweak func(*node.Config), sub submitter.Submitter) (pathResult, error) {
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	db, err := newScratchDB(ctx, prefix, c.keep, stderr, logger)
+	db, err := database.NewScratch(ctx, prefix, c.keep, stderr, logger)
 	if err != nil {
 		return pathResult{}, err
 	}
@@ -146,20 +148,20 @@ func benchPath(ctx context.Context, c pathConfig, prefix string, stderr io.Write
 	if err := benchStore(ctx, db.URL, c.keys, c.perKey, payload); err != nil {
 		return r, err
 	}
-	server, err := pgx.Connect(ctx, db.admin)
+	server, err := pgx.Connect(ctx, db.Admin)
 	if err != nil {
-		return r, fmt.Errorf("connect to %s: %w", redact(db.admin), err)
+		return r, fmt.Errorf("connect to %s: %w", redact.URL(db.Admin), err)
 	}
 	defer server.Close(context.WithoutCancel(ctx))
-	if err := waitSessionsGone(ctx, server, db.name); err != nil {
+	if err := waitSessionsGone(ctx, server, db.Name); err != nil {
 		return r, err
 	}
-	commits0, rollbacks0, err := xactCounts(ctx, server, db.name)
+	commits0, rollbacks0, err := xactCounts(ctx, server, db.Name)
 	if err != nil {
 		return r, err
 	}
 
-	counter := newStmtCounter()
+	counter := NewStmtCounter()
 	var mu sync.Mutex
 	ages := make([]float64, 0, r.Units)
 	allDone := make(chan struct{})
@@ -237,15 +239,15 @@ func benchPath(ctx context.Context, c pathConfig, prefix string, stderr io.Write
 	}
 	pools = nil
 
-	if err := waitSessionsGone(ctx, server, db.name); err != nil {
+	if err := waitSessionsGone(ctx, server, db.Name); err != nil {
 		return r, err
 	}
-	commits1, rollbacks1, err := xactCounts(ctx, server, db.name)
+	commits1, rollbacks1, err := xactCounts(ctx, server, db.Name)
 	if err != nil {
 		return r, err
 	}
 	r.Commits, r.Rollbacks = commits1-commits0, rollbacks1-rollbacks0
-	r.Statements, r.TxControl, r.ByStatement = counter.totals(r.Units)
+	r.Statements, r.TxControl, r.ByStatement = counter.Totals(r.Units)
 	slices.Sort(ages)
 	r.P50Ms = round3(ages[len(ages)/2] * 1000)
 	r.P99Ms = round3(ages[len(ages)*99/100] * 1000)
@@ -255,7 +257,7 @@ func benchPath(ctx context.Context, c pathConfig, prefix string, stderr io.Write
 // benchStore inserts keys x perKey units through ingest.Enqueue, in the order the ingest API
 // would (unit n of every key, then unit n+1), one transaction per 1,000, and disconnects.
 func benchStore(ctx context.Context, dbURL string, keys, perKey int, payload func(string, int) (string, []byte)) error {
-	pool, err := openPool(ctx, dbURL, 1)
+	pool, err := database.Open(ctx, dbURL, 1)
 	if err != nil {
 		return err
 	}
@@ -322,3 +324,10 @@ func waitSessionsGone(ctx context.Context, conn *pgx.Conn, dbName string) error 
 		}
 	}
 }
+
+// The claim timings of the jobs and cycle engines in this process: those of `batchclaim demo`.
+const (
+	claimRenew   = 200 * time.Millisecond
+	claimExpiry1 = 1500 * time.Millisecond
+	claimExpiry2 = 6 * time.Second
+)

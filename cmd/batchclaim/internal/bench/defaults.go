@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/batchclaim/batchclaim/claims"
+	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/database"
 	"github.com/batchclaim/batchclaim/dlt"
 	"github.com/batchclaim/batchclaim/dlt/dltsim"
 )
@@ -81,12 +82,12 @@ func benchDefaults(ctx context.Context, c defaultsConfig, info io.Writer) (defau
 	r := defaultsResult{Scenario: "defaults", Processes: 2, ServiceIDs: c.serviceIDs, PerKey: c.perKey, RunArgs: shownArgs(c.runFlags),
 		Batches: c.serviceIDs * c.perKey, ReadyzEveryMs: c.readyzEvery.Milliseconds(), Method: defaultsMethod}
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	db, err := newScratchDB(ctx, "batchclaim_bench_defaults", c.keep, info, logger)
+	db, err := database.NewScratch(ctx, "batchclaim_bench_defaults", c.keep, info, logger)
 	if err != nil {
 		return r, err
 	}
 	defer db.Close(ctx)
-	admin, err := openPool(ctx, db.URL, 2)
+	admin, err := database.Open(ctx, db.URL, 2)
 	if err != nil {
 		return r, err
 	}

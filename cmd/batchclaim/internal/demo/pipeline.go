@@ -1,4 +1,4 @@
-package main
+package demo
 
 import (
 	"bufio"
@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -20,6 +19,9 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/batchclaim/batchclaim"
+	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/cli"
+	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/database"
+	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/subproc"
 	"github.com/batchclaim/batchclaim/dlt"
 	"github.com/batchclaim/batchclaim/dlt/dltsim"
 	"github.com/batchclaim/batchclaim/ingest"
@@ -58,60 +60,60 @@ type victim struct {
 }
 
 type demoKid struct {
-	*child
+	*subproc.Child
 	metricsURL string
 	stale      int // last scraped batchclaim_stale_writes_rejected_total
 	state      string
 }
 
-func demoPipeline(ctx context.Context, c demoConfig, out io.Writer) (summary, error) {
+func demoPipeline(ctx context.Context, c demoConfig, out io.Writer) (Summary, error) {
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	scratch, err := newScratchDB(ctx, "batchclaim_demo", c.keep, out, logger)
+	scratch, err := database.NewScratch(ctx, "batchclaim_demo", c.keep, out, logger)
 	if err != nil {
-		return summary{}, err
+		return Summary{}, err
 	}
 	defer scratch.Close(ctx)
-	pool, err := openPool(ctx, scratch.URL, 4)
+	pool, err := database.Open(ctx, scratch.URL, 4)
 	if err != nil {
-		return summary{}, err
+		return Summary{}, err
 	}
 	defer pool.Close()
 	d := &demoRun{cfg: c, out: out, pool: pool, victims: map[string]victim{}}
 	if err := d.startLedger(); err != nil {
-		return summary{}, err
+		return Summary{}, err
 	}
 	defer d.sim.Close()
 	if err := d.enqueue(ctx); err != nil {
-		return summary{}, err
+		return Summary{}, err
 	}
 	if d.logDir, err = os.MkdirTemp("", "batchclaim-demo-"); err != nil {
-		return summary{}, err
+		return Summary{}, err
 	}
 	fmt.Fprintf(out, "%s ledger simulator at %s; %d instances; %d service_ids x %d batches; R=%s T1=%s T2=%s; logs in %s\n\n",
 		c.flavor, d.simURL, c.instances, c.serviceIDs, c.batches, demoRenew, demoExpiry1, demoExpiry2, d.logDir)
 	defer func() {
 		for _, k := range d.kids {
-			k.stop(10 * time.Second)
+			k.Stop(10 * time.Second)
 		}
 	}()
 	if err := d.startInstances(scratch.URL); err != nil {
-		return summary{}, err
+		return Summary{}, err
 	}
 	d.start = time.Now()
 	if err := d.watch(ctx); err != nil {
-		return summary{}, err
+		return Summary{}, err
 	}
 	for _, k := range d.kids {
 		d.scrape(k)
-		k.stop(10 * time.Second)
+		k.Stop(10 * time.Second)
 	}
-	var sum summary
+	var sum Summary
 	err = history.Retry(ctx, demoUnreachableLimit, func(ctx context.Context) error {
 		var err error
 		sum, err = d.summarize(ctx)
 		return err
 	})
-	sum.Database = scratch.source.Kind
+	sum.Database = scratch.Source.Kind
 	return sum, err
 }
 
@@ -155,7 +157,7 @@ func (d *demoRun) enqueue(ctx context.Context) error {
 func (d *demoRun) startInstances(dbURL string) error {
 	for i := 1; i <= d.cfg.instances; i++ {
 		name := fmt.Sprintf("instance-%d", i)
-		addr, err := freeAddr()
+		addr, err := subproc.FreeAddr()
 		if err != nil {
 			return err
 		}
@@ -167,11 +169,11 @@ func (d *demoRun) startInstances(dbURL string) error {
 		if d.cfg.flavor == dlt.FlavorScabbard {
 			args = append(args, "--scabbard-circuit", "circuit0", "--scabbard-service", "service0")
 		}
-		k, err := startChild(name, filepath.Join(d.logDir, name+".log"), args...)
+		k, err := subproc.Start(name, filepath.Join(d.logDir, name+".log"), args...)
 		if err != nil {
 			return err
 		}
-		d.kids = append(d.kids, &demoKid{child: k, metricsURL: "http://" + addr + "/metrics", state: "running"})
+		d.kids = append(d.kids, &demoKid{Child: k, metricsURL: "http://" + addr + "/metrics", state: "running"})
 	}
 	return nil
 }
@@ -194,8 +196,8 @@ func (d *demoRun) watch(ctx context.Context) error {
 		for _, k := range d.kids {
 			if k.state == "running" {
 				d.scrape(k)
-				if k.exited() {
-					return fmt.Errorf("%s exited unexpectedly (%v); see %s", k.name, k.err, d.logDir)
+				if k.Exited() {
+					return fmt.Errorf("%s exited unexpectedly (%v); see %s", k.Name, k.Err, d.logDir)
 				}
 			}
 		}
@@ -209,7 +211,7 @@ func (d *demoRun) watch(ctx context.Context) error {
 			if time.Since(unreachable) > demoUnreachableLimit {
 				return fmt.Errorf("database unreachable for %v: %w", demoUnreachableLimit, err)
 			}
-			fmt.Fprintf(d.out, "t=%4.0fs  database unreachable (%v); trying again\n", time.Since(d.start).Seconds(), oneLine(err))
+			fmt.Fprintf(d.out, "t=%4.0fs  database unreachable (%v); trying again\n", time.Since(d.start).Seconds(), cli.OneLine(err))
 			continue
 		}
 		unreachable = time.Time{}
@@ -228,11 +230,11 @@ func (d *demoRun) watch(ctx context.Context) error {
 			d.fault(ctx, d.kids[1], syscall.SIGSTOP, "stopped", "SIGSTOP (resumed after expiry-2)")
 			stoppedAt = time.Now()
 		case d.kids[1].state == "stopped" && time.Since(stoppedAt) > demoExpiry2+1500*time.Millisecond:
-			_ = d.kids[1].signal(syscall.SIGCONT)
+			_ = d.kids[1].Signal(syscall.SIGCONT)
 			d.kids[1].state = "running"
 			resumedAt = time.Now()
 			fmt.Fprintf(d.out, ">>> SIGCONT %s after %.1fs: its claims were taken; it must find its epochs stale\n",
-				d.kids[1].name, time.Since(stoppedAt).Seconds())
+				d.kids[1].Name, time.Since(stoppedAt).Seconds())
 		case frac >= 0.55 && !restarted:
 			d.sim.Restart()
 			restarted = true
@@ -251,16 +253,16 @@ func (d *demoRun) fault(ctx context.Context, k *demoKid, sig syscall.Signal, sta
 	var id uuid.UUID
 	if rows, err := q.InstanceProgress(ctx, d.pool); err == nil {
 		for _, r := range rows {
-			if r.Name == k.name {
+			if r.Name == k.Name {
 				id = r.ID
 			}
 		}
 	}
-	_ = k.signal(sig)
+	_ = k.Signal(sig)
 	k.state = state
-	d.victims[k.name] = victim{id: id, at: at}
-	d.faults = append(d.faults, fmt.Sprintf("%s %s at %.1fs", what, k.name, time.Since(d.start).Seconds()))
-	fmt.Fprintf(d.out, ">>> %s %s\n", what, k.name)
+	d.victims[k.Name] = victim{id: id, at: at}
+	d.faults = append(d.faults, fmt.Sprintf("%s %s at %.1fs", what, k.Name, time.Since(d.start).Seconds()))
+	fmt.Fprintf(d.out, ">>> %s %s\n", what, k.Name)
 }
 
 // progress prints one line of the live table and returns the number of finished batches.
@@ -281,7 +283,7 @@ func (d *demoRun) progress(ctx context.Context, q *db.Queries, total int) (int, 
 	}
 	state := map[string]string{}
 	for _, k := range d.kids {
-		state[k.name] = k.state
+		state[k.Name] = k.state
 	}
 	var cells []string
 	for _, r := range rows {
@@ -312,13 +314,4 @@ func (d *demoRun) scrape(k *demoKid) {
 			}
 		}
 	}
-}
-
-func freeAddr() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer l.Close()
-	return l.Addr().String(), nil
 }

@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"context"
@@ -43,7 +43,7 @@ func TestCycleHistQuantile(t *testing.T) {
 // before a VACUUM, say) is recorded when the next begins, and must not be.
 func TestCycleClockSince(t *testing.T) {
 	t.Parallel()
-	c := &cycleClock{stmtCounter: newStmtCounter()}
+	c := &cycleClock{StmtCounter: NewStmtCounter()}
 	ctx := context.Background()
 	stmt := func(name string, d time.Duration) {
 		sctx := c.TraceQueryStart(ctx, nil, pgx.TraceQueryStartData{SQL: "-- name: " + name + " :one\nSELECT 1"})

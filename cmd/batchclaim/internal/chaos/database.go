@@ -16,7 +16,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/batchclaim/batchclaim/internal/patroni"
+	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/patroni"
 	"github.com/batchclaim/batchclaim/internal/pglocal"
 	"github.com/batchclaim/batchclaim/internal/tcpproxy"
 	"github.com/batchclaim/batchclaim/migrations"
