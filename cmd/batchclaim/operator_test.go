@@ -9,8 +9,10 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -18,6 +20,7 @@ import (
 	"github.com/batchclaim/batchclaim/claims"
 	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/cli"
 
+	"github.com/batchclaim/batchclaim/ingest"
 	"github.com/batchclaim/batchclaim/internal/dbtest"
 )
 
@@ -217,5 +220,53 @@ func TestResumeAndUnmigratedStatus(t *testing.T) {
 		if _, errOut := run(1, args...); !strings.Contains(errOut, "run batchclaim migrate up") || strings.Count(errOut, "\n") != 1 {
 			t.Errorf("%v on an unmigrated database: %q", args, errOut)
 		}
+	}
+}
+
+// retry and cancel change one batch as the status page's buttons do, and say why when they
+// cannot.
+func TestRetryAndCancelCommands(t *testing.T) {
+	t.Parallel()
+	url := dbtest.NewDB(t)
+	run := func(want int, args ...string) (string, string) {
+		t.Helper()
+		var stdout, stderr bytes.Buffer
+		if code := realMain(t.Context(), append(args, "--database-url", url), &stdout, &stderr); code != want {
+			t.Fatalf("%v: exit %d, want %d; stdout %s stderr %s", args, code, want, stdout.String(), stderr.String())
+		}
+		return stdout.String(), stderr.String()
+	}
+	pool, err := pgxpool.New(t.Context(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	st, err := ingest.Enqueue(t.Context(), pool, "svc-j", "job-1", nil, ingest.RunAt(time.Now().Add(time.Hour)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	seq := strconv.FormatInt(st.Seq, 10)
+
+	if out, _ := run(0, "cancel", seq, "--reason", "not needed"); out != "batch "+seq+" of svc-j: NEW -> CANCELLED\n" {
+		t.Fatalf("cancel: %q", out)
+	}
+	var lastErr string
+	if err := pool.QueryRow(t.Context(), `SELECT last_error FROM batches WHERE seq = $1`, st.Seq).Scan(&lastErr); err != nil || lastErr != "not needed" {
+		t.Fatalf("the cancelled batch's last error: %q, %v", lastErr, err)
+	}
+	if _, errOut := run(1, "cancel", seq); !strings.Contains(errOut, "batch state changed: it is CANCELLED, not NEW or DELAYED") {
+		t.Fatalf("cancel again: %q", errOut)
+	}
+	if out, _ := run(0, "retry", seq); out != "batch "+seq+" of svc-j: CANCELLED -> NEW\n" {
+		t.Fatalf("retry: %q", out)
+	}
+	if _, errOut := run(1, "retry", "999999"); errOut != "batchclaim retry: there is no batch 999999\n" {
+		t.Fatalf("retry of no batch: %q", errOut)
+	}
+	if _, errOut := run(1, "retry", "x1"); !strings.Contains(errOut, `SEQ "x1": want a positive integer`) {
+		t.Fatalf("retry of a bad SEQ: %q", errOut)
+	}
+	if _, errOut := run(2, "cancel"); !strings.Contains(errOut, "give one SEQ") {
+		t.Fatalf("cancel without SEQ: %q", errOut)
 	}
 }

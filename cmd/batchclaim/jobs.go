@@ -1,0 +1,81 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+
+	"github.com/batchclaim/batchclaim"
+	"github.com/batchclaim/batchclaim/claims"
+	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/cli"
+	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/database"
+	"github.com/batchclaim/batchclaim/observer"
+)
+
+// runRetry runs a finished batch again through observer.Retry, the call behind the status
+// page's Retry button.
+func runRetry(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	return batchCommand(ctx, "retry",
+		"Runs batch SEQ again, as the status page's Retry button does: a DISCARDED, CANCELLED or\n"+
+			"INVALID batch becomes NEW with its attempts counted afresh (lifting its service_id's halt\n"+
+			"if this batch caused it); a DELAYED one is sent now. It goes before its service_id's later\n"+
+			"unfinished batches. Exit 1 if the batch is in another state or does not exist.",
+		args, stdout, stderr, func(ctx context.Context, q claims.Querier, seq int64, _ string) (observer.Change, error) {
+			return observer.Retry(ctx, q, seq)
+		})
+}
+
+// runCancel cancels a batch that has not run through observer.Cancel, the call behind the
+// status page's Cancel button.
+func runCancel(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	return batchCommand(ctx, "cancel",
+		"Cancels batch SEQ if it has not run and certainly never took effect (NEW, with a run-at\n"+
+			"time or not, or DELAYED), as the status page's Cancel button does: it becomes CANCELLED and\n"+
+			"its service_id goes on with the next batch. Exit 1 if the batch is running, finished, has an\n"+
+			"unknown outcome, or does not exist.",
+		args, stdout, stderr, observer.Cancel)
+}
+
+// batchCommand is the shape of retry and cancel: one SEQ, one conditional write, the change
+// printed.
+func batchCommand(ctx context.Context, name, help string, args []string, stdout, stderr io.Writer,
+	do func(context.Context, claims.Querier, int64, string) (observer.Change, error)) error {
+	fs := cli.NewFlagSet(name, "SEQ [flags]", help, stderr)
+	dbURL := database.Flag(fs)
+	reason := "cancelled with batchclaim cancel"
+	if name == "cancel" {
+		fs.StringVar(&reason, "reason", reason, "why, kept as the batch's last error and in its history")
+	}
+	rest, err := cli.ParseInterspersed(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(rest) != 1 {
+		fmt.Fprintf(stderr, "batchclaim %s: give one SEQ (the batch's number, as the status page and status show it); see batchclaim %s --help\n", name, name)
+		return cli.ErrUsage
+	}
+	seq, err := strconv.ParseInt(rest[0], 10, 64)
+	if err != nil || seq <= 0 {
+		return fmt.Errorf("SEQ %q: want a positive integer", rest[0])
+	}
+	pool, err := database.Open(ctx, *dbURL, 1)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	c, err := do(ctx, pool, seq, reason)
+	switch {
+	case errors.Is(err, batchclaim.ErrNotFound):
+		return fmt.Errorf("there is no batch %d", seq)
+	case err != nil:
+		return schemaMissing(err)
+	}
+	fmt.Fprintf(stdout, "batch %d of %s: %s -> %s", c.Seq, printable(c.ServiceID), c.From, c.To)
+	if c.Resumed {
+		fmt.Fprintf(stdout, " (its service_id's halt lifted)")
+	}
+	fmt.Fprintln(stdout)
+	return nil
+}
