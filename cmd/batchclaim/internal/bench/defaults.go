@@ -13,8 +13,6 @@ import (
 
 	"github.com/batchclaim/batchclaim/claims"
 	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/database"
-	"github.com/batchclaim/batchclaim/dlt"
-	"github.com/batchclaim/batchclaim/dlt/dltsim"
 )
 
 // defaultsConfig is the shape of a defaults run.
@@ -96,19 +94,11 @@ func benchDefaults(ctx context.Context, c defaultsConfig, info io.Writer) (defau
 	if err := claims.RegisterServiceIDs(ctx, admin, ids...); err != nil {
 		return r, err
 	}
-	sim, err := dltsim.New(dltsim.Config{Flavor: dlt.FlavorSawtooth, Seed: 1})
-	if err != nil {
-		return r, err
-	}
-	simURL, err := sim.Start("127.0.0.1:0")
+	sim, simURL, logDir, err := startLedger("defaults")
 	if err != nil {
 		return r, err
 	}
 	defer sim.Close()
-	logDir, err := os.MkdirTemp("", "batchclaim-bench-defaults-")
-	if err != nil {
-		return r, err
-	}
 	f := &fleet{admin: admin, logDir: logDir, prefix: "df", k: c.serviceIDs, listen: true, args: func(name, listen string) []string {
 		return runArgs(db.URL, simURL, name, listen, c.runFlags)
 	}}

@@ -131,19 +131,11 @@ func benchFailover(ctx context.Context, c failoverConfig, info io.Writer) (failo
 	if err := claims.RegisterServiceIDs(ctx, admin, ids...); err != nil {
 		return r, err
 	}
-	sim, err := dltsim.New(dltsim.Config{Flavor: dlt.FlavorSawtooth, Seed: 1})
-	if err != nil {
-		return r, err
-	}
-	simURL, err := sim.Start("127.0.0.1:0")
+	sim, simURL, logDir, err := startLedger("failover")
 	if err != nil {
 		return r, err
 	}
 	defer sim.Close()
-	logDir, err := os.MkdirTemp("", "batchclaim-bench-failover-")
-	if err != nil {
-		return r, err
-	}
 	fmt.Fprintf(info, "failover: instance logs in %s\n", logDir)
 
 	f := &fleet{admin: admin, logDir: logDir, prefix: "fo", k: c.serviceIDs, args: func(name, _ string) []string {

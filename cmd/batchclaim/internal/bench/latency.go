@@ -153,19 +153,11 @@ func latencyOnce(ctx context.Context, c latencyConfig, name string, extra []stri
 	if err := claims.RegisterServiceIDs(ctx, admin, ids...); err != nil {
 		return x, err
 	}
-	sim, err := dltsim.New(dltsim.Config{Flavor: dlt.FlavorSawtooth, Seed: 1})
-	if err != nil {
-		return x, err
-	}
-	simURL, err := sim.Start("127.0.0.1:0")
+	sim, simURL, logDir, err := startLedger("latency")
 	if err != nil {
 		return x, err
 	}
 	defer sim.Close()
-	logDir, err := os.MkdirTemp("", "batchclaim-bench-latency-")
-	if err != nil {
-		return x, err
-	}
 	f := &fleet{admin: admin, logDir: logDir, prefix: "lat-" + name, k: c.serviceIDs, listen: true, args: func(name, listen string) []string {
 		return runArgs(db.URL, simURL, name, listen, extra)
 	}}

@@ -13,8 +13,6 @@ import (
 
 	"github.com/batchclaim/batchclaim/claims"
 	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/database"
-	"github.com/batchclaim/batchclaim/dlt"
-	"github.com/batchclaim/batchclaim/dlt/dltsim"
 )
 
 // manyClaimsConfig is the shape of a many-claims run.
@@ -107,19 +105,11 @@ func benchManyClaims(ctx context.Context, c manyClaimsConfig, info io.Writer) (m
 			return r, err
 		}
 	}
-	sim, err := dltsim.New(dltsim.Config{Flavor: dlt.FlavorSawtooth, Seed: 1})
-	if err != nil {
-		return r, err
-	}
-	simURL, err := sim.Start("127.0.0.1:0")
+	sim, simURL, logDir, err := startLedger("many-claims")
 	if err != nil {
 		return r, err
 	}
 	defer sim.Close()
-	logDir, err := os.MkdirTemp("", "batchclaim-bench-many-claims-")
-	if err != nil {
-		return r, err
-	}
 	f := &fleet{admin: admin, logDir: logDir, prefix: "mc", k: c.claims, args: func(name, _ string) []string {
 		return runArgs(db.URL, simURL, name, "", c.runFlags)
 	}}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"os"
 	"os/exec"
 	"regexp"
 	"slices"
@@ -13,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/batchclaim/batchclaim/dlt"
+	"github.com/batchclaim/batchclaim/dlt/dltsim"
 )
 
 // The latency, defaults and many-claims scenarios run `batchclaim run` processes with their
@@ -20,6 +22,23 @@ import (
 // flags they are given do not touch the data path: where the database and the ledger are,
 // a name, an HTTP address the kernel picks (two processes cannot share run's default port)
 // or none, and JSON logs, from which the bench reads that address.
+
+// startLedger starts a Sawtooth simulator (fixed seed) for a scenario's instances and makes
+// the directory their logs go to; the caller closes the simulator.
+func startLedger(scenario string) (sim *dltsim.Sim, url, logDir string, err error) {
+	if sim, err = dltsim.New(dltsim.Config{Flavor: dlt.FlavorSawtooth, Seed: 1}); err != nil {
+		return nil, "", "", err
+	}
+	if url, err = sim.Start("127.0.0.1:0"); err != nil {
+		_ = sim.Close()
+		return nil, "", "", err
+	}
+	if logDir, err = os.MkdirTemp("", "batchclaim-bench-"+scenario+"-"); err != nil {
+		_ = sim.Close()
+		return nil, "", "", err
+	}
+	return sim, url, logDir, nil
+}
 
 // runArgs is the command line of one such process; extra comes last, so that it can
 // override any of them (a passthrough flag of the scenario).
