@@ -159,7 +159,8 @@ type Node struct {
 // the defaults of the run command's flags: an embedded node and a daemon given no options
 // behave alike. Two fields differ on purpose: Listen (empty: an embedder serves no HTTP unless
 // it asks; run listens on 127.0.0.1:8080) and Claims.RequireSyncStandby (false; run turns it on
-// when its URL lists several hosts). Claims' own zero values are resolved by the claim engine
+// when its URL lists several hosts). MaxAttempts depends on Statuses: run is a ledger
+// pipeline (no limit), a node without Statuses a job runner (MaxAttemptsDefault). Claims' own zero values are resolved by the claim engine
 // (claims.Config.Resolve), the same for both.
 func (c Config) WithDefaults() Config {
 	c.Workers = cmp.Or(c.Workers, submitter.WorkersDefault)

@@ -1,10 +1,12 @@
 package main
 
 import (
+	"context"
 	"io"
 	"reflect"
 	"testing"
 
+	"github.com/batchclaim/batchclaim"
 	"github.com/batchclaim/batchclaim/node"
 )
 
@@ -17,7 +19,9 @@ func TestRunDefaultsAreTheLibrarysZeroValues(t *testing.T) {
 	if err := f.fs.Parse(nil); err != nil {
 		t.Fatal(err)
 	}
-	flags, lib := reflect.ValueOf(f.cfg), reflect.ValueOf(node.Config{}.WithDefaults())
+	// run is a ledger pipeline: compare with the library's zero values for one (a status
+	// source set), which differ from a job runner's in MaxAttempts alone.
+	flags, lib := reflect.ValueOf(f.cfg), reflect.ValueOf(node.Config{Statuses: noStatuses{}}.WithDefaults())
 	for i := range flags.NumField() {
 		name := flags.Type().Field(i).Name
 		switch name {
@@ -31,6 +35,9 @@ func TestRunDefaultsAreTheLibrarysZeroValues(t *testing.T) {
 		if !reflect.DeepEqual(a.Interface(), b.Interface()) {
 			t.Errorf("node.Config.%s: run's flag default is %v, the library's zero value means %v", name, a.Interface(), b.Interface())
 		}
+	}
+	if got := (node.Config{}).WithDefaults().MaxAttempts; got != node.MaxAttemptsDefault {
+		t.Errorf("a job runner's MaxAttempts: %d, want %d", got, node.MaxAttemptsDefault)
 	}
 	if f.cfg.Listen != "127.0.0.1:8080" || (node.Config{}).WithDefaults().Listen != "" {
 		t.Errorf("Listen: run %q, library %q; want run on loopback and no listener for an embedder", f.cfg.Listen, node.Config{}.WithDefaults().Listen)
@@ -52,4 +59,11 @@ func TestRunDefaultsAreTheLibrarysZeroValues(t *testing.T) {
 	if cc.DropIdleAfter != 0 || cc.ShareSlack != 0 || cc.Name != "" {
 		t.Errorf("claims: run's defaults drop idle after %s, share slack %d, name %q; the library's zero values are 0, 0, \"\"", cc.DropIdleAfter, cc.ShareSlack, cc.Name)
 	}
+}
+
+// noStatuses stands for a ledger's status source.
+type noStatuses struct{}
+
+func (noStatuses) Statuses(context.Context, []string) ([]batchclaim.LedgerStatus, error) {
+	return nil, nil
 }
