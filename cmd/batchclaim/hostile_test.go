@@ -27,6 +27,7 @@ import (
 	"github.com/batchclaim/batchclaim/internal/dbtest"
 	"github.com/batchclaim/batchclaim/internal/tcpproxy"
 	"github.com/batchclaim/batchclaim/internal/testcert"
+	"github.com/batchclaim/batchclaim/internal/testutil"
 )
 
 // The hostile suite: one real `batchclaim run` process, built here, driven as a careless
@@ -489,19 +490,22 @@ func TestHostile(t *testing.T) {
 		if a.status != http.StatusServiceUnavailable || code != 18 || id == "" {
 			t.Fatalf("POST during the outage: %d %s", a.status, a.body)
 		}
-		// The log line of that failure carries the same request id.
-		found, statusWarnings := false, 0
-		for _, l := range run.logLines() {
-			if l["msg"] == "store batches" && l["request_id"] == id {
-				found = true
+		// The log line of that failure carries the same request id. The instance writes it
+		// before it answers, but the line reaches the test through a pipe and may come later.
+		statusWarnings := 0
+		testutil.WaitFor(t, 10*time.Second, fmt.Sprintf("a log line \"store batches\" with request_id %s", id), func() bool {
+			found := false
+			statusWarnings = 0
+			for _, l := range run.logLines() {
+				if l["msg"] == "store batches" && l["request_id"] == id {
+					found = true
+				}
+				if msg, _ := l["msg"].(string); l["level"] == "WARN" && strings.HasPrefix(msg, "status page") {
+					statusWarnings++
+				}
 			}
-			if msg, _ := l["msg"].(string); l["level"] == "WARN" && strings.HasPrefix(msg, "status page") {
-				statusWarnings++
-			}
-		}
-		if !found {
-			t.Errorf("no log line \"store batches\" with request_id %s", id)
-		}
+			return found
+		})
 		if statusWarnings > 1 {
 			t.Errorf("11 status reads during the outage logged %d warnings, want at most 1", statusWarnings)
 		}
