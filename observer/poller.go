@@ -186,13 +186,20 @@ func (p *Poller) PollOnce(ctx context.Context) (int, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.changed = 0
-	held := p.fence.Held()
-	if len(held) == 0 {
-		return 0, nil
-	}
-	byService := make(map[string]claims.Claim, len(held))
-	for _, c := range held {
-		byService[c.ServiceID] = c
+	// The claims of the service_ids to ask about are looked up one by one, so that a poll
+	// costs what it asks about, not what the instance holds; the whole list is read for the
+	// sweep alone.
+	byService := map[string]claims.Claim{}
+	if time.Since(p.sweptAt) >= p.cfg.SweepInterval {
+		held := p.fence.Held()
+		if len(held) == 0 {
+			return 0, nil // nothing held, or the engine may not work now: sweep next time
+		}
+		p.sweptAt = time.Now()
+		for _, c := range held {
+			byService[c.ServiceID] = c
+			p.keys[c.ServiceID] = true
+		}
 	}
 	p.notes.Lock()
 	for _, id := range p.noted {
@@ -200,22 +207,27 @@ func (p *Poller) PollOnce(ctx context.Context) (int, error) {
 	}
 	p.noted = nil
 	p.notes.Unlock()
-	if time.Since(p.sweptAt) >= p.cfg.SweepInterval {
-		p.sweptAt = time.Now()
-		for id := range byService {
-			p.keys[id] = true
-		}
-	}
 	svcs := make([]string, 0, len(p.keys))
+	var gone []string
 	for id := range p.keys {
-		if _, ok := byService[id]; ok {
-			svcs = append(svcs, id)
-		} else {
-			delete(p.keys, id) // not ours (any more)
+		c, ok := byService[id]
+		if !ok {
+			c, ok = p.fence.Holds(id)
 		}
+		if !ok {
+			gone = append(gone, id)
+			continue
+		}
+		byService[id] = c
+		svcs = append(svcs, id)
 	}
 	if len(svcs) == 0 {
+		// None held: the engine may be between a missed renewal and the next one, when it
+		// answers for no claim; keep the keys for the next poll.
 		return 0, nil
+	}
+	for _, id := range gone {
+		delete(p.keys, id) // not ours (any more)
 	}
 	sort.Strings(svcs)
 	ctx, span := tracing.Start(ctx, tracing.Poll, tracing.Claims.Int(len(svcs)))

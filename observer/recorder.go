@@ -25,6 +25,8 @@ type Fencer interface {
 	// Nonce is the process's token on its registry row; every fenced statement matches it.
 	Nonce() uuid.UUID
 	Held() []claims.Claim
+	// Holds returns the claim on serviceID if this instance may work on it now.
+	Holds(serviceID string) (claims.Claim, bool)
 	// Fenced drops a claim a fenced write found stale.
 	Fenced(c claims.Claim)
 	// DBNow is the time statements judge the lease by (nil: the database's now()).

@@ -403,42 +403,39 @@ func (q *Queuer) Fetch(ctx context.Context) (int, error) {
 // take removes from the queues the service_ids to read the heads of: held claims without
 // work in flight, at most FetchLimit, and not many more than the free workers can take (ready
 // heads are handed out in queue order; those that find no worker go back to the front). The
-// service_ids the queuer was told about come before the sweeps.
+// service_ids the queuer was told about come before the sweeps. Each one taken is looked up
+// in the engine on its own, so that a fetch costs what it takes, not what the instance holds
+// (the whole list of held claims is read only when every claim is to be swept).
 func (q *Queuer) take(free int) (map[string]claims.Claim, []string) {
-	held := q.eng.Held() // sorted by service_id
 	q.mu.Lock()
-	defer q.mu.Unlock()
-	if q.all {
-		q.all = false
+	all := q.all
+	q.all = false
+	q.mu.Unlock()
+	if all {
+		held := q.eng.Held() // the engine is never asked while q.mu is held
+		q.mu.Lock()
 		for _, c := range held {
 			q.sweepLocked(c.ServiceID)
 		}
-	}
-	byHeld := make(map[string]claims.Claim, len(held))
-	for _, c := range held {
-		byHeld[c.ServiceID] = c
+		q.mu.Unlock()
 	}
 	limit := min(q.cfg.FetchLimit, max(4*free, 64))
-	byID := map[string]claims.Claim{}
-	var ids []string
+	q.mu.Lock()
+	var picked []string
+	seen := map[string]bool{}
 	pick := func(queue []string, queued map[string]bool) []string {
 		n := 0
-		for n < len(queue) && len(ids) < limit {
+		for n < len(queue) && len(picked) < limit {
 			id := queue[n]
 			n++
 			delete(queued, id)
-			c, ok := byHeld[id]
-			if !ok {
-				continue // not ours (any more)
-			}
 			if _, busy := q.inflight[id]; busy {
 				continue // its Done queues it again
 			}
-			if _, dup := byID[id]; dup {
-				continue
+			if !seen[id] {
+				seen[id] = true
+				picked = append(picked, id)
 			}
-			byID[id] = c
-			ids = append(ids, id)
 		}
 		if n == len(queue) {
 			return nil // let the backing array go
@@ -447,6 +444,15 @@ func (q *Queuer) take(free int) (map[string]claims.Claim, []string) {
 	}
 	q.queue = pick(q.queue, q.queued)
 	q.sweeps = pick(q.sweeps, q.swept)
+	q.mu.Unlock()
+	byID := make(map[string]claims.Claim, len(picked))
+	ids := picked[:0]
+	for _, id := range picked {
+		if c, ok := q.eng.Holds(id); ok { // else not ours (any more)
+			byID[id] = c
+			ids = append(ids, id)
+		}
+	}
 	return byID, ids
 }
 
