@@ -3,8 +3,8 @@ package bench
 import (
 	"context"
 	"fmt"
+	"github.com/jackc/pgx/v5"
 	"io"
-	"log/slog"
 	"net/http"
 	"os"
 	"strings"
@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/batchclaim/batchclaim/claims"
-	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/database"
 )
 
 // defaultsConfig is the shape of a defaults run.
@@ -79,16 +78,11 @@ func (r defaultsResult) print(w io.Writer) {
 func benchDefaults(ctx context.Context, c defaultsConfig, info io.Writer) (defaultsResult, error) {
 	r := defaultsResult{Scenario: "defaults", Processes: 2, ServiceIDs: c.serviceIDs, PerKey: c.perKey, RunArgs: shownArgs(c.runFlags),
 		Batches: c.serviceIDs * c.perKey, ReadyzEveryMs: c.readyzEvery.Milliseconds(), Method: defaultsMethod}
-	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	db, err := database.NewScratch(ctx, "batchclaim_bench_defaults", c.keep, info, logger)
+	db, admin, err := scratchWithAdmin(ctx, "batchclaim_bench_defaults", c.keep, info)
 	if err != nil {
 		return r, err
 	}
 	defer db.Close(ctx)
-	admin, err := database.Open(ctx, db.URL, 2)
-	if err != nil {
-		return r, err
-	}
 	defer admin.Close()
 	ids := serviceIDs("df", c.serviceIDs)
 	if err := claims.RegisterServiceIDs(ctx, admin, ids...); err != nil {
@@ -187,16 +181,7 @@ func benchDefaults(ctx context.Context, c defaultsConfig, info io.Writer) (defau
 	if err != nil {
 		return r, err
 	}
-	for rows.Next() {
-		var a float64
-		if err := rows.Scan(&a); err != nil {
-			rows.Close()
-			return r, err
-		}
-		ages = append(ages, a)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
+	if ages, err = pgx.CollectRows(rows, pgx.RowTo[float64]); err != nil {
 		return r, err
 	}
 	r.Seconds = round3(secs)

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
@@ -19,7 +18,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/batchclaim/batchclaim/claims"
-	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/database"
 	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/subproc"
 	"github.com/batchclaim/batchclaim/dlt"
 	"github.com/batchclaim/batchclaim/dlt/dltsim"
@@ -113,16 +111,11 @@ func benchFailover(ctx context.Context, c failoverConfig, info io.Writer) (failo
 	r.Busy = failoverMeasure{Target: sec(timings.Expiry2 + 2*timings.RenewInterval), TargetFormula: "T2 + 2R"}
 	r.SIGTERM = failoverMeasure{Target: sec(2 * timings.RenewInterval), TargetFormula: "2R"}
 
-	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	db, err := database.NewScratch(ctx, "batchclaim_bench_failover", c.keep, info, logger)
+	db, admin, err := scratchWithAdmin(ctx, "batchclaim_bench_failover", c.keep, info)
 	if err != nil {
 		return r, err
 	}
 	defer db.Close(ctx)
-	admin, err := database.Open(ctx, db.URL, 2)
-	if err != nil {
-		return r, err
-	}
 	defer admin.Close()
 	ids := make([]string, c.serviceIDs)
 	for i := range ids {

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"math/rand/v2"
 	"net/http"
 	"os"
@@ -17,7 +16,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/batchclaim/batchclaim/claims"
-	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/database"
 	"github.com/batchclaim/batchclaim/dlt"
 	"github.com/batchclaim/batchclaim/dlt/dltsim"
 )
@@ -138,16 +136,11 @@ func benchLatency(ctx context.Context, c latencyConfig, info io.Writer) (latency
 func latencyOnce(ctx context.Context, c latencyConfig, name string, extra []string, info io.Writer) (latencyRun, error) {
 	began := time.Now()
 	x := latencyRun{Name: name, RunArgs: shownArgs(extra), Batches: c.batches}
-	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	db, err := database.NewScratch(ctx, "batchclaim_bench_latency", c.keep, info, logger)
+	db, admin, err := scratchWithAdmin(ctx, "batchclaim_bench_latency", c.keep, info)
 	if err != nil {
 		return x, err
 	}
 	defer db.Close(ctx)
-	admin, err := database.Open(ctx, db.URL, 2)
-	if err != nil {
-		return x, err
-	}
 	defer admin.Close()
 	ids := serviceIDs("lat", c.serviceIDs)
 	if err := claims.RegisterServiceIDs(ctx, admin, ids...); err != nil {

@@ -4,15 +4,14 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/batchclaim/batchclaim/claims"
-	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/database"
 )
 
 // manyClaimsConfig is the shape of a many-claims run.
@@ -88,16 +87,11 @@ func benchManyClaims(ctx context.Context, c manyClaimsConfig, info io.Writer) (m
 	began := time.Now()
 	r := manyClaimsResult{Scenario: "many-claims", Claims: c.claims, LastKeys: c.last, RunArgs: shownArgs(c.runFlags),
 		FirstLimitS: c.firstLimit.Seconds(), LastLimitS: c.limit.Seconds(), Method: manyClaimsMethod}
-	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	db, err := database.NewScratch(ctx, "batchclaim_bench_many_claims", c.keep, info, logger)
+	db, admin, err := scratchWithAdmin(ctx, "batchclaim_bench_many_claims", c.keep, info)
 	if err != nil {
 		return r, err
 	}
 	defer db.Close(ctx)
-	admin, err := database.Open(ctx, db.URL, 2)
-	if err != nil {
-		return r, err
-	}
 	defer admin.Close()
 	ids := serviceIDs("mc", c.claims)
 	for i := 0; i < len(ids); i += 10000 {
@@ -176,21 +170,12 @@ func roundOfBatches(ctx context.Context, admin *pgxpool.Pool, svcs []string, n i
 		}
 	}
 	x.Seconds = round3(time.Since(start).Seconds())
-	var seqs []int64
 	rows, err := admin.Query(ctx, `SELECT seq FROM batches WHERE seq > $1`, from)
 	if err != nil {
 		return x, err
 	}
-	for rows.Next() {
-		var s int64
-		if err := rows.Scan(&s); err != nil {
-			rows.Close()
-			return x, err
-		}
-		seqs = append(seqs, s)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
+	seqs, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil {
 		return x, err
 	}
 	post, _, err := batchLatencies(ctx, admin, seqs)

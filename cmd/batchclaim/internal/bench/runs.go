@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
+	"log/slog"
 	"os"
 	"os/exec"
 	"regexp"
@@ -13,6 +15,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/database"
 	"github.com/batchclaim/batchclaim/dlt"
 	"github.com/batchclaim/batchclaim/dlt/dltsim"
 )
@@ -38,6 +41,22 @@ func startLedger(scenario string) (sim *dltsim.Sim, url, logDir string, err erro
 		return nil, "", "", err
 	}
 	return sim, url, logDir, nil
+}
+
+// scratchWithAdmin creates a scenario's scratch database and a small pool on it for the
+// bench's own reads; the caller closes the pool, then the database.
+func scratchWithAdmin(ctx context.Context, prefix string, keep bool, info io.Writer) (*database.Scratch, *pgxpool.Pool, error) {
+	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	db, err := database.NewScratch(ctx, prefix, keep, info, logger)
+	if err != nil {
+		return nil, nil, err
+	}
+	admin, err := database.Open(ctx, db.URL, 2)
+	if err != nil {
+		db.Close(ctx)
+		return nil, nil, err
+	}
+	return db, admin, nil
 }
 
 // runArgs is the command line of one such process; extra comes last, so that it can
