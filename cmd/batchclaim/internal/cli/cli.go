@@ -1,5 +1,3 @@
-// Package cli is the flag handling every command of the program shares: usage text, flags
-// from BATCHCLAIM_<FLAG> variables, one-line flag errors naming the closest spelling.
 package cli
 
 import (

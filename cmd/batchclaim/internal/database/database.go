@@ -1,4 +1,3 @@
-// Package database opens the program's connection pools and its scratch databases.
 package database
 
 import (

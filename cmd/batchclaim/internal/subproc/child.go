@@ -1,4 +1,3 @@
-// Package subproc starts instances of this same binary as separate OS processes.
 package subproc
 
 import (

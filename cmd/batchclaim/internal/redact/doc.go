@@ -1,0 +1,2 @@
+// Package redact hides the secrets of database and ledger URLs in logs and messages.
+package redact

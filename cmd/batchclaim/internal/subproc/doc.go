@@ -1,0 +1,2 @@
+// Package subproc starts instances of this same binary as separate OS processes.
+package subproc
