@@ -59,7 +59,7 @@ func TestDropIdleClaims(t *testing.T) {
 	}
 	ev.mu.Unlock()
 	var rows, events int
-	if err := pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM service_id_claims), (SELECT count(*) FROM claim_events WHERE event = 'dropped')`).Scan(&rows, &events); err != nil {
+	if err := pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM batchclaim.service_id_claims), (SELECT count(*) FROM batchclaim.claim_events WHERE event = 'dropped')`).Scan(&rows, &events); err != nil {
 		t.Fatal(err)
 	}
 	if rows != 3 || events != 3 {
@@ -98,7 +98,7 @@ func TestDropIdleFreeRows(t *testing.T) {
 	pool := dbtest.NewPool(t)
 	const idle = 6000 // more than one cycle drops (25 chunks of 200)
 	ids := registerServiceIDs(t, pool, idle)
-	if _, err := pool.Exec(ctx, `UPDATE service_id_claims SET registered_at = now() - interval '2 minutes'`); err != nil {
+	if _, err := pool.Exec(ctx, `UPDATE batchclaim.service_id_claims SET registered_at = now() - interval '2 minutes'`); err != nil {
 		t.Fatal(err)
 	}
 	work := []string{ids[10], ids[20], ids[30]} // idle by their age, but with work
@@ -157,7 +157,7 @@ func TestDropIdleFreeRows(t *testing.T) {
 		}
 	}
 	var acquired, dropped int
-	if err := pool.QueryRow(ctx, `SELECT count(*) FILTER (WHERE event = 'acquired'), count(*) FILTER (WHERE event = 'dropped') FROM claim_events`).Scan(&acquired, &dropped); err != nil {
+	if err := pool.QueryRow(ctx, `SELECT count(*) FILTER (WHERE event = 'acquired'), count(*) FILTER (WHERE event = 'dropped') FROM batchclaim.claim_events`).Scan(&acquired, &dropped); err != nil {
 		t.Fatal(err)
 	}
 	if acquired != 4 || dropped != 0 {

@@ -101,8 +101,8 @@ type observation struct {
 // guardQuery reads an observation (the same columns as the survey's last four).
 const guardQuery = `SELECT ('x' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8))::bit(32)::bigint,
 	current_setting('synchronous_standby_names') <> '' AND current_setting('synchronous_commit') NOT IN ('off', 'local'),
-	COALESCE(pg_sequence_last_value('service_id_claim_epochs'::regclass), 0),
-	(SELECT heartbeat_at FROM instances WHERE id = $1 AND nonce = $2)`
+	COALESCE(pg_sequence_last_value('batchclaim.service_id_claim_epochs'::regclass), 0),
+	(SELECT heartbeat_at FROM batchclaim.instances WHERE id = $1 AND nonce = $2)`
 
 // checked reports whether conn is a connection the guard judged the database through since
 // the last change of timeline, with the synchronous standby not due for a check.
@@ -173,7 +173,7 @@ func (e *Engine) judge(ctx context.Context, q Querier, o observation) {
 	if bump > 0 {
 		// No instance, this one or one started later, may grant those epochs again.
 		bctx, cancel := context.WithTimeout(ctx, e.cfg.LocalDeadline)
-		_, err := q.Exec(bctx, `SELECT setval('service_id_claim_epochs', GREATEST($1::bigint, (SELECT last_value FROM service_id_claim_epochs)))`, bump)
+		_, err := q.Exec(bctx, `SELECT setval('batchclaim.service_id_claim_epochs', GREATEST($1::bigint, (SELECT last_value FROM batchclaim.service_id_claim_epochs)))`, bump)
 		cancel()
 		if err != nil {
 			e.log.Error("could not move the epoch sequence past the epochs granted before the failover", "epoch", bump, "error", err)

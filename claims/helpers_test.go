@@ -95,7 +95,7 @@ func cycle(t testing.TB, e *claims.Engine) claims.CycleReport {
 // owners reads claimant and epoch of every claim row.
 func owners(t testing.TB, pool *pgxpool.Pool) map[string]owner {
 	t.Helper()
-	rows, err := pool.Query(context.Background(), `SELECT service_id, claimant, epoch FROM service_id_claims`)
+	rows, err := pool.Query(context.Background(), `SELECT service_id, claimant, epoch FROM batchclaim.service_id_claims`)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -38,7 +38,7 @@ func TestFixedInstanceIDCannotBeShared(t *testing.T) {
 	}
 
 	// The first process is paused past expiry_2: its lease ends by the database clock.
-	if _, err := pool.Exec(ctx, `UPDATE instances SET expiry_1 = now() - interval '2 minutes', expiry_2 = now() - interval '1 minute' WHERE id = $1`, old.InstanceID()); err != nil {
+	if _, err := pool.Exec(ctx, `UPDATE batchclaim.instances SET expiry_1 = now() - interval '2 minutes', expiry_2 = now() - interval '1 minute' WHERE id = $1`, old.InstanceID()); err != nil {
 		t.Fatal(err)
 	}
 	if err := succ.Register(ctx); err != nil {
@@ -86,7 +86,7 @@ func TestFixedInstanceIDCannotBeShared(t *testing.T) {
 	// And the old process's shutdown does not remove the successor's row.
 	_ = old.Shutdown(ctx)
 	var n int
-	if err := pool.QueryRow(ctx, `SELECT count(*) FROM instances WHERE id = $1`, succ.InstanceID()).Scan(&n); err != nil || n != 1 {
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM batchclaim.instances WHERE id = $1`, succ.InstanceID()).Scan(&n); err != nil || n != 1 {
 		t.Fatalf("successor's row after the old process's shutdown: %d rows, %v", n, err)
 	}
 }

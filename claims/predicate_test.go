@@ -119,7 +119,7 @@ func TestClaimPredicates(t *testing.T) {
 			}
 			if tt.event != "" {
 				var n int
-				if err := env.pool.QueryRow(ctx, `SELECT count(*) FROM claim_events WHERE event = $1`, tt.event).Scan(&n); err != nil {
+				if err := env.pool.QueryRow(ctx, `SELECT count(*) FROM batchclaim.claim_events WHERE event = $1`, tt.event).Scan(&n); err != nil {
 					t.Fatal(err)
 				}
 				if n == 0 {
@@ -182,10 +182,10 @@ func TestNonOwnerCannotRenewOrWrite(t *testing.T) {
 
 	// B's renewal extended B's lease only: A's claims keep A's expiry.
 	var aExpiry, claimExpiry time.Time
-	if err := env.pool.QueryRow(ctx, `SELECT expiry_1 FROM instances WHERE id = $1`, env.a.InstanceID()).Scan(&aExpiry); err != nil {
+	if err := env.pool.QueryRow(ctx, `SELECT expiry_1 FROM batchclaim.instances WHERE id = $1`, env.a.InstanceID()).Scan(&aExpiry); err != nil {
 		t.Fatal(err)
 	}
-	if err := env.pool.QueryRow(ctx, `SELECT expiry_1 FROM service_id_claims_effective WHERE service_id = 'svc-00000'`).Scan(&claimExpiry); err != nil {
+	if err := env.pool.QueryRow(ctx, `SELECT expiry_1 FROM batchclaim.service_id_claims_effective WHERE service_id = 'svc-00000'`).Scan(&claimExpiry); err != nil {
 		t.Fatal(err)
 	}
 	if !claimExpiry.Equal(aExpiry) {

@@ -31,7 +31,7 @@ func TestLockedRowsDelayNoOne(t *testing.T) {
 	if err := a.Register(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := pool.Exec(ctx, `UPDATE service_id_claims SET claimant = $1, epoch = nextval('service_id_claim_epochs') WHERE service_id < 'svc-09'`, a.InstanceID()); err != nil {
+	if _, err := pool.Exec(ctx, `UPDATE batchclaim.service_id_claims SET claimant = $1, epoch = nextval('batchclaim.service_id_claim_epochs') WHERE service_id < 'svc-09'`, a.InstanceID()); err != nil {
 		t.Fatal(err)
 	}
 	// X locks one of a's claims and the one free claim, and keeps them locked.
@@ -40,7 +40,7 @@ func TestLockedRowsDelayNoOne(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer x.Rollback(ctx) //nolint:errcheck
-	if _, err := x.Exec(ctx, `SELECT 1 FROM service_id_claims WHERE service_id IN ('svc-00', 'svc-09') FOR UPDATE`); err != nil {
+	if _, err := x.Exec(ctx, `SELECT 1 FROM batchclaim.service_id_claims WHERE service_id IN ('svc-00', 'svc-09') FOR UPDATE`); err != nil {
 		t.Fatal(err)
 	}
 

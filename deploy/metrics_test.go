@@ -358,7 +358,7 @@ func runningInstanceMetrics(t *testing.T) map[string]family {
 	}
 	testutil.WaitFor(t, 30*time.Second, "the ingested batch committed", func() bool {
 		var state string
-		err := pool.QueryRow(ctx, `SELECT state FROM batches WHERE batch_id = $1`, id).Scan(&state)
+		err := pool.QueryRow(ctx, `SELECT state FROM batchclaim.batches WHERE batch_id = $1`, id).Scan(&state)
 		return err == nil && state == "COMMITTED"
 	})
 

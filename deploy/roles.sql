@@ -8,7 +8,7 @@
 -- certificates. The names are the ones the deployment files use; change them here and
 -- there together.
 --
---   batchclaim_owner   `batchclaim migrate`: creates and alters the schema, owns its tables
+--   batchclaim_owner   `batchclaim migrate`: owns the schema batchclaim and its tables
 --   batchclaim_app     `batchclaim run` (and embedding services): reads and writes rows of
 --                      those tables, uses their sequences; cannot create, alter or drop
 --   batchclaim_status  `batchclaim status` and `batchclaim ui`: reads only (the status
@@ -24,15 +24,16 @@ BEGIN
 END
 $$;
 
--- Only the owner creates objects in the schema (before Postgres 15 every role could).
-REVOKE CREATE ON SCHEMA public FROM PUBLIC;
-GRANT USAGE, CREATE ON SCHEMA public TO batchclaim_owner;
-GRANT USAGE ON SCHEMA public TO batchclaim_app, batchclaim_status;
+-- batchclaim's own schema (docs/schema.md), owned by the owner role, so that only it creates
+-- objects there; the application's schemas, public included, are left as they are. A
+-- deployment with another schema (--schema) changes the name here.
+CREATE SCHEMA IF NOT EXISTS batchclaim AUTHORIZATION batchclaim_owner;
+GRANT USAGE ON SCHEMA batchclaim TO batchclaim_app, batchclaim_status;
 
 -- Every table and sequence the owner's migrations create from now on.
-ALTER DEFAULT PRIVILEGES FOR ROLE batchclaim_owner IN SCHEMA public
+ALTER DEFAULT PRIVILEGES FOR ROLE batchclaim_owner IN SCHEMA batchclaim
   GRANT SELECT, INSERT, UPDATE, DELETE ON TABLES TO batchclaim_app;
-ALTER DEFAULT PRIVILEGES FOR ROLE batchclaim_owner IN SCHEMA public
+ALTER DEFAULT PRIVILEGES FOR ROLE batchclaim_owner IN SCHEMA batchclaim
   GRANT USAGE, SELECT ON SEQUENCES TO batchclaim_app;
-ALTER DEFAULT PRIVILEGES FOR ROLE batchclaim_owner IN SCHEMA public
+ALTER DEFAULT PRIVILEGES FOR ROLE batchclaim_owner IN SCHEMA batchclaim
   GRANT SELECT ON TABLES TO batchclaim_status;

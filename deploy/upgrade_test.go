@@ -106,19 +106,19 @@ func TestMigrationsSafeForRollingUpgrades(t *testing.T) {
 		unsafe bool
 	}{
 		{"CREATE TABLE jobs (id bigint PRIMARY KEY, note text NOT NULL);", false},
-		{"ALTER TABLE batches ADD COLUMN run_at timestamptz;", false},
-		{"ALTER TABLE batches ADD COLUMN max_attempts integer NOT NULL DEFAULT 25;", false},
-		{"CREATE INDEX CONCURRENTLY IF NOT EXISTS batches_run_at_idx ON batches (run_at);", false},
-		{"ALTER TABLE batches DROP COLUMN payload;", true},
-		{"DROP TABLE service_halts;", true},
-		{"ALTER TABLE batches RENAME COLUMN state TO status;", true},
-		{"ALTER TABLE batches ALTER COLUMN run_at SET NOT NULL;", true},
-		{"ALTER TABLE batches ADD COLUMN kind text NOT NULL;", true},
-		{"ALTER TABLE batches SET SCHEMA batchclaim;", true},
-		{"ALTER TABLE batches ADD CONSTRAINT positive CHECK (attempts >= 0);", true},
-		{"CREATE UNIQUE INDEX one_per_key ON batches (service_id) WHERE unfinished;", true},
-		{"ALTER TABLE batches\n    ALTER COLUMN attempts TYPE bigint;", true},
-		{"-- rolling-upgrade: v0.2.0 stopped reading it\nALTER TABLE batches DROP COLUMN unknown_count;", false},
+		{"ALTER TABLE batchclaim.batches ADD COLUMN run_at timestamptz;", false},
+		{"ALTER TABLE batchclaim.batches ADD COLUMN max_attempts integer NOT NULL DEFAULT 25;", false},
+		{"CREATE INDEX CONCURRENTLY IF NOT EXISTS batches_run_at_idx ON batchclaim.batches (run_at);", false},
+		{"ALTER TABLE batchclaim.batches DROP COLUMN payload;", true},
+		{"DROP TABLE batchclaim.service_halts;", true},
+		{"ALTER TABLE batchclaim.batches RENAME COLUMN state TO status;", true},
+		{"ALTER TABLE batchclaim.batches ALTER COLUMN run_at SET NOT NULL;", true},
+		{"ALTER TABLE batchclaim.batches ADD COLUMN kind text NOT NULL;", true},
+		{"ALTER TABLE batchclaim.batches SET SCHEMA batchclaim;", true},
+		{"ALTER TABLE batchclaim.batches ADD CONSTRAINT positive CHECK (attempts >= 0);", true},
+		{"CREATE UNIQUE INDEX one_per_key ON batchclaim.batches (service_id) WHERE unfinished;", true},
+		{"ALTER TABLE batchclaim.batches\n    ALTER COLUMN attempts TYPE bigint;", true},
+		{"-- rolling-upgrade: v0.2.0 stopped reading it\nALTER TABLE batchclaim.batches DROP COLUMN unknown_count;", false},
 	} {
 		if got := len(rollingUnsafe(tt.sql)) > 0; got != tt.unsafe {
 			t.Errorf("%q: unsafe %v, want %v", tt.sql, got, tt.unsafe)

@@ -38,7 +38,7 @@ func ExampleEnqueue() {
 	fmt.Println(place("o-1", 30))
 	fmt.Println(place("o-2", 0))
 	var orders, jobs int
-	_ = pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM orders), (SELECT count(*) FROM batches)`).Scan(&orders, &jobs)
+	_ = pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM orders), (SELECT count(*) FROM batchclaim.batches)`).Scan(&orders, &jobs)
 	fmt.Println(orders, "order,", jobs, "job")
 
 	// Storing the same job again changes nothing.

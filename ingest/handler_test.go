@@ -69,7 +69,7 @@ func post(t *testing.T, url, contentType string, body []byte) (int, map[string]a
 func count(t *testing.T, pool *pgxpool.Pool, table string) int {
 	t.Helper()
 	var n int
-	if err := pool.QueryRow(t.Context(), "SELECT count(*) FROM "+table).Scan(&n); err != nil {
+	if err := pool.QueryRow(t.Context(), "SELECT count(*) FROM batchclaim."+table).Scan(&n); err != nil {
 		t.Fatal(err)
 	}
 	return n
@@ -95,7 +95,7 @@ func TestPostBatchesIsIdempotent(t *testing.T) {
 		t.Fatalf("%d batches stored after posting the same two twice, want 2", n)
 	}
 	var seqs []int64
-	rows, _ := pool.Query(t.Context(), `SELECT seq FROM batches ORDER BY batch_id = $1 DESC`, id1)
+	rows, _ := pool.Query(t.Context(), `SELECT seq FROM batchclaim.batches ORDER BY batch_id = $1 DESC`, id1)
 	for rows.Next() {
 		var s int64
 		_ = rows.Scan(&s)

@@ -108,8 +108,8 @@ func TestLedgerBatchIDIsGlobal(t *testing.T) {
 	if e, _ := body["error"].(map[string]any); e == nil || e["code"] == nil || e["message"] == nil {
 		t.Fatalf("409 body not in the Sawtooth error shape: %v", body)
 	}
-	assertRows(t, pool, "SELECT count(*) FROM batches WHERE batch_id = $1", id, 1)
-	assertRows(t, pool, "SELECT count(*) FROM service_id_claims WHERE service_id = 'c'", nil, 0)
+	assertRows(t, pool, "SELECT count(*) FROM batchclaim.batches WHERE batch_id = $1", id, 1)
+	assertRows(t, pool, "SELECT count(*) FROM batchclaim.service_id_claims WHERE service_id = 'c'", nil, 0)
 
 	// Opaque job ids of a job runner are per key.
 	for _, key := range []string{"k1", "k2"} {

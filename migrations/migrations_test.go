@@ -28,7 +28,7 @@ func TestUpDownUp(t *testing.T) {
 		}
 		defer conn.Close(ctx)
 		rows, err := conn.Query(ctx, `SELECT table_name FROM information_schema.tables
-			WHERE table_schema = 'public' AND table_name <> 'schema_migrations' ORDER BY table_name`)
+			WHERE table_schema = 'batchclaim' AND table_name <> 'schema_migrations' ORDER BY table_name`)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -81,7 +81,7 @@ func TestFinishedAtFollowsStateForRowsWrittenByHand(t *testing.T) {
 	}
 	defer conn.Close(ctx)
 	var seq int64
-	if err := conn.QueryRow(ctx, `INSERT INTO batches (service_id, batch_id, payload, state, updated_at)
+	if err := conn.QueryRow(ctx, `INSERT INTO batchclaim.batches (service_id, batch_id, payload, state, updated_at)
 		VALUES ('svc', 'b', '\x00', 'COMMITTED', '2020-01-01T00:00:00Z') RETURNING seq`).Scan(&seq); err != nil {
 		t.Fatal(err)
 	}
@@ -90,7 +90,7 @@ func TestFinishedAtFollowsStateForRowsWrittenByHand(t *testing.T) {
 		var unfinished bool
 		var at *string
 		if err := conn.QueryRow(ctx, `SELECT unfinished, to_char(finished_at AT TIME ZONE 'UTC', 'YYYY-MM-DD')
-			FROM batches WHERE seq = $1`, seq).Scan(&unfinished, &at); err != nil {
+			FROM batchclaim.batches WHERE seq = $1`, seq).Scan(&unfinished, &at); err != nil {
 			t.Fatal(err)
 		}
 		if unfinished == wantFinished || (at == nil) == wantFinished || (wantAt != "" && (at == nil || *at != wantAt)) {
@@ -98,12 +98,12 @@ func TestFinishedAtFollowsStateForRowsWrittenByHand(t *testing.T) {
 		}
 	}
 	check("inserted COMMITTED", true, "2020-01-01")
-	if _, err := conn.Exec(ctx, `UPDATE batches SET state = 'NEW' WHERE seq = $1`, seq); err != nil {
+	if _, err := conn.Exec(ctx, `UPDATE batchclaim.batches SET state = 'NEW' WHERE seq = $1`, seq); err != nil {
 		t.Fatal(err)
 	}
 	check("set back to NEW", false, "")
 	var today string
-	if err := conn.QueryRow(ctx, `UPDATE batches SET state = 'INVALID' WHERE seq = $1
+	if err := conn.QueryRow(ctx, `UPDATE batchclaim.batches SET state = 'INVALID' WHERE seq = $1
 		RETURNING to_char(now() AT TIME ZONE 'UTC', 'YYYY-MM-DD')`, seq).Scan(&today); err != nil {
 		t.Fatal(err)
 	}

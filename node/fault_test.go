@@ -53,7 +53,7 @@ func TestDatabaseLinkCutAndBackendsKilled(t *testing.T) {
 	p.Cut()
 	testutil.WaitFor(t, 30*time.Second, "a fenced itself and b holds every service_id", func() bool {
 		var bHeld int
-		_ = e.admin.QueryRow(ctx, `SELECT count(*) FROM service_id_claims WHERE claimant = $1`, b.Engine().InstanceID()).Scan(&bHeld)
+		_ = e.admin.QueryRow(ctx, `SELECT count(*) FROM batchclaim.service_id_claims WHERE claimant = $1`, b.Engine().InstanceID()).Scan(&bHeld)
 		return a.Engine().Stats().DeadlineFences >= 1 && bHeld == 8
 	})
 	p.Restore()

@@ -74,13 +74,13 @@ func TestJobRunnerWithCustomSubmitter(t *testing.T) {
 	t.Cleanup(func() {
 		if t.Failed() { // what was left, for the log: the database is dropped after this
 			logRows(t, admin, `SELECT b.service_id, b.seq, b.state, c.claimant, c.epoch, c.submitting_since, now()
-				FROM batches b LEFT JOIN service_id_claims c USING (service_id) WHERE b.state <> 'COMMITTED' ORDER BY 1, 2`)
-			logRows(t, admin, `SELECT * FROM submission_attempts ORDER BY started_at DESC LIMIT 10`)
+				FROM batchclaim.batches b LEFT JOIN batchclaim.service_id_claims c USING (service_id) WHERE b.state <> 'COMMITTED' ORDER BY 1, 2`)
+			logRows(t, admin, `SELECT * FROM batchclaim.submission_attempts ORDER BY started_at DESC LIMIT 10`)
 		}
 	})
 	testutil.WaitFor(t, 30*time.Second, "every job done", func() bool {
 		var open int
-		err := admin.QueryRow(ctx, `SELECT count(*) FROM batches WHERE state <> 'COMMITTED'`).Scan(&open)
+		err := admin.QueryRow(ctx, `SELECT count(*) FROM batchclaim.batches WHERE state <> 'COMMITTED'`).Scan(&open)
 		return err == nil && open == 0
 	})
 	mu.Lock()
@@ -136,7 +136,7 @@ func TestJobWritesItsEffectFencedOnItsClaim(t *testing.T) {
 	go func() { _ = n.Run(runCtx) }()
 	testutil.WaitFor(t, 30*time.Second, "every job committed", func() bool {
 		var open int
-		_ = admin.QueryRow(ctx, `SELECT count(*) FROM batches WHERE unfinished`).Scan(&open)
+		_ = admin.QueryRow(ctx, `SELECT count(*) FROM batchclaim.batches WHERE unfinished`).Scan(&open)
 		return open == 0
 	})
 	var rows, epochs int

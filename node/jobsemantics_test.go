@@ -53,8 +53,8 @@ func TestJobSemantics(t *testing.T) {
 	t.Cleanup(func() { stop(); <-done })
 	t.Cleanup(func() {
 		if t.Failed() {
-			logRows(t, admin, `SELECT service_id, seq, batch_id, state, attempts, max_attempts, next_attempt_at, last_error FROM batches ORDER BY seq`)
-			logRows(t, admin, `SELECT * FROM batch_history ORDER BY seq, at`)
+			logRows(t, admin, `SELECT service_id, seq, batch_id, state, attempts, max_attempts, next_attempt_at, last_error FROM batchclaim.batches ORDER BY seq`)
+			logRows(t, admin, `SELECT * FROM batchclaim.batch_history ORDER BY seq, at`)
 		}
 	})
 
@@ -97,12 +97,12 @@ func TestJobSemantics(t *testing.T) {
 	}
 
 	state := func(id string) (st string, attempts int) {
-		_ = admin.QueryRow(ctx, `SELECT state, attempts FROM batches WHERE seq = $1`, seq[id]).Scan(&st, &attempts)
+		_ = admin.QueryRow(ctx, `SELECT state, attempts FROM batchclaim.batches WHERE seq = $1`, seq[id]).Scan(&st, &attempts)
 		return st, attempts
 	}
 	testutil.WaitFor(t, 30*time.Second, "every job but the discarded ones and the cancelled one committed", func() bool {
 		var open int
-		err := admin.QueryRow(ctx, `SELECT count(*) FROM batches WHERE state <> 'COMMITTED' AND batch_id NOT IN ('bad', 'once', 'never')`).Scan(&open)
+		err := admin.QueryRow(ctx, `SELECT count(*) FROM batchclaim.batches WHERE state <> 'COMMITTED' AND batch_id NOT IN ('bad', 'once', 'never')`).Scan(&open)
 		b, _ := state("bad")
 		o, _ := state("once")
 		return err == nil && open == 0 && b == "DISCARDED" && o == "DISCARDED"
@@ -118,11 +118,11 @@ func TestJobSemantics(t *testing.T) {
 	}
 	// The errors were retried: DELAYED between the attempts, each delay recorded.
 	var delayed int
-	if err := admin.QueryRow(ctx, `SELECT count(*) FROM batch_history WHERE seq = $1 AND to_state = 'DELAYED'`, seq["flaky"]).Scan(&delayed); err != nil || delayed != 2 {
+	if err := admin.QueryRow(ctx, `SELECT count(*) FROM batchclaim.batch_history WHERE seq = $1 AND to_state = 'DELAYED'`, seq["flaky"]).Scan(&delayed); err != nil || delayed != 2 {
 		t.Errorf("flaky: %d DELAYED transitions (%v), want 2", delayed, err)
 	}
 	var lastErr string
-	if err := admin.QueryRow(ctx, `SELECT last_error FROM batches WHERE seq = $1`, seq["bad"]).Scan(&lastErr); err != nil ||
+	if err := admin.QueryRow(ctx, `SELECT last_error FROM batchclaim.batches WHERE seq = $1`, seq["bad"]).Scan(&lastErr); err != nil ||
 		!strings.Contains(lastErr, "discarded after 3 of 3 attempts: bad: always fails") {
 		t.Errorf("bad's last error %q (%v); want it to say it was discarded after 3 of 3 attempts and why", lastErr, err)
 	}
@@ -163,7 +163,7 @@ func TestJobSemantics(t *testing.T) {
 		t.Errorf("bad after its retry: %s after %d attempts, want 1", st, att)
 	}
 	var retried int
-	if err := admin.QueryRow(ctx, `SELECT count(*) FROM batch_history WHERE seq = $1 AND from_state = 'DISCARDED' AND to_state = 'NEW'`, seq["bad"]).Scan(&retried); err != nil || retried != 1 {
+	if err := admin.QueryRow(ctx, `SELECT count(*) FROM batchclaim.batch_history WHERE seq = $1 AND from_state = 'DISCARDED' AND to_state = 'NEW'`, seq["bad"]).Scan(&retried); err != nil || retried != 1 {
 		t.Errorf("bad: %d DISCARDED -> NEW transitions (%v), want 1", retried, err)
 	}
 }
@@ -171,7 +171,7 @@ func TestJobSemantics(t *testing.T) {
 func firstStart(t *testing.T, pool *pgxpool.Pool, seq int64) time.Time {
 	t.Helper()
 	var at time.Time
-	if err := pool.QueryRow(t.Context(), `SELECT min(started_at) FROM submission_attempts WHERE seq = $1`, seq).Scan(&at); err != nil {
+	if err := pool.QueryRow(t.Context(), `SELECT min(started_at) FROM batchclaim.submission_attempts WHERE seq = $1`, seq).Scan(&at); err != nil {
 		t.Fatalf("first attempt of %d: %v", seq, err)
 	}
 	return at
@@ -180,7 +180,7 @@ func firstStart(t *testing.T, pool *pgxpool.Pool, seq int64) time.Time {
 func finishedAt(t *testing.T, pool *pgxpool.Pool, seq int64) time.Time {
 	t.Helper()
 	var at time.Time
-	if err := pool.QueryRow(t.Context(), `SELECT max(finished_at) FROM submission_attempts WHERE seq = $1`, seq).Scan(&at); err != nil {
+	if err := pool.QueryRow(t.Context(), `SELECT max(finished_at) FROM batchclaim.submission_attempts WHERE seq = $1`, seq).Scan(&at); err != nil {
 		t.Fatalf("last attempt of %d: %v", seq, err)
 	}
 	return at

@@ -88,7 +88,7 @@ func TestListenerTLSAndAuth(t *testing.T) {
 		t.Fatalf("401 body %s is not in the Sawtooth error shape (%v)", body, err)
 	}
 	var stored int
-	if err := e.admin.QueryRow(t.Context(), `SELECT count(*) FROM batches`).Scan(&stored); err != nil || stored != 0 {
+	if err := e.admin.QueryRow(t.Context(), `SELECT count(*) FROM batchclaim.batches`).Scan(&stored); err != nil || stored != 0 {
 		t.Fatalf("after the refused POST: %d batches stored (%v), want 0", stored, err)
 	}
 	if resp, body := post("first-token"); resp.StatusCode != http.StatusAccepted || !strings.Contains(string(body), `"link":"https://`) {

@@ -59,13 +59,13 @@ func TestBatchGaugeScrapeReadsOpenBatchesOnly(t *testing.T) {
 	pool := dbtest.NewPool(t)
 	const open = 12
 	if _, err := pool.Exec(ctx, `
-		INSERT INTO batches (service_id, batch_id, payload, state)
+		INSERT INTO batchclaim.batches (service_id, batch_id, payload, state)
 		SELECT 'svc-' || (i % 50), 'done-' || i, '\x00', CASE WHEN i % 10 = 0 THEN 'INVALID' ELSE 'COMMITTED' END
 		FROM generate_series(1, 20000) i;
-		INSERT INTO batches (service_id, batch_id, payload, state)
+		INSERT INTO batchclaim.batches (service_id, batch_id, payload, state)
 		SELECT 'svc-' || i, 'open-' || i, '\x00', (ARRAY['NEW', 'PENDING', 'UNKNOWN', 'DELAYED'])[1 + i % 4]
 		FROM generate_series(1, 12) i;
-		ANALYZE batches;`); err != nil {
+		ANALYZE batchclaim.batches;`); err != nil {
 		t.Fatal(err)
 	}
 	rec := &sqlRecorder{Pool: pool}

@@ -44,7 +44,7 @@ func TestGracefulStopHandsOver(t *testing.T) {
 	testutil.WaitFor(t, 20*time.Second, "some batch committed", func() bool { return len(e.sim.Committed()) > 0 })
 	stopA()
 	var left int
-	if err := e.admin.QueryRow(t.Context(), `SELECT count(*) FROM service_id_claims WHERE claimant IS NOT NULL`).Scan(&left); err != nil {
+	if err := e.admin.QueryRow(t.Context(), `SELECT count(*) FROM batchclaim.service_id_claims WHERE claimant IS NOT NULL`).Scan(&left); err != nil {
 		t.Fatal(err)
 	}
 	if left != 0 {
@@ -66,7 +66,7 @@ func TestInvalidIsTerminal(t *testing.T) {
 	if rep.Invalid == 0 || rep.Committed == 0 {
 		t.Fatalf("want both outcomes with a 30%% invalid rate, got committed=%d invalid=%d", rep.Committed, rep.Invalid)
 	}
-	rows, err := e.admin.Query(t.Context(), `SELECT batch_id FROM batches WHERE state = 'INVALID'`)
+	rows, err := e.admin.Query(t.Context(), `SELECT batch_id FROM batchclaim.batches WHERE state = 'INVALID'`)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -91,7 +91,7 @@ func TestHaltOnInvalid(t *testing.T) {
 	testutil.WaitFor(t, 20*time.Second, "first batch INVALID", func() bool { return e.state(ids[0]) == "INVALID" })
 	testutil.WaitFor(t, 20*time.Second, "service halted", func() bool {
 		var n int
-		_ = e.admin.QueryRow(t.Context(), `SELECT count(*) FROM service_halts WHERE service_id = 'svc-000'`).Scan(&n)
+		_ = e.admin.QueryRow(t.Context(), `SELECT count(*) FROM batchclaim.service_halts WHERE service_id = 'svc-000'`).Scan(&n)
 		return n == 1
 	})
 	// Let the queuer run five more cycles; the later batches must stay NEW.
@@ -142,7 +142,7 @@ func TestBackPressure(t *testing.T) {
 	e.waitFinished(60 * time.Second)
 	e.check()
 	var delayed int
-	if err := e.admin.QueryRow(t.Context(), `SELECT count(*) FROM batch_history WHERE to_state = 'DELAYED'`).Scan(&delayed); err != nil {
+	if err := e.admin.QueryRow(t.Context(), `SELECT count(*) FROM batchclaim.batch_history WHERE to_state = 'DELAYED'`).Scan(&delayed); err != nil {
 		t.Fatal(err)
 	}
 	if delayed == 0 {
@@ -161,8 +161,8 @@ func TestSkipValidSendsNextBatchEarly(t *testing.T) {
 	e.check()
 	var early bool
 	if err := e.admin.QueryRow(t.Context(), `
-		SELECT (SELECT min(t.at) FROM batch_history t JOIN batches b USING (seq) WHERE b.batch_id = $2 AND t.to_state = 'INFLIGHT')
-		     < (SELECT min(t.at) FROM batch_history t JOIN batches b USING (seq) WHERE b.batch_id = $1 AND t.to_state = 'COMMITTED')`,
+		SELECT (SELECT min(t.at) FROM batchclaim.batch_history t JOIN batchclaim.batches b USING (seq) WHERE b.batch_id = $2 AND t.to_state = 'INFLIGHT')
+		     < (SELECT min(t.at) FROM batchclaim.batch_history t JOIN batchclaim.batches b USING (seq) WHERE b.batch_id = $1 AND t.to_state = 'COMMITTED')`,
 		ids[0], ids[1]).Scan(&early); err != nil {
 		t.Fatal(err)
 	}
@@ -188,7 +188,7 @@ func TestDroppedResponseIsAskedNotResent(t *testing.T) {
 	// The first attempt's outcome is unknown: recorded as such, or never recorded at all (NULL)
 	// when a loaded machine made the instance miss its local deadline during the POST.
 	var outcome *string
-	if err := e.admin.QueryRow(t.Context(), `SELECT outcome FROM submission_attempts a JOIN batches b USING (seq) WHERE b.batch_id = $1 ORDER BY a.id LIMIT 1`, ids[0]).Scan(&outcome); err != nil {
+	if err := e.admin.QueryRow(t.Context(), `SELECT outcome FROM batchclaim.submission_attempts a JOIN batchclaim.batches b USING (seq) WHERE b.batch_id = $1 ORDER BY a.id LIMIT 1`, ids[0]).Scan(&outcome); err != nil {
 		t.Fatal(err)
 	}
 	if outcome != nil && *outcome != "unknown" {
@@ -222,7 +222,7 @@ func TestGracefulStopDrainsLongSubmission(t *testing.T) {
 		t.Fatalf("the instance fenced itself %d times while draining", f)
 	}
 	var held int
-	if err := e.admin.QueryRow(t.Context(), `SELECT count(*) FROM service_id_claims WHERE claimant IS NOT NULL`).Scan(&held); err != nil {
+	if err := e.admin.QueryRow(t.Context(), `SELECT count(*) FROM batchclaim.service_id_claims WHERE claimant IS NOT NULL`).Scan(&held); err != nil {
 		t.Fatal(err)
 	}
 	if held != 0 {

@@ -52,7 +52,7 @@ func TestPollPacksStatusGETsAcrossServiceIDs(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := pool.Exec(ctx, `UPDATE batches SET state = 'PENDING' WHERE seq = $1`, s.Seq); err != nil {
+		if _, err := pool.Exec(ctx, `UPDATE batchclaim.batches SET state = 'PENDING' WHERE seq = $1`, s.Seq); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -63,7 +63,7 @@ func TestPollPacksStatusGETsAcrossServiceIDs(t *testing.T) {
 	if err := eng.Register(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := pool.Exec(ctx, `UPDATE service_id_claims SET claimant = $1, epoch = 1`, eng.InstanceID()); err != nil {
+	if _, err := pool.Exec(ctx, `UPDATE batchclaim.service_id_claims SET claimant = $1, epoch = 1`, eng.InstanceID()); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := eng.Cycle(ctx); err != nil {

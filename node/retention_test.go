@@ -20,9 +20,9 @@ func TestNodeRunsRetention(t *testing.T) {
 	ctx := t.Context()
 	e := setup(t, dlt.FlavorSawtooth, dltsim.Config{})
 	if _, err := e.admin.Exec(ctx, `
-		INSERT INTO batches (service_id, batch_id, payload, state, updated_at, finished_at)
+		INSERT INTO batchclaim.batches (service_id, batch_id, payload, state, updated_at, finished_at)
 		SELECT 'svc-old', 'old-' || i, '\x00', 'COMMITTED', now() - interval '3 hours', now() - interval '3 hours' FROM generate_series(1, 5) i;
-		INSERT INTO batches (service_id, batch_id, payload, state, updated_at, finished_at)
+		INSERT INTO batchclaim.batches (service_id, batch_id, payload, state, updated_at, finished_at)
 		VALUES ('svc-young', 'young', '\x00', 'COMMITTED', now() - interval '10 minutes', now() - interval '10 minutes');`); err != nil {
 		t.Fatal(err)
 	}
@@ -30,7 +30,7 @@ func TestNodeRunsRetention(t *testing.T) {
 		c.Listen, c.Retention, c.RetentionInterval = "127.0.0.1:0", time.Hour, 50*time.Millisecond
 	})
 	left := func() (n int) {
-		if err := e.admin.QueryRow(ctx, `SELECT count(*) FROM batches`).Scan(&n); err != nil {
+		if err := e.admin.QueryRow(ctx, `SELECT count(*) FROM batchclaim.batches`).Scan(&n); err != nil {
 			t.Fatal(err)
 		}
 		return n

@@ -136,7 +136,7 @@ func (e *env) waitFinished(timeout time.Duration) {
 	e.t.Helper()
 	testutil.WaitFor(e.t, timeout, "every batch finished", func() bool {
 		var open int
-		err := e.admin.QueryRow(context.Background(), `SELECT count(*) FROM batches WHERE unfinished`).Scan(&open)
+		err := e.admin.QueryRow(context.Background(), `SELECT count(*) FROM batchclaim.batches WHERE unfinished`).Scan(&open)
 		return err == nil && open == 0 // an error (the server restarting) means not yet
 	})
 }
@@ -188,7 +188,7 @@ func (e *env) effectivePosts(id string) int {
 
 func (e *env) state(id string) string {
 	var s string
-	if err := e.admin.QueryRow(context.Background(), `SELECT state FROM batches WHERE batch_id = $1`, id).Scan(&s); err != nil {
+	if err := e.admin.QueryRow(context.Background(), `SELECT state FROM batchclaim.batches WHERE batch_id = $1`, id).Scan(&s); err != nil {
 		e.t.Fatal(err)
 	}
 	return s

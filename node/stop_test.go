@@ -44,7 +44,7 @@ func TestGracefulStopKeepsTheClaimOfARunningSubmission(t *testing.T) {
 	stop() // returns after the drain timed out and the stuck call was cancelled in vain
 
 	owners := map[string]*uuid.UUID{}
-	rows, err := e.admin.Query(t.Context(), `SELECT service_id, claimant FROM service_id_claims`)
+	rows, err := e.admin.Query(t.Context(), `SELECT service_id, claimant FROM batchclaim.service_id_claims`)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -39,7 +39,7 @@ func TestInvalidBatchesLoggedAtWarn(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if _, err := pool.Exec(ctx, `UPDATE batches SET state = 'PENDING', attempts = 1 WHERE seq = $1`, s2.Seq); err != nil {
+			if _, err := pool.Exec(ctx, `UPDATE batchclaim.batches SET state = 'PENDING', attempts = 1 WHERE seq = $1`, s2.Seq); err != nil {
 				t.Fatal(err)
 			}
 			if err := rec.RecordStatuses(ctx, []observer.StatusUpdate{{Claim: c, Seq: s2.Seq, BatchID: "b2", Attempt: 1,

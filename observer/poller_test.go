@@ -56,7 +56,7 @@ func TestPollerRecordsAnswersForClaimedServiceIDsOnly(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := pool.Exec(ctx, `UPDATE batches SET state = $1 WHERE seq = $2`, b.state, s.Seq); err != nil {
+		if _, err := pool.Exec(ctx, `UPDATE batchclaim.batches SET state = $1 WHERE seq = $2`, b.state, s.Seq); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -71,10 +71,10 @@ func TestPollerRecordsAnswersForClaimedServiceIDsOnly(t *testing.T) {
 		return e
 	}
 	me, other := newEngine("me"), newEngine("other")
-	if _, err := pool.Exec(ctx, `UPDATE service_id_claims SET claimant = $1, epoch = 1 WHERE service_id = 'mine'`, me.InstanceID()); err != nil {
+	if _, err := pool.Exec(ctx, `UPDATE batchclaim.service_id_claims SET claimant = $1, epoch = 1 WHERE service_id = 'mine'`, me.InstanceID()); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := pool.Exec(ctx, `UPDATE service_id_claims SET claimant = $1, epoch = 1 WHERE service_id = 'other'`, other.InstanceID()); err != nil {
+	if _, err := pool.Exec(ctx, `UPDATE batchclaim.service_id_claims SET claimant = $1, epoch = 1 WHERE service_id = 'other'`, other.InstanceID()); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := me.Cycle(ctx); err != nil { // adopts 'mine' from the database
@@ -99,7 +99,7 @@ func TestPollerRecordsAnswersForClaimedServiceIDsOnly(t *testing.T) {
 		t.Fatalf("asked %v, want one request for p1,p2,u1 (the unfinished batches of the claimed service_id)", src.asked)
 	}
 	state := func(id string) (st string, unknown int) {
-		if err := pool.QueryRow(ctx, `SELECT state, unknown_count FROM batches WHERE batch_id = $1`, id).Scan(&st, &unknown); err != nil {
+		if err := pool.QueryRow(ctx, `SELECT state, unknown_count FROM batchclaim.batches WHERE batch_id = $1`, id).Scan(&st, &unknown); err != nil {
 			t.Fatal(err)
 		}
 		return st, unknown
@@ -131,7 +131,7 @@ func claimedPending(t *testing.T, pool *pgxpool.Pool, services int, perService f
 			if err != nil {
 				t.Fatal(err)
 			}
-			if _, err := pool.Exec(ctx, `UPDATE batches SET state = 'PENDING' WHERE seq = $1`, s.Seq); err != nil {
+			if _, err := pool.Exec(ctx, `UPDATE batchclaim.batches SET state = 'PENDING' WHERE seq = $1`, s.Seq); err != nil {
 				t.Fatal(err)
 			}
 			ids = append(ids, id)
@@ -144,7 +144,7 @@ func claimedPending(t *testing.T, pool *pgxpool.Pool, services int, perService f
 	if err := e.Register(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := pool.Exec(ctx, `UPDATE service_id_claims SET claimant = $1, epoch = 1`, e.InstanceID()); err != nil {
+	if _, err := pool.Exec(ctx, `UPDATE batchclaim.service_id_claims SET claimant = $1, epoch = 1`, e.InstanceID()); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := e.Cycle(ctx); err != nil {
@@ -237,7 +237,7 @@ func TestPollerPacksIDsOfSeveralServiceIDsPerRequest(t *testing.T) {
 		t.Fatalf("asked about %d distinct ids, want %d", len(seen), len(ids))
 	}
 	var committed int
-	if err := pool.QueryRow(ctx, `SELECT count(*) FROM batches WHERE state = 'COMMITTED'`).Scan(&committed); err != nil {
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM batchclaim.batches WHERE state = 'COMMITTED'`).Scan(&committed); err != nil {
 		t.Fatal(err)
 	}
 	if committed != len(ids) {
@@ -291,7 +291,7 @@ func TestPollerAsksAboutServiceIDsItKnowsOf(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := pool.Exec(ctx, `UPDATE batches SET state = 'PENDING' WHERE seq = $1`, s.Seq); err != nil {
+	if _, err := pool.Exec(ctx, `UPDATE batchclaim.batches SET state = 'PENDING' WHERE seq = $1`, s.Seq); err != nil {
 		t.Fatal(err)
 	}
 	if got := asked(); got != ids[1] {

@@ -53,7 +53,7 @@ func postedUnknown(t *testing.T, rec *observer.Recorder, c claims.Claim, b batch
 func busy(t *testing.T, pool *pgxpool.Pool, svc string) bool {
 	t.Helper()
 	var b bool
-	if err := pool.QueryRow(t.Context(), `SELECT busy FROM service_id_claims_effective WHERE service_id = $1`, svc).Scan(&b); err != nil {
+	if err := pool.QueryRow(t.Context(), `SELECT busy FROM batchclaim.service_id_claims_effective WHERE service_id = $1`, svc).Scan(&b); err != nil {
 		t.Fatal(err)
 	}
 	return b
@@ -171,7 +171,7 @@ func TestLateOutcomeOfAnEarlierAttemptIsRefused(t *testing.T) {
 	}
 	var state string
 	var attempts int
-	if err := pool.QueryRow(ctx, `SELECT state, attempts FROM batches WHERE seq = $1`, b.Seq).Scan(&state, &attempts); err != nil {
+	if err := pool.QueryRow(ctx, `SELECT state, attempts FROM batchclaim.batches WHERE seq = $1`, b.Seq).Scan(&state, &attempts); err != nil {
 		t.Fatal(err)
 	}
 	if state != "INFLIGHT" || attempts != 2 {
@@ -247,7 +247,7 @@ func TestFinishChainsTheNextBatch(t *testing.T) {
 		t.Fatalf("the batch too large to chain is %s, want NEW (left for the queuer)", st)
 	}
 	var attempts int
-	if err := pool.QueryRow(ctx, `SELECT count(*) FROM submission_attempts WHERE outcome = 'done'`).Scan(&attempts); err != nil || attempts != 2 {
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM batchclaim.submission_attempts WHERE outcome = 'done'`).Scan(&attempts); err != nil || attempts != 2 {
 		t.Fatalf("%d finished attempts logged (%v), want 2", attempts, err)
 	}
 }

@@ -54,7 +54,7 @@ func mustRecorder(t testing.TB, pool pg.Querier, fence observer.Fencer, cfg obse
 
 func unknownCount(t *testing.T, pool *pgxpool.Pool, seq int64) (state string, n int) {
 	t.Helper()
-	if err := pool.QueryRow(t.Context(), `SELECT state, unknown_count FROM batches WHERE seq = $1`, seq).Scan(&state, &n); err != nil {
+	if err := pool.QueryRow(t.Context(), `SELECT state, unknown_count FROM batchclaim.batches WHERE seq = $1`, seq).Scan(&state, &n); err != nil {
 		t.Fatal(err)
 	}
 	return state, n
@@ -67,7 +67,7 @@ func TestUnknownCountRestartsAtEachPostAndAdoptionIsNoAnswer(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
 	pool, _, rec, c, b := recorderSetup(t)
-	if _, err := pool.Exec(ctx, `UPDATE batches SET state = 'UNKNOWN', unknown_count = 3 WHERE seq = $1`, b.Seq); err != nil {
+	if _, err := pool.Exec(ctx, `UPDATE batchclaim.batches SET state = 'UNKNOWN', unknown_count = 3 WHERE seq = $1`, b.Seq); err != nil {
 		t.Fatal(err)
 	}
 	// Resubmitted after three UNKNOWN answers...
@@ -120,7 +120,7 @@ func TestRecordingRetriesLockTimeouts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := blocker.Exec(ctx, `SELECT 1 FROM service_id_claims WHERE service_id = 'svc' FOR UPDATE`); err != nil {
+	if _, err := blocker.Exec(ctx, `SELECT 1 FROM batchclaim.service_id_claims WHERE service_id = 'svc' FOR UPDATE`); err != nil {
 		t.Fatal(err)
 	}
 	released := make(chan struct{})

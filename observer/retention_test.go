@@ -31,14 +31,14 @@ func storeAged(t *testing.T, pool *pgxpool.Pool, svc, id, state string, age time
 	}
 	if _, err := pool.Exec(ctx, `
 		WITH b AS (
-		    UPDATE batches SET state = $2, updated_at = now() - $3::bigint * interval '1 millisecond',
+		    UPDATE batchclaim.batches SET state = $2, updated_at = now() - $3::bigint * interval '1 millisecond',
 		        finished_at = CASE WHEN $2 IN ('COMMITTED', 'INVALID') THEN now() - $3::bigint * interval '1 millisecond' END
 		    WHERE seq = $1 RETURNING seq, service_id, batch_id
 		), a AS (
-		    INSERT INTO submission_attempts (seq, service_id, batch_id, instance_id, epoch, reason)
+		    INSERT INTO batchclaim.submission_attempts (seq, service_id, batch_id, instance_id, epoch, reason)
 		    SELECT seq, service_id, batch_id, gen_random_uuid(), 1, 'first' FROM b
 		)
-		INSERT INTO batch_transitions (seq, from_state, to_state) SELECT seq, 'NEW', $2 FROM b`,
+		INSERT INTO batchclaim.batch_transitions (seq, from_state, to_state) SELECT seq, 'NEW', $2 FROM b`,
 		s.Seq, state, age.Milliseconds()); err != nil {
 		t.Fatal(err)
 	}
@@ -49,9 +49,9 @@ func storeAged(t *testing.T, pool *pgxpool.Pool, svc, id, state string, age time
 func rowsOf(t *testing.T, pool *pgxpool.Pool, seqs []int64) (batches, attempts, transitions int) {
 	t.Helper()
 	if err := pool.QueryRow(t.Context(), `
-		SELECT (SELECT count(*) FROM batches WHERE seq = ANY($1)),
-		       (SELECT count(*) FROM submission_attempts WHERE seq = ANY($1)),
-		       (SELECT count(*) FROM batch_transitions WHERE seq = ANY($1))`, seqs).Scan(&batches, &attempts, &transitions); err != nil {
+		SELECT (SELECT count(*) FROM batchclaim.batches WHERE seq = ANY($1)),
+		       (SELECT count(*) FROM batchclaim.submission_attempts WHERE seq = ANY($1)),
+		       (SELECT count(*) FROM batchclaim.batch_transitions WHERE seq = ANY($1))`, seqs).Scan(&batches, &attempts, &transitions); err != nil {
 		t.Fatal(err)
 	}
 	return batches, attempts, transitions
@@ -88,7 +88,7 @@ func TestRetentionPrunesOldFinishedBatchesInChunks(t *testing.T) {
 	kept = append(kept, storeAged(t, pool, "svc-0", "fresh-c", "COMMITTED", 0), storeAged(t, pool, "svc-1", "fresh-i", "INVALID", time.Hour))
 	halted := storeAged(t, pool, "svc-halted", "halting", "INVALID", 30*day)
 	kept = append(kept, halted)
-	if _, err := pool.Exec(ctx, `INSERT INTO service_halts (service_id, seq, reason) VALUES ('svc-halted', $1, 'batch INVALID')`, halted); err != nil {
+	if _, err := pool.Exec(ctx, `INSERT INTO batchclaim.service_halts (service_id, seq, reason) VALUES ('svc-halted', $1, 'batch INVALID')`, halted); err != nil {
 		t.Fatal(err)
 	}
 
@@ -130,7 +130,7 @@ func TestRetentionPrunesOldFinishedBatchesInChunks(t *testing.T) {
 		by                  uuid.UUID
 		maxAge, last, total int64
 	)
-	if err := pool.QueryRow(ctx, `SELECT instance_id, max_age_ms, last_run_pruned, pruned_total FROM retention_state`).Scan(&by, &maxAge, &last, &total); err != nil {
+	if err := pool.QueryRow(ctx, `SELECT instance_id, max_age_ms, last_run_pruned, pruned_total FROM batchclaim.retention_state`).Scan(&by, &maxAge, &last, &total); err != nil {
 		t.Fatal(err)
 	}
 	if by != me || maxAge != (7*day).Milliseconds() || last != 2 || total != 10 {
@@ -260,12 +260,12 @@ func TestRetentionChunkReadsOnlyItsRows(t *testing.T) {
 	ctx := t.Context()
 	pool := dbtest.NewPool(t)
 	if _, err := pool.Exec(ctx, `
-		INSERT INTO batches (service_id, batch_id, payload, state, updated_at, finished_at)
+		INSERT INTO batchclaim.batches (service_id, batch_id, payload, state, updated_at, finished_at)
 		SELECT 'svc-' || (i % 50), 'b' || i, '\x00', CASE WHEN i % 100 = 0 THEN 'PENDING' ELSE 'COMMITTED' END,
 		       now() - interval '30 days' - i * interval '1 second',
 		       CASE WHEN i % 100 = 0 THEN NULL ELSE now() - interval '30 days' - i * interval '1 second' END
 		FROM generate_series(1, 20000) i;
-		ANALYZE batches;`); err != nil {
+		ANALYZE batchclaim.batches;`); err != nil {
 		t.Fatal(err)
 	}
 	rec := &sqlPool{Pool: pool}

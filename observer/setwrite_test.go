@@ -48,7 +48,7 @@ func TestSetWritesFencePerRow(t *testing.T) {
 		t.Fatalf("holds %d claims, want %d", len(held), n)
 	}
 	// svc-00's claim is taken over behind the engine's back (a new epoch).
-	if _, err := pool.Exec(ctx, `UPDATE service_id_claims SET epoch = nextval('service_id_claim_epochs') WHERE service_id = 'svc-00'`); err != nil {
+	if _, err := pool.Exec(ctx, `UPDATE batchclaim.service_id_claims SET epoch = nextval('batchclaim.service_id_claim_epochs') WHERE service_id = 'svc-00'`); err != nil {
 		t.Fatal(err)
 	}
 	var jobs []batchclaim.Job
@@ -78,7 +78,7 @@ func TestSetWritesFencePerRow(t *testing.T) {
 	}
 
 	// Now svc-01 is taken over while its POST runs; every outcome is finished at once.
-	if _, err := pool.Exec(ctx, `UPDATE service_id_claims SET epoch = nextval('service_id_claim_epochs') WHERE service_id = 'svc-01'`); err != nil {
+	if _, err := pool.Exec(ctx, `UPDATE batchclaim.service_id_claims SET epoch = nextval('batchclaim.service_id_claim_epochs') WHERE service_id = 'svc-01'`); err != nil {
 		t.Fatal(err)
 	}
 	errs := make([]error, len(marked))
@@ -103,8 +103,8 @@ func TestSetWritesFencePerRow(t *testing.T) {
 		}
 	}
 	var transitions, attempts int
-	if err := pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM batch_history WHERE to_state = 'COMMITTED'),
-		(SELECT count(*) FROM submission_attempts WHERE outcome = 'done')`).Scan(&transitions, &attempts); err != nil {
+	if err := pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM batchclaim.batch_history WHERE to_state = 'COMMITTED'),
+		(SELECT count(*) FROM batchclaim.submission_attempts WHERE outcome = 'done')`).Scan(&transitions, &attempts); err != nil {
 		t.Fatal(err)
 	}
 	if transitions != n-2 || attempts != n-2 {

@@ -18,11 +18,11 @@ WITH serial AS (
     SELECT pg_advisory_xact_lock(hashtext('batchclaim.enqueue'), hashtext(sqlc.arg(service_id)::text)) AS locked
 ),
 registered AS (
-    INSERT INTO service_id_claims (service_id)
+    INSERT INTO batchclaim.service_id_claims (service_id)
     SELECT sqlc.arg(service_id)::text FROM serial
     ON CONFLICT (service_id) DO NOTHING
 )
-INSERT INTO batches (service_id, batch_id, payload, ledger, next_attempt_at, max_attempts)
+INSERT INTO batchclaim.batches (service_id, batch_id, payload, ledger, next_attempt_at, max_attempts)
 SELECT sqlc.arg(service_id)::text, sqlc.arg(batch_id)::text, sqlc.arg(payload)::bytea, sqlc.arg(ledger)::bool,
        sqlc.narg(run_at)::timestamptz, sqlc.narg(max_attempts)::int FROM serial
 ON CONFLICT DO NOTHING
@@ -30,13 +30,13 @@ RETURNING seq, created_at;
 
 -- name: BatchLedgerOwner :one
 -- The service_id a ledger batch id is stored under.
-SELECT service_id, seq FROM batches WHERE batch_id = sqlc.arg(batch_id) AND ledger;
+SELECT service_id, seq FROM batchclaim.batches WHERE batch_id = sqlc.arg(batch_id) AND ledger;
 
 -- name: BatchBySeq :one
-SELECT seq, service_id, batch_id, state, created_at FROM batches WHERE seq = sqlc.arg(seq);
+SELECT seq, service_id, batch_id, state, created_at FROM batchclaim.batches WHERE seq = sqlc.arg(seq);
 
 -- name: BatchLookup :one
-SELECT seq, state, created_at FROM batches
+SELECT seq, state, created_at FROM batchclaim.batches
 WHERE service_id = sqlc.arg(service_id) AND batch_id = sqlc.arg(batch_id);
 
 -- name: BatchHeads :many
@@ -54,14 +54,14 @@ SELECT h.seq, h.service_id, h.batch_id, h.state, h.attempts, h.claim_epoch, h.cl
        EXTRACT(EPOCH FROM now() - COALESCE(h.unknown_since, h.submitted_at, h.created_at))::float8 AS unknown_seconds
 FROM unnest(sqlc.arg(service_ids)::text[]) AS s(service_id)
 CROSS JOIN LATERAL (
-    SELECT b.* FROM batches b
+    SELECT b.* FROM batchclaim.batches b
     WHERE b.service_id = s.service_id
       AND b.unfinished
       AND NOT (sqlc.arg(skip_valid)::bool AND b.state = 'VALID')
     ORDER BY b.seq
     LIMIT 1
 ) h
-WHERE NOT EXISTS (SELECT 1 FROM service_halts x WHERE x.service_id = s.service_id);
+WHERE NOT EXISTS (SELECT 1 FROM batchclaim.service_halts x WHERE x.service_id = s.service_id);
 
 -- The data path writes sets: one statement marks every batch a round hands out, one records
 -- every outcome that arrived (and marks the next batch of each service_id it frees), one
@@ -90,19 +90,19 @@ WITH want AS (
            unnest(sqlc.arg(reasons)::text[]) AS reason
 ),
 lease AS (
-    SELECT i.id FROM instances i
+    SELECT i.id FROM batchclaim.instances i
     WHERE i.id = sqlc.arg(claimant)::uuid AND i.nonce = sqlc.arg(nonce)::uuid
       AND i.expiry_1 > COALESCE(sqlc.narg(now)::timestamptz, now())
 ),
 fenced AS (
-    SELECT c.service_id, c.epoch FROM service_id_claims c
+    SELECT c.service_id, c.epoch FROM batchclaim.service_id_claims c
     JOIN (SELECT DISTINCT w.service_id, w.epoch FROM want w) w ON w.service_id = c.service_id AND w.epoch = c.epoch
     WHERE c.claimant = (SELECT id FROM lease)
     ORDER BY c.service_id
     FOR SHARE OF c
 ),
 marked AS (
-    UPDATE batches b
+    UPDATE batchclaim.batches b
     SET state = 'INFLIGHT', attempts = b.attempts + 1, claimant = sqlc.arg(claimant)::uuid,
         claim_epoch = w.epoch, submitted_at = now(), updated_at = now(),
         next_attempt_at = NULL, unknown_count = 0, unknown_since = NULL
@@ -111,7 +111,7 @@ marked AS (
     RETURNING b.seq, b.service_id, b.batch_id, b.payload, b.attempts, b.max_attempts, w.epoch, w.from_state, w.reason
 ),
 attempt AS (
-    INSERT INTO submission_attempts (seq, service_id, batch_id, instance_id, epoch, reason, from_state)
+    INSERT INTO batchclaim.submission_attempts (seq, service_id, batch_id, instance_id, epoch, reason, from_state)
     SELECT m.seq, m.service_id, m.batch_id, sqlc.arg(claimant)::uuid, m.epoch, m.reason, m.from_state FROM marked m
     RETURNING id, seq
 )
@@ -155,15 +155,15 @@ WITH o AS (
            unnest(sqlc.arg(chain_max_bytes)::bigint[]) AS chain_max_bytes
 ),
 fenced AS (
-    SELECT c.service_id, c.epoch FROM service_id_claims c
+    SELECT c.service_id, c.epoch FROM batchclaim.service_id_claims c
     JOIN (SELECT DISTINCT o.service_id, o.epoch FROM o) w ON w.service_id = c.service_id AND w.epoch = c.epoch
     WHERE c.claimant = sqlc.arg(claimant)::uuid
-      AND EXISTS (SELECT 1 FROM instances i WHERE i.id = sqlc.arg(claimant)::uuid AND i.nonce = sqlc.arg(nonce)::uuid)
+      AND EXISTS (SELECT 1 FROM batchclaim.instances i WHERE i.id = sqlc.arg(claimant)::uuid AND i.nonce = sqlc.arg(nonce)::uuid)
     ORDER BY c.service_id
     FOR SHARE OF c
 ),
 recorded AS (
-    UPDATE batches b
+    UPDATE batchclaim.batches b
     SET state = o.new_state,
         dlt_status = COALESCE(NULLIF(o.dlt_status, ''), b.dlt_status),
         status_updated_at = now(),
@@ -183,14 +183,14 @@ recorded AS (
               o.latency_ms, o.outcome, o.last_error, EXTRACT(EPOCH FROM now() - b.created_at)::float8 AS age_seconds
 ),
 attempted AS (
-    UPDATE submission_attempts a
+    UPDATE batchclaim.submission_attempts a
     SET finished_at = now(), http_status = NULLIF(r.http_status, 0), latency_ms = r.latency_ms,
         outcome = r.outcome, error = NULLIF(r.last_error, ''), to_state = r.new_state
     FROM recorded r
     WHERE a.id = r.attempt_id AND a.finished_at IS NULL
 ),
 halted AS (
-    INSERT INTO service_halts (service_id, seq, reason)
+    INSERT INTO batchclaim.service_halts (service_id, seq, reason)
     SELECT r.service_id, r.seq, 'batch INVALID: ' || r.last_error
     FROM recorded r
     WHERE sqlc.arg(halt_on_invalid)::bool AND r.new_state = 'INVALID'
@@ -203,7 +203,7 @@ finished AS (
     WHERE r.new_state IN ('COMMITTED', 'INVALID', 'DISCARDED')
 ),
 lease AS (
-    SELECT i.id FROM instances i
+    SELECT i.id FROM batchclaim.instances i
     WHERE i.id = sqlc.arg(claimant)::uuid AND i.nonce = sqlc.arg(nonce)::uuid
       AND i.expiry_1 > COALESCE(sqlc.narg(now)::timestamptz, now())
 ),
@@ -211,7 +211,7 @@ next_head AS (
     SELECT f.seq AS prev_seq, n.seq, f.service_id, f.epoch
     FROM finished f
     CROSS JOIN LATERAL (
-        SELECT b.seq, b.state, b.next_attempt_at, octet_length(b.payload) AS size FROM batches b
+        SELECT b.seq, b.state, b.next_attempt_at, octet_length(b.payload) AS size FROM batchclaim.batches b
         WHERE b.service_id = f.service_id AND b.unfinished AND b.seq <> f.seq
           AND NOT (sqlc.arg(skip_valid)::bool AND b.state = 'VALID')
         ORDER BY b.seq
@@ -220,10 +220,10 @@ next_head AS (
     WHERE f.chain AND f.frees AND n.state = 'NEW' AND (n.next_attempt_at IS NULL OR n.next_attempt_at <= now())
       AND EXISTS (SELECT 1 FROM lease)
       AND (f.chain_max_bytes < 0 OR n.size <= f.chain_max_bytes)
-      AND NOT EXISTS (SELECT 1 FROM service_halts x WHERE x.service_id = f.service_id)
+      AND NOT EXISTS (SELECT 1 FROM batchclaim.service_halts x WHERE x.service_id = f.service_id)
 ),
 chained AS (
-    UPDATE batches b
+    UPDATE batchclaim.batches b
     SET state = 'INFLIGHT', attempts = b.attempts + 1, claimant = sqlc.arg(claimant)::uuid,
         claim_epoch = n.epoch, submitted_at = now(), updated_at = now(),
         next_attempt_at = NULL, unknown_count = 0, unknown_since = NULL
@@ -232,17 +232,17 @@ chained AS (
     RETURNING b.seq, b.service_id, b.batch_id, b.payload, b.attempts, b.max_attempts, n.epoch, n.prev_seq
 ),
 chained_attempt AS (
-    INSERT INTO submission_attempts (seq, service_id, batch_id, instance_id, epoch, reason, from_state)
+    INSERT INTO batchclaim.submission_attempts (seq, service_id, batch_id, instance_id, epoch, reason, from_state)
     SELECT c.seq, c.service_id, c.batch_id, sqlc.arg(claimant)::uuid, c.epoch, 'first', 'NEW' FROM chained c
     RETURNING id, seq
 ),
 drained AS (
-    UPDATE service_id_claims c
+    UPDATE batchclaim.service_id_claims c
     SET active_at = now()
     FROM finished f
     WHERE sqlc.arg(track_idle)::bool
       AND c.service_id = f.service_id AND c.epoch = f.epoch AND c.claimant = sqlc.arg(claimant)::uuid
-      AND NOT EXISTS (SELECT 1 FROM batches b WHERE b.service_id = f.service_id AND b.unfinished AND b.seq <> f.seq)
+      AND NOT EXISTS (SELECT 1 FROM batchclaim.batches b WHERE b.service_id = f.service_id AND b.unfinished AND b.seq <> f.seq)
 )
 SELECT o.seq::bigint AS seq, (f.service_id IS NOT NULL)::bool AS fenced, (r.seq IS NOT NULL)::bool AS recorded,
        COALESCE(r.age_seconds, 0)::float8 AS age_seconds,
@@ -277,15 +277,15 @@ WITH u AS (
            unnest(sqlc.arg(details)::text[]) AS detail
 ),
 fenced AS (
-    SELECT c.service_id, c.epoch FROM service_id_claims c
+    SELECT c.service_id, c.epoch FROM batchclaim.service_id_claims c
     JOIN (SELECT DISTINCT u.service_id, u.epoch FROM u) w ON w.service_id = c.service_id AND w.epoch = c.epoch
     WHERE c.claimant = sqlc.arg(claimant)::uuid
-      AND EXISTS (SELECT 1 FROM instances i WHERE i.id = sqlc.arg(claimant)::uuid AND i.nonce = sqlc.arg(nonce)::uuid)
+      AND EXISTS (SELECT 1 FROM batchclaim.instances i WHERE i.id = sqlc.arg(claimant)::uuid AND i.nonce = sqlc.arg(nonce)::uuid)
     ORDER BY c.service_id
     FOR SHARE OF c
 ),
 recorded AS (
-    UPDATE batches b
+    UPDATE batchclaim.batches b
     SET state = u.new_state,
         dlt_status = u.dlt_status,
         status_updated_at = now(),
@@ -305,26 +305,26 @@ recorded AS (
               EXTRACT(EPOCH FROM now() - b.created_at)::float8 AS age_seconds
 ),
 logged AS (
-    INSERT INTO batch_transitions (seq, from_state, to_state, instance_id, epoch, detail)
+    INSERT INTO batchclaim.batch_transitions (seq, from_state, to_state, instance_id, epoch, detail)
     SELECT r.seq, r.from_state, r.new_state, sqlc.arg(claimant)::uuid, r.epoch, r.detail
     FROM recorded r
     WHERE r.new_state <> r.from_state
 ),
 halted AS (
-    INSERT INTO service_halts (service_id, seq, reason)
+    INSERT INTO batchclaim.service_halts (service_id, seq, reason)
     SELECT r.service_id, r.seq, 'batch INVALID'
     FROM recorded r
     WHERE sqlc.arg(halt_on_invalid)::bool AND r.new_state = 'INVALID'
     ON CONFLICT (service_id) DO NOTHING
 ),
 drained AS (
-    UPDATE service_id_claims c
+    UPDATE batchclaim.service_id_claims c
     SET active_at = now()
     FROM (SELECT r.service_id, r.epoch, r.seq FROM recorded r
           WHERE r.new_state IN ('COMMITTED', 'INVALID', 'DISCARDED', 'CANCELLED')) d
     WHERE sqlc.arg(track_idle)::bool
       AND c.service_id = d.service_id AND c.epoch = d.epoch AND c.claimant = sqlc.arg(claimant)::uuid
-      AND NOT EXISTS (SELECT 1 FROM batches b WHERE b.service_id = d.service_id AND b.unfinished AND b.seq <> d.seq)
+      AND NOT EXISTS (SELECT 1 FROM batchclaim.batches b WHERE b.service_id = d.service_id AND b.unfinished AND b.seq <> d.seq)
 )
 SELECT u.seq::bigint AS seq, (f.service_id IS NOT NULL)::bool AS fenced, (r.seq IS NOT NULL)::bool AS recorded,
        COALESCE(r.age_seconds, 0)::float8 AS age_seconds
@@ -343,12 +343,12 @@ LEFT JOIN recorded r ON r.seq = u.seq;
 -- terminal, and frees its service_id for the next batch. No row: no such batch, or it is in
 -- another state now.
 WITH old AS (
-    SELECT b.seq, b.service_id, b.state FROM batches b
+    SELECT b.seq, b.service_id, b.state FROM batchclaim.batches b
     WHERE b.seq = sqlc.arg(seq) AND b.state IN ('NEW', 'DELAYED')
     FOR UPDATE
 ),
 cancelled AS (
-    UPDATE batches b
+    UPDATE batchclaim.batches b
     SET state = 'CANCELLED', finished_at = now(), updated_at = now(), next_attempt_at = NULL,
         last_error = NULLIF(sqlc.arg(detail)::text, '')
     FROM old o
@@ -356,10 +356,10 @@ cancelled AS (
     RETURNING b.seq, b.service_id, o.state AS from_state
 ),
 logged AS (
-    INSERT INTO batch_transitions (seq, from_state, to_state, detail)
+    INSERT INTO batchclaim.batch_transitions (seq, from_state, to_state, detail)
     SELECT c.seq, c.from_state, 'CANCELLED', NULLIF(sqlc.arg(detail)::text, '') FROM cancelled c
 )
-SELECT c.seq, c.service_id, c.from_state, (SELECT count(*) FROM (SELECT batchclaim_wake(c.service_id)) w)::bigint AS woken
+SELECT c.seq, c.service_id, c.from_state, (SELECT count(*) FROM (SELECT batchclaim.batchclaim_wake(c.service_id)) w)::bigint AS woken
 FROM cancelled c;
 
 -- name: BatchRetry :one
@@ -369,12 +369,12 @@ FROM cancelled c;
 -- batches of its service_id that come after it in seq order, and after those that finished
 -- meanwhile. No row: no such batch, or it is in another state now.
 WITH old AS (
-    SELECT b.seq, b.service_id, b.state FROM batches b
+    SELECT b.seq, b.service_id, b.state FROM batchclaim.batches b
     WHERE b.seq = sqlc.arg(seq) AND b.state IN ('DISCARDED', 'CANCELLED', 'INVALID', 'DELAYED')
     FOR UPDATE
 ),
 retried AS (
-    UPDATE batches b
+    UPDATE batchclaim.batches b
     SET state = CASE WHEN o.state = 'DELAYED' THEN 'DELAYED' ELSE 'NEW' END,
         attempts = CASE WHEN o.state = 'DELAYED' THEN b.attempts ELSE 0 END,
         dlt_status = CASE WHEN o.state = 'DELAYED' THEN b.dlt_status END,
@@ -385,17 +385,17 @@ retried AS (
     RETURNING b.seq, b.service_id, o.state AS from_state, b.state AS to_state
 ),
 resumed AS (
-    DELETE FROM service_halts h USING retried r
+    DELETE FROM batchclaim.service_halts h USING retried r
     WHERE h.service_id = r.service_id AND h.seq = r.seq
     RETURNING h.service_id
 ),
 logged AS (
-    INSERT INTO batch_transitions (seq, from_state, to_state, detail)
+    INSERT INTO batchclaim.batch_transitions (seq, from_state, to_state, detail)
     SELECT r.seq, r.from_state, r.to_state, 'retry' FROM retried r
 )
 SELECT r.seq, r.service_id, r.from_state, r.to_state,
        (SELECT count(*) FROM resumed)::bigint AS resumed,
-       (SELECT count(*) FROM (SELECT batchclaim_wake(r.service_id)) w)::bigint AS woken
+       (SELECT count(*) FROM (SELECT batchclaim.batchclaim_wake(r.service_id)) w)::bigint AS woken
 FROM retried r;
 
 -- name: BatchesToPoll :many
@@ -409,7 +409,7 @@ FROM retried r;
 SELECT p.seq, p.service_id, p.batch_id, p.state, p.attempts
 FROM unnest(sqlc.arg(service_ids)::text[]) AS s(service_id)
 CROSS JOIN LATERAL (
-    SELECT b.seq, b.service_id, b.batch_id, b.state, b.attempts FROM batches b
+    SELECT b.seq, b.service_id, b.batch_id, b.state, b.attempts FROM batchclaim.batches b
     WHERE b.service_id = s.service_id AND b.unfinished
     ORDER BY b.seq
     LIMIT 16
@@ -420,43 +420,43 @@ ORDER BY p.service_id, p.seq
 LIMIT sqlc.arg(max_rows);
 
 -- name: ServiceHalt :exec
-INSERT INTO service_halts (service_id, seq, reason) VALUES (sqlc.arg(service_id), sqlc.arg(seq), sqlc.arg(reason))
+INSERT INTO batchclaim.service_halts (service_id, seq, reason) VALUES (sqlc.arg(service_id), sqlc.arg(seq), sqlc.arg(reason))
 ON CONFLICT (service_id) DO NOTHING;
 
 -- name: BatchStatusesByID :many
 -- For the ingest API's GET /batch_statuses: ledger batches, by the unique index on their ids.
 SELECT batch_id, service_id, state, dlt_status, invalid_details
-FROM batches WHERE batch_id = ANY(sqlc.arg(batch_ids)::text[]) AND ledger;
+FROM batchclaim.batches WHERE batch_id = ANY(sqlc.arg(batch_ids)::text[]) AND ledger;
 
 -- name: BatchStateCounts :many
 SELECT service_id, state, count(*)::bigint AS batches,
        COALESCE(EXTRACT(EPOCH FROM now() - min(created_at) FILTER (WHERE unfinished)), 0)::float8 AS oldest_open_seconds
-FROM batches
+FROM batchclaim.batches
 GROUP BY service_id, state
 ORDER BY service_id, state;
 
 -- name: BatchStateTotals :many
-SELECT state, count(*)::bigint AS batches FROM batches GROUP BY state;
+SELECT state, count(*)::bigint AS batches FROM batchclaim.batches GROUP BY state;
 
 -- name: BatchOpenStateTotals :many
 -- Unfinished batches by state, for the /metrics gauge: the predicate is batches_open_idx's,
 -- so a scrape reads open batches only, however many finished ones the table holds.
 SELECT state, count(*)::bigint AS batches,
        COALESCE(EXTRACT(EPOCH FROM now() - min(created_at)), 0)::float8 AS oldest_seconds
-FROM batches
+FROM batchclaim.batches
 WHERE unfinished
 GROUP BY state;
 
 -- name: ServiceHalts :many
-SELECT service_id, seq, reason, at FROM service_halts ORDER BY service_id;
+SELECT service_id, seq, reason, at FROM batchclaim.service_halts ORDER BY service_id;
 
 -- name: InstanceProgress :many
 -- Per instance: claims held, batches it has in flight, batches it recorded COMMITTED.
 SELECT i.id, i.name,
-       (SELECT count(*) FROM service_id_claims c WHERE c.claimant = i.id)::bigint AS claims,
-       (SELECT count(*) FROM batches b WHERE b.state = 'INFLIGHT' AND b.claimant = i.id)::bigint AS in_flight,
-       (SELECT count(*) FROM batch_history t WHERE t.to_state = 'COMMITTED' AND t.instance_id = i.id)::bigint AS committed
-FROM instances i
+       (SELECT count(*) FROM batchclaim.service_id_claims c WHERE c.claimant = i.id)::bigint AS claims,
+       (SELECT count(*) FROM batchclaim.batches b WHERE b.state = 'INFLIGHT' AND b.claimant = i.id)::bigint AS in_flight,
+       (SELECT count(*) FROM batchclaim.batch_history t WHERE t.to_state = 'COMMITTED' AND t.instance_id = i.id)::bigint AS committed
+FROM batchclaim.instances i
 ORDER BY i.name;
 
 -- name: DuplicateExplainers :many
@@ -464,10 +464,10 @@ ORDER BY i.name;
 -- recorded because the submitter died, hung or lost its claim) and how many times the ledger
 -- said it did not know an accepted batch. Each one explains one more POST of the batch.
 SELECT b.batch_id,
-       ((SELECT count(*) FROM submission_attempts a WHERE a.seq = b.seq AND (a.outcome IS NULL OR a.outcome = 'unknown'))
-      + (SELECT count(*) FROM batch_transitions t WHERE t.seq = b.seq AND t.to_state = 'UNKNOWN'
+       ((SELECT count(*) FROM batchclaim.submission_attempts a WHERE a.seq = b.seq AND (a.outcome IS NULL OR a.outcome = 'unknown'))
+      + (SELECT count(*) FROM batchclaim.batch_transitions t WHERE t.seq = b.seq AND t.to_state = 'UNKNOWN'
            AND t.from_state IN ('PENDING', 'VALID')))::bigint AS explainers
-FROM batches b;
+FROM batchclaim.batches b;
 
 -- name: BatchSeqs :many
-SELECT batch_id, service_id, seq, state FROM batches;
+SELECT batch_id, service_id, seq, state FROM batchclaim.batches;

@@ -10,7 +10,7 @@
 -- after it finds the claim gone.
 
 -- name: ClaimsRegister :execrows
-INSERT INTO service_id_claims (service_id)
+INSERT INTO batchclaim.service_id_claims (service_id)
 SELECT unnest(sqlc.arg(service_ids)::text[])
 ON CONFLICT (service_id) DO NOTHING;
 
@@ -27,28 +27,28 @@ ON CONFLICT (service_id) DO NOTHING;
 -- standby, the epoch sequence, and this instance's last renewal (the epoch when there is
 -- none).
 SELECT
-    EXISTS (SELECT 1 FROM instances i WHERE i.id = sqlc.arg(claimant)::uuid AND i.nonce = sqlc.arg(nonce)::uuid)::bool AS owned,
-    ARRAY(SELECT i.id FROM instances i WHERE i.expiry_1 > COALESCE(sqlc.narg(now)::timestamptz, now()) ORDER BY i.id)::uuid[] AS live,
-    (SELECT count(*) FROM service_id_claims)::bigint AS service_ids,
-    (SELECT count(*) FROM service_id_claims f WHERE f.claimant IS NULL)::bigint AS free,
+    EXISTS (SELECT 1 FROM batchclaim.instances i WHERE i.id = sqlc.arg(claimant)::uuid AND i.nonce = sqlc.arg(nonce)::uuid)::bool AS owned,
+    ARRAY(SELECT i.id FROM batchclaim.instances i WHERE i.expiry_1 > COALESCE(sqlc.narg(now)::timestamptz, now()) ORDER BY i.id)::uuid[] AS live,
+    (SELECT count(*) FROM batchclaim.service_id_claims)::bigint AS service_ids,
+    (SELECT count(*) FROM batchclaim.service_id_claims f WHERE f.claimant IS NULL)::bigint AS free,
     EXISTS (
-        SELECT 1 FROM instances i
+        SELECT 1 FROM batchclaim.instances i
         WHERE i.expiry_1 <= COALESCE(sqlc.narg(now)::timestamptz, now())
-          AND EXISTS (SELECT 1 FROM service_id_claims c WHERE c.claimant = i.id
-                      AND (i.expiry_2 <= COALESCE(sqlc.narg(now)::timestamptz, now()) OR NOT (c.submitting_since IS NOT NULL OR batchclaim_head_in_flight(c.service_id, c.claimant, c.epoch))))
+          AND EXISTS (SELECT 1 FROM batchclaim.service_id_claims c WHERE c.claimant = i.id
+                      AND (i.expiry_2 <= COALESCE(sqlc.narg(now)::timestamptz, now()) OR NOT (c.submitting_since IS NOT NULL OR batchclaim.batchclaim_head_in_flight(c.service_id, c.claimant, c.epoch))))
     )::bool AS voidable,
     own.held, own.epoch_sum, own.idle,
     ('x' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8))::bit(32)::bigint AS timeline,
     (current_setting('synchronous_standby_names') <> '' AND current_setting('synchronous_commit') NOT IN ('off', 'local'))::bool AS sync_standby,
-    COALESCE(pg_sequence_last_value('service_id_claim_epochs'::regclass), 0)::bigint AS epochs,
-    COALESCE((SELECT i.heartbeat_at FROM instances i WHERE i.id = sqlc.arg(claimant)::uuid AND i.nonce = sqlc.arg(nonce)::uuid), 'epoch'::timestamptz)::timestamptz AS heartbeat_at
+    COALESCE(pg_sequence_last_value('batchclaim.service_id_claim_epochs'::regclass), 0)::bigint AS epochs,
+    COALESCE((SELECT i.heartbeat_at FROM batchclaim.instances i WHERE i.id = sqlc.arg(claimant)::uuid AND i.nonce = sqlc.arg(nonce)::uuid), 'epoch'::timestamptz)::timestamptz AS heartbeat_at
 FROM (
     SELECT count(*)::bigint AS held, COALESCE(sum(c.epoch), 0)::bigint AS epoch_sum,
            count(*) FILTER (WHERE sqlc.arg(idle_ms)::bigint > 0 AND c.submitting_since IS NULL
                AND COALESCE(c.active_at, c.claimed_at, c.registered_at)
                    <= COALESCE(sqlc.narg(now)::timestamptz, now()) - sqlc.arg(idle_ms)::bigint * interval '1 millisecond'
-               AND NOT EXISTS (SELECT 1 FROM batches b WHERE b.service_id = c.service_id AND b.unfinished))::bigint AS idle
-    FROM service_id_claims c
+               AND NOT EXISTS (SELECT 1 FROM batchclaim.batches b WHERE b.service_id = c.service_id AND b.unfinished))::bigint AS idle
+    FROM batchclaim.service_id_claims c
     WHERE c.claimant = sqlc.arg(claimant)::uuid
 ) own;
 
@@ -59,10 +59,10 @@ FROM (
 -- writing about the service_id, another instance voiding the same chunk) are skipped, not
 -- waited for.
 SELECT c.service_id, c.claimant, c.epoch
-FROM instances i
-JOIN service_id_claims c ON c.claimant = i.id
+FROM batchclaim.instances i
+JOIN batchclaim.service_id_claims c ON c.claimant = i.id
 WHERE i.expiry_1 <= COALESCE(sqlc.narg(now)::timestamptz, now())
-  AND (i.expiry_2 <= COALESCE(sqlc.narg(now)::timestamptz, now()) OR NOT (c.submitting_since IS NOT NULL OR batchclaim_head_in_flight(c.service_id, c.claimant, c.epoch)))
+  AND (i.expiry_2 <= COALESCE(sqlc.narg(now)::timestamptz, now()) OR NOT (c.submitting_since IS NOT NULL OR batchclaim.batchclaim_head_in_flight(c.service_id, c.claimant, c.epoch)))
 LIMIT sqlc.arg(max)::int
 FOR UPDATE OF c SKIP LOCKED;
 
@@ -78,22 +78,22 @@ WITH cand AS (
            unnest(sqlc.arg(epochs)::bigint[]) AS epoch
 ),
 voided AS (
-    UPDATE service_id_claims c
+    UPDATE batchclaim.service_id_claims c
     SET claimant = NULL, submitting_since = NULL
-    FROM cand JOIN instances i ON i.id = cand.claimant
+    FROM cand JOIN batchclaim.instances i ON i.id = cand.claimant
     WHERE c.service_id = cand.service_id AND c.claimant = cand.claimant AND c.epoch = cand.epoch
       AND i.expiry_1 <= COALESCE(sqlc.narg(now)::timestamptz, now())
-      AND (i.expiry_2 <= COALESCE(sqlc.narg(now)::timestamptz, now()) OR NOT (c.submitting_since IS NOT NULL OR batchclaim_head_in_flight(c.service_id, c.claimant, c.epoch)))
+      AND (i.expiry_2 <= COALESCE(sqlc.narg(now)::timestamptz, now()) OR NOT (c.submitting_since IS NOT NULL OR batchclaim.batchclaim_head_in_flight(c.service_id, c.claimant, c.epoch)))
     RETURNING c.service_id, cand.claimant AS instance_id, c.epoch,
               CASE WHEN i.expiry_2 <= COALESCE(sqlc.narg(now)::timestamptz, now()) THEN 'voided_expired' ELSE 'voided_idle' END AS event
 )
-INSERT INTO claim_events (service_id, instance_id, epoch, event)
+INSERT INTO batchclaim.claim_events (service_id, instance_id, epoch, event)
 SELECT v.service_id, v.instance_id, v.epoch, v.event FROM voided v
 RETURNING service_id, instance_id, epoch, event;
 
 -- name: ClaimsHeld :many
 SELECT service_id, epoch, claimed_at, submitting_since
-FROM service_id_claims
+FROM batchclaim.service_id_claims
 WHERE claimant = sqlc.arg(claimant)::uuid
 ORDER BY service_id;
 
@@ -102,13 +102,13 @@ ORDER BY service_id;
 -- (wrapping around) so that concurrent acquirers mostly read different index pages, and
 -- skipping rows another acquirer has just locked instead of waiting for them.
 WITH after_start AS (
-    SELECT f.service_id, hashtextextended(f.service_id, 0) AS h FROM service_id_claims f
+    SELECT f.service_id, hashtextextended(f.service_id, 0) AS h FROM batchclaim.service_id_claims f
     WHERE f.claimant IS NULL AND hashtextextended(f.service_id, 0) >= sqlc.arg(start)::bigint
     ORDER BY hashtextextended(f.service_id, 0) LIMIT sqlc.arg(max)::int
     FOR UPDATE SKIP LOCKED
 ),
 before_start AS (
-    SELECT f.service_id, hashtextextended(f.service_id, 0) AS h FROM service_id_claims f
+    SELECT f.service_id, hashtextextended(f.service_id, 0) AS h FROM batchclaim.service_id_claims f
     WHERE f.claimant IS NULL AND hashtextextended(f.service_id, 0) < sqlc.arg(start)::bigint
     ORDER BY hashtextextended(f.service_id, 0) LIMIT sqlc.arg(max)::int
     FOR UPDATE SKIP LOCKED
@@ -123,14 +123,14 @@ pick AS (
     LIMIT sqlc.arg(max)::int
 ),
 taken AS (
-    UPDATE service_id_claims c
-    SET claimant = sqlc.arg(claimant)::uuid, epoch = nextval('service_id_claim_epochs'), claimed_at = COALESCE(sqlc.narg(now)::timestamptz, now()), submitting_since = NULL
+    UPDATE batchclaim.service_id_claims c
+    SET claimant = sqlc.arg(claimant)::uuid, epoch = nextval('batchclaim.service_id_claim_epochs'), claimed_at = COALESCE(sqlc.narg(now)::timestamptz, now()), submitting_since = NULL
     FROM pick
     WHERE c.service_id = pick.service_id AND c.claimant IS NULL
     RETURNING c.service_id, c.epoch, c.claimed_at
 ),
 logged AS (
-    INSERT INTO claim_events (service_id, instance_id, epoch, event)
+    INSERT INTO batchclaim.claim_events (service_id, instance_id, epoch, event)
     SELECT taken.service_id, sqlc.arg(claimant)::uuid, taken.epoch, 'acquired' FROM taken
 )
 SELECT service_id, epoch, claimed_at FROM taken;
@@ -142,28 +142,28 @@ SELECT service_id, epoch, claimed_at FROM taken;
 -- rows with work divided by the live instances, rounded up), so that the first instance to
 -- look does not take them all. Rows another transaction has locked are skipped.
 WITH work AS (
-    SELECT DISTINCT b.service_id FROM batches b WHERE b.unfinished
+    SELECT DISTINCT b.service_id FROM batchclaim.batches b WHERE b.unfinished
 ),
 free_work AS (
-    SELECT f.service_id FROM service_id_claims f JOIN work w ON w.service_id = f.service_id
+    SELECT f.service_id FROM batchclaim.service_id_claims f JOIN work w ON w.service_id = f.service_id
     WHERE f.claimant IS NULL
 ),
 pick AS (
-    SELECT f.service_id FROM service_id_claims f
+    SELECT f.service_id FROM batchclaim.service_id_claims f
     WHERE f.claimant IS NULL AND f.service_id IN (SELECT fw.service_id FROM free_work fw)
     ORDER BY hashtextextended(f.service_id, 0)
     LIMIT LEAST(sqlc.arg(max)::int, (SELECT (count(*) + sqlc.arg(live)::int - 1) / sqlc.arg(live)::int FROM free_work))
     FOR UPDATE SKIP LOCKED
 ),
 taken AS (
-    UPDATE service_id_claims c
-    SET claimant = sqlc.arg(claimant)::uuid, epoch = nextval('service_id_claim_epochs'), claimed_at = COALESCE(sqlc.narg(now)::timestamptz, now()), submitting_since = NULL
+    UPDATE batchclaim.service_id_claims c
+    SET claimant = sqlc.arg(claimant)::uuid, epoch = nextval('batchclaim.service_id_claim_epochs'), claimed_at = COALESCE(sqlc.narg(now)::timestamptz, now()), submitting_since = NULL
     FROM pick
     WHERE c.service_id = pick.service_id AND c.claimant IS NULL
     RETURNING c.service_id, c.epoch, c.claimed_at
 ),
 logged AS (
-    INSERT INTO claim_events (service_id, instance_id, epoch, event)
+    INSERT INTO batchclaim.claim_events (service_id, instance_id, epoch, event)
     SELECT taken.service_id, sqlc.arg(claimant)::uuid, taken.epoch, 'acquired' FROM taken
 )
 SELECT service_id, epoch, claimed_at FROM taken;
@@ -178,13 +178,13 @@ SELECT service_id, epoch, claimed_at FROM taken;
 SELECT s.service_id, s.epoch,
        pg_try_advisory_xact_lock(hashtext('batchclaim.enqueue'), hashtext(s.service_id))::bool AS locked
 FROM (
-    SELECT c.service_id, c.epoch FROM service_id_claims c
+    SELECT c.service_id, c.epoch FROM batchclaim.service_id_claims c
     WHERE c.claimant = sqlc.arg(claimant)::uuid AND c.submitting_since IS NULL
       AND COALESCE(c.active_at, c.claimed_at, c.registered_at)
           <= COALESCE(sqlc.narg(now)::timestamptz, now()) - sqlc.arg(idle_ms)::bigint * interval '1 millisecond'
       -- Checked again after the locks; here it keeps keys with long-unfinished work (a
       -- halted service_id, a batch the ledger is slow on) from filling every chunk.
-      AND NOT EXISTS (SELECT 1 FROM batches b WHERE b.service_id = c.service_id AND b.unfinished)
+      AND NOT EXISTS (SELECT 1 FROM batchclaim.batches b WHERE b.service_id = c.service_id AND b.unfinished)
     ORDER BY c.service_id
     LIMIT sqlc.arg(max)::int
 ) s;
@@ -197,11 +197,11 @@ FROM (
 SELECT s.service_id, s.epoch,
        pg_try_advisory_xact_lock(hashtext('batchclaim.enqueue'), hashtext(s.service_id))::bool AS locked
 FROM (
-    SELECT f.service_id, f.epoch FROM service_id_claims f
+    SELECT f.service_id, f.epoch FROM batchclaim.service_id_claims f
     WHERE f.claimant IS NULL
       AND COALESCE(f.active_at, f.claimed_at, f.registered_at)
           <= COALESCE(sqlc.narg(now)::timestamptz, now()) - sqlc.arg(idle_ms)::bigint * interval '1 millisecond'
-      AND NOT EXISTS (SELECT 1 FROM batches b WHERE b.service_id = f.service_id AND b.unfinished)
+      AND NOT EXISTS (SELECT 1 FROM batchclaim.batches b WHERE b.service_id = f.service_id AND b.unfinished)
     ORDER BY hashtextextended(f.service_id, 0)
     LIMIT sqlc.arg(max)::int
     FOR UPDATE SKIP LOCKED
@@ -218,15 +218,15 @@ WITH wanted AS (
     SELECT unnest(sqlc.arg(service_ids)::text[]) AS service_id, unnest(sqlc.arg(epochs)::bigint[]) AS epoch
 ),
 dropped AS (
-    DELETE FROM service_id_claims c
+    DELETE FROM batchclaim.service_id_claims c
     USING wanted
     WHERE c.service_id = wanted.service_id AND c.epoch = wanted.epoch
       AND c.claimant IS NOT DISTINCT FROM sqlc.narg(claimant)::uuid AND c.submitting_since IS NULL
-      AND NOT EXISTS (SELECT 1 FROM batches b WHERE b.service_id = c.service_id AND b.unfinished)
+      AND NOT EXISTS (SELECT 1 FROM batchclaim.batches b WHERE b.service_id = c.service_id AND b.unfinished)
     RETURNING c.service_id, c.epoch, c.claimant
 ),
 logged AS (
-    INSERT INTO claim_events (service_id, instance_id, epoch, event)
+    INSERT INTO batchclaim.claim_events (service_id, instance_id, epoch, event)
     SELECT d.service_id, d.claimant, d.epoch, 'dropped' FROM dropped d WHERE d.claimant IS NOT NULL
 )
 SELECT service_id, epoch FROM dropped;
@@ -238,7 +238,7 @@ SELECT service_id, epoch FROM dropped;
 WITH wanted AS (
     SELECT unnest(sqlc.arg(service_ids)::text[]) AS service_id, unnest(sqlc.arg(epochs)::bigint[]) AS epoch
 )
-SELECT c.service_id, c.epoch FROM service_id_claims c
+SELECT c.service_id, c.epoch FROM batchclaim.service_id_claims c
 JOIN wanted w ON w.service_id = c.service_id AND w.epoch = c.epoch
 WHERE c.claimant = sqlc.arg(claimant)::uuid
 ORDER BY c.service_id
@@ -252,15 +252,15 @@ WITH wanted AS (
     SELECT unnest(sqlc.arg(service_ids)::text[]) AS service_id, unnest(sqlc.arg(epochs)::bigint[]) AS epoch
 ),
 released AS (
-    UPDATE service_id_claims c
+    UPDATE batchclaim.service_id_claims c
     SET claimant = NULL, submitting_since = NULL
     FROM wanted
     WHERE c.service_id = wanted.service_id AND c.epoch = wanted.epoch
       AND c.claimant = sqlc.arg(claimant)::uuid
-      AND (NOT sqlc.arg(only_idle)::bool OR NOT (c.submitting_since IS NOT NULL OR batchclaim_head_in_flight(c.service_id, c.claimant, c.epoch)))
+      AND (NOT sqlc.arg(only_idle)::bool OR NOT (c.submitting_since IS NOT NULL OR batchclaim.batchclaim_head_in_flight(c.service_id, c.claimant, c.epoch)))
     RETURNING c.service_id, c.epoch
 )
-INSERT INTO claim_events (service_id, instance_id, epoch, event)
+INSERT INTO batchclaim.claim_events (service_id, instance_id, epoch, event)
 SELECT r.service_id, sqlc.arg(claimant)::uuid, r.epoch, sqlc.arg(event)::text FROM released r
 RETURNING service_id, epoch;
 
@@ -269,14 +269,14 @@ RETURNING service_id, epoch;
 -- knows of it (a cycle whose commit it did not see may have taken some), except those in
 -- keep: epoch-checked through the owner row's nonce, each logged as released.
 WITH released AS (
-    UPDATE service_id_claims c
+    UPDATE batchclaim.service_id_claims c
     SET claimant = NULL, submitting_since = NULL
     WHERE c.claimant = sqlc.arg(claimant)::uuid
       AND NOT (c.service_id = ANY(sqlc.arg(keep)::text[]))
-      AND EXISTS (SELECT 1 FROM instances i WHERE i.id = c.claimant AND i.nonce = sqlc.arg(nonce)::uuid)
+      AND EXISTS (SELECT 1 FROM batchclaim.instances i WHERE i.id = c.claimant AND i.nonce = sqlc.arg(nonce)::uuid)
     RETURNING c.service_id, c.epoch
 )
-INSERT INTO claim_events (service_id, instance_id, epoch, event)
+INSERT INTO batchclaim.claim_events (service_id, instance_id, epoch, event)
 SELECT r.service_id, sqlc.arg(claimant)::uuid, r.epoch, 'released' FROM released r
 RETURNING service_id, epoch;
 
@@ -284,15 +284,15 @@ RETURNING service_id, epoch;
 -- Marks the claim busy before a POST. Fenced on (claimant, epoch) and refused unless the
 -- claimant's lease is still in phase one by the database clock. Being an UPDATE of the claim
 -- row, it conflicts with a concurrent fast-path takeover of the same row: one of the two wins.
-UPDATE service_id_claims c
+UPDATE batchclaim.service_id_claims c
 SET submitting_since = COALESCE(c.submitting_since, COALESCE(sqlc.narg(now)::timestamptz, now()))
-FROM instances i
+FROM batchclaim.instances i
 WHERE c.service_id = sqlc.arg(service_id) AND c.claimant = sqlc.arg(claimant)::uuid AND c.epoch = sqlc.arg(epoch)
   AND i.id = c.claimant AND i.nonce = sqlc.arg(nonce)::uuid AND i.expiry_1 > COALESCE(sqlc.narg(now)::timestamptz, now())
 RETURNING c.submitting_since;
 
 -- name: ClaimEndSubmission :execrows
-UPDATE service_id_claims
+UPDATE batchclaim.service_id_claims
 SET submitting_since = NULL, active_at = now()
 WHERE service_id = sqlc.arg(service_id) AND claimant = sqlc.arg(claimant)::uuid AND epoch = sqlc.arg(epoch);
 
@@ -301,44 +301,44 @@ WHERE service_id = sqlc.arg(service_id) AND claimant = sqlc.arg(claimant)::uuid 
 -- held with this epoch. A takeover waits for the caller's commit; a takeover that committed
 -- first makes this return no row.
 -- The nonce check makes the fence fail for a process whose instance row was taken over.
-SELECT c.epoch FROM service_id_claims c
+SELECT c.epoch FROM batchclaim.service_id_claims c
 WHERE c.service_id = sqlc.arg(service_id) AND c.claimant = sqlc.arg(claimant)::uuid AND c.epoch = sqlc.arg(epoch)
-  AND EXISTS (SELECT 1 FROM instances i WHERE i.id = c.claimant AND i.nonce = sqlc.arg(nonce)::uuid)
+  AND EXISTS (SELECT 1 FROM batchclaim.instances i WHERE i.id = c.claimant AND i.nonce = sqlc.arg(nonce)::uuid)
 FOR SHARE OF c;
 
 -- name: ClaimsVoidOwner :many
 -- Frees every claim of a dead instance whose id is registered again by a new process.
 WITH voided AS (
-    UPDATE service_id_claims c
+    UPDATE batchclaim.service_id_claims c
     SET claimant = NULL, submitting_since = NULL
     WHERE c.claimant = sqlc.arg(claimant)::uuid
     RETURNING c.service_id, c.epoch
 )
-INSERT INTO claim_events (service_id, instance_id, epoch, event)
+INSERT INTO batchclaim.claim_events (service_id, instance_id, epoch, event)
 SELECT v.service_id, sqlc.arg(claimant)::uuid, v.epoch, 'voided_expired' FROM voided v
 RETURNING service_id, epoch;
 
 -- name: ClaimsCensus :one
 -- The number of service_ids and of free ones (for status).
-SELECT (SELECT count(*) FROM service_id_claims)::bigint AS service_ids,
-       (SELECT count(*) FROM service_id_claims WHERE claimant IS NULL)::bigint AS free;
+SELECT (SELECT count(*) FROM batchclaim.service_id_claims)::bigint AS service_ids,
+       (SELECT count(*) FROM batchclaim.service_id_claims WHERE claimant IS NULL)::bigint AS free;
 
 -- name: ClaimsEffective :many
 SELECT service_id, claimant, claimant_name, epoch, claimed_at, renewed_at, expiry_1, expiry_2,
        submitting_since, phase, busy
-FROM service_id_claims_effective
+FROM batchclaim.service_id_claims_effective
 ORDER BY service_id
 LIMIT sqlc.narg(max_rows);
 
 -- name: ClaimsPerInstance :many
 SELECT claimant, count(*)::bigint AS claims, count(*) FILTER (WHERE busy)::bigint AS submitting
-FROM service_id_claims_effective
+FROM batchclaim.service_id_claims_effective
 WHERE claimant IS NOT NULL
 GROUP BY claimant;
 
 -- name: ClaimEvents :many
 SELECT id, service_id, instance_id, epoch, event, at
-FROM claim_events
+FROM batchclaim.claim_events
 WHERE id > sqlc.arg(after_id)
 ORDER BY id
 LIMIT sqlc.arg(max_rows);
@@ -351,11 +351,11 @@ SELECT clock_timestamp()::timestamptz AS now;
 -- service_id was acquired again (-1 while it is not).
 SELECT v.service_id, v.event,
        COALESCE(EXTRACT(EPOCH FROM (
-           SELECT min(a.at) FROM claim_events a
+           SELECT min(a.at) FROM batchclaim.claim_events a
            WHERE a.service_id = v.service_id AND a.event = 'acquired' AND a.epoch > v.epoch
        ) - sqlc.arg(since)::timestamptz)::float8, -1)::float8 AS seconds
-FROM claim_events v
+FROM batchclaim.claim_events v
 WHERE v.instance_id = sqlc.arg(instance_id)::uuid AND v.event IN ('voided_idle', 'voided_expired');
 
 -- name: TakeoverCount :one
-SELECT count(*)::bigint FROM claim_events WHERE event IN ('voided_idle', 'voided_expired');
+SELECT count(*)::bigint FROM batchclaim.claim_events WHERE event IN ('voided_idle', 'voided_expired');

@@ -8,7 +8,7 @@ WITH clock AS (
     SELECT COALESCE(sqlc.narg(now)::timestamptz, now()) AS now
 ),
 taken AS (
-    INSERT INTO owner_locks AS l (name, token, epoch, acquired_at, expires_at)
+    INSERT INTO batchclaim.owner_locks AS l (name, token, epoch, acquired_at, expires_at)
     SELECT sqlc.arg(name)::text, sqlc.arg(token)::text, 1, clock.now,
            clock.now + sqlc.arg(ttl_ms)::bigint * interval '1 millisecond'
     FROM clock
@@ -19,7 +19,7 @@ taken AS (
     RETURNING l.name, l.epoch, l.acquired_at, l.expires_at
 ),
 logged AS (
-    INSERT INTO owner_lock_events (name, epoch, event, expires_at)
+    INSERT INTO batchclaim.owner_lock_events (name, epoch, event, expires_at)
     SELECT taken.name, taken.epoch, 'acquired', taken.expires_at FROM taken
 )
 SELECT taken.epoch, taken.acquired_at::timestamptz AS acquired_at, taken.expires_at::timestamptz AS expires_at FROM taken;
@@ -27,7 +27,7 @@ SELECT taken.epoch, taken.acquired_at::timestamptz AS acquired_at, taken.expires
 -- name: LockRenew :one
 -- Extends the lock only for the holder of this token and epoch, and only while it has not
 -- expired: an expired lock may already belong to somebody else's next acquisition.
-UPDATE owner_locks
+UPDATE batchclaim.owner_locks
 SET expires_at = COALESCE(sqlc.narg(now)::timestamptz, now()) + sqlc.arg(ttl_ms)::bigint * interval '1 millisecond'
 WHERE name = sqlc.arg(name) AND token = sqlc.arg(token)::text AND epoch = sqlc.arg(epoch)
   AND expires_at > COALESCE(sqlc.narg(now)::timestamptz, now())
@@ -37,14 +37,14 @@ RETURNING expires_at::timestamptz AS expires_at;
 -- Frees the lock only for the holder of this token and epoch. still_valid says whether the
 -- lock had not yet expired when it was released.
 WITH released AS (
-    UPDATE owner_locks l
+    UPDATE batchclaim.owner_locks l
     SET token = NULL, expires_at = NULL
-    FROM owner_locks old
+    FROM batchclaim.owner_locks old
     WHERE old.name = l.name AND l.name = sqlc.arg(name) AND l.token = sqlc.arg(token)::text AND l.epoch = sqlc.arg(epoch)
     RETURNING l.name, l.epoch, old.expires_at > COALESCE(sqlc.narg(now)::timestamptz, now()) AS still_valid
 ),
 logged AS (
-    INSERT INTO owner_lock_events (name, epoch, event)
+    INSERT INTO batchclaim.owner_lock_events (name, epoch, event)
     SELECT released.name, released.epoch, 'released' FROM released
 )
 SELECT released.epoch, released.still_valid::bool AS still_valid FROM released;
@@ -52,7 +52,7 @@ SELECT released.epoch, released.still_valid::bool AS still_valid FROM released;
 -- name: LockFence :one
 -- Inside the caller's transaction: the lock is still held with this token and epoch and has
 -- not expired. FOR SHARE keeps every acquisition (and release) out until the caller commits.
-SELECT epoch, expires_at::timestamptz AS expires_at FROM owner_locks
+SELECT epoch, expires_at::timestamptz AS expires_at FROM batchclaim.owner_locks
 WHERE name = sqlc.arg(name) AND token = sqlc.arg(token)::text AND epoch = sqlc.arg(epoch)
   AND expires_at > COALESCE(sqlc.narg(now)::timestamptz, now())
 FOR SHARE;
@@ -60,14 +60,14 @@ FOR SHARE;
 -- name: LockGet :one
 SELECT name, epoch, (token IS NOT NULL AND expires_at > COALESCE(sqlc.narg(now)::timestamptz, now()))::bool AS held,
        acquired_at, expires_at, COALESCE(sqlc.narg(now)::timestamptz, now())::timestamptz AS db_now
-FROM owner_locks WHERE name = sqlc.arg(name);
+FROM batchclaim.owner_locks WHERE name = sqlc.arg(name);
 
 -- name: LockAcquisitions :many
 -- Every acquisition of a lock, with when (if ever) its holder released it and when the
 -- next acquisition happened.
 SELECT a.epoch, a.at AS acquired_at, a.expires_at AS first_expires_at,
        r.at AS released_at
-FROM owner_lock_events a
-LEFT JOIN owner_lock_events r ON r.name = a.name AND r.epoch = a.epoch AND r.event = 'released'
+FROM batchclaim.owner_lock_events a
+LEFT JOIN batchclaim.owner_lock_events r ON r.name = a.name AND r.epoch = a.epoch AND r.event = 'released'
 WHERE a.name = sqlc.arg(name) AND a.event = 'acquired'
 ORDER BY a.epoch;

@@ -12,12 +12,12 @@ SELECT pg_try_advisory_xact_lock(hashtextextended('batchclaim.retention', 0))::b
 -- The INVALID batch that halted a service_id is kept while the halt stands. The chunk is
 -- read in order from batches_finished_idx (NOT IN a hashed subplan keeps that order) and
 -- deleted by primary key, so a chunk touches only its own rows however large the table.
-DELETE FROM batches
+DELETE FROM batchclaim.batches
 WHERE seq = ANY(ARRAY(
-    SELECT b.seq FROM batches b
+    SELECT b.seq FROM batchclaim.batches b
     WHERE b.finished_at IS NOT NULL
       AND b.finished_at < COALESCE(sqlc.narg(now)::timestamptz, now()) - sqlc.arg(max_age_ms)::bigint * interval '1 millisecond'
-      AND b.seq NOT IN (SELECT h.seq FROM service_halts h)
+      AND b.seq NOT IN (SELECT h.seq FROM batchclaim.service_halts h)
     ORDER BY b.finished_at, b.seq
     LIMIT sqlc.arg(max_rows)
 ));
@@ -25,7 +25,7 @@ WHERE seq = ANY(ARRAY(
 -- name: RetentionRecord :one
 -- Records a chunk of the current run: run_pruned is the run's total so far, chunk_pruned
 -- this chunk's.
-INSERT INTO retention_state AS r (id, instance_id, max_age_ms, last_run_at, last_run_pruned, pruned_total)
+INSERT INTO batchclaim.retention_state AS r (id, instance_id, max_age_ms, last_run_at, last_run_pruned, pruned_total)
 VALUES (true, sqlc.arg(instance_id)::uuid, sqlc.arg(max_age_ms)::bigint, COALESCE(sqlc.narg(now)::timestamptz, now()),
         sqlc.arg(run_pruned)::bigint, sqlc.arg(chunk_pruned)::bigint)
 ON CONFLICT (id) DO UPDATE
@@ -38,5 +38,5 @@ RETURNING r.last_run_at;
 SELECT r.instance_id, COALESCE(i.name, '')::text AS instance_name, r.max_age_ms, r.last_run_at,
        EXTRACT(EPOCH FROM now() - r.last_run_at)::float8 AS last_run_age_seconds,
        r.last_run_pruned, r.pruned_total
-FROM retention_state r
-LEFT JOIN instances i ON i.id = r.instance_id;
+FROM batchclaim.retention_state r
+LEFT JOIN batchclaim.instances i ON i.id = r.instance_id;

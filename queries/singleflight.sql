@@ -11,7 +11,7 @@ SELECT key, fetch_epoch, holder, value, value_epoch, fetched_at, expires_at,
        (error_until IS NOT NULL AND error_until > now())::bool AS error_fresh,
        (holder IS NOT NULL AND lease_expiry > now())::bool AS fetching,
        COALESCE(floor(extract(epoch FROM lease_expiry - now()) * 1000000), 0)::bigint AS lease_left_us
-FROM singleflight_entries
+FROM batchclaim.singleflight_entries
 WHERE key = sqlc.arg(key);
 
 -- name: SingleflightAcquire :one
@@ -19,12 +19,12 @@ WHERE key = sqlc.arg(key);
 -- get, but only if the key has no fresh value, no fresh negative result and no live lease.
 -- No row returned means someone else fetches (or just did). taken_over_from names the holder
 -- whose expired lease this replaced.
-INSERT INTO singleflight_entries AS e (key, fetch_epoch, holder, lease_expiry, fetch_started_at, pending_expiry)
-VALUES (sqlc.arg(key), nextval('singleflight_epoch_seq'), sqlc.arg(holder)::text,
+INSERT INTO batchclaim.singleflight_entries AS e (key, fetch_epoch, holder, lease_expiry, fetch_started_at, pending_expiry)
+VALUES (sqlc.arg(key), nextval('batchclaim.singleflight_epoch_seq'), sqlc.arg(holder)::text,
         now() + sqlc.arg(lease_us)::bigint * interval '1 microsecond', now(),
         now() + sqlc.arg(ttl_us)::bigint * interval '1 microsecond')
 ON CONFLICT (key) DO UPDATE
-SET fetch_epoch = nextval('singleflight_epoch_seq'),
+SET fetch_epoch = nextval('batchclaim.singleflight_epoch_seq'),
     holder = EXCLUDED.holder,
     lease_expiry = EXCLUDED.lease_expiry,
     fetch_started_at = EXCLUDED.fetch_started_at,
@@ -37,7 +37,7 @@ RETURNING fetch_epoch, pending_expiry, taken_over_from;
 
 -- name: SingleflightRenew :execrows
 -- Extends the lease of a running fetch. Zero rows: the lease was taken over.
-UPDATE singleflight_entries
+UPDATE batchclaim.singleflight_entries
 SET lease_expiry = now() + sqlc.arg(lease_us)::bigint * interval '1 microsecond'
 WHERE key = sqlc.arg(key) AND fetch_epoch = sqlc.arg(epoch) AND holder = sqlc.arg(holder)::text;
 
@@ -46,7 +46,7 @@ WHERE key = sqlc.arg(key) AND fetch_epoch = sqlc.arg(epoch) AND holder = sqlc.ar
 -- lease is still in its holder's name, frees the lease, and wakes the waiters when it commits.
 -- No row returned: the lease was taken over and the result is dropped.
 WITH stored AS (
-    UPDATE singleflight_entries
+    UPDATE batchclaim.singleflight_entries
     SET value = sqlc.arg(value)::bytea, value_epoch = fetch_epoch, fetched_at = now(),
         expires_at = pending_expiry, error = NULL, error_epoch = NULL, error_until = NULL,
         holder = NULL, lease_expiry = NULL
@@ -62,7 +62,7 @@ FROM stored s;
 -- Stores a fetch's error as a negative result until now() + error_ttl, under the same
 -- conditions as SingleflightStore. The value, if any, stays (stale readers may still use it).
 WITH stored AS (
-    UPDATE singleflight_entries
+    UPDATE batchclaim.singleflight_entries
     SET error = sqlc.arg(error)::text, error_epoch = fetch_epoch,
         error_until = now() + sqlc.arg(error_ttl_us)::bigint * interval '1 microsecond',
         holder = NULL, lease_expiry = NULL
@@ -76,7 +76,7 @@ FROM stored s;
 -- Gives up a fetch without a result (the instance is stopping), so that a waiter takes over at
 -- once instead of after the lease expires.
 WITH released AS (
-    UPDATE singleflight_entries
+    UPDATE batchclaim.singleflight_entries
     SET holder = NULL, lease_expiry = NULL
     WHERE key = sqlc.arg(key) AND fetch_epoch = sqlc.arg(epoch) AND holder = sqlc.arg(holder)::text
     RETURNING key
@@ -87,6 +87,6 @@ SELECT pg_notify('batchclaim_singleflight', r.key)::text FROM released r;
 -- Makes the key's value stale now (it stays available to readers that accept stale values)
 -- and forgets a negative result, so the next Get fetches. A fetch already running began
 -- before the invalidation: its value will be stored already stale (its waiters still get it).
-UPDATE singleflight_entries
+UPDATE batchclaim.singleflight_entries
 SET expires_at = LEAST(expires_at, now()), pending_expiry = LEAST(pending_expiry, now()), error_until = NULL
 WHERE key = sqlc.arg(key);

@@ -6,7 +6,7 @@
 -- Unfinished batches per service_id and state, with the age of the oldest (database clock).
 SELECT service_id, state, count(*)::bigint AS batches,
        EXTRACT(EPOCH FROM now() - min(created_at))::float8 AS oldest_seconds
-FROM batches
+FROM batchclaim.batches
 WHERE unfinished
 GROUP BY service_id, state
 ORDER BY service_id, state;
@@ -14,8 +14,8 @@ ORDER BY service_id, state;
 -- name: UIServiceOwners :many
 -- The instance holding each of the given service_ids (those held).
 SELECT c.service_id, i.name
-FROM service_id_claims c
-JOIN instances i ON i.id = c.claimant
+FROM batchclaim.service_id_claims c
+JOIN batchclaim.instances i ON i.id = c.claimant
 WHERE c.service_id = ANY(sqlc.arg(service_ids)::text[]);
 
 -- name: UITransitionsRecent :many
@@ -23,21 +23,21 @@ WHERE c.service_id = ANY(sqlc.arg(service_ids)::text[]);
 -- of the attempt log (a POST's mark and outcome), each read by its primary key.
 WITH t AS (
     SELECT x.seq, x.at, x.from_state, x.to_state, x.epoch, x.instance_id
-    FROM (SELECT * FROM batch_transitions ORDER BY id DESC LIMIT sqlc.arg(max_rows)::int) x
+    FROM (SELECT * FROM batchclaim.batch_transitions ORDER BY id DESC LIMIT sqlc.arg(max_rows)::int) x
     UNION ALL
     SELECT a.seq, a.started_at, a.from_state, 'INFLIGHT', a.epoch, a.instance_id
-    FROM (SELECT * FROM submission_attempts ORDER BY id DESC LIMIT sqlc.arg(max_rows)::int) a
+    FROM (SELECT * FROM batchclaim.submission_attempts ORDER BY id DESC LIMIT sqlc.arg(max_rows)::int) a
     WHERE a.from_state IS NOT NULL
     UNION ALL
     SELECT a.seq, a.finished_at, 'INFLIGHT', a.to_state, a.epoch, a.instance_id
-    FROM (SELECT * FROM submission_attempts ORDER BY id DESC LIMIT sqlc.arg(max_rows)::int) a
+    FROM (SELECT * FROM batchclaim.submission_attempts ORDER BY id DESC LIMIT sqlc.arg(max_rows)::int) a
     WHERE a.from_state IS NOT NULL AND a.to_state IS NOT NULL
 )
 SELECT t.at::timestamptz AS at, t.from_state, t.to_state::text AS to_state, t.epoch, b.seq, b.service_id, b.batch_id,
        t.instance_id, i.name AS instance_name
 FROM t
-JOIN batches b ON b.seq = t.seq
-LEFT JOIN instances i ON i.id = t.instance_id
+JOIN batchclaim.batches b ON b.seq = t.seq
+LEFT JOIN batchclaim.instances i ON i.id = t.instance_id
 ORDER BY t.at DESC
 LIMIT sqlc.arg(max_rows)::int;
 
@@ -45,14 +45,14 @@ LIMIT sqlc.arg(max_rows)::int;
 -- State changes per target state in buckets of bucket_ms over the last window_ms, bucket 0
 -- being the newest. Only the last scan rows of each log are read, so a very busy window is cut.
 WITH t AS (
-    SELECT x.at, x.to_state FROM batch_transitions x
-    WHERE x.id > (SELECT COALESCE(max(id), 0) FROM batch_transitions) - sqlc.arg(scan)::bigint
+    SELECT x.at, x.to_state FROM batchclaim.batch_transitions x
+    WHERE x.id > (SELECT COALESCE(max(id), 0) FROM batchclaim.batch_transitions) - sqlc.arg(scan)::bigint
     UNION ALL
-    SELECT a.started_at, 'INFLIGHT' FROM submission_attempts a
-    WHERE a.id > (SELECT COALESCE(max(id), 0) FROM submission_attempts) - sqlc.arg(scan)::bigint AND a.from_state IS NOT NULL
+    SELECT a.started_at, 'INFLIGHT' FROM batchclaim.submission_attempts a
+    WHERE a.id > (SELECT COALESCE(max(id), 0) FROM batchclaim.submission_attempts) - sqlc.arg(scan)::bigint AND a.from_state IS NOT NULL
     UNION ALL
-    SELECT a.finished_at, a.to_state FROM submission_attempts a
-    WHERE a.id > (SELECT COALESCE(max(id), 0) FROM submission_attempts) - sqlc.arg(scan)::bigint
+    SELECT a.finished_at, a.to_state FROM batchclaim.submission_attempts a
+    WHERE a.id > (SELECT COALESCE(max(id), 0) FROM batchclaim.submission_attempts) - sqlc.arg(scan)::bigint
       AND a.from_state IS NOT NULL AND a.to_state IS NOT NULL
 )
 SELECT floor(EXTRACT(EPOCH FROM now() - t.at) * 1000 / sqlc.arg(bucket_ms)::bigint)::bigint AS bucket,
@@ -69,7 +69,7 @@ ORDER BY 1, 2;
 -- of their id once their row was pruned.
 WITH v AS (
     SELECT e.id, e.service_id, e.instance_id, e.epoch, e.event, e.at
-    FROM (SELECT * FROM claim_events ORDER BY id DESC LIMIT sqlc.arg(scan)::int) e
+    FROM (SELECT * FROM batchclaim.claim_events ORDER BY id DESC LIMIT sqlc.arg(scan)::int) e
     WHERE e.event IN ('voided_idle', 'voided_expired')
     ORDER BY e.id DESC
     LIMIT sqlc.arg(max_rows)::int
@@ -80,17 +80,17 @@ SELECT v.id, v.service_id, v.epoch, v.event, v.at,
        COALESCE(EXTRACT(EPOCH FROM a.at - v.at), -1)::float8 AS acquired_after_seconds
 FROM v
 LEFT JOIN LATERAL (
-    SELECT x.instance_id, x.at FROM claim_events x
+    SELECT x.instance_id, x.at FROM batchclaim.claim_events x
     WHERE x.service_id = v.service_id AND x.id > v.id AND x.event = 'acquired' AND x.epoch > v.epoch
     ORDER BY x.id LIMIT 1
 ) a ON true
-LEFT JOIN instances fi ON fi.id = v.instance_id
-LEFT JOIN instances ti ON ti.id = a.instance_id
+LEFT JOIN batchclaim.instances fi ON fi.id = v.instance_id
+LEFT JOIN batchclaim.instances ti ON ti.id = a.instance_id
 ORDER BY v.id DESC;
 
 -- name: ServiceHaltDelete :one
 -- Resumes a halted service_id: the queuer sends its batches again from its next cycle.
-DELETE FROM service_halts WHERE service_id = sqlc.arg(service_id)
+DELETE FROM batchclaim.service_halts WHERE service_id = sqlc.arg(service_id)
 RETURNING service_id, seq, reason, at;
 
 -- The job view's reads: one batch, one service_id, a search, a list. Each reads through an
@@ -102,7 +102,7 @@ RETURNING service_id, seq, reason, at;
 -- character past every hex digit), so the range is the prefix's under any collation that
 -- orders digits before letters; starts_with keeps the answer exact whatever the collation.
 SELECT seq, service_id, batch_id, state, created_at, updated_at
-FROM batches
+FROM batchclaim.batches
 WHERE ledger AND batch_id >= sqlc.arg(prefix)::text AND batch_id < sqlc.arg(upper)::text
   AND starts_with(batch_id, sqlc.arg(prefix)::text)
 ORDER BY batch_id, seq
@@ -114,7 +114,7 @@ LIMIT sqlc.arg(max_rows)::int;
 -- the number of service_ids, and complete where the collation keeps a prefix's matches
 -- together (C, and any for the usual names).
 SELECT k.service_id
-FROM (SELECT service_id FROM service_id_claims WHERE service_id >= sqlc.arg(prefix)::text
+FROM (SELECT service_id FROM batchclaim.service_id_claims WHERE service_id >= sqlc.arg(prefix)::text
       ORDER BY service_id LIMIT sqlc.arg(scan)::int) k
 WHERE starts_with(k.service_id, sqlc.arg(prefix)::text)
 ORDER BY k.service_id
@@ -126,8 +126,8 @@ SELECT b.seq, b.service_id, b.batch_id, b.state, b.attempts, b.created_at, b.upd
        b.submitted_at, b.next_attempt_at, b.finished_at, b.last_error, b.dlt_status,
        b.status_updated_at, b.unknown_count, b.invalid_details, b.ledger, b.claim_epoch,
        b.claimant, i.name AS claimant_name, length(b.payload)::bigint AS payload_bytes
-FROM batches b
-LEFT JOIN instances i ON i.id = b.claimant
+FROM batchclaim.batches b
+LEFT JOIN batchclaim.instances i ON i.id = b.claimant
 WHERE b.seq = sqlc.arg(seq);
 
 -- name: UIBatchAttempts :many
@@ -135,8 +135,8 @@ WHERE b.seq = sqlc.arg(seq);
 SELECT a.id, row_number() OVER (ORDER BY a.id)::bigint AS number, a.instance_id,
        i.name AS instance_name, a.epoch, a.reason, a.started_at,
        a.finished_at, a.http_status, a.latency_ms, a.outcome, a.error
-FROM submission_attempts a
-LEFT JOIN instances i ON i.id = a.instance_id
+FROM batchclaim.submission_attempts a
+LEFT JOIN batchclaim.instances i ON i.id = a.instance_id
 WHERE a.seq = sqlc.arg(seq)
 ORDER BY a.id DESC
 LIMIT sqlc.arg(max_rows)::int;
@@ -147,17 +147,17 @@ LIMIT sqlc.arg(max_rows)::int;
 SELECT h.at::timestamptz AS at, h.from_state, h.to_state::text AS to_state, h.epoch,
        h.instance_id, i.name AS instance_name, h.detail
 FROM (
-    SELECT * FROM batch_history x WHERE x.seq = sqlc.arg(seq)
+    SELECT * FROM batchclaim.batch_history x WHERE x.seq = sqlc.arg(seq)
     ORDER BY x.at DESC LIMIT sqlc.arg(max_rows)::int
 ) h
-LEFT JOIN instances i ON i.id = h.instance_id
+LEFT JOIN batchclaim.instances i ON i.id = h.instance_id
 ORDER BY h.at;
 
 -- name: UIServiceQueue :many
 -- The unfinished batches of one service_id in seq order after after_seq, through the partial
 -- index over unfinished batches.
 SELECT seq, batch_id, state, attempts, created_at, updated_at, next_attempt_at, last_error
-FROM batches
+FROM batchclaim.batches
 WHERE service_id = sqlc.arg(service_id) AND unfinished AND seq > sqlc.arg(after_seq)::bigint
 ORDER BY seq
 LIMIT sqlc.arg(max_rows)::int;
@@ -165,17 +165,17 @@ LIMIT sqlc.arg(max_rows)::int;
 -- name: UIServiceSummary :one
 -- One service_id: whether it is known, its claim (owner, epoch, phase), its halt and how many
 -- of its batches are unfinished.
-SELECT (EXISTS (SELECT 1 FROM service_id_claims k WHERE k.service_id = sqlc.arg(service_id))
-           OR EXISTS (SELECT 1 FROM batches x WHERE x.service_id = sqlc.arg(service_id)))::bool AS known,
+SELECT (EXISTS (SELECT 1 FROM batchclaim.service_id_claims k WHERE k.service_id = sqlc.arg(service_id))
+           OR EXISTS (SELECT 1 FROM batchclaim.batches x WHERE x.service_id = sqlc.arg(service_id)))::bool AS known,
        COALESCE(c.claimant_name, '')::text AS owner,
        COALESCE(c.epoch, 0)::bigint AS epoch,
        COALESCE(c.phase, 'free')::text AS phase,
        c.claimed_at,
-       (SELECT count(*) FROM batches o WHERE o.service_id = sqlc.arg(service_id) AND o.unfinished)::bigint AS unfinished,
+       (SELECT count(*) FROM batchclaim.batches o WHERE o.service_id = sqlc.arg(service_id) AND o.unfinished)::bigint AS unfinished,
        h.seq AS halt_seq, h.reason AS halt_reason, h.at AS halt_at
 FROM (SELECT 1) one
-LEFT JOIN service_id_claims_effective c ON c.service_id = sqlc.arg(service_id)
-LEFT JOIN service_halts h ON h.service_id = sqlc.arg(service_id);
+LEFT JOIN batchclaim.service_id_claims_effective c ON c.service_id = sqlc.arg(service_id)
+LEFT JOIN batchclaim.service_halts h ON h.service_id = sqlc.arg(service_id);
 
 -- name: UIServiceOwnership :many
 -- The newest ownership events of one service_id (acquisitions, releases, voids with their
@@ -183,8 +183,8 @@ LEFT JOIN service_halts h ON h.service_id = sqlc.arg(service_id);
 -- pruned.
 SELECT e.id, e.at, e.event, e.epoch,
        COALESCE(i.name, left(e.instance_id::text, 8))::text AS instance
-FROM claim_events e
-LEFT JOIN instances i ON i.id = e.instance_id
+FROM batchclaim.claim_events e
+LEFT JOIN batchclaim.instances i ON i.id = e.instance_id
 WHERE e.service_id = sqlc.arg(service_id)
 ORDER BY e.id DESC
 LIMIT sqlc.arg(max_rows)::int;
@@ -194,7 +194,7 @@ LIMIT sqlc.arg(max_rows)::int;
 -- before_seq), optionally of one state and one service_id. The seq range bounds the rows read
 -- (backwards through the primary key) however rare the filtered batches are.
 SELECT seq, service_id, batch_id, state, attempts, created_at, updated_at
-FROM batches
+FROM batchclaim.batches
 WHERE seq < sqlc.arg(before_seq)::bigint AND seq >= sqlc.arg(floor_seq)::bigint
   AND updated_at > now() - sqlc.arg(window_ms)::bigint * interval '1 millisecond'
   AND (sqlc.arg(state)::text = '' OR state = sqlc.arg(state)::text)
@@ -204,4 +204,4 @@ LIMIT sqlc.arg(max_rows)::int;
 
 -- name: UIBatchSeqMax :one
 -- The newest batch's seq (0 when there is none), read from the end of the primary key.
-SELECT COALESCE(max(seq), 0)::bigint AS seq FROM batches;
+SELECT COALESCE(max(seq), 0)::bigint AS seq FROM batchclaim.batches;

@@ -128,10 +128,10 @@ func TestFetchPolicy(t *testing.T) {
 			first, _ := ingest.Enqueue(ctx, pool, "svc", "b1", []byte("1"))
 			second, _ := ingest.Enqueue(ctx, pool, "svc", "b2", []byte("2"))
 			if tt.head != "" {
-				exec(t, pool, "UPDATE batches SET "+tt.head+" WHERE seq = $1", first.Seq)
+				exec(t, pool, "UPDATE batchclaim.batches SET "+tt.head+" WHERE seq = $1", first.Seq)
 			}
 			if tt.halt {
-				exec(t, pool, "INSERT INTO service_halts (service_id, seq, reason) VALUES ('svc', $1, 'test')", first.Seq)
+				exec(t, pool, "INSERT INTO batchclaim.service_halts (service_id, seq, reason) VALUES ('svc', $1, 'test')", first.Seq)
 			}
 			eng := engine(t, pool)
 			d, a := &dispatcher{free: 10}, newRecorder(t, pool, eng)
@@ -281,7 +281,7 @@ func TestWorkBeyondTheFirstFetchIsFound(t *testing.T) {
 			t.Fatalf("handed out %v, want %v", got, want)
 		}
 		// Hand them back unmarked, so the next subtest finds them NEW again.
-		if _, err := pool.Exec(ctx, `UPDATE batches SET state = 'NEW', attempts = 0`); err != nil {
+		if _, err := pool.Exec(ctx, `UPDATE batchclaim.batches SET state = 'NEW', attempts = 0`); err != nil {
 			t.Fatal(err)
 		}
 	})

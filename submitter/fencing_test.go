@@ -107,7 +107,7 @@ func TestClaimLostMidPost(t *testing.T) {
 	}
 	var state string
 	var epoch int64
-	if err := pool.QueryRow(ctx, `SELECT state, claim_epoch FROM batches WHERE seq = $1`, stored.Seq).Scan(&state, &epoch); err != nil {
+	if err := pool.QueryRow(ctx, `SELECT state, claim_epoch FROM batchclaim.batches WHERE seq = $1`, stored.Seq).Scan(&state, &epoch); err != nil {
 		t.Fatal(err)
 	}
 	if state != "INFLIGHT" || epoch != job.Claim.Epoch {

@@ -14,10 +14,10 @@ func TestBatchActions(t *testing.T) {
 	t.Parallel()
 	b := setup(t, false)
 	halted := b.seqs["svc-c"][0]
-	execSQL(t, b.pool, `UPDATE batches SET state = 'INVALID' WHERE seq = $1`, halted)
+	execSQL(t, b.pool, `UPDATE batchclaim.batches SET state = 'INVALID' WHERE seq = $1`, halted)
 	queued := b.seqs["svc-b"][0]
 	state := func(seq int64) (s string) {
-		if err := b.pool.QueryRow(t.Context(), `SELECT state FROM batches WHERE seq = $1`, seq).Scan(&s); err != nil {
+		if err := b.pool.QueryRow(t.Context(), `SELECT state FROM batchclaim.batches WHERE seq = $1`, seq).Scan(&s); err != nil {
 			t.Fatal(err)
 		}
 		return s

@@ -85,7 +85,7 @@ func TestPageInBrowser(t *testing.T) {
 		t.Fatal(err)
 	}
 	halt := func() {
-		execSQL(t, pool, `INSERT INTO service_halts (service_id, seq, reason) VALUES ('svc-halted', $1, 'batch INVALID: signature check failed')`, st.Seq)
+		execSQL(t, pool, `INSERT INTO batchclaim.service_halts (service_id, seq, reason) VALUES ('svc-halted', $1, 'batch INVALID: signature check failed')`, st.Seq)
 	}
 	halt()
 
@@ -101,7 +101,7 @@ func TestPageInBrowser(t *testing.T) {
 	b := startNode(t, pool, simURL, "node-b", nil)
 	testutil.WaitFor(t, 20*time.Second, "the dead instance's claims taken over", func() bool {
 		var held int
-		err := pool.QueryRow(ctx, `SELECT count(*) FROM service_id_claims c JOIN instances i ON i.id = c.claimant WHERE i.name <> 'node-gone'`).Scan(&held)
+		err := pool.QueryRow(ctx, `SELECT count(*) FROM batchclaim.service_id_claims c JOIN batchclaim.instances i ON i.id = c.claimant WHERE i.name <> 'node-gone'`).Scan(&held)
 		return err == nil && held == len(services)
 	})
 	page := "http://" + b.Addr() + "/" // without tokens: the page reads its data without one
@@ -141,7 +141,7 @@ func TestPageInBrowser(t *testing.T) {
 	// Resumed, its batch commits; halt it again so that the screenshot shows a halt.
 	testutil.WaitFor(t, 30*time.Second, "the resumed service_id's batch committed", func() bool {
 		var state string
-		err := pool.QueryRow(ctx, `SELECT state FROM batches WHERE seq = $1`, st.Seq).Scan(&state)
+		err := pool.QueryRow(ctx, `SELECT state FROM batchclaim.batches WHERE seq = $1`, st.Seq).Scan(&state)
 		return err == nil && state == "COMMITTED"
 	})
 	halt()
@@ -158,7 +158,7 @@ func TestPageInBrowser(t *testing.T) {
 	want := 6*perService + 1
 	testutil.WaitFor(t, 60*time.Second, "every batch committed", func() bool {
 		var n int
-		err := pool.QueryRow(ctx, `SELECT count(*) FROM batches WHERE state = 'COMMITTED'`).Scan(&n)
+		err := pool.QueryRow(ctx, `SELECT count(*) FROM batchclaim.batches WHERE state = 'COMMITTED'`).Scan(&n)
 		return err == nil && n == want
 	})
 
@@ -206,7 +206,7 @@ func TestPageInBrowser(t *testing.T) {
 		t.Errorf("resume from the service_id page: the page said %q", m)
 	}
 	var halts int
-	if err := pool.QueryRow(ctx, `SELECT count(*) FROM service_halts`).Scan(&halts); err != nil || halts != 0 {
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM batchclaim.service_halts`).Scan(&halts); err != nil || halts != 0 {
 		t.Errorf("halts after the resume from the service_id page: %d (%v)", halts, err)
 	}
 	if n := intOf(t, pressed, `data-listed="(\d+)"`); n != perService {
@@ -228,7 +228,7 @@ func TestPageInBrowser(t *testing.T) {
 	}
 	testutil.WaitFor(t, 30*time.Second, "the batch retried from its page committed", func() bool {
 		var state string
-		err := pool.QueryRow(ctx, `SELECT state FROM batches WHERE seq = $1`, later.Seq).Scan(&state)
+		err := pool.QueryRow(ctx, `SELECT state FROM batchclaim.batches WHERE seq = $1`, later.Seq).Scan(&state)
 		return err == nil && state == "COMMITTED"
 	})
 }
@@ -279,7 +279,7 @@ func checkJobView(t *testing.T, browser, page, dir string, pool *pgxpool.Pool) {
 	ctx := t.Context()
 	var seq int64
 	var batchID, owner string
-	err := pool.QueryRow(ctx, `SELECT b.seq, b.batch_id, i.name FROM batches b, service_id_claims c JOIN instances i ON i.id = c.claimant
+	err := pool.QueryRow(ctx, `SELECT b.seq, b.batch_id, i.name FROM batchclaim.batches b, service_id_claims c JOIN batchclaim.instances i ON i.id = c.claimant
 		WHERE b.service_id = 'svc-a' AND c.service_id = 'svc-a' ORDER BY b.seq DESC LIMIT 1`).Scan(&seq, &batchID, &owner)
 	if err != nil {
 		t.Fatal(err)

@@ -77,10 +77,10 @@ func setup(t *testing.T, auth bool) *bundle {
 	if _, err := b.beta.Cycle(ctx); err != nil {
 		t.Fatal(err)
 	}
-	execSQL(t, pool, `UPDATE batches SET state = 'COMMITTED' WHERE seq = $1`, b.seqs["svc-a"][0])
-	execSQL(t, pool, `INSERT INTO batch_transitions (seq, from_state, to_state, instance_id, epoch) VALUES ($1, 'PENDING', 'COMMITTED', $2, 1)`,
+	execSQL(t, pool, `UPDATE batchclaim.batches SET state = 'COMMITTED' WHERE seq = $1`, b.seqs["svc-a"][0])
+	execSQL(t, pool, `INSERT INTO batchclaim.batch_transitions (seq, from_state, to_state, instance_id, epoch) VALUES ($1, 'PENDING', 'COMMITTED', $2, 1)`,
 		b.seqs["svc-a"][0], b.beta.InstanceID())
-	execSQL(t, pool, `INSERT INTO service_halts (service_id, seq, reason) VALUES ('svc-c', $1, 'batch INVALID: bad signature')`, b.seqs["svc-c"][0])
+	execSQL(t, pool, `INSERT INTO batchclaim.service_halts (service_id, seq, reason) VALUES ('svc-c', $1, 'batch INVALID: bad signature')`, b.seqs["svc-c"][0])
 
 	h, err := ui.New(pool, ui.Config{Refresh: 200 * time.Millisecond})
 	if err != nil {
@@ -236,7 +236,7 @@ func TestResume(t *testing.T) {
 		t.Errorf("still halted after resume: %+v", st.Halted)
 	}
 	var n int
-	if err := b.pool.QueryRow(t.Context(), `SELECT count(*) FROM service_halts`).Scan(&n); err != nil || n != 0 {
+	if err := b.pool.QueryRow(t.Context(), `SELECT count(*) FROM batchclaim.service_halts`).Scan(&n); err != nil || n != 0 {
 		t.Errorf("service_halts rows: %d (%v)", n, err)
 	}
 

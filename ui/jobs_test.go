@@ -22,18 +22,18 @@ func (b *bundle) invalidBatch(t *testing.T, svc, id string) int64 {
 	ctx := t.Context()
 	var seq int64
 	err := b.pool.QueryRow(ctx, `
-		WITH k AS (INSERT INTO service_id_claims (service_id) VALUES ($1) ON CONFLICT DO NOTHING)
-		INSERT INTO batches (service_id, batch_id, payload, ledger, state, attempts, invalid_details, last_error, dlt_status)
+		WITH k AS (INSERT INTO batchclaim.service_id_claims (service_id) VALUES ($1) ON CONFLICT DO NOTHING)
+		INSERT INTO batchclaim.batches (service_id, batch_id, payload, ledger, state, attempts, invalid_details, last_error, dlt_status)
 		VALUES ($1, $2, 'x', true, 'INVALID', 2, '{"message":"<b>bad</b> signature","code":17}', 'ledger said INVALID', 'INVALID')
 		RETURNING seq`, svc, id).Scan(&seq)
 	if err != nil {
 		t.Fatal(err)
 	}
-	execSQL(t, b.pool, `INSERT INTO submission_attempts (seq, service_id, batch_id, instance_id, epoch, reason, finished_at, http_status, latency_ms, outcome, error, from_state, to_state)
+	execSQL(t, b.pool, `INSERT INTO batchclaim.submission_attempts (seq, service_id, batch_id, instance_id, epoch, reason, finished_at, http_status, latency_ms, outcome, error, from_state, to_state)
 		VALUES ($1, $2, $3, $4, 4, 'first', now(), 503, 12.5, 'retry', 'ledger busy', 'NEW', 'DELAYED'),
 		       ($1, $2, $3, $4, 4, 'retry', now(), 202, 7.25, 'accepted', NULL, 'DELAYED', 'PENDING')`,
 		seq, svc, id, b.beta.InstanceID())
-	execSQL(t, b.pool, `INSERT INTO batch_transitions (seq, from_state, to_state, instance_id, epoch, detail) VALUES ($1, 'PENDING', 'INVALID', $2, 4, 'ledger status')`,
+	execSQL(t, b.pool, `INSERT INTO batchclaim.batch_transitions (seq, from_state, to_state, instance_id, epoch, detail) VALUES ($1, 'PENDING', 'INVALID', $2, 4, 'ledger status')`,
 		seq, b.beta.InstanceID())
 	return seq
 }
@@ -178,7 +178,7 @@ func TestServiceAPI(t *testing.T) {
 	a := page("/api/services/svc-a")
 	open := b.seqs["svc-a"][1:] // the first is COMMITTED
 	var epoch int64
-	if err := b.pool.QueryRow(t.Context(), `SELECT epoch FROM service_id_claims WHERE service_id = 'svc-a'`).Scan(&epoch); err != nil {
+	if err := b.pool.QueryRow(t.Context(), `SELECT epoch FROM batchclaim.service_id_claims WHERE service_id = 'svc-a'`).Scan(&epoch); err != nil {
 		t.Fatal(err)
 	}
 	if a.Owner != "beta" || a.Epoch != epoch || epoch < 2 || a.Phase != "held" || a.Unfinished != 2 || a.Halt != nil || a.NextAfter != 0 {
@@ -285,7 +285,7 @@ func TestBatchListAPI(t *testing.T) {
 
 	// History beyond the default hour comes with a wider window.
 	old := b.seqs["svc-b"][0]
-	execSQL(t, b.pool, `UPDATE batches SET updated_at = now() - interval '3 hours' WHERE seq = $1`, old)
+	execSQL(t, b.pool, `UPDATE batchclaim.batches SET updated_at = now() - interval '3 hours' WHERE seq = $1`, old)
 	has := func(l ui.BatchList) bool {
 		for _, s := range seqs(l) {
 			if s == old {

@@ -117,6 +117,6 @@ func committed(ctx context.Context, c *patroni.Cluster) int {
 	}
 	defer db.Close(ctx)
 	var n int
-	_ = db.QueryRow(ctx, `SELECT count(*) FROM batches WHERE state = 'COMMITTED'`).Scan(&n)
+	_ = db.QueryRow(ctx, `SELECT count(*) FROM batchclaim.batches WHERE state = 'COMMITTED'`).Scan(&n)
 	return n
 }

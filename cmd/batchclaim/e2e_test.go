@@ -114,7 +114,7 @@ func TestEndToEnd(t *testing.T) {
 	defer pool.Close()
 	committed := func() int {
 		var n int
-		_ = pool.QueryRow(ctx, `SELECT count(*) FROM batches WHERE state = 'COMMITTED'`).Scan(&n)
+		_ = pool.QueryRow(ctx, `SELECT count(*) FROM batchclaim.batches WHERE state = 'COMMITTED'`).Scan(&n)
 		return n
 	}
 	deadline := time.Now().Add(60 * time.Second)

@@ -398,7 +398,7 @@ func (d *electionDemoRun) check(ctx context.Context) (electionSummary, error) {
 	}
 	// A record of acting (or a fenced write) under epoch e, stamped by the database after a
 	// term newer than e of the same role was elected, is two primaries (a stale write).
-	const afterNewer = ` x WHERE EXISTS (SELECT 1 FROM election_events e
+	const afterNewer = ` x WHERE EXISTS (SELECT 1 FROM batchclaim.election_events e
 	    WHERE e.role = x.role AND e.event = 'elected' AND e.epoch > x.epoch AND e.at < x.at)`
 	for _, c := range []struct {
 		dst  *int
@@ -408,8 +408,8 @@ func (d *electionDemoRun) check(ctx context.Context) (electionSummary, error) {
 		{&s.TwoPrimaries, `SELECT count(*) FROM election_demo_acting` + afterNewer, nil},
 		{&s.StalePrimaryWrites, `SELECT count(*) FROM election_demo_writes` + afterNewer, nil},
 		{&s.EpochRegressions, `SELECT count(*) FROM (SELECT epoch, lag(epoch) OVER (PARTITION BY role ORDER BY id) AS prev
-		    FROM election_events WHERE event = 'elected') x WHERE x.epoch <= x.prev`, nil},
-		{&s.Elections, `SELECT count(*) FROM election_events WHERE event = 'elected'`, nil},
+		    FROM batchclaim.election_events WHERE event = 'elected') x WHERE x.epoch <= x.prev`, nil},
+		{&s.Elections, `SELECT count(*) FROM batchclaim.election_events WHERE event = 'elected'`, nil},
 		{&s.ActingRecords, `SELECT count(*) FROM election_demo_acting`, nil},
 		{&s.FencedWrites, `SELECT count(*) FROM election_demo_writes`, nil},
 		{&s.StaleWritesRejected, `SELECT count(*) FROM election_demo_probes WHERE rejected`, nil},
@@ -423,7 +423,7 @@ func (d *electionDemoRun) check(ctx context.Context) (electionSummary, error) {
 		f := &s.Faults[i]
 		for j, role := range f.Roles {
 			var gap *float64
-			if err := d.pool.QueryRow(ctx, `SELECT EXTRACT(EPOCH FROM min(at) - $3::timestamptz)::float8 FROM election_events
+			if err := d.pool.QueryRow(ctx, `SELECT EXTRACT(EPOCH FROM min(at) - $3::timestamptz)::float8 FROM batchclaim.election_events
 			    WHERE role = $1 AND event = 'elected' AND epoch > $2`, role, f.Epochs[j], f.At).Scan(&gap); err != nil {
 				return s, fmt.Errorf("check election after fault: %w", err)
 			}

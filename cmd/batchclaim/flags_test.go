@@ -110,10 +110,10 @@ func TestStatusEscapesStoredText(t *testing.T) {
 	}
 	defer pool.Close()
 	for _, sql := range []string{
-		`INSERT INTO batches (service_id, batch_id, payload) VALUES (E'svc\x1b[2J', 'b1', '\x00'), (E'svc\u202egpj', 'b2', '\x00'), (E'svc\u200b', 'b3', '\x00')`,
-		`INSERT INTO service_id_claims (service_id) VALUES (E'svc\x1b[2J'), (E'svc\u202egpj')`,
-		`INSERT INTO service_halts (service_id, seq, reason) SELECT service_id, seq, E'INVALID: \x1b]0;owned\x07' FROM batches WHERE batch_id = 'b1'`,
-		`INSERT INTO instances (id, name, host, version, expiry_1, expiry_2, nonce) VALUES (gen_random_uuid(), E'node\x1b[31m', E'host\u009b1m', 'v', now(), now() + interval '1s', gen_random_uuid())`,
+		`INSERT INTO batchclaim.batches (service_id, batch_id, payload) VALUES (E'svc\x1b[2J', 'b1', '\x00'), (E'svc\u202egpj', 'b2', '\x00'), (E'svc\u200b', 'b3', '\x00')`,
+		`INSERT INTO batchclaim.service_id_claims (service_id) VALUES (E'svc\x1b[2J'), (E'svc\u202egpj')`,
+		`INSERT INTO batchclaim.service_halts (service_id, seq, reason) SELECT service_id, seq, E'INVALID: \x1b]0;owned\x07' FROM batchclaim.batches WHERE batch_id = 'b1'`,
+		`INSERT INTO batchclaim.instances (id, name, host, version, expiry_1, expiry_2, nonce) VALUES (gen_random_uuid(), E'node\x1b[31m', E'host\u009b1m', 'v', now(), now() + interval '1s', gen_random_uuid())`,
 	} {
 		if _, err := pool.Exec(ctx, sql); err != nil {
 			t.Fatalf("%s: %v", sql, err)

@@ -64,7 +64,7 @@ func (d *hbDemo) check(ctx context.Context, end, removedAt time.Time) error {
 	for _, e := range bad {
 		d.sum.problem("%s written by %s (epoch %d) at %s while it was not the active instance", e.Key(), e.InstanceID, e.TermEpoch, e.WrittenAt.Format(time.RFC3339Nano))
 	}
-	if err := d.pool.QueryRow(ctx, "SELECT count(*) FROM election_events WHERE role = $1 AND event = 'elected'", heartbeat.RoleDefault).Scan(&d.sum.Terms); err != nil {
+	if err := d.pool.QueryRow(ctx, "SELECT count(*) FROM batchclaim.election_events WHERE role = $1 AND event = 'elected'", heartbeat.RoleDefault).Scan(&d.sum.Terms); err != nil {
 		return err
 	}
 	d.hook.mu.Lock()

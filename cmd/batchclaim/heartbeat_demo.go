@@ -561,7 +561,7 @@ func (d *hbDemo) settle(ctx context.Context) (time.Time, error) {
 			return now, err
 		}
 		var open int
-		if err := d.pool.QueryRow(ctx, "SELECT count(*) FROM heartbeat_sources WHERE raised AND heartbeats > raised_heartbeat").Scan(&open); err != nil {
+		if err := d.pool.QueryRow(ctx, "SELECT count(*) FROM batchclaim.heartbeat_sources WHERE raised AND heartbeats > raised_heartbeat").Scan(&open); err != nil {
 			return now, err
 		}
 		if (pending == 0 && open == 0) || time.Now().After(deadline) {

@@ -525,7 +525,7 @@ func TestHostile(t *testing.T) {
 	if peak<<10 > hostileRSSLimit {
 		t.Errorf("peak RSS %d MiB, over %d MiB", peak>>10, hostileRSSLimit>>20)
 	}
-	rows, err := admin.Query(ctx, `SELECT service_id, count(*) FROM batches GROUP BY 1 ORDER BY 1`)
+	rows, err := admin.Query(ctx, `SELECT service_id, count(*) FROM batchclaim.batches GROUP BY 1 ORDER BY 1`)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -552,7 +552,7 @@ func TestHostile(t *testing.T) {
 		t.Errorf("batches stored: %v", stored)
 	}
 	var claimRows int
-	if err := admin.QueryRow(ctx, `SELECT count(*) FROM service_id_claims WHERE service_id NOT IN ('svc-good', 'svc-pool', 'svc-links', 'tenant-a-secret')`).Scan(&claimRows); err != nil || claimRows != 0 {
+	if err := admin.QueryRow(ctx, `SELECT count(*) FROM batchclaim.service_id_claims WHERE service_id NOT IN ('svc-good', 'svc-pool', 'svc-links', 'tenant-a-secret')`).Scan(&claimRows); err != nil || claimRows != 0 {
 		t.Errorf("%d claim rows of service_ids only bad requests used (%v)", claimRows, err)
 	}
 }
@@ -715,7 +715,7 @@ func TestHostileCommands(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer pool.Close()
-		if _, err := pool.Exec(ctx, `INSERT INTO batches (service_id, batch_id, payload) VALUES (E'svc\x1b[2J\u009b31m', 'b1', '\x00'), (E'svc\u202egpj', 'b2', '\x00')`); err != nil {
+		if _, err := pool.Exec(ctx, `INSERT INTO batchclaim.batches (service_id, batch_id, payload) VALUES (E'svc\x1b[2J\u009b31m', 'b1', '\x00'), (E'svc\u202egpj', 'b2', '\x00')`); err != nil {
 			t.Fatal(err)
 		}
 		out, err := exec.Command(bin, "status", "--database-url", url).Output()
@@ -804,11 +804,11 @@ func TestLeastPrivilegeRoles(t *testing.T) {
 		allowed   bool
 	}{
 		{app, "CREATE TABLE intruder (x int)", false},
-		{app, "ALTER TABLE batches ADD COLUMN intruder int", false},
-		{app, "DROP TABLE service_halts", false},
-		{status, "INSERT INTO service_halts (service_id, seq, reason) VALUES ('x', 1, 'x')", false},
-		{status, "SELECT count(*) FROM batches", true},
-		{owner, "SELECT count(*) FROM batches", true},
+		{app, "ALTER TABLE batchclaim.batches ADD COLUMN intruder int", false},
+		{app, "DROP TABLE batchclaim.service_halts", false},
+		{status, "INSERT INTO batchclaim.service_halts (service_id, seq, reason) VALUES ('x', 1, 'x')", false},
+		{status, "SELECT count(*) FROM batchclaim.batches", true},
+		{owner, "SELECT count(*) FROM batchclaim.batches", true},
 	} {
 		conn, err := pgxpool.New(ctx, roleURL(c.role))
 		if err != nil {

@@ -179,7 +179,7 @@ func TestResumeAndUnmigratedStatus(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close(ctx)
-	if _, err := conn.Exec(ctx, `INSERT INTO service_halts (service_id, seq, reason) VALUES ('svc-h', 7, 'batch INVALID: bad signature')`); err != nil {
+	if _, err := conn.Exec(ctx, `INSERT INTO batchclaim.service_halts (service_id, seq, reason) VALUES ('svc-h', 7, 'batch INVALID: bad signature')`); err != nil {
 		t.Fatal(err)
 	}
 	// status shows each instance's version without --json.
@@ -205,7 +205,7 @@ func TestResumeAndUnmigratedStatus(t *testing.T) {
 		t.Fatalf("resume: %q", out)
 	}
 	var n int
-	if err := conn.QueryRow(ctx, `SELECT count(*) FROM service_halts`).Scan(&n); err != nil || n != 0 {
+	if err := conn.QueryRow(ctx, `SELECT count(*) FROM batchclaim.service_halts`).Scan(&n); err != nil || n != 0 {
 		t.Fatalf("halts after resume: %d, %v", n, err)
 	}
 	if _, errOut := run(1, "resume", "svc-h"); errOut != "batchclaim resume: service_id \"svc-h\" is not halted\n" {
@@ -251,7 +251,7 @@ func TestRetryAndCancelCommands(t *testing.T) {
 		t.Fatalf("cancel: %q", out)
 	}
 	var lastErr string
-	if err := pool.QueryRow(t.Context(), `SELECT last_error FROM batches WHERE seq = $1`, st.Seq).Scan(&lastErr); err != nil || lastErr != "not needed" {
+	if err := pool.QueryRow(t.Context(), `SELECT last_error FROM batchclaim.batches WHERE seq = $1`, st.Seq).Scan(&lastErr); err != nil || lastErr != "not needed" {
 		t.Fatalf("the cancelled batch's last error: %q, %v", lastErr, err)
 	}
 	if _, errOut := run(1, "cancel", seq); !strings.Contains(errOut, "batch state changed: it is CANCELLED, not NEW or DELAYED") {

@@ -95,7 +95,7 @@ func TestPipelineThroughPgBouncer(t *testing.T) {
 	}
 	finished := func() int {
 		var n int
-		_ = pool.QueryRow(ctx, `SELECT count(*) FROM batches WHERE state IN ('COMMITTED', 'INVALID')`).Scan(&n)
+		_ = pool.QueryRow(ctx, `SELECT count(*) FROM batchclaim.batches WHERE state IN ('COMMITTED', 'INVALID')`).Scan(&n)
 		return n
 	}
 	deadline := time.Now().Add(4 * time.Minute)

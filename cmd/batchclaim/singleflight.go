@@ -388,7 +388,7 @@ BEGIN
     END IF;
     RETURN NULL;
 END $$;
-CREATE TRIGGER sf_demo_log AFTER INSERT OR UPDATE ON singleflight_entries
+CREATE TRIGGER sf_demo_log AFTER INSERT OR UPDATE ON batchclaim.singleflight_entries
     FOR EACH ROW EXECUTE FUNCTION sf_demo_log_write();
 CREATE TABLE sf_demo_workers (
     name           text PRIMARY KEY,

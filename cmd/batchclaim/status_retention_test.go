@@ -37,7 +37,7 @@ func TestStatusShowsRetention(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer pool.Close()
-	if _, err := pool.Exec(ctx, `INSERT INTO batches (service_id, batch_id, payload, state, updated_at)
+	if _, err := pool.Exec(ctx, `INSERT INTO batchclaim.batches (service_id, batch_id, payload, state, updated_at)
 		SELECT 'svc', 'b' || i, '\x00', 'COMMITTED', now() - interval '2 days' FROM generate_series(1, 3) i`); err != nil {
 		t.Fatal(err)
 	}

@@ -13,7 +13,7 @@ import (
 )
 
 const batchBySeq = `-- name: BatchBySeq :one
-SELECT seq, service_id, batch_id, state, created_at FROM batches WHERE seq = $1
+SELECT seq, service_id, batch_id, state, created_at FROM batchclaim.batches WHERE seq = $1
 `
 
 type BatchBySeqRow struct {
@@ -40,12 +40,12 @@ func (q *Queries) BatchBySeq(ctx context.Context, db DBTX, seq int64) (BatchBySe
 const batchCancel = `-- name: BatchCancel :one
 
 WITH old AS (
-    SELECT b.seq, b.service_id, b.state FROM batches b
+    SELECT b.seq, b.service_id, b.state FROM batchclaim.batches b
     WHERE b.seq = $1 AND b.state IN ('NEW', 'DELAYED')
     FOR UPDATE
 ),
 cancelled AS (
-    UPDATE batches b
+    UPDATE batchclaim.batches b
     SET state = 'CANCELLED', finished_at = now(), updated_at = now(), next_attempt_at = NULL,
         last_error = NULLIF($2::text, '')
     FROM old o
@@ -53,10 +53,10 @@ cancelled AS (
     RETURNING b.seq, b.service_id, o.state AS from_state
 ),
 logged AS (
-    INSERT INTO batch_transitions (seq, from_state, to_state, detail)
+    INSERT INTO batchclaim.batch_transitions (seq, from_state, to_state, detail)
     SELECT c.seq, c.from_state, 'CANCELLED', NULLIF($2::text, '') FROM cancelled c
 )
-SELECT c.seq, c.service_id, c.from_state, (SELECT count(*) FROM (SELECT batchclaim_wake(c.service_id)) w)::bigint AS woken
+SELECT c.seq, c.service_id, c.from_state, (SELECT count(*) FROM (SELECT batchclaim.batchclaim_wake(c.service_id)) w)::bigint AS woken
 FROM cancelled c
 `
 
@@ -103,14 +103,14 @@ SELECT h.seq, h.service_id, h.batch_id, h.state, h.attempts, h.claim_epoch, h.cl
        EXTRACT(EPOCH FROM now() - COALESCE(h.unknown_since, h.submitted_at, h.created_at))::float8 AS unknown_seconds
 FROM unnest($1::text[]) AS s(service_id)
 CROSS JOIN LATERAL (
-    SELECT b.seq, b.service_id, b.batch_id, b.payload, b.created_at, b.state, b.attempts, b.claimant, b.claim_epoch, b.submitted_at, b.next_attempt_at, b.last_error, b.dlt_status, b.status_updated_at, b.unknown_count, b.invalid_details, b.updated_at, b.ledger, b.finished_at, b.unknown_since, b.unfinished, b.max_attempts FROM batches b
+    SELECT b.seq, b.service_id, b.batch_id, b.payload, b.created_at, b.state, b.attempts, b.claimant, b.claim_epoch, b.submitted_at, b.next_attempt_at, b.last_error, b.dlt_status, b.status_updated_at, b.unknown_count, b.invalid_details, b.updated_at, b.ledger, b.finished_at, b.unknown_since, b.unfinished, b.max_attempts FROM batchclaim.batches b
     WHERE b.service_id = s.service_id
       AND b.unfinished
       AND NOT ($2::bool AND b.state = 'VALID')
     ORDER BY b.seq
     LIMIT 1
 ) h
-WHERE NOT EXISTS (SELECT 1 FROM service_halts x WHERE x.service_id = s.service_id)
+WHERE NOT EXISTS (SELECT 1 FROM batchclaim.service_halts x WHERE x.service_id = s.service_id)
 `
 
 type BatchHeadsParams struct {
@@ -176,11 +176,11 @@ WITH serial AS (
     SELECT pg_advisory_xact_lock(hashtext('batchclaim.enqueue'), hashtext($1::text)) AS locked
 ),
 registered AS (
-    INSERT INTO service_id_claims (service_id)
+    INSERT INTO batchclaim.service_id_claims (service_id)
     SELECT $1::text FROM serial
     ON CONFLICT (service_id) DO NOTHING
 )
-INSERT INTO batches (service_id, batch_id, payload, ledger, next_attempt_at, max_attempts)
+INSERT INTO batchclaim.batches (service_id, batch_id, payload, ledger, next_attempt_at, max_attempts)
 SELECT $1::text, $2::text, $3::bytea, $4::bool,
        $5::timestamptz, $6::int FROM serial
 ON CONFLICT DO NOTHING
@@ -230,7 +230,7 @@ func (q *Queries) BatchInsert(ctx context.Context, db DBTX, arg BatchInsertParam
 }
 
 const batchLedgerOwner = `-- name: BatchLedgerOwner :one
-SELECT service_id, seq FROM batches WHERE batch_id = $1 AND ledger
+SELECT service_id, seq FROM batchclaim.batches WHERE batch_id = $1 AND ledger
 `
 
 type BatchLedgerOwnerRow struct {
@@ -247,7 +247,7 @@ func (q *Queries) BatchLedgerOwner(ctx context.Context, db DBTX, batchID string)
 }
 
 const batchLookup = `-- name: BatchLookup :one
-SELECT seq, state, created_at FROM batches
+SELECT seq, state, created_at FROM batchclaim.batches
 WHERE service_id = $1 AND batch_id = $2
 `
 
@@ -272,7 +272,7 @@ func (q *Queries) BatchLookup(ctx context.Context, db DBTX, arg BatchLookupParam
 const batchOpenStateTotals = `-- name: BatchOpenStateTotals :many
 SELECT state, count(*)::bigint AS batches,
        COALESCE(EXTRACT(EPOCH FROM now() - min(created_at)), 0)::float8 AS oldest_seconds
-FROM batches
+FROM batchclaim.batches
 WHERE unfinished
 GROUP BY state
 `
@@ -307,12 +307,12 @@ func (q *Queries) BatchOpenStateTotals(ctx context.Context, db DBTX) ([]BatchOpe
 
 const batchRetry = `-- name: BatchRetry :one
 WITH old AS (
-    SELECT b.seq, b.service_id, b.state FROM batches b
+    SELECT b.seq, b.service_id, b.state FROM batchclaim.batches b
     WHERE b.seq = $1 AND b.state IN ('DISCARDED', 'CANCELLED', 'INVALID', 'DELAYED')
     FOR UPDATE
 ),
 retried AS (
-    UPDATE batches b
+    UPDATE batchclaim.batches b
     SET state = CASE WHEN o.state = 'DELAYED' THEN 'DELAYED' ELSE 'NEW' END,
         attempts = CASE WHEN o.state = 'DELAYED' THEN b.attempts ELSE 0 END,
         dlt_status = CASE WHEN o.state = 'DELAYED' THEN b.dlt_status END,
@@ -323,17 +323,17 @@ retried AS (
     RETURNING b.seq, b.service_id, o.state AS from_state, b.state AS to_state
 ),
 resumed AS (
-    DELETE FROM service_halts h USING retried r
+    DELETE FROM batchclaim.service_halts h USING retried r
     WHERE h.service_id = r.service_id AND h.seq = r.seq
     RETURNING h.service_id
 ),
 logged AS (
-    INSERT INTO batch_transitions (seq, from_state, to_state, detail)
+    INSERT INTO batchclaim.batch_transitions (seq, from_state, to_state, detail)
     SELECT r.seq, r.from_state, r.to_state, 'retry' FROM retried r
 )
 SELECT r.seq, r.service_id, r.from_state, r.to_state,
        (SELECT count(*) FROM resumed)::bigint AS resumed,
-       (SELECT count(*) FROM (SELECT batchclaim_wake(r.service_id)) w)::bigint AS woken
+       (SELECT count(*) FROM (SELECT batchclaim.batchclaim_wake(r.service_id)) w)::bigint AS woken
 FROM retried r
 `
 
@@ -366,7 +366,7 @@ func (q *Queries) BatchRetry(ctx context.Context, db DBTX, seq int64) (BatchRetr
 }
 
 const batchSeqs = `-- name: BatchSeqs :many
-SELECT batch_id, service_id, seq, state FROM batches
+SELECT batch_id, service_id, seq, state FROM batchclaim.batches
 `
 
 type BatchSeqsRow struct {
@@ -404,7 +404,7 @@ func (q *Queries) BatchSeqs(ctx context.Context, db DBTX) ([]BatchSeqsRow, error
 const batchStateCounts = `-- name: BatchStateCounts :many
 SELECT service_id, state, count(*)::bigint AS batches,
        COALESCE(EXTRACT(EPOCH FROM now() - min(created_at) FILTER (WHERE unfinished)), 0)::float8 AS oldest_open_seconds
-FROM batches
+FROM batchclaim.batches
 GROUP BY service_id, state
 ORDER BY service_id, state
 `
@@ -442,7 +442,7 @@ func (q *Queries) BatchStateCounts(ctx context.Context, db DBTX) ([]BatchStateCo
 }
 
 const batchStateTotals = `-- name: BatchStateTotals :many
-SELECT state, count(*)::bigint AS batches FROM batches GROUP BY state
+SELECT state, count(*)::bigint AS batches FROM batchclaim.batches GROUP BY state
 `
 
 type BatchStateTotalsRow struct {
@@ -472,7 +472,7 @@ func (q *Queries) BatchStateTotals(ctx context.Context, db DBTX) ([]BatchStateTo
 
 const batchStatusesByID = `-- name: BatchStatusesByID :many
 SELECT batch_id, service_id, state, dlt_status, invalid_details
-FROM batches WHERE batch_id = ANY($1::text[]) AND ledger
+FROM batchclaim.batches WHERE batch_id = ANY($1::text[]) AND ledger
 `
 
 type BatchStatusesByIDRow struct {
@@ -520,19 +520,19 @@ WITH want AS (
            unnest($5::text[]) AS reason
 ),
 lease AS (
-    SELECT i.id FROM instances i
+    SELECT i.id FROM batchclaim.instances i
     WHERE i.id = $6::uuid AND i.nonce = $7::uuid
       AND i.expiry_1 > COALESCE($8::timestamptz, now())
 ),
 fenced AS (
-    SELECT c.service_id, c.epoch FROM service_id_claims c
+    SELECT c.service_id, c.epoch FROM batchclaim.service_id_claims c
     JOIN (SELECT DISTINCT w.service_id, w.epoch FROM want w) w ON w.service_id = c.service_id AND w.epoch = c.epoch
     WHERE c.claimant = (SELECT id FROM lease)
     ORDER BY c.service_id
     FOR SHARE OF c
 ),
 marked AS (
-    UPDATE batches b
+    UPDATE batchclaim.batches b
     SET state = 'INFLIGHT', attempts = b.attempts + 1, claimant = $6::uuid,
         claim_epoch = w.epoch, submitted_at = now(), updated_at = now(),
         next_attempt_at = NULL, unknown_count = 0, unknown_since = NULL
@@ -541,7 +541,7 @@ marked AS (
     RETURNING b.seq, b.service_id, b.batch_id, b.payload, b.attempts, b.max_attempts, w.epoch, w.from_state, w.reason
 ),
 attempt AS (
-    INSERT INTO submission_attempts (seq, service_id, batch_id, instance_id, epoch, reason, from_state)
+    INSERT INTO batchclaim.submission_attempts (seq, service_id, batch_id, instance_id, epoch, reason, from_state)
     SELECT m.seq, m.service_id, m.batch_id, $6::uuid, m.epoch, m.reason, m.from_state FROM marked m
     RETURNING id, seq
 )
@@ -648,15 +648,15 @@ WITH o AS (
            unnest($15::bigint[]) AS chain_max_bytes
 ),
 fenced AS (
-    SELECT c.service_id, c.epoch FROM service_id_claims c
+    SELECT c.service_id, c.epoch FROM batchclaim.service_id_claims c
     JOIN (SELECT DISTINCT o.service_id, o.epoch FROM o) w ON w.service_id = c.service_id AND w.epoch = c.epoch
     WHERE c.claimant = $16::uuid
-      AND EXISTS (SELECT 1 FROM instances i WHERE i.id = $16::uuid AND i.nonce = $17::uuid)
+      AND EXISTS (SELECT 1 FROM batchclaim.instances i WHERE i.id = $16::uuid AND i.nonce = $17::uuid)
     ORDER BY c.service_id
     FOR SHARE OF c
 ),
 recorded AS (
-    UPDATE batches b
+    UPDATE batchclaim.batches b
     SET state = o.new_state,
         dlt_status = COALESCE(NULLIF(o.dlt_status, ''), b.dlt_status),
         status_updated_at = now(),
@@ -676,14 +676,14 @@ recorded AS (
               o.latency_ms, o.outcome, o.last_error, EXTRACT(EPOCH FROM now() - b.created_at)::float8 AS age_seconds
 ),
 attempted AS (
-    UPDATE submission_attempts a
+    UPDATE batchclaim.submission_attempts a
     SET finished_at = now(), http_status = NULLIF(r.http_status, 0), latency_ms = r.latency_ms,
         outcome = r.outcome, error = NULLIF(r.last_error, ''), to_state = r.new_state
     FROM recorded r
     WHERE a.id = r.attempt_id AND a.finished_at IS NULL
 ),
 halted AS (
-    INSERT INTO service_halts (service_id, seq, reason)
+    INSERT INTO batchclaim.service_halts (service_id, seq, reason)
     SELECT r.service_id, r.seq, 'batch INVALID: ' || r.last_error
     FROM recorded r
     WHERE $18::bool AND r.new_state = 'INVALID'
@@ -696,7 +696,7 @@ finished AS (
     WHERE r.new_state IN ('COMMITTED', 'INVALID', 'DISCARDED')
 ),
 lease AS (
-    SELECT i.id FROM instances i
+    SELECT i.id FROM batchclaim.instances i
     WHERE i.id = $16::uuid AND i.nonce = $17::uuid
       AND i.expiry_1 > COALESCE($19::timestamptz, now())
 ),
@@ -704,7 +704,7 @@ next_head AS (
     SELECT f.seq AS prev_seq, n.seq, f.service_id, f.epoch
     FROM finished f
     CROSS JOIN LATERAL (
-        SELECT b.seq, b.state, b.next_attempt_at, octet_length(b.payload) AS size FROM batches b
+        SELECT b.seq, b.state, b.next_attempt_at, octet_length(b.payload) AS size FROM batchclaim.batches b
         WHERE b.service_id = f.service_id AND b.unfinished AND b.seq <> f.seq
           AND NOT ($20::bool AND b.state = 'VALID')
         ORDER BY b.seq
@@ -713,10 +713,10 @@ next_head AS (
     WHERE f.chain AND f.frees AND n.state = 'NEW' AND (n.next_attempt_at IS NULL OR n.next_attempt_at <= now())
       AND EXISTS (SELECT 1 FROM lease)
       AND (f.chain_max_bytes < 0 OR n.size <= f.chain_max_bytes)
-      AND NOT EXISTS (SELECT 1 FROM service_halts x WHERE x.service_id = f.service_id)
+      AND NOT EXISTS (SELECT 1 FROM batchclaim.service_halts x WHERE x.service_id = f.service_id)
 ),
 chained AS (
-    UPDATE batches b
+    UPDATE batchclaim.batches b
     SET state = 'INFLIGHT', attempts = b.attempts + 1, claimant = $16::uuid,
         claim_epoch = n.epoch, submitted_at = now(), updated_at = now(),
         next_attempt_at = NULL, unknown_count = 0, unknown_since = NULL
@@ -725,17 +725,17 @@ chained AS (
     RETURNING b.seq, b.service_id, b.batch_id, b.payload, b.attempts, b.max_attempts, n.epoch, n.prev_seq
 ),
 chained_attempt AS (
-    INSERT INTO submission_attempts (seq, service_id, batch_id, instance_id, epoch, reason, from_state)
+    INSERT INTO batchclaim.submission_attempts (seq, service_id, batch_id, instance_id, epoch, reason, from_state)
     SELECT c.seq, c.service_id, c.batch_id, $16::uuid, c.epoch, 'first', 'NEW' FROM chained c
     RETURNING id, seq
 ),
 drained AS (
-    UPDATE service_id_claims c
+    UPDATE batchclaim.service_id_claims c
     SET active_at = now()
     FROM finished f
     WHERE $21::bool
       AND c.service_id = f.service_id AND c.epoch = f.epoch AND c.claimant = $16::uuid
-      AND NOT EXISTS (SELECT 1 FROM batches b WHERE b.service_id = f.service_id AND b.unfinished AND b.seq <> f.seq)
+      AND NOT EXISTS (SELECT 1 FROM batchclaim.batches b WHERE b.service_id = f.service_id AND b.unfinished AND b.seq <> f.seq)
 )
 SELECT o.seq::bigint AS seq, (f.service_id IS NOT NULL)::bool AS fenced, (r.seq IS NOT NULL)::bool AS recorded,
        COALESCE(r.age_seconds, 0)::float8 AS age_seconds,
@@ -866,15 +866,15 @@ WITH u AS (
            unnest($10::text[]) AS detail
 ),
 fenced AS (
-    SELECT c.service_id, c.epoch FROM service_id_claims c
+    SELECT c.service_id, c.epoch FROM batchclaim.service_id_claims c
     JOIN (SELECT DISTINCT u.service_id, u.epoch FROM u) w ON w.service_id = c.service_id AND w.epoch = c.epoch
     WHERE c.claimant = $11::uuid
-      AND EXISTS (SELECT 1 FROM instances i WHERE i.id = $11::uuid AND i.nonce = $12::uuid)
+      AND EXISTS (SELECT 1 FROM batchclaim.instances i WHERE i.id = $11::uuid AND i.nonce = $12::uuid)
     ORDER BY c.service_id
     FOR SHARE OF c
 ),
 recorded AS (
-    UPDATE batches b
+    UPDATE batchclaim.batches b
     SET state = u.new_state,
         dlt_status = u.dlt_status,
         status_updated_at = now(),
@@ -894,26 +894,26 @@ recorded AS (
               EXTRACT(EPOCH FROM now() - b.created_at)::float8 AS age_seconds
 ),
 logged AS (
-    INSERT INTO batch_transitions (seq, from_state, to_state, instance_id, epoch, detail)
+    INSERT INTO batchclaim.batch_transitions (seq, from_state, to_state, instance_id, epoch, detail)
     SELECT r.seq, r.from_state, r.new_state, $11::uuid, r.epoch, r.detail
     FROM recorded r
     WHERE r.new_state <> r.from_state
 ),
 halted AS (
-    INSERT INTO service_halts (service_id, seq, reason)
+    INSERT INTO batchclaim.service_halts (service_id, seq, reason)
     SELECT r.service_id, r.seq, 'batch INVALID'
     FROM recorded r
     WHERE $13::bool AND r.new_state = 'INVALID'
     ON CONFLICT (service_id) DO NOTHING
 ),
 drained AS (
-    UPDATE service_id_claims c
+    UPDATE batchclaim.service_id_claims c
     SET active_at = now()
     FROM (SELECT r.service_id, r.epoch, r.seq FROM recorded r
           WHERE r.new_state IN ('COMMITTED', 'INVALID', 'DISCARDED', 'CANCELLED')) d
     WHERE $14::bool
       AND c.service_id = d.service_id AND c.epoch = d.epoch AND c.claimant = $11::uuid
-      AND NOT EXISTS (SELECT 1 FROM batches b WHERE b.service_id = d.service_id AND b.unfinished AND b.seq <> d.seq)
+      AND NOT EXISTS (SELECT 1 FROM batchclaim.batches b WHERE b.service_id = d.service_id AND b.unfinished AND b.seq <> d.seq)
 )
 SELECT u.seq::bigint AS seq, (f.service_id IS NOT NULL)::bool AS fenced, (r.seq IS NOT NULL)::bool AS recorded,
        COALESCE(r.age_seconds, 0)::float8 AS age_seconds
@@ -998,7 +998,7 @@ const batchesToPoll = `-- name: BatchesToPoll :many
 SELECT p.seq, p.service_id, p.batch_id, p.state, p.attempts
 FROM unnest($1::text[]) AS s(service_id)
 CROSS JOIN LATERAL (
-    SELECT b.seq, b.service_id, b.batch_id, b.state, b.attempts FROM batches b
+    SELECT b.seq, b.service_id, b.batch_id, b.state, b.attempts FROM batchclaim.batches b
     WHERE b.service_id = s.service_id AND b.unfinished
     ORDER BY b.seq
     LIMIT 16
@@ -1064,10 +1064,10 @@ func (q *Queries) BatchesToPoll(ctx context.Context, db DBTX, arg BatchesToPollP
 
 const duplicateExplainers = `-- name: DuplicateExplainers :many
 SELECT b.batch_id,
-       ((SELECT count(*) FROM submission_attempts a WHERE a.seq = b.seq AND (a.outcome IS NULL OR a.outcome = 'unknown'))
-      + (SELECT count(*) FROM batch_transitions t WHERE t.seq = b.seq AND t.to_state = 'UNKNOWN'
+       ((SELECT count(*) FROM batchclaim.submission_attempts a WHERE a.seq = b.seq AND (a.outcome IS NULL OR a.outcome = 'unknown'))
+      + (SELECT count(*) FROM batchclaim.batch_transitions t WHERE t.seq = b.seq AND t.to_state = 'UNKNOWN'
            AND t.from_state IN ('PENDING', 'VALID')))::bigint AS explainers
-FROM batches b
+FROM batchclaim.batches b
 `
 
 type DuplicateExplainersRow struct {
@@ -1100,10 +1100,10 @@ func (q *Queries) DuplicateExplainers(ctx context.Context, db DBTX) ([]Duplicate
 
 const instanceProgress = `-- name: InstanceProgress :many
 SELECT i.id, i.name,
-       (SELECT count(*) FROM service_id_claims c WHERE c.claimant = i.id)::bigint AS claims,
-       (SELECT count(*) FROM batches b WHERE b.state = 'INFLIGHT' AND b.claimant = i.id)::bigint AS in_flight,
-       (SELECT count(*) FROM batch_history t WHERE t.to_state = 'COMMITTED' AND t.instance_id = i.id)::bigint AS committed
-FROM instances i
+       (SELECT count(*) FROM batchclaim.service_id_claims c WHERE c.claimant = i.id)::bigint AS claims,
+       (SELECT count(*) FROM batchclaim.batches b WHERE b.state = 'INFLIGHT' AND b.claimant = i.id)::bigint AS in_flight,
+       (SELECT count(*) FROM batchclaim.batch_history t WHERE t.to_state = 'COMMITTED' AND t.instance_id = i.id)::bigint AS committed
+FROM batchclaim.instances i
 ORDER BY i.name
 `
 
@@ -1143,7 +1143,7 @@ func (q *Queries) InstanceProgress(ctx context.Context, db DBTX) ([]InstanceProg
 }
 
 const serviceHalt = `-- name: ServiceHalt :exec
-INSERT INTO service_halts (service_id, seq, reason) VALUES ($1, $2, $3)
+INSERT INTO batchclaim.service_halts (service_id, seq, reason) VALUES ($1, $2, $3)
 ON CONFLICT (service_id) DO NOTHING
 `
 
@@ -1159,18 +1159,18 @@ func (q *Queries) ServiceHalt(ctx context.Context, db DBTX, arg ServiceHaltParam
 }
 
 const serviceHalts = `-- name: ServiceHalts :many
-SELECT service_id, seq, reason, at FROM service_halts ORDER BY service_id
+SELECT service_id, seq, reason, at FROM batchclaim.service_halts ORDER BY service_id
 `
 
-func (q *Queries) ServiceHalts(ctx context.Context, db DBTX) ([]ServiceHalt, error) {
+func (q *Queries) ServiceHalts(ctx context.Context, db DBTX) ([]BatchclaimServiceHalt, error) {
 	rows, err := db.Query(ctx, serviceHalts)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	items := []ServiceHalt{}
+	items := []BatchclaimServiceHalt{}
 	for rows.Next() {
-		var i ServiceHalt
+		var i BatchclaimServiceHalt
 		if err := rows.Scan(
 			&i.ServiceID,
 			&i.Seq,

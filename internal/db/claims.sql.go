@@ -13,9 +13,9 @@ import (
 )
 
 const claimBeginSubmission = `-- name: ClaimBeginSubmission :one
-UPDATE service_id_claims c
+UPDATE batchclaim.service_id_claims c
 SET submitting_since = COALESCE(c.submitting_since, COALESCE($1::timestamptz, now()))
-FROM instances i
+FROM batchclaim.instances i
 WHERE c.service_id = $2 AND c.claimant = $3::uuid AND c.epoch = $4
   AND i.id = c.claimant AND i.nonce = $5::uuid AND i.expiry_1 > COALESCE($1::timestamptz, now())
 RETURNING c.submitting_since
@@ -46,7 +46,7 @@ func (q *Queries) ClaimBeginSubmission(ctx context.Context, db DBTX, arg ClaimBe
 }
 
 const claimEndSubmission = `-- name: ClaimEndSubmission :execrows
-UPDATE service_id_claims
+UPDATE batchclaim.service_id_claims
 SET submitting_since = NULL, active_at = now()
 WHERE service_id = $1 AND claimant = $2::uuid AND epoch = $3
 `
@@ -67,7 +67,7 @@ func (q *Queries) ClaimEndSubmission(ctx context.Context, db DBTX, arg ClaimEndS
 
 const claimEvents = `-- name: ClaimEvents :many
 SELECT id, service_id, instance_id, epoch, event, at
-FROM claim_events
+FROM batchclaim.claim_events
 WHERE id > $1
 ORDER BY id
 LIMIT $2
@@ -78,15 +78,15 @@ type ClaimEventsParams struct {
 	MaxRows int32
 }
 
-func (q *Queries) ClaimEvents(ctx context.Context, db DBTX, arg ClaimEventsParams) ([]ClaimEvent, error) {
+func (q *Queries) ClaimEvents(ctx context.Context, db DBTX, arg ClaimEventsParams) ([]BatchclaimClaimEvent, error) {
 	rows, err := db.Query(ctx, claimEvents, arg.AfterID, arg.MaxRows)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	items := []ClaimEvent{}
+	items := []BatchclaimClaimEvent{}
 	for rows.Next() {
-		var i ClaimEvent
+		var i BatchclaimClaimEvent
 		if err := rows.Scan(
 			&i.ID,
 			&i.ServiceID,
@@ -106,9 +106,9 @@ func (q *Queries) ClaimEvents(ctx context.Context, db DBTX, arg ClaimEventsParam
 }
 
 const claimFence = `-- name: ClaimFence :one
-SELECT c.epoch FROM service_id_claims c
+SELECT c.epoch FROM batchclaim.service_id_claims c
 WHERE c.service_id = $1 AND c.claimant = $2::uuid AND c.epoch = $3
-  AND EXISTS (SELECT 1 FROM instances i WHERE i.id = c.claimant AND i.nonce = $4::uuid)
+  AND EXISTS (SELECT 1 FROM batchclaim.instances i WHERE i.id = c.claimant AND i.nonce = $4::uuid)
 FOR SHARE OF c
 `
 
@@ -137,13 +137,13 @@ func (q *Queries) ClaimFence(ctx context.Context, db DBTX, arg ClaimFenceParams)
 
 const claimsAcquire = `-- name: ClaimsAcquire :many
 WITH after_start AS (
-    SELECT f.service_id, hashtextextended(f.service_id, 0) AS h FROM service_id_claims f
+    SELECT f.service_id, hashtextextended(f.service_id, 0) AS h FROM batchclaim.service_id_claims f
     WHERE f.claimant IS NULL AND hashtextextended(f.service_id, 0) >= $1::bigint
     ORDER BY hashtextextended(f.service_id, 0) LIMIT $2::int
     FOR UPDATE SKIP LOCKED
 ),
 before_start AS (
-    SELECT f.service_id, hashtextextended(f.service_id, 0) AS h FROM service_id_claims f
+    SELECT f.service_id, hashtextextended(f.service_id, 0) AS h FROM batchclaim.service_id_claims f
     WHERE f.claimant IS NULL AND hashtextextended(f.service_id, 0) < $1::bigint
     ORDER BY hashtextextended(f.service_id, 0) LIMIT $2::int
     FOR UPDATE SKIP LOCKED
@@ -158,14 +158,14 @@ pick AS (
     LIMIT $2::int
 ),
 taken AS (
-    UPDATE service_id_claims c
-    SET claimant = $3::uuid, epoch = nextval('service_id_claim_epochs'), claimed_at = COALESCE($4::timestamptz, now()), submitting_since = NULL
+    UPDATE batchclaim.service_id_claims c
+    SET claimant = $3::uuid, epoch = nextval('batchclaim.service_id_claim_epochs'), claimed_at = COALESCE($4::timestamptz, now()), submitting_since = NULL
     FROM pick
     WHERE c.service_id = pick.service_id AND c.claimant IS NULL
     RETURNING c.service_id, c.epoch, c.claimed_at
 ),
 logged AS (
-    INSERT INTO claim_events (service_id, instance_id, epoch, event)
+    INSERT INTO batchclaim.claim_events (service_id, instance_id, epoch, event)
     SELECT taken.service_id, $3::uuid, taken.epoch, 'acquired' FROM taken
 )
 SELECT service_id, epoch, claimed_at FROM taken
@@ -214,28 +214,28 @@ func (q *Queries) ClaimsAcquire(ctx context.Context, db DBTX, arg ClaimsAcquireP
 
 const claimsAcquireWithWork = `-- name: ClaimsAcquireWithWork :many
 WITH work AS (
-    SELECT DISTINCT b.service_id FROM batches b WHERE b.unfinished
+    SELECT DISTINCT b.service_id FROM batchclaim.batches b WHERE b.unfinished
 ),
 free_work AS (
-    SELECT f.service_id FROM service_id_claims f JOIN work w ON w.service_id = f.service_id
+    SELECT f.service_id FROM batchclaim.service_id_claims f JOIN work w ON w.service_id = f.service_id
     WHERE f.claimant IS NULL
 ),
 pick AS (
-    SELECT f.service_id FROM service_id_claims f
+    SELECT f.service_id FROM batchclaim.service_id_claims f
     WHERE f.claimant IS NULL AND f.service_id IN (SELECT fw.service_id FROM free_work fw)
     ORDER BY hashtextextended(f.service_id, 0)
     LIMIT LEAST($1::int, (SELECT (count(*) + $2::int - 1) / $2::int FROM free_work))
     FOR UPDATE SKIP LOCKED
 ),
 taken AS (
-    UPDATE service_id_claims c
-    SET claimant = $3::uuid, epoch = nextval('service_id_claim_epochs'), claimed_at = COALESCE($4::timestamptz, now()), submitting_since = NULL
+    UPDATE batchclaim.service_id_claims c
+    SET claimant = $3::uuid, epoch = nextval('batchclaim.service_id_claim_epochs'), claimed_at = COALESCE($4::timestamptz, now()), submitting_since = NULL
     FROM pick
     WHERE c.service_id = pick.service_id AND c.claimant IS NULL
     RETURNING c.service_id, c.epoch, c.claimed_at
 ),
 logged AS (
-    INSERT INTO claim_events (service_id, instance_id, epoch, event)
+    INSERT INTO batchclaim.claim_events (service_id, instance_id, epoch, event)
     SELECT taken.service_id, $3::uuid, taken.epoch, 'acquired' FROM taken
 )
 SELECT service_id, epoch, claimed_at FROM taken
@@ -285,8 +285,8 @@ func (q *Queries) ClaimsAcquireWithWork(ctx context.Context, db DBTX, arg Claims
 }
 
 const claimsCensus = `-- name: ClaimsCensus :one
-SELECT (SELECT count(*) FROM service_id_claims)::bigint AS service_ids,
-       (SELECT count(*) FROM service_id_claims WHERE claimant IS NULL)::bigint AS free
+SELECT (SELECT count(*) FROM batchclaim.service_id_claims)::bigint AS service_ids,
+       (SELECT count(*) FROM batchclaim.service_id_claims WHERE claimant IS NULL)::bigint AS free
 `
 
 type ClaimsCensusRow struct {
@@ -307,15 +307,15 @@ WITH wanted AS (
     SELECT unnest($1::text[]) AS service_id, unnest($2::bigint[]) AS epoch
 ),
 dropped AS (
-    DELETE FROM service_id_claims c
+    DELETE FROM batchclaim.service_id_claims c
     USING wanted
     WHERE c.service_id = wanted.service_id AND c.epoch = wanted.epoch
       AND c.claimant IS NOT DISTINCT FROM $3::uuid AND c.submitting_since IS NULL
-      AND NOT EXISTS (SELECT 1 FROM batches b WHERE b.service_id = c.service_id AND b.unfinished)
+      AND NOT EXISTS (SELECT 1 FROM batchclaim.batches b WHERE b.service_id = c.service_id AND b.unfinished)
     RETURNING c.service_id, c.epoch, c.claimant
 ),
 logged AS (
-    INSERT INTO claim_events (service_id, instance_id, epoch, event)
+    INSERT INTO batchclaim.claim_events (service_id, instance_id, epoch, event)
     SELECT d.service_id, d.claimant, d.epoch, 'dropped' FROM dropped d WHERE d.claimant IS NOT NULL
 )
 SELECT service_id, epoch FROM dropped
@@ -361,20 +361,20 @@ func (q *Queries) ClaimsDropIdle(ctx context.Context, db DBTX, arg ClaimsDropIdl
 const claimsEffective = `-- name: ClaimsEffective :many
 SELECT service_id, claimant, claimant_name, epoch, claimed_at, renewed_at, expiry_1, expiry_2,
        submitting_since, phase, busy
-FROM service_id_claims_effective
+FROM batchclaim.service_id_claims_effective
 ORDER BY service_id
 LIMIT $1
 `
 
-func (q *Queries) ClaimsEffective(ctx context.Context, db DBTX, maxRows *int32) ([]ServiceIDClaimsEffective, error) {
+func (q *Queries) ClaimsEffective(ctx context.Context, db DBTX, maxRows *int32) ([]BatchclaimServiceIDClaimsEffective, error) {
 	rows, err := db.Query(ctx, claimsEffective, maxRows)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	items := []ServiceIDClaimsEffective{}
+	items := []BatchclaimServiceIDClaimsEffective{}
 	for rows.Next() {
-		var i ServiceIDClaimsEffective
+		var i BatchclaimServiceIDClaimsEffective
 		if err := rows.Scan(
 			&i.ServiceID,
 			&i.Claimant,
@@ -400,7 +400,7 @@ func (q *Queries) ClaimsEffective(ctx context.Context, db DBTX, maxRows *int32) 
 
 const claimsHeld = `-- name: ClaimsHeld :many
 SELECT service_id, epoch, claimed_at, submitting_since
-FROM service_id_claims
+FROM batchclaim.service_id_claims
 WHERE claimant = $1::uuid
 ORDER BY service_id
 `
@@ -441,13 +441,13 @@ const claimsLockIdle = `-- name: ClaimsLockIdle :many
 SELECT s.service_id, s.epoch,
        pg_try_advisory_xact_lock(hashtext('batchclaim.enqueue'), hashtext(s.service_id))::bool AS locked
 FROM (
-    SELECT c.service_id, c.epoch FROM service_id_claims c
+    SELECT c.service_id, c.epoch FROM batchclaim.service_id_claims c
     WHERE c.claimant = $1::uuid AND c.submitting_since IS NULL
       AND COALESCE(c.active_at, c.claimed_at, c.registered_at)
           <= COALESCE($2::timestamptz, now()) - $3::bigint * interval '1 millisecond'
       -- Checked again after the locks; here it keeps keys with long-unfinished work (a
       -- halted service_id, a batch the ledger is slow on) from filling every chunk.
-      AND NOT EXISTS (SELECT 1 FROM batches b WHERE b.service_id = c.service_id AND b.unfinished)
+      AND NOT EXISTS (SELECT 1 FROM batchclaim.batches b WHERE b.service_id = c.service_id AND b.unfinished)
     ORDER BY c.service_id
     LIMIT $4::int
 ) s
@@ -501,11 +501,11 @@ const claimsLockIdleFree = `-- name: ClaimsLockIdleFree :many
 SELECT s.service_id, s.epoch,
        pg_try_advisory_xact_lock(hashtext('batchclaim.enqueue'), hashtext(s.service_id))::bool AS locked
 FROM (
-    SELECT f.service_id, f.epoch FROM service_id_claims f
+    SELECT f.service_id, f.epoch FROM batchclaim.service_id_claims f
     WHERE f.claimant IS NULL
       AND COALESCE(f.active_at, f.claimed_at, f.registered_at)
           <= COALESCE($1::timestamptz, now()) - $2::bigint * interval '1 millisecond'
-      AND NOT EXISTS (SELECT 1 FROM batches b WHERE b.service_id = f.service_id AND b.unfinished)
+      AND NOT EXISTS (SELECT 1 FROM batchclaim.batches b WHERE b.service_id = f.service_id AND b.unfinished)
     ORDER BY hashtextextended(f.service_id, 0)
     LIMIT $3::int
     FOR UPDATE SKIP LOCKED
@@ -552,7 +552,7 @@ const claimsLockOwn = `-- name: ClaimsLockOwn :many
 WITH wanted AS (
     SELECT unnest($2::text[]) AS service_id, unnest($3::bigint[]) AS epoch
 )
-SELECT c.service_id, c.epoch FROM service_id_claims c
+SELECT c.service_id, c.epoch FROM batchclaim.service_id_claims c
 JOIN wanted w ON w.service_id = c.service_id AND w.epoch = c.epoch
 WHERE c.claimant = $1::uuid
 ORDER BY c.service_id
@@ -595,10 +595,10 @@ func (q *Queries) ClaimsLockOwn(ctx context.Context, db DBTX, arg ClaimsLockOwnP
 
 const claimsLockVoidable = `-- name: ClaimsLockVoidable :many
 SELECT c.service_id, c.claimant, c.epoch
-FROM instances i
-JOIN service_id_claims c ON c.claimant = i.id
+FROM batchclaim.instances i
+JOIN batchclaim.service_id_claims c ON c.claimant = i.id
 WHERE i.expiry_1 <= COALESCE($1::timestamptz, now())
-  AND (i.expiry_2 <= COALESCE($1::timestamptz, now()) OR NOT (c.submitting_since IS NOT NULL OR batchclaim_head_in_flight(c.service_id, c.claimant, c.epoch)))
+  AND (i.expiry_2 <= COALESCE($1::timestamptz, now()) OR NOT (c.submitting_since IS NOT NULL OR batchclaim.batchclaim_head_in_flight(c.service_id, c.claimant, c.epoch)))
 LIMIT $2::int
 FOR UPDATE OF c SKIP LOCKED
 `
@@ -641,7 +641,7 @@ func (q *Queries) ClaimsLockVoidable(ctx context.Context, db DBTX, arg ClaimsLoc
 
 const claimsPerInstance = `-- name: ClaimsPerInstance :many
 SELECT claimant, count(*)::bigint AS claims, count(*) FILTER (WHERE busy)::bigint AS submitting
-FROM service_id_claims_effective
+FROM batchclaim.service_id_claims_effective
 WHERE claimant IS NOT NULL
 GROUP BY claimant
 `
@@ -674,7 +674,7 @@ func (q *Queries) ClaimsPerInstance(ctx context.Context, db DBTX) ([]ClaimsPerIn
 
 const claimsRegister = `-- name: ClaimsRegister :execrows
 
-INSERT INTO service_id_claims (service_id)
+INSERT INTO batchclaim.service_id_claims (service_id)
 SELECT unnest($1::text[])
 ON CONFLICT (service_id) DO NOTHING
 `
@@ -702,15 +702,15 @@ WITH wanted AS (
     SELECT unnest($3::text[]) AS service_id, unnest($4::bigint[]) AS epoch
 ),
 released AS (
-    UPDATE service_id_claims c
+    UPDATE batchclaim.service_id_claims c
     SET claimant = NULL, submitting_since = NULL
     FROM wanted
     WHERE c.service_id = wanted.service_id AND c.epoch = wanted.epoch
       AND c.claimant = $1::uuid
-      AND (NOT $5::bool OR NOT (c.submitting_since IS NOT NULL OR batchclaim_head_in_flight(c.service_id, c.claimant, c.epoch)))
+      AND (NOT $5::bool OR NOT (c.submitting_since IS NOT NULL OR batchclaim.batchclaim_head_in_flight(c.service_id, c.claimant, c.epoch)))
     RETURNING c.service_id, c.epoch
 )
-INSERT INTO claim_events (service_id, instance_id, epoch, event)
+INSERT INTO batchclaim.claim_events (service_id, instance_id, epoch, event)
 SELECT r.service_id, $1::uuid, r.epoch, $2::text FROM released r
 RETURNING service_id, epoch
 `
@@ -759,14 +759,14 @@ func (q *Queries) ClaimsRelease(ctx context.Context, db DBTX, arg ClaimsReleaseP
 
 const claimsReleaseOwned = `-- name: ClaimsReleaseOwned :many
 WITH released AS (
-    UPDATE service_id_claims c
+    UPDATE batchclaim.service_id_claims c
     SET claimant = NULL, submitting_since = NULL
     WHERE c.claimant = $1::uuid
       AND NOT (c.service_id = ANY($2::text[]))
-      AND EXISTS (SELECT 1 FROM instances i WHERE i.id = c.claimant AND i.nonce = $3::uuid)
+      AND EXISTS (SELECT 1 FROM batchclaim.instances i WHERE i.id = c.claimant AND i.nonce = $3::uuid)
     RETURNING c.service_id, c.epoch
 )
-INSERT INTO claim_events (service_id, instance_id, epoch, event)
+INSERT INTO batchclaim.claim_events (service_id, instance_id, epoch, event)
 SELECT r.service_id, $1::uuid, r.epoch, 'released' FROM released r
 RETURNING service_id, epoch
 `
@@ -807,28 +807,28 @@ func (q *Queries) ClaimsReleaseOwned(ctx context.Context, db DBTX, arg ClaimsRel
 
 const claimsSurvey = `-- name: ClaimsSurvey :one
 SELECT
-    EXISTS (SELECT 1 FROM instances i WHERE i.id = $1::uuid AND i.nonce = $2::uuid)::bool AS owned,
-    ARRAY(SELECT i.id FROM instances i WHERE i.expiry_1 > COALESCE($3::timestamptz, now()) ORDER BY i.id)::uuid[] AS live,
-    (SELECT count(*) FROM service_id_claims)::bigint AS service_ids,
-    (SELECT count(*) FROM service_id_claims f WHERE f.claimant IS NULL)::bigint AS free,
+    EXISTS (SELECT 1 FROM batchclaim.instances i WHERE i.id = $1::uuid AND i.nonce = $2::uuid)::bool AS owned,
+    ARRAY(SELECT i.id FROM batchclaim.instances i WHERE i.expiry_1 > COALESCE($3::timestamptz, now()) ORDER BY i.id)::uuid[] AS live,
+    (SELECT count(*) FROM batchclaim.service_id_claims)::bigint AS service_ids,
+    (SELECT count(*) FROM batchclaim.service_id_claims f WHERE f.claimant IS NULL)::bigint AS free,
     EXISTS (
-        SELECT 1 FROM instances i
+        SELECT 1 FROM batchclaim.instances i
         WHERE i.expiry_1 <= COALESCE($3::timestamptz, now())
-          AND EXISTS (SELECT 1 FROM service_id_claims c WHERE c.claimant = i.id
-                      AND (i.expiry_2 <= COALESCE($3::timestamptz, now()) OR NOT (c.submitting_since IS NOT NULL OR batchclaim_head_in_flight(c.service_id, c.claimant, c.epoch))))
+          AND EXISTS (SELECT 1 FROM batchclaim.service_id_claims c WHERE c.claimant = i.id
+                      AND (i.expiry_2 <= COALESCE($3::timestamptz, now()) OR NOT (c.submitting_since IS NOT NULL OR batchclaim.batchclaim_head_in_flight(c.service_id, c.claimant, c.epoch))))
     )::bool AS voidable,
     own.held, own.epoch_sum, own.idle,
     ('x' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8))::bit(32)::bigint AS timeline,
     (current_setting('synchronous_standby_names') <> '' AND current_setting('synchronous_commit') NOT IN ('off', 'local'))::bool AS sync_standby,
-    COALESCE(pg_sequence_last_value('service_id_claim_epochs'::regclass), 0)::bigint AS epochs,
-    COALESCE((SELECT i.heartbeat_at FROM instances i WHERE i.id = $1::uuid AND i.nonce = $2::uuid), 'epoch'::timestamptz)::timestamptz AS heartbeat_at
+    COALESCE(pg_sequence_last_value('batchclaim.service_id_claim_epochs'::regclass), 0)::bigint AS epochs,
+    COALESCE((SELECT i.heartbeat_at FROM batchclaim.instances i WHERE i.id = $1::uuid AND i.nonce = $2::uuid), 'epoch'::timestamptz)::timestamptz AS heartbeat_at
 FROM (
     SELECT count(*)::bigint AS held, COALESCE(sum(c.epoch), 0)::bigint AS epoch_sum,
            count(*) FILTER (WHERE $4::bigint > 0 AND c.submitting_since IS NULL
                AND COALESCE(c.active_at, c.claimed_at, c.registered_at)
                    <= COALESCE($3::timestamptz, now()) - $4::bigint * interval '1 millisecond'
-               AND NOT EXISTS (SELECT 1 FROM batches b WHERE b.service_id = c.service_id AND b.unfinished))::bigint AS idle
-    FROM service_id_claims c
+               AND NOT EXISTS (SELECT 1 FROM batchclaim.batches b WHERE b.service_id = c.service_id AND b.unfinished))::bigint AS idle
+    FROM batchclaim.service_id_claims c
     WHERE c.claimant = $1::uuid
 ) own
 `
@@ -900,16 +900,16 @@ WITH cand AS (
            unnest($3::bigint[]) AS epoch
 ),
 voided AS (
-    UPDATE service_id_claims c
+    UPDATE batchclaim.service_id_claims c
     SET claimant = NULL, submitting_since = NULL
-    FROM cand JOIN instances i ON i.id = cand.claimant
+    FROM cand JOIN batchclaim.instances i ON i.id = cand.claimant
     WHERE c.service_id = cand.service_id AND c.claimant = cand.claimant AND c.epoch = cand.epoch
       AND i.expiry_1 <= COALESCE($4::timestamptz, now())
-      AND (i.expiry_2 <= COALESCE($4::timestamptz, now()) OR NOT (c.submitting_since IS NOT NULL OR batchclaim_head_in_flight(c.service_id, c.claimant, c.epoch)))
+      AND (i.expiry_2 <= COALESCE($4::timestamptz, now()) OR NOT (c.submitting_since IS NOT NULL OR batchclaim.batchclaim_head_in_flight(c.service_id, c.claimant, c.epoch)))
     RETURNING c.service_id, cand.claimant AS instance_id, c.epoch,
               CASE WHEN i.expiry_2 <= COALESCE($4::timestamptz, now()) THEN 'voided_expired' ELSE 'voided_idle' END AS event
 )
-INSERT INTO claim_events (service_id, instance_id, epoch, event)
+INSERT INTO batchclaim.claim_events (service_id, instance_id, epoch, event)
 SELECT v.service_id, v.instance_id, v.epoch, v.event FROM voided v
 RETURNING service_id, instance_id, epoch, event
 `
@@ -963,12 +963,12 @@ func (q *Queries) ClaimsVoid(ctx context.Context, db DBTX, arg ClaimsVoidParams)
 
 const claimsVoidOwner = `-- name: ClaimsVoidOwner :many
 WITH voided AS (
-    UPDATE service_id_claims c
+    UPDATE batchclaim.service_id_claims c
     SET claimant = NULL, submitting_since = NULL
     WHERE c.claimant = $1::uuid
     RETURNING c.service_id, c.epoch
 )
-INSERT INTO claim_events (service_id, instance_id, epoch, event)
+INSERT INTO batchclaim.claim_events (service_id, instance_id, epoch, event)
 SELECT v.service_id, $1::uuid, v.epoch, 'voided_expired' FROM voided v
 RETURNING service_id, epoch
 `
@@ -1011,7 +1011,7 @@ func (q *Queries) ClockNow(ctx context.Context, db DBTX) (time.Time, error) {
 }
 
 const takeoverCount = `-- name: TakeoverCount :one
-SELECT count(*)::bigint FROM claim_events WHERE event IN ('voided_idle', 'voided_expired')
+SELECT count(*)::bigint FROM batchclaim.claim_events WHERE event IN ('voided_idle', 'voided_expired')
 `
 
 func (q *Queries) TakeoverCount(ctx context.Context, db DBTX) (int64, error) {
@@ -1024,10 +1024,10 @@ func (q *Queries) TakeoverCount(ctx context.Context, db DBTX) (int64, error) {
 const takeoverDelays = `-- name: TakeoverDelays :many
 SELECT v.service_id, v.event,
        COALESCE(EXTRACT(EPOCH FROM (
-           SELECT min(a.at) FROM claim_events a
+           SELECT min(a.at) FROM batchclaim.claim_events a
            WHERE a.service_id = v.service_id AND a.event = 'acquired' AND a.epoch > v.epoch
        ) - $1::timestamptz)::float8, -1)::float8 AS seconds
-FROM claim_events v
+FROM batchclaim.claim_events v
 WHERE v.instance_id = $2::uuid AND v.event IN ('voided_idle', 'voided_expired')
 `
 

@@ -14,20 +14,20 @@ import (
 
 const electionEventsList = `-- name: ElectionEventsList :many
 SELECT id, role, epoch, instance_id, name, host, event, at
-FROM election_events
+FROM batchclaim.election_events
 ORDER BY id
 `
 
 // The history of terms, for the demo's checks and for operators.
-func (q *Queries) ElectionEventsList(ctx context.Context, db DBTX) ([]ElectionEvent, error) {
+func (q *Queries) ElectionEventsList(ctx context.Context, db DBTX) ([]BatchclaimElectionEvent, error) {
 	rows, err := db.Query(ctx, electionEventsList)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	items := []ElectionEvent{}
+	items := []BatchclaimElectionEvent{}
 	for rows.Next() {
-		var i ElectionEvent
+		var i BatchclaimElectionEvent
 		if err := rows.Scan(
 			&i.ID,
 			&i.Role,
@@ -50,15 +50,15 @@ func (q *Queries) ElectionEventsList(ctx context.Context, db DBTX) ([]ElectionEv
 
 const electionMemberJoin = `-- name: ElectionMemberJoin :one
 WITH cleared AS (
-    UPDATE election_terms t
+    UPDATE batchclaim.election_terms t
     SET instance_id = NULL
     WHERE t.instance_id = $1::uuid
     RETURNING t.role, t.epoch, t.name, t.host
 ), logged AS (
-    INSERT INTO election_events (role, epoch, instance_id, name, host, event)
+    INSERT INTO batchclaim.election_events (role, epoch, instance_id, name, host, event)
     SELECT c.role, c.epoch, $1::uuid, c.name, c.host, 'resigned' FROM cleared c
 )
-INSERT INTO election_members (instance_id, name, host, joined_at, renewed_at, expires_at)
+INSERT INTO batchclaim.election_members (instance_id, name, host, joined_at, renewed_at, expires_at)
 VALUES ($1::uuid, $2::text, $3::text,
         COALESCE($4::timestamptz, now()), COALESCE($4::timestamptz, now()),
         COALESCE($4::timestamptz, now()) + $5::bigint * interval '1 millisecond')
@@ -93,9 +93,9 @@ func (q *Queries) ElectionMemberJoin(ctx context.Context, db DBTX, arg ElectionM
 }
 
 const electionMemberLeave = `-- name: ElectionMemberLeave :execrows
-DELETE FROM election_members m
+DELETE FROM batchclaim.election_members m
 WHERE m.instance_id = $1::uuid
-  AND NOT EXISTS (SELECT 1 FROM election_terms t WHERE t.instance_id = m.instance_id)
+  AND NOT EXISTS (SELECT 1 FROM batchclaim.election_terms t WHERE t.instance_id = m.instance_id)
 `
 
 // Removes the lease of an instance that stopped and holds no term.
@@ -109,7 +109,7 @@ func (q *Queries) ElectionMemberLeave(ctx context.Context, db DBTX, instanceID u
 
 const electionMemberRenew = `-- name: ElectionMemberRenew :many
 WITH renewed AS (
-    UPDATE election_members m
+    UPDATE batchclaim.election_members m
     SET renewed_at = COALESCE($1::timestamptz, now()),
         expires_at = COALESCE($1::timestamptz, now()) + $2::bigint * interval '1 millisecond'
     WHERE m.instance_id = $3::uuid
@@ -117,7 +117,7 @@ WITH renewed AS (
     RETURNING m.instance_id, m.renewed_at
 )
 SELECT r.renewed_at, t.role AS role, t.epoch AS epoch
-FROM renewed r LEFT JOIN election_terms t ON t.instance_id = r.instance_id
+FROM renewed r LEFT JOIN batchclaim.election_terms t ON t.instance_id = r.instance_id
 ORDER BY t.role
 `
 
@@ -157,12 +157,12 @@ func (q *Queries) ElectionMemberRenew(ctx context.Context, db DBTX, arg Election
 }
 
 const electionMembersEvict = `-- name: ElectionMembersEvict :execrows
-UPDATE election_members m
+UPDATE batchclaim.election_members m
 SET expires_at = '-infinity'
 WHERE m.instance_id <> $1::uuid
   AND m.expires_at <= COALESCE($2::timestamptz, now())
   AND m.expires_at > '-infinity'::timestamptz
-  AND m.instance_id IN (SELECT t.instance_id FROM election_terms t WHERE t.role = ANY($3::text[]))
+  AND m.instance_id IN (SELECT t.instance_id FROM batchclaim.election_terms t WHERE t.role = ANY($3::text[]))
 `
 
 type ElectionMembersEvictParams struct {
@@ -185,11 +185,11 @@ func (q *Queries) ElectionMembersEvict(ctx context.Context, db DBTX, arg Electio
 
 const electionTermFence = `-- name: ElectionTermFence :one
 SELECT t.epoch
-FROM election_terms t
+FROM batchclaim.election_terms t
 WHERE t.role = $1::text
   AND t.instance_id = $2::uuid
   AND t.epoch = $3::bigint
-  AND EXISTS (SELECT 1 FROM election_members m
+  AND EXISTS (SELECT 1 FROM batchclaim.election_members m
               WHERE m.instance_id = t.instance_id
                 AND m.expires_at > COALESCE($4::timestamptz, clock_timestamp()))
 FOR SHARE OF t
@@ -219,20 +219,20 @@ func (q *Queries) ElectionTermFence(ctx context.Context, db DBTX, arg ElectionTe
 
 const electionTermsAcquire = `-- name: ElectionTermsAcquire :many
 WITH won AS (
-    UPDATE election_terms t
+    UPDATE batchclaim.election_terms t
     SET epoch = t.epoch + 1, instance_id = me.instance_id, name = me.name, host = me.host,
         elected_at = COALESCE($1::timestamptz, now())
-    FROM election_members me
+    FROM batchclaim.election_members me
     WHERE me.instance_id = $2::uuid
       AND me.expires_at > COALESCE($1::timestamptz, now())
       AND t.role = ANY($3::text[])
       AND (t.instance_id IS NULL OR NOT EXISTS (
-            SELECT 1 FROM election_members h
+            SELECT 1 FROM batchclaim.election_members h
             WHERE h.instance_id = t.instance_id
               AND h.expires_at > COALESCE($1::timestamptz, now())))
     RETURNING t.role, t.epoch, t.instance_id, t.name, t.host
 )
-INSERT INTO election_events (role, epoch, instance_id, name, host, event)
+INSERT INTO batchclaim.election_events (role, epoch, instance_id, name, host, event)
 SELECT w.role, w.epoch, w.instance_id, w.name, w.host, 'elected' FROM won w
 RETURNING role, epoch
 `
@@ -273,7 +273,7 @@ func (q *Queries) ElectionTermsAcquire(ctx context.Context, db DBTX, arg Electio
 
 const electionTermsEnsure = `-- name: ElectionTermsEnsure :exec
 
-INSERT INTO election_terms (role)
+INSERT INTO batchclaim.election_terms (role)
 SELECT unnest($1::text[])
 ON CONFLICT (role) DO NOTHING
 `
@@ -290,8 +290,8 @@ const electionTermsRead = `-- name: ElectionTermsRead :many
 SELECT t.role, t.epoch, t.instance_id, t.name, t.host,
        COALESCE(m.expires_at > COALESCE($1::timestamptz, now()), false)::boolean AS live,
        GREATEST(0, COALESCE(EXTRACT(EPOCH FROM (m.expires_at - COALESCE($1::timestamptz, now()))) * 1000, 0))::bigint AS expires_in_ms
-FROM election_terms t
-LEFT JOIN election_members m ON m.instance_id = t.instance_id AND m.expires_at > '-infinity'::timestamptz
+FROM batchclaim.election_terms t
+LEFT JOIN batchclaim.election_members m ON m.instance_id = t.instance_id AND m.expires_at > '-infinity'::timestamptz
 WHERE t.role = ANY($2::text[])
 ORDER BY t.role
 `
@@ -345,13 +345,13 @@ const electionTermsResign = `-- name: ElectionTermsResign :many
 WITH g AS (
     SELECT unnest($2::text[]) AS role, unnest($3::bigint[]) AS epoch
 ), gone AS (
-    UPDATE election_terms t
+    UPDATE batchclaim.election_terms t
     SET instance_id = NULL
     FROM g
     WHERE t.role = g.role AND t.epoch = g.epoch AND t.instance_id = $1::uuid
     RETURNING t.role, t.epoch, t.name, t.host
 )
-INSERT INTO election_events (role, epoch, instance_id, name, host, event)
+INSERT INTO batchclaim.election_events (role, epoch, instance_id, name, host, event)
 SELECT g.role, g.epoch, $1::uuid, g.name, g.host, 'resigned' FROM gone g
 RETURNING role, epoch
 `

@@ -11,7 +11,7 @@ import (
 )
 
 const failoverAuditLostCommands = `-- name: FailoverAuditLostCommands :one
-SELECT count(*) FROM failover_commands c JOIN failover_nodes n ON n.node_id = c.node_id
+SELECT count(*) FROM batchclaim.failover_commands c JOIN batchclaim.failover_nodes n ON n.node_id = c.node_id
 WHERE c.shard = $1 AND c.consumed_at IS NULL
   AND n.last_updated > now() - $2::bigint * interval '1 millisecond'
 `
@@ -30,11 +30,11 @@ func (q *Queries) FailoverAuditLostCommands(ctx context.Context, db DBTX, arg Fa
 }
 
 const failoverAuditNotMostUpToDate = `-- name: FailoverAuditNotMostUpToDate :one
-SELECT count(*) FROM failover_decisions d
-LEFT JOIN failover_decision_nodes c ON c.shard = d.shard AND c.epoch = d.epoch AND c.node_id = d.new_primary
+SELECT count(*) FROM batchclaim.failover_decisions d
+LEFT JOIN batchclaim.failover_decision_nodes c ON c.shard = d.shard AND c.epoch = d.epoch AND c.node_id = d.new_primary
 WHERE d.shard = $1 AND (
     c.node_id IS NULL OR c.last_updated <= d.live_after OR EXISTS (
-        SELECT 1 FROM failover_decision_nodes o
+        SELECT 1 FROM batchclaim.failover_decision_nodes o
         WHERE o.shard = d.shard AND o.epoch = d.epoch AND o.node_id NOT IN (d.new_primary, d.old_primary)
           AND o.last_updated > d.live_after AND o.last_txn_id > c.last_txn_id))
 `
@@ -51,8 +51,8 @@ func (q *Queries) FailoverAuditNotMostUpToDate(ctx context.Context, db DBTX, sha
 const failoverAuditTwoPrimaries = `-- name: FailoverAuditTwoPrimaries :one
 WITH term AS (
     SELECT r.node_id, r.at AS start_at,
-           LEAST(r.lease_until, COALESCE((SELECT min(x.at) FROM failover_roles x WHERE x.node_id = r.node_id AND x.id > r.id), 'infinity'::timestamptz)) AS end_at
-    FROM failover_roles r WHERE r.shard = $1 AND r.role = 'primary'
+           LEAST(r.lease_until, COALESCE((SELECT min(x.at) FROM batchclaim.failover_roles x WHERE x.node_id = r.node_id AND x.id > r.id), 'infinity'::timestamptz)) AS end_at
+    FROM batchclaim.failover_roles r WHERE r.shard = $1 AND r.role = 'primary'
 )
 SELECT count(*) FROM term a JOIN term b ON a.node_id < b.node_id AND a.start_at < b.end_at AND b.start_at < a.end_at
 `
@@ -67,7 +67,7 @@ func (q *Queries) FailoverAuditTwoPrimaries(ctx context.Context, db DBTX, shard 
 }
 
 const failoverCandidate = `-- name: FailoverCandidate :one
-SELECT node_id, last_txn_id FROM failover_decision_nodes
+SELECT node_id, last_txn_id FROM batchclaim.failover_decision_nodes
 WHERE shard = $1 AND epoch = $2 AND node_id <> $3::text
   AND last_updated > now() - $4::bigint * interval '1 millisecond'
 ORDER BY last_txn_id DESC, node_id
@@ -101,9 +101,9 @@ func (q *Queries) FailoverCandidate(ctx context.Context, db DBTX, arg FailoverCa
 }
 
 const failoverCommandConsume = `-- name: FailoverCommandConsume :one
-UPDATE failover_commands c SET consumed_at = clock_timestamp()
+UPDATE batchclaim.failover_commands c SET consumed_at = clock_timestamp()
 WHERE c.id = (
-    SELECT q.id FROM failover_commands q
+    SELECT q.id FROM batchclaim.failover_commands q
     WHERE q.node_id = $1 AND q.consumed_at IS NULL
     ORDER BY q.id LIMIT 1
     FOR UPDATE SKIP LOCKED
@@ -139,7 +139,7 @@ func (q *Queries) FailoverCommandConsume(ctx context.Context, db DBTX, nodeID st
 }
 
 const failoverCommandCounts = `-- name: FailoverCommandCounts :one
-SELECT count(*) AS issued, count(consumed_at) AS consumed FROM failover_commands WHERE shard = $1
+SELECT count(*) AS issued, count(consumed_at) AS consumed FROM batchclaim.failover_commands WHERE shard = $1
 `
 
 type FailoverCommandCountsRow struct {
@@ -155,7 +155,7 @@ func (q *Queries) FailoverCommandCounts(ctx context.Context, db DBTX, shard stri
 }
 
 const failoverCommandIssue = `-- name: FailoverCommandIssue :execrows
-INSERT INTO failover_commands (node_id, shard, epoch, kind, primary_id, primary_address, issued_by)
+INSERT INTO batchclaim.failover_commands (node_id, shard, epoch, kind, primary_id, primary_address, issued_by)
 VALUES ($1::text, $2::text, $3::bigint, $4::text,
         $5::text, $6::text, $7::text)
 ON CONFLICT (node_id, epoch, kind) DO NOTHING
@@ -199,7 +199,7 @@ func (q *Queries) FailoverCommandNotify(ctx context.Context, db DBTX, nodeID str
 }
 
 const failoverDecisionComplete = `-- name: FailoverDecisionComplete :execrows
-UPDATE failover_decisions SET outcome = 'completed', completed_at = clock_timestamp(), completed_by = $1::text
+UPDATE batchclaim.failover_decisions SET outcome = 'completed', completed_at = clock_timestamp(), completed_by = $1::text
 WHERE shard = $2 AND epoch = $3 AND outcome IS NULL
 `
 
@@ -218,7 +218,7 @@ func (q *Queries) FailoverDecisionComplete(ctx context.Context, db DBTX, arg Fai
 }
 
 const failoverDecisionInsert = `-- name: FailoverDecisionInsert :exec
-INSERT INTO failover_decisions (shard, epoch, old_primary, new_primary, decided_by, lock_epoch, live_after)
+INSERT INTO batchclaim.failover_decisions (shard, epoch, old_primary, new_primary, decided_by, lock_epoch, live_after)
 VALUES ($1::text, $2::bigint, $3::text, $4::text,
         $5::text, $6::bigint, now() - $7::bigint * interval '1 millisecond')
 `
@@ -247,9 +247,9 @@ func (q *Queries) FailoverDecisionInsert(ctx context.Context, db DBTX, arg Failo
 }
 
 const failoverDecisionSnapshot = `-- name: FailoverDecisionSnapshot :execrows
-INSERT INTO failover_decision_nodes (shard, epoch, node_id, role, last_txn_id, last_updated)
+INSERT INTO batchclaim.failover_decision_nodes (shard, epoch, node_id, role, last_txn_id, last_updated)
 SELECT n.shard, $1::bigint, n.node_id, n.role, n.last_txn_id, n.last_updated
-FROM failover_nodes n WHERE n.shard = $2
+FROM batchclaim.failover_nodes n WHERE n.shard = $2
 `
 
 type FailoverDecisionSnapshotParams struct {
@@ -268,7 +268,7 @@ func (q *Queries) FailoverDecisionSnapshot(ctx context.Context, db DBTX, arg Fai
 
 const failoverDecisions = `-- name: FailoverDecisions :many
 SELECT epoch, old_primary, new_primary, decided_by, lock_epoch, decided_at, outcome, completed_at, completed_by
-FROM failover_decisions WHERE shard = $1 ORDER BY epoch
+FROM batchclaim.failover_decisions WHERE shard = $1 ORDER BY epoch
 `
 
 type FailoverDecisionsRow struct {
@@ -314,7 +314,7 @@ func (q *Queries) FailoverDecisions(ctx context.Context, db DBTX, shard string) 
 }
 
 const failoverDecisionsSupersede = `-- name: FailoverDecisionsSupersede :execrows
-UPDATE failover_decisions SET outcome = 'superseded', completed_at = clock_timestamp(), completed_by = $1::text
+UPDATE batchclaim.failover_decisions SET outcome = 'superseded', completed_at = clock_timestamp(), completed_by = $1::text
 WHERE shard = $2 AND outcome IS NULL
 `
 
@@ -332,7 +332,7 @@ func (q *Queries) FailoverDecisionsSupersede(ctx context.Context, db DBTX, arg F
 }
 
 const failoverLiveNodes = `-- name: FailoverLiveNodes :many
-SELECT node_id, address FROM failover_nodes
+SELECT node_id, address FROM batchclaim.failover_nodes
 WHERE shard = $1 AND last_updated > now() - $2::bigint * interval '1 millisecond'
 ORDER BY node_id
 `
@@ -368,7 +368,7 @@ func (q *Queries) FailoverLiveNodes(ctx context.Context, db DBTX, arg FailoverLi
 }
 
 const failoverNodeDeleteStale = `-- name: FailoverNodeDeleteStale :execrows
-DELETE FROM failover_nodes
+DELETE FROM batchclaim.failover_nodes
 WHERE node_id = $1 AND last_updated < now() - $2::bigint * interval '1 millisecond'
 `
 
@@ -388,7 +388,7 @@ func (q *Queries) FailoverNodeDeleteStale(ctx context.Context, db DBTX, arg Fail
 
 const failoverNodeLive = `-- name: FailoverNodeLive :one
 SELECT (last_updated > now() - $1::bigint * interval '1 millisecond')::bool AS live, address
-FROM failover_nodes WHERE node_id = $2
+FROM batchclaim.failover_nodes WHERE node_id = $2
 `
 
 type FailoverNodeLiveParams struct {
@@ -409,7 +409,7 @@ func (q *Queries) FailoverNodeLive(ctx context.Context, db DBTX, arg FailoverNod
 }
 
 const failoverNodeRegister = `-- name: FailoverNodeRegister :one
-INSERT INTO failover_nodes AS n (node_id, shard, address, role, primary_id, epoch, last_txn_id, last_updated)
+INSERT INTO batchclaim.failover_nodes AS n (node_id, shard, address, role, primary_id, epoch, last_txn_id, last_updated)
 VALUES ($1::text, $2::text, $3::text, $4::text,
         $5::text, $6::bigint, $7::bigint, now())
 ON CONFLICT (node_id) DO UPDATE
@@ -447,7 +447,7 @@ func (q *Queries) FailoverNodeRegister(ctx context.Context, db DBTX, arg Failove
 const failoverNodes = `-- name: FailoverNodes :many
 SELECT node_id, role, primary_id, epoch, last_txn_id, last_updated,
        (last_updated > now() - $1::bigint * interval '1 millisecond')::bool AS live
-FROM failover_nodes WHERE shard = $2 ORDER BY node_id
+FROM batchclaim.failover_nodes WHERE shard = $2 ORDER BY node_id
 `
 
 type FailoverNodesParams struct {
@@ -495,7 +495,7 @@ func (q *Queries) FailoverNodes(ctx context.Context, db DBTX, arg FailoverNodesP
 
 const failoverPendingDecision = `-- name: FailoverPendingDecision :one
 SELECT epoch, old_primary, new_primary, decided_by, lock_epoch, decided_at
-FROM failover_decisions
+FROM batchclaim.failover_decisions
 WHERE shard = $1 AND epoch = $2 AND outcome IS NULL
 `
 
@@ -528,7 +528,7 @@ func (q *Queries) FailoverPendingDecision(ctx context.Context, db DBTX, arg Fail
 }
 
 const failoverPrimaryRenew = `-- name: FailoverPrimaryRenew :one
-UPDATE failover_roles
+UPDATE batchclaim.failover_roles
 SET renewed_at = now(), lease_until = now() + $1::bigint * interval '1 millisecond'
 WHERE shard = $2 AND node_id = $3 AND epoch = $4 AND role = 'primary'
 RETURNING lease_until
@@ -557,7 +557,7 @@ func (q *Queries) FailoverPrimaryRenew(ctx context.Context, db DBTX, arg Failove
 
 const failoverPrimaryRole = `-- name: FailoverPrimaryRole :one
 SELECT node_id, at, lease_until, (lease_until > now())::bool AS lease_live
-FROM failover_roles
+FROM batchclaim.failover_roles
 WHERE shard = $1 AND epoch = $2 AND role = 'primary'
 `
 
@@ -590,9 +590,9 @@ const failoverPrimaryStatus = `-- name: FailoverPrimaryStatus :one
 SELECT s.epoch, s.primary_id, COALESCE(n.address, '')::text AS primary_address,
        (GREATEST(s.updated_at, r.renewed_at) < now() - $1::bigint * interval '1 millisecond')::bool AS stale,
        COALESCE(r.lease_until > now(), false)::bool AS lease_live
-FROM failover_shards s
-LEFT JOIN failover_roles r ON r.shard = s.shard AND r.epoch = s.epoch AND r.role = 'primary' AND r.node_id = s.primary_id
-LEFT JOIN failover_nodes n ON n.node_id = s.primary_id
+FROM batchclaim.failover_shards s
+LEFT JOIN batchclaim.failover_roles r ON r.shard = s.shard AND r.epoch = s.epoch AND r.role = 'primary' AND r.node_id = s.primary_id
+LEFT JOIN batchclaim.failover_nodes n ON n.node_id = s.primary_id
 WHERE s.shard = $2
 `
 
@@ -626,7 +626,7 @@ func (q *Queries) FailoverPrimaryStatus(ctx context.Context, db DBTX, arg Failov
 }
 
 const failoverRoleRecord = `-- name: FailoverRoleRecord :one
-INSERT INTO failover_roles (shard, node_id, epoch, role, primary_id, renewed_at, lease_until)
+INSERT INTO batchclaim.failover_roles (shard, node_id, epoch, role, primary_id, renewed_at, lease_until)
 VALUES ($1::text, $2::text, $3::bigint, $4::text, $5::text,
         CASE WHEN $4::text = 'primary' THEN now() END,
         CASE WHEN $4::text = 'primary' THEN now() + $6::bigint * interval '1 millisecond' END)
@@ -665,7 +665,7 @@ func (q *Queries) FailoverRoleRecord(ctx context.Context, db DBTX, arg FailoverR
 }
 
 const failoverShardAdvance = `-- name: FailoverShardAdvance :one
-UPDATE failover_shards SET epoch = epoch + 1, primary_id = $1::text, updated_at = clock_timestamp()
+UPDATE batchclaim.failover_shards SET epoch = epoch + 1, primary_id = $1::text, updated_at = clock_timestamp()
 WHERE shard = $2 AND epoch = $3
 RETURNING epoch
 `
@@ -686,7 +686,7 @@ func (q *Queries) FailoverShardAdvance(ctx context.Context, db DBTX, arg Failove
 
 const failoverShardBootstrap = `-- name: FailoverShardBootstrap :execrows
 
-INSERT INTO failover_shards (shard, epoch, primary_id) VALUES ($1::text, 1, $2::text)
+INSERT INTO batchclaim.failover_shards (shard, epoch, primary_id) VALUES ($1::text, 1, $2::text)
 ON CONFLICT (shard) DO NOTHING
 `
 
@@ -707,7 +707,7 @@ func (q *Queries) FailoverShardBootstrap(ctx context.Context, db DBTX, arg Failo
 }
 
 const failoverShardGet = `-- name: FailoverShardGet :one
-SELECT epoch, primary_id, updated_at FROM failover_shards WHERE shard = $1
+SELECT epoch, primary_id, updated_at FROM batchclaim.failover_shards WHERE shard = $1
 `
 
 type FailoverShardGetRow struct {
@@ -724,7 +724,7 @@ func (q *Queries) FailoverShardGet(ctx context.Context, db DBTX, shard string) (
 }
 
 const failoverShardLock = `-- name: FailoverShardLock :one
-SELECT epoch, primary_id, updated_at FROM failover_shards WHERE shard = $1 FOR UPDATE
+SELECT epoch, primary_id, updated_at FROM batchclaim.failover_shards WHERE shard = $1 FOR UPDATE
 `
 
 type FailoverShardLockRow struct {
@@ -741,7 +741,7 @@ func (q *Queries) FailoverShardLock(ctx context.Context, db DBTX, shard string) 
 }
 
 const failoverShardShare = `-- name: FailoverShardShare :one
-SELECT epoch, primary_id, updated_at FROM failover_shards WHERE shard = $1 FOR SHARE
+SELECT epoch, primary_id, updated_at FROM batchclaim.failover_shards WHERE shard = $1 FOR SHARE
 `
 
 type FailoverShardShareRow struct {

@@ -14,14 +14,14 @@ import (
 
 const heartbeatClearFresh = `-- name: HeartbeatClearFresh :many
 WITH fresh AS (
-    UPDATE heartbeat_sources s
+    UPDATE batchclaim.heartbeat_sources s
     SET raised = false, raised_heartbeat = NULL
-    FROM heartbeat_event_types t
+    FROM batchclaim.heartbeat_event_types t
     WHERE t.event_name = s.event_name AND t.valid AND s.raised AND s.heartbeats > s.raised_heartbeat
     RETURNING s.event_name, s.source_name, s.episodes, s.received_at, s.last_epoch_microsec, s.heartbeats,
               t.interval_ms, t.missed_count, t.control_loop
 )
-INSERT INTO heartbeat_events (event_name, source_name, episode, kind, reason, last_received_at, last_epoch_microsec,
+INSERT INTO batchclaim.heartbeat_events (event_name, source_name, episode, kind, reason, last_received_at, last_epoch_microsec,
                               heartbeat_seq, interval_ms, missed_count, control_loop, instance_id, term_epoch)
 SELECT f.event_name, f.source_name, f.episodes, 'cleared', 'heartbeat', f.received_at, f.last_epoch_microsec,
        f.heartbeats, f.interval_ms, f.missed_count, f.control_loop, $1::uuid, $2::bigint
@@ -77,14 +77,14 @@ func (q *Queries) HeartbeatClearFresh(ctx context.Context, db DBTX, arg Heartbea
 
 const heartbeatClearRemoved = `-- name: HeartbeatClearRemoved :many
 WITH gone AS (
-    UPDATE heartbeat_sources s
+    UPDATE batchclaim.heartbeat_sources s
     SET raised = false, raised_heartbeat = NULL
-    FROM heartbeat_event_types t
+    FROM batchclaim.heartbeat_event_types t
     WHERE t.event_name = s.event_name AND NOT t.valid AND s.raised
     RETURNING s.event_name, s.source_name, s.episodes, s.received_at, s.last_epoch_microsec, s.heartbeats,
               t.interval_ms, t.missed_count, t.control_loop
 )
-INSERT INTO heartbeat_events (event_name, source_name, episode, kind, reason, last_received_at, last_epoch_microsec,
+INSERT INTO batchclaim.heartbeat_events (event_name, source_name, episode, kind, reason, last_received_at, last_epoch_microsec,
                               heartbeat_seq, interval_ms, missed_count, control_loop, instance_id, term_epoch)
 SELECT g.event_name, g.source_name, g.episodes, 'cleared', 'removed', g.received_at, g.last_epoch_microsec,
        g.heartbeats, g.interval_ms, g.missed_count, g.control_loop, $1::uuid, $2::bigint
@@ -141,7 +141,7 @@ func (q *Queries) HeartbeatClearRemoved(ctx context.Context, db DBTX, arg Heartb
 
 const heartbeatConfigBump = `-- name: HeartbeatConfigBump :one
 
-UPDATE heartbeat_config SET generation = generation + 1, updated_at = now()
+UPDATE batchclaim.heartbeat_config SET generation = generation + 1, updated_at = now()
 WHERE singleton
 RETURNING generation
 `
@@ -158,7 +158,7 @@ func (q *Queries) HeartbeatConfigBump(ctx context.Context, db DBTX) (int64, erro
 }
 
 const heartbeatEventList = `-- name: HeartbeatEventList :many
-SELECT id, event_name, source_name, episode, kind, reason, last_received_at, last_epoch_microsec, heartbeat_seq, interval_ms, missed_count, control_loop, instance_id, term_epoch, written_at, delivered_at, attempts, next_attempt_at, last_error FROM heartbeat_events WHERE id > $1::bigint ORDER BY id LIMIT $2::integer
+SELECT id, event_name, source_name, episode, kind, reason, last_received_at, last_epoch_microsec, heartbeat_seq, interval_ms, missed_count, control_loop, instance_id, term_epoch, written_at, delivered_at, attempts, next_attempt_at, last_error FROM batchclaim.heartbeat_events WHERE id > $1::bigint ORDER BY id LIMIT $2::integer
 `
 
 type HeartbeatEventListParams struct {
@@ -207,7 +207,7 @@ func (q *Queries) HeartbeatEventList(ctx context.Context, db DBTX, arg Heartbeat
 }
 
 const heartbeatEventTypeInvalidate = `-- name: HeartbeatEventTypeInvalidate :execrows
-UPDATE heartbeat_event_types SET valid = false, generation = $1::bigint, updated_at = now()
+UPDATE batchclaim.heartbeat_event_types SET valid = false, generation = $1::bigint, updated_at = now()
 WHERE event_name = $2::text AND valid
 `
 
@@ -226,8 +226,8 @@ func (q *Queries) HeartbeatEventTypeInvalidate(ctx context.Context, db DBTX, arg
 
 const heartbeatEventTypeList = `-- name: HeartbeatEventTypeList :many
 SELECT t.event_name, t.interval_ms, t.missed_count, t.control_loop, t.valid, t.generation, t.updated_at,
-       (SELECT count(*) FROM heartbeat_sources s WHERE s.event_name = t.event_name)::bigint AS sources
-FROM heartbeat_event_types t
+       (SELECT count(*) FROM batchclaim.heartbeat_sources s WHERE s.event_name = t.event_name)::bigint AS sources
+FROM batchclaim.heartbeat_event_types t
 ORDER BY t.event_name
 `
 
@@ -272,7 +272,7 @@ func (q *Queries) HeartbeatEventTypeList(ctx context.Context, db DBTX) ([]Heartb
 }
 
 const heartbeatEventTypeUpsert = `-- name: HeartbeatEventTypeUpsert :exec
-INSERT INTO heartbeat_event_types (event_name, interval_ms, missed_count, control_loop, valid, generation, updated_at)
+INSERT INTO batchclaim.heartbeat_event_types (event_name, interval_ms, missed_count, control_loop, valid, generation, updated_at)
 VALUES ($1::text, $2::bigint, $3::integer,
         $4::jsonb, true, $5::bigint, now())
 ON CONFLICT (event_name) DO UPDATE
@@ -300,7 +300,7 @@ func (q *Queries) HeartbeatEventTypeUpsert(ctx context.Context, db DBTX, arg Hea
 }
 
 const heartbeatEventTypesInvalidateAll = `-- name: HeartbeatEventTypesInvalidateAll :execrows
-UPDATE heartbeat_event_types SET valid = false, updated_at = now() WHERE valid
+UPDATE batchclaim.heartbeat_event_types SET valid = false, updated_at = now() WHERE valid
 `
 
 // Step one of a reconfiguration: every entry invalid until the new configuration names it.
@@ -313,9 +313,9 @@ func (q *Queries) HeartbeatEventTypesInvalidateAll(ctx context.Context, db DBTX)
 }
 
 const heartbeatEventTypesPurge = `-- name: HeartbeatEventTypesPurge :execrows
-DELETE FROM heartbeat_event_types t
+DELETE FROM batchclaim.heartbeat_event_types t
 WHERE NOT t.valid
-  AND NOT EXISTS (SELECT 1 FROM heartbeat_sources s WHERE s.event_name = t.event_name AND s.raised)
+  AND NOT EXISTS (SELECT 1 FROM batchclaim.heartbeat_sources s WHERE s.event_name = t.event_name AND s.raised)
 `
 
 // Deletes invalid event types and, by cascade, their sources (the design's DB monitoring
@@ -329,7 +329,7 @@ func (q *Queries) HeartbeatEventTypesPurge(ctx context.Context, db DBTX) (int64,
 }
 
 const heartbeatOutboxDelivered = `-- name: HeartbeatOutboxDelivered :execrows
-UPDATE heartbeat_events SET delivered_at = now(), attempts = attempts + 1, last_error = ''
+UPDATE batchclaim.heartbeat_events SET delivered_at = now(), attempts = attempts + 1, last_error = ''
 WHERE id = $1::bigint AND delivered_at IS NULL
 `
 
@@ -342,10 +342,10 @@ func (q *Queries) HeartbeatOutboxDelivered(ctx context.Context, db DBTX, id int6
 }
 
 const heartbeatOutboxDue = `-- name: HeartbeatOutboxDue :many
-SELECT e.id, e.event_name, e.source_name, e.episode, e.kind, e.reason, e.last_received_at, e.last_epoch_microsec, e.heartbeat_seq, e.interval_ms, e.missed_count, e.control_loop, e.instance_id, e.term_epoch, e.written_at, e.delivered_at, e.attempts, e.next_attempt_at, e.last_error FROM heartbeat_events e
+SELECT e.id, e.event_name, e.source_name, e.episode, e.kind, e.reason, e.last_received_at, e.last_epoch_microsec, e.heartbeat_seq, e.interval_ms, e.missed_count, e.control_loop, e.instance_id, e.term_epoch, e.written_at, e.delivered_at, e.attempts, e.next_attempt_at, e.last_error FROM batchclaim.heartbeat_events e
 WHERE e.delivered_at IS NULL
   AND e.next_attempt_at <= now()
-  AND NOT EXISTS (SELECT 1 FROM heartbeat_events p
+  AND NOT EXISTS (SELECT 1 FROM batchclaim.heartbeat_events p
                   WHERE p.delivered_at IS NULL AND p.event_name = e.event_name
                     AND p.source_name = e.source_name AND p.id < e.id)
 ORDER BY e.id
@@ -395,7 +395,7 @@ func (q *Queries) HeartbeatOutboxDue(ctx context.Context, db DBTX, maxEvents int
 }
 
 const heartbeatOutboxFailed = `-- name: HeartbeatOutboxFailed :execrows
-UPDATE heartbeat_events
+UPDATE batchclaim.heartbeat_events
 SET attempts = attempts + 1, last_error = $1::text,
     next_attempt_at = now() + $2::bigint * interval '1 millisecond'
 WHERE id = $3::bigint AND delivered_at IS NULL
@@ -416,7 +416,7 @@ func (q *Queries) HeartbeatOutboxFailed(ctx context.Context, db DBTX, arg Heartb
 }
 
 const heartbeatOutboxPending = `-- name: HeartbeatOutboxPending :one
-SELECT count(*)::bigint FROM heartbeat_events WHERE delivered_at IS NULL
+SELECT count(*)::bigint FROM batchclaim.heartbeat_events WHERE delivered_at IS NULL
 `
 
 func (q *Queries) HeartbeatOutboxPending(ctx context.Context, db DBTX) (int64, error) {
@@ -428,11 +428,11 @@ func (q *Queries) HeartbeatOutboxPending(ctx context.Context, db DBTX) (int64, e
 
 const heartbeatRaiseDue = `-- name: HeartbeatRaiseDue :many
 WITH due AS (
-    UPDATE heartbeat_sources s
+    UPDATE batchclaim.heartbeat_sources s
     SET episodes = s.episodes + 1, raised = true,
         raised_heartbeat = COALESCE(s.late_heartbeat, s.heartbeats),
         late_heartbeat = NULL
-    FROM heartbeat_event_types t
+    FROM batchclaim.heartbeat_event_types t
     WHERE t.event_name = s.event_name AND t.valid AND NOT s.raised
       AND (s.late_heartbeat IS NOT NULL
            OR s.received_at + t.missed_count * t.interval_ms * interval '1 millisecond'
@@ -443,7 +443,7 @@ WITH due AS (
               CASE WHEN s.raised_heartbeat < s.heartbeats THEN s.late_received_at ELSE s.received_at END AS received_at,
               CASE WHEN s.raised_heartbeat < s.heartbeats THEN s.late_epoch_microsec ELSE s.last_epoch_microsec END AS last_epoch_microsec
 )
-INSERT INTO heartbeat_events (event_name, source_name, episode, kind, reason, last_received_at, last_epoch_microsec,
+INSERT INTO batchclaim.heartbeat_events (event_name, source_name, episode, kind, reason, last_received_at, last_epoch_microsec,
                               heartbeat_seq, interval_ms, missed_count, control_loop, instance_id, term_epoch)
 SELECT due.event_name, due.source_name, due.episodes, 'raised', 'missed', due.received_at, due.last_epoch_microsec,
        due.raised_heartbeat, due.interval_ms, due.missed_count, due.control_loop, $1::uuid, $2::bigint
@@ -503,11 +503,11 @@ func (q *Queries) HeartbeatRaiseDue(ctx context.Context, db DBTX, arg HeartbeatR
 }
 
 const heartbeatRecord = `-- name: HeartbeatRecord :one
-INSERT INTO heartbeat_sources AS s (event_name, source_name, first_received_at, received_at, last_epoch_microsec, heartbeats, episodes)
+INSERT INTO batchclaim.heartbeat_sources AS s (event_name, source_name, first_received_at, received_at, last_epoch_microsec, heartbeats, episodes)
 SELECT t.event_name, $1::text, now(), now(), $2::bigint, 1,
-       COALESCE((SELECT max(e.episode) FROM heartbeat_events e
+       COALESCE((SELECT max(e.episode) FROM batchclaim.heartbeat_events e
                  WHERE e.event_name = t.event_name AND e.source_name = $1::text), 0)::bigint
-FROM heartbeat_event_types t
+FROM batchclaim.heartbeat_event_types t
 WHERE t.event_name = $3::text AND t.valid
 ON CONFLICT (event_name, source_name) DO UPDATE
 SET received_at = now(), last_epoch_microsec = EXCLUDED.last_epoch_microsec, heartbeats = s.heartbeats + 1,
@@ -519,7 +519,7 @@ SET received_at = now(), last_epoch_microsec = EXCLUDED.last_epoch_microsec, hea
                      -- not the silence the open episode was raised for
                      AND NOT (s.raised AND s.raised_heartbeat = s.heartbeats)
                      AND s.received_at + t.missed_count * t.interval_ms * interval '1 millisecond' <= now() AS late
-              FROM heartbeat_event_types t WHERE t.event_name = s.event_name) l)
+              FROM batchclaim.heartbeat_event_types t WHERE t.event_name = s.event_name) l)
 RETURNING s.received_at, s.heartbeats, s.raised, s.episodes
 `
 
@@ -556,7 +556,7 @@ func (q *Queries) HeartbeatRecord(ctx context.Context, db DBTX, arg HeartbeatRec
 const heartbeatSourceList = `-- name: HeartbeatSourceList :many
 SELECT s.event_name, s.source_name, s.first_received_at, s.received_at, s.last_epoch_microsec, s.heartbeats,
        s.episodes, s.raised, EXTRACT(EPOCH FROM now() - s.received_at)::float8 AS silent_seconds
-FROM heartbeat_sources s
+FROM batchclaim.heartbeat_sources s
 ORDER BY s.event_name, s.source_name
 `
 
@@ -603,7 +603,7 @@ func (q *Queries) HeartbeatSourceList(ctx context.Context, db DBTX) ([]Heartbeat
 }
 
 const heartbeatTermHistory = `-- name: HeartbeatTermHistory :many
-SELECT epoch, instance_id, event, at FROM election_events
+SELECT epoch, instance_id, event, at FROM batchclaim.election_events
 WHERE role = $1::text
 ORDER BY at, id
 `

@@ -13,7 +13,7 @@ import (
 )
 
 const instanceDeleteDead = `-- name: InstanceDeleteDead :execrows
-DELETE FROM instances WHERE id = $1 AND nonce = $2::uuid
+DELETE FROM batchclaim.instances WHERE id = $1 AND nonce = $2::uuid
 `
 
 type InstanceDeleteDeadParams struct {
@@ -32,7 +32,7 @@ func (q *Queries) InstanceDeleteDead(ctx context.Context, db DBTX, arg InstanceD
 }
 
 const instanceDeregister = `-- name: InstanceDeregister :execrows
-DELETE FROM instances WHERE id = $1 AND nonce = $2::uuid
+DELETE FROM batchclaim.instances WHERE id = $1 AND nonce = $2::uuid
 `
 
 type InstanceDeregisterParams struct {
@@ -49,7 +49,7 @@ func (q *Queries) InstanceDeregister(ctx context.Context, db DBTX, arg InstanceD
 }
 
 const instanceHeartbeat = `-- name: InstanceHeartbeat :one
-UPDATE instances i
+UPDATE batchclaim.instances i
 SET heartbeat_at = COALESCE($1::timestamptz, now()),
     expiry_1 = COALESCE($1::timestamptz, now()) + $2::bigint * interval '1 millisecond',
     expiry_2 = COALESCE($1::timestamptz, now()) + $3::bigint * interval '1 millisecond'
@@ -88,7 +88,7 @@ func (q *Queries) InstanceHeartbeat(ctx context.Context, db DBTX, arg InstanceHe
 
 const instanceLockForRegister = `-- name: InstanceLockForRegister :one
 SELECT nonce, expiry_2, (expiry_2 > COALESCE($1::timestamptz, now()))::bool AS live
-FROM instances WHERE id = $2
+FROM batchclaim.instances WHERE id = $2
 FOR UPDATE
 `
 
@@ -115,7 +115,7 @@ func (q *Queries) InstanceLockForRegister(ctx context.Context, db DBTX, arg Inst
 
 const instanceRegister = `-- name: InstanceRegister :one
 
-INSERT INTO instances (id, nonce, name, host, version, started_at, heartbeat_at, expiry_1, expiry_2)
+INSERT INTO batchclaim.instances (id, nonce, name, host, version, started_at, heartbeat_at, expiry_1, expiry_2)
 VALUES ( $1::uuid, $2::uuid, $3::text, $4::text, $5::text, COALESCE($6::timestamptz, now()), COALESCE($6::timestamptz, now()),
        COALESCE($6::timestamptz, now()) + $7::bigint * interval '1 millisecond',
        COALESCE($6::timestamptz, now()) + $8::bigint * interval '1 millisecond')
@@ -160,9 +160,9 @@ func (q *Queries) InstanceRegister(ctx context.Context, db DBTX, arg InstanceReg
 }
 
 const instancesPrune = `-- name: InstancesPrune :execrows
-DELETE FROM instances i
+DELETE FROM batchclaim.instances i
 WHERE i.expiry_2 < COALESCE($1::timestamptz, now()) - $2::bigint * interval '1 millisecond'
-  AND NOT EXISTS (SELECT 1 FROM service_id_claims c WHERE c.claimant = i.id)
+  AND NOT EXISTS (SELECT 1 FROM batchclaim.service_id_claims c WHERE c.claimant = i.id)
 `
 
 type InstancesPruneParams struct {
@@ -182,8 +182,8 @@ func (q *Queries) InstancesPrune(ctx context.Context, db DBTX, arg InstancesPrun
 const instancesStatus = `-- name: InstancesStatus :many
 SELECT i.id, i.name, i.host, i.version, i.started_at, i.heartbeat_at, i.expiry_1, i.expiry_2,
        EXTRACT(EPOCH FROM now() - i.heartbeat_at)::float8 AS heartbeat_age_seconds,
-       (SELECT count(*) FROM service_id_claims c WHERE c.claimant = i.id)::bigint AS claims
-FROM instances i
+       (SELECT count(*) FROM batchclaim.service_id_claims c WHERE c.claimant = i.id)::bigint AS claims
+FROM batchclaim.instances i
 ORDER BY i.name, i.id
 `
 

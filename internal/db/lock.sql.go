@@ -16,7 +16,7 @@ WITH clock AS (
     SELECT COALESCE($1::timestamptz, now()) AS now
 ),
 taken AS (
-    INSERT INTO owner_locks AS l (name, token, epoch, acquired_at, expires_at)
+    INSERT INTO batchclaim.owner_locks AS l (name, token, epoch, acquired_at, expires_at)
     SELECT $2::text, $3::text, 1, clock.now,
            clock.now + $4::bigint * interval '1 millisecond'
     FROM clock
@@ -27,7 +27,7 @@ taken AS (
     RETURNING l.name, l.epoch, l.acquired_at, l.expires_at
 ),
 logged AS (
-    INSERT INTO owner_lock_events (name, epoch, event, expires_at)
+    INSERT INTO batchclaim.owner_lock_events (name, epoch, event, expires_at)
     SELECT taken.name, taken.epoch, 'acquired', taken.expires_at FROM taken
 )
 SELECT taken.epoch, taken.acquired_at::timestamptz AS acquired_at, taken.expires_at::timestamptz AS expires_at FROM taken
@@ -65,8 +65,8 @@ func (q *Queries) LockAcquire(ctx context.Context, db DBTX, arg LockAcquireParam
 const lockAcquisitions = `-- name: LockAcquisitions :many
 SELECT a.epoch, a.at AS acquired_at, a.expires_at AS first_expires_at,
        r.at AS released_at
-FROM owner_lock_events a
-LEFT JOIN owner_lock_events r ON r.name = a.name AND r.epoch = a.epoch AND r.event = 'released'
+FROM batchclaim.owner_lock_events a
+LEFT JOIN batchclaim.owner_lock_events r ON r.name = a.name AND r.epoch = a.epoch AND r.event = 'released'
 WHERE a.name = $1 AND a.event = 'acquired'
 ORDER BY a.epoch
 `
@@ -106,7 +106,7 @@ func (q *Queries) LockAcquisitions(ctx context.Context, db DBTX, name string) ([
 }
 
 const lockFence = `-- name: LockFence :one
-SELECT epoch, expires_at::timestamptz AS expires_at FROM owner_locks
+SELECT epoch, expires_at::timestamptz AS expires_at FROM batchclaim.owner_locks
 WHERE name = $1 AND token = $2::text AND epoch = $3
   AND expires_at > COALESCE($4::timestamptz, now())
 FOR SHARE
@@ -141,7 +141,7 @@ func (q *Queries) LockFence(ctx context.Context, db DBTX, arg LockFenceParams) (
 const lockGet = `-- name: LockGet :one
 SELECT name, epoch, (token IS NOT NULL AND expires_at > COALESCE($1::timestamptz, now()))::bool AS held,
        acquired_at, expires_at, COALESCE($1::timestamptz, now())::timestamptz AS db_now
-FROM owner_locks WHERE name = $2
+FROM batchclaim.owner_locks WHERE name = $2
 `
 
 type LockGetParams struct {
@@ -174,14 +174,14 @@ func (q *Queries) LockGet(ctx context.Context, db DBTX, arg LockGetParams) (Lock
 
 const lockRelease = `-- name: LockRelease :one
 WITH released AS (
-    UPDATE owner_locks l
+    UPDATE batchclaim.owner_locks l
     SET token = NULL, expires_at = NULL
-    FROM owner_locks old
+    FROM batchclaim.owner_locks old
     WHERE old.name = l.name AND l.name = $1 AND l.token = $2::text AND l.epoch = $3
     RETURNING l.name, l.epoch, old.expires_at > COALESCE($4::timestamptz, now()) AS still_valid
 ),
 logged AS (
-    INSERT INTO owner_lock_events (name, epoch, event)
+    INSERT INTO batchclaim.owner_lock_events (name, epoch, event)
     SELECT released.name, released.epoch, 'released' FROM released
 )
 SELECT released.epoch, released.still_valid::bool AS still_valid FROM released
@@ -214,7 +214,7 @@ func (q *Queries) LockRelease(ctx context.Context, db DBTX, arg LockReleaseParam
 }
 
 const lockRenew = `-- name: LockRenew :one
-UPDATE owner_locks
+UPDATE batchclaim.owner_locks
 SET expires_at = COALESCE($1::timestamptz, now()) + $2::bigint * interval '1 millisecond'
 WHERE name = $3 AND token = $4::text AND epoch = $5
   AND expires_at > COALESCE($1::timestamptz, now())

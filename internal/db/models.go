@@ -10,7 +10,7 @@ import (
 	"github.com/google/uuid"
 )
 
-type Batch struct {
+type BatchclaimBatch struct {
 	Seq             int64
 	ServiceID       string
 	BatchID         string
@@ -35,7 +35,7 @@ type Batch struct {
 	MaxAttempts     *int32
 }
 
-type BatchHistory struct {
+type BatchclaimBatchHistory struct {
 	Seq        int64
 	FromState  *string
 	ToState    string
@@ -45,7 +45,7 @@ type BatchHistory struct {
 	Detail     *string
 }
 
-type BatchTransition struct {
+type BatchclaimBatchTransition struct {
 	ID         int64
 	Seq        int64
 	FromState  *string
@@ -56,7 +56,7 @@ type BatchTransition struct {
 	Detail     *string
 }
 
-type ClaimEvent struct {
+type BatchclaimClaimEvent struct {
 	ID         int64
 	ServiceID  string
 	InstanceID uuid.UUID
@@ -65,7 +65,7 @@ type ClaimEvent struct {
 	At         time.Time
 }
 
-type ElectionEvent struct {
+type BatchclaimElectionEvent struct {
 	ID         int64
 	Role       string
 	Epoch      int64
@@ -76,7 +76,7 @@ type ElectionEvent struct {
 	At         time.Time
 }
 
-type ElectionMember struct {
+type BatchclaimElectionMember struct {
 	InstanceID uuid.UUID
 	Name       string
 	Host       string
@@ -85,7 +85,7 @@ type ElectionMember struct {
 	ExpiresAt  time.Time
 }
 
-type ElectionTerm struct {
+type BatchclaimElectionTerm struct {
 	Role       string
 	Epoch      int64
 	InstanceID *uuid.UUID
@@ -94,7 +94,7 @@ type ElectionTerm struct {
 	ElectedAt  *time.Time
 }
 
-type FailoverCommand struct {
+type BatchclaimFailoverCommand struct {
 	ID             int64
 	NodeID         string
 	Shard          string
@@ -107,7 +107,7 @@ type FailoverCommand struct {
 	ConsumedAt     *time.Time
 }
 
-type FailoverDecision struct {
+type BatchclaimFailoverDecision struct {
 	Shard       string
 	Epoch       int64
 	OldPrimary  string
@@ -121,7 +121,7 @@ type FailoverDecision struct {
 	CompletedBy *string
 }
 
-type FailoverDecisionNode struct {
+type BatchclaimFailoverDecisionNode struct {
 	Shard       string
 	Epoch       int64
 	NodeID      string
@@ -130,7 +130,7 @@ type FailoverDecisionNode struct {
 	LastUpdated time.Time
 }
 
-type FailoverNode struct {
+type BatchclaimFailoverNode struct {
 	NodeID      string
 	Shard       string
 	Address     string
@@ -142,7 +142,7 @@ type FailoverNode struct {
 	StartedAt   time.Time
 }
 
-type FailoverRole struct {
+type BatchclaimFailoverRole struct {
 	ID         int64
 	Shard      string
 	NodeID     string
@@ -154,17 +154,146 @@ type FailoverRole struct {
 	LeaseUntil *time.Time
 }
 
-type FailoverShard struct {
+type BatchclaimFailoverShard struct {
 	Shard     string
 	Epoch     int64
 	PrimaryID string
 	UpdatedAt time.Time
 }
 
-type HeartbeatConfig struct {
+type BatchclaimHeartbeatConfig struct {
 	Singleton  bool
 	Generation int64
 	UpdatedAt  time.Time
+}
+
+type BatchclaimHeartbeatEventType struct {
+	EventName   string
+	IntervalMs  int64
+	MissedCount int32
+	ControlLoop []byte
+	Valid       bool
+	Generation  int64
+	UpdatedAt   time.Time
+}
+
+type BatchclaimHeartbeatSource struct {
+	EventName         string
+	SourceName        string
+	FirstReceivedAt   time.Time
+	ReceivedAt        time.Time
+	LastEpochMicrosec int64
+	Heartbeats        int64
+	Episodes          int64
+	Raised            bool
+	RaisedHeartbeat   *int64
+	LateHeartbeat     *int64
+	LateReceivedAt    *time.Time
+	LateEpochMicrosec *int64
+}
+
+type BatchclaimInstance struct {
+	ID          uuid.UUID
+	Name        string
+	Host        string
+	Version     string
+	StartedAt   time.Time
+	HeartbeatAt time.Time
+	Expiry1     time.Time
+	Expiry2     time.Time
+	Nonce       uuid.UUID
+}
+
+type BatchclaimOwnerLock struct {
+	Name       string
+	Token      *string
+	Epoch      int64
+	AcquiredAt *time.Time
+	ExpiresAt  *time.Time
+}
+
+type BatchclaimOwnerLockEvent struct {
+	ID        int64
+	Name      string
+	Epoch     int64
+	Event     string
+	ExpiresAt *time.Time
+	At        time.Time
+}
+
+type BatchclaimRetentionState struct {
+	ID            bool
+	InstanceID    uuid.UUID
+	MaxAgeMs      int64
+	LastRunAt     time.Time
+	LastRunPruned int64
+	PrunedTotal   int64
+}
+
+type BatchclaimServiceHalt struct {
+	ServiceID string
+	Seq       int64
+	Reason    string
+	At        time.Time
+}
+
+type BatchclaimServiceIDClaim struct {
+	ServiceID       string
+	Claimant        *uuid.UUID
+	Epoch           int64
+	ClaimedAt       *time.Time
+	SubmittingSince *time.Time
+	RegisteredAt    time.Time
+	ActiveAt        *time.Time
+}
+
+type BatchclaimServiceIDClaimsEffective struct {
+	ServiceID       string
+	Claimant        *uuid.UUID
+	ClaimantName    *string
+	Epoch           int64
+	ClaimedAt       *time.Time
+	RenewedAt       *time.Time
+	Expiry1         *time.Time
+	Expiry2         *time.Time
+	SubmittingSince *time.Time
+	Phase           string
+	Busy            *bool
+}
+
+type BatchclaimSingleflightEntry struct {
+	Key            string
+	FetchEpoch     int64
+	Holder         *string
+	LeaseExpiry    *time.Time
+	FetchStartedAt time.Time
+	PendingExpiry  time.Time
+	TakenOverFrom  *string
+	Value          []byte
+	ValueEpoch     *int64
+	FetchedAt      *time.Time
+	ExpiresAt      *time.Time
+	Error          *string
+	ErrorEpoch     *int64
+	ErrorUntil     *time.Time
+}
+
+type BatchclaimSubmissionAttempt struct {
+	ID         int64
+	Seq        int64
+	ServiceID  string
+	BatchID    string
+	InstanceID uuid.UUID
+	Epoch      int64
+	Reason     string
+	StartedAt  time.Time
+	FinishedAt *time.Time
+	HttpStatus *int32
+	LatencyMs  *float64
+	Outcome    *string
+	Error      *string
+	FromState  *string
+	ToState    *string
 }
 
 type HeartbeatEvent struct {
@@ -187,133 +316,4 @@ type HeartbeatEvent struct {
 	Attempts          int32
 	NextAttemptAt     time.Time
 	LastError         string
-}
-
-type HeartbeatEventType struct {
-	EventName   string
-	IntervalMs  int64
-	MissedCount int32
-	ControlLoop []byte
-	Valid       bool
-	Generation  int64
-	UpdatedAt   time.Time
-}
-
-type HeartbeatSource struct {
-	EventName         string
-	SourceName        string
-	FirstReceivedAt   time.Time
-	ReceivedAt        time.Time
-	LastEpochMicrosec int64
-	Heartbeats        int64
-	Episodes          int64
-	Raised            bool
-	RaisedHeartbeat   *int64
-	LateHeartbeat     *int64
-	LateReceivedAt    *time.Time
-	LateEpochMicrosec *int64
-}
-
-type Instance struct {
-	ID          uuid.UUID
-	Name        string
-	Host        string
-	Version     string
-	StartedAt   time.Time
-	HeartbeatAt time.Time
-	Expiry1     time.Time
-	Expiry2     time.Time
-	Nonce       uuid.UUID
-}
-
-type OwnerLock struct {
-	Name       string
-	Token      *string
-	Epoch      int64
-	AcquiredAt *time.Time
-	ExpiresAt  *time.Time
-}
-
-type OwnerLockEvent struct {
-	ID        int64
-	Name      string
-	Epoch     int64
-	Event     string
-	ExpiresAt *time.Time
-	At        time.Time
-}
-
-type RetentionState struct {
-	ID            bool
-	InstanceID    uuid.UUID
-	MaxAgeMs      int64
-	LastRunAt     time.Time
-	LastRunPruned int64
-	PrunedTotal   int64
-}
-
-type ServiceHalt struct {
-	ServiceID string
-	Seq       int64
-	Reason    string
-	At        time.Time
-}
-
-type ServiceIDClaim struct {
-	ServiceID       string
-	Claimant        *uuid.UUID
-	Epoch           int64
-	ClaimedAt       *time.Time
-	SubmittingSince *time.Time
-	RegisteredAt    time.Time
-	ActiveAt        *time.Time
-}
-
-type ServiceIDClaimsEffective struct {
-	ServiceID       string
-	Claimant        *uuid.UUID
-	ClaimantName    *string
-	Epoch           int64
-	ClaimedAt       *time.Time
-	RenewedAt       *time.Time
-	Expiry1         *time.Time
-	Expiry2         *time.Time
-	SubmittingSince *time.Time
-	Phase           string
-	Busy            *bool
-}
-
-type SingleflightEntry struct {
-	Key            string
-	FetchEpoch     int64
-	Holder         *string
-	LeaseExpiry    *time.Time
-	FetchStartedAt time.Time
-	PendingExpiry  time.Time
-	TakenOverFrom  *string
-	Value          []byte
-	ValueEpoch     *int64
-	FetchedAt      *time.Time
-	ExpiresAt      *time.Time
-	Error          *string
-	ErrorEpoch     *int64
-	ErrorUntil     *time.Time
-}
-
-type SubmissionAttempt struct {
-	ID         int64
-	Seq        int64
-	ServiceID  string
-	BatchID    string
-	InstanceID uuid.UUID
-	Epoch      int64
-	Reason     string
-	StartedAt  time.Time
-	FinishedAt *time.Time
-	HttpStatus *int32
-	LatencyMs  *float64
-	Outcome    *string
-	Error      *string
-	FromState  *string
-	ToState    *string
 }

@@ -13,12 +13,12 @@ import (
 )
 
 const retentionPrune = `-- name: RetentionPrune :execrows
-DELETE FROM batches
+DELETE FROM batchclaim.batches
 WHERE seq = ANY(ARRAY(
-    SELECT b.seq FROM batches b
+    SELECT b.seq FROM batchclaim.batches b
     WHERE b.finished_at IS NOT NULL
       AND b.finished_at < COALESCE($1::timestamptz, now()) - $2::bigint * interval '1 millisecond'
-      AND b.seq NOT IN (SELECT h.seq FROM service_halts h)
+      AND b.seq NOT IN (SELECT h.seq FROM batchclaim.service_halts h)
     ORDER BY b.finished_at, b.seq
     LIMIT $3
 ))
@@ -44,7 +44,7 @@ func (q *Queries) RetentionPrune(ctx context.Context, db DBTX, arg RetentionPrun
 }
 
 const retentionRecord = `-- name: RetentionRecord :one
-INSERT INTO retention_state AS r (id, instance_id, max_age_ms, last_run_at, last_run_pruned, pruned_total)
+INSERT INTO batchclaim.retention_state AS r (id, instance_id, max_age_ms, last_run_at, last_run_pruned, pruned_total)
 VALUES (true, $1::uuid, $2::bigint, COALESCE($3::timestamptz, now()),
         $4::bigint, $5::bigint)
 ON CONFLICT (id) DO UPDATE
@@ -80,8 +80,8 @@ const retentionStatus = `-- name: RetentionStatus :one
 SELECT r.instance_id, COALESCE(i.name, '')::text AS instance_name, r.max_age_ms, r.last_run_at,
        EXTRACT(EPOCH FROM now() - r.last_run_at)::float8 AS last_run_age_seconds,
        r.last_run_pruned, r.pruned_total
-FROM retention_state r
-LEFT JOIN instances i ON i.id = r.instance_id
+FROM batchclaim.retention_state r
+LEFT JOIN batchclaim.instances i ON i.id = r.instance_id
 `
 
 type RetentionStatusRow struct {

@@ -11,12 +11,12 @@ import (
 )
 
 const singleflightAcquire = `-- name: SingleflightAcquire :one
-INSERT INTO singleflight_entries AS e (key, fetch_epoch, holder, lease_expiry, fetch_started_at, pending_expiry)
-VALUES ($1, nextval('singleflight_epoch_seq'), $2::text,
+INSERT INTO batchclaim.singleflight_entries AS e (key, fetch_epoch, holder, lease_expiry, fetch_started_at, pending_expiry)
+VALUES ($1, nextval('batchclaim.singleflight_epoch_seq'), $2::text,
         now() + $3::bigint * interval '1 microsecond', now(),
         now() + $4::bigint * interval '1 microsecond')
 ON CONFLICT (key) DO UPDATE
-SET fetch_epoch = nextval('singleflight_epoch_seq'),
+SET fetch_epoch = nextval('batchclaim.singleflight_epoch_seq'),
     holder = EXCLUDED.holder,
     lease_expiry = EXCLUDED.lease_expiry,
     fetch_started_at = EXCLUDED.fetch_started_at,
@@ -58,7 +58,7 @@ func (q *Queries) SingleflightAcquire(ctx context.Context, db DBTX, arg Singlefl
 }
 
 const singleflightInvalidate = `-- name: SingleflightInvalidate :execrows
-UPDATE singleflight_entries
+UPDATE batchclaim.singleflight_entries
 SET expires_at = LEAST(expires_at, now()), pending_expiry = LEAST(pending_expiry, now()), error_until = NULL
 WHERE key = $1
 `
@@ -82,7 +82,7 @@ SELECT key, fetch_epoch, holder, value, value_epoch, fetched_at, expires_at,
        (error_until IS NOT NULL AND error_until > now())::bool AS error_fresh,
        (holder IS NOT NULL AND lease_expiry > now())::bool AS fetching,
        COALESCE(floor(extract(epoch FROM lease_expiry - now()) * 1000000), 0)::bigint AS lease_left_us
-FROM singleflight_entries
+FROM batchclaim.singleflight_entries
 WHERE key = $1
 `
 
@@ -130,7 +130,7 @@ func (q *Queries) SingleflightLookup(ctx context.Context, db DBTX, key string) (
 
 const singleflightRelease = `-- name: SingleflightRelease :execrows
 WITH released AS (
-    UPDATE singleflight_entries
+    UPDATE batchclaim.singleflight_entries
     SET holder = NULL, lease_expiry = NULL
     WHERE key = $1 AND fetch_epoch = $2 AND holder = $3::text
     RETURNING key
@@ -155,7 +155,7 @@ func (q *Queries) SingleflightRelease(ctx context.Context, db DBTX, arg Singlefl
 }
 
 const singleflightRenew = `-- name: SingleflightRenew :execrows
-UPDATE singleflight_entries
+UPDATE batchclaim.singleflight_entries
 SET lease_expiry = now() + $1::bigint * interval '1 microsecond'
 WHERE key = $2 AND fetch_epoch = $3 AND holder = $4::text
 `
@@ -183,7 +183,7 @@ func (q *Queries) SingleflightRenew(ctx context.Context, db DBTX, arg Singleflig
 
 const singleflightStore = `-- name: SingleflightStore :one
 WITH stored AS (
-    UPDATE singleflight_entries
+    UPDATE batchclaim.singleflight_entries
     SET value = $1::bytea, value_epoch = fetch_epoch, fetched_at = now(),
         expires_at = pending_expiry, error = NULL, error_epoch = NULL, error_until = NULL,
         holder = NULL, lease_expiry = NULL
@@ -232,7 +232,7 @@ func (q *Queries) SingleflightStore(ctx context.Context, db DBTX, arg Singleflig
 
 const singleflightStoreError = `-- name: SingleflightStoreError :one
 WITH stored AS (
-    UPDATE singleflight_entries
+    UPDATE batchclaim.singleflight_entries
     SET error = $1::text, error_epoch = fetch_epoch,
         error_until = now() + $2::bigint * interval '1 microsecond',
         holder = NULL, lease_expiry = NULL

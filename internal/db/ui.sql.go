@@ -13,14 +13,14 @@ import (
 )
 
 const serviceHaltDelete = `-- name: ServiceHaltDelete :one
-DELETE FROM service_halts WHERE service_id = $1
+DELETE FROM batchclaim.service_halts WHERE service_id = $1
 RETURNING service_id, seq, reason, at
 `
 
 // Resumes a halted service_id: the queuer sends its batches again from its next cycle.
-func (q *Queries) ServiceHaltDelete(ctx context.Context, db DBTX, serviceID string) (ServiceHalt, error) {
+func (q *Queries) ServiceHaltDelete(ctx context.Context, db DBTX, serviceID string) (BatchclaimServiceHalt, error) {
 	row := db.QueryRow(ctx, serviceHaltDelete, serviceID)
-	var i ServiceHalt
+	var i BatchclaimServiceHalt
 	err := row.Scan(
 		&i.ServiceID,
 		&i.Seq,
@@ -35,8 +35,8 @@ SELECT b.seq, b.service_id, b.batch_id, b.state, b.attempts, b.created_at, b.upd
        b.submitted_at, b.next_attempt_at, b.finished_at, b.last_error, b.dlt_status,
        b.status_updated_at, b.unknown_count, b.invalid_details, b.ledger, b.claim_epoch,
        b.claimant, i.name AS claimant_name, length(b.payload)::bigint AS payload_bytes
-FROM batches b
-LEFT JOIN instances i ON i.id = b.claimant
+FROM batchclaim.batches b
+LEFT JOIN batchclaim.instances i ON i.id = b.claimant
 WHERE b.seq = $1
 `
 
@@ -96,8 +96,8 @@ const uIBatchAttempts = `-- name: UIBatchAttempts :many
 SELECT a.id, row_number() OVER (ORDER BY a.id)::bigint AS number, a.instance_id,
        i.name AS instance_name, a.epoch, a.reason, a.started_at,
        a.finished_at, a.http_status, a.latency_ms, a.outcome, a.error
-FROM submission_attempts a
-LEFT JOIN instances i ON i.id = a.instance_id
+FROM batchclaim.submission_attempts a
+LEFT JOIN batchclaim.instances i ON i.id = a.instance_id
 WHERE a.seq = $1
 ORDER BY a.id DESC
 LIMIT $2::int
@@ -159,7 +159,7 @@ func (q *Queries) UIBatchAttempts(ctx context.Context, db DBTX, arg UIBatchAttem
 
 const uIBatchList = `-- name: UIBatchList :many
 SELECT seq, service_id, batch_id, state, attempts, created_at, updated_at
-FROM batches
+FROM batchclaim.batches
 WHERE seq < $1::bigint AND seq >= $2::bigint
   AND updated_at > now() - $3::bigint * interval '1 millisecond'
   AND ($4::text = '' OR state = $4::text)
@@ -228,7 +228,7 @@ func (q *Queries) UIBatchList(ctx context.Context, db DBTX, arg UIBatchListParam
 const uIBatchSearchLedger = `-- name: UIBatchSearchLedger :many
 
 SELECT seq, service_id, batch_id, state, created_at, updated_at
-FROM batches
+FROM batchclaim.batches
 WHERE ledger AND batch_id >= $1::text AND batch_id < $2::text
   AND starts_with(batch_id, $1::text)
 ORDER BY batch_id, seq
@@ -284,7 +284,7 @@ func (q *Queries) UIBatchSearchLedger(ctx context.Context, db DBTX, arg UIBatchS
 }
 
 const uIBatchSeqMax = `-- name: UIBatchSeqMax :one
-SELECT COALESCE(max(seq), 0)::bigint AS seq FROM batches
+SELECT COALESCE(max(seq), 0)::bigint AS seq FROM batchclaim.batches
 `
 
 // The newest batch's seq (0 when there is none), read from the end of the primary key.
@@ -299,10 +299,10 @@ const uIBatchTransitions = `-- name: UIBatchTransitions :many
 SELECT h.at::timestamptz AS at, h.from_state, h.to_state::text AS to_state, h.epoch,
        h.instance_id, i.name AS instance_name, h.detail
 FROM (
-    SELECT seq, from_state, to_state, instance_id, epoch, at, detail FROM batch_history x WHERE x.seq = $1
+    SELECT seq, from_state, to_state, instance_id, epoch, at, detail FROM batchclaim.batch_history x WHERE x.seq = $1
     ORDER BY x.at DESC LIMIT $2::int
 ) h
-LEFT JOIN instances i ON i.id = h.instance_id
+LEFT JOIN batchclaim.instances i ON i.id = h.instance_id
 ORDER BY h.at
 `
 
@@ -355,7 +355,7 @@ const uIOpenBatches = `-- name: UIOpenBatches :many
 
 SELECT service_id, state, count(*)::bigint AS batches,
        EXTRACT(EPOCH FROM now() - min(created_at))::float8 AS oldest_seconds
-FROM batches
+FROM batchclaim.batches
 WHERE unfinished
 GROUP BY service_id, state
 ORDER BY service_id, state
@@ -399,8 +399,8 @@ func (q *Queries) UIOpenBatches(ctx context.Context, db DBTX) ([]UIOpenBatchesRo
 
 const uIServiceOwners = `-- name: UIServiceOwners :many
 SELECT c.service_id, i.name
-FROM service_id_claims c
-JOIN instances i ON i.id = c.claimant
+FROM batchclaim.service_id_claims c
+JOIN batchclaim.instances i ON i.id = c.claimant
 WHERE c.service_id = ANY($1::text[])
 `
 
@@ -433,8 +433,8 @@ func (q *Queries) UIServiceOwners(ctx context.Context, db DBTX, serviceIds []str
 const uIServiceOwnership = `-- name: UIServiceOwnership :many
 SELECT e.id, e.at, e.event, e.epoch,
        COALESCE(i.name, left(e.instance_id::text, 8))::text AS instance
-FROM claim_events e
-LEFT JOIN instances i ON i.id = e.instance_id
+FROM batchclaim.claim_events e
+LEFT JOIN batchclaim.instances i ON i.id = e.instance_id
 WHERE e.service_id = $1
 ORDER BY e.id DESC
 LIMIT $2::int
@@ -484,7 +484,7 @@ func (q *Queries) UIServiceOwnership(ctx context.Context, db DBTX, arg UIService
 
 const uIServiceQueue = `-- name: UIServiceQueue :many
 SELECT seq, batch_id, state, attempts, created_at, updated_at, next_attempt_at, last_error
-FROM batches
+FROM batchclaim.batches
 WHERE service_id = $1 AND unfinished AND seq > $2::bigint
 ORDER BY seq
 LIMIT $3::int
@@ -540,7 +540,7 @@ func (q *Queries) UIServiceQueue(ctx context.Context, db DBTX, arg UIServiceQueu
 
 const uIServiceSearch = `-- name: UIServiceSearch :many
 SELECT k.service_id
-FROM (SELECT service_id FROM service_id_claims WHERE service_id >= $1::text
+FROM (SELECT service_id FROM batchclaim.service_id_claims WHERE service_id >= $1::text
       ORDER BY service_id LIMIT $2::int) k
 WHERE starts_with(k.service_id, $1::text)
 ORDER BY k.service_id
@@ -578,17 +578,17 @@ func (q *Queries) UIServiceSearch(ctx context.Context, db DBTX, arg UIServiceSea
 }
 
 const uIServiceSummary = `-- name: UIServiceSummary :one
-SELECT (EXISTS (SELECT 1 FROM service_id_claims k WHERE k.service_id = $1)
-           OR EXISTS (SELECT 1 FROM batches x WHERE x.service_id = $1))::bool AS known,
+SELECT (EXISTS (SELECT 1 FROM batchclaim.service_id_claims k WHERE k.service_id = $1)
+           OR EXISTS (SELECT 1 FROM batchclaim.batches x WHERE x.service_id = $1))::bool AS known,
        COALESCE(c.claimant_name, '')::text AS owner,
        COALESCE(c.epoch, 0)::bigint AS epoch,
        COALESCE(c.phase, 'free')::text AS phase,
        c.claimed_at,
-       (SELECT count(*) FROM batches o WHERE o.service_id = $1 AND o.unfinished)::bigint AS unfinished,
+       (SELECT count(*) FROM batchclaim.batches o WHERE o.service_id = $1 AND o.unfinished)::bigint AS unfinished,
        h.seq AS halt_seq, h.reason AS halt_reason, h.at AS halt_at
 FROM (SELECT 1) one
-LEFT JOIN service_id_claims_effective c ON c.service_id = $1
-LEFT JOIN service_halts h ON h.service_id = $1
+LEFT JOIN batchclaim.service_id_claims_effective c ON c.service_id = $1
+LEFT JOIN batchclaim.service_halts h ON h.service_id = $1
 `
 
 type UIServiceSummaryRow struct {
@@ -625,7 +625,7 @@ func (q *Queries) UIServiceSummary(ctx context.Context, db DBTX, serviceID strin
 const uITakeoversRecent = `-- name: UITakeoversRecent :many
 WITH v AS (
     SELECT e.id, e.service_id, e.instance_id, e.epoch, e.event, e.at
-    FROM (SELECT id, service_id, instance_id, epoch, event, at FROM claim_events ORDER BY id DESC LIMIT $1::int) e
+    FROM (SELECT id, service_id, instance_id, epoch, event, at FROM batchclaim.claim_events ORDER BY id DESC LIMIT $1::int) e
     WHERE e.event IN ('voided_idle', 'voided_expired')
     ORDER BY e.id DESC
     LIMIT $2::int
@@ -636,12 +636,12 @@ SELECT v.id, v.service_id, v.epoch, v.event, v.at,
        COALESCE(EXTRACT(EPOCH FROM a.at - v.at), -1)::float8 AS acquired_after_seconds
 FROM v
 LEFT JOIN LATERAL (
-    SELECT x.instance_id, x.at FROM claim_events x
+    SELECT x.instance_id, x.at FROM batchclaim.claim_events x
     WHERE x.service_id = v.service_id AND x.id > v.id AND x.event = 'acquired' AND x.epoch > v.epoch
     ORDER BY x.id LIMIT 1
 ) a ON true
-LEFT JOIN instances fi ON fi.id = v.instance_id
-LEFT JOIN instances ti ON ti.id = a.instance_id
+LEFT JOIN batchclaim.instances fi ON fi.id = v.instance_id
+LEFT JOIN batchclaim.instances ti ON ti.id = a.instance_id
 ORDER BY v.id DESC
 `
 
@@ -696,14 +696,14 @@ func (q *Queries) UITakeoversRecent(ctx context.Context, db DBTX, arg UITakeover
 
 const uITransitionsPerBucket = `-- name: UITransitionsPerBucket :many
 WITH t AS (
-    SELECT x.at, x.to_state FROM batch_transitions x
-    WHERE x.id > (SELECT COALESCE(max(id), 0) FROM batch_transitions) - $3::bigint
+    SELECT x.at, x.to_state FROM batchclaim.batch_transitions x
+    WHERE x.id > (SELECT COALESCE(max(id), 0) FROM batchclaim.batch_transitions) - $3::bigint
     UNION ALL
-    SELECT a.started_at, 'INFLIGHT' FROM submission_attempts a
-    WHERE a.id > (SELECT COALESCE(max(id), 0) FROM submission_attempts) - $3::bigint AND a.from_state IS NOT NULL
+    SELECT a.started_at, 'INFLIGHT' FROM batchclaim.submission_attempts a
+    WHERE a.id > (SELECT COALESCE(max(id), 0) FROM batchclaim.submission_attempts) - $3::bigint AND a.from_state IS NOT NULL
     UNION ALL
-    SELECT a.finished_at, a.to_state FROM submission_attempts a
-    WHERE a.id > (SELECT COALESCE(max(id), 0) FROM submission_attempts) - $3::bigint
+    SELECT a.finished_at, a.to_state FROM batchclaim.submission_attempts a
+    WHERE a.id > (SELECT COALESCE(max(id), 0) FROM batchclaim.submission_attempts) - $3::bigint
       AND a.from_state IS NOT NULL AND a.to_state IS NOT NULL
 )
 SELECT floor(EXTRACT(EPOCH FROM now() - t.at) * 1000 / $1::bigint)::bigint AS bucket,
@@ -751,21 +751,21 @@ func (q *Queries) UITransitionsPerBucket(ctx context.Context, db DBTX, arg UITra
 const uITransitionsRecent = `-- name: UITransitionsRecent :many
 WITH t AS (
     SELECT x.seq, x.at, x.from_state, x.to_state, x.epoch, x.instance_id
-    FROM (SELECT id, seq, from_state, to_state, instance_id, epoch, at, detail FROM batch_transitions ORDER BY id DESC LIMIT $1::int) x
+    FROM (SELECT id, seq, from_state, to_state, instance_id, epoch, at, detail FROM batchclaim.batch_transitions ORDER BY id DESC LIMIT $1::int) x
     UNION ALL
     SELECT a.seq, a.started_at, a.from_state, 'INFLIGHT', a.epoch, a.instance_id
-    FROM (SELECT id, seq, service_id, batch_id, instance_id, epoch, reason, started_at, finished_at, http_status, latency_ms, outcome, error, from_state, to_state FROM submission_attempts ORDER BY id DESC LIMIT $1::int) a
+    FROM (SELECT id, seq, service_id, batch_id, instance_id, epoch, reason, started_at, finished_at, http_status, latency_ms, outcome, error, from_state, to_state FROM batchclaim.submission_attempts ORDER BY id DESC LIMIT $1::int) a
     WHERE a.from_state IS NOT NULL
     UNION ALL
     SELECT a.seq, a.finished_at, 'INFLIGHT', a.to_state, a.epoch, a.instance_id
-    FROM (SELECT id, seq, service_id, batch_id, instance_id, epoch, reason, started_at, finished_at, http_status, latency_ms, outcome, error, from_state, to_state FROM submission_attempts ORDER BY id DESC LIMIT $1::int) a
+    FROM (SELECT id, seq, service_id, batch_id, instance_id, epoch, reason, started_at, finished_at, http_status, latency_ms, outcome, error, from_state, to_state FROM batchclaim.submission_attempts ORDER BY id DESC LIMIT $1::int) a
     WHERE a.from_state IS NOT NULL AND a.to_state IS NOT NULL
 )
 SELECT t.at::timestamptz AS at, t.from_state, t.to_state::text AS to_state, t.epoch, b.seq, b.service_id, b.batch_id,
        t.instance_id, i.name AS instance_name
 FROM t
-JOIN batches b ON b.seq = t.seq
-LEFT JOIN instances i ON i.id = t.instance_id
+JOIN batchclaim.batches b ON b.seq = t.seq
+LEFT JOIN batchclaim.instances i ON i.id = t.instance_id
 ORDER BY t.at DESC
 LIMIT $1::int
 `

@@ -27,7 +27,7 @@ func TestParallelTestsGetTheirOwnMigratedDatabases(t *testing.T) {
 					t.Fatal(err)
 				}
 				if !hasTable(t, pool, "service_id_claims") {
-					t.Fatal("table service_id_claims missing: database not copied from the migrated template")
+					t.Fatal("table batchclaim.service_id_claims missing: database not copied from the migrated template")
 				}
 			})
 		}
@@ -58,7 +58,7 @@ func TestDatabasesAreIsolated(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
 	a, b := dbtest.NewPool(t), dbtest.NewPool(t)
-	if _, err := a.Exec(ctx, "CREATE TABLE only_in_a (id int)"); err != nil {
+	if _, err := a.Exec(ctx, "CREATE TABLE batchclaim.only_in_a (id int)"); err != nil {
 		t.Fatal(err)
 	}
 	if !hasTable(t, a, "only_in_a") || hasTable(t, b, "only_in_a") {
@@ -125,7 +125,7 @@ func TestClusterRestart(t *testing.T) {
 func hasTable(t *testing.T, pool *pgxpool.Pool, name string) bool {
 	t.Helper()
 	var ok bool
-	if err := pool.QueryRow(context.Background(), "SELECT to_regclass($1) IS NOT NULL", name).Scan(&ok); err != nil {
+	if err := pool.QueryRow(context.Background(), "SELECT to_regclass($1) IS NOT NULL", "batchclaim."+name).Scan(&ok); err != nil {
 		t.Fatal(err)
 	}
 	return ok

@@ -94,7 +94,7 @@ func claimHistory(ctx context.Context, q claims.Querier, opts ClaimOptions) (Cla
 	if commitTS {
 		at = "COALESCE(pg_xact_commit_timestamp(xmin), at)"
 	}
-	rows, err := q.Query(ctx, `SELECT id, service_id, instance_id, epoch, event, `+at+` FROM claim_events`)
+	rows, err := q.Query(ctx, `SELECT id, service_id, instance_id, epoch, event, `+at+` FROM batchclaim.claim_events`)
 	if err != nil {
 		return r, nil, fmt.Errorf("read claim events: %w", err)
 	}
@@ -114,7 +114,7 @@ func claimHistory(ctx context.Context, q claims.Querier, opts ClaimOptions) (Cla
 		epoch    int64
 	}
 	final := map[string]owner{}
-	frows, err := q.Query(ctx, `SELECT service_id, claimant, epoch FROM service_id_claims`)
+	frows, err := q.Query(ctx, `SELECT service_id, claimant, epoch FROM batchclaim.service_id_claims`)
 	if err != nil {
 		return r, nil, fmt.Errorf("read claims: %w", err)
 	}

@@ -59,19 +59,19 @@ func TestCheckClaimsAndWrites(t *testing.T) {
 		}
 	}
 	for _, id := range []uuid.UUID{a, b} {
-		exec(`INSERT INTO instances (id, name, nonce, expiry_1, expiry_2) VALUES ($1, 'x', gen_random_uuid(), now() + interval '1 hour', now() + interval '2 hours')`, id)
+		exec(`INSERT INTO batchclaim.instances (id, name, nonce, expiry_1, expiry_2) VALUES ($1, 'x', gen_random_uuid(), now() + interval '1 hour', now() + interval '2 hours')`, id)
 	}
 	// One transaction per event, so commit order is event order.
-	exec(`INSERT INTO service_id_claims (service_id, claimant, epoch) VALUES ('good', $1, 2), ('bad', $2, 2)`, b, b)
-	exec(`INSERT INTO claim_events (service_id, instance_id, epoch, event) VALUES ('good', $1, 1, 'acquired')`, a)
-	exec(`INSERT INTO batches (service_id, batch_id, payload) VALUES ('good', 'g1', ''), ('bad', 'b1', '')`)
-	exec(`INSERT INTO batch_transitions (seq, from_state, to_state, instance_id, epoch)
-	      SELECT seq, 'NEW', 'INFLIGHT', $1, 1 FROM batches WHERE batch_id = 'g1'`, a)
-	exec(`INSERT INTO claim_events (service_id, instance_id, epoch, event) VALUES ('good', $1, 1, 'voided_expired'), ('good', $2, 2, 'acquired')`, a, b)
-	exec(`INSERT INTO batch_transitions (seq, from_state, to_state, instance_id, epoch)
-	      SELECT seq, 'INFLIGHT', 'PENDING', $1, 1 FROM batches WHERE batch_id = 'g1'`, a) // stale
-	exec(`INSERT INTO claim_events (service_id, instance_id, epoch, event) VALUES ('bad', $1, 2, 'acquired')`, a)
-	exec(`INSERT INTO claim_events (service_id, instance_id, epoch, event) VALUES ('bad', $1, 2, 'acquired')`, b) // two owners, same epoch
+	exec(`INSERT INTO batchclaim.service_id_claims (service_id, claimant, epoch) VALUES ('good', $1, 2), ('bad', $2, 2)`, b, b)
+	exec(`INSERT INTO batchclaim.claim_events (service_id, instance_id, epoch, event) VALUES ('good', $1, 1, 'acquired')`, a)
+	exec(`INSERT INTO batchclaim.batches (service_id, batch_id, payload) VALUES ('good', 'g1', ''), ('bad', 'b1', '')`)
+	exec(`INSERT INTO batchclaim.batch_transitions (seq, from_state, to_state, instance_id, epoch)
+	      SELECT seq, 'NEW', 'INFLIGHT', $1, 1 FROM batchclaim.batches WHERE batch_id = 'g1'`, a)
+	exec(`INSERT INTO batchclaim.claim_events (service_id, instance_id, epoch, event) VALUES ('good', $1, 1, 'voided_expired'), ('good', $2, 2, 'acquired')`, a, b)
+	exec(`INSERT INTO batchclaim.batch_transitions (seq, from_state, to_state, instance_id, epoch)
+	      SELECT seq, 'INFLIGHT', 'PENDING', $1, 1 FROM batchclaim.batches WHERE batch_id = 'g1'`, a) // stale
+	exec(`INSERT INTO batchclaim.claim_events (service_id, instance_id, epoch, event) VALUES ('bad', $1, 2, 'acquired')`, a)
+	exec(`INSERT INTO batchclaim.claim_events (service_id, instance_id, epoch, event) VALUES ('bad', $1, 2, 'acquired')`, b) // two owners, same epoch
 
 	rep, err := history.CheckClaims(ctx, pool)
 	if err != nil {
@@ -103,14 +103,14 @@ func TestCheckClaimsDeregistered(t *testing.T) {
 			t.Fatalf("%s: %v", sql, err)
 		}
 	}
-	exec(`INSERT INTO instances (id, name, nonce, expiry_1, expiry_2) VALUES ($1, 'b', gen_random_uuid(), now() + interval '1 hour', now() + interval '2 hours')`, b)
-	exec(`INSERT INTO service_id_claims (service_id, claimant, epoch) VALUES ('s', $1, 2)`, b)
-	exec(`INSERT INTO claim_events (service_id, instance_id, epoch, event) VALUES ('s', $1, 1, 'acquired')`, gone)
+	exec(`INSERT INTO batchclaim.instances (id, name, nonce, expiry_1, expiry_2) VALUES ($1, 'b', gen_random_uuid(), now() + interval '1 hour', now() + interval '2 hours')`, b)
+	exec(`INSERT INTO batchclaim.service_id_claims (service_id, claimant, epoch) VALUES ('s', $1, 2)`, b)
+	exec(`INSERT INTO batchclaim.claim_events (service_id, instance_id, epoch, event) VALUES ('s', $1, 1, 'acquired')`, gone)
 	var stop time.Time
 	if err := pool.QueryRow(ctx, `SELECT clock_timestamp()`).Scan(&stop); err != nil {
 		t.Fatal(err)
 	}
-	exec(`INSERT INTO claim_events (service_id, instance_id, epoch, event) VALUES ('s', $1, 2, 'acquired')`, b)
+	exec(`INSERT INTO batchclaim.claim_events (service_id, instance_id, epoch, event) VALUES ('s', $1, 2, 'acquired')`, b)
 
 	rep, err := history.CheckClaimsWith(ctx, pool, history.ClaimOptions{Deregistered: map[uuid.UUID]time.Time{gone: stop}})
 	if err != nil {

@@ -55,11 +55,11 @@ func CheckWrites(ctx context.Context, q claims.Querier) (WriteReport, error) {
 	}
 	rows, err := q.Query(ctx, `
 		SELECT 'transition ' || t.from_state || '->' || t.to_state, b.service_id, b.batch_id, t.instance_id, t.epoch, `+tAt+`, `+tAt+`
-		FROM batch_transitions t JOIN batches b ON b.seq = t.seq
+		FROM batchclaim.batch_transitions t JOIN batchclaim.batches b ON b.seq = t.seq
 		WHERE t.instance_id IS NOT NULL AND t.epoch IS NOT NULL
 		UNION ALL
 		SELECT 'attempt ' || a.reason, a.service_id, a.batch_id, a.instance_id, a.epoch, a.started_at, `+aEnd+`
-		FROM submission_attempts a`)
+		FROM batchclaim.submission_attempts a`)
 	if err != nil {
 		return r, fmt.Errorf("read writes: %w", err)
 	}

@@ -112,7 +112,7 @@ func TestOnePrimaryPerRole(t *testing.T) {
 	}
 	var regressions int
 	if err := pool.QueryRow(ctx, `SELECT count(*) FROM (SELECT epoch, lag(epoch) OVER (PARTITION BY role ORDER BY id) AS prev
-		FROM election_events WHERE event = 'elected') x WHERE x.epoch <= x.prev`).Scan(&regressions); err != nil || regressions > 0 {
+		FROM batchclaim.election_events WHERE event = 'elected') x WHERE x.epoch <= x.prev`).Scan(&regressions); err != nil || regressions > 0 {
 		t.Fatalf("epochs not strictly increasing: %d regressions (%v)", regressions, err)
 	}
 }
@@ -183,7 +183,7 @@ func TestStepDownBeforeReelection(t *testing.T) {
 	p.Restore()
 	testutil.WaitFor(t, 20*time.Second, "a back as a standby", func() bool {
 		var live bool
-		err := pool.QueryRow(context.Background(), `SELECT expires_at > now() FROM election_members WHERE instance_id = $1`, a.InstanceID()).Scan(&live)
+		err := pool.QueryRow(context.Background(), `SELECT expires_at > now() FROM batchclaim.election_members WHERE instance_id = $1`, a.InstanceID()).Scan(&live)
 		return err == nil && live
 	})
 	if _, ok := a.CheckPrimary("r"); ok {
@@ -197,7 +197,7 @@ func TestStepDownBeforeReelection(t *testing.T) {
 		t.Fatalf("epoch did not increase: b had %d, a now has %d", termB.Epoch, termA2.Epoch)
 	}
 	var resigned int
-	if err := pool.QueryRow(context.Background(), `SELECT count(*) FROM election_events WHERE event = 'resigned' AND role = 'r' AND epoch = $1`,
+	if err := pool.QueryRow(context.Background(), `SELECT count(*) FROM batchclaim.election_events WHERE event = 'resigned' AND role = 'r' AND epoch = $1`,
 		termB.Epoch).Scan(&resigned); err != nil || resigned != 1 {
 		t.Fatalf("b's term was not resigned on stop: %d events (%v)", resigned, err)
 	}

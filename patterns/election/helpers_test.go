@@ -115,7 +115,7 @@ func primaryIs(t *testing.T, pool *pgxpool.Pool, role, name string) (election.Te
 func electedAt(t *testing.T, pool *pgxpool.Pool, role string, epoch int64) time.Time {
 	t.Helper()
 	var at time.Time
-	if err := pool.QueryRow(context.Background(), `SELECT at FROM election_events WHERE role = $1 AND epoch = $2 AND event = 'elected'`,
+	if err := pool.QueryRow(context.Background(), `SELECT at FROM batchclaim.election_events WHERE role = $1 AND epoch = $2 AND event = 'elected'`,
 		role, epoch).Scan(&at); err != nil {
 		t.Fatalf("elected event of %s@%d: %v", role, epoch, err)
 	}

@@ -38,7 +38,7 @@ func TestSIGKILLOfPrimaryProcess(t *testing.T) {
 	}
 	at := electedAt(t, pool, "r", nt.Epoch)
 	var lastRenewal time.Time
-	if err := pool.QueryRow(ctx, `SELECT renewed_at FROM election_members WHERE instance_id = $1`, old.InstanceID).Scan(&lastRenewal); err != nil {
+	if err := pool.QueryRow(ctx, `SELECT renewed_at FROM batchclaim.election_members WHERE instance_id = $1`, old.InstanceID).Scan(&lastRenewal); err != nil {
 		t.Fatal(err)
 	}
 	if at.Sub(lastRenewal) < testTimeout {

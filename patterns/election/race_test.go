@@ -19,10 +19,10 @@ func TestTakeoverConflictsWithLateRenewal(t *testing.T) {
 	pool, _ := testDB(t)
 	ctx := t.Context()
 	holder := uuid.New()
-	if _, err := pool.Exec(ctx, `INSERT INTO election_members (instance_id, name, expires_at) VALUES ($1, 'holder', now() - interval '1 second')`, holder); err != nil {
+	if _, err := pool.Exec(ctx, `INSERT INTO batchclaim.election_members (instance_id, name, expires_at) VALUES ($1, 'holder', now() - interval '1 second')`, holder); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := pool.Exec(ctx, `INSERT INTO election_terms (role, epoch, instance_id, name, elected_at) VALUES ('r', 7, $1, 'holder', now())`, holder); err != nil {
+	if _, err := pool.Exec(ctx, `INSERT INTO batchclaim.election_terms (role, epoch, instance_id, name, elected_at) VALUES ('r', 7, $1, 'holder', now())`, holder); err != nil {
 		t.Fatal(err)
 	}
 	renewal, err := pool.Begin(ctx)
@@ -30,7 +30,7 @@ func TestTakeoverConflictsWithLateRenewal(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { _ = renewal.Rollback(ctx) }()
-	if _, err := renewal.Exec(ctx, `UPDATE election_members SET renewed_at = now(), expires_at = now() + interval '1 hour' WHERE instance_id = $1`, holder); err != nil {
+	if _, err := renewal.Exec(ctx, `UPDATE batchclaim.election_members SET renewed_at = now(), expires_at = now() + interval '1 hour' WHERE instance_id = $1`, holder); err != nil {
 		t.Fatal(err)
 	}
 
@@ -53,7 +53,7 @@ func TestTakeoverConflictsWithLateRenewal(t *testing.T) {
 	}
 	var epoch int64
 	var who uuid.UUID
-	if err := pool.QueryRow(ctx, `SELECT epoch, instance_id FROM election_terms WHERE role = 'r'`).Scan(&epoch, &who); err != nil {
+	if err := pool.QueryRow(ctx, `SELECT epoch, instance_id FROM batchclaim.election_terms WHERE role = 'r'`).Scan(&epoch, &who); err != nil {
 		t.Fatal(err)
 	}
 	if epoch != 7 || who != holder {

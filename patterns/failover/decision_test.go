@@ -42,15 +42,15 @@ func shardOf4(t *testing.T, pool *pgxpool.Pool, confirm time.Duration, onCmd fun
 // the past, as if it had stopped long ago; deadNode does the same to a node's registration.
 func primaryGone(t *testing.T, pool *pgxpool.Pool, node string) {
 	t.Helper()
-	mustExec(t, pool, `UPDATE failover_roles SET renewed_at = now() - interval '1 hour', lease_until = now() - interval '59 minutes'
+	mustExec(t, pool, `UPDATE batchclaim.failover_roles SET renewed_at = now() - interval '1 hour', lease_until = now() - interval '59 minutes'
 		WHERE node_id = $1 AND role = 'primary'`, node)
-	mustExec(t, pool, `UPDATE failover_shards SET updated_at = now() - interval '1 hour'`)
+	mustExec(t, pool, `UPDATE batchclaim.failover_shards SET updated_at = now() - interval '1 hour'`)
 	deadNode(t, pool, node)
 }
 
 func deadNode(t *testing.T, pool *pgxpool.Pool, node string) {
 	t.Helper()
-	mustExec(t, pool, `UPDATE failover_nodes SET last_updated = now() - interval '1 hour' WHERE node_id = $1`, node)
+	mustExec(t, pool, `UPDATE batchclaim.failover_nodes SET last_updated = now() - interval '1 hour' WHERE node_id = $1`, node)
 }
 
 // The replica that takes the lock picks the live node with the highest progress: c (95) is
@@ -76,10 +76,10 @@ func TestFailoverPicksMostUpToDateLiveReplica(t *testing.T) {
 	if err != nil || out != failover.OutcomeUnconfirmed {
 		t.Fatalf("watch with the primary gone: %v %v", out, err)
 	}
-	if e, p := scalar[int64](t, pool, `SELECT epoch FROM failover_shards`), scalar[string](t, pool, `SELECT primary_id FROM failover_shards`); e != 2 || p != "b" {
+	if e, p := scalar[int64](t, pool, `SELECT epoch FROM batchclaim.failover_shards`), scalar[string](t, pool, `SELECT primary_id FROM batchclaim.failover_shards`); e != 2 || p != "b" {
 		t.Fatalf("shard after the decision: epoch %d primary %q, want 2 b", e, p)
 	}
-	if got := scalar[string](t, pool, `SELECT string_agg(node_id || ':' || kind, ',' ORDER BY node_id) FROM failover_commands`); got != "a:replicaof,b:promote" {
+	if got := scalar[string](t, pool, `SELECT string_agg(node_id || ':' || kind, ',' ORDER BY node_id) FROM batchclaim.failover_commands`); got != "a:replicaof,b:promote" {
 		t.Fatalf("commands %q: want a promote to b and a REPLICAOF to a (c is dead, p is gone)", got)
 	}
 	if st := nodes["b"].State(); st.Role != failover.RoleReplica {
@@ -110,10 +110,10 @@ func TestFailoverPicksMostUpToDateLiveReplica(t *testing.T) {
 	if err != nil || out != failover.OutcomeCompleted {
 		t.Fatalf("resumed failover: %v %v", out, err)
 	}
-	if o, by := scalar[string](t, pool, `SELECT outcome FROM failover_decisions WHERE epoch = 2`), scalar[string](t, pool, `SELECT completed_by FROM failover_decisions WHERE epoch = 2`); o != "completed" || by != "c" {
+	if o, by := scalar[string](t, pool, `SELECT outcome FROM batchclaim.failover_decisions WHERE epoch = 2`), scalar[string](t, pool, `SELECT completed_by FROM batchclaim.failover_decisions WHERE epoch = 2`); o != "completed" || by != "c" {
 		t.Fatalf("decision: outcome %q by %q", o, by)
 	}
-	if n := scalar[int64](t, pool, `SELECT count(*) FROM failover_nodes WHERE node_id = 'p'`); n != 0 {
+	if n := scalar[int64](t, pool, `SELECT count(*) FROM batchclaim.failover_nodes WHERE node_id = 'p'`); n != 0 {
 		t.Fatal("the silent old primary's record was not deleted")
 	}
 	if out, err := nodes["a"].Failover(ctx); err != nil || out != failover.OutcomeNothing {
@@ -122,7 +122,7 @@ func TestFailoverPicksMostUpToDateLiveReplica(t *testing.T) {
 
 	// The old primary comes back: it sees epoch 2 and follows b. A command of its old epoch
 	// is consumed and ignored.
-	mustExec(t, pool, `INSERT INTO failover_commands (node_id, shard, epoch, kind, primary_id, issued_by) VALUES ('p', 's', 1, 'promote', 'p', 'test')`)
+	mustExec(t, pool, `INSERT INTO batchclaim.failover_commands (node_id, shard, epoch, kind, primary_id, issued_by) VALUES ('p', 's', 1, 'promote', 'p', 'test')`)
 	if err := nodes["p"].Heartbeat(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -138,7 +138,7 @@ func TestFailoverPicksMostUpToDateLiveReplica(t *testing.T) {
 	if last.Applied || last.Epoch != 1 {
 		t.Fatalf("stale command reported as %+v", last)
 	}
-	if got := scalar[string](t, pool, `SELECT string_agg(role || '@' || epoch, ',' ORDER BY id) FROM failover_roles WHERE node_id = 'p'`); got != "primary@1,replica@2" {
+	if got := scalar[string](t, pool, `SELECT string_agg(role || '@' || epoch, ',' ORDER BY id) FROM batchclaim.failover_roles WHERE node_id = 'p'`); got != "primary@1,replica@2" {
 		t.Fatalf("old primary's role history %q", got)
 	}
 	a := audit(t, pool, "s")
@@ -159,19 +159,19 @@ func TestFailoverSupersedesDecisionWhoseNewPrimaryDied(t *testing.T) {
 	if out, err := nodes["a"].Failover(ctx); err != nil || out != failover.OutcomeUnconfirmed {
 		t.Fatalf("first failover: %v %v", out, err)
 	}
-	if p := scalar[string](t, pool, `SELECT primary_id FROM failover_shards`); p != "c" {
+	if p := scalar[string](t, pool, `SELECT primary_id FROM batchclaim.failover_shards`); p != "c" {
 		t.Fatalf("first choice %q, want c (95)", p)
 	}
 	// c dies before consuming its promote command.
 	deadNode(t, pool, "c")
-	mustExec(t, pool, `UPDATE failover_shards SET updated_at = now() - interval '1 hour'`)
+	mustExec(t, pool, `UPDATE batchclaim.failover_shards SET updated_at = now() - interval '1 hour'`)
 	if out, err := nodes["a"].Watch(ctx); err != nil || out != failover.OutcomeUnconfirmed {
 		t.Fatalf("second failover: %v %v", out, err)
 	}
-	if e, p := scalar[int64](t, pool, `SELECT epoch FROM failover_shards`), scalar[string](t, pool, `SELECT primary_id FROM failover_shards`); e != 3 || p != "b" {
+	if e, p := scalar[int64](t, pool, `SELECT epoch FROM batchclaim.failover_shards`), scalar[string](t, pool, `SELECT primary_id FROM batchclaim.failover_shards`); e != 3 || p != "b" {
 		t.Fatalf("second decision: epoch %d primary %q, want 3 b", e, p)
 	}
-	if o := scalar[string](t, pool, `SELECT outcome FROM failover_decisions WHERE epoch = 2`); o != "superseded" {
+	if o := scalar[string](t, pool, `SELECT outcome FROM batchclaim.failover_decisions WHERE epoch = 2`); o != "superseded" {
 		t.Fatalf("first decision's outcome %q", o)
 	}
 	// b consumes the REPLICAOF c of epoch 2 and its promote of epoch 3.
@@ -197,14 +197,14 @@ func TestAuditCountsViolations(t *testing.T) {
 	if a := audit(t, pool, "s"); a.Violations() != 0 {
 		t.Fatalf("a fresh shard: %+v", a)
 	}
-	mustExec(t, pool, `INSERT INTO failover_roles (shard, node_id, epoch, role, primary_id, renewed_at, lease_until)
+	mustExec(t, pool, `INSERT INTO batchclaim.failover_roles (shard, node_id, epoch, role, primary_id, renewed_at, lease_until)
 		VALUES ('s', 'a', 7, 'primary', 'a', now(), now() + interval '1 minute')`)
-	mustExec(t, pool, `INSERT INTO failover_decision_nodes (shard, epoch, node_id, role, last_txn_id, last_updated)
+	mustExec(t, pool, `INSERT INTO batchclaim.failover_decision_nodes (shard, epoch, node_id, role, last_txn_id, last_updated)
 		VALUES ('s', 9, 'a', 'replica', 50, now()), ('s', 9, 'b', 'replica', 90, now())`)
-	mustExec(t, pool, `INSERT INTO failover_decisions (shard, epoch, old_primary, new_primary, decided_by, lock_epoch, live_after, outcome)
+	mustExec(t, pool, `INSERT INTO batchclaim.failover_decisions (shard, epoch, old_primary, new_primary, decided_by, lock_epoch, live_after, outcome)
 		VALUES ('s', 9, 'p', 'a', 'a', 1, now() - interval '1 minute', 'completed')`)
-	mustExec(t, pool, `INSERT INTO failover_commands (node_id, shard, epoch, kind, primary_id, issued_by) VALUES ('b', 's', 9, 'replicaof', 'a', 'a')`)
-	mustExec(t, pool, `INSERT INTO owner_lock_events (name, epoch, event) VALUES ('failover:s', 1, 'acquired')`)
+	mustExec(t, pool, `INSERT INTO batchclaim.failover_commands (node_id, shard, epoch, kind, primary_id, issued_by) VALUES ('b', 's', 9, 'replicaof', 'a', 'a')`)
+	mustExec(t, pool, `INSERT INTO batchclaim.owner_lock_events (name, epoch, event) VALUES ('failover:s', 1, 'acquired')`)
 	a := audit(t, pool, "s")
 	if a.TwoPrimaries != 1 || a.NotMostUpToDate != 1 || a.LostCommands != 1 || a.OrphanedFailovers != 1 {
 		t.Fatalf("audit %+v: want one of each violation", a)

@@ -49,7 +49,7 @@ func faultShard(t *testing.T, stallAt int64, withC bool) (*pgxpool.Pool, map[str
 		procs[s.id] = startNode(t, childSpec{URL: url, Shard: "f", NodeID: s.id, Progress: s.progress, Bootstrap: s.id == "p", StallAtEpoch: stallAt, Patience: patience(s.id)})
 	}
 	testutil.WaitFor(t, 60*time.Second, "the shard formed around p", func() bool {
-		return scalar[int64](t, pool, `SELECT count(*) FROM failover_nodes WHERE epoch = 1 AND primary_id = 'p'`) == int64(len(procs))
+		return scalar[int64](t, pool, `SELECT count(*) FROM batchclaim.failover_nodes WHERE epoch = 1 AND primary_id = 'p'`) == int64(len(procs))
 	})
 	return pool, procs
 }
@@ -58,9 +58,9 @@ func faultShard(t *testing.T, stallAt int64, withC bool) (*pgxpool.Pool, map[str
 func completed(t *testing.T, pool *pgxpool.Pool, minEpoch int64) (epoch int64, primary, by string) {
 	t.Helper()
 	testutil.WaitFor(t, 60*time.Second, fmt.Sprintf("a completed failover to epoch %d or later", minEpoch), func() bool {
-		return scalar[int64](t, pool, `SELECT count(*) FROM failover_decisions WHERE outcome = 'completed' AND epoch >= $1`, minEpoch) > 0
+		return scalar[int64](t, pool, `SELECT count(*) FROM batchclaim.failover_decisions WHERE outcome = 'completed' AND epoch >= $1`, minEpoch) > 0
 	})
-	err := pool.QueryRow(t.Context(), `SELECT epoch, new_primary, completed_by FROM failover_decisions
+	err := pool.QueryRow(t.Context(), `SELECT epoch, new_primary, completed_by FROM batchclaim.failover_decisions
 		WHERE outcome = 'completed' ORDER BY epoch DESC LIMIT 1`).Scan(&epoch, &primary, &by)
 	if err != nil {
 		t.Fatal(err)
@@ -73,7 +73,7 @@ func completed(t *testing.T, pool *pgxpool.Pool, minEpoch int64) (epoch int64, p
 func settled(t *testing.T, pool *pgxpool.Pool, ids ...string) {
 	t.Helper()
 	testutil.WaitFor(t, 60*time.Second, fmt.Sprintf("%v to follow the shard's decision", ids), func() bool {
-		return scalar[int64](t, pool, `SELECT count(*) FROM failover_nodes n JOIN failover_shards s ON s.shard = n.shard
+		return scalar[int64](t, pool, `SELECT count(*) FROM batchclaim.failover_nodes n JOIN batchclaim.failover_shards s ON s.shard = n.shard
 			WHERE n.node_id = ANY($1) AND n.epoch = s.epoch AND n.primary_id = s.primary_id
 			  AND n.role = CASE WHEN n.node_id = s.primary_id THEN 'primary' ELSE 'replica' END`, ids) == int64(len(ids))
 	})
@@ -101,7 +101,7 @@ func TestPrimaryStoppedPastExpiry(t *testing.T) {
 	settled(t, pool, "a", "b")
 	procs["p"].Signal(t, syscall.SIGCONT)
 	settled(t, pool, "a", "b", "p")
-	if r := scalar[string](t, pool, `SELECT role || '@' || epoch || ':' || primary_id FROM failover_nodes WHERE node_id = 'p'`); r != "replica@2:"+primary {
+	if r := scalar[string](t, pool, `SELECT role || '@' || epoch || ':' || primary_id FROM batchclaim.failover_nodes WHERE node_id = 'p'`); r != "replica@2:"+primary {
 		t.Fatalf("old primary after SIGCONT: %s", r)
 	}
 	wantClean(t, audit(t, pool, "f"))
@@ -122,7 +122,7 @@ func TestOrchestratorKilledMidFailover(t *testing.T) {
 	live := without([]string{"a", "b", "c"}, x.id)
 	settled(t, pool, live...)
 	testutil.WaitFor(t, 30*time.Second, "the killed orchestrator's registration to go stale", func() bool {
-		return scalar[bool](t, pool, `SELECT last_updated < now() - interval '2 seconds' FROM failover_nodes WHERE node_id = $1`, x.id)
+		return scalar[bool](t, pool, `SELECT last_updated < now() - interval '2 seconds' FROM batchclaim.failover_nodes WHERE node_id = $1`, x.id)
 	})
 	a := audit(t, pool, "f")
 	wantClean(t, a)
@@ -170,7 +170,7 @@ func stalledOrchestrator(t *testing.T, pool *pgxpool.Pool, procs map[string]*nod
 		}
 		return false
 	})
-	if by := scalar[string](t, pool, `SELECT decided_by FROM failover_decisions WHERE epoch = 2`); by != x.id {
+	if by := scalar[string](t, pool, `SELECT decided_by FROM batchclaim.failover_decisions WHERE epoch = 2`); by != x.id {
 		t.Fatalf("decision recorded by %s, stalled node is %s", by, x.id)
 	}
 	return x

@@ -52,7 +52,7 @@ func TestCommandQueueDeliversExactlyOnce(t *testing.T) {
 				push(t, pool, "x", int64(i), c.notify)
 			}
 			testutil.WaitFor(t, 30*time.Second, "every command consumed", func() bool {
-				return scalar[int64](t, pool, `SELECT count(*) FROM failover_commands WHERE consumed_at IS NOT NULL`) == total
+				return scalar[int64](t, pool, `SELECT count(*) FROM batchclaim.failover_commands WHERE consumed_at IS NOT NULL`) == total
 			})
 			// OnCommand runs after the consuming transaction commits: the last ones may
 			// still be on their way when the table says every command is consumed.
@@ -84,7 +84,7 @@ func push(t *testing.T, pool *pgxpool.Pool, node string, epoch int64, notify boo
 		t.Fatal(err)
 	}
 	defer tx.Rollback(ctx) //nolint:errcheck
-	if _, err := tx.Exec(ctx, `INSERT INTO failover_commands (node_id, shard, epoch, kind, primary_id, primary_address, issued_by)
+	if _, err := tx.Exec(ctx, `INSERT INTO batchclaim.failover_commands (node_id, shard, epoch, kind, primary_id, primary_address, issued_by)
 		VALUES ($1, 'q', $2, 'replicaof', 'y', 'y:6379', 'test')`, node, epoch); err != nil {
 		t.Fatal(err)
 	}

@@ -55,7 +55,7 @@ func TestPostHeartbeat(t *testing.T) {
 	}
 	var seq int64
 	var us int64
-	if err := b.pool.QueryRow(t.Context(), "SELECT heartbeats, last_epoch_microsec FROM heartbeat_sources WHERE source_name = 'vnf-1'").Scan(&seq, &us); err != nil {
+	if err := b.pool.QueryRow(t.Context(), "SELECT heartbeats, last_epoch_microsec FROM batchclaim.heartbeat_sources WHERE source_name = 'vnf-1'").Scan(&seq, &us); err != nil {
 		t.Fatal(err)
 	}
 	if seq != 2 || us != 1700000000000001 {

@@ -63,7 +63,7 @@ func (b bundle) step(t *testing.T, now *time.Time) (raised, cleared []heartbeat.
 // forward for that source, without sleeping.
 func (b bundle) age(t *testing.T, event, source string, d time.Duration) {
 	t.Helper()
-	tag, err := b.pool.Exec(t.Context(), "UPDATE heartbeat_sources SET received_at = received_at - $3::bigint * interval '1 microsecond' WHERE event_name = $1 AND source_name = $2",
+	tag, err := b.pool.Exec(t.Context(), "UPDATE batchclaim.heartbeat_sources SET received_at = received_at - $3::bigint * interval '1 microsecond' WHERE event_name = $1 AND source_name = $2",
 		event, source, d.Microseconds())
 	if err != nil || tag.RowsAffected() != 1 {
 		t.Fatalf("age %s/%s: %v (%d rows)", event, source, err, tag.RowsAffected())

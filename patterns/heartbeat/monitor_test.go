@@ -139,10 +139,10 @@ func TestAnEpisodeCannotBeStoredTwice(t *testing.T) {
 	if raised, _ := b.step(t, nil); len(raised) != 1 {
 		t.Fatal("no raise")
 	}
-	_, err := b.pool.Exec(t.Context(), `INSERT INTO heartbeat_events (event_name, source_name, episode, kind, reason,
+	_, err := b.pool.Exec(t.Context(), `INSERT INTO batchclaim.heartbeat_events (event_name, source_name, episode, kind, reason,
 		last_received_at, last_epoch_microsec, heartbeat_seq, interval_ms, missed_count, control_loop, instance_id, term_epoch)
 		SELECT event_name, source_name, episode, kind, reason, last_received_at, last_epoch_microsec, heartbeat_seq,
-		       interval_ms, missed_count, control_loop, gen_random_uuid(), term_epoch + 1 FROM heartbeat_events`)
+		       interval_ms, missed_count, control_loop, gen_random_uuid(), term_epoch + 1 FROM batchclaim.heartbeat_events`)
 	var pgErr *pgconn.PgError
 	if !errors.As(err, &pgErr) || pgErr.Code != "23505" {
 		t.Fatalf("a second raise of episode 1: err %v, want a unique violation", err)

@@ -112,7 +112,7 @@ func TestOutboxDeliversAtLeastOnceInOrder(t *testing.T) {
 		t.Fatalf("hook got %v, want every event", hooked)
 	}
 	var attempts int
-	if err := b.pool.QueryRow(ctx, "SELECT sum(attempts) FROM heartbeat_events").Scan(&attempts); err != nil {
+	if err := b.pool.QueryRow(ctx, "SELECT sum(attempts) FROM batchclaim.heartbeat_events").Scan(&attempts); err != nil {
 		t.Fatal(err)
 	}
 	if attempts != 3+2+1 {

@@ -56,7 +56,7 @@ func TestReconfigurationAddsAndRemovesWhileRunning(t *testing.T) {
 		t.Fatalf("step after removing A: cleared %+v, purged %d; want a-1 cleared as removed, 1 type purged", cleared, purged)
 	}
 	var left int
-	if err := b.pool.QueryRow(ctx, "SELECT count(*) FROM heartbeat_sources WHERE event_name = 'A'").Scan(&left); err != nil || left != 0 {
+	if err := b.pool.QueryRow(ctx, "SELECT count(*) FROM batchclaim.heartbeat_sources WHERE event_name = 'A'").Scan(&left); err != nil || left != 0 {
 		t.Fatalf("sources of the removed type left: %d (%v)", left, err)
 	}
 

@@ -478,7 +478,7 @@ func balanced2(held []int, k int) bool {
 
 func (b *bench) ownerChanges(ctx context.Context) (int64, error) {
 	var n int64
-	err := b.admin.QueryRow(ctx, `SELECT count(*) FROM claim_events`).Scan(&n)
+	err := b.admin.QueryRow(ctx, `SELECT count(*) FROM batchclaim.claim_events`).Scan(&n)
 	return n, err
 }
 

@@ -234,10 +234,10 @@ func churnRun(ctx context.Context, c churnConfig, keys int, dropIdle time.Durati
 	if idle := keys - c.active; idle > 0 {
 		fmt.Fprintf(info, "churn: storing %d idle claim rows\n", idle)
 		src := pgx.CopyFromSlice(idle, func(i int) ([]any, error) { return []any{fmt.Sprintf("idle-%07d", i)}, nil })
-		if _, err := admin.CopyFrom(ctx, pgx.Identifier{"service_id_claims"}, []string{"service_id"}, src); err != nil {
+		if _, err := admin.CopyFrom(ctx, pgx.Identifier{"batchclaim", "service_id_claims"}, []string{"service_id"}, src); err != nil {
 			return p, fmt.Errorf("store idle claim rows: %w", err)
 		}
-		if _, err := admin.Exec(ctx, `ANALYZE service_id_claims`); err != nil {
+		if _, err := admin.Exec(ctx, `ANALYZE batchclaim.service_id_claims`); err != nil {
 			return p, err
 		}
 	}
@@ -308,12 +308,12 @@ func churnRun(ctx context.Context, c churnConfig, keys int, dropIdle time.Durati
 	lastReport, lastAnalyze := time.Now(), time.Now()
 	for keys > c.active {
 		if time.Since(lastAnalyze) >= 5*time.Second {
-			if _, err := admin.Exec(ctx, `ANALYZE service_id_claims`); err != nil {
+			if _, err := admin.Exec(ctx, `ANALYZE batchclaim.service_id_claims`); err != nil {
 				return p, err
 			}
 			lastAnalyze = time.Now()
 		}
-		if err := admin.QueryRow(ctx, `SELECT count(*) FROM service_id_claims`).Scan(&p.RowsLeft); err != nil {
+		if err := admin.QueryRow(ctx, `SELECT count(*) FROM batchclaim.service_id_claims`).Scan(&p.RowsLeft); err != nil {
 			return p, err
 		}
 		if p.RowsLeft <= c.active {
@@ -342,7 +342,7 @@ func churnRun(ctx context.Context, c churnConfig, keys int, dropIdle time.Durati
 	// they are still being dropped the count moves).
 	drained := p.RowsLeft <= c.active
 	for drained {
-		if err := admin.QueryRow(ctx, `SELECT count(*) FROM service_id_claims`).Scan(&p.RowsLeft); err != nil {
+		if err := admin.QueryRow(ctx, `SELECT count(*) FROM batchclaim.service_id_claims`).Scan(&p.RowsLeft); err != nil {
 			return p, err
 		}
 		s, err := readSpread(ctx, admin)
@@ -390,12 +390,12 @@ func churnRun(ctx context.Context, c churnConfig, keys int, dropIdle time.Durati
 		p.Dropped += st.Dropped
 		p.SelfFencings += st.DeadlineFences
 	}
-	if err := admin.QueryRow(ctx, `SELECT count(*) FROM claim_events WHERE event = 'acquired'`).Scan(&p.Acquired); err != nil {
+	if err := admin.QueryRow(ctx, `SELECT count(*) FROM batchclaim.claim_events WHERE event = 'acquired'`).Scan(&p.Acquired); err != nil {
 		return p, err
 	}
 	if keys > c.active && drained {
 		fmt.Fprintf(info, "churn: VACUUM of the claims table, then measuring for %s again\n", c.window)
-		if _, err := admin.Exec(ctx, `VACUUM (ANALYZE) service_id_claims`); err != nil {
+		if _, err := admin.Exec(ctx, `VACUUM (ANALYZE) batchclaim.service_id_claims`); err != nil {
 			return p, err
 		}
 		if _, err := admin.Exec(ctx, `CHECKPOINT`); err != nil {

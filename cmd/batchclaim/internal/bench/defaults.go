@@ -136,7 +136,7 @@ func benchDefaults(ctx context.Context, c defaultsConfig, info io.Writer) (defau
 	}
 	deadline := time.Now().Add(c.limit)
 	for {
-		if err := admin.QueryRow(ctx, `SELECT count(*) FROM batches WHERE state = 'COMMITTED'`).Scan(&r.Committed); err != nil {
+		if err := admin.QueryRow(ctx, `SELECT count(*) FROM batchclaim.batches WHERE state = 'COMMITTED'`).Scan(&r.Committed); err != nil {
 			stopProbes()
 			wg.Wait()
 			return r, err
@@ -174,10 +174,10 @@ func benchDefaults(ctx context.Context, c defaultsConfig, info io.Writer) (defau
 	r.StatementsPer = round3(stmts / float64(r.Batches))
 	var secs float64
 	var ages []float64
-	if err := admin.QueryRow(ctx, `SELECT EXTRACT(EPOCH FROM max(updated_at) - $1::timestamptz)::float8 FROM batches`, start).Scan(&secs); err != nil {
+	if err := admin.QueryRow(ctx, `SELECT EXTRACT(EPOCH FROM max(updated_at) - $1::timestamptz)::float8 FROM batchclaim.batches`, start).Scan(&secs); err != nil {
 		return r, err
 	}
-	rows, err := admin.Query(ctx, `SELECT (EXTRACT(EPOCH FROM updated_at - created_at) * 1000)::float8 FROM batches`)
+	rows, err := admin.Query(ctx, `SELECT (EXTRACT(EPOCH FROM updated_at - created_at) * 1000)::float8 FROM batchclaim.batches`)
 	if err != nil {
 		return r, err
 	}

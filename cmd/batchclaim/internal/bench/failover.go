@@ -268,7 +268,7 @@ func (f *fleet) resolve(ctx context.Context) error {
 		if k.id != uuid.Nil {
 			continue
 		}
-		err := f.admin.QueryRow(ctx, `SELECT id FROM instances WHERE name = $1`, k.Name).Scan(&k.id)
+		err := f.admin.QueryRow(ctx, `SELECT id FROM batchclaim.instances WHERE name = $1`, k.Name).Scan(&k.id)
 		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 			return err
 		}
@@ -286,8 +286,8 @@ type spread struct {
 
 func readSpread(ctx context.Context, q *pgxpool.Pool) (spread, error) {
 	s := spread{held: map[uuid.UUID]int{}}
-	rows, err := q.Query(ctx, `SELECT i.id, (SELECT count(*) FROM service_id_claims c WHERE c.claimant = i.id)
-		FROM instances i WHERE i.expiry_1 > now()`)
+	rows, err := q.Query(ctx, `SELECT i.id, (SELECT count(*) FROM batchclaim.service_id_claims c WHERE c.claimant = i.id)
+		FROM batchclaim.instances i WHERE i.expiry_1 > now()`)
 	if err != nil {
 		return s, err
 	}
@@ -309,7 +309,7 @@ func readSpread(ctx context.Context, q *pgxpool.Pool) (spread, error) {
 	if err := rows.Err(); err != nil {
 		return s, err
 	}
-	err = q.QueryRow(ctx, `SELECT count(*) FROM service_id_claims WHERE claimant IS NULL`).Scan(&s.free)
+	err = q.QueryRow(ctx, `SELECT count(*) FROM batchclaim.service_id_claims WHERE claimant IS NULL`).Scan(&s.free)
 	return s, err
 }
 
@@ -426,7 +426,7 @@ func (fo *faultRun) measure(ctx context.Context, kind string) (float64, error) {
 func (fo *faultRun) pickVictim(ctx context.Context) (*fleetKid, string, error) {
 	for _, k := range fo.running() {
 		var svc string
-		err := fo.admin.QueryRow(ctx, `SELECT service_id FROM service_id_claims WHERE claimant = $1 ORDER BY service_id LIMIT 1`, k.id).Scan(&svc)
+		err := fo.admin.QueryRow(ctx, `SELECT service_id FROM batchclaim.service_id_claims WHERE claimant = $1 ORDER BY service_id LIMIT 1`, k.id).Scan(&svc)
 		if errors.Is(err, pgx.ErrNoRows) {
 			continue
 		}
@@ -470,7 +470,7 @@ func (fo *faultRun) waitHeldPOST(ctx context.Context, victim *fleetKid, svc stri
 		for _, p := range posts[min(after, len(posts)):] {
 			if p.Service == svc && p.Effect == dltsim.EffectTimeout {
 				var mine bool
-				err := fo.admin.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM submission_attempts WHERE service_id = $1 AND instance_id = $2 AND finished_at IS NULL)`,
+				err := fo.admin.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM batchclaim.submission_attempts WHERE service_id = $1 AND instance_id = $2 AND finished_at IS NULL)`,
 					svc, victim.id).Scan(&mine)
 				if err != nil {
 					return err
@@ -496,7 +496,7 @@ func (fo *faultRun) waitNextPOST(ctx context.Context, svc string, victim uuid.UU
 	deadline := time.Now().Add(limit)
 	for {
 		var secs float64
-		err := fo.admin.QueryRow(ctx, `SELECT EXTRACT(EPOCH FROM started_at - $3::timestamptz)::float8 FROM submission_attempts
+		err := fo.admin.QueryRow(ctx, `SELECT EXTRACT(EPOCH FROM started_at - $3::timestamptz)::float8 FROM batchclaim.submission_attempts
 			WHERE service_id = $1 AND instance_id <> $2 AND started_at > $3 ORDER BY started_at LIMIT 1`, svc, victim, fault).Scan(&secs)
 		if err == nil {
 			return secs, nil
@@ -520,7 +520,7 @@ func (fo *faultRun) waitFinished(ctx context.Context, limit time.Duration) error
 	deadline := time.Now().Add(limit)
 	for {
 		var open int
-		if err := fo.admin.QueryRow(ctx, `SELECT count(*) FROM batches WHERE state NOT IN ('COMMITTED', 'INVALID')`).Scan(&open); err != nil {
+		if err := fo.admin.QueryRow(ctx, `SELECT count(*) FROM batchclaim.batches WHERE state NOT IN ('COMMITTED', 'INVALID')`).Scan(&open); err != nil {
 			return err
 		}
 		if open == 0 {

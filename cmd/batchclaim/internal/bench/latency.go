@@ -195,7 +195,7 @@ func latencyOnce(ctx context.Context, c latencyConfig, name string, extra []stri
 		case <-time.After(time.Duration(rng.Int64N(int64(gap) + 1))):
 		}
 		var holder string
-		if err := admin.QueryRow(ctx, `SELECT COALESCE(claimant::text, '') FROM service_id_claims WHERE service_id = $1`, svc).Scan(&holder); err != nil {
+		if err := admin.QueryRow(ctx, `SELECT COALESCE(claimant::text, '') FROM batchclaim.service_id_claims WHERE service_id = $1`, svc).Scan(&holder); err != nil {
 			return x, err
 		}
 		if holder == target.id.String() {
@@ -209,7 +209,7 @@ func latencyOnce(ctx context.Context, c latencyConfig, name string, extra []stri
 			return x, err
 		}
 		var seq int64
-		if err := admin.QueryRow(ctx, `SELECT seq FROM batches WHERE service_id = $1 AND batch_id = $2`, svc, id).Scan(&seq); err != nil {
+		if err := admin.QueryRow(ctx, `SELECT seq FROM batchclaim.batches WHERE service_id = $1 AND batch_id = $2`, svc, id).Scan(&seq); err != nil {
 			return x, fmt.Errorf("batch %s of %s after its POST: %w", id[:12], svc, err)
 		}
 		seqs = append(seqs, seq)
@@ -286,7 +286,7 @@ func waitDone(ctx context.Context, q *pgxpool.Pool, seq int64, limit time.Durati
 	deadline := time.Now().Add(limit)
 	for {
 		var state string
-		if err := q.QueryRow(ctx, `SELECT state FROM batches WHERE seq = $1`, seq).Scan(&state); err != nil {
+		if err := q.QueryRow(ctx, `SELECT state FROM batchclaim.batches WHERE seq = $1`, seq).Scan(&state); err != nil {
 			return err
 		}
 		if state == "COMMITTED" || state == "INVALID" {
@@ -308,9 +308,9 @@ func waitDone(ctx context.Context, q *pgxpool.Pool, seq int64, limit time.Durati
 // no first figure.
 func batchLatencies(ctx context.Context, q *pgxpool.Pool, seqs []int64) (post, done []float64, err error) {
 	rows, err := q.Query(ctx, `SELECT
-		(SELECT EXTRACT(EPOCH FROM min(a.started_at) - b.created_at) * 1000 FROM submission_attempts a WHERE a.seq = b.seq)::float8,
+		(SELECT EXTRACT(EPOCH FROM min(a.started_at) - b.created_at) * 1000 FROM batchclaim.submission_attempts a WHERE a.seq = b.seq)::float8,
 		CASE WHEN b.state = 'COMMITTED' THEN EXTRACT(EPOCH FROM b.updated_at - b.created_at) * 1000 END::float8
-		FROM batches b WHERE b.seq = ANY($1)`, seqs)
+		FROM batchclaim.batches b WHERE b.seq = ANY($1)`, seqs)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -141,7 +141,7 @@ func benchManyClaims(ctx context.Context, c manyClaimsConfig, info io.Writer) (m
 func roundOfBatches(ctx context.Context, admin *pgxpool.Pool, svcs []string, n int, limit time.Duration) (manyClaimsRound, error) {
 	x := manyClaimsRound{Batches: len(svcs)}
 	var from int64
-	if err := admin.QueryRow(ctx, `SELECT COALESCE(max(seq), 0) FROM batches`).Scan(&from); err != nil {
+	if err := admin.QueryRow(ctx, `SELECT COALESCE(max(seq), 0) FROM batchclaim.batches`).Scan(&from); err != nil {
 		return x, err
 	}
 	start := time.Now()
@@ -151,8 +151,8 @@ func roundOfBatches(ctx context.Context, admin *pgxpool.Pool, svcs []string, n i
 	deadline := start.Add(limit)
 	for {
 		err := admin.QueryRow(ctx, `SELECT count(*) FILTER (WHERE state = 'COMMITTED'),
-			count(*) FILTER (WHERE EXISTS (SELECT 1 FROM submission_attempts a WHERE a.seq = b.seq))
-			FROM batches b WHERE b.seq > $1`, from).Scan(&x.Committed, &x.Submitted)
+			count(*) FILTER (WHERE EXISTS (SELECT 1 FROM batchclaim.submission_attempts a WHERE a.seq = b.seq))
+			FROM batchclaim.batches b WHERE b.seq > $1`, from).Scan(&x.Committed, &x.Submitted)
 		if err != nil {
 			return x, err
 		}
@@ -170,7 +170,7 @@ func roundOfBatches(ctx context.Context, admin *pgxpool.Pool, svcs []string, n i
 		}
 	}
 	x.Seconds = round3(time.Since(start).Seconds())
-	rows, err := admin.Query(ctx, `SELECT seq FROM batches WHERE seq > $1`, from)
+	rows, err := admin.Query(ctx, `SELECT seq FROM batchclaim.batches WHERE seq > $1`, from)
 	if err != nil {
 		return x, err
 	}

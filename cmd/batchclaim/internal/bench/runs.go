@@ -150,7 +150,7 @@ func storeBatches(ctx context.Context, pool *pgxpool.Pool, svcs []string, n int)
 	for i, svc := range svcs {
 		ids[i], lists[i] = dlt.FakeBatch(svc, n)
 	}
-	if _, err := pool.Exec(ctx, `INSERT INTO batches (service_id, batch_id, payload, ledger)
+	if _, err := pool.Exec(ctx, `INSERT INTO batchclaim.batches (service_id, batch_id, payload, ledger)
 		SELECT unnest($1::text[]), unnest($2::text[]), unnest($3::bytea[]), true`, svcs, ids, lists); err != nil {
 		return at, fmt.Errorf("store round %d: %w", n, err)
 	}

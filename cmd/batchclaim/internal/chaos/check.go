@@ -72,7 +72,7 @@ func (r *run) check(ctx context.Context) (Report, error) {
 	rep.Acquisitions = claims.Acquisitions
 	if c.DropIdleAfter > 0 {
 		rep.DropIdleAfterMs = c.DropIdleAfter.Milliseconds()
-		if err := r.pool.QueryRow(ctx, `SELECT count(*) FROM claim_events WHERE event = 'dropped'`).Scan(&rep.Dropped); err != nil {
+		if err := r.pool.QueryRow(ctx, `SELECT count(*) FROM batchclaim.claim_events WHERE event = 'dropped'`).Scan(&rep.Dropped); err != nil {
 			return rep, fmt.Errorf("count dropped claims: %w", err)
 		}
 	}
@@ -129,7 +129,7 @@ func (r *run) check(ctx context.Context) (Report, error) {
 
 // seqs maps batch ids to their stored seq.
 func (r *run) seqs(ctx context.Context) (map[string]int64, error) {
-	rows, err := r.pool.Query(ctx, `SELECT batch_id, seq FROM batches`)
+	rows, err := r.pool.Query(ctx, `SELECT batch_id, seq FROM batchclaim.batches`)
 	if err != nil {
 		return nil, fmt.Errorf("read seqs: %w", err)
 	}

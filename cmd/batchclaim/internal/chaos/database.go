@@ -277,7 +277,7 @@ func (s *servers) acquisitions(ctx context.Context, addr string) []acquisition {
 		return nil
 	}
 	defer conn.Close(ctx)
-	rows, err := conn.Query(ctx, `SELECT service_id, epoch, instance_id FROM claim_events WHERE event = 'acquired'`)
+	rows, err := conn.Query(ctx, `SELECT service_id, epoch, instance_id FROM batchclaim.claim_events WHERE event = 'acquired'`)
 	if err != nil {
 		return nil
 	}

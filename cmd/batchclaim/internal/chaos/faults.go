@@ -288,7 +288,7 @@ func (r *run) hit(ctx context.Context, kind string, in *instance) *victim {
 	qctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
 	var live *bool
-	if err := r.pool.QueryRow(qctx, `SELECT now(), (SELECT expiry_1 > now() FROM instances WHERE id = $1)`, v.id).Scan(&v.at, &live); err != nil || live == nil || !*live {
+	if err := r.pool.QueryRow(qctx, `SELECT now(), (SELECT expiry_1 > now() FROM batchclaim.instances WHERE id = $1)`, v.id).Scan(&v.at, &live); err != nil || live == nil || !*live {
 		// Unknown, or its lease had already lapsed (after a Postgres fault, say): whatever it
 		// held was orphaned before this fault, which is not the one to judge.
 		v.at = time.Time{}
@@ -313,8 +313,8 @@ func (r *run) held(ctx context.Context, v *victim) {
 	qctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
 	rows, err := r.pool.Query(qctx, `SELECT e.service_id, e.epoch, e.busy,
-		EXISTS (SELECT 1 FROM batches b WHERE b.service_id = e.service_id AND b.unfinished)
-		FROM service_id_claims_effective e WHERE e.claimant = $1`, v.id)
+		EXISTS (SELECT 1 FROM batchclaim.batches b WHERE b.service_id = e.service_id AND b.unfinished)
+		FROM batchclaim.service_id_claims_effective e WHERE e.claimant = $1`, v.id)
 	if err != nil {
 		return
 	}
@@ -351,7 +351,7 @@ func (r *run) settle(ctx context.Context, limit time.Duration) bool {
 		if !missing {
 			qctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 			var healthy int
-			err := r.pool.QueryRow(qctx, `SELECT count(*) FROM instances WHERE id = ANY($1) AND expiry_1 > now()`, ids).Scan(&healthy)
+			err := r.pool.QueryRow(qctx, `SELECT count(*) FROM batchclaim.instances WHERE id = ANY($1) AND expiry_1 > now()`, ids).Scan(&healthy)
 			cancel()
 			if err == nil && healthy == len(ids) {
 				return true
@@ -372,7 +372,7 @@ func (r *run) leaseEnd(ctx context.Context, v *victim, ends bool) {
 	defer cancel()
 	var now time.Time
 	var e1, e2 *time.Time
-	err := r.pool.QueryRow(qctx, `SELECT now(), (SELECT expiry_1 FROM instances WHERE id = $1), (SELECT expiry_2 FROM instances WHERE id = $1)`, v.id).Scan(&now, &e1, &e2)
+	err := r.pool.QueryRow(qctx, `SELECT now(), (SELECT expiry_1 FROM batchclaim.instances WHERE id = $1), (SELECT expiry_2 FROM batchclaim.instances WHERE id = $1)`, v.id).Scan(&now, &e1, &e2)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if err != nil || e1 == nil || e2 == nil {
@@ -397,9 +397,9 @@ func (r *run) judgeFreeze(ctx context.Context, name string, id uuid.UUID, from t
 	defer cancel()
 	var work, wrote bool
 	err := r.pool.QueryRow(qctx, `SELECT
-		EXISTS (SELECT 1 FROM service_id_claims c JOIN batches b ON b.service_id = c.service_id AND b.unfinished
+		EXISTS (SELECT 1 FROM batchclaim.service_id_claims c JOIN batchclaim.batches b ON b.service_id = c.service_id AND b.unfinished
 		        WHERE c.claimant = $1 AND b.created_at < $2),
-		EXISTS (SELECT 1 FROM batch_history h WHERE h.instance_id = $1 AND h.at >= $2)`, id, from).Scan(&work, &wrote)
+		EXISTS (SELECT 1 FROM batchclaim.batch_history h WHERE h.instance_id = $1 AND h.at >= $2)`, id, from).Scan(&work, &wrote)
 	if err != nil {
 		return // the database is unreachable: not judged
 	}

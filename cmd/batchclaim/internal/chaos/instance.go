@@ -172,7 +172,7 @@ func (in *instance) lookupID(ctx context.Context, pool *pgxpool.Pool) uuid.UUID 
 	}
 	qctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
-	if err := pool.QueryRow(qctx, `SELECT id FROM instances WHERE name = $1 ORDER BY started_at DESC LIMIT 1`, name).Scan(&id); err != nil {
+	if err := pool.QueryRow(qctx, `SELECT id FROM batchclaim.instances WHERE name = $1 ORDER BY started_at DESC LIMIT 1`, name).Scan(&id); err != nil {
 		return uuid.Nil
 	}
 	in.mu.Lock()

@@ -207,8 +207,8 @@ func (r *run) claimsHeld(ctx context.Context) []liveClaim {
 	qctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
 	rows, err := r.pool.Query(qctx, `SELECT c.service_id,
-		EXISTS (SELECT 1 FROM batches b WHERE b.service_id = c.service_id AND b.state NOT IN ('COMMITTED', 'INVALID'))
-		FROM service_id_claims c WHERE c.claimant IS NOT NULL`)
+		EXISTS (SELECT 1 FROM batchclaim.batches b WHERE b.service_id = c.service_id AND b.state NOT IN ('COMMITTED', 'INVALID'))
+		FROM batchclaim.service_id_claims c WHERE c.claimant IS NOT NULL`)
 	if err != nil {
 		return nil
 	}
@@ -246,7 +246,7 @@ func (r *run) awaitClaims(ctx context.Context, held []liveClaim, fault, writable
 			svcs = append(svcs, s)
 		}
 		qctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		rows, err := r.pool.Query(qctx, `SELECT c.service_id FROM service_id_claims c JOIN instances i ON i.id = c.claimant
+		rows, err := r.pool.Query(qctx, `SELECT c.service_id FROM batchclaim.service_id_claims c JOIN batchclaim.instances i ON i.id = c.claimant
 			WHERE c.service_id = ANY($1) AND i.expiry_1 > now()`, svcs)
 		if err == nil {
 			for rows.Next() {

@@ -323,7 +323,7 @@ func (r *run) claimCounts(ctx context.Context) (map[uuid.UUID]int, error) {
 	for _, in := range r.instances {
 		in.lookupID(ctx, r.pool)
 	}
-	rows, err := r.pool.Query(ctx, `SELECT claimant, count(*) FROM service_id_claims WHERE claimant IS NOT NULL GROUP BY claimant`)
+	rows, err := r.pool.Query(ctx, `SELECT claimant, count(*) FROM batchclaim.service_id_claims WHERE claimant IS NOT NULL GROUP BY claimant`)
 	if err != nil {
 		return nil, err
 	}
