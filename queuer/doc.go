@@ -2,6 +2,11 @@
 // service_id to the submitter, at most one in flight per service_id. The claim engine
 // (package claims) runs its own cycle and lease; the queuer reads which claims are held.
 //
+// Package node wires the queuer to the claim engine, the recorder and status poller (package
+// observer), the submitter pool (package submitter) and a LISTEN connection that tells it
+// about new work; most embedders use node. The example of Queuer wires the parts by hand:
+// it shows the hooks that connect them and the order in which they start and stop.
+//
 // # Which service_ids it looks at
 //
 // The queuer reads the head batches of service_ids it has a reason to look at, never a window
