@@ -55,7 +55,7 @@ func failoverNode(ctx context.Context, args []string, _, stderr io.Writer) error
 	fs.DurationVar(&cfg.PollInterval, "poll", 0, "command queue polling interval when no notification arrives (default 1s)")
 	fs.BoolVar(&cfg.DisableListen, "no-listen", false, "poll the command queue only, without LISTEN/NOTIFY")
 	stallAt := fs.Int64("stall-after-decision-epoch", 0, "used by failover demo: after deciding a failover to this epoch, stop (holding the lock) until killed")
-	newLogger := logFlags(fs)
+	newLogger := cli.LogFlags(fs)
 	if err := cli.Parse(fs, args); err != nil {
 		return err
 	}

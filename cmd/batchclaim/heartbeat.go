@@ -68,7 +68,7 @@ func heartbeatRun(ctx context.Context, args []string, stderr io.Writer) error {
 	fs.DurationVar(&cfg.RetryMax, "retry-max", heartbeat.RetryMaxDefault, "longest delay after a failed delivery")
 	listen := fs.String("listen", "127.0.0.1:8090", "HTTP address for POST /heartbeat, GET /active and /healthz")
 	insecure := fs.Bool("insecure-listen", false, "allow a --listen address other hosts can reach (anyone reaching it can send heartbeats)")
-	newLogger := logFlags(fs)
+	newLogger := cli.LogFlags(fs)
 	if err := cli.Parse(fs, args); err != nil {
 		return err
 	}
