@@ -15,6 +15,7 @@ import (
 	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/bench"
 	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/cli"
 	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/demo"
+	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/electioncmd"
 	"github.com/batchclaim/batchclaim/dlt/dltsim"
 )
 
@@ -43,8 +44,8 @@ func init() {
 		"dlt-sim": {summary: "run the ledger simulator (Sawtooth REST API or Splinter scabbard)", run: dltsim.Command},
 		"ui":      {summary: "serve the live status page from the database, without running an instance", run: runUI},
 
-		"election": {summary: "one primary per role: run an elector (election run) or the fault demo (election demo)", run: runElection},
-		"primary":  {summary: "exit 0 if this host's instance is the live primary of --role, 1 if not", run: runPrimary},
+		"election": {summary: "one primary per role: run an elector (election run) or the fault demo (election demo)", run: electioncmd.Command},
+		"primary":  {summary: "exit 0 if this host's instance is the live primary of --role, 1 if not", run: electioncmd.Primary},
 
 		"failover":     {summary: "owner-token lock and best-replica shard failover: run a node (failover node) or the fault demo (failover demo)", run: runFailover},
 		"singleflight": {summary: "per-key single-flight cache: the fault demo (singleflight demo)", run: runSingleflight},

@@ -1,4 +1,4 @@
-package main
+package electioncmd
 
 import (
 	"context"
@@ -20,8 +20,8 @@ import (
 	"github.com/batchclaim/batchclaim/patterns/election"
 )
 
-// runElection is `batchclaim election run|demo`.
-func runElection(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+// Command is `batchclaim election run|demo`.
+func Command(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) > 0 {
 		switch args[0] {
 		case "run":
@@ -66,7 +66,7 @@ func electionRun(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		return err
 	}
 	if fs.NArg() > 0 {
-		return errorf("unexpected argument %q", fs.Arg(0))
+		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
 	for _, r := range strings.Split(*roles, ",") {
 		if r = strings.TrimSpace(r); r != "" {
