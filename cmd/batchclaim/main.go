@@ -16,6 +16,7 @@ import (
 	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/cli"
 	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/demo"
 	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/electioncmd"
+	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/failovercmd"
 	"github.com/batchclaim/batchclaim/dlt/dltsim"
 )
 
@@ -47,7 +48,7 @@ func init() {
 		"election": {summary: "one primary per role: run an elector (election run) or the fault demo (election demo)", run: electioncmd.Command},
 		"primary":  {summary: "exit 0 if this host's instance is the live primary of --role, 1 if not", run: electioncmd.Primary},
 
-		"failover":     {summary: "owner-token lock and best-replica shard failover: run a node (failover node) or the fault demo (failover demo)", run: runFailover},
+		"failover":     {summary: "owner-token lock and best-replica shard failover: run a node (failover node) or the fault demo (failover demo)", run: failovercmd.Command},
 		"singleflight": {summary: "per-key single-flight cache: the fault demo (singleflight demo)", run: runSingleflight},
 
 		"heartbeat": {summary: "active/standby missed-heartbeat events: heartbeat run | event-types | demo", run: runHeartbeat},

@@ -1,4 +1,4 @@
-package main
+package failovercmd
 
 import (
 	"context"
@@ -11,8 +11,8 @@ import (
 	"github.com/batchclaim/batchclaim/patterns/failover"
 )
 
-// runFailover is `batchclaim failover node|demo`.
-func runFailover(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+// Command is `batchclaim failover node|demo`.
+func Command(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) > 0 {
 		switch args[0] {
 		case "node":
@@ -60,7 +60,7 @@ func failoverNode(ctx context.Context, args []string, _, stderr io.Writer) error
 		return err
 	}
 	if fs.NArg() > 0 {
-		return errorf("unexpected argument %q", fs.Arg(0))
+		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
 	logger, err := newLogger(stderr)
 	if err != nil {
