@@ -17,6 +17,7 @@ import (
 	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/demo"
 	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/electioncmd"
 	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/failovercmd"
+	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/heartbeatcmd"
 	"github.com/batchclaim/batchclaim/dlt/dltsim"
 )
 
@@ -51,7 +52,7 @@ func init() {
 		"failover":     {summary: "owner-token lock and best-replica shard failover: run a node (failover node) or the fault demo (failover demo)", run: failovercmd.Command},
 		"singleflight": {summary: "per-key single-flight cache: the fault demo (singleflight demo)", run: runSingleflight},
 
-		"heartbeat": {summary: "active/standby missed-heartbeat events: heartbeat run | event-types | demo", run: runHeartbeat},
+		"heartbeat": {summary: "active/standby missed-heartbeat events: heartbeat run | event-types | demo", run: heartbeatcmd.Command},
 	}
 	// A deployment's environment is run's: every command accepts its BATCHCLAIM_ variables.
 	cli.SharedFlags = func() *flag.FlagSet { return newRunFlags(io.Discard).fs }
