@@ -18,6 +18,7 @@ import (
 	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/electioncmd"
 	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/failovercmd"
 	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/heartbeatcmd"
+	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/singleflightcmd"
 	"github.com/batchclaim/batchclaim/dlt/dltsim"
 )
 
@@ -50,7 +51,7 @@ func init() {
 		"primary":  {summary: "exit 0 if this host's instance is the live primary of --role, 1 if not", run: electioncmd.Primary},
 
 		"failover":     {summary: "owner-token lock and best-replica shard failover: run a node (failover node) or the fault demo (failover demo)", run: failovercmd.Command},
-		"singleflight": {summary: "per-key single-flight cache: the fault demo (singleflight demo)", run: runSingleflight},
+		"singleflight": {summary: "per-key single-flight cache: the fault demo (singleflight demo)", run: singleflightcmd.Command},
 
 		"heartbeat": {summary: "active/standby missed-heartbeat events: heartbeat run | event-types | demo", run: heartbeatcmd.Command},
 	}
