@@ -4,9 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"io"
-	"log/slog"
-	"net/http"
 	"os"
 	"os/exec"
 	"strings"
@@ -71,9 +68,9 @@ func TestElectionDemoJSON(t *testing.T) {
 	}
 }
 
-// `batchclaim primary` and GET /primary against a real elector: exit 0 on the primary's
-// host, 1 elsewhere or when there is no primary, 2 on errors.
-func TestPrimaryCommandAndEndpoint(t *testing.T) {
+// `batchclaim primary` against a real elector: exit 0 on the primary's host, 1 elsewhere or
+// when there is no primary, 2 on errors. GET /primary is tested in internal/electioncmd.
+func TestPrimaryCommand(t *testing.T) {
 	t.Parallel()
 	url := dbtest.NewDB(t)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -126,31 +123,4 @@ func TestPrimaryCommandAndEndpoint(t *testing.T) {
 		t.Fatalf("election run with T = 2I: %q", out)
 	}
 	run(2, "primary", "--role", "scheduler", "--database-url", "postgres://nobody@127.0.0.1:1/none?connect_timeout=1")
-
-	addr := mustFreeAddr(t)
-	srv, err := servePrimary(ctx, addr, nil, el, pool, slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Close()
-	get := func(path string) (int, string) {
-		resp, err := http.Get("http://" + addr + path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(b)
-	}
-	code, body := get("/primary?role=scheduler")
-	var p primaryJSON
-	if code != http.StatusOK || json.Unmarshal([]byte(body), &p) != nil || p.Name != "s1" || p.Host != "host-a" || p.Epoch < 1 || !p.ThisInstance {
-		t.Fatalf("GET /primary?role=scheduler: %d %s", code, body)
-	}
-	if code, body := get("/primary?role=nobody"); code != http.StatusNotFound {
-		t.Fatalf("GET /primary?role=nobody: %d %s", code, body)
-	}
-	if code, body := get("/primary"); code != http.StatusBadRequest {
-		t.Fatalf("GET /primary: %d %s", code, body)
-	}
 }

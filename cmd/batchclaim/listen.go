@@ -4,12 +4,10 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
-	"flag"
 	"fmt"
 	"log/slog"
 	"os"
 	"os/signal"
-	"strings"
 	"syscall"
 
 	"github.com/batchclaim/batchclaim/internal/httpauth"
@@ -28,56 +26,6 @@ func checkListen(addr string, tokenFile string, insecure bool) error {
 	}
 	return fmt.Errorf("--listen %s is not a loopback address and no --auth-token-file is set, so anyone who can reach it "+
 		"could post batches: give --auth-token-file FILE, or --insecure-listen if something in front of it authenticates", addr)
-}
-
-// checkReadOnlyListen refuses a listener other hosts can reach for a command whose listener
-// has no authentication and serves only what (read-only) unless the operator said
-// --insecure-listen.
-func checkReadOnlyListen(addr string, insecure bool, what string) error {
-	if addr == "" || insecure || loopbackOnly(addr) {
-		return nil
-	}
-	return fmt.Errorf("--listen %s is not a loopback address: it would serve %s to anyone who can reach it, without "+
-		"authentication; give --insecure-listen if that is intended", addr, what)
-}
-
-// warnReachable warns at start about a listener other hosts can reach: without
-// authentication (--insecure-listen), or with tokens over plain HTTP.
-func warnReachable(logger *slog.Logger, addr string, tokens, tls bool) {
-	if addr == "" || loopbackOnly(addr) {
-		return
-	}
-	switch {
-	case !tokens:
-		logger.Warn("the listener accepts requests from other hosts without authentication (--insecure-listen)", "listen", addr)
-	case !tls:
-		logger.Warn("bearer tokens travel in clear text: give --tls-cert and --tls-key, or terminate TLS in front", "listen", addr)
-	}
-}
-
-// allowedHostsFlag registers --allowed-hosts.
-func allowedHostsFlag(fs *flag.FlagSet) *string {
-	return fs.String("allowed-hosts", "", "comma-separated host names the listener answers to besides IP addresses, localhost and the --listen host "+
-		"(.example.com: a domain and its subdomains; *: any); other Host headers get 421, a defence against DNS rebinding")
-}
-
-// checkHosts checks --allowed-hosts.
-func checkHosts(listen string, allowed []string) error {
-	if _, err := httpguard.NewHosts(listen, allowed); err != nil {
-		return fmt.Errorf("--allowed-hosts: %w", err)
-	}
-	return nil
-}
-
-// splitList splits a comma-separated flag value, dropping empty entries.
-func splitList(s string) []string {
-	var out []string
-	for _, e := range strings.Split(s, ",") {
-		if e = strings.TrimSpace(e); e != "" {
-			out = append(out, e)
-		}
-	}
-	return out
 }
 
 // checkTLSFlags loads the listener's certificate and key at start, so that a bad file is

@@ -21,7 +21,6 @@ import (
 	"github.com/batchclaim/batchclaim/dlt"
 	"github.com/batchclaim/batchclaim/ingest"
 	"github.com/batchclaim/batchclaim/internal/httpauth"
-	"github.com/batchclaim/batchclaim/internal/wallclock"
 	"github.com/batchclaim/batchclaim/node"
 	"github.com/batchclaim/batchclaim/observer"
 	"github.com/batchclaim/batchclaim/queuer"
@@ -42,35 +41,6 @@ func timingFlags(fs *flag.FlagSet, c *claims.Config) {
 	c.KnobNames = map[string]string{
 		"RenewInterval": "--renew-interval", "LocalDeadline": "--local-deadline", "Expiry1": "--expiry-1", "Expiry2": "--expiry-2",
 		"MaxSubmission": "--submit-timeout", "StopTime": "--stop-time", "Margin": "--margin",
-	}
-}
-
-// logFlags registers --log-level and --log-format and returns a constructor.
-func logFlags(fs *flag.FlagSet) func(w io.Writer) (*slog.Logger, error) {
-	level := fs.String("log-level", "info", "debug | info | warn | error")
-	format := fs.String("log-format", "text", "text | json")
-	return func(w io.Writer) (*slog.Logger, error) {
-		var l slog.Level
-		if err := l.UnmarshalText([]byte(*level)); err != nil {
-			return nil, fmt.Errorf("--log-level %q: want debug, info, warn or error", *level)
-		}
-		if err := wallclock.Load(); err != nil { // the wall-clock skew of tests, if any
-			return nil, err
-		}
-		opts := &slog.HandlerOptions{Level: l, ReplaceAttr: wallclock.ReplaceAttr}
-		var logger *slog.Logger
-		switch strings.ToLower(*format) {
-		case "text":
-			logger = slog.New(slog.NewTextHandler(w, opts))
-		case "json":
-			logger = slog.New(slog.NewJSONHandler(w, opts))
-		default:
-			return nil, fmt.Errorf("--log-format %q: want text or json", *format)
-		}
-		if off := wallclock.Offset(); off != 0 {
-			logger.Warn("wall clock skewed for a test", "offset", off.String(), "env", wallclock.EnvOffset)
-		}
-		return logger, nil
 	}
 }
 
@@ -111,7 +81,7 @@ func newRunFlags(stderr io.Writer) *runFlags {
 	fs.StringVar(&cfg.Listen, "listen", "127.0.0.1:8080", "HTTP address for /healthz, /readyz, /metrics and the ingest API (empty: none)")
 	f.tokenFile = fs.String("auth-token-file", "", "file of bearer tokens, one a line, required by the ingest API and every state-changing request (reloaded on SIGHUP)")
 	f.insecure = fs.Bool("insecure-listen", false, "allow a non-loopback --listen without --auth-token-file")
-	f.allowedHosts = allowedHostsFlag(fs)
+	f.allowedHosts = cli.AllowedHostsFlag(fs)
 	fs.StringVar(&cfg.TLSCertFile, "tls-cert", "", "serve HTTPS with this PEM certificate chain (with --tls-key)")
 	fs.StringVar(&cfg.TLSKeyFile, "tls-key", "", "PEM private key of --tls-cert")
 	fs.DurationVar(&cfg.ReadTimeout, "read-timeout", node.ReadTimeoutDefault, "longest time to read one request, body included")
@@ -137,7 +107,7 @@ func newRunFlags(stderr io.Writer) *runFlags {
 	fs.Int64Var(&cfg.MaxBody, "max-body", ingest.MaxBodyDefault, "largest ingest request body in bytes")
 	fs.BoolVar(&f.cfg.Pprof, "pprof", false, "serve the runtime's profiles under /debug/pprof/ on --listen, behind --auth-token-file (without one: a loopback --listen only)")
 	f.claimsOnly = fs.Bool("claims-only", false, "only hold claims (no ledger, no batches): for trying out the claim engine; serves /metrics only if --listen is given")
-	f.newLogger = logFlags(fs)
+	f.newLogger = cli.LogFlags(fs)
 	f.fs = fs
 	return f
 }
@@ -173,7 +143,7 @@ func runDaemon(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if cfg.Retention == 0 { // --retention 0 disables; the library's zero is the default
 		cfg.Retention = -1
 	}
-	cfg.AllowedHosts = splitList(*allowedHosts)
+	cfg.AllowedHosts = cli.SplitList(*allowedHosts)
 	cfg.Logger, cfg.Claims.Logger, cfg.Claims.Version = logger, logger, version
 	cfg.NoListen = !*notify
 	if !flagGiven(fs, "require-sync-standby") {
@@ -188,7 +158,7 @@ func runDaemon(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	var tokens *httpauth.Tokens
 	if *claimsOnly {
-		if err := checkReadOnlyListen(cfg.Listen, *insecure, "/healthz and /metrics"); err != nil {
+		if err := cli.CheckReadOnlyListen(cfg.Listen, *insecure, "/healthz and /metrics"); err != nil {
 			return err
 		}
 	} else {
@@ -208,10 +178,10 @@ func runDaemon(ctx context.Context, args []string, stdout, stderr io.Writer) err
 			return err
 		}
 	}
-	if err := checkHosts(cfg.Listen, cfg.AllowedHosts); err != nil {
+	if err := cli.CheckHosts(cfg.Listen, cfg.AllowedHosts); err != nil {
 		return err
 	}
-	warnReachable(logger, cfg.Listen, tokens != nil, cfg.TLSCertFile != "")
+	cli.WarnReachable(logger, cfg.Listen, tokens != nil, cfg.TLSCertFile != "")
 	var client dlt.Client
 	if !*claimsOnly {
 		if *dltURL == "" {

@@ -26,9 +26,9 @@ func runUI(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	listen := fs.String("listen", "127.0.0.1:8090", "HTTP address of the page")
 	tokenFile := fs.String("auth-token-file", "", "file of bearer tokens (one a line) required to resume a halted service_id (reloaded on SIGHUP)")
 	insecure := fs.Bool("insecure-listen", false, "allow a non-loopback --listen without --auth-token-file")
-	allowedHosts := allowedHostsFlag(fs)
+	allowedHosts := cli.AllowedHostsFlag(fs)
 	refresh := fs.Duration("refresh", ui.RefreshDefault, "how often the page refreshes")
-	newLogger := logFlags(fs)
+	newLogger := cli.LogFlags(fs)
 	if err := cli.Parse(fs, args); err != nil {
 		return err
 	}
@@ -42,7 +42,7 @@ func runUI(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if *tokenFile == "" && !*insecure && !loopbackOnly(*listen) {
 		return errorf("--listen %s is not a loopback address: give --auth-token-file (or --insecure-listen to serve the resume action to anyone who can connect)", *listen)
 	}
-	hosts, err := httpguard.NewHosts(*listen, splitList(*allowedHosts))
+	hosts, err := httpguard.NewHosts(*listen, cli.SplitList(*allowedHosts))
 	if err != nil {
 		return fmt.Errorf("--allowed-hosts: %w", err)
 	}
@@ -50,7 +50,7 @@ func runUI(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	warnReachable(logger, *listen, tokens != nil, true) // no TLS of its own: tokens are expected to travel through TLS in front
+	cli.WarnReachable(logger, *listen, tokens != nil, true) // no TLS of its own: tokens are expected to travel through TLS in front
 	pool, err := database.Open(ctx, *dbURL, 4)
 	if err != nil {
 		return err

@@ -1,4 +1,4 @@
-package main
+package failovercmd
 
 import (
 	"context"
@@ -77,7 +77,7 @@ func failoverDemo(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		return err
 	}
 	if fs.NArg() > 0 {
-		return errorf("unexpected argument %q", fs.Arg(0))
+		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
 	out := stdout
 	if *asJSON {

@@ -1,4 +1,4 @@
-package main
+package electioncmd
 
 import (
 	"context"
@@ -13,10 +13,10 @@ import (
 	"github.com/batchclaim/batchclaim/patterns/election"
 )
 
-// runPrimary is `batchclaim primary`: the source design's CheckPrimary for the other
+// Primary is `batchclaim primary`: the source design's CheckPrimary for the other
 // services on a host. Exit status 0: this host's instance is the role's live primary; 1: it
 // is not (who is, if anyone, is printed); 2: the question could not be answered.
-func runPrimary(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+func Primary(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := cli.NewFlagSet("primary", "--role R [flags]",
 		"Exits 0 if the live primary of role R (as elected by `batchclaim election run`) runs on\n"+
 			"this host, 1 if not (and prints who is), 2 on error. A script or service on the same\n"+

@@ -1,4 +1,4 @@
-package main
+package electioncmd
 
 import (
 	"context"
@@ -97,7 +97,7 @@ func electionDemo(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		return err
 	}
 	if fs.NArg() > 0 {
-		return errorf("unexpected argument %q", fs.Arg(0))
+		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
 	if _, _, err := (election.Config{Roles: electionDemoRoles, HeartbeatInterval: *interval, Timeout: *timeout}).Resolve(); err != nil {
 		return err

@@ -1,4 +1,4 @@
-package main
+package electioncmd
 
 import (
 	"context"
@@ -20,8 +20,8 @@ import (
 	"github.com/batchclaim/batchclaim/patterns/election"
 )
 
-// runElection is `batchclaim election run|demo`.
-func runElection(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+// Command is `batchclaim election run|demo`.
+func Command(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) > 0 {
 		switch args[0] {
 		case "run":
@@ -58,15 +58,15 @@ func electionRun(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	fs.DurationVar(&cfg.Timeout, "timeout", 0, "T: a primary silent this long may be replaced; must be > 2I (default 5 x interval, or 5s)")
 	listen := fs.String("listen", "", "HTTP address for GET /primary?role=R and /healthz (empty: none; a non-loopback address needs --insecure-listen)")
 	insecure := fs.Bool("insecure-listen", false, "allow a non-loopback --listen (it serves who is primary to anyone who can reach it, without authentication)")
-	allowedHosts := allowedHostsFlag(fs)
+	allowedHosts := cli.AllowedHostsFlag(fs)
 	demoWrites := fs.Bool("demo-writes", false, "while primary, record acting evidence and fenced writes in the demo's tables (used by election demo)")
 	workURL := fs.String("demo-work-database-url", "", "with --demo-writes: make those writes through this URL instead of --database-url, so that cutting the elector's link leaves the work's link up")
-	newLogger := logFlags(fs)
+	newLogger := cli.LogFlags(fs)
 	if err := cli.Parse(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
-		return errorf("unexpected argument %q", fs.Arg(0))
+		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
 	for _, r := range strings.Split(*roles, ",") {
 		if r = strings.TrimSpace(r); r != "" {
@@ -81,13 +81,13 @@ func electionRun(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if err != nil {
 		return err
 	}
-	if err := checkReadOnlyListen(*listen, *insecure, "/primary and /healthz"); err != nil {
+	if err := cli.CheckReadOnlyListen(*listen, *insecure, "/primary and /healthz"); err != nil {
 		return err
 	}
-	if err := checkHosts(*listen, splitList(*allowedHosts)); err != nil {
+	if err := cli.CheckHosts(*listen, cli.SplitList(*allowedHosts)); err != nil {
 		return err
 	}
-	warnReachable(logger, *listen, false, false)
+	cli.WarnReachable(logger, *listen, false, false)
 	cfg.Logger = logger
 	if _, _, err := cfg.Resolve(); err != nil {
 		return err
@@ -116,7 +116,7 @@ func electionRun(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		w.el = el
 	}
 	if *listen != "" {
-		srv, err := servePrimary(ctx, *listen, splitList(*allowedHosts), el, pool, logger)
+		srv, err := servePrimary(ctx, *listen, cli.SplitList(*allowedHosts), el, pool, logger)
 		if err != nil {
 			return err
 		}

@@ -1,4 +1,4 @@
-package main
+package heartbeatcmd
 
 import (
 	"bytes"
@@ -228,10 +228,10 @@ func heartbeatDemo(ctx context.Context, args []string, stdout, stderr io.Writer)
 		return err
 	}
 	if fs.NArg() > 0 {
-		return errorf("unexpected argument %q", fs.Arg(0))
+		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
 	if *instances < 2 {
-		return errorf("--instances must be at least 2")
+		return fmt.Errorf("--instances must be at least 2")
 	}
 	out := stdout
 	if *asJSON {

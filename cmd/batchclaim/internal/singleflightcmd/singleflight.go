@@ -1,4 +1,4 @@
-package main
+package singleflightcmd
 
 import (
 	"context"
@@ -20,8 +20,8 @@ import (
 	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/subproc"
 )
 
-// runSingleflight is `batchclaim singleflight demo` (and the demo's hidden worker).
-func runSingleflight(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+// Command is `batchclaim singleflight demo` (and the demo's hidden worker).
+func Command(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) > 0 {
 		switch args[0] {
 		case "demo":
@@ -104,10 +104,10 @@ func sfDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return err
 	}
 	if fs.NArg() > 0 {
-		return errorf("unexpected argument %q", fs.Arg(0))
+		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
 	if c.processes < 2 || c.keys < 1 || c.callers < 1 || c.duration <= 0 {
-		return errorf("--processes must be at least 2, --keys and --callers at least 1, --duration positive")
+		return fmt.Errorf("--processes must be at least 2, --keys and --callers at least 1, --duration positive")
 	}
 	out := stdout
 	if c.asJSON {

@@ -1,4 +1,4 @@
-package main
+package failovercmd
 
 import (
 	"context"
@@ -11,8 +11,8 @@ import (
 	"github.com/batchclaim/batchclaim/patterns/failover"
 )
 
-// runFailover is `batchclaim failover node|demo`.
-func runFailover(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+// Command is `batchclaim failover node|demo`.
+func Command(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) > 0 {
 		switch args[0] {
 		case "node":
@@ -55,12 +55,12 @@ func failoverNode(ctx context.Context, args []string, _, stderr io.Writer) error
 	fs.DurationVar(&cfg.PollInterval, "poll", 0, "command queue polling interval when no notification arrives (default 1s)")
 	fs.BoolVar(&cfg.DisableListen, "no-listen", false, "poll the command queue only, without LISTEN/NOTIFY")
 	stallAt := fs.Int64("stall-after-decision-epoch", 0, "used by failover demo: after deciding a failover to this epoch, stop (holding the lock) until killed")
-	newLogger := logFlags(fs)
+	newLogger := cli.LogFlags(fs)
 	if err := cli.Parse(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
-		return errorf("unexpected argument %q", fs.Arg(0))
+		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
 	logger, err := newLogger(stderr)
 	if err != nil {

@@ -1,4 +1,4 @@
-package main
+package heartbeatcmd
 
 import (
 	"context"
@@ -14,11 +14,12 @@ import (
 
 	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/cli"
 	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/database"
+	"github.com/batchclaim/batchclaim/internal/httpguard"
 	"github.com/batchclaim/batchclaim/patterns/heartbeat"
 )
 
-// runHeartbeat is `batchclaim heartbeat run|event-types|demo`.
-func runHeartbeat(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+// Command is `batchclaim heartbeat run|event-types|demo`.
+func Command(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) > 0 {
 		switch args[0] {
 		case "run":
@@ -68,15 +69,15 @@ func heartbeatRun(ctx context.Context, args []string, stderr io.Writer) error {
 	fs.DurationVar(&cfg.RetryMax, "retry-max", heartbeat.RetryMaxDefault, "longest delay after a failed delivery")
 	listen := fs.String("listen", "127.0.0.1:8090", "HTTP address for POST /heartbeat, GET /active and /healthz")
 	insecure := fs.Bool("insecure-listen", false, "allow a --listen address other hosts can reach (anyone reaching it can send heartbeats)")
-	newLogger := logFlags(fs)
+	newLogger := cli.LogFlags(fs)
 	if err := cli.Parse(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
-		return errorf("unexpected argument %q", fs.Arg(0))
+		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
-	if !*insecure && !loopbackOnly(*listen) {
-		return errorf("--listen %s is not a loopback address: anyone who reaches it could send heartbeats and hide an outage; "+
+	if !*insecure && !httpguard.LoopbackOnly(*listen) {
+		return fmt.Errorf("--listen %s is not a loopback address: anyone who reaches it could send heartbeats and hide an outage; "+
 			"put an authenticating proxy in front and give --insecure-listen", *listen)
 	}
 	logger, err := newLogger(stderr)
