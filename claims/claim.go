@@ -33,3 +33,13 @@ type Querier = pg.Querier
 // Pool is a Querier that can also start transactions, such as *pgxpool.Pool: the project's
 // one Beginner.
 type Pool = pg.Beginner
+
+// InSchema returns pool with batchclaim's tables in schema instead of the default, batchclaim
+// (for a database migrated with migrations.InSchema): pass the result wherever the library
+// asks for a Pool or a Querier. The engine's own lease connection follows it. With "" or
+// "batchclaim" it returns pool itself. See docs/schema.md.
+func InSchema(pool Pool, schema string) Pool { return pg.InSchema(pool, schema) }
+
+// QuerierInSchema is InSchema for a Querier that starts no transactions, such as the pgx.Tx
+// of an application's transaction that enqueues.
+func QuerierInSchema(q Querier, schema string) Querier { return pg.QuerierInSchema(q, schema) }

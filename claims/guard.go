@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/batchclaim/batchclaim/internal/db"
+	"github.com/batchclaim/batchclaim/internal/pg"
 )
 
 // The failover guard. The guarantees hold across a failover only if what was committed on the
@@ -127,13 +128,14 @@ type acquirer interface {
 // renewal that was lost.
 func (e *Engine) checkLease(ctx context.Context, q Querier) (Querier, func(), error) {
 	release := func() {}
-	conn, _ := q.(*pgx.Conn)
-	if p, ok := q.(acquirer); ok {
+	schema := pg.SchemaOf(q)
+	conn, _ := pg.Unwrap(q).(*pgx.Conn)
+	if p, ok := pg.Unwrap(q).(acquirer); ok {
 		c, err := p.Acquire(ctx)
 		if err != nil {
 			return nil, release, err
 		}
-		q, conn, release = c, c.Conn(), c.Release
+		q, conn, release = pg.QuerierInSchema(c, schema), c.Conn(), c.Release
 	}
 	if e.checked(conn) {
 		return q, release, nil

@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/batchclaim/batchclaim/internal/db"
+	"github.com/batchclaim/batchclaim/internal/pg"
 )
 
 // The lease loop renews the instance's lease every RenewInterval on a connection of its own,
@@ -99,7 +100,7 @@ func (e *Engine) runLease(ctx context.Context) {
 // returns the connection to use next time: nil after an error, so that the next renewal
 // dials afresh.
 func (e *Engine) renewOn(ctx context.Context, conn *pgx.Conn) (*pgx.Conn, error) {
-	pc, ok := e.pool.(poolConfig)
+	pc, ok := pg.Unwrap(e.pool).(poolConfig)
 	if !ok {
 		rctx, cancel := context.WithTimeout(ctx, e.cfg.LocalDeadline)
 		defer cancel()
@@ -116,7 +117,7 @@ func (e *Engine) renewOn(ctx context.Context, conn *pgx.Conn) (*pgx.Conn, error)
 	}
 	rctx, cancel := context.WithTimeout(ctx, e.cfg.LocalDeadline)
 	defer cancel()
-	if err := e.heartbeat(rctx, conn); err != nil {
+	if err := e.heartbeat(rctx, pg.QuerierInSchema(conn, pg.SchemaOf(e.pool))); err != nil {
 		_ = conn.Close(context.WithoutCancel(ctx))
 		return nil, err
 	}

@@ -86,7 +86,7 @@ func Down(ctx context.Context, databaseURL string, steps int, opts ...Option) er
 
 // ErrInPublic is returned by Version for a database whose tables an earlier release left in
 // public: Up moves them.
-var ErrInPublic = errors.New("batchclaim's tables are in schema public, where releases before 0.2.0 kept them: stop every instance and run `batchclaim migrate up` to move them")
+var ErrInPublic = errors.New("batchclaim's tables are in schema public, where v0.1.0 and earlier kept them: stop every instance and run `batchclaim migrate up` to move them")
 
 // Version reports the applied version and whether a failed migration left it dirty. Version 0
 // means nothing is applied. It only reads: the schema and its version table need not exist.

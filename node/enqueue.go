@@ -50,3 +50,10 @@ func Cancel(ctx context.Context, q claims.Querier, seq int64, reason string) (Ch
 func Retry(ctx context.Context, q claims.Querier, seq int64) (Change, error) {
 	return observer.Retry(ctx, q, seq)
 }
+
+// QuerierInSchema returns q with batchclaim's tables in schema (Config.Schema), for Enqueue,
+// Cancel and Retry in an application's transaction on a database migrated with
+// migrations.InSchema. See claims.QuerierInSchema.
+func QuerierInSchema(q claims.Querier, schema string) claims.Querier {
+	return claims.QuerierInSchema(q, schema)
+}

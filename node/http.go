@@ -17,6 +17,7 @@ import (
 
 	"github.com/batchclaim/batchclaim/ingest"
 	"github.com/batchclaim/batchclaim/internal/httpguard"
+	"github.com/batchclaim/batchclaim/internal/pg"
 	"github.com/batchclaim/batchclaim/submitter"
 	"github.com/batchclaim/batchclaim/ui"
 )
@@ -37,6 +38,11 @@ const (
 // validate checks the listener's settings.
 func (c Config) validate() error {
 	var errs []error
+	if c.Schema != "" {
+		if err := pg.ValidateSchema(c.Schema); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	if (c.TLSCertFile == "") != (c.TLSKeyFile == "") {
 		errs = append(errs, errors.New("a TLS certificate and key go together: set both or neither"))
 	}
@@ -132,7 +138,7 @@ func (n *Node) listen(ctx context.Context) (*http.Server, error) {
 	pc := n.pool.Config()
 	icfg := n.cfg.ingestConfig(IngestConns(pc.MaxConns))
 	icfg.OnStored = func(k int) { n.metrics.ingested.Add(float64(k)) }
-	api, err := ingest.NewHandler(n.pool, icfg)
+	api, err := ingest.NewHandler(n.db, icfg)
 	if err != nil {
 		return nil, err
 	}
@@ -141,7 +147,7 @@ func (n *Node) listen(ctx context.Context) (*http.Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("probe pool: %w", err)
 	}
-	page, err := ui.New(probe, ui.Config{Logger: n.log})
+	page, err := ui.New(pg.InSchema(probe, n.cfg.Schema), ui.Config{Logger: n.log})
 	if err != nil {
 		probe.Close()
 		return nil, err

@@ -12,6 +12,7 @@ import (
 	"github.com/batchclaim/batchclaim"
 	"github.com/batchclaim/batchclaim/claims"
 	"github.com/batchclaim/batchclaim/internal/db"
+	"github.com/batchclaim/batchclaim/internal/pg"
 	"github.com/batchclaim/batchclaim/observer"
 )
 
@@ -159,7 +160,7 @@ func (b *batchStates) Collect(ch chan<- prometheus.Metric) {
 	defer cancel()
 	var q claims.Querier = b.pool
 	if p := b.probe.Load(); p != nil {
-		q = p
+		q = pg.QuerierInSchema(p, pg.SchemaOf(b.pool))
 	}
 	rows, err := db.New().BatchOpenStateTotals(ctx, q)
 	if err != nil {

@@ -16,6 +16,7 @@ import (
 	"github.com/batchclaim/batchclaim"
 	"github.com/batchclaim/batchclaim/claims"
 	"github.com/batchclaim/batchclaim/ingest"
+	"github.com/batchclaim/batchclaim/internal/pg"
 	"github.com/batchclaim/batchclaim/observer"
 	"github.com/batchclaim/batchclaim/queuer"
 	"github.com/batchclaim/batchclaim/submitter"
@@ -25,6 +26,10 @@ import (
 // submit timeout of the pool is the engine's MaxSubmission (S).
 type Config struct {
 	Claims claims.Config
+	// Schema is the Postgres schema of batchclaim's tables, as migrations.Up was given it.
+	// Empty means batchclaim (migrations.SchemaDefault). Every instance and
+	// command on one database uses the same schema; see docs/schema.md.
+	Schema string
 	// Submitter runs batches. Required.
 	Submitter submitter.Submitter
 	// Statuses asks the ledger about accepted batches. Nil means no polling: use it only with
@@ -139,7 +144,8 @@ func StopBudget(t claims.Timings) time.Duration {
 // Node is one running instance.
 type Node struct {
 	cfg      Config
-	pool     *pgxpool.Pool
+	pool     *pgxpool.Pool // for its settings and statistics
+	db       pg.Beginner   // the pool in the configured schema: every statement goes through it
 	engine   *claims.Engine
 	queuer   *queuer.Queuer
 	workers  *submitter.Pool
@@ -163,6 +169,7 @@ type Node struct {
 // pipeline (no limit), a node without Statuses a job runner (MaxAttemptsDefault). Claims' own zero values are resolved by the claim engine
 // (claims.Config.Resolve), the same for both.
 func (c Config) WithDefaults() Config {
+	c.Schema = cmp.Or(c.Schema, pg.SchemaDefault)
 	c.Workers = cmp.Or(c.Workers, submitter.WorkersDefault)
 	c.MaxSubmitMemory = cmp.Or(c.MaxSubmitMemory, submitter.MaxMemoryDefault)
 	c.PollInterval = cmp.Or(c.PollInterval, observer.PollIntervalDefault)
@@ -197,7 +204,7 @@ func New(pool *pgxpool.Pool, cfg Config) (*Node, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	n := &Node{cfg: cfg, pool: pool, log: cfg.Logger, registry: cmp.Or(cfg.Registry, prometheus.NewRegistry())}
+	n := &Node{cfg: cfg, pool: pool, db: pg.InSchema(pool, cfg.Schema), log: cfg.Logger, registry: cmp.Or(cfg.Registry, prometheus.NewRegistry())}
 	var q *queuer.Queuer // set below; the hooks run only once Run starts
 	cc := cfg.Claims
 	cc.Logger = cmp.Or(cc.Logger, cfg.Logger)
@@ -212,7 +219,7 @@ func New(pool *pgxpool.Pool, cfg Config) (*Node, error) {
 		dead := cfg.Events.InstancePresumedDead
 		cc.OnVoided = func(v claims.Voided) { dead(v.Owner, v.ServiceID, v.Phase) }
 	}
-	eng, err := claims.New(pool, cc)
+	eng, err := claims.New(n.db, cc)
 	if err != nil {
 		return nil, err
 	}
@@ -238,7 +245,7 @@ func New(pool *pgxpool.Pool, cfg Config) (*Node, error) {
 			}
 		}
 	}
-	n.recorder, err = observer.NewRecorder(pool, eng, observer.RecorderConfig{
+	n.recorder, err = observer.NewRecorder(n.db, eng, observer.RecorderConfig{
 		HaltOnInvalid: cfg.HaltOnInvalid, SkipValid: cfg.SkipValid, TrackIdle: cc.DropIdleAfter > 0,
 		FlushTimeout: timings.LocalDeadline, Events: &events,
 		Recorded: func(serviceID string) { q.Dirty(serviceID) }, Logger: cfg.Logger,
@@ -259,7 +266,7 @@ func New(pool *pgxpool.Pool, cfg Config) (*Node, error) {
 	if err != nil {
 		return nil, err
 	}
-	q, err = queuer.New(pool, eng, n.workers, n.recorder, queuer.Config{
+	q, err = queuer.New(n.db, eng, n.workers, n.recorder, queuer.Config{
 		Interval: timings.RenewInterval, SweepAll: cfg.NoListen, StatementTimeout: timings.LocalDeadline,
 		UnknownGrace: cfg.UnknownGrace, UnknownAnswers: cfg.UnknownAnswers, SkipValid: cfg.SkipValid, Logger: cfg.Logger,
 	})
@@ -273,21 +280,21 @@ func New(pool *pgxpool.Pool, cfg Config) (*Node, error) {
 		}
 	}
 	if cfg.Statuses != nil {
-		n.poller, err = observer.NewPoller(pool, eng, n.recorder, cfg.Statuses, observer.PollerConfig{Interval: cfg.PollInterval, Wait: pollWait(cfg.SkipValid),
+		n.poller, err = observer.NewPoller(n.db, eng, n.recorder, cfg.Statuses, observer.PollerConfig{Interval: cfg.PollInterval, Wait: pollWait(cfg.SkipValid),
 			StatementTimeout: timings.LocalDeadline, Logger: cfg.Logger})
 		if err != nil {
 			return nil, err
 		}
 	}
 	if cfg.Retention > 0 {
-		n.retain, err = observer.NewRetention(pool, observer.RetentionConfig{
+		n.retain, err = observer.NewRetention(n.db, observer.RetentionConfig{
 			MaxAge: cfg.Retention, Interval: cfg.RetentionInterval, InstanceID: eng.InstanceID(), Logger: cfg.Logger,
 		})
 		if err != nil {
 			return nil, err
 		}
 	}
-	n.metrics = newMetrics(n.registry, eng, pool, n.workers.Busy, n.retentionStats)
+	n.metrics = newMetrics(n.registry, eng, n.db, n.workers.Busy, n.retentionStats)
 	n.registry.MustRegister(buildInfo(cc.Version), poolStats{node: pool, probe: n.metrics.states.probe.Load})
 	if cfg.Registry == nil {
 		n.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))

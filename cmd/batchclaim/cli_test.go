@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os/exec"
 	"strings"
 	"testing"
@@ -29,7 +30,7 @@ func TestMigrateEnqueueStatus(t *testing.T) {
 	if err != nil || latest < 3 {
 		t.Fatalf("latest migration %d, %v", latest, err)
 	}
-	clean := fmt.Sprintf("schema version %d of %d (clean)", latest, latest)
+	clean := fmt.Sprintf("schema version %d of %d in schema batchclaim (clean)", latest, latest)
 	if out := run(0, "migrate", "version"); !strings.Contains(out, clean) {
 		t.Fatalf("migrate version: %q, want %q", out, clean)
 	}
@@ -69,6 +70,29 @@ func TestMigrateEnqueueStatus(t *testing.T) {
 	}
 	if out := run(0, "status"); !strings.Contains(out, "batches: NEW 2") || !strings.Contains(out, "svc-a") {
 		t.Fatalf("status: %q", out)
+	}
+
+	// A second schema in the same database is a second, independent set of tables.
+	if out := run(0, "migrate", "up", "--schema", "other"); !strings.Contains(out, "in schema other (clean)") {
+		t.Fatalf("migrate up --schema other: %q", out)
+	}
+	if out := run(0, "enqueue", "--schema", "other", "--service-id", "svc-a", file); strings.Count(out, " stored") != 2 {
+		t.Fatalf("enqueue --schema other: %q", out)
+	}
+	if err := json.Unmarshal([]byte(run(0, "status", "--json", "--schema", "other")), &st); err != nil {
+		t.Fatal(err)
+	}
+	if st.ServiceIDs != 1 || st.Batches.ByState["NEW"] != 2 {
+		t.Fatalf("status --json --schema other: %+v", st)
+	}
+	var stderr bytes.Buffer
+	if code := realMain(context.Background(), []string{"status", "--schema", "nothere", "--database-url", url}, io.Discard, &stderr); code == 0 ||
+		!strings.Contains(stderr.String(), "run batchclaim migrate up") {
+		t.Fatalf("status in a schema never migrated: exit %d, %q", code, stderr.String())
+	}
+	if code := realMain(context.Background(), []string{"migrate", "up", "--schema", "public", "--database-url", url}, io.Discard, &stderr); code == 0 ||
+		!strings.Contains(stderr.String(), "a schema of their own") {
+		t.Fatalf("migrate up --schema public: exit %d, %q", code, stderr.String())
 	}
 }
 

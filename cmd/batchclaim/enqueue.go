@@ -10,12 +10,14 @@ import (
 	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/cli"
 	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/database"
 	"github.com/batchclaim/batchclaim/ingest"
+	"github.com/batchclaim/batchclaim/internal/pg"
 )
 
 func runEnqueue(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := cli.NewFlagSet("enqueue", "--service-id S [FILE|-]",
 		"Stores the batches of a serialized BatchList (from FILE, or standard input with - or no\nargument) for service_id S, after that service_id's earlier batches. Storing a batch again\nchanges nothing. Prints one line per batch: its id, its seq, and whether it was new.", stderr)
 	dbURL := database.Flag(fs)
+	schema := database.SchemaFlag(fs)
 	serviceID := fs.String("service-id", "", "the service_id the batches belong to (required)")
 	files, err := cli.ParseInterspersed(fs, args)
 	if err != nil {
@@ -57,7 +59,7 @@ func runEnqueue(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return err
 	}
 	defer tx.Rollback(ctx) //nolint:errcheck
-	stored, err := ingest.EnqueueBatchList(ctx, tx, *serviceID, body)
+	stored, err := ingest.EnqueueBatchList(ctx, pg.QuerierInSchema(tx, *schema), *serviceID, body)
 	if err != nil {
 		return err
 	}

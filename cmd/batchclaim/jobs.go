@@ -11,6 +11,7 @@ import (
 	"github.com/batchclaim/batchclaim/claims"
 	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/cli"
 	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/database"
+	"github.com/batchclaim/batchclaim/internal/pg"
 	"github.com/batchclaim/batchclaim/observer"
 )
 
@@ -44,6 +45,7 @@ func batchCommand(ctx context.Context, name, help string, args []string, stdout,
 	do func(context.Context, claims.Querier, int64, string) (observer.Change, error)) error {
 	fs := cli.NewFlagSet(name, "SEQ [flags]", help, stderr)
 	dbURL := database.Flag(fs)
+	schema := database.SchemaFlag(fs)
 	reason := "cancelled with batchclaim cancel"
 	if name == "cancel" {
 		fs.StringVar(&reason, "reason", reason, "why, kept as the batch's last error and in its history")
@@ -65,7 +67,7 @@ func batchCommand(ctx context.Context, name, help string, args []string, stdout,
 		return err
 	}
 	defer pool.Close()
-	c, err := do(ctx, pool, seq, reason)
+	c, err := do(ctx, pg.InSchema(pool, *schema), seq, reason)
 	switch {
 	case errors.Is(err, batchclaim.ErrNotFound):
 		return fmt.Errorf("there is no batch %d", seq)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/cli"
 	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/database"
+	"github.com/batchclaim/batchclaim/internal/pg"
 	"github.com/batchclaim/batchclaim/migrations"
 )
 
@@ -15,6 +16,7 @@ func runMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	fs := cli.NewFlagSet("migrate", "up | down [N] | version [flags]",
 		"Applies the embedded schema migrations (up), reverts N of them (down N; down alone reverts\none, down 0 reverts all), or prints the applied version (version).", stderr)
 	dbURL := database.Flag(fs)
+	schema := database.SchemaFlag(fs)
 	rest, err := cli.ParseInterspersed(fs, args)
 	if err != nil {
 		return err
@@ -33,13 +35,19 @@ func runMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if len(rest) > 1 || (len(rest) == 1 && action != "down") {
 		return errorf("unexpected argument %q", rest[len(rest)-1])
 	}
+	if err := pg.ValidateSchema(*schema); err != nil {
+		return fmt.Errorf("--schema: %w", err)
+	}
 	latest, err := migrations.Latest()
 	if err != nil {
 		return err
 	}
+	in := migrations.InSchema(*schema)
 	switch action {
 	case "up":
-		if err := migrations.Up(ctx, *dbURL); err != nil {
+		if err := migrations.Up(ctx, *dbURL, in, migrations.OnMove(func(v uint) {
+			fmt.Fprintf(stdout, "moving the tables of schema version %d from public into %s\n", v, *schema)
+		})); err != nil {
 			return fmt.Errorf("migrate up: %w", err)
 		}
 	case "down":
@@ -49,11 +57,11 @@ func runMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) er
 				return fmt.Errorf("down takes a number of steps >= 0, got %q", rest[0])
 			}
 		}
-		if err := migrations.Down(ctx, *dbURL, steps); err != nil {
+		if err := migrations.Down(ctx, *dbURL, steps, in); err != nil {
 			return fmt.Errorf("migrate down: %w", err)
 		}
 	}
-	v, dirty, err := migrations.Version(ctx, *dbURL)
+	v, dirty, err := migrations.Version(ctx, *dbURL, in)
 	if err != nil {
 		return err
 	}
@@ -61,6 +69,6 @@ func runMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if dirty {
 		state = "DIRTY: a migration failed halfway; fix the schema by hand, then force the version"
 	}
-	fmt.Fprintf(stdout, "schema version %d of %d (%s)\n", v, latest, state)
+	fmt.Fprintf(stdout, "schema version %d of %d in schema %s (%s)\n", v, latest, *schema, state)
 	return nil
 }

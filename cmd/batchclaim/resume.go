@@ -12,6 +12,7 @@ import (
 	"github.com/batchclaim/batchclaim"
 	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/cli"
 	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/database"
+	"github.com/batchclaim/batchclaim/internal/pg"
 	"github.com/batchclaim/batchclaim/observer"
 )
 
@@ -23,6 +24,7 @@ func runResume(ctx context.Context, args []string, stdout, stderr io.Writer) err
 			"status page's Resume button does: whichever instance holds its claim sends its next batch\n"+
 			"from its next cycle on. The INVALID batch stays INVALID. Exit 1 if it was not halted.", stderr)
 	dbURL := database.Flag(fs)
+	schema := database.SchemaFlag(fs)
 	rest, err := cli.ParseInterspersed(fs, args)
 	if err != nil {
 		return err
@@ -40,7 +42,7 @@ func runResume(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return err
 	}
 	defer pool.Close()
-	halt, err := observer.Resume(ctx, pool, id)
+	halt, err := observer.Resume(ctx, pg.InSchema(pool, *schema), id)
 	if errors.Is(err, batchclaim.ErrNotFound) {
 		return fmt.Errorf("service_id %q is not halted", id)
 	}
@@ -57,7 +59,7 @@ func runResume(ctx context.Context, args []string, stdout, stderr io.Writer) err
 func schemaMissing(err error) error {
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) && pgErr.Code == "42P01" {
-		return fmt.Errorf("the database has no batchclaim schema (%s): run batchclaim migrate up", pgErr.Message)
+		return fmt.Errorf("the database has no batchclaim tables (%s): run batchclaim migrate up (with the same --schema), which also moves the tables of v0.1.0 or earlier out of public", pgErr.Message)
 	}
 	return err
 }

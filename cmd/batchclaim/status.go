@@ -19,12 +19,14 @@ import (
 	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/cli"
 	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/database"
 	"github.com/batchclaim/batchclaim/internal/db"
+	"github.com/batchclaim/batchclaim/internal/pg"
 )
 
 func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := cli.NewFlagSet("status", "[flags]",
 		"Shows the registered instances (heartbeat age by the database clock, lease phase, claims\nheld), the number of service_ids and how many are unclaimed, batches by state, the service_ids\nwith unfinished batches (oldest first), halted service_ids and the retention job's last run.", stderr)
 	dbURL := database.Flag(fs)
+	schema := database.SchemaFlag(fs)
 	asJSON := fs.Bool("json", false, "print one JSON object instead of tables")
 	listClaims := fs.Int("claims", 0, "also list up to N claims with their effective expiries (-1: all)")
 	listServices := fs.Int("services", 20, "list up to N service_ids with unfinished batches, oldest first (-1: all)")
@@ -36,19 +38,20 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return err
 	}
 	defer pool.Close()
-	snap, err := claims.ReadSnapshot(ctx, pool, *listClaims)
+	q := pg.InSchema(pool, *schema)
+	snap, err := claims.ReadSnapshot(ctx, q, *listClaims)
 	if err != nil {
 		return schemaMissing(err)
 	}
-	work, err := readBatchStatus(ctx, pool, *listServices)
+	work, err := readBatchStatus(ctx, q, *listServices)
 	if err != nil {
 		return schemaMissing(err)
 	}
-	ret, err := readRetention(ctx, pool)
+	ret, err := readRetention(ctx, q)
 	if err != nil {
 		return schemaMissing(err)
 	}
-	dbs, err := readDatabaseStatus(ctx, pool)
+	dbs, err := readDatabaseStatus(ctx, q)
 	if err != nil {
 		return schemaMissing(err)
 	}

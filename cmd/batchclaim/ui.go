@@ -12,6 +12,7 @@ import (
 	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/cli"
 	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/database"
 	"github.com/batchclaim/batchclaim/internal/httpguard"
+	"github.com/batchclaim/batchclaim/internal/pg"
 	"github.com/batchclaim/batchclaim/node"
 	"github.com/batchclaim/batchclaim/ui"
 )
@@ -23,6 +24,7 @@ func runUI(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			"The page's one write, resuming a halted service_id, needs a bearer token from\n"+
 			"--auth-token-file when one is given.", stderr)
 	dbURL := database.Flag(fs)
+	schema := database.SchemaFlag(fs)
 	listen := fs.String("listen", "127.0.0.1:8090", "HTTP address of the page")
 	tokenFile := fs.String("auth-token-file", "", "file of bearer tokens (one a line) required to resume a halted service_id (reloaded on SIGHUP)")
 	insecure := fs.Bool("insecure-listen", false, "allow a non-loopback --listen without --auth-token-file")
@@ -56,7 +58,7 @@ func runUI(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer pool.Close()
-	page, err := ui.New(pool, ui.Config{Refresh: *refresh, Logger: logger})
+	page, err := ui.New(pg.InSchema(pool, *schema), ui.Config{Refresh: *refresh, Logger: logger})
 	if err != nil {
 		return err
 	}

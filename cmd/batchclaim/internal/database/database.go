@@ -12,11 +12,18 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/batchclaim/batchclaim/internal/pg"
 )
 
 // Flag registers --database-url.
 func Flag(fs *flag.FlagSet) *string {
 	return fs.String("database-url", "", "Postgres URL, e.g. postgres://user@host:5432/db (default $DATABASE_URL)")
+}
+
+// SchemaFlag registers --schema: the Postgres schema of batchclaim's tables.
+func SchemaFlag(fs *flag.FlagSet) *string {
+	return fs.String("schema", pg.SchemaDefault, "Postgres schema of batchclaim's tables, as migrate created it (docs/schema.md)")
 }
 
 // Open connects and pings, so that a bad URL or an unreachable database fails here with
