@@ -21,7 +21,9 @@ import (
 func TestElectionDemoJSON(t *testing.T) {
 	t.Parallel()
 	bin := buildBinary(t)
-	cmd := exec.Command(bin, "election", "demo", "--json")
+	// In a schema of its own: the scratch database has no batchclaim schema, so a statement
+	// or a process left in the default one fails the run.
+	cmd := exec.Command(bin, "election", "demo", "--json", "--schema", "ha")
 	cmd.Env = append(os.Environ(), "DATABASE_URL="+dbtest.AdminURL(t))
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
@@ -123,4 +125,37 @@ func TestPrimaryCommand(t *testing.T) {
 		t.Fatalf("election run with T = 2I: %q", out)
 	}
 	run(2, "primary", "--role", "scheduler", "--database-url", "postgres://nobody@127.0.0.1:1/none?connect_timeout=1")
+	if out := run(2, "primary", "--role", "scheduler", "--schema", "public", "--database-url", url); !strings.Contains(out, `--schema: schema "public"`) {
+		t.Fatalf("primary --schema public: %q", out)
+	}
+
+	// A database whose tables are in another schema only, with its elector there.
+	haURL := dbtest.NewDBInSchema(t, "ha")
+	haPool, err := pgxpool.New(ctx, haURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer haPool.Close()
+	haEl, err := election.New(haPool, election.Config{Roles: []string{"scheduler"}, Name: "s2", Host: "host-c", Schema: "ha",
+		HeartbeatInterval: 300 * time.Millisecond, Timeout: 1500 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	haDone := make(chan struct{})
+	go func() { defer close(haDone); _ = haEl.Run(ctx) }()
+	defer func() { cancel(); <-haDone }()
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if _, ok := haEl.CheckPrimary("scheduler"); ok {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the elector in schema ha was not elected")
+		}
+	}
+	if out := run(0, "primary", "--role", "scheduler", "--host", "host-c", "--schema", "ha", "--database-url", haURL); !strings.Contains(out, "primary s2 on host host-c") {
+		t.Fatalf("primary --schema ha: %q", out)
+	}
+	if out := run(2, "primary", "--role", "scheduler", "--host", "host-c", "--database-url", haURL); !strings.Contains(out, "does not exist") {
+		t.Fatalf("primary in the default schema of a database migrated into ha: %q", out)
+	}
 }

@@ -15,7 +15,7 @@ import (
 func TestFailoverDemoJSON(t *testing.T) {
 	t.Parallel()
 	bin := buildBinary(t)
-	cmd := exec.Command(bin, "failover", "demo", "--json")
+	cmd := exec.Command(bin, "failover", "demo", "--json", "--schema", "ha") // no batchclaim schema in its database
 	cmd.Env = append(cmd.Environ(), "DATABASE_URL="+dbtest.AdminURL(t))
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr

@@ -16,7 +16,7 @@ import (
 func TestHeartbeatDemoJSON(t *testing.T) {
 	t.Parallel()
 	bin := buildBinary(t)
-	cmd := exec.Command(bin, "heartbeat", "demo", "--json")
+	cmd := exec.Command(bin, "heartbeat", "demo", "--json", "--schema", "ha") // no batchclaim schema in its database
 	cmd.Env = append(cmd.Environ(), "DATABASE_URL="+dbtest.AdminURL(t))
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
@@ -44,14 +44,27 @@ func TestHeartbeatDemoJSON(t *testing.T) {
 	}
 }
 
-// `heartbeat event-types` changes the configuration from the command line.
+// `heartbeat event-types` changes the configuration from the command line, in the default
+// schema and in another one (--schema).
 func TestHeartbeatEventTypesCommand(t *testing.T) {
 	t.Parallel()
-	dbURL := dbtest.NewDB(t)
+	for _, schema := range []string{"", "ha"} {
+		t.Run("schema "+schema, func(t *testing.T) {
+			t.Parallel()
+			testHeartbeatEventTypes(t, schema)
+		})
+	}
+}
+
+func testHeartbeatEventTypes(t *testing.T, schema string) {
+	dbURL, flags := dbtest.NewDB(t), []string{"heartbeat", "event-types", "--database-url"}
+	if schema != "" {
+		dbURL, flags = dbtest.NewDBInSchema(t, schema), []string{"heartbeat", "event-types", "--schema", schema, "--database-url"}
+	}
 	run := func(want int, args ...string) string {
 		t.Helper()
 		var out, errb bytes.Buffer
-		if code := realMain(t.Context(), append([]string{"heartbeat", "event-types", "--database-url", dbURL}, args...), &out, &errb); code != want {
+		if code := realMain(t.Context(), append(append(flags, dbURL), args...), &out, &errb); code != want {
 			t.Fatalf("%v: exit %d, want %d\n%s%s", args, code, want, out.String(), errb.String())
 		}
 		return out.String() + errb.String()

@@ -15,7 +15,8 @@ import (
 func TestSingleflightDemoJSON(t *testing.T) {
 	t.Parallel()
 	bin := buildBinary(t)
-	cmd := exec.Command(bin, "singleflight", "demo", "--json", "--processes", "3", "--keys", "3", "--duration", "6s")
+	cmd := exec.Command(bin, "singleflight", "demo", "--json", "--processes", "3", "--keys", "3", "--duration", "6s",
+		"--schema", "ha") // no batchclaim schema in its database
 	cmd.Env = append(cmd.Environ(), "DATABASE_URL="+dbtest.AdminURL(t))
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr

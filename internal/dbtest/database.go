@@ -13,6 +13,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/batchclaim/batchclaim/migrations"
 )
 
 const (
@@ -48,6 +50,27 @@ func NewDB(t testing.TB) string {
 	u, err := databaseURL(source.URL, name)
 	if err != nil {
 		t.Fatalf("dbtest: %v", err)
+	}
+	return u
+}
+
+// NewDBInSchema is NewDB with batchclaim's tables in schema instead of the default: the
+// copy's batchclaim schema is dropped, so that nothing left there can answer for the code
+// under test, and the migrations run into schema (migrations.InSchema).
+func NewDBInSchema(t testing.TB, schema string) string {
+	t.Helper()
+	u := NewDB(t)
+	conn, err := pgx.Connect(t.Context(), u)
+	if err != nil {
+		t.Fatalf("dbtest: connect: %v", err)
+	}
+	_, err = conn.Exec(t.Context(), "DROP SCHEMA "+pgx.Identifier{migrations.SchemaDefault}.Sanitize()+" CASCADE")
+	_ = conn.Close(context.WithoutCancel(t.Context()))
+	if err != nil {
+		t.Fatalf("dbtest: drop schema %s: %v", migrations.SchemaDefault, err)
+	}
+	if err := migrations.Up(t.Context(), u, migrations.InSchema(schema)); err != nil {
+		t.Fatalf("dbtest: migrate into schema %s: %v", schema, err)
 	}
 	return u
 }

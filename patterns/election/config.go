@@ -8,6 +8,8 @@ import (
 	"log/slog"
 	"os"
 	"time"
+
+	"github.com/batchclaim/batchclaim/internal/pg"
 )
 
 // Defaults for the timing knobs: the source design's own example values.
@@ -45,6 +47,11 @@ type Config struct {
 	// OnSteppedDown, when set, is called (synchronously, keep it short) right after the
 	// context of a term was cancelled, with the reason.
 	OnSteppedDown func(t Term, why StepDownReason)
+
+	// Schema is the Postgres schema of batchclaim's tables, as migrations.Up was given it;
+	// empty means batchclaim (migrations.SchemaDefault); see docs/schema.md. Every instance
+	// standing for the same roles uses the same schema.
+	Schema string
 
 	// Logger receives the elector's logs. Nil discards them.
 	Logger *slog.Logger
@@ -109,6 +116,11 @@ func (c Config) validate() error {
 	}
 	if len(c.Name) > 200 || len(c.Host) > 200 {
 		bad("name and host must be at most 200 bytes")
+	}
+	if c.Schema != "" {
+		if err := pg.ValidateSchema(c.Schema); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	if len(errs) > 0 {
 		return fmt.Errorf("invalid election config: %w", errors.Join(errs...))

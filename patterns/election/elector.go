@@ -33,7 +33,8 @@ const shutdownWait = 5 * time.Second
 // New does no I/O; Run does the work until its context ends.
 type Elector struct {
 	cfg   Config
-	pool  *pgxpool.Pool
+	pool  *pgxpool.Pool // for the elector's own connection
+	db    pg.Beginner   // the pool in Config.Schema
 	q     *db.Queries
 	log   *slog.Logger
 	id    uuid.UUID
@@ -42,6 +43,7 @@ type Elector struct {
 
 	// Used only by the goroutine running Run (or Cycle).
 	conn    *pgxpool.Conn
+	connDB  pg.Beginner // conn in Config.Schema
 	ensured bool
 
 	// lease is the local deadline (send time of the last confirmed lease write + T - I) and
@@ -71,7 +73,7 @@ func New(pool *pgxpool.Pool, cfg Config) (*Elector, error) {
 	cfg.Roles = append([]string(nil), cfg.Roles...)
 	id := uuid.New()
 	e := &Elector{
-		cfg: cfg, pool: pool, q: db.New(), id: id,
+		cfg: cfg, pool: pool, db: pg.InSchema(pool, cfg.Schema), q: db.New(), id: id,
 		// Fence judges the term inside the caller's transaction, which may have begun long
 		// before, by clock_timestamp(): a shifted time counts from the same reading.
 		clock: dbclock.Clock{Reading: dbclock.Statement},
@@ -138,6 +140,8 @@ func (e *Elector) Primaries() []Term {
 // them. Fence also sets idle_in_transaction_session_timeout = I for the rest of tx, so that
 // if this process is paused or cut off in the middle of it, the server ends the transaction
 // and frees the row instead of holding every successor off for as long as the pause lasts.
+// Fence's own statements in tx name the election's tables in Config.Schema; tx's other
+// statements are the caller's.
 func (e *Elector) Fence(ctx context.Context, tx pgx.Tx, role string) error {
 	t, ok := e.CheckPrimary(role)
 	if !ok {
@@ -147,11 +151,12 @@ func (e *Elector) Fence(ctx context.Context, tx pgx.Tx, role string) error {
 	if _, err := tx.Exec(ctx, "SELECT set_config('idle_in_transaction_session_timeout', $1, true)", ms(e.cfg.HeartbeatInterval)); err != nil {
 		return fmt.Errorf("fence %s: set transaction timeout: %w", role, err)
 	}
-	now, err := e.clock.Now(ctx, tx)
+	q := pg.QuerierInSchema(tx, e.cfg.Schema)
+	now, err := e.clock.Now(ctx, q)
 	if err != nil {
 		return fmt.Errorf("fence %s: %w", role, err)
 	}
-	err = fenceTerm(ctx, tx, t, now)
+	err = fenceTerm(ctx, q, t, now)
 	if errors.Is(err, batchclaim.ErrClaimLost) {
 		e.stats.fenceRejected.Add(1)
 		e.stepDown(t, StepDownFenced)
@@ -209,11 +214,11 @@ func (e *Elector) Cycle(ctx context.Context) (time.Duration, error) {
 	if err != nil {
 		return wait, err
 	}
-	if err := e.cycle(ctx, conn.Conn()); err != nil {
+	if err := e.cycle(ctx, conn); err != nil {
 		e.dropConnection(ctx)
 		return wait, err
 	}
-	standby, err := e.campaign(ctx, conn.Conn())
+	standby, err := e.campaign(ctx, conn)
 	if err != nil {
 		e.dropConnection(ctx)
 		return wait, err
@@ -225,7 +230,7 @@ func (e *Elector) Cycle(ctx context.Context) (time.Duration, error) {
 // after half the time from a renewal's send to the deadline (at least I), so that a renewal
 // lost in a stalled connection leaves room for another try, on a new connection, before the
 // deadline passes.
-func (e *Elector) cycle(ctx context.Context, conn *pgx.Conn) error {
+func (e *Elector) cycle(ctx context.Context, conn pg.Beginner) error {
 	ctx, cancel := context.WithTimeout(ctx, max(e.cfg.HeartbeatInterval, (e.cfg.Timeout-e.cfg.HeartbeatInterval)/2))
 	defer cancel()
 	if !e.ensured {
@@ -275,7 +280,7 @@ func (e *Elector) cycle(ctx context.Context, conn *pgx.Conn) error {
 // campaign looks at the roles this instance does not hold and takes those without a live
 // primary. It returns how soon the next look is due: the heartbeat interval, or just after
 // the earliest expiry of another primary's lease.
-func (e *Elector) campaign(ctx context.Context, conn *pgx.Conn) (time.Duration, error) {
+func (e *Elector) campaign(ctx context.Context, conn pg.Beginner) (time.Duration, error) {
 	wait := e.cfg.HeartbeatInterval
 	if !e.leaseUsable() {
 		return wait, nil
@@ -340,7 +345,7 @@ const wakeSlack = 10 * time.Millisecond
 // raced reports a serialization failure or deadlock (the rows changed under the takeover),
 // after which a new attempt is worth making at once; a lock timeout (a fenced transaction of
 // the current primary holds the term row) is not, it is retried at the next cycle.
-func (e *Elector) acquire(ctx context.Context, conn *pgx.Conn, roles []string, now *time.Time) (won []db.ElectionTermsAcquireRow, raced bool, err error) {
+func (e *Elector) acquire(ctx context.Context, conn pg.Beginner, roles []string, now *time.Time) (won []db.ElectionTermsAcquireRow, raced bool, err error) {
 	var begun, timeouts bool
 	err = pg.InTx(ctx, conn, pgx.TxOptions{IsoLevel: pgx.RepeatableRead}, func(tx pgx.Tx) error {
 		begun = true
@@ -390,10 +395,11 @@ func raceCode(err error) string {
 func ms(d time.Duration) string { return fmt.Sprint(d.Milliseconds()) }
 
 // connection returns the elector's own connection, taken from the pool once and kept, so
-// that the heartbeat never waits behind the application's use of the pool.
-func (e *Elector) connection(ctx context.Context) (*pgxpool.Conn, error) {
+// that the heartbeat never waits behind the application's use of the pool; its statements
+// run in Config.Schema.
+func (e *Elector) connection(ctx context.Context) (pg.Beginner, error) {
 	if e.conn != nil {
-		return e.conn, nil
+		return e.connDB, nil
 	}
 	actx, cancel := context.WithTimeout(ctx, e.cfg.Timeout-e.cfg.HeartbeatInterval)
 	defer cancel()
@@ -401,8 +407,8 @@ func (e *Elector) connection(ctx context.Context) (*pgxpool.Conn, error) {
 	if err != nil {
 		return nil, fmt.Errorf("acquire connection: %w", err)
 	}
-	e.conn = c
-	return c, nil
+	e.conn, e.connDB = c, pg.InSchema(c.Conn(), e.cfg.Schema)
+	return e.connDB, nil
 }
 
 // dropConnection closes the connection after a failed statement; the next cycle takes a new
@@ -415,5 +421,5 @@ func (e *Elector) dropConnection(ctx context.Context) {
 	defer cancel()
 	_ = e.conn.Conn().Close(ctx)
 	e.conn.Release()
-	e.conn = nil
+	e.conn, e.connDB = nil, nil
 }

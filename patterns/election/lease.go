@@ -173,12 +173,12 @@ func (e *Elector) shutdown(ctx context.Context) {
 	defer cancel()
 	defer e.dropConnection(ctx)
 	if len(p.Roles) > 0 {
-		if _, err := e.q.ElectionTermsResign(ctx, e.pool, p); err != nil {
+		if _, err := e.q.ElectionTermsResign(ctx, e.db, p); err != nil {
 			e.log.Warn("resign terms", "error", err)
 			return
 		}
 	}
-	if _, err := e.q.ElectionMemberLeave(ctx, e.pool, e.id); err != nil {
+	if _, err := e.q.ElectionMemberLeave(ctx, e.db, e.id); err != nil {
 		e.log.Warn("leave", "error", err)
 	}
 }

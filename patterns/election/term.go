@@ -25,7 +25,8 @@ type Term struct {
 
 // GetPrimary returns the term of role's live primary: the source design's GetPrimary. The
 // primary is live while its lease has not expired by the database's clock. It returns an
-// error wrapping batchclaim.ErrNotFound when the role has no live primary.
+// error wrapping batchclaim.ErrNotFound when the role has no live primary. For a database
+// migrated into another schema, q is in that schema (claims.QuerierInSchema).
 func GetPrimary(ctx context.Context, q pg.Querier, role string) (Term, error) {
 	st, err := readTerms(ctx, q, []string{role}, nil)
 	if err != nil {
@@ -44,7 +45,8 @@ func GetPrimary(ctx context.Context, q pg.Querier, role string) (Term, error) {
 // database clock). It checks only the database; Elector.Fence also checks the instance's
 // own deadline. Call it first in the transaction, before the writes it guards, and bound
 // the transaction (idle_in_transaction_session_timeout, as Elector.Fence sets it): a
-// takeover waits for it.
+// takeover waits for it. For a database migrated into another schema, tx is in that schema
+// (claims.QuerierInSchema).
 func FenceTerm(ctx context.Context, tx pg.Querier, t Term) error {
 	return fenceTerm(ctx, tx, t, nil)
 }

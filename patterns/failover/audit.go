@@ -44,7 +44,8 @@ func (a Audit) Violations() int {
 }
 
 // Check audits a shard's history. liveWindow says how recent a registration must be for its
-// node to count as live (use the nodes' Patience).
+// node to count as live (use the nodes' Patience). For a database migrated into another
+// schema, q is in that schema (claims.QuerierInSchema).
 func Check(ctx context.Context, q pg.Querier, shard string, liveWindow time.Duration) (Audit, error) {
 	var a Audit
 	dq := db.New()

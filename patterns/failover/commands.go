@@ -153,7 +153,11 @@ func (n *Node) pollLoop(ctx context.Context) {
 }
 
 // listen holds one connection with LISTEN on the channel and drains the queue on each
-// notification for this node, or after PollInterval without one.
+// notification for this node, or after PollInterval without one. The connection runs
+// LISTEN and UNLISTEN only, which name no table; the queue is read through the pool in
+// Config.Schema. The channel is the database's, shared by every schema's shards, and the
+// payload is a node id: a node of another schema with the same id drains its queue once
+// for nothing.
 func (n *Node) listen(ctx context.Context) error {
 	conn, err := n.pool.Acquire(ctx)
 	if err != nil {

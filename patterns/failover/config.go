@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"log/slog"
 	"time"
+
+	"github.com/batchclaim/batchclaim/internal/pg"
 )
 
 // Defaults for the timing knobs: the values in force when every knob is left at zero. A knob
@@ -71,6 +73,11 @@ type Config struct {
 	// Zero means PrimaryLease/10.
 	Margin time.Duration
 
+	// Schema is the Postgres schema of batchclaim's tables, as migrations.Up was given it;
+	// empty means batchclaim (migrations.SchemaDefault); see docs/schema.md. Every node of a
+	// shard uses the same schema.
+	Schema string
+
 	// Logger receives the node's logs. Nil discards them.
 	Logger *slog.Logger
 	// OnRole, when set, is called after every change of the node's role or epoch.
@@ -119,6 +126,11 @@ func (c Config) validate() error {
 	}
 	if c.NodeID == "" {
 		bad("node id is required")
+	}
+	if c.Schema != "" {
+		if err := pg.ValidateSchema(c.Schema); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	for _, k := range []struct {
 		name string

@@ -45,7 +45,7 @@ const (
 // primary has not taken over, the decision) is older than this node's patience by the
 // database clock, it runs Failover. It reports whether it did.
 func (n *Node) Watch(ctx context.Context) (Outcome, error) {
-	st, err := n.q.FailoverPrimaryStatus(ctx, n.pool, db.FailoverPrimaryStatusParams{Shard: n.cfg.Shard, PatienceMs: n.patience.Milliseconds()})
+	st, err := n.q.FailoverPrimaryStatus(ctx, n.db, db.FailoverPrimaryStatusParams{Shard: n.cfg.Shard, PatienceMs: n.patience.Milliseconds()})
 	if errors.Is(err, pgx.ErrNoRows) {
 		return OutcomeNothing, nil
 	}
@@ -269,7 +269,7 @@ func (n *Node) awaitPrimary(ctx context.Context, d Decision) (bool, error) {
 	t := time.NewTicker(max(n.cfg.HeartbeatInterval/4, 10*time.Millisecond))
 	defer t.Stop()
 	for {
-		r, err := n.q.FailoverPrimaryRole(ctx, n.pool, db.FailoverPrimaryRoleParams{Shard: d.Shard, Epoch: d.Epoch})
+		r, err := n.q.FailoverPrimaryRole(ctx, n.db, db.FailoverPrimaryRoleParams{Shard: d.Shard, Epoch: d.Epoch})
 		switch {
 		case err == nil:
 			return r.NodeID == d.NewPrimary, nil

@@ -42,7 +42,8 @@ type State struct {
 // as a replica, starts a failover when the primary's heartbeat is older than its patience.
 type Node struct {
 	cfg      Config
-	pool     *pgxpool.Pool
+	pool     *pgxpool.Pool // for the LISTEN connection
+	db       pg.Beginner   // the pool in Config.Schema: every statement goes through it
 	q        *db.Queries
 	locker   *lock.Locker
 	log      *slog.Logger
@@ -60,13 +61,14 @@ type Node struct {
 	failing sync.Mutex // held while this node orchestrates a failover
 }
 
-// New returns a Node on pool. It does no I/O.
+// New returns a Node on pool, whose statements run in cfg.Schema. It does no I/O.
 func New(pool *pgxpool.Pool, cfg Config) (*Node, error) {
 	cfg = cfg.withDefaults()
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	locker, err := lock.New(pool, lock.Config{TTL: cfg.LockTTL, Logger: cfg.Logger})
+	inSchema := pg.InSchema(pool, cfg.Schema)
+	locker, err := lock.New(inSchema, lock.Config{TTL: cfg.LockTTL, Logger: cfg.Logger})
 	if err != nil {
 		return nil, err
 	}
@@ -75,7 +77,7 @@ func New(pool *pgxpool.Pool, cfg Config) (*Node, error) {
 		patience += rand.N(cfg.PatienceJitter)
 	}
 	return &Node{
-		cfg: cfg, pool: pool, q: db.New(), locker: locker, patience: patience,
+		cfg: cfg, pool: pool, db: inSchema, q: db.New(), locker: locker, patience: patience,
 		log: cfg.Logger.With("node_id", cfg.NodeID, "shard", cfg.Shard),
 		st:  State{Role: RoleReplica},
 	}, nil
@@ -246,7 +248,7 @@ func (n *Node) progress() int64 {
 // server ends if the node stalls in the middle of it (a paused process must not hold the
 // shard row), so that no other node waits for long.
 func (n *Node) inTx(ctx context.Context, fn func(pgx.Tx) error) error {
-	return pg.InTx(ctx, n.pool, pgx.TxOptions{}, func(tx pgx.Tx) error {
+	return pg.InTx(ctx, n.db, pgx.TxOptions{}, func(tx pgx.Tx) error {
 		ms := max(n.cfg.PrimaryLease/2, 50*time.Millisecond).Milliseconds()
 		if _, err := tx.Exec(ctx, "SELECT set_config('lock_timeout', $1, true), set_config('idle_in_transaction_session_timeout', $2, true)",
 			fmt.Sprintf("%dms", ms), fmt.Sprintf("%dms", 2*ms)); err != nil {

@@ -8,6 +8,8 @@ import (
 	"log/slog"
 	"net/url"
 	"time"
+
+	"github.com/batchclaim/batchclaim/internal/pg"
 )
 
 // Defaults applied with cmp.Or to Config fields left zero.
@@ -69,6 +71,11 @@ type Config struct {
 	// TxTimeout bounds one step's transaction. Zero means TxTimeoutDefault.
 	TxTimeout time.Duration
 
+	// Schema is the Postgres schema of batchclaim's tables, as migrations.Up was given it;
+	// empty means batchclaim (migrations.SchemaDefault); see docs/schema.md. Every instance
+	// of the role uses the same schema.
+	Schema string
+
 	// Logger receives the service's logs; nil discards them.
 	Logger *slog.Logger
 }
@@ -107,6 +114,11 @@ func (c Config) validate() error {
 	}
 	if c.RetryMax < c.RetryBase {
 		errs = append(errs, fmt.Errorf("RetryMax (%s) is less than RetryBase (%s)", c.RetryMax, c.RetryBase))
+	}
+	if c.Schema != "" {
+		if err := pg.ValidateSchema(c.Schema); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	if c.WebhookURL != "" {
 		u, err := url.Parse(c.WebhookURL)

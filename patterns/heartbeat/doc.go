@@ -142,4 +142,9 @@
 // to any instance. The command `batchclaim heartbeat` runs an instance (`run`), sets or shows
 // the configuration (`event-types`), and `batchclaim heartbeat demo` shows the whole with
 // faults. docs/patterns.md puts this design and the design it follows side by side.
+//
+// With batchclaim's tables in another schema (migrations.InSchema), set Config.Schema, and
+// give the package functions (Reconfigure, AddEventType, RemoveEventType, ListEventTypes,
+// Record, Handler, ListEvents, PendingDeliveries, AuditWriters) a pool or Querier in that
+// schema: claims.InSchema, claims.QuerierInSchema.
 package heartbeat

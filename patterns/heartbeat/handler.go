@@ -5,10 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/batchclaim/batchclaim/internal/pg"
 	"io"
 	"log/slog"
 	"net/http"
+
+	"github.com/batchclaim/batchclaim/internal/pg"
 )
 
 // MaxBodyDefault bounds a heartbeat request's body.
@@ -24,7 +25,8 @@ const MaxBodyDefault = 64 << 10
 // or those three fields alone at the top level. Errors are JSON {"error": "..."}: 400 for
 // a body that is not such JSON or lacks a field, 405 for another method, 413 for a body over
 // MaxBodyDefault, 422 for an eventName that is not configured (the heartbeat is discarded),
-// 500 when the database fails.
+// 500 when the database fails. For a database migrated into another schema, q is in that
+// schema (claims.QuerierInSchema); Service.Handler passes its own.
 func Handler(q pg.Querier, logger *slog.Logger) http.Handler {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)

@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/batchclaim/batchclaim"
+	"github.com/batchclaim/batchclaim/internal/pg"
 	"github.com/batchclaim/batchclaim/patterns/election"
 )
 
@@ -20,7 +21,7 @@ import (
 // Record); the one that is primary of Config.Role in the election is the active instance
 // and the only one that raises and clears events and delivers them.
 type Service struct {
-	pool    *pgxpool.Pool
+	db      pg.Beginner // the pool in Config.Schema: every statement goes through it
 	cfg     Config
 	elector *election.Elector
 	out     *deliverer
@@ -43,23 +44,24 @@ type Stats struct {
 	DeliveryFailures int64 // failed delivery attempts
 }
 
-// New returns a Service; it does no I/O. Run starts it.
+// New returns a Service on pool, whose statements run in cfg.Schema; it does no I/O. Run
+// starts it.
 func New(pool *pgxpool.Pool, cfg Config) (*Service, error) {
 	cfg = cfg.withDefaults()
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	s := &Service{pool: pool, cfg: cfg, wake: make(chan struct{}, 1)}
+	s := &Service{db: pg.InSchema(pool, cfg.Schema), cfg: cfg, wake: make(chan struct{}, 1)}
 	el, err := election.New(pool, election.Config{
 		Roles: []string{cfg.Role}, Name: cfg.Name, Host: cfg.Host,
 		HeartbeatInterval: cfg.ElectionInterval, Timeout: cfg.ElectionTimeout,
-		OnElected: s.lead, Logger: cfg.Logger,
+		OnElected: s.lead, Schema: cfg.Schema, Logger: cfg.Logger,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("heartbeat: %w", err)
 	}
 	s.elector = el
-	s.out = &deliverer{pool: pool, hook: cfg.OnEvent, webhookURL: cfg.WebhookURL,
+	s.out = &deliverer{pool: s.db, hook: cfg.OnEvent, webhookURL: cfg.WebhookURL,
 		client: newHTTPClient(cfg), batch: cfg.DeliveryBatch,
 		retryBase: cfg.RetryBase, retryMax: cfg.RetryMax, logger: cfg.Logger, stats: &s.stats}
 	return s, nil
@@ -92,7 +94,7 @@ func (s *Service) Stats() Stats {
 // otherwise.
 func (s *Service) Handler() http.Handler {
 	mux := http.NewServeMux()
-	mux.Handle("/heartbeat", Handler(s.pool, s.cfg.Logger))
+	mux.Handle("/heartbeat", Handler(s.db, s.cfg.Logger))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
 	mux.HandleFunc("GET /active", func(w http.ResponseWriter, _ *http.Request) {
 		t, ok := s.Active()
@@ -137,7 +139,7 @@ func (s *Service) lead(ctx context.Context, t election.Term) {
 // besides, by t still being this instance's current term (a step of an old term that has
 // not yet seen its context cancelled must not write under a newer term's fence).
 func (s *Service) monitorFor(t election.Term) *monitor {
-	return &monitor{pool: s.pool, fence: termFence{el: s.elector, term: t}, role: s.cfg.Role, txTimeout: s.cfg.TxTimeout}
+	return &monitor{pool: s.db, fence: termFence{el: s.elector, term: t}, role: s.cfg.Role, txTimeout: s.cfg.TxTimeout}
 }
 
 // termFence is the election's Fence for one term.

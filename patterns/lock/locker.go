@@ -26,13 +26,14 @@ type Locker struct {
 	clock dbclock.Clock // the database clock as this locker's statements see it (ShiftDBTime)
 }
 
-// New returns a Locker on db. It does no I/O.
+// New returns a Locker on q, whose statements run in cfg.Schema. It does no I/O. With an
+// empty cfg.Schema, q may instead be one already in the schema (claims.QuerierInSchema).
 func New(q pg.Querier, cfg Config) (*Locker, error) {
 	cfg = cfg.withDefaults()
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	return &Locker{db: q, cfg: cfg, q: db.New(), log: cfg.Logger}, nil
+	return &Locker{db: pg.QuerierInSchema(q, cfg.Schema), cfg: cfg, q: db.New(), log: cfg.Logger}, nil
 }
 
 // TTL is the time to live of each acquisition and renewal.
@@ -139,8 +140,11 @@ func (l *Locker) Release(ctx context.Context, s Lease) error {
 // Fence checks, inside the caller's transaction tx, that the lease still holds the lock and
 // has not expired, and locks the lock's row FOR SHARE so that no other acquisition can
 // commit before tx ends. Writes made in tx after a successful Fence are made under the lock.
-// It returns an error wrapping ErrNotHeld when the lease is no longer valid.
+// It returns an error wrapping ErrNotHeld when the lease is no longer valid. Fence's own
+// statement in tx names the lock's table in Config.Schema; tx's other statements are the
+// caller's.
 func (l *Locker) Fence(ctx context.Context, tx pg.Querier, s Lease) error {
+	tx = pg.QuerierInSchema(tx, l.cfg.Schema)
 	now, err := l.clock.Now(ctx, tx)
 	if err != nil {
 		return fmt.Errorf("fence lock %s: %w", s.Name, err)

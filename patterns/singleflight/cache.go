@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/batchclaim/batchclaim/internal/db"
+	"github.com/batchclaim/batchclaim/internal/pg"
 )
 
 // notifyChannel is the LISTEN/NOTIFY channel; the payload is the key.
@@ -25,7 +26,8 @@ var errLeaseLost = errors.New("fetch lease lost")
 // Cache is one instance's view of the shared per-key cache. Many instances (processes) share
 // one database; each key is fetched from the Source by at most one of them at a time.
 type Cache struct {
-	pool   *pgxpool.Pool
+	pool   *pgxpool.Pool // for the LISTEN connection
+	db     pg.Beginner   // the pool in Config.Schema: every statement goes through it
 	source Source
 	cfg    resolved
 	q      *db.Queries
@@ -49,8 +51,9 @@ type flight struct {
 	err   error
 }
 
-// New returns a Cache over pool that fetches missing keys from source. It does no I/O; call
-// Run to have waiters woken by notifications (without Run they poll).
+// New returns a Cache over pool, whose statements run in cfg.Schema, that fetches missing
+// keys from source. It does no I/O; call Run to have waiters woken by notifications (without
+// Run they poll).
 func New(pool *pgxpool.Pool, source Source, cfg Config) (*Cache, error) {
 	if pool == nil || source == nil {
 		return nil, errors.New("singleflight: pool and source are required")
@@ -60,7 +63,7 @@ func New(pool *pgxpool.Pool, source Source, cfg Config) (*Cache, error) {
 		return nil, err
 	}
 	return &Cache{
-		pool: pool, source: source, cfg: r, q: db.New(),
+		pool: pool, db: pg.InSchema(pool, r.schema), source: source, cfg: r, q: db.New(),
 		flights: map[string]*flight{}, waiters: map[string]map[chan struct{}]struct{}{},
 	}, nil
 }

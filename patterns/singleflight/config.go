@@ -10,6 +10,8 @@ import (
 	"os"
 	"strings"
 	"time"
+
+	"github.com/batchclaim/batchclaim/internal/pg"
 )
 
 // Defaults for the Config fields left zero.
@@ -62,6 +64,11 @@ type Config struct {
 	// PollIntervalDefault.
 	PollInterval time.Duration
 
+	// Schema is the Postgres schema of batchclaim's tables, as migrations.Up was given it;
+	// empty means batchclaim (migrations.SchemaDefault); see docs/schema.md. Every instance
+	// sharing the cache uses the same schema.
+	Schema string
+
 	// Logger receives the cache's logs. Nil discards them.
 	Logger *slog.Logger
 }
@@ -71,6 +78,7 @@ type resolved struct {
 	holder                                  string
 	ttl, errorTTL, leaseTTL, renewInterval  time.Duration
 	localDeadline, maxFetchTime, pollPeriod time.Duration
+	schema                                  string
 	logger                                  *slog.Logger
 }
 
@@ -82,6 +90,7 @@ func (c Config) resolve() (resolved, error) {
 		leaseTTL:     cmp.Or(c.LeaseTTL, LeaseTTLDefault),
 		maxFetchTime: cmp.Or(c.MaxFetchTime, MaxFetchTimeDefault),
 		pollPeriod:   cmp.Or(c.PollInterval, PollIntervalDefault),
+		schema:       c.Schema,
 		logger:       c.Logger,
 	}
 	r.renewInterval = cmp.Or(c.RenewInterval, r.leaseTTL/4)
@@ -117,6 +126,11 @@ func (r resolved) validate() error {
 	}
 	if len(r.holder) > 200 || strings.TrimSpace(r.holder) == "" {
 		errs = append(errs, fmt.Errorf("Holder must be 1 to 200 characters and not blank, got %q", r.holder))
+	}
+	if r.schema != "" {
+		if err := pg.ValidateSchema(r.schema); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	if len(errs) > 0 {
 		return fmt.Errorf("invalid singleflight config: %w", errors.Join(errs...))

@@ -33,7 +33,7 @@ type state struct {
 }
 
 func (c *Cache) lookup(ctx context.Context, key string) (state, error) {
-	r, err := c.q.SingleflightLookup(ctx, c.pool, key)
+	r, err := c.q.SingleflightLookup(ctx, c.db, key)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return state{key: key}, nil
 	}
@@ -69,7 +69,7 @@ func (s state) sourceError() error {
 // value or negative result, and starts the fetch. It reports whether it did.
 func (c *Cache) tryFetch(ctx context.Context, key string) (bool, error) {
 	sent := time.Now()
-	r, err := c.q.SingleflightAcquire(ctx, c.pool, db.SingleflightAcquireParams{
+	r, err := c.q.SingleflightAcquire(ctx, c.db, db.SingleflightAcquireParams{
 		Key: key, Holder: c.cfg.holder, LeaseUs: c.cfg.leaseTTL.Microseconds(), TtlUs: c.cfg.ttl.Microseconds(),
 	})
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -179,7 +179,7 @@ func (c *Cache) renew(ctx context.Context, f *flight, sent time.Time, cancel con
 		OnError:  func(err error) { log.Warn("singleflight: renew fetch lease", "error", err) },
 	}, func(rctx context.Context) (time.Time, bool, error) {
 		s := time.Now()
-		n, err := c.q.SingleflightRenew(rctx, c.pool, db.SingleflightRenewParams{
+		n, err := c.q.SingleflightRenew(rctx, c.db, db.SingleflightRenewParams{
 			Key: f.key, Epoch: f.epoch, Holder: c.cfg.holder, LeaseUs: c.cfg.leaseTTL.Microseconds(),
 		})
 		if err == nil && n != 1 {
@@ -200,7 +200,7 @@ func (c *Cache) renew(ctx context.Context, f *flight, sent time.Time, cancel con
 
 // store writes the value if the fetch's epoch is still the key's current one.
 func (c *Cache) store(ctx context.Context, f *flight, value []byte) {
-	r, err := c.q.SingleflightStore(ctx, c.pool, db.SingleflightStoreParams{
+	r, err := c.q.SingleflightStore(ctx, c.db, db.SingleflightStoreParams{
 		Key: f.key, Epoch: f.epoch, Holder: c.cfg.holder, Value: value,
 	})
 	switch {
@@ -224,7 +224,7 @@ func (c *Cache) store(ctx context.Context, f *flight, value []byte) {
 // storeError keeps the source's error as the key's negative result for ErrorTTL.
 func (c *Cache) storeError(ctx context.Context, f *flight, srcErr error) {
 	c.stats.fetchErrors.Add(1)
-	_, err := c.q.SingleflightStoreError(ctx, c.pool, db.SingleflightStoreErrorParams{
+	_, err := c.q.SingleflightStoreError(ctx, c.db, db.SingleflightStoreErrorParams{
 		Key: f.key, Epoch: f.epoch, Holder: c.cfg.holder, Error: srcErr.Error(), ErrorTtlUs: c.cfg.errorTTL.Microseconds(),
 	})
 	switch {
@@ -241,7 +241,7 @@ func (c *Cache) storeError(ctx context.Context, f *flight, srcErr error) {
 
 // release gives the lease up without a result, so that a waiter takes over at once.
 func (c *Cache) release(ctx context.Context, f *flight) {
-	if _, err := c.q.SingleflightRelease(ctx, c.pool, db.SingleflightReleaseParams{Key: f.key, Epoch: f.epoch, Holder: c.cfg.holder}); err != nil {
+	if _, err := c.q.SingleflightRelease(ctx, c.db, db.SingleflightReleaseParams{Key: f.key, Epoch: f.epoch, Holder: c.cfg.holder}); err != nil {
 		c.cfg.logger.Warn("singleflight: release fetch lease", "key", f.key, "epoch", f.epoch, "error", err)
 	}
 }
@@ -251,7 +251,7 @@ func (c *Cache) release(ctx context.Context, f *flight) {
 // began before the invalidation: its value is stored already stale, so its waiters get it
 // and the Get after them fetches again.
 func (c *Cache) Invalidate(ctx context.Context, key string) error {
-	if _, err := c.q.SingleflightInvalidate(ctx, c.pool, key); err != nil {
+	if _, err := c.q.SingleflightInvalidate(ctx, c.db, key); err != nil {
 		return fmt.Errorf("singleflight: invalidate %q: %w", key, err)
 	}
 	return nil

@@ -61,7 +61,9 @@ func (c *Cache) Run(ctx context.Context) error {
 }
 
 // listen holds one connection out of the pool, LISTENs, and dispatches notifications until
-// the connection fails or ctx ends.
+// the connection fails or ctx ends. The connection runs LISTEN only, which names no table.
+// The channel is the database's, shared by caches of every schema: a notification of a key
+// another schema's cache stored wakes this one's waiters of that key for one lookup.
 func (c *Cache) listen(ctx context.Context, connected func()) error {
 	pc, err := c.pool.Acquire(ctx)
 	if err != nil {

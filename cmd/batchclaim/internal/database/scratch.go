@@ -26,7 +26,9 @@ type Scratch struct {
 	keep   bool
 }
 
-func NewScratch(ctx context.Context, prefix string, keep bool, out io.Writer, logger *slog.Logger) (*Scratch, error) {
+// NewScratch creates the scratch database and migrates it, with opts (migrations.InSchema
+// for batchclaim's tables in another schema).
+func NewScratch(ctx context.Context, prefix string, keep bool, out io.Writer, logger *slog.Logger, opts ...migrations.Option) (*Scratch, error) {
 	src, err := pgsource.Acquire(ctx, logger)
 	if err != nil {
 		return nil, err
@@ -55,7 +57,7 @@ func NewScratch(ctx context.Context, prefix string, keep bool, out io.Writer, lo
 		s.Close(ctx)
 		return nil, err
 	}
-	if err := migrations.Up(ctx, s.URL); err != nil {
+	if err := migrations.Up(ctx, s.URL, opts...); err != nil {
 		s.Close(ctx)
 		return nil, fmt.Errorf("migrate scratch database: %w", err)
 	}

@@ -50,6 +50,7 @@ func electionRun(ctx context.Context, args []string, stdout, stderr io.Writer) e
 			"(the role's live primary as JSON, 404 when none) on --listen. Stops on SIGTERM or SIGINT,\n"+
 			"resigning its terms so that a standby takes over at once.", stderr)
 	dbURL := database.Flag(fs)
+	schema := database.SchemaFlag(fs)
 	roles := fs.String("roles", "", "comma-separated roles to stand for (required)")
 	var cfg election.Config
 	fs.StringVar(&cfg.Name, "name", "", "this instance's name (default <host>-<pid>)")
@@ -88,7 +89,7 @@ func electionRun(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		return err
 	}
 	cli.WarnReachable(logger, *listen, false, false)
-	cfg.Logger = logger
+	cfg.Logger, cfg.Schema = logger, *schema
 	if _, _, err := cfg.Resolve(); err != nil {
 		return err
 	}
@@ -99,12 +100,14 @@ func electionRun(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	defer pool.Close()
 	var w *demoWorker
 	if *demoWrites {
-		w = &demoWorker{pool: pool, log: logger}
+		w = &demoWorker{pool: pool, schema: cfg.Schema, log: logger}
 		if *workURL != "" {
-			if w.pool, err = database.Open(ctx, *workURL, 8); err != nil {
+			work, err := database.Open(ctx, *workURL, 8)
+			if err != nil {
 				return err
 			}
-			defer w.pool.Close()
+			defer work.Close()
+			w.pool = work
 		}
 		cfg.OnElected = w.act
 	}
@@ -116,7 +119,7 @@ func electionRun(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		w.el = el
 	}
 	if *listen != "" {
-		srv, err := servePrimary(ctx, *listen, cli.SplitList(*allowedHosts), el, pool, logger)
+		srv, err := servePrimary(ctx, *listen, cli.SplitList(*allowedHosts), el, pg.InSchema(pool, cfg.Schema), logger)
 		if err != nil {
 			return err
 		}
@@ -124,7 +127,7 @@ func electionRun(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	}
 	i, t := el.Timings()
 	logger.Info("standing for election", "roles", strings.Join(cfg.Roles, ","), "name", el.Name(), "host", el.Host(),
-		"interval", i, "timeout", t, "instance_id", el.InstanceID())
+		"interval", i, "timeout", t, "instance_id", el.InstanceID(), "schema", cfg.Schema)
 	err = el.Run(ctx)
 	if errors.Is(err, context.Canceled) {
 		return nil

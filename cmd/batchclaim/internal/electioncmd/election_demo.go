@@ -20,7 +20,9 @@ import (
 	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/database"
 	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/redact"
 	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/subproc"
+	"github.com/batchclaim/batchclaim/internal/pg"
 	"github.com/batchclaim/batchclaim/internal/tcpproxy"
+	"github.com/batchclaim/batchclaim/migrations"
 	"github.com/batchclaim/batchclaim/patterns/election"
 )
 
@@ -70,6 +72,8 @@ var electionDemoRoles = []string{"scheduler", "broker"}
 type electionDemoRun struct {
 	out      io.Writer
 	pool     *pgxpool.Pool
+	db       pg.Beginner // pool in schema: every statement goes through it
+	schema   string
 	dbURL    *url.URL
 	logDir   string
 	interval time.Duration
@@ -91,6 +95,7 @@ func electionDemo(ctx context.Context, args []string, stdout, stderr io.Writer) 
 			"two_primaries, stale_primary_writes and slow_elections must all be 0, or it exits 1.", stderr)
 	asJSON := fs.Bool("json", false, "print the summary as one JSON object on stdout (the story goes to stderr)")
 	keep := fs.Bool("keep-db", false, "keep the scratch database afterwards")
+	schema := database.SchemaFlag(fs)
 	interval := fs.Duration("interval", 600*time.Millisecond, "I: heartbeat interval of the processes")
 	timeout := fs.Duration("timeout", 2*time.Second, "T: election timeout of the processes (> 2I)")
 	if err := cli.Parse(fs, args); err != nil {
@@ -99,7 +104,7 @@ func electionDemo(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
-	if _, _, err := (election.Config{Roles: electionDemoRoles, HeartbeatInterval: *interval, Timeout: *timeout}).Resolve(); err != nil {
+	if _, _, err := (election.Config{Roles: electionDemoRoles, HeartbeatInterval: *interval, Timeout: *timeout, Schema: *schema}).Resolve(); err != nil {
 		return err
 	}
 	out := stdout
@@ -107,12 +112,12 @@ func electionDemo(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		out = stderr
 	}
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	sdb, err := database.NewScratch(ctx, "batchclaim_election", *keep, out, logger)
+	sdb, err := database.NewScratch(ctx, "batchclaim_election", *keep, out, logger, migrations.InSchema(*schema))
 	if err != nil {
 		return err
 	}
 	defer sdb.Close(ctx)
-	d := &electionDemoRun{out: out, interval: *interval, timeout: *timeout, start: time.Now(),
+	d := &electionDemoRun{out: out, schema: *schema, interval: *interval, timeout: *timeout, start: time.Now(),
 		kids: map[string]*subproc.Child{}, proxies: map[string]*tcpproxy.Proxy{}, listen: map[string]string{}}
 	if d.dbURL, err = url.Parse(sdb.URL); err != nil {
 		return err
@@ -121,7 +126,8 @@ func electionDemo(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		return err
 	}
 	defer d.pool.Close()
-	if _, err := d.pool.Exec(ctx, electionDemoSchema); err != nil {
+	d.db = pg.InSchema(d.pool, d.schema)
+	if _, err := d.db.Exec(ctx, electionDemoSchema); err != nil {
 		return fmt.Errorf("create the demo's tables: %w", err)
 	}
 	if d.logDir, err = os.MkdirTemp("", "batchclaim-election-"); err != nil {
@@ -234,7 +240,7 @@ func (d *electionDemoRun) fault(ctx context.Context, kind, victim string, do fun
 	if len(f.Roles) == 0 {
 		return fmt.Errorf("%s is primary of nothing any more; cannot stage the %s fault", victim, kind)
 	}
-	if err := d.pool.QueryRow(ctx, "SELECT clock_timestamp()").Scan(&f.At); err != nil {
+	if err := d.db.QueryRow(ctx, "SELECT clock_timestamp()").Scan(&f.At); err != nil {
 		return err
 	}
 	if err := do(); err != nil {
@@ -262,7 +268,7 @@ func (d *electionDemoRun) fault(ctx context.Context, kind, victim string, do fun
 func (d *electionDemoRun) primaries(ctx context.Context) map[string]election.Term {
 	out := map[string]election.Term{}
 	for _, role := range electionDemoRoles {
-		if t, err := election.GetPrimary(ctx, d.pool, role); err == nil {
+		if t, err := election.GetPrimary(ctx, d.db, role); err == nil {
 			out[role] = t
 		}
 	}
@@ -286,7 +292,7 @@ func (d *electionDemoRun) show(ctx context.Context, what string) {
 func (d *electionDemoRun) waitProbe(ctx context.Context, victim string) {
 	var rejected bool
 	err := d.waitFor(ctx, 15*time.Second, "", func() bool {
-		return d.pool.QueryRow(ctx, `SELECT rejected FROM election_demo_probes WHERE name = $1 ORDER BY id DESC LIMIT 1`, victim).Scan(&rejected) == nil
+		return d.db.QueryRow(ctx, `SELECT rejected FROM election_demo_probes WHERE name = $1 ORDER BY id DESC LIMIT 1`, victim).Scan(&rejected) == nil
 	})
 	switch {
 	case err != nil:
@@ -338,7 +344,8 @@ func (d *electionDemoRun) startWorker(name string) error {
 	}
 	k, err := subproc.Start(name, filepath.Join(d.logDir, name+".log"), "election", "run",
 		"--database-url", via.String(), "--roles", strings.Join(roles, ","), "--name", name,
-		"--interval", d.interval.String(), "--timeout", d.timeout.String(), "--listen", addr, "--demo-writes", "--demo-work-database-url", d.dbURL.String())
+		"--interval", d.interval.String(), "--timeout", d.timeout.String(), "--listen", addr, "--demo-writes", "--demo-work-database-url", d.dbURL.String(),
+		"--schema", d.schema)
 	if err != nil {
 		return err
 	}
@@ -391,7 +398,7 @@ func (d *electionDemoRun) check(ctx context.Context) (electionSummary, error) {
 	s := electionSummary{IntervalSeconds: d.interval.Seconds(), TimeoutSeconds: d.timeout.Seconds(), Processes: 3,
 		Roles: electionDemoRoles, Faults: d.faults}
 	count := func(dst *int, sql string, args ...any) error {
-		if err := d.pool.QueryRow(ctx, sql, args...).Scan(dst); err != nil {
+		if err := d.db.QueryRow(ctx, sql, args...).Scan(dst); err != nil {
 			return fmt.Errorf("check %q: %w", sql, err)
 		}
 		return nil
@@ -423,7 +430,7 @@ func (d *electionDemoRun) check(ctx context.Context) (electionSummary, error) {
 		f := &s.Faults[i]
 		for j, role := range f.Roles {
 			var gap *float64
-			if err := d.pool.QueryRow(ctx, `SELECT EXTRACT(EPOCH FROM min(at) - $3::timestamptz)::float8 FROM batchclaim.election_events
+			if err := d.db.QueryRow(ctx, `SELECT EXTRACT(EPOCH FROM min(at) - $3::timestamptz)::float8 FROM batchclaim.election_events
 			    WHERE role = $1 AND event = 'elected' AND epoch > $2`, role, f.Epochs[j], f.At).Scan(&gap); err != nil {
 				return s, fmt.Errorf("check election after fault: %w", err)
 			}

@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/batchclaim/batchclaim"
+	"github.com/batchclaim/batchclaim/internal/pg"
 	"github.com/batchclaim/batchclaim/patterns/election"
 )
 
@@ -34,9 +35,10 @@ const actEvery = 50 * time.Millisecond
 
 // demoWorker is what a process of `election demo` does while it is primary of a role.
 type demoWorker struct {
-	pool *pgxpool.Pool
-	el   *election.Elector
-	log  *slog.Logger
+	pool   *pgxpool.Pool
+	schema string // of batchclaim's tables; the demo's own are in the connection's search_path
+	el     *election.Elector
+	log    *slog.Logger
 }
 
 // act runs for one term, until its context is cancelled (the process stepped down). Then a
@@ -106,7 +108,7 @@ func (w *demoWorker) probe(ctx context.Context, t election.Term) {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	for {
-		cur, err := election.GetPrimary(ctx, w.pool, t.Role)
+		cur, err := election.GetPrimary(ctx, pg.InSchema(w.pool, w.schema), t.Role)
 		if err == nil && cur.Epoch > t.Epoch {
 			break
 		}
@@ -117,7 +119,7 @@ func (w *demoWorker) probe(ctx context.Context, t election.Term) {
 		}
 	}
 	err := pgx.BeginFunc(ctx, w.pool, func(tx pgx.Tx) error {
-		if err := election.FenceTerm(ctx, tx, t); err != nil {
+		if err := election.FenceTerm(ctx, pg.QuerierInSchema(tx, w.schema), t); err != nil {
 			return err
 		}
 		_, err := tx.Exec(ctx, `INSERT INTO election_demo_writes (role, epoch, name, probe) VALUES ($1, $2, $3, true)`, t.Role, t.Epoch, t.Name)

@@ -10,6 +10,7 @@ import (
 	"github.com/batchclaim/batchclaim"
 	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/cli"
 	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/database"
+	"github.com/batchclaim/batchclaim/internal/pg"
 	"github.com/batchclaim/batchclaim/patterns/election"
 )
 
@@ -23,6 +24,7 @@ func Primary(ctx context.Context, args []string, stdout, stderr io.Writer) error
 			"host can run it every heartbeat interval and stop working as primary when it fails.\n"+
 			"It is advisory: writes that only the primary may make must be fenced by the term's epoch.", stderr)
 	dbURL := database.Flag(fs)
+	schema := database.SchemaFlag(fs)
 	role := fs.String("role", "", "the role to ask about (required)")
 	host := fs.String("host", "", "the host to compare with (default: this machine's hostname)")
 	if err := cli.Parse(fs, args); err != nil {
@@ -36,6 +38,9 @@ func Primary(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		fmt.Fprintln(stderr, "batchclaim primary: --role is required")
 		return cli.ErrUsage
 	}
+	if err := pg.ValidateSchema(*schema); err != nil {
+		return cli.ExitError{Code: 2, Msg: "--schema: " + err.Error()}
+	}
 	if *host == "" {
 		h, err := os.Hostname()
 		if err != nil {
@@ -48,7 +53,7 @@ func Primary(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return cli.ExitError{Code: 2, Msg: err.Error()}
 	}
 	defer pool.Close()
-	t, err := election.GetPrimary(ctx, pool, *role)
+	t, err := election.GetPrimary(ctx, pg.InSchema(pool, *schema), *role)
 	switch {
 	case errors.Is(err, batchclaim.ErrNotFound):
 		fmt.Fprintf(stdout, "role %s has no live primary\n", *role)

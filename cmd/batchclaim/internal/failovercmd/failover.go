@@ -41,6 +41,7 @@ func failoverNode(ctx context.Context, args []string, _, stderr io.Writer) error
 			"made-up --progress value. With --bootstrap, a shard that does not exist yet is created\n"+
 			"with this node as its primary at epoch 1; an existing shard's recorded decision wins.", stderr)
 	dbURL := database.Flag(fs)
+	schema := database.SchemaFlag(fs)
 	var cfg failover.Config
 	fs.StringVar(&cfg.Shard, "shard", "", "shard name (required)")
 	fs.StringVar(&cfg.NodeID, "node-id", "", "this node's id, the same across restarts (required)")
@@ -66,7 +67,7 @@ func failoverNode(ctx context.Context, args []string, _, stderr io.Writer) error
 	if err != nil {
 		return err
 	}
-	cfg.Logger = logger.With("node_id", cfg.NodeID)
+	cfg.Logger, cfg.Schema = logger.With("node_id", cfg.NodeID), *schema
 	if *stallAt > 0 {
 		cfg.AfterDecision = func(ctx context.Context, d failover.Decision) {
 			if d.Epoch == *stallAt {
@@ -87,7 +88,7 @@ func failoverNode(ctx context.Context, args []string, _, stderr io.Writer) error
 	if err != nil {
 		return err
 	}
-	cfg.Logger.Info("node starting", "shard", cfg.Shard, "progress", cfg.LastTxnID, "patience", n.Patience().Round(time.Millisecond))
+	cfg.Logger.Info("node starting", "shard", cfg.Shard, "progress", cfg.LastTxnID, "patience", n.Patience().Round(time.Millisecond), "schema", cfg.Schema)
 	if err := n.Run(ctx); err != nil && ctx.Err() == nil {
 		return err
 	}

@@ -13,13 +13,13 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-
 	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/cli"
 	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/database"
 	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/redact"
 	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/subproc"
 	"github.com/batchclaim/batchclaim/internal/db"
+	"github.com/batchclaim/batchclaim/internal/pg"
+	"github.com/batchclaim/batchclaim/migrations"
 	"github.com/batchclaim/batchclaim/patterns/failover"
 )
 
@@ -73,11 +73,15 @@ func failoverDemo(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	asJSON := fs.Bool("json", false, "print the summary as one JSON object on stdout (the story goes to stderr)")
 	keep := fs.Bool("keep", false, "keep the scratch database (and cluster) afterwards")
 	timeout := fs.Duration("timeout", 2*time.Minute, "give up after this long")
+	schema := database.SchemaFlag(fs)
 	if err := cli.Parse(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	if err := pg.ValidateSchema(*schema); err != nil {
+		return fmt.Errorf("--schema: %w", err)
 	}
 	out := stdout
 	if *asJSON {
@@ -86,7 +90,7 @@ func failoverDemo(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	sdb, err := database.NewScratch(ctx, "batchclaim_failover", *keep, out, logger)
+	sdb, err := database.NewScratch(ctx, "batchclaim_failover", *keep, out, logger, migrations.InSchema(*schema))
 	if err != nil {
 		return err
 	}
@@ -100,7 +104,7 @@ func failoverDemo(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if err != nil {
 		return err
 	}
-	d := &foDemo{pool: pool, url: sdb.URL, logDir: logDir, out: out, kids: map[string]*subproc.Child{}, start: time.Now()}
+	d := &foDemo{pool: pg.InSchema(pool, *schema), schema: *schema, url: sdb.URL, logDir: logDir, out: out, kids: map[string]*subproc.Child{}, start: time.Now()}
 	defer d.stopAll()
 	sum, err := d.run(ctx)
 	if err != nil {
@@ -135,7 +139,8 @@ const (
 )
 
 type foDemo struct {
-	pool   *pgxpool.Pool
+	pool   pg.Beginner // in schema
+	schema string
 	url    string
 	logDir string
 	out    io.Writer
@@ -233,7 +238,7 @@ func (d *foDemo) startNode(id string) error {
 	args := []string{"failover", "node", "--database-url", d.url, "--shard", foShard, "--node-id", n.id,
 		"--address", fmt.Sprintf("10.0.0.%d:6379", i+1), "--progress", strconv.FormatInt(n.progress, 10),
 		"--heartbeat", "200ms", "--lease", "1s", "--patience", foPatience.String(), "--jitter", "1s", "--lock-ttl", "3s",
-		"--poll", "500ms", "--stall-after-decision-epoch", strconv.Itoa(foStallEpoch)}
+		"--poll", "500ms", "--stall-after-decision-epoch", strconv.Itoa(foStallEpoch), "--schema", d.schema}
 	if n.patience != "" {
 		args = append(args, "--patience", n.patience, "--jitter", "-1ns")
 	}

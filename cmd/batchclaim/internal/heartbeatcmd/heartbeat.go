@@ -15,6 +15,7 @@ import (
 	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/cli"
 	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/database"
 	"github.com/batchclaim/batchclaim/internal/httpguard"
+	"github.com/batchclaim/batchclaim/internal/pg"
 	"github.com/batchclaim/batchclaim/patterns/heartbeat"
 )
 
@@ -56,6 +57,7 @@ func heartbeatRun(ctx context.Context, args []string, stderr io.Writer) error {
 			"the active instance, 503 on a standby. Configure event types with\n"+
 			"`batchclaim heartbeat event-types`.", stderr)
 	dbURL := database.Flag(fs)
+	schema := database.SchemaFlag(fs)
 	var cfg heartbeat.Config
 	fs.StringVar(&cfg.Role, "role", heartbeat.RoleDefault, "election role whose primary is the active instance")
 	fs.StringVar(&cfg.Name, "name", "", "this instance's name (default <host>-<pid>)")
@@ -84,7 +86,7 @@ func heartbeatRun(ctx context.Context, args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	cfg.Logger = logger
+	cfg.Logger, cfg.Schema = logger, *schema
 	cfg.OnEvent = func(_ context.Context, e heartbeat.Event) error {
 		logger.Info("control-loop event", "status", e.ClosedLoopEventStatus, "event_name", e.EventName,
 			"source_name", e.SourceName, "episode", e.Episode, "reason", e.Reason, "event_id", e.ID)
@@ -115,7 +117,7 @@ func heartbeatRun(ctx context.Context, args []string, stderr io.Writer) error {
 		_ = srv.Shutdown(sctx)
 	}()
 	logger.Info("heartbeat service starting", "name", cfg.Name, "pid", os.Getpid(), "listen", ln.Addr().String(),
-		"role", cfg.Role, "step_interval", cfg.StepInterval, "webhook", cfg.WebhookURL != "")
+		"role", cfg.Role, "step_interval", cfg.StepInterval, "webhook", cfg.WebhookURL != "", "schema", cfg.Schema)
 	return svc.Run(ctx)
 }
 
@@ -129,6 +131,7 @@ func heartbeatEventTypes(ctx context.Context, args []string, stdout, stderr io.W
 			"transaction); the active instance then clears the open events of the removed types and\n"+
 			"deletes them. add and remove change one entry.", stderr)
 	dbURL := database.Flag(fs)
+	schema := database.SchemaFlag(fs)
 	asJSON := fs.Bool("json", false, "show: print JSON")
 	var t heartbeat.EventType
 	fs.StringVar(&t.Name, "name", "", "add: the eventName")
@@ -142,11 +145,15 @@ func heartbeatEventTypes(ctx context.Context, args []string, stdout, stderr io.W
 		fs.Usage()
 		return cli.ErrUsage
 	}
-	pool, err := database.Open(ctx, *dbURL, 2)
+	if err := pg.ValidateSchema(*schema); err != nil {
+		return fmt.Errorf("--schema: %w", err)
+	}
+	raw, err := database.Open(ctx, *dbURL, 2)
 	if err != nil {
 		return err
 	}
-	defer pool.Close()
+	defer raw.Close()
+	pool := pg.InSchema(raw, *schema)
 	switch {
 	case pos[0] == "show" && len(pos) == 1:
 		types, err := heartbeat.ListEventTypes(ctx, pool)

@@ -18,12 +18,12 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-
 	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/cli"
 	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/database"
 	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/redact"
 	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/subproc"
+	"github.com/batchclaim/batchclaim/internal/pg"
+	"github.com/batchclaim/batchclaim/migrations"
 	"github.com/batchclaim/batchclaim/patterns/election"
 	"github.com/batchclaim/batchclaim/patterns/heartbeat"
 )
@@ -195,7 +195,9 @@ func (h *hbWebhook) received(key string) int {
 
 // hbDemo is one run of the demo.
 type hbDemo struct {
-	pool    *pgxpool.Pool
+	pool    pg.Beginner // in schema
+	url     string
+	schema  string
 	out     io.Writer
 	logDir  string
 	addrs   []string
@@ -224,6 +226,7 @@ func heartbeatDemo(ctx context.Context, args []string, stdout, stderr io.Writer)
 	instances := fs.Int("instances", 3, "heartbeat-service instances (at least 2)")
 	asJSON := fs.Bool("json", false, "print the summary as one JSON object on stdout (the progress goes to stderr)")
 	keep := fs.Bool("keep", false, "keep the scratch database (and cluster) afterwards")
+	schema := database.SchemaFlag(fs)
 	if err := cli.Parse(fs, args); err != nil {
 		return err
 	}
@@ -233,13 +236,16 @@ func heartbeatDemo(ctx context.Context, args []string, stdout, stderr io.Writer)
 	if *instances < 2 {
 		return fmt.Errorf("--instances must be at least 2")
 	}
+	if err := pg.ValidateSchema(*schema); err != nil {
+		return fmt.Errorf("--schema: %w", err)
+	}
 	out := stdout
 	if *asJSON {
 		out = stderr
 	}
 	started := time.Now()
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	db, err := database.NewScratch(ctx, "batchclaim_hb_demo", *keep, out, logger)
+	db, err := database.NewScratch(ctx, "batchclaim_hb_demo", *keep, out, logger, migrations.InSchema(*schema))
 	if err != nil {
 		return err
 	}
@@ -249,7 +255,7 @@ func heartbeatDemo(ctx context.Context, args []string, stdout, stderr io.Writer)
 		return err
 	}
 	defer pool.Close()
-	d := &hbDemo{pool: pool, out: out, kids: map[string]*subproc.Child{}, sources: hbDemoSources(),
+	d := &hbDemo{pool: pg.InSchema(pool, *schema), url: db.URL, schema: *schema, out: out, kids: map[string]*subproc.Child{}, sources: hbDemoSources(),
 		hook:   &hbWebhook{got: map[string]int{}},
 		client: &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 32}}}
 	d.sum.Database, d.sum.Instances, d.sum.Sources = redact.URL(db.URL), *instances, len(d.sources)
@@ -299,7 +305,7 @@ func (d *hbDemo) run(ctx context.Context, instances int) error {
 		if err != nil {
 			return err
 		}
-		k, err := subproc.Start(name, filepath.Join(d.logDir, name+".log"), "heartbeat", "run", "--database-url", d.pool.Config().ConnString(),
+		k, err := subproc.Start(name, filepath.Join(d.logDir, name+".log"), "heartbeat", "run", "--database-url", d.url, "--schema", d.schema,
 			"--name", name, "--listen", addr, "--election-interval", hbElectionInterval.String(), "--election-timeout", hbElectionTimeout.String(),
 			"--step-interval", hbStepInterval.String(), "--delivery-interval", "200ms", "--webhook-url", "http://"+ln.Addr().String(),
 			"--retry-base", "100ms", "--retry-max", "500ms", "--log-level", "info")

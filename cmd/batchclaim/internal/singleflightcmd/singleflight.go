@@ -18,6 +18,8 @@ import (
 	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/database"
 	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/redact"
 	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/subproc"
+	"github.com/batchclaim/batchclaim/internal/pg"
+	"github.com/batchclaim/batchclaim/migrations"
 )
 
 // Command is `batchclaim singleflight demo` (and the demo's hidden worker).
@@ -47,6 +49,7 @@ type sfDemoConfig struct {
 	duration, fetchTime      time.Duration
 	ttl, lease               time.Duration
 	asJSON, keep             bool
+	schema                   string
 }
 
 // sfSummary is what `singleflight demo --json` prints. The first three are the invariants:
@@ -100,8 +103,13 @@ func sfDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	fs.DurationVar(&c.lease, "lease", 1500*time.Millisecond, "fetch lease (a waiter takes over this long after the fetcher's last renewal)")
 	fs.BoolVar(&c.asJSON, "json", false, "print the summary as one JSON object on stdout (progress goes to stderr)")
 	fs.BoolVar(&c.keep, "keep", false, "keep the scratch database (and cluster) afterwards")
+	schema := database.SchemaFlag(fs)
 	if err := cli.Parse(fs, args); err != nil {
 		return err
+	}
+	c.schema = *schema
+	if err := pg.ValidateSchema(c.schema); err != nil {
+		return fmt.Errorf("--schema: %w", err)
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
@@ -133,7 +141,7 @@ func sfDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 func sfRunDemo(ctx context.Context, c sfDemoConfig, out io.Writer) (sfSummary, error) {
 	start := time.Now()
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	sdb, err := database.NewScratch(ctx, "batchclaim_sf", c.keep, out, logger)
+	sdb, err := database.NewScratch(ctx, "batchclaim_sf", c.keep, out, logger, migrations.InSchema(c.schema))
 	if err != nil {
 		return sfSummary{}, err
 	}
@@ -143,7 +151,9 @@ func sfRunDemo(ctx context.Context, c sfDemoConfig, out io.Writer) (sfSummary, e
 		return sfSummary{}, err
 	}
 	defer pool.Close()
-	if _, err := pool.Exec(ctx, sfDemoSchema); err != nil {
+	// The demo's tables go to the connection's search_path; the trigger on the cache's table
+	// to batchclaim's schema.
+	if _, err := pg.InSchema(pool, c.schema).Exec(ctx, sfDemoSchema); err != nil {
 		return sfSummary{}, fmt.Errorf("create the demo's record tables: %w", err)
 	}
 	logDir, err := os.MkdirTemp("", "batchclaim-singleflight-")
@@ -162,7 +172,7 @@ func sfRunDemo(ctx context.Context, c sfDemoConfig, out io.Writer) (sfSummary, e
 	startWorker := func(name string, hang bool) error {
 		args := []string{"singleflight", "worker", "--database-url", sdb.URL, "--name", name,
 			"--keys", strconv.Itoa(c.keys), "--callers", strconv.Itoa(c.callers), "--duration", c.duration.String(),
-			"--fetch-time", c.fetchTime.String(), "--ttl", c.ttl.String(), "--lease", c.lease.String()}
+			"--fetch-time", c.fetchTime.String(), "--ttl", c.ttl.String(), "--lease", c.lease.String(), "--schema", c.schema}
 		if hang {
 			args = append(args, "--hang-key", sfVictimKey)
 		}

@@ -24,6 +24,7 @@ import (
 func sfWorker(ctx context.Context, args []string, _, stderr io.Writer) error {
 	fs := cli.NewFlagSet("singleflight worker", "[flags]", "One worker process of `batchclaim singleflight demo`.", stderr)
 	dbURL := database.Flag(fs)
+	schema := database.SchemaFlag(fs)
 	name := fs.String("name", "worker", "this worker's name in the demo's record")
 	keys := fs.Int("keys", 6, "keys besides "+sfVictimKey)
 	callers := fs.Int("callers", 3, "concurrent callers of Get")
@@ -44,7 +45,7 @@ func sfWorker(ctx context.Context, args []string, _, stderr io.Writer) error {
 
 	src := &sfDemoSource{pool: pool, worker: *name, fetchTime: *fetchTime, hangKey: *hangKey}
 	cache, err := singleflight.New(pool, src, singleflight.Config{
-		Holder: *name, TTL: *ttl, LeaseTTL: *lease, ErrorTTL: *ttl / 4, Logger: logger,
+		Holder: *name, TTL: *ttl, LeaseTTL: *lease, ErrorTTL: *ttl / 4, Schema: *schema, Logger: logger,
 	})
 	if err != nil {
 		return err

@@ -1,0 +1,68 @@
+package election_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/batchclaim/batchclaim/claims"
+	"github.com/batchclaim/batchclaim/internal/dbtest"
+	"github.com/batchclaim/batchclaim/internal/testutil"
+	"github.com/batchclaim/batchclaim/patterns/election"
+)
+
+// An elector in a schema other than batchclaim: the database has no batchclaim schema at
+// all, so its own connection, its resignation and Fence in the caller's transaction must all
+// find the election's tables in the configured one.
+func TestElectionInSchema(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	pool, err := pgxpool.New(ctx, dbtest.NewDBInSchema(t, "pat"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	if _, err := pool.Exec(ctx, `CREATE TABLE test_writes (id bigserial PRIMARY KEY, name text NOT NULL, epoch bigint NOT NULL)`); err != nil {
+		t.Fatal(err)
+	}
+	el, rec, stop := startElector(t, pool, "a", []string{"r"}, func(c *election.Config) { c.Schema = "pat" })
+	testutil.WaitFor(t, 10*time.Second, "elected primary of r", func() bool {
+		elected, _ := rec.snapshot()
+		return len(elected) == 1
+	})
+	term, ok := el.CheckPrimary("r")
+	if !ok || term.Epoch != 1 {
+		t.Fatalf("CheckPrimary: %+v %v", term, ok)
+	}
+	// The application's transaction, unwrapped: Fence puts its own statements in the schema.
+	err = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		if err := el.Fence(ctx, tx, "r"); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, `INSERT INTO test_writes (name, epoch) VALUES ('a', $1)`, term.Epoch)
+		return err
+	})
+	if err != nil {
+		t.Fatalf("fenced write: %v", err)
+	}
+	// The package functions take a Querier already in the schema.
+	if p, err := election.GetPrimary(ctx, claims.QuerierInSchema(pool, "pat"), "r"); err != nil || p.InstanceID != el.InstanceID() {
+		t.Fatalf("GetPrimary: %+v %v", p, err)
+	}
+	stop() // resigns, in the schema
+	var resigned int
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM pat.election_events WHERE role = 'r' AND event = 'resigned'`).Scan(&resigned); err != nil || resigned != 1 {
+		t.Fatalf("resigned events in pat: %d, %v; want 1", resigned, err)
+	}
+
+	cfg := election.Config{Roles: []string{"r"}, Schema: "public"}
+	if _, _, err := cfg.Resolve(); err == nil || !strings.Contains(err.Error(), `schema "public"`) {
+		t.Fatalf("Resolve with Schema public: %v, want it refused", err)
+	}
+	if _, err := election.New(pool, cfg); err == nil || !strings.Contains(err.Error(), `invalid election config: schema "public"`) {
+		t.Fatalf("New with Schema public: %v, want it refused", err)
+	}
+}

@@ -1,0 +1,58 @@
+package singleflight
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/batchclaim/batchclaim/internal/dbtest"
+	"github.com/batchclaim/batchclaim/internal/testutil"
+)
+
+// Caches in a schema other than batchclaim: the database has no batchclaim schema at all, so
+// every lookup, lease, renewal and store must find the cache's table in the configured one.
+func TestCacheInSchema(t *testing.T) {
+	t.Parallel()
+	url := dbtest.NewDBInSchema(t, "pat")
+	src := newFakeSource(t, true)
+	cfg := Config{Schema: "pat", LeaseTTL: 2 * time.Second}
+	a, b := newCache(t, url, src, cfg, true), newCache(t, url, src, cfg, true)
+	var chans []<-chan result
+	for range 3 {
+		chans = append(chans, getAsync(t.Context(), a, "k"), getAsync(t.Context(), b, "k"))
+	}
+	testutil.WaitFor(t, 10*time.Second, "one fetch and waiters in the other cache", func() bool {
+		sa, sb := a.Stats(), b.Stats()
+		return sa.Fetches+sb.Fetches == 1 && sa.Waits+sb.Waits > 0
+	})
+	close(src.gate)
+	var epoch int64
+	for _, ch := range chans {
+		r := recv(t, ch)
+		if r.err != nil {
+			t.Fatal(r.err)
+		}
+		epoch = r.e.Epoch
+		if string(r.e.Value) != "k@1" || r.e.Stale {
+			t.Fatalf("got %+v, want k@1 fresh", r.e)
+		}
+	}
+	if n := src.calls.Load(); n != 1 || epoch != 1 {
+		t.Fatalf("%d source calls (epoch %d) for 6 concurrent Gets, want 1", n, epoch)
+	}
+	// The value is kept, in the schema: a later Get is a hit.
+	if e, err := b.Get(t.Context(), "k"); err != nil || string(e.Value) != "k@1" {
+		t.Fatalf("Get after the fetch: %+v %v", e, err)
+	}
+	if n := src.calls.Load(); n != 1 || a.Stats().Hits+b.Stats().Hits == 0 {
+		t.Fatalf("a later Get: %d source calls, %d hits; want it served from the store", n, a.Stats().Hits+b.Stats().Hits)
+	}
+	var rows int
+	if err := open(t, url).QueryRow(t.Context(), `SELECT count(*) FROM pat.singleflight_entries WHERE key = 'k' AND value_epoch = 1`).Scan(&rows); err != nil || rows != 1 {
+		t.Fatalf("rows in pat.singleflight_entries: %d, %v; want 1", rows, err)
+	}
+
+	if _, err := New(open(t, url), src, Config{Schema: "public"}); err == nil || !strings.Contains(err.Error(), `invalid singleflight config: schema "public"`) {
+		t.Fatalf("New with Schema public: %v, want it refused", err)
+	}
+}
