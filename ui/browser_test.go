@@ -279,7 +279,7 @@ func checkJobView(t *testing.T, browser, page, dir string, pool *pgxpool.Pool) {
 	ctx := t.Context()
 	var seq int64
 	var batchID, owner string
-	err := pool.QueryRow(ctx, `SELECT b.seq, b.batch_id, i.name FROM batchclaim.batches b, service_id_claims c JOIN batchclaim.instances i ON i.id = c.claimant
+	err := pool.QueryRow(ctx, `SELECT b.seq, b.batch_id, i.name FROM batchclaim.batches b, batchclaim.service_id_claims c JOIN batchclaim.instances i ON i.id = c.claimant
 		WHERE b.service_id = 'svc-a' AND c.service_id = 'svc-a' ORDER BY b.seq DESC LIMIT 1`).Scan(&seq, &batchID, &owner)
 	if err != nil {
 		t.Fatal(err)

@@ -7,12 +7,14 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/batchclaim/batchclaim/internal/dbtest"
+	"github.com/batchclaim/batchclaim/internal/testutil"
 	"github.com/batchclaim/batchclaim/patterns/election"
 )
 
@@ -77,29 +79,29 @@ func TestPrimaryCommand(t *testing.T) {
 	url := dbtest.NewDB(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	pool, err := pgxpool.New(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
-	el, err := election.New(pool, election.Config{Roles: []string{"scheduler"}, Name: "s1", Host: "host-a",
-		HeartbeatInterval: 300 * time.Millisecond, Timeout: 1500 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() { defer close(done); _ = el.Run(ctx) }()
-	defer func() { cancel(); <-done }()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		if _, ok := el.CheckPrimary("scheduler"); ok {
-			break
+	var wg sync.WaitGroup
+	defer func() { cancel(); wg.Wait() }()
+	// elect runs an elector of role scheduler on dbURL's schema until the test ends, once it
+	// is the primary.
+	elect := func(dbURL, schema, name, host string) {
+		t.Helper()
+		pool, err := pgxpool.New(ctx, dbURL)
+		if err != nil {
+			t.Fatal(err)
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("the elector was not elected")
+		t.Cleanup(pool.Close)
+		el, err := election.New(pool, election.Config{Roles: []string{"scheduler"}, Name: name, Host: host, Schema: schema,
+			HeartbeatInterval: 300 * time.Millisecond, Timeout: 1500 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
 		}
-		time.Sleep(20 * time.Millisecond)
+		wg.Go(func() { _ = el.Run(ctx) })
+		testutil.WaitFor(t, 20*time.Second, "the elector of "+name+" elected", func() bool {
+			_, ok := el.CheckPrimary("scheduler")
+			return ok
+		})
 	}
+	elect(url, "", "s1", "host-a")
 
 	run := func(want int, args ...string) string {
 		t.Helper()
@@ -131,27 +133,7 @@ func TestPrimaryCommand(t *testing.T) {
 
 	// A database whose tables are in another schema only, with its elector there.
 	haURL := dbtest.NewDBInSchema(t, "ha")
-	haPool, err := pgxpool.New(ctx, haURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer haPool.Close()
-	haEl, err := election.New(haPool, election.Config{Roles: []string{"scheduler"}, Name: "s2", Host: "host-c", Schema: "ha",
-		HeartbeatInterval: 300 * time.Millisecond, Timeout: 1500 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	haDone := make(chan struct{})
-	go func() { defer close(haDone); _ = haEl.Run(ctx) }()
-	defer func() { cancel(); <-haDone }()
-	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		if _, ok := haEl.CheckPrimary("scheduler"); ok {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the elector in schema ha was not elected")
-		}
-	}
+	elect(haURL, "ha", "s2", "host-c")
 	if out := run(0, "primary", "--role", "scheduler", "--host", "host-c", "--schema", "ha", "--database-url", haURL); !strings.Contains(out, "primary s2 on host host-c") {
 		t.Fatalf("primary --schema ha: %q", out)
 	}
