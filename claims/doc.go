@@ -136,7 +136,9 @@
 // refuses, every claim's context is cancelled (which cancels in-flight POSTs) and the claims
 // are reported lost with LossDeadline. When a renewal succeeds again, the next cycle re-reads
 // its claims from the database and adopts those that are still in its name with the same
-// epoch (nobody took them, so nothing was lost).
+// epoch (nobody took them, so nothing was lost). The deadline and its watchdog are
+// internal/lease's Deadline, the one the HA patterns' leases use; a renewal that succeeds
+// after the fence starts its next life.
 //
 // # Timing rules
 //

@@ -14,6 +14,7 @@ import (
 
 	"github.com/batchclaim/batchclaim/internal/db"
 	"github.com/batchclaim/batchclaim/internal/dbclock"
+	"github.com/batchclaim/batchclaim/internal/lease"
 )
 
 // ErrInstanceIDInUse: another process registered the same instance id and its lease has not
@@ -37,14 +38,16 @@ type Engine struct {
 	stats counters
 	guard guard // the failover guard (guard.go)
 
+	// deadline is the local deadline D and its watchdog (internal/lease, as the patterns'
+	// leases use it). Its life starts at Register and ends at the deadline, which fences the
+	// instance (fence); a renewal that succeeds later starts a new life (renewed).
+	deadline *lease.Deadline
+
 	mu         sync.Mutex
 	base       context.Context // parent of claim contexts; never cancelled by Run's ctx
 	held       map[string]*heldClaim
-	deadline   time.Time // monotonic: send time of the last successful renewal + D
-	fenced     bool      // the local deadline passed and no renewal succeeded since
 	registered bool
-	watchdog   *time.Timer
-	lease      *leaseLoop // the lease loop, while it runs (Run to Shutdown)
+	loop       *leaseLoop // the lease loop, while it runs (Run to Shutdown)
 	overCycles int        // consecutive cycles with more claims than the fair share
 	cycles     int
 }
@@ -63,7 +66,7 @@ func New(pool Pool, cfg Config) (*Engine, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	return &Engine{
+	e := &Engine{
 		cfg:   cfg,
 		pool:  pool,
 		q:     db.New(),
@@ -71,7 +74,9 @@ func New(pool Pool, cfg Config) (*Engine, error) {
 		nonce: uuid.New(),
 		held:  map[string]*heldClaim{},
 		kick:  make(chan struct{}, 1),
-	}, nil
+	}
+	e.deadline = lease.NewDeadline(cfg.LocalDeadline, e.fence)
+	return e, nil
 }
 
 // InstanceID is this instance's id in the instances table.
@@ -112,7 +117,7 @@ func (e *Engine) Register(ctx context.Context) error {
 	}
 	e.registered = true
 	e.mu.Unlock()
-	e.renewed(sent)
+	e.deadline.Start(sent)
 	e.log.Info("instance registered", "name", e.cfg.Name)
 	return nil
 }
@@ -239,47 +244,41 @@ func (e *Engine) Healthy() bool {
 
 // Deadline is the local (monotonic) deadline: the send time of the last successful renewal
 // plus LocalDeadline.
-func (e *Engine) Deadline() time.Time {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return e.deadline
-}
+func (e *Engine) Deadline() time.Time { return e.deadline.At() }
 
+// usableLocked reports whether the claims may be worked on: the local deadline has not
+// passed and the failover guard does not refuse. The lock order is e.mu, then the deadline's.
 func (e *Engine) usableLocked() bool {
-	return !e.fenced && time.Now().Before(e.deadline) && e.Refusal() == ""
+	return e.deadline.Live() && e.Refusal() == ""
 }
 
-// renewed records a successful renewal sent at sent and re-arms the fencing watchdog.
+// renewed records a successful renewal sent at sent: it moves the local deadline to sent + D.
+// A renewal that succeeds after the instance fenced itself starts the deadline's next life
+// (the instance row lives until expiry_2, so the claims the database still lists as this
+// instance's are read again by the next cycle), unless its own deadline has passed already.
+// It must be called without e.mu held: a renewal found past its deadline fences here.
 func (e *Engine) renewed(sent time.Time) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	e.deadline = sent.Add(e.cfg.LocalDeadline)
-	if e.fenced {
-		e.log.Info("renewal succeeded again; claims will be re-read from the database")
-		e.fenced = false
+	if e.deadline.Confirm(sent) || !time.Now().Before(sent.Add(e.cfg.LocalDeadline)) {
+		return
 	}
-	wait := time.Until(e.deadline)
-	if e.watchdog == nil {
-		e.watchdog = time.AfterFunc(wait, e.checkDeadline)
-	} else {
-		e.watchdog.Reset(wait)
+	revived := !e.deadline.At().IsZero()
+	e.deadline.Start(sent)
+	if revived {
+		e.log.Info("renewal succeeded again; claims will be re-read from the database")
 	}
 }
 
-// checkDeadline runs when the local deadline may have passed. If it has, the instance fences
-// itself: every claim's context is cancelled and the claims are treated as lost.
-func (e *Engine) checkDeadline() {
+// fence runs when the local deadline passes without a renewal (the deadline's OnExpire):
+// every claim's context is cancelled and the claims are treated as lost. A renewal that
+// started the deadline's next life before fence got the engine's lock proves the lease alive
+// past the old deadline, and fence then leaves the claims alone, so that a claim gained just
+// after that renewal is not dropped for the old deadline.
+func (e *Engine) fence() {
 	e.mu.Lock()
-	if wait := time.Until(e.deadline); wait > 0 {
-		e.watchdog.Reset(wait)
+	if !e.registered || e.deadline.Live() {
 		e.mu.Unlock()
 		return
 	}
-	if e.fenced || !e.registered {
-		e.mu.Unlock()
-		return
-	}
-	e.fenced = true
 	lost := e.dropAllLocked()
 	e.mu.Unlock()
 	e.stats.deadlineFences.Add(1)
@@ -351,11 +350,7 @@ func (e *Engine) ShutdownKeeping(ctx context.Context, busy []string) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ShutdownTimeout)
 	defer cancel()
 	e.stopLease()
-	e.mu.Lock()
-	if e.watchdog != nil {
-		e.watchdog.Stop()
-	}
-	e.mu.Unlock()
+	e.deadline.Stop()
 	// Release by owner, not by the claims known here: a claim-cycle statement this process
 	// gave up on (its context ended) may still have run to completion on the server and
 	// taken claims it never learnt of, and deregistering would free those without a trace in

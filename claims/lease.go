@@ -38,12 +38,12 @@ type leaseLoop struct {
 func (e *Engine) startLease() {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if e.lease != nil {
+	if e.loop != nil {
 		return
 	}
 	ctx, cancel := context.WithCancel(e.base)
 	l := &leaseLoop{cancel: cancel, done: make(chan struct{})}
-	e.lease = l
+	e.loop = l
 	go func() {
 		defer close(l.done)
 		e.runLease(ctx)
@@ -53,8 +53,8 @@ func (e *Engine) startLease() {
 // stopLease stops the lease loop and waits for it.
 func (e *Engine) stopLease() {
 	e.mu.Lock()
-	l := e.lease
-	e.lease = nil
+	l := e.loop
+	e.loop = nil
 	e.mu.Unlock()
 	if l != nil {
 		l.cancel()
@@ -65,7 +65,7 @@ func (e *Engine) stopLease() {
 func (e *Engine) leaseRunning() bool {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	return e.lease != nil
+	return e.loop != nil
 }
 
 func (e *Engine) runLease(ctx context.Context) {

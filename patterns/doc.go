@@ -53,24 +53,17 @@
 //   - failover: lock.KeepAlive for the orchestrator's lock; the primary's lease is renewed
 //     inside the heartbeat transaction that reads the shard's decision, and the embedder
 //     polls it (State().Acting) rather than running work a watchdog could cancel.
-//
-// The claim engine (claims/lease.go and the deadline in claims/engine.go) keeps its own,
-// because it differs where internal/lease is strict:
-//
-//   - A renewal after the deadline revives it. The engine fences itself at the deadline, but
-//     its instance row lives until expiry_2 by the database clock, so a renewal that
-//     succeeds later lifts the fence and the claims are read again from the database.
-//     Deadline's lease ends for good at its deadline (only a new Start revives it), which is
-//     what election, lock and singleflight need.
-//   - The deadline, the fence and the held claims are one state under the engine's mutex:
-//     fencing drops every claim in the same critical section in which the claim cycle adds
-//     one, and the failover guard's refusal is part of the same check. A watchdog with a
-//     lock of its own would let a claim gained just after a renewal be dropped as lost at
-//     the old deadline.
-//   - Its loop renews from Run until Shutdown (not until Run's context ends) on a connection
-//     it dials itself, bounding the dial and the statement each by the local deadline, falls
-//     back to the pool when the pool gives no config, and registers again when its row is
-//     gone; Keep bounds a whole try by one step timeout and stops at the deadline.
+//   - claims: Deadline (window D, by default 2/3 of T1) for the instance's lease, with a
+//     renewal loop of its own (claims/lease.go), because it differs where Keep is strict.
+//     It renews from Run until Shutdown (not until Run's context ends) on a connection it
+//     dials itself, bounding the dial and the statement each by D, falls back to the pool
+//     when the pool gives no config, and registers again when its row is gone. And it does
+//     not stop at the deadline: the instance fences itself there (the watchdog drops every
+//     claim), but its row lives until expiry_2 by the database clock, so a renewal that
+//     succeeds later starts the deadline's next life and the claims are read again from the
+//     database. The fence runs under the engine's lock and leaves the claims alone if such a
+//     renewal started the next life first, so that a claim gained just after it is not
+//     dropped for the old deadline.
 //
 // docs/patterns.md puts each source design beside what is built, and says where and why each
 // one differs.

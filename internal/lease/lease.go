@@ -14,9 +14,10 @@
 //     tick, and stops when its context ends, when the database refuses a renewal (the lease
 //     was taken over or ended) or when the deadline passes.
 //
-// Package election uses Deadline (its renewal shares a cycle and a connection with the
-// campaign for roles); packages lock (KeepAlive) and singleflight (a fetch's lease) use Keep.
-// Package claims keeps its own, for the reasons patterns/doc.go gives.
+// Packages claims (the instance's lease, with a renewal loop of its own that goes on past the
+// deadline: a later renewal starts the next life) and election (its renewal shares a cycle
+// and a connection with the campaign for roles) use Deadline; packages lock (KeepAlive) and
+// singleflight (a fetch's lease) use Keep. patterns/doc.go says why each uses which.
 package lease
 
 import (
