@@ -15,6 +15,7 @@ import (
 	"github.com/batchclaim/batchclaim/internal/db"
 	"github.com/batchclaim/batchclaim/internal/dbclock"
 	"github.com/batchclaim/batchclaim/internal/lease"
+	"github.com/batchclaim/batchclaim/internal/pg"
 )
 
 // ErrInstanceIDInUse: another process registered the same instance id and its lease has not
@@ -129,7 +130,7 @@ func (e *Engine) registerTx(ctx context.Context, tx pgx.Tx) error {
 	}
 	old, err := e.q.InstanceLockForRegister(ctx, tx, db.InstanceLockForRegisterParams{ID: e.cfg.InstanceID, Now: now})
 	switch {
-	case errors.Is(err, pgx.ErrNoRows):
+	case pg.NoRows(err):
 	case err != nil:
 		return err
 	case old.Nonce == e.nonce:
@@ -365,7 +366,7 @@ func (e *Engine) ShutdownKeeping(ctx context.Context, busy []string) error {
 	err := runTx(ctx, e.pool, pgx.TxOptions{}, e.GuardTx, func(tx pgx.Tx) error {
 		released = 0
 		if len(busy) == 0 {
-			if _, err := e.q.InstanceLockForRegister(ctx, tx, db.InstanceLockForRegisterParams{ID: e.cfg.InstanceID}); err != nil && !errors.Is(err, pgx.ErrNoRows) {
+			if _, err := e.q.InstanceLockForRegister(ctx, tx, db.InstanceLockForRegisterParams{ID: e.cfg.InstanceID}); err != nil && !pg.NoRows(err) {
 				return fmt.Errorf("lock registry row: %w", err)
 			}
 		}

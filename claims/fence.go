@@ -2,7 +2,6 @@ package claims
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"strconv"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/batchclaim/batchclaim"
 	"github.com/batchclaim/batchclaim/internal/db"
+	"github.com/batchclaim/batchclaim/internal/pg"
 )
 
 // BeginSubmission marks c busy before a batch of it is posted: from now until EndSubmission
@@ -56,7 +56,7 @@ func (e *Engine) Fence(ctx context.Context, tx Querier, c Claim) error {
 }
 
 func (e *Engine) fenceResult(op string, c Claim, err error) error {
-	if errors.Is(err, pgx.ErrNoRows) {
+	if pg.NoRows(err) {
 		e.stats.staleWrites.Add(1)
 		e.lose(c, LossFenced)
 		return fmt.Errorf("%s %s@%d: %w", op, c.ServiceID, c.Epoch, batchclaim.ErrClaimLost)

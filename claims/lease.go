@@ -2,7 +2,6 @@ package claims
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -142,7 +141,7 @@ func (e *Engine) heartbeat(ctx context.Context, q Querier) error {
 		ID: e.cfg.InstanceID, Nonce: e.nonce, Now: now,
 		Expiry1Ms: e.cfg.Expiry1.Milliseconds(), Expiry2Ms: e.cfg.Expiry2.Milliseconds(),
 	})
-	if errors.Is(err, pgx.ErrNoRows) {
+	if pg.NoRows(err) {
 		e.log.Warn("instance row missing or not ours any more; registering again")
 		return e.Register(ctx)
 	}

@@ -7,12 +7,11 @@ import (
 	"math"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/batchclaim/batchclaim"
 	"github.com/batchclaim/batchclaim/claims"
 	"github.com/batchclaim/batchclaim/dlt"
 	"github.com/batchclaim/batchclaim/internal/db"
+	"github.com/batchclaim/batchclaim/internal/pg"
 	"github.com/batchclaim/batchclaim/internal/tracing"
 )
 
@@ -98,7 +97,7 @@ func enqueue(ctx context.Context, q claims.Querier, serviceID, batchID string, p
 	if err == nil {
 		return Stored{BatchID: batchID, Seq: row.Seq, New: true}, nil
 	}
-	if !errors.Is(err, pgx.ErrNoRows) {
+	if !pg.NoRows(err) {
 		return Stored{}, fmt.Errorf("store batch: %w", err)
 	}
 	// A conflict: the same batch stored before (an idempotent repeat), or a ledger batch id
@@ -107,7 +106,7 @@ func enqueue(ctx context.Context, q claims.Querier, serviceID, batchID string, p
 	if err == nil {
 		return Stored{BatchID: batchID, Seq: old.Seq}, nil
 	}
-	if !errors.Is(err, pgx.ErrNoRows) {
+	if !pg.NoRows(err) {
 		return Stored{}, fmt.Errorf("look up stored batch: %w", err)
 	}
 	other, err := qs.BatchLedgerOwner(ctx, q, batchID)

@@ -118,7 +118,7 @@ func readVersion(ctx context.Context, q pg.Querier, schema string) (version uint
 	}
 	var v int64
 	err = q.QueryRow(ctx, `SELECT version, dirty FROM `+table.Sanitize()+` LIMIT 1`).Scan(&v, &dirty)
-	if errors.Is(err, pgx.ErrNoRows) {
+	if pg.NoRows(err) {
 		return 0, false, true, nil
 	}
 	return uint(v), dirty, true, err

@@ -2,11 +2,8 @@ package observer
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
-
-	"github.com/jackc/pgx/v5"
 
 	"github.com/batchclaim/batchclaim"
 	"github.com/batchclaim/batchclaim/claims"
@@ -89,7 +86,7 @@ func Retry(ctx context.Context, q claims.Querier, seq int64) (Change, error) {
 // whyNot explains a conditional write about batch seq that changed nothing: the batch does
 // not exist (ErrNotFound) or is in another state than want (ErrStateChanged).
 func whyNot(ctx context.Context, q claims.Querier, seq int64, err error, want string) error {
-	if !errors.Is(err, pgx.ErrNoRows) {
+	if !pg.NoRows(err) {
 		return err
 	}
 	b, err := db.New().BatchBySeq(ctx, q, seq)

@@ -10,10 +10,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/batchclaim/batchclaim"
 	"github.com/batchclaim/batchclaim/internal/db"
+	"github.com/batchclaim/batchclaim/internal/pg"
 	"github.com/batchclaim/batchclaim/observer"
 )
 
@@ -217,7 +216,7 @@ func hexUpper(p string) string {
 
 func readBatchRef(ctx context.Context, qs *db.Queries, q db.DBTX, seq int64) (BatchRef, error) {
 	r, err := qs.UIBatch(ctx, q, seq)
-	if errors.Is(err, pgx.ErrNoRows) {
+	if pg.NoRows(err) {
 		return BatchRef{}, fmt.Errorf("batch %d: %w", seq, batchclaim.ErrNotFound)
 	}
 	if err != nil {
@@ -238,7 +237,7 @@ func parseSeq(what, s string) (int64, error) {
 func readBatch(ctx context.Context, q db.DBTX, seq int64) (BatchDetail, error) {
 	qs := db.New()
 	r, err := qs.UIBatch(ctx, q, seq)
-	if errors.Is(err, pgx.ErrNoRows) {
+	if pg.NoRows(err) {
 		return BatchDetail{}, fmt.Errorf("batch %d: %w", seq, batchclaim.ErrNotFound)
 	}
 	if err != nil {

@@ -2,14 +2,12 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/batchclaim/batchclaim/internal/db"
+	"github.com/batchclaim/batchclaim/internal/pg"
 )
 
 // retentionStatus is the retention part of `status`: the job's last run, recorded in the
@@ -28,7 +26,7 @@ type retentionStatus struct {
 
 func readRetention(ctx context.Context, q db.DBTX) (retentionStatus, error) {
 	r, err := db.New().RetentionStatus(ctx, q)
-	if errors.Is(err, pgx.ErrNoRows) {
+	if pg.NoRows(err) {
 		return retentionStatus{}, nil
 	}
 	if err != nil {

@@ -1,8 +1,8 @@
 // Package pg is the project's one seam to Postgres: the interfaces a package asks for to run
 // statements (Querier) and to start transactions (Beginner), the one transaction helper
-// (InTx, on pgx.BeginTxFunc), and the one place that turns pgx.ErrNoRows into
-// batchclaim.ErrNotFound (NotFound). A *pgxpool.Pool is both a Querier and a Beginner; a
-// *pgx.Conn too; a pgx.Tx is a Querier.
+// (InTx, on pgx.BeginTxFunc), and the one place that knows pgx.ErrNoRows: NoRows tests for
+// it and NotFound turns it into batchclaim.ErrNotFound. A *pgxpool.Pool is both a Querier
+// and a Beginner; a *pgx.Conn too; a pgx.Tx is a Querier.
 package pg
 
 import (
@@ -55,10 +55,14 @@ func (t rollbackTx) Rollback(ctx context.Context) error {
 	return t.Tx.Rollback(context.WithoutCancel(ctx))
 }
 
+// NoRows reports whether err is, or wraps, pgx.ErrNoRows: a statement that should return a
+// row returned none. The library tests for the driver's sentinel here alone.
+func NoRows(err error) bool { return errors.Is(err, pgx.ErrNoRows) }
+
 // NotFound returns err with pgx.ErrNoRows turned into batchclaim.ErrNotFound (both stay in
 // the chain, so errors.Is finds either); any other error, and nil, unchanged.
 func NotFound(err error) error {
-	if errors.Is(err, pgx.ErrNoRows) {
+	if NoRows(err) {
 		return fmt.Errorf("%w: %w", batchclaim.ErrNotFound, err)
 	}
 	return err

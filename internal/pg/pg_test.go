@@ -3,6 +3,7 @@ package pg_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -96,5 +97,8 @@ func TestNotFound(t *testing.T) {
 	}
 	if got := pg.NotFound(nil); got != nil {
 		t.Fatalf("NotFound(nil) = %v, want nil", got)
+	}
+	if !pg.NoRows(fmt.Errorf("read: %w", pgx.ErrNoRows)) || !pg.NoRows(err) || pg.NoRows(other) || pg.NoRows(nil) {
+		t.Fatal("NoRows must find pgx.ErrNoRows, wrapped or not, and nothing else")
 	}
 }

@@ -2,12 +2,10 @@ package election
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
 
 	"github.com/batchclaim/batchclaim"
 	"github.com/batchclaim/batchclaim/internal/db"
@@ -55,7 +53,7 @@ func fenceTerm(ctx context.Context, tx pg.Querier, t Term, now *time.Time) error
 	_, err := db.New().ElectionTermFence(ctx, tx, db.ElectionTermFenceParams{
 		Role: t.Role, InstanceID: t.InstanceID, Epoch: t.Epoch, Now: now,
 	})
-	if errors.Is(err, pgx.ErrNoRows) {
+	if pg.NoRows(err) {
 		return fmt.Errorf("fence %s@%d: %w", t.Role, t.Epoch, batchclaim.ErrClaimLost)
 	}
 	if err != nil {

@@ -2,13 +2,13 @@ package failover
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/batchclaim/batchclaim/internal/db"
+	"github.com/batchclaim/batchclaim/internal/pg"
 )
 
 // notifyChannel is the LISTEN/NOTIFY channel that wakes nodes; the payload is a node id.
@@ -66,7 +66,7 @@ func (n *Node) consumeOne(ctx context.Context) (Command, bool, error) {
 	err := n.inTx(ctx, func(tx pgx.Tx) error {
 		found, promoted, next = false, false, cur
 		row, err := n.q.FailoverCommandConsume(ctx, tx, n.cfg.NodeID)
-		if errors.Is(err, pgx.ErrNoRows) {
+		if pg.NoRows(err) {
 			return nil
 		}
 		if err != nil {

@@ -2,7 +2,6 @@ package failover
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
@@ -139,14 +138,14 @@ func (n *Node) Heartbeat(ctx context.Context) error {
 	err := n.inTx(ctx, func(tx pgx.Tx) error {
 		next, renewed = cur, false
 		shard, err := n.q.FailoverShardShare(ctx, tx, n.cfg.Shard)
-		if errors.Is(err, pgx.ErrNoRows) && n.cfg.Bootstrap {
+		if pg.NoRows(err) && n.cfg.Bootstrap {
 			if err := n.bootstrap(ctx, tx); err != nil {
 				return err
 			}
 			shard, err = n.q.FailoverShardShare(ctx, tx, n.cfg.Shard)
 		}
 		switch {
-		case errors.Is(err, pgx.ErrNoRows): // no shard yet: register and wait
+		case pg.NoRows(err): // no shard yet: register and wait
 		case err != nil:
 			return err
 		case shard.PrimaryID == n.cfg.NodeID:
@@ -156,7 +155,7 @@ func (n *Node) Heartbeat(ctx context.Context) error {
 			case err == nil:
 				next = State{Role: RolePrimary, Epoch: shard.Epoch, PrimaryID: n.cfg.NodeID, PrimaryAddress: n.cfg.Address}
 				renewed = true
-			case !errors.Is(err, pgx.ErrNoRows):
+			case !pg.NoRows(err):
 				return err
 			}
 			// No primary row at this epoch: chosen, but the promote command has not arrived.

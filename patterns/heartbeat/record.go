@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/batchclaim/batchclaim/internal/db"
@@ -61,7 +60,7 @@ func Record(ctx context.Context, q pg.Querier, h Heartbeat) (Receipt, error) {
 	r, err := db.New().HeartbeatRecord(ctx, q, db.HeartbeatRecordParams{
 		SourceName: h.SourceName, LastEpochMicrosec: h.LastEpochMicrosec, EventName: h.EventName,
 	})
-	if errors.Is(err, pgx.ErrNoRows) || isForeignKeyViolation(err) {
+	if pg.NoRows(err) || isForeignKeyViolation(err) {
 		// No valid type of that name, or it was deleted between the read and the write.
 		return Receipt{}, fmt.Errorf("record heartbeat %s/%s: %w", h.EventName, h.SourceName, ErrUnknownEventName)
 	}

@@ -9,8 +9,6 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/batchclaim/batchclaim/internal/db"
 	"github.com/batchclaim/batchclaim/internal/dbclock"
 	"github.com/batchclaim/batchclaim/internal/lease"
@@ -80,7 +78,7 @@ func (l *Locker) Acquire(ctx context.Context, name string) (Lease, error) {
 	}
 	sent := time.Now()
 	row, err := l.q.LockAcquire(ctx, l.db, db.LockAcquireParams{Now: now, Name: name, Token: token, TtlMs: l.cfg.TTL.Milliseconds()})
-	if errors.Is(err, pgx.ErrNoRows) {
+	if pg.NoRows(err) {
 		return Lease{}, fmt.Errorf("acquire lock %s: %w", name, ErrHeld)
 	}
 	if err != nil {
@@ -101,7 +99,7 @@ func (l *Locker) Renew(ctx context.Context, s *Lease) error {
 	}
 	sent := time.Now()
 	exp, err := l.q.LockRenew(ctx, l.db, db.LockRenewParams{Now: now, Name: s.Name, Token: s.Token, Epoch: s.Epoch, TtlMs: l.cfg.TTL.Milliseconds()})
-	if errors.Is(err, pgx.ErrNoRows) {
+	if pg.NoRows(err) {
 		return fmt.Errorf("renew lock %s epoch %d: %w", s.Name, s.Epoch, ErrNotHeld)
 	}
 	if err != nil {
@@ -124,7 +122,7 @@ func (l *Locker) Release(ctx context.Context, s Lease) error {
 		return fmt.Errorf("release lock %s: %w", s.Name, err)
 	}
 	row, err := l.q.LockRelease(ctx, l.db, db.LockReleaseParams{Now: now, Name: s.Name, Token: s.Token, Epoch: s.Epoch})
-	if errors.Is(err, pgx.ErrNoRows) {
+	if pg.NoRows(err) {
 		return fmt.Errorf("release lock %s epoch %d: %w", s.Name, s.Epoch, ErrNotHeld)
 	}
 	if err != nil {
@@ -150,7 +148,7 @@ func (l *Locker) Fence(ctx context.Context, tx pg.Querier, s Lease) error {
 		return fmt.Errorf("fence lock %s: %w", s.Name, err)
 	}
 	_, err = l.q.LockFence(ctx, tx, db.LockFenceParams{Now: now, Name: s.Name, Token: s.Token, Epoch: s.Epoch})
-	if errors.Is(err, pgx.ErrNoRows) {
+	if pg.NoRows(err) {
 		return fmt.Errorf("fence lock %s epoch %d: %w", s.Name, s.Epoch, ErrNotHeld)
 	}
 	if err != nil {
