@@ -3,7 +3,6 @@ package main
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"encoding/json"
 	"strings"
 	"testing"
@@ -30,7 +29,7 @@ func TestBenchFlags(t *testing.T) {
 		{[]string{"extra"}, `unexpected argument "extra"`},
 	} {
 		var stdout, stderr bytes.Buffer
-		code := realMain(context.Background(), append([]string{"bench"}, tc.args...), &stdout, &stderr)
+		code := realMain(t.Context(), append([]string{"bench"}, tc.args...), &stdout, &stderr)
 		if code == 0 || !strings.Contains(stderr.String(), tc.want) {
 			t.Errorf("bench %v: exit %d, stderr %q; want a failure saying %q", tc.args, code, stderr.String(), tc.want)
 		}
@@ -48,7 +47,7 @@ func TestBenchJSONScenarios(t *testing.T) { // not parallel: it sets DATABASE_UR
 	t.Setenv("DATABASE_URL", dbtest.AdminURL(t))
 	var stdout, stderr bytes.Buffer
 	for _, scenario := range []string{"jobs", "ledger", "cycle"} {
-		code := realMain(context.Background(), []string{"bench", "--json", "--scenario", scenario, "--nodes", "2", "--workers", "2", "--keys", "4", "--per-key", "3",
+		code := realMain(t.Context(), []string{"bench", "--json", "--scenario", scenario, "--nodes", "2", "--workers", "2", "--keys", "4", "--per-key", "3",
 			"--poll-interval", "100ms", "--instances", "2", "--service-ids", "10", "--duration", "300ms"}, &stdout, &stderr)
 		if code != 0 {
 			t.Fatalf("bench --scenario %s: exit %d: %s", scenario, code, stderr.String())

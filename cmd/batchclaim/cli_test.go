@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -21,7 +20,7 @@ func TestMigrateEnqueueStatus(t *testing.T) {
 	run := func(want int, args ...string) string {
 		t.Helper()
 		var stdout, stderr bytes.Buffer
-		if code := realMain(context.Background(), append(args, "--database-url", url), &stdout, &stderr); code != want {
+		if code := realMain(t.Context(), append(args, "--database-url", url), &stdout, &stderr); code != want {
 			t.Fatalf("%v: exit %d, want %d; stderr %s", args, code, want, stderr.String())
 		}
 		return stdout.String()
@@ -86,11 +85,11 @@ func TestMigrateEnqueueStatus(t *testing.T) {
 		t.Fatalf("status --json --schema other: %+v", st)
 	}
 	var stderr bytes.Buffer
-	if code := realMain(context.Background(), []string{"status", "--schema", "nothere", "--database-url", url}, io.Discard, &stderr); code == 0 ||
+	if code := realMain(t.Context(), []string{"status", "--schema", "nothere", "--database-url", url}, io.Discard, &stderr); code == 0 ||
 		!strings.Contains(stderr.String(), "run batchclaim migrate up") {
 		t.Fatalf("status in a schema never migrated: exit %d, %q", code, stderr.String())
 	}
-	if code := realMain(context.Background(), []string{"migrate", "up", "--schema", "public", "--database-url", url}, io.Discard, &stderr); code == 0 ||
+	if code := realMain(t.Context(), []string{"migrate", "up", "--schema", "public", "--database-url", url}, io.Discard, &stderr); code == 0 ||
 		!strings.Contains(stderr.String(), "a schema of their own") {
 		t.Fatalf("migrate up --schema public: exit %d, %q", code, stderr.String())
 	}
@@ -140,7 +139,7 @@ func demoJSON(t *testing.T, bin, flavor string) {
 func TestBenchJSON(t *testing.T) { // not parallel: it sets DATABASE_URL
 	var stdout, stderr bytes.Buffer
 	t.Setenv("DATABASE_URL", dbtest.AdminURL(t))
-	code := realMain(context.Background(), []string{"bench", "--json", "--scenario", "cycle", "--instances", "3", "--service-ids", "60", "--duration", "1s"}, &stdout, &stderr)
+	code := realMain(t.Context(), []string{"bench", "--json", "--scenario", "cycle", "--instances", "3", "--service-ids", "60", "--duration", "1s"}, &stdout, &stderr)
 	if code != 0 {
 		t.Fatalf("bench: exit %d: %s", code, stderr.String())
 	}

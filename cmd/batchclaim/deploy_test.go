@@ -3,7 +3,6 @@ package main
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"fmt"
 	"math"
 	"os"
@@ -31,7 +30,7 @@ const deployDir = "../../deploy/"
 func flagsOf(t *testing.T, command string) map[string]bool {
 	t.Helper()
 	var stdout, stderr bytes.Buffer
-	if code := realMain(context.Background(), []string{command, "--help"}, &stdout, &stderr); code != 0 {
+	if code := realMain(t.Context(), []string{command, "--help"}, &stdout, &stderr); code != 0 {
 		t.Fatalf("%s --help: exit %d", command, code)
 	}
 	flags := map[string]bool{}

@@ -221,7 +221,7 @@ func TestCLIErrors(t *testing.T) {
 	t.Setenv("DATABASE_URL", "")
 	for _, tt := range tests {
 		var stdout, stderr bytes.Buffer
-		code := realMain(context.Background(), tt.args, &stdout, &stderr)
+		code := realMain(t.Context(), tt.args, &stdout, &stderr)
 		if code != tt.code || !tt.want.MatchString(stderr.String()) {
 			t.Errorf("%v: exit %d, stderr %q; want exit %d and %s", tt.args, code, stderr.String(), tt.code, tt.want)
 		}
@@ -232,7 +232,7 @@ func TestCLIErrors(t *testing.T) {
 func TestHelp(t *testing.T) {
 	for name := range commands {
 		var stdout, stderr bytes.Buffer
-		if code := realMain(context.Background(), []string{name, "--help"}, &stdout, &stderr); code != 0 {
+		if code := realMain(t.Context(), []string{name, "--help"}, &stdout, &stderr); code != 0 {
 			t.Errorf("%s --help: exit %d", name, code)
 		}
 		if !strings.Contains(stderr.String()+stdout.String(), "Usage") && !strings.Contains(stderr.String()+stdout.String(), "usage") {

@@ -106,7 +106,7 @@ func TestPrimaryCommand(t *testing.T) {
 	run := func(want int, args ...string) string {
 		t.Helper()
 		var stdout, stderr bytes.Buffer
-		if code := realMain(context.Background(), args, &stdout, &stderr); code != want {
+		if code := realMain(t.Context(), args, &stdout, &stderr); code != want {
 			t.Fatalf("%v: exit %d, want %d; stdout %q stderr %q", args, code, want, stdout.String(), stderr.String())
 		}
 		return stdout.String() + stderr.String()

@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -52,7 +51,7 @@ func TestRunRefusesBadFlags(t *testing.T) {
 		{[]string{"--claims-only", "--listen", "0.0.0.0:0"}, "--listen 0.0.0.0:0 is not a loopback address: it would serve /healthz and /metrics to anyone"},
 	} {
 		var stdout, stderr bytes.Buffer
-		code := realMain(context.Background(), append(append([]string{}, base...), tt.args...), &stdout, &stderr)
+		code := realMain(t.Context(), append(append([]string{}, base...), tt.args...), &stdout, &stderr)
 		if code != 1 || !strings.Contains(stderr.String(), tt.want) {
 			t.Errorf("run %v: exit %d, stderr %q; want exit 1 and %q", tt.args, code, stderr.String(), tt.want)
 		}
@@ -65,7 +64,7 @@ func TestRunRefusesBadFlags(t *testing.T) {
 	}
 
 	var stdout, stderr bytes.Buffer
-	code := realMain(context.Background(), []string{"election", "run", "--roles", "a", "--listen", "0.0.0.0:0", "--database-url", "postgres://x@127.0.0.1:1/x"}, &stdout, &stderr)
+	code := realMain(t.Context(), []string{"election", "run", "--roles", "a", "--listen", "0.0.0.0:0", "--database-url", "postgres://x@127.0.0.1:1/x"}, &stdout, &stderr)
 	if code != 1 || !strings.Contains(stderr.String(), "--listen 0.0.0.0:0 is not a loopback address: it would serve /primary and /healthz to anyone") {
 		t.Errorf("election run on every interface: exit %d, stderr %q", code, stderr.String())
 	}
@@ -75,7 +74,7 @@ func TestRunRefusesBadFlags(t *testing.T) {
 		{"election", "run", "--roles", "a", "--listen", "0.0.0.0:0", "--insecure-listen", "--database-url", "postgres://x@127.0.0.1:1/x"},
 	} {
 		stderr.Reset()
-		if code := realMain(context.Background(), args, &stdout, &stderr); code != 1 || !strings.Contains(stderr.String(), "cannot reach database") {
+		if code := realMain(t.Context(), args, &stdout, &stderr); code != 1 || !strings.Contains(stderr.String(), "cannot reach database") {
 			t.Errorf("%v: exit %d, stderr %q; want the database error", args, code, stderr.String())
 		}
 	}
@@ -91,7 +90,7 @@ func TestEnqueueRefusesBadServiceID(t *testing.T) {
 		"\xff\xfe":    "--service-id: service_id is not valid UTF-8",
 	} {
 		var stdout, stderr bytes.Buffer
-		code := realMain(context.Background(), []string{"enqueue", "--service-id", id, "--database-url", "postgres://x@127.0.0.1:1/x", os.DevNull}, &stdout, &stderr)
+		code := realMain(t.Context(), []string{"enqueue", "--service-id", id, "--database-url", "postgres://x@127.0.0.1:1/x", os.DevNull}, &stdout, &stderr)
 		if code != 1 || !strings.Contains(stderr.String(), want) {
 			t.Errorf("enqueue --service-id %+q: exit %d, stderr %q; want %q", id, code, stderr.String(), want)
 		}
@@ -102,7 +101,7 @@ func TestEnqueueRefusesBadServiceID(t *testing.T) {
 // a ledger, escaped: nothing it prints can move the cursor or reorder the text.
 func TestStatusEscapesStoredText(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
+	ctx := t.Context()
 	url := dbtest.NewDB(t)
 	pool, err := pgxpool.New(ctx, url)
 	if err != nil {

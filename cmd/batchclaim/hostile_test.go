@@ -226,7 +226,7 @@ func bigList(svc string, size int, bad bool) []byte {
 func TestHostile(t *testing.T) {
 	t.Parallel()
 	bin := binaryWithVCS(t)
-	ctx := context.Background()
+	ctx := t.Context()
 	dbURL := dbtest.NewDB(t)
 	admin, err := pgxpool.New(ctx, dbURL)
 	if err != nil {

@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"flag"
 	"io"
 	"io/fs"
@@ -37,13 +36,13 @@ func TestMistypedFlag(t *testing.T) {
 		{[]string{"run", "--workers", "x"}, "batchclaim run: invalid value \"x\" for --workers: parse error; see batchclaim run --help\n"},
 	} {
 		var stdout, stderr bytes.Buffer
-		if code := realMain(context.Background(), tt.args, &stdout, &stderr); code != 2 || stderr.String() != tt.want {
+		if code := realMain(t.Context(), tt.args, &stdout, &stderr); code != 2 || stderr.String() != tt.want {
 			t.Errorf("%v: exit %d, stderr %q; want exit 2 and %q", tt.args, code, stderr.String(), tt.want)
 		}
 	}
 	// --help still prints the whole usage.
 	var stdout, stderr bytes.Buffer
-	if code := realMain(context.Background(), []string{"status", "--help"}, &stdout, &stderr); code != 0 || !strings.Contains(stderr.String(), "Flags:") {
+	if code := realMain(t.Context(), []string{"status", "--help"}, &stdout, &stderr); code != 0 || !strings.Contains(stderr.String(), "Flags:") {
 		t.Errorf("status --help: exit %d, stderr %q", code, stderr.String())
 	}
 }
@@ -105,7 +104,7 @@ func TestDeployEnvAccepted(t *testing.T) {
 func TestRunRefusesUnknownEnv(t *testing.T) {
 	t.Setenv("BATCHCLAIM_EXPIRY1", "3s")
 	var stdout, stderr bytes.Buffer
-	code := realMain(context.Background(), []string{"run", "--database-url", "postgres://x@127.0.0.1:1/x", "--dlt-url", "http://127.0.0.1:1"}, &stdout, &stderr)
+	code := realMain(t.Context(), []string{"run", "--database-url", "postgres://x@127.0.0.1:1/x", "--dlt-url", "http://127.0.0.1:1"}, &stdout, &stderr)
 	want := "batchclaim run: environment BATCHCLAIM_EXPIRY1: no flag of run reads it (did you mean BATCHCLAIM_EXPIRY_1?)\n"
 	if code != 1 || stderr.String() != want {
 		t.Errorf("exit %d, stderr %q; want exit 1 and %q", code, stderr.String(), want)
@@ -117,7 +116,7 @@ func TestRunRefusesUnknownEnv(t *testing.T) {
 func TestCommandMessages(t *testing.T) {
 	t.Parallel()
 	var stdout, stderr bytes.Buffer
-	realMain(context.Background(), []string{"--help"}, &stdout, &stderr)
+	realMain(t.Context(), []string{"--help"}, &stdout, &stderr)
 	col := -1
 	for _, line := range strings.Split(stdout.String(), "\n") {
 		if !strings.HasPrefix(line, "  ") {
@@ -147,13 +146,13 @@ func TestCommandMessages(t *testing.T) {
 	} {
 		stdout.Reset()
 		stderr.Reset()
-		if code := realMain(context.Background(), tt.args, &stdout, &stderr); code != tt.code || stderr.String() != tt.want {
+		if code := realMain(t.Context(), tt.args, &stdout, &stderr); code != tt.code || stderr.String() != tt.want {
 			t.Errorf("%v: exit %d, stderr %q; want exit %d and %q", tt.args, code, stderr.String(), tt.code, tt.want)
 		}
 	}
 	for _, args := range [][]string{{"election", "run", "--help"}, {"failover", "node", "--help"}} {
 		stderr.Reset()
-		realMain(context.Background(), args, &stdout, &stderr)
+		realMain(t.Context(), args, &stdout, &stderr)
 		if strings.Contains(stderr.String(), "`") || !strings.Contains(stderr.String(), "Flags:") {
 			t.Errorf("%v: help with backquotes or none:\n%s", args, stderr.String())
 		}
@@ -168,12 +167,12 @@ func TestResumeAndUnmigratedStatus(t *testing.T) {
 	run := func(want int, args ...string) (string, string) {
 		t.Helper()
 		var stdout, stderr bytes.Buffer
-		if code := realMain(context.Background(), append(args, "--database-url", url), &stdout, &stderr); code != want {
+		if code := realMain(t.Context(), append(args, "--database-url", url), &stdout, &stderr); code != want {
 			t.Fatalf("%v: exit %d, want %d; stderr %s", args, code, want, stderr.String())
 		}
 		return stdout.String(), stderr.String()
 	}
-	ctx := context.Background()
+	ctx := t.Context()
 	conn, err := pgx.Connect(ctx, url)
 	if err != nil {
 		t.Fatal(err)

@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"strings"
 	"testing"
 )
@@ -21,7 +20,7 @@ func TestRunPprofFlag(t *testing.T) {
 		{[]string{"--listen", "127.0.0.1:0"}, "cannot reach database"},
 	} {
 		var stdout, stderr bytes.Buffer
-		code := realMain(context.Background(), append(append([]string{}, base...), tt.args...), &stdout, &stderr)
+		code := realMain(t.Context(), append(append([]string{}, base...), tt.args...), &stdout, &stderr)
 		if code != 1 || !strings.Contains(stderr.String(), tt.want) {
 			t.Errorf("run --pprof %v: exit %d, stderr %q; want exit 1 and %q", tt.args, code, stderr.String(), tt.want)
 		}

@@ -46,7 +46,7 @@ func TestRunRefusesOpenListener(t *testing.T) {
 	t.Parallel()
 	base := []string{"run", "--database-url", "postgres://x@127.0.0.1:1/x", "--dlt-url", "http://127.0.0.1:1"}
 	var stdout, stderr bytes.Buffer
-	code := realMain(context.Background(), append(base, "--listen", "0.0.0.0:0"), &stdout, &stderr)
+	code := realMain(t.Context(), append(base, "--listen", "0.0.0.0:0"), &stdout, &stderr)
 	want := "batchclaim run: --listen 0.0.0.0:0 is not a loopback address and no --auth-token-file is set, so anyone who can reach it could post batches: " +
 		"give --auth-token-file FILE, or --insecure-listen if something in front of it authenticates\n"
 	if code != 1 || stderr.String() != want {
@@ -54,7 +54,7 @@ func TestRunRefusesOpenListener(t *testing.T) {
 	}
 	// With --insecure-listen the check passes and run goes on to the database (unreachable here).
 	stderr.Reset()
-	code = realMain(context.Background(), append(base, "--listen", "0.0.0.0:0", "--insecure-listen"), &stdout, &stderr)
+	code = realMain(t.Context(), append(base, "--listen", "0.0.0.0:0", "--insecure-listen"), &stdout, &stderr)
 	if code != 1 || !strings.Contains(stderr.String(), "cannot reach database") {
 		t.Fatalf("--insecure-listen: exit %d, stderr %q; want the database error", code, stderr.String())
 	}
@@ -63,14 +63,14 @@ func TestRunRefusesOpenListener(t *testing.T) {
 func TestVersionCommand(t *testing.T) {
 	t.Parallel()
 	var stdout, stderr bytes.Buffer
-	if code := realMain(context.Background(), []string{"version"}, &stdout, &stderr); code != 0 {
+	if code := realMain(t.Context(), []string{"version"}, &stdout, &stderr); code != 0 {
 		t.Fatalf("version: exit %d %s", code, stderr.String())
 	}
 	if !strings.HasPrefix(stdout.String(), "batchclaim "+release) || !strings.Contains(stdout.String(), "\nmodule  ") {
 		t.Errorf("version printed %q", stdout.String())
 	}
 	stdout.Reset()
-	if code := realMain(context.Background(), []string{"version", "--json"}, &stdout, &stderr); code != 0 {
+	if code := realMain(t.Context(), []string{"version", "--json"}, &stdout, &stderr); code != 0 {
 		t.Fatalf("version --json: exit %d %s", code, stderr.String())
 	}
 	var v versionInfo
@@ -139,7 +139,7 @@ func randomSecret(t *testing.T, prefix string) string {
 func TestSecretsNeverLogged(t *testing.T) {
 	t.Parallel()
 	bin := binaryWithVCS(t)
-	ctx := context.Background()
+	ctx := t.Context()
 	password, token, token2, dltSecret, dltPassword := randomSecret(t, "pw"), randomSecret(t, "tok"), randomSecret(t, "tok"), randomSecret(t, "dlt"), randomSecret(t, "dltpw")
 
 	// A login role with a password on the test server (trust auth: any password would do; the

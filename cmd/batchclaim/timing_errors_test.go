@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"testing"
 )
 
@@ -28,7 +27,7 @@ func TestRunTimingErrorNamesTheFlagSet(t *testing.T) {
 	for _, tt := range tests {
 		var stdout, stderr bytes.Buffer
 		args := append([]string{"run", "--database-url", "postgres://x@127.0.0.1:1/x", "--dlt-url", "http://x"}, tt.args...)
-		if code := realMain(context.Background(), args, &stdout, &stderr); code != 1 || stderr.String() != tt.want {
+		if code := realMain(t.Context(), args, &stdout, &stderr); code != 1 || stderr.String() != tt.want {
 			t.Errorf("%v: exit %d\n got %q\nwant %q", tt.args, code, stderr.String(), tt.want)
 		}
 	}

@@ -20,7 +20,7 @@ import (
 func TestUIRefusesOpenListenWithoutTokens(t *testing.T) {
 	t.Parallel()
 	var stdout, stderr bytes.Buffer
-	code := realMain(context.Background(), []string{"ui", "--listen", "0.0.0.0:0", "--database-url", "postgres://nowhere.invalid/x"}, &stdout, &stderr)
+	code := realMain(t.Context(), []string{"ui", "--listen", "0.0.0.0:0", "--database-url", "postgres://nowhere.invalid/x"}, &stdout, &stderr)
 	if code != 1 || !strings.Contains(stderr.String(), "not a loopback address") {
 		t.Fatalf("exit %d, stderr %q; want 1 and a refusal", code, stderr.String())
 	}
