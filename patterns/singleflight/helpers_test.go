@@ -3,6 +3,7 @@ package singleflight
 import (
 	"context"
 	"fmt"
+	"os"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -14,7 +15,12 @@ import (
 	"github.com/batchclaim/batchclaim/internal/testutil"
 )
 
-func TestMain(m *testing.M) { dbtest.Main(m) }
+func TestMain(m *testing.M) {
+	if url := os.Getenv(helperEnv); url != "" {
+		os.Exit(fetcherMain(url))
+	}
+	dbtest.Main(m)
+}
 
 // fakeSource is a Source whose calls the test controls: each call records itself, and when
 // gate is set it blocks until the gate is closed. It fails the test if two calls of one key
