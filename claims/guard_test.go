@@ -72,7 +72,7 @@ func cycleUntil(t *testing.T, e *claims.Engine, what string, ok func(claims.Cycl
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		rep, err := e.Cycle(context.Background())
+		rep, err := e.Cycle(t.Context())
 		if err == nil && ok(rep) {
 			return rep
 		}

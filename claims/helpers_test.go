@@ -65,7 +65,7 @@ func newEngine(t testing.TB, pool *pgxpool.Pool, n int, tweak func(*claims.Confi
 	if err != nil {
 		t.Fatalf("new engine: %v", err)
 	}
-	if err := e.Register(context.Background()); err != nil {
+	if err := e.Register(t.Context()); err != nil {
 		t.Fatalf("register: %v", err)
 	}
 	return e, ev
@@ -77,7 +77,7 @@ func registerServiceIDs(t testing.TB, pool *pgxpool.Pool, n int) []string {
 	for i := range ids {
 		ids[i] = fmt.Sprintf("svc-%05d", i)
 	}
-	if err := claims.RegisterServiceIDs(context.Background(), pool, ids...); err != nil {
+	if err := claims.RegisterServiceIDs(t.Context(), pool, ids...); err != nil {
 		t.Fatalf("register service ids: %v", err)
 	}
 	return ids
@@ -85,7 +85,7 @@ func registerServiceIDs(t testing.TB, pool *pgxpool.Pool, n int) []string {
 
 func cycle(t testing.TB, e *claims.Engine) claims.CycleReport {
 	t.Helper()
-	rep, err := e.Cycle(context.Background())
+	rep, err := e.Cycle(t.Context())
 	if err != nil {
 		t.Fatalf("cycle of %s: %v", e.Name(), err)
 	}
@@ -95,7 +95,7 @@ func cycle(t testing.TB, e *claims.Engine) claims.CycleReport {
 // owners reads claimant and epoch of every claim row.
 func owners(t testing.TB, pool *pgxpool.Pool) map[string]owner {
 	t.Helper()
-	rows, err := pool.Query(context.Background(), `SELECT service_id, claimant, epoch FROM batchclaim.service_id_claims`)
+	rows, err := pool.Query(t.Context(), `SELECT service_id, claimant, epoch FROM batchclaim.service_id_claims`)
 	if err != nil {
 		t.Fatal(err)
 	}

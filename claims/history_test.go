@@ -1,7 +1,6 @@
 package claims_test
 
 import (
-	"context"
 	"testing"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -13,7 +12,7 @@ import (
 // strictly increasing epochs, and ends where the claims table is.
 func checkHistory(t testing.TB, pool *pgxpool.Pool) int {
 	t.Helper()
-	rep, err := history.CheckClaims(context.Background(), pool)
+	rep, err := history.CheckClaims(t.Context(), pool)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -155,7 +155,7 @@ func quiesce(t *testing.T, pool *pgxpool.Pool, live []*claims.Engine, k int) {
 func acquiredCount(t *testing.T, pool *pgxpool.Pool) int {
 	t.Helper()
 	var n int
-	if err := pool.QueryRow(context.Background(), `SELECT count(*) FROM batchclaim.claim_events WHERE event = 'acquired'`).Scan(&n); err != nil {
+	if err := pool.QueryRow(t.Context(), `SELECT count(*) FROM batchclaim.claim_events WHERE event = 'acquired'`).Scan(&n); err != nil {
 		t.Fatal(err)
 	}
 	return n

@@ -101,7 +101,7 @@ func startElector(t *testing.T, pool *pgxpool.Pool, name string, roles []string,
 // primaryIs reports whether the database says name is the live primary of role.
 func primaryIs(t *testing.T, pool *pgxpool.Pool, role, name string) (election.Term, bool) {
 	t.Helper()
-	p, err := election.GetPrimary(context.Background(), pool, role)
+	p, err := election.GetPrimary(t.Context(), pool, role)
 	if errors.Is(err, batchclaim.ErrNotFound) {
 		return election.Term{}, false
 	}
@@ -115,7 +115,7 @@ func primaryIs(t *testing.T, pool *pgxpool.Pool, role, name string) (election.Te
 func electedAt(t *testing.T, pool *pgxpool.Pool, role string, epoch int64) time.Time {
 	t.Helper()
 	var at time.Time
-	if err := pool.QueryRow(context.Background(), `SELECT at FROM batchclaim.election_events WHERE role = $1 AND epoch = $2 AND event = 'elected'`,
+	if err := pool.QueryRow(t.Context(), `SELECT at FROM batchclaim.election_events WHERE role = $1 AND epoch = $2 AND event = 'elected'`,
 		role, epoch).Scan(&at); err != nil {
 		t.Fatalf("elected event of %s@%d: %v", role, epoch, err)
 	}

@@ -45,7 +45,7 @@ func runNode(t *testing.T, n *failover.Node) {
 
 func mustExec(t *testing.T, pool *pgxpool.Pool, sql string, args ...any) {
 	t.Helper()
-	if _, err := pool.Exec(context.Background(), sql, args...); err != nil {
+	if _, err := pool.Exec(t.Context(), sql, args...); err != nil {
 		t.Fatalf("%s: %v", sql, err)
 	}
 }
@@ -53,7 +53,7 @@ func mustExec(t *testing.T, pool *pgxpool.Pool, sql string, args ...any) {
 func scalar[T any](t *testing.T, pool *pgxpool.Pool, sql string, args ...any) T {
 	t.Helper()
 	var v T
-	if err := pool.QueryRow(context.Background(), sql, args...).Scan(&v); err != nil {
+	if err := pool.QueryRow(t.Context(), sql, args...).Scan(&v); err != nil {
 		t.Fatalf("%s: %v", sql, err)
 	}
 	return v
@@ -61,7 +61,7 @@ func scalar[T any](t *testing.T, pool *pgxpool.Pool, sql string, args ...any) T 
 
 func audit(t *testing.T, pool *pgxpool.Pool, shard string) failover.Audit {
 	t.Helper()
-	a, err := failover.Check(context.Background(), pool, shard, 2*time.Second)
+	a, err := failover.Check(t.Context(), pool, shard, 2*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
