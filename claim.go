@@ -39,5 +39,4 @@ type Job struct {
 	Batch     Batch
 	FromState State  // the state the in-flight mark expects
 	Reason    Reason // why the job is handed out
-	Attempt   int64  // the attempt-log row the in-flight mark opened, 0 before the mark
 }

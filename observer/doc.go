@@ -10,7 +10,10 @@
 // pass), changes each batch with a conditional UPDATE (expected state and service_id; for
 // outcomes also the epoch and the attempt that marked it, so a late outcome of an earlier
 // attempt is refused), appends the attempt and transition log rows in the same statement, and
-// has committed before the call returns: recording is durable and synchronous. No claim row
+// has committed before the call returns: recording is durable and synchronous. A POST's row of
+// the attempt log is written once, whole, by the outcome's statement: the mark keeps the
+// attempt's reason and from-state on the batch row meanwhile, and the adoption of a batch whose
+// outcome nobody recorded writes that lost POST's row from them. No claim row
 // is written per batch: a claim is busy while its head batch is INFLIGHT under it. A stale row
 // is refused alone and reported as batchclaim.ErrClaimLost for that row; a row whose batch
 // moved on is skipped (batchclaim.ErrStateChanged) and its claim kept; the others are written.

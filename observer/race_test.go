@@ -2,6 +2,8 @@ package observer_test
 
 import (
 	"errors"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -10,6 +12,7 @@ import (
 	"github.com/batchclaim/batchclaim"
 	"github.com/batchclaim/batchclaim/claims"
 	"github.com/batchclaim/batchclaim/ingest"
+	"github.com/batchclaim/batchclaim/internal/db"
 	"github.com/batchclaim/batchclaim/observer"
 )
 
@@ -186,6 +189,72 @@ func TestLateOutcomeOfAnEarlierAttemptIsRefused(t *testing.T) {
 	if st, _ := unknownCount(t, pool, b.Seq); st != "PENDING" {
 		t.Fatalf("batch %s, want PENDING", st)
 	}
+	// The log holds both POSTs once each: the first, whose outcome nobody recorded, written by
+	// the adoption from its mark (with the mark's transaction), the second whole with its outcome.
+	var got []string
+	rows, err := pool.Query(ctx, `SELECT a.reason || ' from ' || a.from_state || ': ' || COALESCE(a.outcome, 'none') || '->' || COALESCE(a.to_state, 'none')
+		    || ' finished ' || (a.finished_at IS NOT NULL) || ' xid ' || (a.marked_xid IS NOT NULL) || ' epoch ' || (a.epoch = $2)
+		FROM batchclaim.submission_attempts a WHERE a.seq = $1 ORDER BY a.started_at`, b.Seq, c.Epoch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var s string
+		if err := rows.Scan(&s); err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, s)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		"first from NEW: none->none finished false xid true epoch true",
+		"resubmit from UNKNOWN: " + batchclaim.Accepted.String() + "->PENDING finished true xid false epoch true",
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("attempt log:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// The adoption writes the row of a lost POST only when no row of that POST exists: a mark of
+// the previous release wrote its row itself, and a mixed fleet must not log it twice.
+func TestAdoptionLogsALostAttemptOnce(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	pool, _, rec, c, b := recorderSetup(t)
+	if _, err := rec.Mark(ctx, []batchclaim.Job{{Claim: c, Batch: b, FromState: batchclaim.StateNew, Reason: "first"}}); err != nil {
+		t.Fatal(err)
+	}
+	// The row the previous release's mark wrote, at the mark's time.
+	if _, err := pool.Exec(ctx, `INSERT INTO batchclaim.submission_attempts (seq, service_id, batch_id, instance_id, epoch, reason, from_state, started_at)
+		SELECT seq, service_id, batch_id, claimant, claim_epoch, 'first', 'NEW', submitted_at FROM batchclaim.batches WHERE seq = $1`, b.Seq); err != nil {
+		t.Fatal(err)
+	}
+	stored := b
+	stored.Attempts = 1
+	if err := rec.Adopt(ctx, []batchclaim.Job{{Claim: c, Batch: stored, Reason: "in flight when its owner changed"}}); err != nil {
+		t.Fatal(err)
+	}
+	var n, explainers int
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM batchclaim.submission_attempts WHERE seq = $1`, b.Seq).Scan(&n); err != nil || n != 1 {
+		t.Fatalf("%d attempt rows (%v), want the one already there", n, err)
+	}
+	if st, _ := unknownCount(t, pool, b.Seq); st != "UNKNOWN" {
+		t.Fatalf("batch %s, want UNKNOWN (adopted)", st)
+	}
+	expl, err := db.New().DuplicateExplainers(ctx, pool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range expl {
+		if e.BatchID == b.BatchID {
+			explainers = int(e.Explainers)
+		}
+	}
+	if explainers != 1 {
+		t.Fatalf("%d explainers of a duplicate, want 1: the lost POST", explainers)
+	}
 }
 
 // A status update is fenced on the service_id it names: one that carries the claim of one
@@ -229,8 +298,14 @@ func TestFinishChainsTheNextBatch(t *testing.T) {
 	if err != nil || !ok {
 		t.Fatalf("finish with chain: %v, chained %v", err, ok)
 	}
-	if next.Batch.Seq != second.Seq || string(next.Batch.Payload) != "two" || next.Attempt == 0 || next.Claim.Epoch != c.Epoch || next.Batch.Attempts != 0 {
-		t.Fatalf("chained %+v, want b2 (seq %d) with its payload, attempt row and claim", next, second.Seq)
+	if next.Batch.Seq != second.Seq || string(next.Batch.Payload) != "two" || next.Claim.Epoch != c.Epoch || next.Batch.Attempts != 0 ||
+		next.FromState != batchclaim.StateNew || next.Reason != batchclaim.ReasonFirst {
+		t.Fatalf("chained %+v, want b2 (seq %d) with its payload and claim", next, second.Seq)
+	}
+	var reason, from string
+	if err := pool.QueryRow(ctx, `SELECT attempt_reason, attempt_from FROM batchclaim.batches WHERE seq = $1`, second.Seq).Scan(&reason, &from); err != nil ||
+		reason != "first" || from != "NEW" {
+		t.Fatalf("chained batch's mark keeps reason %q from %q (%v), want first from NEW", reason, from, err)
 	}
 	if st, _ := unknownCount(t, pool, second.Seq); st != "INFLIGHT" {
 		t.Fatalf("chained batch is %s, want INFLIGHT", st)

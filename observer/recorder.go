@@ -117,8 +117,9 @@ func (c RecorderConfig) validate() error {
 
 // Mark marks the jobs' batches in flight before their POSTs, in one statement per
 // MaxRowsPerStatement jobs, each fenced on its own claim and conditional on its batch still
-// being in FromState. It returns the jobs marked, in order, with their payload, attempt count
-// and attempt-log id filled in. A job whose claim is no longer held with its epoch is left out
+// being in FromState. It returns the jobs marked, in order, with their payload and attempt
+// count filled in. The attempt log's row of each POST is written by Finish with its outcome
+// (or, for a POST whose outcome is never recorded, by its batch's adoption). A job whose claim is no longer held with its epoch is left out
 // and its claim dropped (batchclaim.ErrClaimLost for that job alone); a job whose batch moved
 // on meanwhile is left out and its claim kept (batchclaim.ErrStateChanged). The error is for
 // the statement as a whole.
@@ -166,7 +167,6 @@ func (r *Recorder) mark(ctx context.Context, jobs []batchclaim.Job) ([]batchclai
 			j.Batch.Payload = row.Payload
 			j.Batch.Attempts = int(row.Attempts) - 1
 			j.Batch.MaxAttempts = int(row.MaxAttempts)
-			j.Attempt = row.AttemptID
 			out = append(out, j)
 		case !row.Fenced:
 			r.fence.Fenced(j.Claim)
@@ -267,7 +267,6 @@ func (r *Recorder) writeOutcomeChunk(ctx context.Context, batch []*outcome) {
 		}
 		p.LastErrors = append(p.LastErrors, lastErr)
 		p.InvalidDetails = append(p.InvalidDetails, jsonOrEmpty(res.Invalid))
-		p.AttemptIds = append(p.AttemptIds, j.Attempt)
 		p.HttpStatuses = append(p.HttpStatuses, int32(res.HTTPStatus))
 		p.LatenciesMs = append(p.LatenciesMs, float64(o.Latency.Microseconds())/1000)
 		p.Outcomes = append(p.Outcomes, res.Verdict.String())
@@ -315,7 +314,7 @@ func (r *Recorder) writeOutcomeChunk(ctx context.Context, batch []*outcome) {
 			}
 			r.recorded(j.Claim.ServiceID)
 			if row.NextSeq != 0 {
-				o.next = batchclaim.Job{Claim: j.Claim, FromState: batchclaim.StateNew, Reason: batchclaim.ReasonFirst, Attempt: row.NextAttemptID,
+				o.next = batchclaim.Job{Claim: j.Claim, FromState: batchclaim.StateNew, Reason: batchclaim.ReasonFirst,
 					Batch: batchclaim.Batch{Seq: row.NextSeq, ServiceID: j.Claim.ServiceID, BatchID: row.NextBatchID,
 						Payload: row.NextPayload, Attempts: int(row.NextAttempts) - 1, MaxAttempts: int(row.NextMaxAttempts)}}
 			}

@@ -66,9 +66,18 @@ func TestSetWritesFencePerRow(t *testing.T) {
 		t.Fatalf("marked %d, want %d (all but the stale svc-00)", len(marked), n-1)
 	}
 	for _, j := range marked {
-		if j.Claim.ServiceID == "svc-00" || string(j.Batch.Payload) != j.Claim.ServiceID || j.Attempt == 0 {
-			t.Fatalf("marked %s with payload %q and attempt %d", j.Claim.ServiceID, j.Batch.Payload, j.Attempt)
+		if j.Claim.ServiceID == "svc-00" || string(j.Batch.Payload) != j.Claim.ServiceID || j.Batch.Attempts != 0 {
+			t.Fatalf("marked %s with payload %q and %d attempts before", j.Claim.ServiceID, j.Batch.Payload, j.Batch.Attempts)
 		}
+	}
+	// The marks write no attempt row; the history shows them from the batch rows.
+	var rows, marks int
+	if err := pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM batchclaim.submission_attempts),
+		(SELECT count(*) FROM batchclaim.batch_history WHERE from_state = 'NEW' AND to_state = 'INFLIGHT' AND detail = 'first')`).Scan(&rows, &marks); err != nil {
+		t.Fatal(err)
+	}
+	if rows != 0 || marks != n-1 {
+		t.Fatalf("after the marks: %d attempt rows and %d marks in the history, want 0 and %d", rows, marks, n-1)
 	}
 	if _, ok := eng.Holds("svc-00"); ok {
 		t.Fatal("the stale claim was not dropped")
@@ -109,6 +118,18 @@ func TestSetWritesFencePerRow(t *testing.T) {
 	}
 	if transitions != n-2 || attempts != n-2 {
 		t.Fatalf("%d transitions and %d finished attempts logged, want %d each", transitions, attempts, n-2)
+	}
+	// Each row recorded is whole: the mark's time, reason and from-state with the outcome.
+	var whole, marksLeft int
+	if err := pool.QueryRow(ctx, `SELECT
+		(SELECT count(*) FROM batchclaim.submission_attempts a JOIN batchclaim.batches b USING (seq)
+		 WHERE a.started_at = b.submitted_at AND a.finished_at >= a.started_at AND a.reason = 'first'
+		   AND a.from_state = 'NEW' AND a.to_state = 'COMMITTED' AND a.latency_ms = 1 AND a.marked_xid IS NULL),
+		(SELECT count(*) FROM batchclaim.batch_history WHERE to_state = 'INFLIGHT')`).Scan(&whole, &marksLeft); err != nil {
+		t.Fatal(err)
+	}
+	if whole != n-2 || marksLeft != n-1 {
+		t.Fatalf("%d whole attempt rows and %d marks in the history, want %d and %d (svc-01's still from its batch row)", whole, marksLeft, n-2, n-1)
 	}
 }
 

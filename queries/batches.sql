@@ -68,8 +68,12 @@ WHERE NOT EXISTS (SELECT 1 FROM batchclaim.service_halts x WHERE x.service_id = 
 -- records a poll's answers. Each is fenced per row: a row whose claim is no longer held with
 -- its epoch (or whose registry row is not this process's) is left alone and reported for that
 -- row alone; the others go ahead. Each writes its log rows in the same statement: a POST's
--- mark and outcome are its submission_attempts row (from_state, to_state), other changes (a
--- poll's answers, adoptions) rows of batch_transitions; batch_history shows both. The claim rows are locked FOR SHARE in service_id order and never written on the
+-- mark and outcome are its submission_attempts row (from_state, to_state), written once with
+-- the outcome (until then the mark's reason and from-state wait on the batch row, in
+-- attempt_reason and attempt_from); the adoption of a batch whose outcome nobody recorded
+-- writes that lost attempt's row; other changes (a poll's answers, adoptions) are rows of
+-- batch_transitions; batch_history shows all of them. The claim rows are locked FOR SHARE in
+-- service_id order and never written on the
 -- way: a takeover (which locks a claim row FOR UPDATE, skipping locked ones, and then judges it
 -- with a snapshot taken after the lock) cannot commit in between, and these statements never
 -- wait for one another. Whether a claim is busy (has a POST in flight) is read from its head
@@ -81,7 +85,8 @@ WHERE NOT EXISTS (SELECT 1 FROM batchclaim.service_halts x WHERE x.service_id = 
 -- in the state it was handed out in (marked; a head that moved on meanwhile is skipped, its
 -- claim untouched). A POST starts the count of UNKNOWN answers afresh. Returns, per head,
 -- whether its claim held, whether it was marked, and for the heads marked their payload,
--- attempt number, own attempt limit (0: none) and attempt-log id.
+-- attempt number and own attempt limit (0: none). The attempt's reason and from-state are kept
+-- on the batch row for the attempt log's row, which the outcome writes.
 WITH want AS (
     SELECT unnest(sqlc.arg(seqs)::bigint[]) AS seq,
            unnest(sqlc.arg(service_ids)::text[]) AS service_id,
@@ -105,30 +110,27 @@ marked AS (
     UPDATE batchclaim.batches b
     SET state = 'INFLIGHT', attempts = b.attempts + 1, claimant = sqlc.arg(claimant)::uuid,
         claim_epoch = w.epoch, submitted_at = now(), updated_at = now(),
-        next_attempt_at = NULL, unknown_count = 0, unknown_since = NULL
+        next_attempt_at = NULL, unknown_count = 0, unknown_since = NULL,
+        attempt_reason = w.reason, attempt_from = w.from_state, attempt_xid = pg_current_xact_id()
     FROM want w JOIN fenced f ON f.service_id = w.service_id AND f.epoch = w.epoch
     WHERE b.seq = w.seq AND b.service_id = w.service_id AND b.state = w.from_state
-    RETURNING b.seq, b.service_id, b.batch_id, b.payload, b.attempts, b.max_attempts, w.epoch, w.from_state, w.reason
-),
-attempt AS (
-    INSERT INTO batchclaim.submission_attempts (seq, service_id, batch_id, instance_id, epoch, reason, from_state)
-    SELECT m.seq, m.service_id, m.batch_id, sqlc.arg(claimant)::uuid, m.epoch, m.reason, m.from_state FROM marked m
-    RETURNING id, seq
+    RETURNING b.seq, b.payload, b.attempts, b.max_attempts
 )
 SELECT w.seq::bigint AS seq, (f.service_id IS NOT NULL)::bool AS fenced, (m.seq IS NOT NULL)::bool AS marked,
        COALESCE(m.payload, ''::bytea)::bytea AS payload, COALESCE(m.attempts, 0)::int AS attempts,
-       COALESCE(m.max_attempts, 0)::int AS max_attempts, COALESCE(a.id, 0)::bigint AS attempt_id
+       COALESCE(m.max_attempts, 0)::int AS max_attempts
 FROM want w
 LEFT JOIN fenced f ON f.service_id = w.service_id AND f.epoch = w.epoch
-LEFT JOIN marked m ON m.seq = w.seq
-LEFT JOIN attempt a ON a.seq = w.seq;
+LEFT JOIN marked m ON m.seq = w.seq;
 
 -- name: BatchesRecordOutcomes :many
 -- Records the outcomes of POSTs marked in flight by this instance, each fenced on its claim and
 -- on its attempt: the batch must still be INFLIGHT under this claimant, epoch and attempt
 -- number, so a late outcome of an earlier attempt (one that was adopted and posted again) is
 -- not recorded over the later one. An empty text or a zero number means none. A new outcome
--- starts the count of UNKNOWN answers afresh, and an UNKNOWN one the resubmission grace.
+-- starts the count of UNKNOWN answers afresh, and an UNKNOWN one the resubmission grace. Each
+-- outcome recorded writes its attempt's row of the attempt log, whole: started when the batch
+-- was marked (submitted_at), for the reason and from the state the mark kept on the batch row.
 --
 -- When chain is set for an outcome that frees its service_id (COMMITTED, DISCARDED, or INVALID
 -- without halt_on_invalid) and the lease is in phase one, the service_id's next batch, if it is
@@ -147,7 +149,6 @@ WITH o AS (
            unnest(sqlc.arg(retry_after_ms)::bigint[]) AS retry_after_ms,
            unnest(sqlc.arg(last_errors)::text[]) AS last_error,
            unnest(sqlc.arg(invalid_details)::text[]) AS invalid,
-           unnest(sqlc.arg(attempt_ids)::bigint[]) AS attempt_id,
            unnest(sqlc.arg(http_statuses)::int[]) AS http_status,
            unnest(sqlc.arg(latencies_ms)::float8[]) AS latency_ms,
            unnest(sqlc.arg(outcomes)::text[]) AS outcome,
@@ -179,15 +180,16 @@ recorded AS (
       AND b.claimant = sqlc.arg(claimant)::uuid AND b.claim_epoch = o.epoch AND b.attempts = o.attempt
     -- What the CTEs below need comes from here, so that none of them joins o with recorded
     -- (the planner cannot know how many rows recorded returns, and would loop over both).
-    RETURNING b.seq, b.service_id, o.epoch, o.new_state, o.chain, o.chain_max_bytes, o.attempt_id, o.http_status,
-              o.latency_ms, o.outcome, o.last_error, EXTRACT(EPOCH FROM now() - b.created_at)::float8 AS age_seconds
+    RETURNING b.seq, b.service_id, b.batch_id, b.submitted_at, b.attempt_reason, b.attempt_from, o.epoch, o.new_state,
+              o.chain, o.chain_max_bytes, o.http_status, o.latency_ms, o.outcome, o.last_error,
+              EXTRACT(EPOCH FROM now() - b.created_at)::float8 AS age_seconds
 ),
 attempted AS (
-    UPDATE batchclaim.submission_attempts a
-    SET finished_at = now(), http_status = NULLIF(r.http_status, 0), latency_ms = r.latency_ms,
-        outcome = r.outcome, error = NULLIF(r.last_error, ''), to_state = r.new_state
+    INSERT INTO batchclaim.submission_attempts (seq, service_id, batch_id, instance_id, epoch, reason, from_state,
+        started_at, finished_at, http_status, latency_ms, outcome, error, to_state)
+    SELECT r.seq, r.service_id, r.batch_id, sqlc.arg(claimant)::uuid, r.epoch, r.attempt_reason, r.attempt_from,
+           r.submitted_at, now(), NULLIF(r.http_status, 0), r.latency_ms, r.outcome, NULLIF(r.last_error, ''), r.new_state
     FROM recorded r
-    WHERE a.id = r.attempt_id AND a.finished_at IS NULL
 ),
 halted AS (
     INSERT INTO batchclaim.service_halts (service_id, seq, reason)
@@ -226,15 +228,11 @@ chained AS (
     UPDATE batchclaim.batches b
     SET state = 'INFLIGHT', attempts = b.attempts + 1, claimant = sqlc.arg(claimant)::uuid,
         claim_epoch = n.epoch, submitted_at = now(), updated_at = now(),
-        next_attempt_at = NULL, unknown_count = 0, unknown_since = NULL
+        next_attempt_at = NULL, unknown_count = 0, unknown_since = NULL,
+        attempt_reason = 'first', attempt_from = 'NEW', attempt_xid = pg_current_xact_id()
     FROM next_head n
     WHERE b.seq = n.seq AND b.service_id = n.service_id AND b.state = 'NEW'
-    RETURNING b.seq, b.service_id, b.batch_id, b.payload, b.attempts, b.max_attempts, n.epoch, n.prev_seq
-),
-chained_attempt AS (
-    INSERT INTO batchclaim.submission_attempts (seq, service_id, batch_id, instance_id, epoch, reason, from_state)
-    SELECT c.seq, c.service_id, c.batch_id, sqlc.arg(claimant)::uuid, c.epoch, 'first', 'NEW' FROM chained c
-    RETURNING id, seq
+    RETURNING b.seq, b.batch_id, b.payload, b.attempts, b.max_attempts, n.prev_seq
 ),
 drained AS (
     UPDATE batchclaim.service_id_claims c
@@ -248,12 +246,11 @@ SELECT o.seq::bigint AS seq, (f.service_id IS NOT NULL)::bool AS fenced, (r.seq 
        COALESCE(r.age_seconds, 0)::float8 AS age_seconds,
        COALESCE(c.seq, 0)::bigint AS next_seq, COALESCE(c.batch_id, '')::text AS next_batch_id,
        COALESCE(c.payload, ''::bytea)::bytea AS next_payload, COALESCE(c.attempts, 0)::int AS next_attempts,
-       COALESCE(c.max_attempts, 0)::int AS next_max_attempts, COALESCE(ca.id, 0)::bigint AS next_attempt_id
+       COALESCE(c.max_attempts, 0)::int AS next_max_attempts
 FROM o
 LEFT JOIN fenced f ON f.service_id = o.service_id AND f.epoch = o.epoch
 LEFT JOIN recorded r ON r.seq = o.seq
-LEFT JOIN chained c ON c.prev_seq = o.seq
-LEFT JOIN chained_attempt ca ON ca.seq = c.seq;
+LEFT JOIN chained c ON c.prev_seq = o.seq;
 
 -- name: BatchesRecordStatuses :many
 -- Records what the ledger said about batches of claimed service_ids (or the adoption of a
@@ -261,9 +258,12 @@ LEFT JOIN chained_attempt ca ON ca.seq = c.seq;
 -- fenced on its claim and each only if the batch is still in the state and at the attempt it was
 -- asked about in. Only an answer from the ledger counts towards the consecutive UNKNOWN
 -- answers; an adoption does not, and starts the resubmission grace afresh, so that the ledger
--- is asked before the batch is sent again. With track_idle, a service_id left without
--- unfinished batches gets active_at = now(). Callers leave out answers that change nothing, so
--- a poll that learns nothing writes nothing.
+-- is asked before the batch is sent again. The adoption of a batch left in flight writes the
+-- attempt log's row of that POST, whose outcome nobody recorded, from what its mark kept on
+-- the batch row (the previous release's marks wrote the row themselves: it is not written
+-- twice). With track_idle, a service_id left without unfinished batches gets
+-- active_at = now(). Callers leave out answers that change nothing, so a poll that learns
+-- nothing writes nothing.
 WITH u AS (
     SELECT unnest(sqlc.arg(seqs)::bigint[]) AS seq,
            unnest(sqlc.arg(service_ids)::text[]) AS service_id,
@@ -303,6 +303,22 @@ recorded AS (
     WHERE b.seq = u.seq AND b.service_id = u.service_id AND b.state = u.from_state AND b.attempts = u.attempt
     RETURNING b.seq, b.service_id, u.epoch, u.from_state, u.new_state, u.detail,
               EXTRACT(EPOCH FROM now() - b.created_at)::float8 AS age_seconds
+),
+-- The batch rows as the statement found them (every CTE reads the same snapshot): the mark
+-- of each batch adopted in flight, which its owner left there. Nothing but an adoption writes
+-- a batch row while it is INFLIGHT (the owner's own writes are fenced off by the takeover).
+lost AS (
+    SELECT b.seq, b.service_id, b.batch_id, b.claimant, b.claim_epoch, b.attempt_reason, b.attempt_from,
+           b.submitted_at, b.attempt_xid AS marked_xid
+    FROM batchclaim.batches b JOIN u ON u.seq = b.seq
+    WHERE u.from_state = 'INFLIGHT' AND b.state = 'INFLIGHT' AND b.attempts = u.attempt
+      AND b.attempt_from IS NOT NULL AND b.claimant IS NOT NULL
+      AND NOT EXISTS (SELECT 1 FROM batchclaim.submission_attempts a WHERE a.seq = b.seq AND a.started_at = b.submitted_at)
+),
+lost_attempt AS (
+    INSERT INTO batchclaim.submission_attempts (seq, service_id, batch_id, instance_id, epoch, reason, from_state, started_at, marked_xid)
+    SELECT l.seq, l.service_id, l.batch_id, l.claimant, l.claim_epoch, l.attempt_reason, l.attempt_from, l.submitted_at, l.marked_xid
+    FROM lost l JOIN recorded r ON r.seq = l.seq
 ),
 logged AS (
     INSERT INTO batchclaim.batch_transitions (seq, from_state, to_state, instance_id, epoch, detail)
@@ -460,13 +476,17 @@ FROM batchclaim.instances i
 ORDER BY i.name;
 
 -- name: DuplicateExplainers :many
--- Per batch: how many of its submissions had an outcome nobody saw (unknown, or never
--- recorded because the submitter died, hung or lost its claim) and how many times the ledger
--- said it did not know an accepted batch. Each one explains one more POST of the batch.
+-- Per batch: how many of its submissions had an outcome nobody saw (unknown, never recorded
+-- because the submitter died, hung or lost its claim, or still in flight: its row is not
+-- written yet) and how many times the ledger said it did not know an accepted batch. Each one
+-- explains one more POST of the batch.
 SELECT b.batch_id,
        ((SELECT count(*) FROM batchclaim.submission_attempts a WHERE a.seq = b.seq AND (a.outcome IS NULL OR a.outcome = 'unknown'))
       + (SELECT count(*) FROM batchclaim.batch_transitions t WHERE t.seq = b.seq AND t.to_state = 'UNKNOWN'
-           AND t.from_state IN ('PENDING', 'VALID')))::bigint AS explainers
+           AND t.from_state IN ('PENDING', 'VALID'))
+      + (CASE WHEN b.state = 'INFLIGHT' AND b.attempt_from IS NOT NULL AND NOT EXISTS (
+              SELECT 1 FROM batchclaim.submission_attempts a WHERE a.seq = b.seq AND a.started_at = b.submitted_at)
+         THEN 1 ELSE 0 END))::bigint AS explainers
 FROM batchclaim.batches b;
 
 -- name: BatchSeqs :many

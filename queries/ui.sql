@@ -20,7 +20,8 @@ WHERE c.service_id = ANY(sqlc.arg(service_ids)::text[]);
 
 -- name: UITransitionsRecent :many
 -- The newest batch state changes, with who made them: the last rows of the transition log and
--- of the attempt log (a POST's mark and outcome), each read by its primary key.
+-- of the attempt log (a POST's mark and outcome), each read by its primary key. A POST's row
+-- is written with its outcome, so its mark shows from then on, at the time it was made.
 WITH t AS (
     SELECT x.seq, x.at, x.from_state, x.to_state, x.epoch, x.instance_id
     FROM (SELECT * FROM batchclaim.batch_transitions ORDER BY id DESC LIMIT sqlc.arg(max_rows)::int) x
@@ -44,6 +45,7 @@ LIMIT sqlc.arg(max_rows)::int;
 -- name: UITransitionsPerBucket :many
 -- State changes per target state in buckets of bucket_ms over the last window_ms, bucket 0
 -- being the newest. Only the last scan rows of each log are read, so a very busy window is cut.
+-- A POST's mark is counted once its row is written, with its outcome, in the bucket of its time.
 WITH t AS (
     SELECT x.at, x.to_state FROM batchclaim.batch_transitions x
     WHERE x.id > (SELECT COALESCE(max(id), 0) FROM batchclaim.batch_transitions) - sqlc.arg(scan)::bigint
@@ -131,14 +133,25 @@ LEFT JOIN batchclaim.instances i ON i.id = b.claimant
 WHERE b.seq = sqlc.arg(seq);
 
 -- name: UIBatchAttempts :many
--- The newest POST attempts of one batch, newest first, each numbered from the first.
-SELECT a.id, row_number() OVER (ORDER BY a.id)::bigint AS number, a.instance_id,
+-- The newest POST attempts of one batch, newest first, each numbered from the first: the rows
+-- of the attempt log (written in attempt order, when each ended) and, while a POST is in
+-- flight, the attempt its batch row carries (its row is written with its outcome).
+WITH a AS (
+    SELECT x.id, x.instance_id, x.epoch, x.reason, x.started_at, x.finished_at, x.http_status, x.latency_ms, x.outcome, x.error
+    FROM batchclaim.submission_attempts x
+    WHERE x.seq = sqlc.arg(seq)
+    UNION ALL
+    SELECT NULL::bigint, b.claimant, b.claim_epoch, b.attempt_reason, b.submitted_at, NULL::timestamptz, NULL::int, NULL::float8, NULL::text, NULL::text
+    FROM batchclaim.batches b
+    WHERE b.seq = sqlc.arg(seq) AND b.state = 'INFLIGHT' AND b.attempt_from IS NOT NULL
+      AND NOT EXISTS (SELECT 1 FROM batchclaim.submission_attempts y WHERE y.seq = b.seq AND y.started_at = b.submitted_at)
+)
+SELECT row_number() OVER (ORDER BY a.id NULLS LAST)::bigint AS number, a.instance_id,
        i.name AS instance_name, a.epoch, a.reason, a.started_at,
        a.finished_at, a.http_status, a.latency_ms, a.outcome, a.error
-FROM batchclaim.submission_attempts a
+FROM a
 LEFT JOIN batchclaim.instances i ON i.id = a.instance_id
-WHERE a.seq = sqlc.arg(seq)
-ORDER BY a.id DESC
+ORDER BY a.id DESC NULLS FIRST
 LIMIT sqlc.arg(max_rows)::int;
 
 -- name: UIBatchTransitions :many

@@ -108,6 +108,47 @@ func TestSearchAPI(t *testing.T) {
 	})
 }
 
+// A POST in flight has no row of the attempt log yet (the row is written with its outcome):
+// the batch's page shows it, and its mark, from the batch row.
+func TestBatchInFlightShowsItsPOST(t *testing.T) {
+	t.Parallel()
+	b := setup(t, false)
+	ctx := t.Context()
+	var seq int64
+	err := b.pool.QueryRow(ctx, `
+		WITH k AS (INSERT INTO batchclaim.service_id_claims (service_id) VALUES ('svc-inflight') ON CONFLICT DO NOTHING)
+		INSERT INTO batchclaim.batches (service_id, batch_id, payload, state, attempts, claimant, claim_epoch, submitted_at, attempt_reason, attempt_from)
+		VALUES ('svc-inflight', 'j1', 'x', 'INFLIGHT', 2, $1, 4, now(), 'resubmit', 'UNKNOWN')
+		RETURNING seq`, b.beta.InstanceID()).Scan(&seq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	execSQL(t, b.pool, `INSERT INTO batchclaim.submission_attempts (seq, service_id, batch_id, instance_id, epoch, reason, started_at, from_state, marked_xid)
+		VALUES ($1, 'svc-inflight', 'j1', $2, 3, 'first', now() - interval '1 minute', 'NEW', pg_current_xact_id())`, seq, b.beta.InstanceID())
+
+	var d ui.BatchDetail
+	if code, body := b.getJSON(t, fmt.Sprintf("/api/batches/%d", seq), &d); code != http.StatusOK {
+		t.Fatalf("GET batch: %d %s", code, body)
+	}
+	if len(d.Posts) != 2 {
+		t.Fatalf("attempts: %+v, want the lost first POST and the one in flight", d.Posts)
+	}
+	now, lost := d.Posts[0], d.Posts[1]
+	if now.Number != 2 || now.Reason != "resubmit" || now.FinishedAt != nil || now.Outcome != "" || now.Instance != "beta" || now.Epoch != 4 {
+		t.Errorf("POST in flight: %+v", now)
+	}
+	if lost.Number != 1 || lost.Reason != "first" || lost.FinishedAt != nil || lost.Epoch != 3 {
+		t.Errorf("lost POST: %+v", lost)
+	}
+	var changes []string
+	for _, tr := range d.Transitions {
+		changes = append(changes, tr.From+">"+tr.To)
+	}
+	if fmt.Sprint(changes) != "[NEW>INFLIGHT UNKNOWN>INFLIGHT]" {
+		t.Errorf("transitions %v, want both marks, the second from the batch row", changes)
+	}
+}
+
 func TestBatchAPI(t *testing.T) {
 	t.Parallel()
 	b := setup(t, false)

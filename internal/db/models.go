@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgtype"
 )
 
 type BatchclaimBatch struct {
@@ -33,6 +34,9 @@ type BatchclaimBatch struct {
 	UnknownSince    *time.Time
 	Unfinished      bool
 	MaxAttempts     *int32
+	AttemptReason   *string
+	AttemptFrom     *string
+	AttemptXid      pgtype.Uint64
 }
 
 type BatchclaimBatchHistory struct {
@@ -294,6 +298,7 @@ type BatchclaimSubmissionAttempt struct {
 	Error      *string
 	FromState  *string
 	ToState    *string
+	MarkedXid  pgtype.Uint64
 }
 
 type HeartbeatEvent struct {

@@ -93,23 +93,31 @@ func (q *Queries) UIBatch(ctx context.Context, db DBTX, seq int64) (UIBatchRow, 
 }
 
 const uIBatchAttempts = `-- name: UIBatchAttempts :many
-SELECT a.id, row_number() OVER (ORDER BY a.id)::bigint AS number, a.instance_id,
+WITH a AS (
+    SELECT x.id, x.instance_id, x.epoch, x.reason, x.started_at, x.finished_at, x.http_status, x.latency_ms, x.outcome, x.error
+    FROM batchclaim.submission_attempts x
+    WHERE x.seq = $2
+    UNION ALL
+    SELECT NULL::bigint, b.claimant, b.claim_epoch, b.attempt_reason, b.submitted_at, NULL::timestamptz, NULL::int, NULL::float8, NULL::text, NULL::text
+    FROM batchclaim.batches b
+    WHERE b.seq = $2 AND b.state = 'INFLIGHT' AND b.attempt_from IS NOT NULL
+      AND NOT EXISTS (SELECT 1 FROM batchclaim.submission_attempts y WHERE y.seq = b.seq AND y.started_at = b.submitted_at)
+)
+SELECT row_number() OVER (ORDER BY a.id NULLS LAST)::bigint AS number, a.instance_id,
        i.name AS instance_name, a.epoch, a.reason, a.started_at,
        a.finished_at, a.http_status, a.latency_ms, a.outcome, a.error
-FROM batchclaim.submission_attempts a
+FROM a
 LEFT JOIN batchclaim.instances i ON i.id = a.instance_id
-WHERE a.seq = $1
-ORDER BY a.id DESC
-LIMIT $2::int
+ORDER BY a.id DESC NULLS FIRST
+LIMIT $1::int
 `
 
 type UIBatchAttemptsParams struct {
-	Seq     int64
 	MaxRows int32
+	Seq     int64
 }
 
 type UIBatchAttemptsRow struct {
-	ID           int64
 	Number       int64
 	InstanceID   uuid.UUID
 	InstanceName *string
@@ -123,9 +131,11 @@ type UIBatchAttemptsRow struct {
 	Error        *string
 }
 
-// The newest POST attempts of one batch, newest first, each numbered from the first.
+// The newest POST attempts of one batch, newest first, each numbered from the first: the rows
+// of the attempt log (written in attempt order, when each ended) and, while a POST is in
+// flight, the attempt its batch row carries (its row is written with its outcome).
 func (q *Queries) UIBatchAttempts(ctx context.Context, db DBTX, arg UIBatchAttemptsParams) ([]UIBatchAttemptsRow, error) {
-	rows, err := db.Query(ctx, uIBatchAttempts, arg.Seq, arg.MaxRows)
+	rows, err := db.Query(ctx, uIBatchAttempts, arg.MaxRows, arg.Seq)
 	if err != nil {
 		return nil, err
 	}
@@ -134,7 +144,6 @@ func (q *Queries) UIBatchAttempts(ctx context.Context, db DBTX, arg UIBatchAttem
 	for rows.Next() {
 		var i UIBatchAttemptsRow
 		if err := rows.Scan(
-			&i.ID,
 			&i.Number,
 			&i.InstanceID,
 			&i.InstanceName,
@@ -728,6 +737,7 @@ type UITransitionsPerBucketRow struct {
 
 // State changes per target state in buckets of bucket_ms over the last window_ms, bucket 0
 // being the newest. Only the last scan rows of each log are read, so a very busy window is cut.
+// A POST's mark is counted once its row is written, with its outcome, in the bucket of its time.
 func (q *Queries) UITransitionsPerBucket(ctx context.Context, db DBTX, arg UITransitionsPerBucketParams) ([]UITransitionsPerBucketRow, error) {
 	rows, err := db.Query(ctx, uITransitionsPerBucket, arg.BucketMs, arg.WindowMs, arg.Scan)
 	if err != nil {
@@ -754,11 +764,11 @@ WITH t AS (
     FROM (SELECT id, seq, from_state, to_state, instance_id, epoch, at, detail FROM batchclaim.batch_transitions ORDER BY id DESC LIMIT $1::int) x
     UNION ALL
     SELECT a.seq, a.started_at, a.from_state, 'INFLIGHT', a.epoch, a.instance_id
-    FROM (SELECT id, seq, service_id, batch_id, instance_id, epoch, reason, started_at, finished_at, http_status, latency_ms, outcome, error, from_state, to_state FROM batchclaim.submission_attempts ORDER BY id DESC LIMIT $1::int) a
+    FROM (SELECT id, seq, service_id, batch_id, instance_id, epoch, reason, started_at, finished_at, http_status, latency_ms, outcome, error, from_state, to_state, marked_xid FROM batchclaim.submission_attempts ORDER BY id DESC LIMIT $1::int) a
     WHERE a.from_state IS NOT NULL
     UNION ALL
     SELECT a.seq, a.finished_at, 'INFLIGHT', a.to_state, a.epoch, a.instance_id
-    FROM (SELECT id, seq, service_id, batch_id, instance_id, epoch, reason, started_at, finished_at, http_status, latency_ms, outcome, error, from_state, to_state FROM batchclaim.submission_attempts ORDER BY id DESC LIMIT $1::int) a
+    FROM (SELECT id, seq, service_id, batch_id, instance_id, epoch, reason, started_at, finished_at, http_status, latency_ms, outcome, error, from_state, to_state, marked_xid FROM batchclaim.submission_attempts ORDER BY id DESC LIMIT $1::int) a
     WHERE a.from_state IS NOT NULL AND a.to_state IS NOT NULL
 )
 SELECT t.at::timestamptz AS at, t.from_state, t.to_state::text AS to_state, t.epoch, b.seq, b.service_id, b.batch_id,
@@ -783,7 +793,8 @@ type UITransitionsRecentRow struct {
 }
 
 // The newest batch state changes, with who made them: the last rows of the transition log and
-// of the attempt log (a POST's mark and outcome), each read by its primary key.
+// of the attempt log (a POST's mark and outcome), each read by its primary key. A POST's row
+// is written with its outcome, so its mark shows from then on, at the time it was made.
 func (q *Queries) UITransitionsRecent(ctx context.Context, db DBTX, maxRows int32) ([]UITransitionsRecentRow, error) {
 	rows, err := db.Query(ctx, uITransitionsRecent, maxRows)
 	if err != nil {

@@ -22,13 +22,14 @@ type WriteReport struct {
 }
 
 // CheckWrites verifies that every status write (a row of batch_transitions) and every
-// submission (a row of submission_attempts: written with the fenced in-flight mark, completed
-// by the fenced write of its outcome) was made by the owner of its service_id with its epoch,
+// submission (a row of submission_attempts: its fenced in-flight mark and the fenced write of
+// its outcome, which writes the row) was made by the owner of its service_id with its epoch,
 // while that ownership lasted: from the commit of its acquisition to the commit of its end.
 // An attempt is checked over its whole life: from its mark's transaction start to the commit
-// of its last write (its outcome's, or its mark's when no outcome was recorded), which holds
-// the mark's commit. With track_commit_timestamp on, times are commit timestamps; otherwise the
-// write's transaction start, which can only hide a stale write, never invent one.
+// of its last write: its outcome's, or, when no outcome was recorded and the adoption of its
+// batch wrote the row, its mark's (marked_xid; the row's own xmin for rows a mark wrote). With
+// track_commit_timestamp on, times are commit timestamps; otherwise the write's transaction
+// start, which can only hide a stale write, never invent one.
 func CheckWrites(ctx context.Context, q claims.Querier) (WriteReport, error) {
 	var r WriteReport
 	owns, err := Ownerships(ctx, q)
@@ -51,7 +52,7 @@ func CheckWrites(ctx context.Context, q claims.Querier) (WriteReport, error) {
 	}
 	tAt, aEnd := "t.at", "COALESCE(a.finished_at, a.started_at)"
 	if commitTS {
-		tAt, aEnd = "COALESCE(pg_xact_commit_timestamp(t.xmin), t.at)", "COALESCE(pg_xact_commit_timestamp(a.xmin), a.finished_at, a.started_at)"
+		tAt, aEnd = "COALESCE(pg_xact_commit_timestamp(t.xmin), t.at)", "COALESCE(pg_xact_commit_timestamp(COALESCE(a.marked_xid::xid, a.xmin)), a.finished_at, a.started_at)"
 	}
 	rows, err := q.Query(ctx, `
 		SELECT 'transition ' || t.from_state || '->' || t.to_state, b.service_id, b.batch_id, t.instance_id, t.epoch, `+tAt+`, `+tAt+`

@@ -471,7 +471,7 @@ func (fo *faultRun) waitHeldPOST(ctx context.Context, victim *fleetKid, svc stri
 		for _, p := range posts[min(after, len(posts)):] {
 			if p.Service == svc && p.Effect == dltsim.EffectTimeout {
 				var mine bool
-				err := fo.admin.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM batchclaim.submission_attempts WHERE service_id = $1 AND instance_id = $2 AND finished_at IS NULL)`,
+				err := fo.admin.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM batchclaim.batches WHERE service_id = $1 AND claimant = $2 AND state = 'INFLIGHT')`,
 					svc, victim.id).Scan(&mine)
 				if err != nil {
 					return err
@@ -497,8 +497,9 @@ func (fo *faultRun) waitNextPOST(ctx context.Context, svc string, victim uuid.UU
 	deadline := time.Now().Add(limit)
 	for {
 		var secs float64
-		err := fo.admin.QueryRow(ctx, `SELECT EXTRACT(EPOCH FROM started_at - $3::timestamptz)::float8 FROM batchclaim.submission_attempts
-			WHERE service_id = $1 AND instance_id <> $2 AND started_at > $3 ORDER BY started_at LIMIT 1`, svc, victim, fault).Scan(&secs)
+		err := fo.admin.QueryRow(ctx, `SELECT EXTRACT(EPOCH FROM h.at - $3::timestamptz)::float8
+			FROM batchclaim.batch_history h JOIN batchclaim.batches b ON b.seq = h.seq
+			WHERE b.service_id = $1 AND h.to_state = 'INFLIGHT' AND h.instance_id <> $2 AND h.at > $3 ORDER BY h.at LIMIT 1`, svc, victim, fault).Scan(&secs)
 		if err == nil {
 			return secs, nil
 		}

@@ -64,7 +64,7 @@ type latencyResult struct {
 	Seconds    float64      `json:"seconds"`
 }
 
-const latencyMethod = "database clock: a batch's created_at to its first submission_attempts.started_at " +
+const latencyMethod = "database clock: a batch's created_at to its first in-flight mark (batch_history) " +
 	"(enqueue to POST) and to the write that recorded it COMMITTED (enqueue to done); the next batch is POSTed " +
 	"once the simulator received the previous one's POST, its service_id's earlier batch is done, and a pause " +
 	"drawn uniformly from [0, pause_before_post_max_ms) passed, so that batches arrive at any point of a " +
@@ -308,7 +308,7 @@ func waitDone(ctx context.Context, q *pgxpool.Pool, seq int64, limit time.Durati
 // no first figure.
 func batchLatencies(ctx context.Context, q *pgxpool.Pool, seqs []int64) (post, done []float64, err error) {
 	rows, err := q.Query(ctx, `SELECT
-		(SELECT EXTRACT(EPOCH FROM min(a.started_at) - b.created_at) * 1000 FROM batchclaim.submission_attempts a WHERE a.seq = b.seq)::float8,
+		(SELECT EXTRACT(EPOCH FROM min(h.at) - b.created_at) * 1000 FROM batchclaim.batch_history h WHERE h.seq = b.seq AND h.to_state = 'INFLIGHT')::float8,
 		CASE WHEN b.state = 'COMMITTED' THEN EXTRACT(EPOCH FROM b.updated_at - b.created_at) * 1000 END::float8
 		FROM batchclaim.batches b WHERE b.seq = ANY($1)`, seqs)
 	if err != nil {

@@ -151,7 +151,7 @@ func roundOfBatches(ctx context.Context, admin *pgxpool.Pool, svcs []string, n i
 	deadline := start.Add(limit)
 	for {
 		err := admin.QueryRow(ctx, `SELECT count(*) FILTER (WHERE state = 'COMMITTED'),
-			count(*) FILTER (WHERE EXISTS (SELECT 1 FROM batchclaim.submission_attempts a WHERE a.seq = b.seq))
+			count(*) FILTER (WHERE b.attempts > 0)
 			FROM batchclaim.batches b WHERE b.seq > $1`, from).Scan(&x.Committed, &x.Submitted)
 		if err != nil {
 			return x, err
