@@ -119,10 +119,11 @@ func (c RecorderConfig) validate() error {
 // MaxRowsPerStatement jobs, each fenced on its own claim and conditional on its batch still
 // being in FromState. It returns the jobs marked, in order, with their payload and attempt
 // count filled in. The attempt log's row of each POST is written by Finish with its outcome
-// (or, for a POST whose outcome is never recorded, by its batch's adoption). A job whose claim is no longer held with its epoch is left out
-// and its claim dropped (batchclaim.ErrClaimLost for that job alone); a job whose batch moved
-// on meanwhile is left out and its claim kept (batchclaim.ErrStateChanged). The error is for
-// the statement as a whole.
+// (or, for a POST whose outcome is never recorded, by its batch's adoption). A job whose
+// claim is no longer held with its epoch is left out and its claim dropped
+// (batchclaim.ErrClaimLost for that job alone); a job whose batch moved on meanwhile is left
+// out and its claim kept (batchclaim.ErrStateChanged). The error is for the statement as a
+// whole.
 func (r *Recorder) Mark(ctx context.Context, jobs []batchclaim.Job) ([]batchclaim.Job, error) {
 	var out []batchclaim.Job
 	for chunk := range chunks(jobs) {

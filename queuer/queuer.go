@@ -39,7 +39,7 @@ type Dispatcher interface {
 // round hands out, and the adoptions of batches left in flight, each set in one statement.
 type Recorder interface {
 	// Mark marks the jobs' batches in flight, each fenced on its own claim, and returns the
-	// ones marked with their payload and attempt-log id filled in.
+	// ones marked with their payload and attempt count filled in.
 	Mark(ctx context.Context, jobs []batchclaim.Job) ([]batchclaim.Job, error)
 	// Adopt turns the jobs' batches, left INFLIGHT by a previous owner or by this instance
 	// before it lost track of them, into UNKNOWN: the ledger is asked before they go again.

@@ -579,8 +579,7 @@ type BatchesMarkInflightRow struct {
 // attempt_reason and attempt_from); the adoption of a batch whose outcome nobody recorded
 // writes that lost attempt's row; other changes (a poll's answers, adoptions) are rows of
 // batch_transitions; batch_history shows all of them. The claim rows are locked FOR SHARE in
-// service_id order and never written on the
-// way: a takeover (which locks a claim row FOR UPDATE, skipping locked ones, and then judges it
+// service_id order and never written on the way: a takeover (which locks a claim row FOR UPDATE, skipping locked ones, and then judges it
 // with a snapshot taken after the lock) cannot commit in between, and these statements never
 // wait for one another. Whether a claim is busy (has a POST in flight) is read from its head
 // batch, not stored on the claim.
