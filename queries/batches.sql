@@ -475,17 +475,15 @@ FROM batchclaim.instances i
 ORDER BY i.name;
 
 -- name: DuplicateExplainers :many
--- Per batch: how many of its submissions had an outcome nobody saw (unknown, never recorded
--- because the submitter died, hung or lost its claim, or still in flight: its row is not
--- written yet) and how many times the ledger said it did not know an accepted batch. Each one
--- explains one more POST of the batch.
+-- Per batch: how many of its submissions had an outcome nobody saw (unknown, or never
+-- recorded because the submitter died, hung or lost its claim: the adoption of its batch wrote
+-- its row) and how many times the ledger said it did not know an accepted batch. Each one
+-- explains one more POST of the batch. A POST still in flight explains none: the POST after
+-- one is made only once its outcome is unknown, and then its row is written.
 SELECT b.batch_id,
        ((SELECT count(*) FROM batchclaim.submission_attempts a WHERE a.seq = b.seq AND (a.outcome IS NULL OR a.outcome = 'unknown'))
       + (SELECT count(*) FROM batchclaim.batch_transitions t WHERE t.seq = b.seq AND t.to_state = 'UNKNOWN'
-           AND t.from_state IN ('PENDING', 'VALID'))
-      + (CASE WHEN b.state = 'INFLIGHT' AND b.attempt_from IS NOT NULL AND NOT EXISTS (
-              SELECT 1 FROM batchclaim.submission_attempts a WHERE a.seq = b.seq AND a.started_at = b.submitted_at)
-         THEN 1 ELSE 0 END))::bigint AS explainers
+           AND t.from_state IN ('PENDING', 'VALID')))::bigint AS explainers
 FROM batchclaim.batches b;
 
 -- name: BatchSeqs :many
