@@ -109,3 +109,41 @@ func TestFinishedAtFollowsStateForRowsWrittenByHand(t *testing.T) {
 	}
 	check("set INVALID", true, today)
 }
+
+// Migration 14 keeps the attempt that committed a batch on its batch row only; going down to
+// 13 writes those attempts' rows, whole, so the previous schema's log has every attempt.
+func TestDownTo13WritesTheCommittedAttempts(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	url := dbtest.NewDB(t)
+	latest, err := migrations.Latest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, `
+		INSERT INTO batchclaim.batches (service_id, batch_id, payload, state, attempts, claimant, claim_epoch, submitted_at, finished_at,
+			attempt_reason, attempt_from, attempt_xid, attempt_latency_ms, attempt_http_status)
+		VALUES ('svc', 'done', 'x', 'COMMITTED', 1, gen_random_uuid(), 3, now() - interval '1 second', now(), 'first', 'NEW', pg_current_xact_id(), 2.5, 200),
+		       ('svc', 'open', 'x', 'NEW', 0, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL)`); err != nil {
+		t.Fatal(err)
+	}
+	if err := migrations.Down(ctx, url, int(latest)-13); err != nil {
+		t.Fatal(err)
+	}
+	var rows, whole int
+	if err := conn.QueryRow(ctx, `SELECT count(*),
+		count(*) FILTER (WHERE a.batch_id = 'done' AND a.epoch = 3 AND a.reason = 'first' AND a.from_state = 'NEW' AND a.to_state = 'COMMITTED'
+			AND a.outcome = 'done' AND a.started_at = b.submitted_at AND a.finished_at = b.finished_at AND a.latency_ms = 2.5
+			AND a.http_status = 200 AND a.marked_xid = b.attempt_xid)
+		FROM batchclaim.submission_attempts a JOIN batchclaim.batches b USING (seq)`).Scan(&rows, &whole); err != nil {
+		t.Fatal(err)
+	}
+	if rows != 1 || whole != 1 {
+		t.Fatalf("after going down to 13: %d attempt rows, %d of them the committed attempt whole; want 1 and 1", rows, whole)
+	}
+}

@@ -75,7 +75,7 @@ func TestJobRunnerWithCustomSubmitter(t *testing.T) {
 		if t.Failed() { // what was left, for the log: the database is dropped after this
 			logRows(t, admin, `SELECT b.service_id, b.seq, b.state, c.claimant, c.epoch, c.submitting_since, now()
 				FROM batchclaim.batches b LEFT JOIN batchclaim.service_id_claims c USING (service_id) WHERE b.state <> 'COMMITTED' ORDER BY 1, 2`)
-			logRows(t, admin, `SELECT * FROM batchclaim.submission_attempts ORDER BY started_at DESC LIMIT 10`)
+			logRows(t, admin, `SELECT * FROM batchclaim.batch_history ORDER BY at DESC LIMIT 10`)
 		}
 	})
 	testutil.WaitFor(t, 30*time.Second, "every job done", func() bool {

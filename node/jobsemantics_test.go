@@ -171,7 +171,7 @@ func TestJobSemantics(t *testing.T) {
 func firstStart(t *testing.T, pool *pgxpool.Pool, seq int64) time.Time {
 	t.Helper()
 	var at time.Time
-	if err := pool.QueryRow(t.Context(), `SELECT min(started_at) FROM batchclaim.submission_attempts WHERE seq = $1`, seq).Scan(&at); err != nil {
+	if err := pool.QueryRow(t.Context(), `SELECT min(at) FROM batchclaim.batch_history WHERE seq = $1 AND to_state = 'INFLIGHT'`, seq).Scan(&at); err != nil {
 		t.Fatalf("first attempt of %d: %v", seq, err)
 	}
 	return at
@@ -180,7 +180,7 @@ func firstStart(t *testing.T, pool *pgxpool.Pool, seq int64) time.Time {
 func finishedAt(t *testing.T, pool *pgxpool.Pool, seq int64) time.Time {
 	t.Helper()
 	var at time.Time
-	if err := pool.QueryRow(t.Context(), `SELECT max(finished_at) FROM batchclaim.submission_attempts WHERE seq = $1`, seq).Scan(&at); err != nil {
+	if err := pool.QueryRow(t.Context(), `SELECT max(at) FROM batchclaim.batch_history WHERE seq = $1 AND from_state = 'INFLIGHT'`, seq).Scan(&at); err != nil {
 		t.Fatalf("last attempt of %d: %v", seq, err)
 	}
 	return at

@@ -13,7 +13,10 @@
 // has committed before the call returns: recording is durable and synchronous. A POST's row of
 // the attempt log is written once, whole, by the outcome's statement: the mark keeps the
 // attempt's reason and from-state on the batch row meanwhile, and the adoption of a batch whose
-// outcome nobody recorded writes that lost POST's row from them. No claim row
+// outcome nobody recorded writes that lost POST's row from them. An outcome that commits its
+// batch (a job that succeeded) writes no row: COMMITTED is final, so the batch row keeps that
+// attempt for good, and batch_history and the status page show it from there; a successful job
+// costs two writes of its batch row and nothing else. No claim row
 // is written per batch: a claim is busy while its head batch is INFLIGHT under it. A stale row
 // is refused alone and reported as batchclaim.ErrClaimLost for that row; a row whose batch
 // moved on is skipped (batchclaim.ErrStateChanged) and its claim kept; the others are written.

@@ -322,7 +322,7 @@ func TestFinishChainsTheNextBatch(t *testing.T) {
 		t.Fatalf("the batch too large to chain is %s, want NEW (left for the queuer)", st)
 	}
 	var attempts int
-	if err := pool.QueryRow(ctx, `SELECT count(*) FROM batchclaim.submission_attempts WHERE outcome = 'done'`).Scan(&attempts); err != nil || attempts != 2 {
-		t.Fatalf("%d finished attempts logged (%v), want 2", attempts, err)
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM batchclaim.batch_history WHERE to_state = 'COMMITTED' AND detail = 'done'`).Scan(&attempts); err != nil || attempts != 2 {
+		t.Fatalf("%d attempts that committed their batch in the history (%v), want 2", attempts, err)
 	}
 }

@@ -20,9 +20,19 @@ WHERE c.service_id = ANY(sqlc.arg(service_ids)::text[]);
 
 -- name: UITransitionsRecent :many
 -- The newest batch state changes, with who made them: the last rows of the transition log and
--- of the attempt log (a POST's mark and outcome), each read by its primary key. A POST's row
--- is written with its outcome, so its mark shows from then on, at the time it was made.
-WITH t AS (
+-- of the attempt log (a POST's mark and outcome), each read by its primary key, and the
+-- attempts that committed their batch (which write no row), from the batches that finished
+-- last (batches_finished_idx). A POST's row is written with its outcome, so its mark shows
+-- from then on, at the time it was made.
+WITH committed AS (
+    SELECT c.seq, c.submitted_at, c.finished_at, c.attempt_from, c.claim_epoch, c.claimant
+    FROM (SELECT b.seq, b.state, b.submitted_at, b.finished_at, b.attempt_from, b.claim_epoch, b.claimant
+          FROM batchclaim.batches b WHERE b.finished_at IS NOT NULL
+          ORDER BY b.finished_at DESC LIMIT sqlc.arg(max_rows)::int) c
+    WHERE c.state = 'COMMITTED' AND c.attempt_from IS NOT NULL
+      AND NOT EXISTS (SELECT 1 FROM batchclaim.submission_attempts y WHERE y.seq = c.seq AND y.started_at = c.submitted_at)
+),
+t AS (
     SELECT x.seq, x.at, x.from_state, x.to_state, x.epoch, x.instance_id
     FROM (SELECT * FROM batchclaim.batch_transitions ORDER BY id DESC LIMIT sqlc.arg(max_rows)::int) x
     UNION ALL
@@ -33,6 +43,10 @@ WITH t AS (
     SELECT a.seq, a.finished_at, 'INFLIGHT', a.to_state, a.epoch, a.instance_id
     FROM (SELECT * FROM batchclaim.submission_attempts ORDER BY id DESC LIMIT sqlc.arg(max_rows)::int) a
     WHERE a.from_state IS NOT NULL AND a.to_state IS NOT NULL
+    UNION ALL
+    SELECT c.seq, c.submitted_at, c.attempt_from, 'INFLIGHT', c.claim_epoch, c.claimant FROM committed c
+    UNION ALL
+    SELECT c.seq, c.finished_at, 'INFLIGHT', 'COMMITTED', c.claim_epoch, c.claimant FROM committed c
 )
 SELECT t.at::timestamptz AS at, t.from_state, t.to_state::text AS to_state, t.epoch, b.seq, b.service_id, b.batch_id,
        t.instance_id, i.name AS instance_name
@@ -44,9 +58,20 @@ LIMIT sqlc.arg(max_rows)::int;
 
 -- name: UITransitionsPerBucket :many
 -- State changes per target state in buckets of bucket_ms over the last window_ms, bucket 0
--- being the newest. Only the last scan rows of each log are read, so a very busy window is cut.
--- A POST's mark is counted once its row is written, with its outcome, in the bucket of its time.
-WITH t AS (
+-- being the newest. Only the last scan rows of each log, and the last scan batches to finish,
+-- are read, so a very busy window is cut. A POST's mark is counted once its row is written,
+-- with its outcome, in the bucket of its time; the mark and outcome of an attempt that
+-- committed its batch (which writes no row) once the batch finished.
+WITH committed AS (
+    SELECT c.submitted_at, c.finished_at
+    FROM (SELECT b.seq, b.state, b.submitted_at, b.finished_at, b.attempt_from
+          FROM batchclaim.batches b
+          WHERE b.finished_at > now() - sqlc.arg(window_ms)::bigint * interval '1 millisecond'
+          ORDER BY b.finished_at DESC LIMIT sqlc.arg(scan)::bigint) c
+    WHERE c.state = 'COMMITTED' AND c.attempt_from IS NOT NULL
+      AND NOT EXISTS (SELECT 1 FROM batchclaim.submission_attempts y WHERE y.seq = c.seq AND y.started_at = c.submitted_at)
+),
+t AS (
     SELECT x.at, x.to_state FROM batchclaim.batch_transitions x
     WHERE x.id > (SELECT COALESCE(max(id), 0) FROM batchclaim.batch_transitions) - sqlc.arg(scan)::bigint
     UNION ALL
@@ -56,6 +81,10 @@ WITH t AS (
     SELECT a.finished_at, a.to_state FROM batchclaim.submission_attempts a
     WHERE a.id > (SELECT COALESCE(max(id), 0) FROM batchclaim.submission_attempts) - sqlc.arg(scan)::bigint
       AND a.from_state IS NOT NULL AND a.to_state IS NOT NULL
+    UNION ALL
+    SELECT c.submitted_at, 'INFLIGHT' FROM committed c
+    UNION ALL
+    SELECT c.finished_at, 'COMMITTED' FROM committed c
 )
 SELECT floor(EXTRACT(EPOCH FROM now() - t.at) * 1000 / sqlc.arg(bucket_ms)::bigint)::bigint AS bucket,
        t.to_state::text AS to_state, count(*)::bigint AS transitions
@@ -134,16 +163,19 @@ WHERE b.seq = sqlc.arg(seq);
 
 -- name: UIBatchAttempts :many
 -- The newest POST attempts of one batch, newest first, each numbered from the first: the rows
--- of the attempt log (written in attempt order, when each ended) and, while a POST is in
--- flight, the attempt its batch row carries (its row is written with its outcome).
+-- of the attempt log (written in attempt order, when each ended) and the last attempt its
+-- batch row carries while no row of it exists: a POST in flight (its row is written with its
+-- outcome), or the attempt that committed the batch (which writes no row).
 WITH a AS (
     SELECT x.id, x.instance_id, x.epoch, x.reason, x.started_at, x.finished_at, x.http_status, x.latency_ms, x.outcome, x.error
     FROM batchclaim.submission_attempts x
     WHERE x.seq = sqlc.arg(seq)
     UNION ALL
-    SELECT NULL::bigint, b.claimant, b.claim_epoch, b.attempt_reason, b.submitted_at, NULL::timestamptz, NULL::int, NULL::float8, NULL::text, NULL::text
+    SELECT NULL::bigint, b.claimant, b.claim_epoch, b.attempt_reason, b.submitted_at,
+           CASE WHEN b.state = 'COMMITTED' THEN b.finished_at END, b.attempt_http_status, b.attempt_latency_ms,
+           CASE WHEN b.state = 'COMMITTED' THEN 'done' END, NULL::text
     FROM batchclaim.batches b
-    WHERE b.seq = sqlc.arg(seq) AND b.state = 'INFLIGHT' AND b.attempt_from IS NOT NULL
+    WHERE b.seq = sqlc.arg(seq) AND b.state IN ('INFLIGHT', 'COMMITTED') AND b.attempt_from IS NOT NULL
       AND NOT EXISTS (SELECT 1 FROM batchclaim.submission_attempts y WHERE y.seq = b.seq AND y.started_at = b.submitted_at)
 )
 SELECT row_number() OVER (ORDER BY a.id NULLS LAST)::bigint AS number, a.instance_id,

@@ -149,6 +149,93 @@ func TestBatchInFlightShowsItsPOST(t *testing.T) {
 	}
 }
 
+// An attempt that committed its batch writes no row of the attempt log: the batch row keeps
+// it. The batch's page, the newest state changes and the chart show it from there, once, and
+// not for a batch whose last attempt has its row (a ledger's acceptance, committed by a poll).
+func TestCommittedJobShowsItsLastPOST(t *testing.T) {
+	t.Parallel()
+	b := setup(t, false)
+	ctx := t.Context()
+	var seq, ledgerSeq int64
+	err := b.pool.QueryRow(ctx, `
+		WITH k AS (INSERT INTO batchclaim.service_id_claims (service_id) VALUES ('svc-done') ON CONFLICT DO NOTHING)
+		INSERT INTO batchclaim.batches (service_id, batch_id, payload, state, attempts, claimant, claim_epoch, submitted_at, finished_at,
+			attempt_reason, attempt_from, attempt_latency_ms)
+		VALUES ('svc-done', 'j1', 'x', 'COMMITTED', 2, $1, 4, now() - interval '1 second', now(), 'retry', 'DELAYED', 3.5)
+		RETURNING seq`, b.beta.InstanceID()).Scan(&seq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	execSQL(t, b.pool, `INSERT INTO batchclaim.submission_attempts (seq, service_id, batch_id, instance_id, epoch, reason, started_at, finished_at,
+			latency_ms, outcome, error, from_state, to_state)
+		VALUES ($1, 'svc-done', 'j1', $2, 4, 'first', now() - interval '3 seconds', now() - interval '2 seconds', 9, 'retry', 'busy', 'NEW', 'DELAYED')`,
+		seq, b.beta.InstanceID())
+	// A ledger batch: its POST's row was written with its acceptance, a poll committed it.
+	err = b.pool.QueryRow(ctx, `
+		INSERT INTO batchclaim.batches (service_id, batch_id, payload, state, attempts, claimant, claim_epoch, submitted_at, finished_at,
+			attempt_reason, attempt_from)
+		VALUES ('svc-done', 'l1', 'x', 'COMMITTED', 1, $1, 4, now() - interval '1 second', now(), 'first', 'NEW')
+		RETURNING seq`, b.beta.InstanceID()).Scan(&ledgerSeq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	execSQL(t, b.pool, `INSERT INTO batchclaim.submission_attempts (seq, service_id, batch_id, instance_id, epoch, reason, started_at, finished_at,
+			http_status, outcome, from_state, to_state)
+		SELECT seq, service_id, batch_id, claimant, claim_epoch, 'first', submitted_at, submitted_at + interval '100 ms', 202, 'accepted', 'NEW', 'PENDING'
+		FROM batchclaim.batches WHERE seq = $1`, ledgerSeq)
+	execSQL(t, b.pool, `INSERT INTO batchclaim.batch_transitions (seq, from_state, to_state, instance_id, epoch, detail) VALUES ($1, 'PENDING', 'COMMITTED', $2, 4, 'ledger status')`,
+		ledgerSeq, b.beta.InstanceID())
+
+	changesOf := func(ts []ui.Transition, seq int64) string {
+		var changes []string
+		for _, tr := range ts {
+			if tr.Seq == seq {
+				changes = append(changes, tr.From+">"+tr.To)
+			}
+		}
+		return fmt.Sprint(changes)
+	}
+	var d ui.BatchDetail
+	if code, body := b.getJSON(t, fmt.Sprintf("/api/batches/%d", seq), &d); code != http.StatusOK {
+		t.Fatalf("GET batch: %d %s", code, body)
+	}
+	if len(d.Posts) != 2 {
+		t.Fatalf("attempts: %+v, want the failed first POST and the one that committed", d.Posts)
+	}
+	last, first := d.Posts[0], d.Posts[1]
+	if last.Number != 2 || last.Reason != "retry" || last.FinishedAt == nil || last.Outcome != "done" || last.LatencyMs == nil || *last.LatencyMs != 3.5 ||
+		last.HTTPStatus != nil || last.Instance != "beta" || last.Epoch != 4 {
+		t.Errorf("the POST that committed: %+v", last)
+	}
+	if first.Number != 1 || first.Outcome != "retry" || first.Error != "busy" {
+		t.Errorf("the first POST: %+v", first)
+	}
+	if got := changesOf(d.Transitions, seq); got != "[NEW>INFLIGHT INFLIGHT>DELAYED DELAYED>INFLIGHT INFLIGHT>COMMITTED]" {
+		t.Errorf("transitions %s, want both attempts' marks and outcomes, the second's from the batch row", got)
+	}
+	if code, body := b.getJSON(t, fmt.Sprintf("/api/batches/%d", ledgerSeq), &d); code != http.StatusOK {
+		t.Fatalf("GET ledger batch: %d %s", code, body)
+	}
+	if len(d.Posts) != 1 || d.Posts[0].Outcome != "accepted" {
+		t.Errorf("ledger batch's attempts: %+v, want its one row", d.Posts)
+	}
+	if got := changesOf(d.Transitions, ledgerSeq); got != "[NEW>INFLIGHT INFLIGHT>PENDING PENDING>COMMITTED]" {
+		t.Errorf("ledger batch's transitions %s, want each once", got)
+	}
+
+	st := b.status(t)
+	if got := changesOf(st.Transitions, seq); got != "[INFLIGHT>COMMITTED DELAYED>INFLIGHT INFLIGHT>DELAYED NEW>INFLIGHT]" {
+		t.Errorf("newest changes of the job %s, want its four, newest first", got)
+	}
+	if got := changesOf(st.Transitions, ledgerSeq); got != "[PENDING>COMMITTED INFLIGHT>PENDING NEW>INFLIGHT]" {
+		t.Errorf("newest changes of the ledger batch %s, want its three, newest first", got)
+	}
+	// setup's own commit, the job's and the ledger batch's; the job's two marks and the ledger's one.
+	if st.Chart.Totals["COMMITTED"] != 3 || st.Chart.Totals["INFLIGHT"] != 3 || st.Chart.Totals["DELAYED"] != 1 {
+		t.Errorf("chart totals %v, want 3 COMMITTED, 3 INFLIGHT, 1 DELAYED", st.Chart.Totals)
+	}
+}
+
 func TestBatchAPI(t *testing.T) {
 	t.Parallel()
 	b := setup(t, false)

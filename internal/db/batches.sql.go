@@ -103,7 +103,7 @@ SELECT h.seq, h.service_id, h.batch_id, h.state, h.attempts, h.claim_epoch, h.cl
        EXTRACT(EPOCH FROM now() - COALESCE(h.unknown_since, h.submitted_at, h.created_at))::float8 AS unknown_seconds
 FROM unnest($1::text[]) AS s(service_id)
 CROSS JOIN LATERAL (
-    SELECT b.seq, b.service_id, b.batch_id, b.payload, b.created_at, b.state, b.attempts, b.claimant, b.claim_epoch, b.submitted_at, b.next_attempt_at, b.last_error, b.dlt_status, b.status_updated_at, b.unknown_count, b.invalid_details, b.updated_at, b.ledger, b.finished_at, b.unknown_since, b.unfinished, b.max_attempts, b.attempt_reason, b.attempt_from, b.attempt_xid FROM batchclaim.batches b
+    SELECT b.seq, b.service_id, b.batch_id, b.payload, b.created_at, b.state, b.attempts, b.claimant, b.claim_epoch, b.submitted_at, b.next_attempt_at, b.last_error, b.dlt_status, b.status_updated_at, b.unknown_count, b.invalid_details, b.updated_at, b.ledger, b.finished_at, b.unknown_since, b.unfinished, b.max_attempts, b.attempt_reason, b.attempt_from, b.attempt_xid, b.attempt_http_status, b.attempt_latency_ms FROM batchclaim.batches b
     WHERE b.service_id = s.service_id
       AND b.unfinished
       AND NOT ($2::bool AND b.state = 'VALID')
@@ -576,7 +576,8 @@ type BatchesMarkInflightRow struct {
 // row alone; the others go ahead. Each writes its log rows in the same statement: a POST's
 // mark and outcome are its submission_attempts row (from_state, to_state), written once with
 // the outcome (until then the mark's reason and from-state wait on the batch row, in
-// attempt_reason and attempt_from); the adoption of a batch whose outcome nobody recorded
+// attempt_reason and attempt_from; an outcome that commits the batch leaves them there for
+// good and writes no row); the adoption of a batch whose outcome nobody recorded
 // writes that lost attempt's row; other changes (a poll's answers, adoptions) are rows of
 // batch_transitions; batch_history shows all of them. The claim rows are locked FOR SHARE in
 // service_id order and never written on the way: a takeover (which locks a claim row FOR UPDATE, skipping locked ones, and then judges it
@@ -662,6 +663,8 @@ recorded AS (
         unknown_count = 0,
         unknown_since = CASE WHEN o.new_state = 'UNKNOWN' THEN now() END,
         finished_at = CASE WHEN o.new_state IN ('COMMITTED', 'INVALID', 'DISCARDED', 'CANCELLED') THEN now() END,
+        attempt_http_status = CASE WHEN o.new_state = 'COMMITTED' THEN NULLIF(o.http_status, 0) END,
+        attempt_latency_ms = CASE WHEN o.new_state = 'COMMITTED' THEN o.latency_ms END,
         updated_at = now()
     FROM o JOIN fenced f ON f.service_id = o.service_id AND f.epoch = o.epoch
     WHERE b.seq = o.seq AND b.service_id = o.service_id AND b.state = 'INFLIGHT'
@@ -678,6 +681,7 @@ attempted AS (
     SELECT r.seq, r.service_id, r.batch_id, $15::uuid, r.epoch, r.attempt_reason, r.attempt_from,
            r.submitted_at, now(), NULLIF(r.http_status, 0), r.latency_ms, r.outcome, NULLIF(r.last_error, ''), r.new_state
     FROM recorded r
+    WHERE r.new_state <> 'COMMITTED'
 ),
 halted AS (
     INSERT INTO batchclaim.service_halts (service_id, seq, reason)
@@ -782,7 +786,9 @@ type BatchesRecordOutcomesRow struct {
 // not recorded over the later one. An empty text or a zero number means none. A new outcome
 // starts the count of UNKNOWN answers afresh, and an UNKNOWN one the resubmission grace. Each
 // outcome recorded writes its attempt's row of the attempt log, whole: started when the batch
-// was marked (submitted_at), for the reason and from the state the mark kept on the batch row.
+// was marked (submitted_at), for the reason and from the state the mark kept on the batch row;
+// except an outcome that commits its batch (COMMITTED is final): the batch row keeps that
+// attempt, with its HTTP status and duration, and batch_history shows it from there.
 //
 // When chain is set for an outcome that frees its service_id (COMMITTED, DISCARDED, or INVALID
 // without halt_on_invalid) and the lease is in phase one, the service_id's next batch, if it is

@@ -12,31 +12,33 @@ import (
 )
 
 type BatchclaimBatch struct {
-	Seq             int64
-	ServiceID       string
-	BatchID         string
-	Payload         []byte
-	CreatedAt       time.Time
-	State           string
-	Attempts        int32
-	Claimant        *uuid.UUID
-	ClaimEpoch      *int64
-	SubmittedAt     *time.Time
-	NextAttemptAt   *time.Time
-	LastError       *string
-	DltStatus       *string
-	StatusUpdatedAt *time.Time
-	UnknownCount    int32
-	InvalidDetails  []byte
-	UpdatedAt       time.Time
-	Ledger          bool
-	FinishedAt      *time.Time
-	UnknownSince    *time.Time
-	Unfinished      bool
-	MaxAttempts     *int32
-	AttemptReason   *string
-	AttemptFrom     *string
-	AttemptXid      pgtype.Uint64
+	Seq               int64
+	ServiceID         string
+	BatchID           string
+	Payload           []byte
+	CreatedAt         time.Time
+	State             string
+	Attempts          int32
+	Claimant          *uuid.UUID
+	ClaimEpoch        *int64
+	SubmittedAt       *time.Time
+	NextAttemptAt     *time.Time
+	LastError         *string
+	DltStatus         *string
+	StatusUpdatedAt   *time.Time
+	UnknownCount      int32
+	InvalidDetails    []byte
+	UpdatedAt         time.Time
+	Ledger            bool
+	FinishedAt        *time.Time
+	UnknownSince      *time.Time
+	Unfinished        bool
+	MaxAttempts       *int32
+	AttemptReason     *string
+	AttemptFrom       *string
+	AttemptXid        pgtype.Uint64
+	AttemptHttpStatus *int32
+	AttemptLatencyMs  *float64
 }
 
 type BatchclaimBatchHistory struct {

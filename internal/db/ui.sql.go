@@ -98,9 +98,11 @@ WITH a AS (
     FROM batchclaim.submission_attempts x
     WHERE x.seq = $2
     UNION ALL
-    SELECT NULL::bigint, b.claimant, b.claim_epoch, b.attempt_reason, b.submitted_at, NULL::timestamptz, NULL::int, NULL::float8, NULL::text, NULL::text
+    SELECT NULL::bigint, b.claimant, b.claim_epoch, b.attempt_reason, b.submitted_at,
+           CASE WHEN b.state = 'COMMITTED' THEN b.finished_at END, b.attempt_http_status, b.attempt_latency_ms,
+           CASE WHEN b.state = 'COMMITTED' THEN 'done' END, NULL::text
     FROM batchclaim.batches b
-    WHERE b.seq = $2 AND b.state = 'INFLIGHT' AND b.attempt_from IS NOT NULL
+    WHERE b.seq = $2 AND b.state IN ('INFLIGHT', 'COMMITTED') AND b.attempt_from IS NOT NULL
       AND NOT EXISTS (SELECT 1 FROM batchclaim.submission_attempts y WHERE y.seq = b.seq AND y.started_at = b.submitted_at)
 )
 SELECT row_number() OVER (ORDER BY a.id NULLS LAST)::bigint AS number, a.instance_id,
@@ -132,8 +134,9 @@ type UIBatchAttemptsRow struct {
 }
 
 // The newest POST attempts of one batch, newest first, each numbered from the first: the rows
-// of the attempt log (written in attempt order, when each ended) and, while a POST is in
-// flight, the attempt its batch row carries (its row is written with its outcome).
+// of the attempt log (written in attempt order, when each ended) and the last attempt its
+// batch row carries while no row of it exists: a POST in flight (its row is written with its
+// outcome), or the attempt that committed the batch (which writes no row).
 func (q *Queries) UIBatchAttempts(ctx context.Context, db DBTX, arg UIBatchAttemptsParams) ([]UIBatchAttemptsRow, error) {
 	rows, err := db.Query(ctx, uIBatchAttempts, arg.MaxRows, arg.Seq)
 	if err != nil {
@@ -704,7 +707,16 @@ func (q *Queries) UITakeoversRecent(ctx context.Context, db DBTX, arg UITakeover
 }
 
 const uITransitionsPerBucket = `-- name: UITransitionsPerBucket :many
-WITH t AS (
+WITH committed AS (
+    SELECT c.submitted_at, c.finished_at
+    FROM (SELECT b.seq, b.state, b.submitted_at, b.finished_at, b.attempt_from
+          FROM batchclaim.batches b
+          WHERE b.finished_at > now() - $2::bigint * interval '1 millisecond'
+          ORDER BY b.finished_at DESC LIMIT $3::bigint) c
+    WHERE c.state = 'COMMITTED' AND c.attempt_from IS NOT NULL
+      AND NOT EXISTS (SELECT 1 FROM batchclaim.submission_attempts y WHERE y.seq = c.seq AND y.started_at = c.submitted_at)
+),
+t AS (
     SELECT x.at, x.to_state FROM batchclaim.batch_transitions x
     WHERE x.id > (SELECT COALESCE(max(id), 0) FROM batchclaim.batch_transitions) - $3::bigint
     UNION ALL
@@ -714,6 +726,10 @@ WITH t AS (
     SELECT a.finished_at, a.to_state FROM batchclaim.submission_attempts a
     WHERE a.id > (SELECT COALESCE(max(id), 0) FROM batchclaim.submission_attempts) - $3::bigint
       AND a.from_state IS NOT NULL AND a.to_state IS NOT NULL
+    UNION ALL
+    SELECT c.submitted_at, 'INFLIGHT' FROM committed c
+    UNION ALL
+    SELECT c.finished_at, 'COMMITTED' FROM committed c
 )
 SELECT floor(EXTRACT(EPOCH FROM now() - t.at) * 1000 / $1::bigint)::bigint AS bucket,
        t.to_state::text AS to_state, count(*)::bigint AS transitions
@@ -736,8 +752,10 @@ type UITransitionsPerBucketRow struct {
 }
 
 // State changes per target state in buckets of bucket_ms over the last window_ms, bucket 0
-// being the newest. Only the last scan rows of each log are read, so a very busy window is cut.
-// A POST's mark is counted once its row is written, with its outcome, in the bucket of its time.
+// being the newest. Only the last scan rows of each log, and the last scan batches to finish,
+// are read, so a very busy window is cut. A POST's mark is counted once its row is written,
+// with its outcome, in the bucket of its time; the mark and outcome of an attempt that
+// committed its batch (which writes no row) once the batch finished.
 func (q *Queries) UITransitionsPerBucket(ctx context.Context, db DBTX, arg UITransitionsPerBucketParams) ([]UITransitionsPerBucketRow, error) {
 	rows, err := db.Query(ctx, uITransitionsPerBucket, arg.BucketMs, arg.WindowMs, arg.Scan)
 	if err != nil {
@@ -759,7 +777,15 @@ func (q *Queries) UITransitionsPerBucket(ctx context.Context, db DBTX, arg UITra
 }
 
 const uITransitionsRecent = `-- name: UITransitionsRecent :many
-WITH t AS (
+WITH committed AS (
+    SELECT c.seq, c.submitted_at, c.finished_at, c.attempt_from, c.claim_epoch, c.claimant
+    FROM (SELECT b.seq, b.state, b.submitted_at, b.finished_at, b.attempt_from, b.claim_epoch, b.claimant
+          FROM batchclaim.batches b WHERE b.finished_at IS NOT NULL
+          ORDER BY b.finished_at DESC LIMIT $1::int) c
+    WHERE c.state = 'COMMITTED' AND c.attempt_from IS NOT NULL
+      AND NOT EXISTS (SELECT 1 FROM batchclaim.submission_attempts y WHERE y.seq = c.seq AND y.started_at = c.submitted_at)
+),
+t AS (
     SELECT x.seq, x.at, x.from_state, x.to_state, x.epoch, x.instance_id
     FROM (SELECT id, seq, from_state, to_state, instance_id, epoch, at, detail FROM batchclaim.batch_transitions ORDER BY id DESC LIMIT $1::int) x
     UNION ALL
@@ -770,6 +796,10 @@ WITH t AS (
     SELECT a.seq, a.finished_at, 'INFLIGHT', a.to_state, a.epoch, a.instance_id
     FROM (SELECT id, seq, service_id, batch_id, instance_id, epoch, reason, started_at, finished_at, http_status, latency_ms, outcome, error, from_state, to_state, marked_xid FROM batchclaim.submission_attempts ORDER BY id DESC LIMIT $1::int) a
     WHERE a.from_state IS NOT NULL AND a.to_state IS NOT NULL
+    UNION ALL
+    SELECT c.seq, c.submitted_at, c.attempt_from, 'INFLIGHT', c.claim_epoch, c.claimant FROM committed c
+    UNION ALL
+    SELECT c.seq, c.finished_at, 'INFLIGHT', 'COMMITTED', c.claim_epoch, c.claimant FROM committed c
 )
 SELECT t.at::timestamptz AS at, t.from_state, t.to_state::text AS to_state, t.epoch, b.seq, b.service_id, b.batch_id,
        t.instance_id, i.name AS instance_name
@@ -793,8 +823,10 @@ type UITransitionsRecentRow struct {
 }
 
 // The newest batch state changes, with who made them: the last rows of the transition log and
-// of the attempt log (a POST's mark and outcome), each read by its primary key. A POST's row
-// is written with its outcome, so its mark shows from then on, at the time it was made.
+// of the attempt log (a POST's mark and outcome), each read by its primary key, and the
+// attempts that committed their batch (which write no row), from the batches that finished
+// last (batches_finished_idx). A POST's row is written with its outcome, so its mark shows
+// from then on, at the time it was made.
 func (q *Queries) UITransitionsRecent(ctx context.Context, db DBTX, maxRows int32) ([]UITransitionsRecentRow, error) {
 	rows, err := db.Query(ctx, uITransitionsRecent, maxRows)
 	if err != nil {

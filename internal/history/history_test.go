@@ -70,6 +70,12 @@ func TestCheckClaimsAndWrites(t *testing.T) {
 	exec(`INSERT INTO batchclaim.claim_events (service_id, instance_id, epoch, event) VALUES ('good', $1, 1, 'voided_expired'), ('good', $2, 2, 'acquired')`, a, b)
 	exec(`INSERT INTO batchclaim.batch_transitions (seq, from_state, to_state, instance_id, epoch)
 	      SELECT seq, 'INFLIGHT', 'PENDING', $1, 1 FROM batchclaim.batches WHERE batch_id = 'g1'`, a) // stale
+	// Attempts a batch row carries without a row of the attempt log: one that committed its
+	// batch under the voided epoch (stale), one in flight under the new owner.
+	exec(`INSERT INTO batchclaim.batches (service_id, batch_id, payload, state, claimant, claim_epoch, submitted_at, finished_at, attempt_reason, attempt_from)
+	      VALUES ('good', 'g2', '', 'COMMITTED', $1, 1, now(), now(), 'first', 'NEW')`, a) // stale
+	exec(`INSERT INTO batchclaim.batches (service_id, batch_id, payload, state, claimant, claim_epoch, submitted_at, attempt_reason, attempt_from)
+	      VALUES ('good', 'g3', '', 'INFLIGHT', $1, 2, now(), 'first', 'NEW')`, b)
 	exec(`INSERT INTO batchclaim.claim_events (service_id, instance_id, epoch, event) VALUES ('bad', $1, 2, 'acquired')`, a)
 	exec(`INSERT INTO batchclaim.claim_events (service_id, instance_id, epoch, event) VALUES ('bad', $1, 2, 'acquired')`, b) // two owners, same epoch
 
@@ -84,7 +90,7 @@ func TestCheckClaimsAndWrites(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if w.Writes != 2 || w.StaleAccepted != 1 {
+	if w.Writes != 4 || w.StaleAccepted != 2 {
 		t.Fatalf("writes report: %+v", w)
 	}
 }

@@ -23,13 +23,16 @@ type WriteReport struct {
 
 // CheckWrites verifies that every status write (a row of batch_transitions) and every
 // submission (a row of submission_attempts: its fenced in-flight mark and the fenced write of
-// its outcome, which writes the row) was made by the owner of its service_id with its epoch,
-// while that ownership lasted: from the commit of its acquisition to the commit of its end.
-// An attempt is checked over its whole life: from its mark's transaction start to the commit
-// of its last write: its outcome's, or, when no outcome was recorded and the adoption of its
-// batch wrote the row, its mark's (marked_xid; the row's own xmin for rows a mark wrote). With
-// track_commit_timestamp on, times are commit timestamps; otherwise the write's transaction
-// start, which can only hide a stale write, never invent one.
+// its outcome, which writes the row; or the last attempt a batch row carries while it has no
+// row: a POST in flight, or the attempt that committed the batch) was made by the owner of its
+// service_id with its epoch, while that ownership lasted: from the commit of its acquisition
+// to the commit of its end. An attempt is checked over its whole life: from its mark's
+// transaction start to the commit of its last write: its outcome's (the batch row's xmin for
+// an attempt that committed it), or, when no outcome was recorded, its mark's (marked_xid when
+// the adoption of its batch wrote the row; the row's own xmin for rows a mark wrote; the batch
+// row's xmin while it is in flight). With track_commit_timestamp on, times are commit
+// timestamps; otherwise the write's transaction start, which can only hide a stale write,
+// never invent one.
 func CheckWrites(ctx context.Context, q claims.Querier) (WriteReport, error) {
 	var r WriteReport
 	owns, err := Ownerships(ctx, q)
@@ -50,9 +53,10 @@ func CheckWrites(ctx context.Context, q claims.Querier) (WriteReport, error) {
 			byEpoch[key{svc, o.Epoch}] = o
 		}
 	}
-	tAt, aEnd := "t.at", "COALESCE(a.finished_at, a.started_at)"
+	tAt, aEnd, bEnd := "t.at", "COALESCE(a.finished_at, a.started_at)", "COALESCE(b.finished_at, b.submitted_at)"
 	if commitTS {
 		tAt, aEnd = "COALESCE(pg_xact_commit_timestamp(t.xmin), t.at)", "COALESCE(pg_xact_commit_timestamp(COALESCE(a.marked_xid::xid, a.xmin)), a.finished_at, a.started_at)"
+		bEnd = "COALESCE(pg_xact_commit_timestamp(b.xmin), b.finished_at, b.submitted_at)"
 	}
 	rows, err := q.Query(ctx, `
 		SELECT 'transition ' || t.from_state || '->' || t.to_state, b.service_id, b.batch_id, t.instance_id, t.epoch, `+tAt+`, `+tAt+`
@@ -60,7 +64,12 @@ func CheckWrites(ctx context.Context, q claims.Querier) (WriteReport, error) {
 		WHERE t.instance_id IS NOT NULL AND t.epoch IS NOT NULL
 		UNION ALL
 		SELECT 'attempt ' || a.reason, a.service_id, a.batch_id, a.instance_id, a.epoch, a.started_at, `+aEnd+`
-		FROM batchclaim.submission_attempts a`)
+		FROM batchclaim.submission_attempts a
+		UNION ALL
+		SELECT 'attempt ' || b.attempt_reason, b.service_id, b.batch_id, b.claimant, b.claim_epoch, b.submitted_at, `+bEnd+`
+		FROM batchclaim.batches b
+		WHERE b.state IN ('INFLIGHT', 'COMMITTED') AND b.attempt_from IS NOT NULL AND b.claimant IS NOT NULL
+		  AND NOT EXISTS (SELECT 1 FROM batchclaim.submission_attempts a WHERE a.seq = b.seq AND a.started_at = b.submitted_at)`)
 	if err != nil {
 		return r, fmt.Errorf("read writes: %w", err)
 	}
