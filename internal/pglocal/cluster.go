@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"os"
 	"os/exec"
 	"os/user"
@@ -346,17 +345,6 @@ func Unprivileged() (*syscall.Credential, error) {
 		return &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}, nil
 	}
 	return nil, errors.New("running as root, and neither a postgres nor a nobody user exists to run the cluster as (initdb and postgres refuse root)")
-}
-
-// FreePort asks the kernel for a free port on 127.0.0.1. Another process may take it before
-// the server meant to bind it does; Start retries then.
-func FreePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("find a free port: %w", err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
 func tail(b []byte, n int) string {

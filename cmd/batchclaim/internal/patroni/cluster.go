@@ -151,8 +151,9 @@ func (c *Cluster) start(ctx context.Context) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, StartTimeoutDefault)
 	defer cancel()
-	if _, err := c.WaitHealthy(ctx); err != nil {
-		return fmt.Errorf("patroni cluster did not come up (logs in %s): %w", c.dir, err)
+	if st, err := c.WaitHealthy(ctx); err != nil {
+		// The directory goes with Stop: the error carries the end of each unwell member's log.
+		return fmt.Errorf("patroni cluster did not come up (logs in %s): %w%s", c.dir, err, c.unwellLogs(st))
 	}
 	leader, _, err := c.WaitWritable(ctx, "")
 	if err != nil {
@@ -330,6 +331,22 @@ func (c *Cluster) healthy(st []MemberState) bool {
 		}
 	}
 	return true
+}
+
+// unwellLogs is the end of the log of every member st does not show running or streaming
+// (every member when st is empty), one block per member.
+func (c *Cluster) unwellLogs(st []MemberState) string {
+	well := map[string]bool{}
+	for _, s := range st {
+		well[s.Name] = s.State == "running" || s.State == "streaming"
+	}
+	var b strings.Builder
+	for _, m := range c.members {
+		if !well[m.Name] {
+			fmt.Fprintf(&b, "\n--- %s: end of %s ---\n%s", m.Name, m.LogPath(), tailFile(m.LogPath(), 2000))
+		}
+	}
+	return b.String()
 }
 
 // WaitHealthy waits until every member runs, one leads and the others replicate from it on

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -206,4 +207,30 @@ func TestFaults(t *testing.T) {
 		rewinds += m.Rewinds()
 	}
 	t.Logf("pg_rewind runs: %d", rewinds)
+}
+
+// A cluster that does not come up reports the end of each unwell member's log, since Stop
+// removes the directory the logs are in.
+func TestUnwellLogs(t *testing.T) {
+	t.Parallel()
+	c := &Cluster{}
+	for _, name := range []string{"m1", "m2", "m3"} {
+		m := &Member{Name: name, c: c, dir: t.TempDir()}
+		if err := os.WriteFile(m.LogPath(), []byte("log of "+name+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		c.members = append(c.members, m)
+	}
+	got := c.unwellLogs([]MemberState{
+		{Name: "m1", Role: "replica", State: "start failed"},
+		{Name: "m2", Role: "sync_standby", State: "streaming"},
+		{Name: "m3", Role: "leader", State: "running"},
+	})
+	if !strings.Contains(got, "log of m1") || strings.Contains(got, "log of m2") || strings.Contains(got, "log of m3") {
+		t.Fatalf("unwell logs: %q: want m1's log alone", got)
+	}
+	// No state at all (no REST API answered): every member's log.
+	if got := c.unwellLogs(nil); strings.Count(got, "log of ") != 3 {
+		t.Fatalf("unwell logs without state: %q: want all three", got)
+	}
 }
