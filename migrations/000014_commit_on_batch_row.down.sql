@@ -2,11 +2,10 @@
 -- their batch get theirs, from their batch rows.
 INSERT INTO submission_attempts (seq, service_id, batch_id, instance_id, epoch, reason, from_state, started_at,
     finished_at, http_status, latency_ms, outcome, to_state, marked_xid)
-SELECT b.seq, b.service_id, b.batch_id, b.claimant, b.claim_epoch, b.attempt_reason, b.attempt_from, b.submitted_at,
-       b.finished_at, b.attempt_http_status, b.attempt_latency_ms, 'done', 'COMMITTED', b.attempt_xid
-FROM batches b
-WHERE b.state = 'COMMITTED' AND b.attempt_from IS NOT NULL AND b.claimant IS NOT NULL
-  AND NOT EXISTS (SELECT 1 FROM submission_attempts a WHERE a.seq = b.seq AND a.started_at = b.submitted_at);
+SELECT r.seq, r.service_id, r.batch_id, r.instance_id, r.epoch, r.reason, r.from_state, r.started_at,
+       r.finished_at, r.http_status, r.latency_ms, r.outcome, r.to_state, r.marked_xid
+FROM batch_row_attempts r
+WHERE r.to_state = 'COMMITTED';
 
 CREATE OR REPLACE VIEW batch_history AS
 SELECT t.seq, t.from_state, t.to_state, t.instance_id, t.epoch, t.at, t.detail
@@ -22,5 +21,7 @@ SELECT b.seq, b.attempt_from, 'INFLIGHT', b.claimant, b.claim_epoch, b.submitted
 FROM batches b
 WHERE b.unfinished AND b.state = 'INFLIGHT' AND b.attempt_from IS NOT NULL
   AND NOT EXISTS (SELECT 1 FROM submission_attempts a WHERE a.seq = b.seq AND a.started_at = b.submitted_at);
+
+DROP VIEW batch_row_attempts;
 
 ALTER TABLE batches DROP COLUMN IF EXISTS attempt_latency_ms, DROP COLUMN IF EXISTS attempt_http_status;

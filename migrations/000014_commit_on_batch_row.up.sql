@@ -8,8 +8,27 @@
 -- row the last one until its row is written.
 ALTER TABLE batches ADD COLUMN attempt_http_status integer, ADD COLUMN attempt_latency_ms double precision;
 
--- batch_history shows a batch's last attempt from its batch row while no row of it exists: its
--- mark while it is in flight, its mark and its outcome once it committed its batch.
+-- batch_row_attempts: the attempt a batch row carries, while no row of submission_attempts
+-- holds it (none has its started_at), in the log's columns. A batch in flight carries its mark
+-- (the row is written with the outcome, or by the adoption that finds it lost); a committed
+-- batch carries its last attempt for good, outcome 'done'. Every reader of "a batch's
+-- attempts" (batch_history, the status page, the adoption of a lost POST, the history check)
+-- reads the log and this view, so the rule is written here alone.
+CREATE VIEW batch_row_attempts AS
+SELECT b.seq, b.service_id, b.batch_id, b.claimant AS instance_id, b.claim_epoch AS epoch,
+       b.attempt_reason AS reason, b.attempt_from AS from_state,
+       CASE WHEN b.state = 'COMMITTED' THEN 'COMMITTED' END AS to_state,
+       b.submitted_at AS started_at,
+       CASE WHEN b.state = 'COMMITTED' THEN b.finished_at END AS finished_at,
+       b.attempt_http_status AS http_status, b.attempt_latency_ms AS latency_ms,
+       CASE WHEN b.state = 'COMMITTED' THEN 'done' END AS outcome,
+       b.attempt_xid AS marked_xid, b.attempts AS attempt, b.state AS batch_state
+FROM batches b
+WHERE b.state IN ('INFLIGHT', 'COMMITTED') AND b.attempt_from IS NOT NULL AND b.claimant IS NOT NULL
+  AND NOT EXISTS (SELECT 1 FROM submission_attempts a WHERE a.seq = b.seq AND a.started_at = b.submitted_at);
+
+-- batch_history: a batch's attempts carried by its row show as the log's rows do, a mark and
+-- (once committed) an outcome.
 CREATE OR REPLACE VIEW batch_history AS
 SELECT t.seq, t.from_state, t.to_state, t.instance_id, t.epoch, t.at, t.detail
 FROM batch_transitions t
@@ -20,12 +39,8 @@ UNION ALL
 SELECT a.seq, 'INFLIGHT', a.to_state, a.instance_id, a.epoch, a.finished_at, a.outcome
 FROM submission_attempts a WHERE a.from_state IS NOT NULL AND a.to_state IS NOT NULL
 UNION ALL
-SELECT b.seq, b.attempt_from, 'INFLIGHT', b.claimant, b.claim_epoch, b.submitted_at, b.attempt_reason
-FROM batches b
-WHERE b.state IN ('INFLIGHT', 'COMMITTED') AND b.attempt_from IS NOT NULL
-  AND NOT EXISTS (SELECT 1 FROM submission_attempts a WHERE a.seq = b.seq AND a.started_at = b.submitted_at)
+SELECT r.seq, r.from_state, 'INFLIGHT', r.instance_id, r.epoch, r.started_at, r.reason
+FROM batch_row_attempts r
 UNION ALL
-SELECT b.seq, 'INFLIGHT', 'COMMITTED', b.claimant, b.claim_epoch, b.finished_at, 'done'
-FROM batches b
-WHERE b.state = 'COMMITTED' AND b.attempt_from IS NOT NULL
-  AND NOT EXISTS (SELECT 1 FROM submission_attempts a WHERE a.seq = b.seq AND a.started_at = b.submitted_at);
+SELECT r.seq, 'INFLIGHT', r.to_state, r.instance_id, r.epoch, r.finished_at, r.outcome
+FROM batch_row_attempts r WHERE r.to_state IS NOT NULL;

@@ -309,20 +309,18 @@ recorded AS (
     RETURNING b.seq, b.service_id, u.epoch, u.from_state, u.new_state, u.detail,
               EXTRACT(EPOCH FROM now() - b.created_at)::float8 AS age_seconds
 ),
--- The batch rows as the statement found them (every CTE reads the same snapshot): the mark
--- of each batch adopted in flight, which its owner left there. Nothing but an adoption writes
--- a batch row while it is INFLIGHT (the owner's own writes are fenced off by the takeover).
+-- The attempts the batch rows carry as the statement found them (every CTE reads the same
+-- snapshot): the mark of each batch adopted in flight, which its owner left there. Nothing but
+-- an adoption writes a batch row while it is INFLIGHT (the owner's own writes are fenced off by
+-- the takeover).
 lost AS (
-    SELECT b.seq, b.service_id, b.batch_id, b.claimant, b.claim_epoch, b.attempt_reason, b.attempt_from,
-           b.submitted_at, b.attempt_xid AS marked_xid
-    FROM batchclaim.batches b JOIN u ON u.seq = b.seq
-    WHERE u.from_state = 'INFLIGHT' AND b.state = 'INFLIGHT' AND b.attempts = u.attempt
-      AND b.attempt_from IS NOT NULL AND b.claimant IS NOT NULL
-      AND NOT EXISTS (SELECT 1 FROM batchclaim.submission_attempts a WHERE a.seq = b.seq AND a.started_at = b.submitted_at)
+    SELECT r.seq, r.service_id, r.batch_id, r.instance_id, r.epoch, r.reason, r.from_state, r.started_at, r.marked_xid
+    FROM batchclaim.batch_row_attempts r JOIN u ON u.seq = r.seq
+    WHERE u.from_state = 'INFLIGHT' AND r.batch_state = 'INFLIGHT' AND r.attempt = u.attempt
 ),
 lost_attempt AS (
     INSERT INTO batchclaim.submission_attempts (seq, service_id, batch_id, instance_id, epoch, reason, from_state, started_at, marked_xid)
-    SELECT l.seq, l.service_id, l.batch_id, l.claimant, l.claim_epoch, l.attempt_reason, l.attempt_from, l.submitted_at, l.marked_xid
+    SELECT l.seq, l.service_id, l.batch_id, l.instance_id, l.epoch, l.reason, l.from_state, l.started_at, l.marked_xid
     FROM lost l JOIN recorded r ON r.seq = l.seq
 ),
 logged AS (

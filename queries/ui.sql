@@ -25,12 +25,11 @@ WHERE c.service_id = ANY(sqlc.arg(service_ids)::text[]);
 -- last (batches_finished_idx). A POST's row is written with its outcome, so its mark shows
 -- from then on, at the time it was made.
 WITH committed AS (
-    SELECT c.seq, c.submitted_at, c.finished_at, c.attempt_from, c.claim_epoch, c.claimant
-    FROM (SELECT b.seq, b.state, b.submitted_at, b.finished_at, b.attempt_from, b.claim_epoch, b.claimant
-          FROM batchclaim.batches b WHERE b.finished_at IS NOT NULL
+    SELECT r.seq, r.started_at, r.finished_at, r.from_state, r.epoch, r.instance_id
+    FROM (SELECT b.seq FROM batchclaim.batches b WHERE b.finished_at IS NOT NULL
           ORDER BY b.finished_at DESC LIMIT sqlc.arg(max_rows)::int) c
-    WHERE c.state = 'COMMITTED' AND c.attempt_from IS NOT NULL
-      AND NOT EXISTS (SELECT 1 FROM batchclaim.submission_attempts y WHERE y.seq = c.seq AND y.started_at = c.submitted_at)
+    JOIN batchclaim.batch_row_attempts r ON r.seq = c.seq
+    WHERE r.batch_state = 'COMMITTED'
 ),
 t AS (
     SELECT x.seq, x.at, x.from_state, x.to_state, x.epoch, x.instance_id
@@ -44,9 +43,9 @@ t AS (
     FROM (SELECT * FROM batchclaim.submission_attempts ORDER BY id DESC LIMIT sqlc.arg(max_rows)::int) a
     WHERE a.from_state IS NOT NULL AND a.to_state IS NOT NULL
     UNION ALL
-    SELECT c.seq, c.submitted_at, c.attempt_from, 'INFLIGHT', c.claim_epoch, c.claimant FROM committed c
+    SELECT c.seq, c.started_at, c.from_state, 'INFLIGHT', c.epoch, c.instance_id FROM committed c
     UNION ALL
-    SELECT c.seq, c.finished_at, 'INFLIGHT', 'COMMITTED', c.claim_epoch, c.claimant FROM committed c
+    SELECT c.seq, c.finished_at, 'INFLIGHT', 'COMMITTED', c.epoch, c.instance_id FROM committed c
 )
 SELECT t.at::timestamptz AS at, t.from_state, t.to_state::text AS to_state, t.epoch, b.seq, b.service_id, b.batch_id,
        t.instance_id, i.name AS instance_name
@@ -63,13 +62,12 @@ LIMIT sqlc.arg(max_rows)::int;
 -- with its outcome, in the bucket of its time; the mark and outcome of an attempt that
 -- committed its batch (which writes no row) once the batch finished.
 WITH committed AS (
-    SELECT c.submitted_at, c.finished_at
-    FROM (SELECT b.seq, b.state, b.submitted_at, b.finished_at, b.attempt_from
-          FROM batchclaim.batches b
+    SELECT r.started_at, r.finished_at
+    FROM (SELECT b.seq FROM batchclaim.batches b
           WHERE b.finished_at > now() - sqlc.arg(window_ms)::bigint * interval '1 millisecond'
           ORDER BY b.finished_at DESC LIMIT sqlc.arg(scan)::bigint) c
-    WHERE c.state = 'COMMITTED' AND c.attempt_from IS NOT NULL
-      AND NOT EXISTS (SELECT 1 FROM batchclaim.submission_attempts y WHERE y.seq = c.seq AND y.started_at = c.submitted_at)
+    JOIN batchclaim.batch_row_attempts r ON r.seq = c.seq
+    WHERE r.batch_state = 'COMMITTED'
 ),
 t AS (
     SELECT x.at, x.to_state FROM batchclaim.batch_transitions x
@@ -82,7 +80,7 @@ t AS (
     WHERE a.id > (SELECT COALESCE(max(id), 0) FROM batchclaim.submission_attempts) - sqlc.arg(scan)::bigint
       AND a.from_state IS NOT NULL AND a.to_state IS NOT NULL
     UNION ALL
-    SELECT c.submitted_at, 'INFLIGHT' FROM committed c
+    SELECT c.started_at, 'INFLIGHT' FROM committed c
     UNION ALL
     SELECT c.finished_at, 'COMMITTED' FROM committed c
 )
@@ -164,19 +162,17 @@ WHERE b.seq = sqlc.arg(seq);
 -- name: UIBatchAttempts :many
 -- The newest POST attempts of one batch, newest first, each numbered from the first: the rows
 -- of the attempt log (written in attempt order, when each ended) and the last attempt its
--- batch row carries while no row of it exists: a POST in flight (its row is written with its
--- outcome), or the attempt that committed the batch (which writes no row).
+-- batch row carries while no row of it exists (batch_row_attempts): a POST in flight, or the
+-- attempt that committed the batch.
 WITH a AS (
     SELECT x.id, x.instance_id, x.epoch, x.reason, x.started_at, x.finished_at, x.http_status, x.latency_ms, x.outcome, x.error
     FROM batchclaim.submission_attempts x
     WHERE x.seq = sqlc.arg(seq)
     UNION ALL
-    SELECT NULL::bigint, b.claimant, b.claim_epoch, b.attempt_reason, b.submitted_at,
-           CASE WHEN b.state = 'COMMITTED' THEN b.finished_at END, b.attempt_http_status, b.attempt_latency_ms,
-           CASE WHEN b.state = 'COMMITTED' THEN 'done' END, NULL::text
-    FROM batchclaim.batches b
-    WHERE b.seq = sqlc.arg(seq) AND b.state IN ('INFLIGHT', 'COMMITTED') AND b.attempt_from IS NOT NULL
-      AND NOT EXISTS (SELECT 1 FROM batchclaim.submission_attempts y WHERE y.seq = b.seq AND y.started_at = b.submitted_at)
+    SELECT NULL::bigint, r.instance_id, r.epoch, r.reason, r.started_at, r.finished_at, r.http_status,
+           r.latency_ms, r.outcome, NULL::text
+    FROM batchclaim.batch_row_attempts r
+    WHERE r.seq = sqlc.arg(seq)
 )
 SELECT row_number() OVER (ORDER BY a.id NULLS LAST)::bigint AS number, a.instance_id,
        i.name AS instance_name, a.epoch, a.reason, a.started_at,

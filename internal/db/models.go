@@ -51,6 +51,25 @@ type BatchclaimBatchHistory struct {
 	Detail     *string
 }
 
+type BatchclaimBatchRowAttempt struct {
+	Seq        int64
+	ServiceID  string
+	BatchID    string
+	InstanceID *uuid.UUID
+	Epoch      *int64
+	Reason     *string
+	FromState  *string
+	ToState    interface{}
+	StartedAt  *time.Time
+	FinishedAt interface{}
+	HttpStatus *int32
+	LatencyMs  *float64
+	Outcome    interface{}
+	MarkedXid  pgtype.Uint64
+	Attempt    int32
+	BatchState string
+}
+
 type BatchclaimBatchTransition struct {
 	ID         int64
 	Seq        int64

@@ -27,6 +27,7 @@ ALTER TABLE service_id_claims SET SCHEMA batchclaim;
 ALTER TABLE singleflight_entries SET SCHEMA batchclaim;
 ALTER TABLE submission_attempts SET SCHEMA batchclaim;
 ALTER VIEW batch_history SET SCHEMA batchclaim;
+ALTER VIEW batch_row_attempts SET SCHEMA batchclaim;
 ALTER VIEW service_id_claims_effective SET SCHEMA batchclaim;
 ALTER SEQUENCE service_id_claim_epochs SET SCHEMA batchclaim;
 ALTER SEQUENCE singleflight_epoch_seq SET SCHEMA batchclaim;

@@ -98,12 +98,10 @@ WITH a AS (
     FROM batchclaim.submission_attempts x
     WHERE x.seq = $2
     UNION ALL
-    SELECT NULL::bigint, b.claimant, b.claim_epoch, b.attempt_reason, b.submitted_at,
-           CASE WHEN b.state = 'COMMITTED' THEN b.finished_at END, b.attempt_http_status, b.attempt_latency_ms,
-           CASE WHEN b.state = 'COMMITTED' THEN 'done' END, NULL::text
-    FROM batchclaim.batches b
-    WHERE b.seq = $2 AND b.state IN ('INFLIGHT', 'COMMITTED') AND b.attempt_from IS NOT NULL
-      AND NOT EXISTS (SELECT 1 FROM batchclaim.submission_attempts y WHERE y.seq = b.seq AND y.started_at = b.submitted_at)
+    SELECT NULL::bigint, r.instance_id, r.epoch, r.reason, r.started_at, r.finished_at, r.http_status,
+           r.latency_ms, r.outcome, NULL::text
+    FROM batchclaim.batch_row_attempts r
+    WHERE r.seq = $2
 )
 SELECT row_number() OVER (ORDER BY a.id NULLS LAST)::bigint AS number, a.instance_id,
        i.name AS instance_name, a.epoch, a.reason, a.started_at,
@@ -135,8 +133,8 @@ type UIBatchAttemptsRow struct {
 
 // The newest POST attempts of one batch, newest first, each numbered from the first: the rows
 // of the attempt log (written in attempt order, when each ended) and the last attempt its
-// batch row carries while no row of it exists: a POST in flight (its row is written with its
-// outcome), or the attempt that committed the batch (which writes no row).
+// batch row carries while no row of it exists (batch_row_attempts): a POST in flight, or the
+// attempt that committed the batch.
 func (q *Queries) UIBatchAttempts(ctx context.Context, db DBTX, arg UIBatchAttemptsParams) ([]UIBatchAttemptsRow, error) {
 	rows, err := db.Query(ctx, uIBatchAttempts, arg.MaxRows, arg.Seq)
 	if err != nil {
@@ -708,13 +706,12 @@ func (q *Queries) UITakeoversRecent(ctx context.Context, db DBTX, arg UITakeover
 
 const uITransitionsPerBucket = `-- name: UITransitionsPerBucket :many
 WITH committed AS (
-    SELECT c.submitted_at, c.finished_at
-    FROM (SELECT b.seq, b.state, b.submitted_at, b.finished_at, b.attempt_from
-          FROM batchclaim.batches b
+    SELECT r.started_at, r.finished_at
+    FROM (SELECT b.seq FROM batchclaim.batches b
           WHERE b.finished_at > now() - $2::bigint * interval '1 millisecond'
           ORDER BY b.finished_at DESC LIMIT $3::bigint) c
-    WHERE c.state = 'COMMITTED' AND c.attempt_from IS NOT NULL
-      AND NOT EXISTS (SELECT 1 FROM batchclaim.submission_attempts y WHERE y.seq = c.seq AND y.started_at = c.submitted_at)
+    JOIN batchclaim.batch_row_attempts r ON r.seq = c.seq
+    WHERE r.batch_state = 'COMMITTED'
 ),
 t AS (
     SELECT x.at, x.to_state FROM batchclaim.batch_transitions x
@@ -727,7 +724,7 @@ t AS (
     WHERE a.id > (SELECT COALESCE(max(id), 0) FROM batchclaim.submission_attempts) - $3::bigint
       AND a.from_state IS NOT NULL AND a.to_state IS NOT NULL
     UNION ALL
-    SELECT c.submitted_at, 'INFLIGHT' FROM committed c
+    SELECT c.started_at, 'INFLIGHT' FROM committed c
     UNION ALL
     SELECT c.finished_at, 'COMMITTED' FROM committed c
 )
@@ -778,12 +775,11 @@ func (q *Queries) UITransitionsPerBucket(ctx context.Context, db DBTX, arg UITra
 
 const uITransitionsRecent = `-- name: UITransitionsRecent :many
 WITH committed AS (
-    SELECT c.seq, c.submitted_at, c.finished_at, c.attempt_from, c.claim_epoch, c.claimant
-    FROM (SELECT b.seq, b.state, b.submitted_at, b.finished_at, b.attempt_from, b.claim_epoch, b.claimant
-          FROM batchclaim.batches b WHERE b.finished_at IS NOT NULL
+    SELECT r.seq, r.started_at, r.finished_at, r.from_state, r.epoch, r.instance_id
+    FROM (SELECT b.seq FROM batchclaim.batches b WHERE b.finished_at IS NOT NULL
           ORDER BY b.finished_at DESC LIMIT $1::int) c
-    WHERE c.state = 'COMMITTED' AND c.attempt_from IS NOT NULL
-      AND NOT EXISTS (SELECT 1 FROM batchclaim.submission_attempts y WHERE y.seq = c.seq AND y.started_at = c.submitted_at)
+    JOIN batchclaim.batch_row_attempts r ON r.seq = c.seq
+    WHERE r.batch_state = 'COMMITTED'
 ),
 t AS (
     SELECT x.seq, x.at, x.from_state, x.to_state, x.epoch, x.instance_id
@@ -797,9 +793,9 @@ t AS (
     FROM (SELECT id, seq, service_id, batch_id, instance_id, epoch, reason, started_at, finished_at, http_status, latency_ms, outcome, error, from_state, to_state, marked_xid FROM batchclaim.submission_attempts ORDER BY id DESC LIMIT $1::int) a
     WHERE a.from_state IS NOT NULL AND a.to_state IS NOT NULL
     UNION ALL
-    SELECT c.seq, c.submitted_at, c.attempt_from, 'INFLIGHT', c.claim_epoch, c.claimant FROM committed c
+    SELECT c.seq, c.started_at, c.from_state, 'INFLIGHT', c.epoch, c.instance_id FROM committed c
     UNION ALL
-    SELECT c.seq, c.finished_at, 'INFLIGHT', 'COMMITTED', c.claim_epoch, c.claimant FROM committed c
+    SELECT c.seq, c.finished_at, 'INFLIGHT', 'COMMITTED', c.epoch, c.instance_id FROM committed c
 )
 SELECT t.at::timestamptz AS at, t.from_state, t.to_state::text AS to_state, t.epoch, b.seq, b.service_id, b.batch_id,
        t.instance_id, i.name AS instance_name

@@ -24,7 +24,8 @@ type WriteReport struct {
 // CheckWrites verifies that every status write (a row of batch_transitions) and every
 // submission (a row of submission_attempts: its fenced in-flight mark and the fenced write of
 // its outcome, which writes the row; or the last attempt a batch row carries while it has no
-// row: a POST in flight, or the attempt that committed the batch) was made by the owner of its
+// row, the view batch_row_attempts: a POST in flight, or the attempt that committed the
+// batch) was made by the owner of its
 // service_id with its epoch, while that ownership lasted: from the commit of its acquisition
 // to the commit of its end. An attempt is checked over its whole life: from its mark's
 // transaction start to the commit of its last write: its outcome's (the batch row's xmin for
@@ -53,10 +54,10 @@ func CheckWrites(ctx context.Context, q claims.Querier) (WriteReport, error) {
 			byEpoch[key{svc, o.Epoch}] = o
 		}
 	}
-	tAt, aEnd, bEnd := "t.at", "COALESCE(a.finished_at, a.started_at)", "COALESCE(b.finished_at, b.submitted_at)"
+	tAt, aEnd, bEnd := "t.at", "COALESCE(a.finished_at, a.started_at)", "COALESCE(r.finished_at, r.started_at)"
 	if commitTS {
 		tAt, aEnd = "COALESCE(pg_xact_commit_timestamp(t.xmin), t.at)", "COALESCE(pg_xact_commit_timestamp(COALESCE(a.marked_xid::xid, a.xmin)), a.finished_at, a.started_at)"
-		bEnd = "COALESCE(pg_xact_commit_timestamp(b.xmin), b.finished_at, b.submitted_at)"
+		bEnd = "COALESCE(pg_xact_commit_timestamp(b.xmin), r.finished_at, r.started_at)"
 	}
 	rows, err := q.Query(ctx, `
 		SELECT 'transition ' || t.from_state || '->' || t.to_state, b.service_id, b.batch_id, t.instance_id, t.epoch, `+tAt+`, `+tAt+`
@@ -66,10 +67,8 @@ func CheckWrites(ctx context.Context, q claims.Querier) (WriteReport, error) {
 		SELECT 'attempt ' || a.reason, a.service_id, a.batch_id, a.instance_id, a.epoch, a.started_at, `+aEnd+`
 		FROM batchclaim.submission_attempts a
 		UNION ALL
-		SELECT 'attempt ' || b.attempt_reason, b.service_id, b.batch_id, b.claimant, b.claim_epoch, b.submitted_at, `+bEnd+`
-		FROM batchclaim.batches b
-		WHERE b.state IN ('INFLIGHT', 'COMMITTED') AND b.attempt_from IS NOT NULL AND b.claimant IS NOT NULL
-		  AND NOT EXISTS (SELECT 1 FROM batchclaim.submission_attempts a WHERE a.seq = b.seq AND a.started_at = b.submitted_at)`)
+		SELECT 'attempt ' || r.reason, r.service_id, r.batch_id, r.instance_id, r.epoch, r.started_at, `+bEnd+`
+		FROM batchclaim.batch_row_attempts r JOIN batchclaim.batches b ON b.seq = r.seq`)
 	if err != nil {
 		return r, fmt.Errorf("read writes: %w", err)
 	}
