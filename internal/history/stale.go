@@ -25,13 +25,12 @@ type WriteReport struct {
 // submission (a row of submission_attempts: its fenced in-flight mark and the fenced write of
 // its outcome, which writes the row; or the last attempt a batch row carries while it has no
 // row, the view batch_row_attempts: a POST in flight, or the attempt that committed the
-// batch) was made by the owner of its
-// service_id with its epoch, while that ownership lasted: from the commit of its acquisition
-// to the commit of its end. An attempt is checked over its whole life: from its mark's
-// transaction start to the commit of its last write: its outcome's (the batch row's xmin for
-// an attempt that committed it), or, when no outcome was recorded, its mark's (marked_xid when
-// the adoption of its batch wrote the row; the row's own xmin for rows a mark wrote; the batch
-// row's xmin while it is in flight). With track_commit_timestamp on, times are commit
+// batch) was made by the owner of its service_id with its epoch, while that ownership lasted:
+// from the commit of its acquisition to the commit of its end. An attempt is checked over its
+// whole life: from its mark's transaction start to the commit of its last write: its
+// outcome's (the batch row's xmin for an attempt that committed it), or, when no outcome was
+// recorded, its mark's (marked_xid when the adoption of its batch wrote the row; the row's own
+// xmin for rows a mark wrote; the batch row's xmin while it is in flight). With track_commit_timestamp on, times are commit
 // timestamps; otherwise the write's transaction start, which can only hide a stale write,
 // never invent one.
 func CheckWrites(ctx context.Context, q claims.Querier) (WriteReport, error) {

@@ -4,11 +4,12 @@
 // Start runs initdb (trust authentication, superuser postgres) in a new temporary directory
 // and starts the postmaster on a free port of 127.0.0.1 (FreePort: one below the kernel's
 // ephemeral range, so no client connection's local port takes it before the server binds it
-// or while a fault test has the server down), with its unix socket in that directory and durability switched off (fsync, synchronous_commit, full_page_writes), which
-// is safe only because the data is thrown away. Stop shuts it down with pg_ctl stop -m fast
-// and removes the directory; Restart stops and starts it on the same port and data, for
-// fault tests. Options.Settings override the defaults (e.g. synchronous_commit=on) and
-// Options.Port fixes the port.
+// or while a fault test has the server down), with its unix socket in that directory and
+// durability switched off (fsync, synchronous_commit, full_page_writes), which is safe only
+// because the data is thrown away. Stop shuts it down with pg_ctl stop -m fast and removes
+// the directory; Restart stops and starts it on the same port and data, for fault tests.
+// Options.Settings override the defaults (e.g. synchronous_commit=on) and Options.Port fixes
+// the port.
 //
 // For failover tests a cluster can have a streaming replica: StartStandby copies it with
 // pg_basebackup -R and starts the copy in standby mode; SetSynchronousStandbys and

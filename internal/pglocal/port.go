@@ -32,7 +32,7 @@ var (
 // FreePort returns a port on 127.0.0.1 that nothing listens on, below the kernel's ephemeral
 // port range (so no outgoing connection takes it), and that this process has not been given
 // before. Another process may still take it before the server meant to bind it does; Start
-// retries then.
+// and StartStandby retry then.
 func FreePort() (int, error) {
 	hi := ephemeralLow()
 	if hi-portFloor < 1000 {
