@@ -113,11 +113,11 @@ type Pool struct {
 	slots chan struct{}
 	wg    sync.WaitGroup
 
-	stopped  chan struct{} // closed by Cancel: ends every running submission
-	stopOnce sync.Once
-	mu       sync.Mutex
-	running  map[string]int // service_id -> submissions running
-	held     int64          // bytes of the payloads of the running submissions
+	stopped context.Context // ended by Cancel: ends every running submission
+	cancel  context.CancelFunc
+	mu      sync.Mutex
+	running map[string]int // service_id -> submissions running
+	held    int64          // bytes of the payloads of the running submissions
 }
 
 // New returns a Pool that runs jobs with sub and records their outcomes with rec. done, if not
@@ -130,8 +130,9 @@ func New(sub Submitter, rec Recorder, done func(Job), cfg Config) (*Pool, error)
 	if sub == nil || rec == nil {
 		return nil, errors.New("submitter: nil Submitter or Recorder")
 	}
+	stopped, cancel := context.WithCancel(context.Background())
 	return &Pool{cfg: cfg, sub: sub, rec: rec, log: cfg.Logger, done: done, slots: make(chan struct{}, cfg.Workers),
-		stopped: make(chan struct{}), running: map[string]int{}}, nil
+		stopped: stopped, cancel: cancel, running: map[string]int{}}, nil
 }
 
 // withDefaults replaces zero values with the defaults they stand for.
@@ -243,7 +244,7 @@ func (p *Pool) Running() []string {
 // Cancel cancels every running submission's context (a stopping instance whose drain took
 // too long). Their outcomes are not recorded: the batches stay INFLIGHT for the next owner,
 // who asks the ledger before sending them again.
-func (p *Pool) Cancel() { p.stopOnce.Do(func() { close(p.stopped) }) }
+func (p *Pool) Cancel() { p.cancel() }
 
 // Wait blocks until every running submission has ended or ctx ends.
 func (p *Pool) Wait(ctx context.Context) error {
@@ -261,7 +262,7 @@ func (p *Pool) Wait(ctx context.Context) error {
 // then the fenced outcome. It returns the service_id's next job when the outcome's write
 // marked one in flight for this worker (chaining).
 func (p *Pool) run(j Job, run int) (Job, bool) {
-	log := p.log.With("service_id", j.Batch.ServiceID, "batch_id", short(j.Batch.BatchID), "epoch", j.Claim.Epoch, "seq", j.Batch.Seq)
+	log := jobLogger{p.log, j}
 	claimCtx, stop := p.jobContext(j.Claim.Context())
 	defer stop()
 	// The mark is committed; between it and the call the claim may have gone (a takeover, or
@@ -306,6 +307,27 @@ func (p *Pool) run(j Job, run int) (Job, bool) {
 	return next, ok
 }
 
+// jobLogger logs a line about one job with the job's attributes, built only for a line that
+// is written: run logs at most a debug line for a job that goes well, and an instance runs
+// thousands a second.
+type jobLogger struct {
+	log *slog.Logger
+	j   Job
+}
+
+func (l jobLogger) Debug(msg string, args ...any) { l.write(slog.LevelDebug, msg, args) }
+func (l jobLogger) Info(msg string, args ...any)  { l.write(slog.LevelInfo, msg, args) }
+func (l jobLogger) Warn(msg string, args ...any)  { l.write(slog.LevelWarn, msg, args) }
+
+func (l jobLogger) write(level slog.Level, msg string, args []any) {
+	ctx := context.Background()
+	if !l.log.Enabled(ctx, level) {
+		return
+	}
+	l.log.Log(ctx, level, msg, append([]any{"service_id", l.j.Batch.ServiceID, "batch_id", short(l.j.Batch.BatchID),
+		"epoch", l.j.Claim.Epoch, "seq", l.j.Batch.Seq}, args...)...)
+}
+
 // verdict is what a submission's result and error come to: an error is Unknown (Retry with
 // RetryErrors), no verdict is Unknown, and a Retry or Unknown at the job's last allowed
 // attempt is Discard.
@@ -343,10 +365,8 @@ func (p *Pool) chainRoom(j Job) int64 {
 // mayChain reports whether j's worker, which ran run jobs of its service_id in a row, may go
 // on with the next batch of the service_id.
 func (p *Pool) mayChain(j Job, run int) bool {
-	select {
-	case <-p.stopped:
+	if p.stopped.Err() != nil {
 		return false
-	default:
 	}
 	return p.cfg.MayChain != nil && p.cfg.MayChain(j, run)
 }
@@ -356,10 +376,8 @@ func (p *Pool) mayChain(j Job, run int) bool {
 // cancels it the moment the local deadline passes without a renewal, so a call runs until
 // the earlier of S and the local deadline as renewals move it.
 func (p *Pool) mayPost(j Job) (time.Time, bool) {
-	select {
-	case <-p.stopped:
+	if p.stopped.Err() != nil {
 		return time.Time{}, false
-	default:
 	}
 	if err := j.Claim.Context().Err(); err != nil {
 		return time.Time{}, false
@@ -373,17 +391,15 @@ func (p *Pool) mayPost(j Job) (time.Time, bool) {
 	return time.Now().Add(p.cfg.Timeout), true
 }
 
-// jobContext returns a context that ends when claimCtx ends or Cancel is called.
-func (p *Pool) jobContext(claimCtx context.Context) (context.Context, context.CancelFunc) {
+// jobContext returns a context that ends when claimCtx ends or Cancel is called, and the
+// function that releases it.
+func (p *Pool) jobContext(claimCtx context.Context) (context.Context, func()) {
 	ctx, cancel := context.WithCancel(claimCtx)
-	go func() {
-		select {
-		case <-p.stopped:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
-	return ctx, cancel
+	unhook := context.AfterFunc(p.stopped, cancel)
+	return ctx, func() {
+		unhook()
+		cancel()
+	}
 }
 
 // backoff is the delay before a DELAYED batch may be tried again: step attempts+1 of a
