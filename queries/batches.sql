@@ -67,7 +67,10 @@ WHERE NOT EXISTS (SELECT 1 FROM batchclaim.service_halts x WHERE x.service_id = 
 -- every outcome that arrived (and marks the next batch of each service_id it frees), one
 -- records a poll's answers. Each is fenced per row: a row whose claim is no longer held with
 -- its epoch (or whose registry row is not this process's) is left alone and reported for that
--- row alone; the others go ahead. Each writes its log rows in the same statement: a POST's
+-- row alone; the others go ahead. A switch that leaves a part out (track_idle) is read from a
+-- row of a CTE, not tested as a parameter: a custom plan would fold the part away and look
+-- cheaper than the generic one, and Postgres would then plan these statements at every
+-- execution instead of keeping one plan. Each writes its log rows in the same statement: a POST's
 -- mark and outcome are its submission_attempts row (from_state, to_state), written once with
 -- the outcome (until then the mark's reason and from-state wait on the batch row, in
 -- attempt_reason and attempt_from; an outcome that commits the batch leaves them there for
@@ -205,7 +208,8 @@ halted AS (
 ),
 finished AS (
     SELECT r.seq, r.service_id, r.epoch, r.chain, r.chain_max_bytes,
-           (r.new_state <> 'INVALID' OR NOT sqlc.arg(halt_on_invalid)::bool) AS frees
+           (r.new_state <> 'INVALID' OR NOT sqlc.arg(halt_on_invalid)::bool) AS frees,
+           sqlc.arg(track_idle)::bool AS track_idle
     FROM recorded r
     WHERE r.new_state IN ('COMMITTED', 'INVALID', 'DISCARDED')
 ),
@@ -243,7 +247,7 @@ drained AS (
     UPDATE batchclaim.service_id_claims c
     SET active_at = now()
     FROM finished f
-    WHERE sqlc.arg(track_idle)::bool
+    WHERE f.track_idle
       AND c.service_id = f.service_id AND c.epoch = f.epoch AND c.claimant = sqlc.arg(claimant)::uuid
       AND NOT EXISTS (SELECT 1 FROM batchclaim.batches b WHERE b.service_id = f.service_id AND b.unfinished AND b.seq <> f.seq)
 )
@@ -307,7 +311,7 @@ recorded AS (
     FROM u JOIN fenced f ON f.service_id = u.service_id AND f.epoch = u.epoch
     WHERE b.seq = u.seq AND b.service_id = u.service_id AND b.state = u.from_state AND b.attempts = u.attempt
     RETURNING b.seq, b.service_id, u.epoch, u.from_state, u.new_state, u.detail,
-              EXTRACT(EPOCH FROM now() - b.created_at)::float8 AS age_seconds
+              EXTRACT(EPOCH FROM now() - b.created_at)::float8 AS age_seconds, sqlc.arg(track_idle)::bool AS track_idle
 ),
 -- The attempts the batch rows carry as the statement found them (every CTE reads the same
 -- snapshot): the mark of each batch adopted in flight, which its owner left there. Nothing but
@@ -339,9 +343,9 @@ halted AS (
 drained AS (
     UPDATE batchclaim.service_id_claims c
     SET active_at = now()
-    FROM (SELECT r.service_id, r.epoch, r.seq FROM recorded r
+    FROM (SELECT r.service_id, r.epoch, r.seq, r.track_idle FROM recorded r
           WHERE r.new_state IN ('COMMITTED', 'INVALID', 'DISCARDED', 'CANCELLED')) d
-    WHERE sqlc.arg(track_idle)::bool
+    WHERE d.track_idle
       AND c.service_id = d.service_id AND c.epoch = d.epoch AND c.claimant = sqlc.arg(claimant)::uuid
       AND NOT EXISTS (SELECT 1 FROM batchclaim.batches b WHERE b.service_id = d.service_id AND b.unfinished AND b.seq <> d.seq)
 )

@@ -573,7 +573,10 @@ type BatchesMarkInflightRow struct {
 // every outcome that arrived (and marks the next batch of each service_id it frees), one
 // records a poll's answers. Each is fenced per row: a row whose claim is no longer held with
 // its epoch (or whose registry row is not this process's) is left alone and reported for that
-// row alone; the others go ahead. Each writes its log rows in the same statement: a POST's
+// row alone; the others go ahead. A switch that leaves a part out (track_idle) is read from a
+// row of a CTE, not tested as a parameter: a custom plan would fold the part away and look
+// cheaper than the generic one, and Postgres would then plan these statements at every
+// execution instead of keeping one plan. Each writes its log rows in the same statement: a POST's
 // mark and outcome are its submission_attempts row (from_state, to_state), written once with
 // the outcome (until then the mark's reason and from-state wait on the batch row, in
 // attempt_reason and attempt_from; an outcome that commits the batch leaves them there for
@@ -692,14 +695,15 @@ halted AS (
 ),
 finished AS (
     SELECT r.seq, r.service_id, r.epoch, r.chain, r.chain_max_bytes,
-           (r.new_state <> 'INVALID' OR NOT $17::bool) AS frees
+           (r.new_state <> 'INVALID' OR NOT $17::bool) AS frees,
+           $18::bool AS track_idle
     FROM recorded r
     WHERE r.new_state IN ('COMMITTED', 'INVALID', 'DISCARDED')
 ),
 lease AS (
     SELECT i.id FROM batchclaim.instances i
     WHERE i.id = $15::uuid AND i.nonce = $16::uuid
-      AND i.expiry_1 > COALESCE($18::timestamptz, now())
+      AND i.expiry_1 > COALESCE($19::timestamptz, now())
 ),
 next_head AS (
     SELECT f.seq AS prev_seq, n.seq, f.service_id, f.epoch
@@ -707,7 +711,7 @@ next_head AS (
     CROSS JOIN LATERAL (
         SELECT b.seq, b.state, b.next_attempt_at, octet_length(b.payload) AS size FROM batchclaim.batches b
         WHERE b.service_id = f.service_id AND b.unfinished AND b.seq <> f.seq
-          AND NOT ($19::bool AND b.state = 'VALID')
+          AND NOT ($20::bool AND b.state = 'VALID')
         ORDER BY b.seq
         LIMIT 1
     ) n
@@ -730,7 +734,7 @@ drained AS (
     UPDATE batchclaim.service_id_claims c
     SET active_at = now()
     FROM finished f
-    WHERE $20::bool
+    WHERE f.track_idle
       AND c.service_id = f.service_id AND c.epoch = f.epoch AND c.claimant = $15::uuid
       AND NOT EXISTS (SELECT 1 FROM batchclaim.batches b WHERE b.service_id = f.service_id AND b.unfinished AND b.seq <> f.seq)
 )
@@ -763,9 +767,9 @@ type BatchesRecordOutcomesParams struct {
 	Claimant       uuid.UUID
 	Nonce          uuid.UUID
 	HaltOnInvalid  bool
+	TrackIdle      bool
 	Now            *time.Time
 	SkipValid      bool
-	TrackIdle      bool
 }
 
 type BatchesRecordOutcomesRow struct {
@@ -816,9 +820,9 @@ func (q *Queries) BatchesRecordOutcomes(ctx context.Context, db DBTX, arg Batche
 		arg.Claimant,
 		arg.Nonce,
 		arg.HaltOnInvalid,
+		arg.TrackIdle,
 		arg.Now,
 		arg.SkipValid,
-		arg.TrackIdle,
 	)
 	if err != nil {
 		return nil, err
@@ -887,7 +891,7 @@ recorded AS (
     FROM u JOIN fenced f ON f.service_id = u.service_id AND f.epoch = u.epoch
     WHERE b.seq = u.seq AND b.service_id = u.service_id AND b.state = u.from_state AND b.attempts = u.attempt
     RETURNING b.seq, b.service_id, u.epoch, u.from_state, u.new_state, u.detail,
-              EXTRACT(EPOCH FROM now() - b.created_at)::float8 AS age_seconds
+              EXTRACT(EPOCH FROM now() - b.created_at)::float8 AS age_seconds, $13::bool AS track_idle
 ),
 lost AS (
     SELECT r.seq, r.service_id, r.batch_id, r.instance_id, r.epoch, r.reason, r.from_state, r.started_at, r.marked_xid
@@ -909,15 +913,15 @@ halted AS (
     INSERT INTO batchclaim.service_halts (service_id, seq, reason)
     SELECT r.service_id, r.seq, 'batch INVALID'
     FROM recorded r
-    WHERE $13::bool AND r.new_state = 'INVALID'
+    WHERE $14::bool AND r.new_state = 'INVALID'
     ON CONFLICT (service_id) DO NOTHING
 ),
 drained AS (
     UPDATE batchclaim.service_id_claims c
     SET active_at = now()
-    FROM (SELECT r.service_id, r.epoch, r.seq FROM recorded r
+    FROM (SELECT r.service_id, r.epoch, r.seq, r.track_idle FROM recorded r
           WHERE r.new_state IN ('COMMITTED', 'INVALID', 'DISCARDED', 'CANCELLED')) d
-    WHERE $14::bool
+    WHERE d.track_idle
       AND c.service_id = d.service_id AND c.epoch = d.epoch AND c.claimant = $11::uuid
       AND NOT EXISTS (SELECT 1 FROM batchclaim.batches b WHERE b.service_id = d.service_id AND b.unfinished AND b.seq <> d.seq)
 )
@@ -941,8 +945,8 @@ type BatchesRecordStatusesParams struct {
 	Details        []string
 	Claimant       uuid.UUID
 	Nonce          uuid.UUID
-	HaltOnInvalid  bool
 	TrackIdle      bool
+	HaltOnInvalid  bool
 }
 
 type BatchesRecordStatusesRow struct {
@@ -981,8 +985,8 @@ func (q *Queries) BatchesRecordStatuses(ctx context.Context, db DBTX, arg Batche
 		arg.Details,
 		arg.Claimant,
 		arg.Nonce,
-		arg.HaltOnInvalid,
 		arg.TrackIdle,
+		arg.HaltOnInvalid,
 	)
 	if err != nil {
 		return nil, err

@@ -1,0 +1,92 @@
+package db_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/batchclaim/batchclaim/internal/db"
+	"github.com/batchclaim/batchclaim/internal/dbtest"
+)
+
+// The statements that record outcomes and a poll's answers run many times a second with
+// arrays of varying length. Postgres plans a prepared statement for its parameters the first
+// five times, then keeps one generic plan unless that plan looks dearer than the custom ones
+// did. A switch that a custom plan folds away (track_idle off removes a probe of the batches
+// table per row) made every custom plan look cheaper, so each execution was planned anew: 9 %
+// of the server's time on the job path (docs/performance.md). Each switch is read from a
+// materialized row instead, so the plans cost the same and the generic one is kept.
+func TestSetWritesKeepAGenericPlan(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	conn, err := pgx.Connect(ctx, dbtest.NewDB(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	// Tables the size of a busy job runner's: 1,000 service_ids with 50 batches each.
+	if _, err := conn.Exec(ctx, `INSERT INTO batchclaim.service_id_claims (service_id)
+		SELECT 'key-' || i FROM generate_series(0, 999) i`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Exec(ctx, `INSERT INTO batchclaim.batches (service_id, batch_id, payload)
+		SELECT 'key-' || (i % 1000), 'job-' || i, '\x7b7d' FROM generate_series(1, 50000) i`); err != nil {
+		t.Fatal(err)
+	}
+	const rows = 150 // about what one group write carries on the job path
+	q := db.New()
+	claimant, nonce := uuid.New(), uuid.New()
+	var out db.BatchesRecordOutcomesParams
+	var st db.BatchesRecordStatusesParams
+	for i := range rows {
+		svc := fmt.Sprintf("key-%d", i)
+		out.Seqs = append(out.Seqs, int64(i+1))
+		out.ServiceIds = append(out.ServiceIds, svc)
+		out.Epochs = append(out.Epochs, 1)
+		out.Attempts = append(out.Attempts, 1)
+		out.NewStates = append(out.NewStates, "COMMITTED")
+		out.DltStatuses = append(out.DltStatuses, "COMMITTED")
+		out.RetryAfterMs = append(out.RetryAfterMs, 0)
+		out.LastErrors = append(out.LastErrors, "")
+		out.InvalidDetails = append(out.InvalidDetails, "")
+		out.HttpStatuses = append(out.HttpStatuses, 200)
+		out.LatenciesMs = append(out.LatenciesMs, 1)
+		out.Outcomes = append(out.Outcomes, "done")
+		out.Chain = append(out.Chain, true)
+		out.ChainMaxBytes = append(out.ChainMaxBytes, -1)
+		st.Seqs = append(st.Seqs, int64(i+1))
+		st.ServiceIds = append(st.ServiceIds, svc)
+		st.Epochs = append(st.Epochs, 1)
+		st.Attempts = append(st.Attempts, 1)
+		st.FromStates = append(st.FromStates, "PENDING")
+		st.NewStates = append(st.NewStates, "COMMITTED")
+		st.DltStatuses = append(st.DltStatuses, "COMMITTED")
+		st.Answers = append(st.Answers, true)
+		st.InvalidDetails = append(st.InvalidDetails, "")
+		st.Details = append(st.Details, "")
+	}
+	out.Claimant, out.Nonce = claimant, nonce
+	st.Claimant, st.Nonce = claimant, nonce
+	// The switches as a node sets them by default; no claim is held, so nothing is written.
+	for range 8 {
+		if _, err := q.BatchesRecordOutcomes(ctx, conn, out); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := q.BatchesRecordStatuses(ctx, conn, st); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, name := range []string{"BatchesRecordOutcomes", "BatchesRecordStatuses"} {
+		var generic, custom int64
+		if err := conn.QueryRow(ctx, `SELECT generic_plans, custom_plans FROM pg_prepared_statements
+			WHERE statement LIKE '-- name: ' || $1 || ' %'`, name).Scan(&generic, &custom); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if generic == 0 {
+			t.Errorf("%s: %d custom plans and no generic one after 8 executions: Postgres plans it at every execution", name, custom)
+		}
+	}
+}
