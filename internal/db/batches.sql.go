@@ -576,8 +576,8 @@ type BatchesMarkInflightRow struct {
 // row alone; the others go ahead. A switch that leaves a part out (track_idle) is read from a
 // row of a CTE, not tested as a parameter: a custom plan would fold the part away and look
 // cheaper than the generic one, and Postgres would then plan these statements at every
-// execution instead of keeping one plan. Each writes its log rows in the same statement: a POST's
-// mark and outcome are its submission_attempts row (from_state, to_state), written once with
+// execution instead of keeping one plan. Each writes its log rows in the same statement: a
+// POST's mark and outcome are its submission_attempts row (from_state, to_state), written once with
 // the outcome (until then the mark's reason and from-state wait on the batch row, in
 // attempt_reason and attempt_from; an outcome that commits the batch leaves them there for
 // good and writes no row); the adoption of a batch whose outcome nobody recorded
