@@ -229,15 +229,11 @@ func (r *Recorder) Finish(ctx context.Context, o batchclaim.Outcome) (next batch
 // the outcomes whose caller's context ended (the submitter passes the claim's, which ends
 // when the claim is lost) are not written at all.
 func (r *Recorder) writeOutcomes(batch []*outcome) {
-	defer func() {
-		for _, o := range batch {
-			close(o.done)
-		}
-	}()
 	live := batch[:0:0]
 	for _, o := range batch {
 		if err := o.ctx.Err(); err != nil {
 			o.err = fmt.Errorf("record outcome of %s@%d: %w", o.Job.Claim.ServiceID, o.Job.Claim.Epoch, err)
+			close(o.done)
 			continue
 		}
 		live = append(live, o)
@@ -245,14 +241,15 @@ func (r *Recorder) writeOutcomes(batch []*outcome) {
 	ctx, cancel := context.WithTimeout(context.Background(), r.cfg.FlushTimeout)
 	defer cancel()
 	for chunk := range chunks(live) {
-		r.writeOutcomeChunk(ctx, chunk)
+		rows, err := r.writeOutcomeChunk(ctx, chunk)
+		r.deliver(chunk, rows, err)
 	}
 }
 
-func (r *Recorder) writeOutcomeChunk(ctx context.Context, batch []*outcome) {
+func (r *Recorder) writeOutcomeChunk(ctx context.Context, batch []*outcome) ([]db.BatchesRecordOutcomesRow, error) {
 	p := db.BatchesRecordOutcomesParams{Claimant: r.fence.InstanceID(), Nonce: r.fence.Nonce(),
 		HaltOnInvalid: r.cfg.HaltOnInvalid, SkipValid: r.cfg.SkipValid, TrackIdle: r.cfg.TrackIdle}
-	chain := false
+	chain, commits := false, !r.cfg.TrackIdle
 	for _, o := range batch {
 		j, res := o.Job, o.Result
 		p.Seqs = append(p.Seqs, j.Batch.Seq)
@@ -274,6 +271,7 @@ func (r *Recorder) writeOutcomeChunk(ctx context.Context, batch []*outcome) {
 		p.Chain = append(p.Chain, o.Chain)
 		p.ChainMaxBytes = append(p.ChainMaxBytes, o.ChainMaxBytes)
 		chain = chain || o.Chain
+		commits = commits && res.Verdict == batchclaim.Done
 	}
 	var rows []db.BatchesRecordOutcomesRow
 	err := r.fence.Retry(ctx, func() (err error) {
@@ -282,9 +280,23 @@ func (r *Recorder) writeOutcomeChunk(ctx context.Context, batch []*outcome) {
 				return err
 			}
 		}
+		if commits {
+			rows, err = r.recordCommits(ctx, p)
+			return err
+		}
 		rows, err = r.q.BatchesRecordOutcomes(ctx, r.pool, p)
 		return err
 	})
+	return rows, err
+}
+
+// deliver tells each waiter of a written group its result.
+func (r *Recorder) deliver(batch []*outcome, rows []db.BatchesRecordOutcomesRow, err error) {
+	defer func() {
+		for _, o := range batch {
+			close(o.done)
+		}
+	}()
 	if err != nil {
 		for _, o := range batch {
 			o.err = fmt.Errorf("record outcome: %w", err)
@@ -321,6 +333,23 @@ func (r *Recorder) writeOutcomeChunk(ctx context.Context, batch []*outcome) {
 			}
 		}
 	}
+}
+
+// recordCommits writes a group whose every outcome commits its batch with
+// BatchesRecordCommits: the rows BatchesRecordOutcomes writes for such a group, through a
+// statement without the parts it would not write through. sqlc gives each statement its own
+// row type; the two have the same columns, so the rows are handed out as one.
+func (r *Recorder) recordCommits(ctx context.Context, p db.BatchesRecordOutcomesParams) ([]db.BatchesRecordOutcomesRow, error) {
+	rows, err := r.q.BatchesRecordCommits(ctx, r.pool, db.BatchesRecordCommitsParams{
+		Seqs: p.Seqs, ServiceIds: p.ServiceIds, Epochs: p.Epochs, Attempts: p.Attempts, RetryAfterMs: p.RetryAfterMs,
+		HttpStatuses: p.HttpStatuses, LatenciesMs: p.LatenciesMs, Chain: p.Chain, ChainMaxBytes: p.ChainMaxBytes,
+		Claimant: p.Claimant, Nonce: p.Nonce, Now: p.Now, SkipValid: p.SkipValid,
+	})
+	out := make([]db.BatchesRecordOutcomesRow, len(rows))
+	for i, row := range rows {
+		out[i] = db.BatchesRecordOutcomesRow(row)
+	}
+	return out, err
 }
 
 // logInvalid logs a batch recorded INVALID at WARN with its reason: the halt of its service_id

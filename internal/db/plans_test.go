@@ -12,7 +12,7 @@ import (
 	"github.com/batchclaim/batchclaim/internal/dbtest"
 )
 
-// The statements that record outcomes and a poll's answers run many times a second with
+// The statements that record outcomes (and a group of successes) and a poll's answers run many times a second with
 // arrays of varying length. Postgres plans a prepared statement for its parameters the first
 // five times, then keeps one generic plan unless that plan looks dearer than the custom ones
 // did. A switch that a custom plan folds away (track_idle off removes a probe of the batches
@@ -70,6 +70,9 @@ func TestSetWritesKeepAGenericPlan(t *testing.T) {
 	}
 	out.Claimant, out.Nonce = claimant, nonce
 	st.Claimant, st.Nonce = claimant, nonce
+	commits := db.BatchesRecordCommitsParams{Seqs: out.Seqs, ServiceIds: out.ServiceIds, Epochs: out.Epochs,
+		Attempts: out.Attempts, RetryAfterMs: out.RetryAfterMs, HttpStatuses: out.HttpStatuses,
+		LatenciesMs: out.LatenciesMs, Chain: out.Chain, ChainMaxBytes: out.ChainMaxBytes, Claimant: claimant, Nonce: nonce}
 	// The switches as a node sets them by default; no claim is held, so nothing is written.
 	for range 8 {
 		if _, err := q.BatchesRecordOutcomes(ctx, conn, out); err != nil {
@@ -78,8 +81,11 @@ func TestSetWritesKeepAGenericPlan(t *testing.T) {
 		if _, err := q.BatchesRecordStatuses(ctx, conn, st); err != nil {
 			t.Fatal(err)
 		}
+		if _, err := q.BatchesRecordCommits(ctx, conn, commits); err != nil {
+			t.Fatal(err)
+		}
 	}
-	for _, name := range []string{"BatchesRecordOutcomes", "BatchesRecordStatuses"} {
+	for _, name := range []string{"BatchesRecordOutcomes", "BatchesRecordStatuses", "BatchesRecordCommits"} {
 		var generic, custom int64
 		if err := conn.QueryRow(ctx, `SELECT generic_plans, custom_plans FROM pg_prepared_statements
 			WHERE statement LIKE '-- name: ' || $1 || ' %'`, name).Scan(&generic, &custom); err != nil {

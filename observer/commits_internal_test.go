@@ -1,0 +1,303 @@
+package observer
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/batchclaim/batchclaim"
+	"github.com/batchclaim/batchclaim/claims"
+	"github.com/batchclaim/batchclaim/ingest"
+	"github.com/batchclaim/batchclaim/internal/db"
+	"github.com/batchclaim/batchclaim/internal/dbtest"
+	"github.com/batchclaim/batchclaim/internal/pg"
+)
+
+// A group of successes is written by BatchesRecordCommits, any other group by
+// BatchesRecordOutcomes. Two twin sets of service_ids, the same outcomes recorded through
+// each statement, must come out the same: the rows returned (fenced, recorded, the chained
+// next batch) and every column of the batch rows, the attempt log, the halts and the claims.
+// The cases cover each branch of the statements: a next batch chained, none left, one not yet
+// due, one too big to chain, a halted service_id, chaining not asked for, a stale epoch, and
+// an outcome of an earlier attempt.
+
+func TestCommitsWriteWhatOutcomesWrite(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	pool := dbtest.NewPool(t)
+	type key struct {
+		name       string
+		next       []byte // payload of a second batch; nil: none
+		later      bool   // the second batch waits for its run-at time
+		chain      bool
+		maxBytes   int64
+		stale      bool // the claim is taken over after the mark
+		oldAttempt bool // the outcome is of an earlier attempt
+		halted     bool
+	}
+	keys := []key{
+		{name: "chained", next: []byte("n"), chain: true, maxBytes: -1},
+		{name: "last", chain: true, maxBytes: -1},
+		{name: "later", next: []byte("n"), later: true, chain: true, maxBytes: -1},
+		{name: "big", next: []byte("0123456789"), chain: true, maxBytes: 4},
+		{name: "halted", next: []byte("n"), chain: true, maxBytes: -1, halted: true},
+		{name: "unchained", next: []byte("n"), maxBytes: -1},
+		{name: "stale", next: []byte("n"), chain: true, maxBytes: -1, stale: true},
+		{name: "old", next: []byte("n"), chain: true, maxBytes: -1, oldAttempt: true},
+	}
+	twins := []string{"general", "commits"}
+	first := map[string]int64{}
+	for _, twin := range twins {
+		for _, k := range keys {
+			svc := twin + "-" + k.name
+			s, err := ingest.Enqueue(ctx, pool, svc, "b1", []byte("p"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			first[svc] = s.Seq
+			if k.next != nil {
+				var opts []ingest.EnqueueOption
+				if k.later {
+					opts = append(opts, ingest.RunAt(time.Now().Add(time.Hour)))
+				}
+				if _, err := ingest.Enqueue(ctx, pool, svc, "b2", k.next, opts...); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+	}
+	eng := claimAll(t, pool)
+	rec, err := NewRecorder(pool, eng, RecorderConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var jobs []batchclaim.Job
+	for _, twin := range twins {
+		for _, k := range keys {
+			svc := twin + "-" + k.name
+			c, ok := eng.Holds(svc)
+			if !ok {
+				t.Fatalf("engine does not hold %s", svc)
+			}
+			jobs = append(jobs, batchclaim.Job{Claim: c, FromState: batchclaim.StateNew, Reason: batchclaim.ReasonFirst,
+				Batch: batchclaim.Batch{Seq: first[svc], ServiceID: svc, BatchID: "b1"}})
+		}
+	}
+	marked, err := rec.Mark(ctx, jobs)
+	if err != nil || len(marked) != len(jobs) {
+		t.Fatalf("marked %d of %d: %v", len(marked), len(jobs), err)
+	}
+	for _, twin := range twins {
+		for _, k := range keys {
+			svc := twin + "-" + k.name
+			switch {
+			case k.halted:
+				_, err = pool.Exec(ctx, `INSERT INTO batchclaim.service_halts (service_id, seq, reason) VALUES ($1, $2, 'test')`, svc, first[svc])
+			case k.stale:
+				_, err = pool.Exec(ctx, `UPDATE batchclaim.service_id_claims SET epoch = nextval('batchclaim.service_id_claim_epochs') WHERE service_id = $1`, svc)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	params := func(twin string) db.BatchesRecordOutcomesParams {
+		p := db.BatchesRecordOutcomesParams{Claimant: eng.InstanceID(), Nonce: eng.Nonce()}
+		for i, k := range keys {
+			j := marked[slices.IndexFunc(marked, func(j batchclaim.Job) bool { return j.Claim.ServiceID == twin+"-"+k.name })]
+			attempt := int32(j.Batch.Attempts + 1)
+			if k.oldAttempt {
+				attempt--
+			}
+			p.Seqs = append(p.Seqs, j.Batch.Seq)
+			p.ServiceIds = append(p.ServiceIds, j.Claim.ServiceID)
+			p.Epochs = append(p.Epochs, j.Claim.Epoch)
+			p.Attempts = append(p.Attempts, attempt)
+			p.NewStates = append(p.NewStates, string(batchclaim.Done.State()))
+			p.DltStatuses = append(p.DltStatuses, string(batchclaim.Done.Status()))
+			p.RetryAfterMs = append(p.RetryAfterMs, int64(1000+i))
+			p.LastErrors = append(p.LastErrors, "")
+			p.InvalidDetails = append(p.InvalidDetails, "")
+			p.HttpStatuses = append(p.HttpStatuses, int32(200+i))
+			p.LatenciesMs = append(p.LatenciesMs, 1.5+float64(i))
+			p.Outcomes = append(p.Outcomes, batchclaim.Done.String())
+			p.Chain = append(p.Chain, k.chain)
+			p.ChainMaxBytes = append(p.ChainMaxBytes, k.maxBytes)
+		}
+		return p
+	}
+	general, err := rec.q.BatchesRecordOutcomes(ctx, pool, params("general"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	commits, err := rec.recordCommits(ctx, params("commits"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(general) != len(keys) || len(commits) != len(keys) {
+		t.Fatalf("rows: %d and %d, want %d each", len(general), len(commits), len(keys))
+	}
+	// What each twin's rows say, with seqs as their service_id's batch number.
+	returned := func(rows []db.BatchesRecordOutcomesRow) map[string]string {
+		out := map[string]string{}
+		for _, row := range rows {
+			i := slices.Index(params("general").Seqs, row.Seq) + slices.Index(params("commits").Seqs, row.Seq) + 1
+			next := row.NextSeq != 0
+			out[keys[i].name] = fmt.Sprintf("fenced=%t recorded=%t next=%t %s %q attempts=%d/%d aged=%t",
+				row.Fenced, row.Recorded, next, row.NextBatchID, row.NextPayload, row.NextAttempts, row.NextMaxAttempts, row.AgeSeconds > 0 || !row.Recorded)
+		}
+		return out
+	}
+	g, c := returned(general), returned(commits)
+	for _, k := range keys {
+		if g[k.name] != c[k.name] {
+			t.Errorf("%s: the general statement returned %s, the commits statement %s", k.name, g[k.name], c[k.name])
+		}
+	}
+	if !strings.Contains(g["chained"], "next=true") || !strings.Contains(g["later"], "next=false") ||
+		!strings.Contains(g["stale"], "fenced=false") || !strings.Contains(g["old"], "recorded=false") {
+		t.Fatalf("the cases did not take their branches: %v", g)
+	}
+	// Every column of every batch row, times as offsets from the row's own status time.
+	state := func(twin string) map[string]string {
+		rows, err := pool.Query(ctx, `
+			SELECT substr(service_id, length($1) + 2) || '/' || batch_id,
+			       (to_jsonb(b) - 'seq' - 'service_id' - 'created_at' - 'updated_at' - 'status_updated_at' - 'submitted_at'
+			        - 'finished_at' - 'next_attempt_at' - 'attempt_xid' - 'claim_epoch' - 'run_at')::text,
+			       claim_epoch IS NOT NULL, finished_at - status_updated_at, next_attempt_at - status_updated_at,
+			       submitted_at IS NOT NULL, attempt_xid IS NOT NULL,
+			       (SELECT count(*) FROM batchclaim.submission_attempts a WHERE a.seq = b.seq),
+			       (SELECT count(*) FROM batchclaim.service_halts h WHERE h.service_id = b.service_id),
+			       (SELECT c.active_at IS NOT NULL FROM batchclaim.service_id_claims c WHERE c.service_id = b.service_id)
+			FROM batchclaim.batches b WHERE service_id LIKE $1 || '-%'`, twin)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rows.Close()
+		out := map[string]string{}
+		for rows.Next() {
+			var name, cols string
+			var rest [8]any
+			if err := rows.Scan(append([]any{&name, &cols}, sliceOfPointers(rest[:])...)...); err != nil {
+				t.Fatal(err)
+			}
+			cols = strings.ReplaceAll(cols, twin+"-", "")
+			out[name] = fmt.Sprint(cols, rest)
+		}
+		if err := rows.Err(); err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	gs, cs := state("general"), state("commits")
+	if len(gs) != len(cs) || len(gs) == 0 {
+		t.Fatalf("batch rows: %d and %d", len(gs), len(cs))
+	}
+	for name, want := range gs {
+		if cs[name] != want {
+			t.Errorf("batch %s:\n general: %s\n commits: %s", name, want, cs[name])
+		}
+	}
+}
+
+// claimAll returns a registered engine that has claimed every service_id with a batch.
+func claimAll(t *testing.T, pool claims.Pool) *claims.Engine {
+	t.Helper()
+	eng, err := claims.New(pool, claims.Config{Name: t.Name()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := eng.Register(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := eng.Cycle(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	return eng
+}
+
+func sliceOfPointers(v []any) []any {
+	out := make([]any, len(v))
+	for i := range v {
+		out[i] = &v[i]
+	}
+	return out
+}
+
+// named passes statements through to the database and notes the name of each.
+type named struct {
+	pg.Querier
+	mu    sync.Mutex
+	names []string
+}
+
+func (n *named) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
+	n.mu.Lock()
+	name, _, _ := strings.Cut(strings.TrimPrefix(sql, "-- name: "), " ")
+	n.names = append(n.names, name)
+	n.mu.Unlock()
+	return n.Querier.Query(ctx, sql, args...)
+}
+
+// Finish writes a group of successes with BatchesRecordCommits, and a group with any other
+// outcome, or any group when the idle clock is kept, with BatchesRecordOutcomes.
+func TestFinishPicksTheStatementByTheGroup(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	pool := dbtest.NewPool(t)
+	for _, svc := range []string{"a", "b", "c"} {
+		if _, err := ingest.Enqueue(ctx, pool, svc, "b1", []byte("p")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	eng := claimAll(t, pool)
+	finish := func(cfg RecorderConfig, svc string, v batchclaim.Verdict) string {
+		t.Helper()
+		q := &named{Querier: pool}
+		rec, err := NewRecorder(q, eng, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, _ := eng.Holds(svc)
+		var seq int64
+		if err := pool.QueryRow(ctx, `SELECT seq FROM batchclaim.batches WHERE service_id = $1`, svc).Scan(&seq); err != nil {
+			t.Fatal(err)
+		}
+		marked, err := rec.Mark(ctx, []batchclaim.Job{{Claim: c, FromState: batchclaim.StateNew, Reason: batchclaim.ReasonFirst,
+			Batch: batchclaim.Batch{Seq: seq, ServiceID: svc, BatchID: "b1"}}})
+		if err != nil || len(marked) != 1 {
+			t.Fatalf("mark %s: %d marked, %v", svc, len(marked), err)
+		}
+		if _, _, err := rec.Finish(ctx, batchclaim.Outcome{Job: marked[0], Result: batchclaim.Result{Verdict: v}}); err != nil {
+			t.Fatal(err)
+		}
+		var state string
+		if err := pool.QueryRow(ctx, `SELECT state FROM batchclaim.batches WHERE seq = $1`, seq).Scan(&state); err != nil {
+			t.Fatal(err)
+		}
+		if state != string(v.State()) {
+			t.Fatalf("%s: state %s after %s", svc, state, v)
+		}
+		return q.names[len(q.names)-1]
+	}
+	for _, c := range []struct {
+		svc  string
+		cfg  RecorderConfig
+		v    batchclaim.Verdict
+		want string
+	}{
+		{"a", RecorderConfig{}, batchclaim.Done, "BatchesRecordCommits"},
+		{"b", RecorderConfig{}, batchclaim.Accepted, "BatchesRecordOutcomes"},
+		{"c", RecorderConfig{TrackIdle: true}, batchclaim.Done, "BatchesRecordOutcomes"},
+	} {
+		if got := finish(c.cfg, c.svc, c.v); got != c.want {
+			t.Errorf("%s: %s (track_idle %t) written by %s, want %s", c.svc, c.v, c.cfg.TrackIdle, got, c.want)
+		}
+	}
+}
