@@ -246,18 +246,19 @@ func (n *named) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, e
 }
 
 // Finish writes a group of successes with BatchesRecordCommits, and a group with any other
-// outcome, or any group when the idle clock is kept, with BatchesRecordOutcomes.
+// outcome (a success with details of invalid transactions included), or any group when the
+// idle clock is kept, with BatchesRecordOutcomes.
 func TestFinishPicksTheStatementByTheGroup(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
 	pool := dbtest.NewPool(t)
-	for _, svc := range []string{"a", "b", "c"} {
+	for _, svc := range []string{"a", "b", "c", "d"} {
 		if _, err := ingest.Enqueue(ctx, pool, svc, "b1", []byte("p")); err != nil {
 			t.Fatal(err)
 		}
 	}
 	eng := claimAll(t, pool)
-	finish := func(cfg RecorderConfig, svc string, v batchclaim.Verdict) string {
+	finish := func(cfg RecorderConfig, svc string, res batchclaim.Result) string {
 		t.Helper()
 		q := &named{Querier: pool}
 		rec, err := NewRecorder(q, eng, cfg)
@@ -274,30 +275,33 @@ func TestFinishPicksTheStatementByTheGroup(t *testing.T) {
 		if err != nil || len(marked) != 1 {
 			t.Fatalf("mark %s: %d marked, %v", svc, len(marked), err)
 		}
-		if _, _, err := rec.Finish(ctx, batchclaim.Outcome{Job: marked[0], Result: batchclaim.Result{Verdict: v}}); err != nil {
+		if _, _, err := rec.Finish(ctx, batchclaim.Outcome{Job: marked[0], Result: res}); err != nil {
 			t.Fatal(err)
 		}
 		var state string
 		if err := pool.QueryRow(ctx, `SELECT state FROM batchclaim.batches WHERE seq = $1`, seq).Scan(&state); err != nil {
 			t.Fatal(err)
 		}
-		if state != string(v.State()) {
-			t.Fatalf("%s: state %s after %s", svc, state, v)
+		if state != string(res.Verdict.State()) {
+			t.Fatalf("%s: state %s after %s", svc, state, res.Verdict)
 		}
 		return q.names[len(q.names)-1]
 	}
 	for _, c := range []struct {
 		svc  string
 		cfg  RecorderConfig
-		v    batchclaim.Verdict
+		res  batchclaim.Result
 		want string
 	}{
-		{"a", RecorderConfig{}, batchclaim.Done, "BatchesRecordCommits"},
-		{"b", RecorderConfig{}, batchclaim.Accepted, "BatchesRecordOutcomes"},
-		{"c", RecorderConfig{TrackIdle: true}, batchclaim.Done, "BatchesRecordOutcomes"},
+		{"a", RecorderConfig{}, batchclaim.Result{Verdict: batchclaim.Done}, "BatchesRecordCommits"},
+		{"b", RecorderConfig{}, batchclaim.Result{Verdict: batchclaim.Accepted}, "BatchesRecordOutcomes"},
+		{"c", RecorderConfig{TrackIdle: true}, batchclaim.Result{Verdict: batchclaim.Done}, "BatchesRecordOutcomes"},
+		// Details of invalid transactions are kept on the batch row, which only the general
+		// statement writes.
+		{"d", RecorderConfig{}, batchclaim.Result{Verdict: batchclaim.Done, Invalid: []byte(`[{"id":"t1"}]`)}, "BatchesRecordOutcomes"},
 	} {
-		if got := finish(c.cfg, c.svc, c.v); got != c.want {
-			t.Errorf("%s: %s (track_idle %t) written by %s, want %s", c.svc, c.v, c.cfg.TrackIdle, got, c.want)
+		if got := finish(c.cfg, c.svc, c.res); got != c.want {
+			t.Errorf("%s: %s (track_idle %t) written by %s, want %s", c.svc, c.res.Verdict, c.cfg.TrackIdle, got, c.want)
 		}
 	}
 }

@@ -264,14 +264,15 @@ func (r *Recorder) writeOutcomeChunk(ctx context.Context, batch []*outcome) ([]d
 			lastErr = res.Detail
 		}
 		p.LastErrors = append(p.LastErrors, lastErr)
-		p.InvalidDetails = append(p.InvalidDetails, jsonOrEmpty(res.Invalid))
+		invalid := jsonOrEmpty(res.Invalid)
+		p.InvalidDetails = append(p.InvalidDetails, invalid)
 		p.HttpStatuses = append(p.HttpStatuses, int32(res.HTTPStatus))
 		p.LatenciesMs = append(p.LatenciesMs, float64(o.Latency.Microseconds())/1000)
 		p.Outcomes = append(p.Outcomes, res.Verdict.String())
 		p.Chain = append(p.Chain, o.Chain)
 		p.ChainMaxBytes = append(p.ChainMaxBytes, o.ChainMaxBytes)
 		chain = chain || o.Chain
-		commits = commits && res.Verdict == batchclaim.Done
+		commits = commits && res.Verdict == batchclaim.Done && invalid == ""
 	}
 	var rows []db.BatchesRecordOutcomesRow
 	err := r.fence.Retry(ctx, func() (err error) {
