@@ -26,7 +26,6 @@ import (
 // The cases cover each branch of the statements: a next batch chained, none left, one not yet
 // due, one too big to chain, a halted service_id, chaining not asked for, a stale epoch, and
 // an outcome of an earlier attempt.
-
 func TestCommitsWriteWhatOutcomesWrite(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
@@ -143,7 +142,7 @@ func TestCommitsWriteWhatOutcomesWrite(t *testing.T) {
 	if len(general) != len(keys) || len(commits) != len(keys) {
 		t.Fatalf("rows: %d and %d, want %d each", len(general), len(commits), len(keys))
 	}
-	// What each twin's rows say, with seqs as their service_id's batch number.
+	// What each twin's rows say, by case (a seq is in one twin's parameters only).
 	returned := func(rows []db.BatchesRecordOutcomesRow) map[string]string {
 		out := map[string]string{}
 		for _, row := range rows {
@@ -161,6 +160,8 @@ func TestCommitsWriteWhatOutcomesWrite(t *testing.T) {
 		}
 	}
 	if !strings.Contains(g["chained"], "next=true") || !strings.Contains(g["later"], "next=false") ||
+		!strings.Contains(g["big"], "next=false") || !strings.Contains(g["halted"], "next=false") ||
+		!strings.Contains(g["unchained"], "next=false") ||
 		!strings.Contains(g["stale"], "fenced=false") || !strings.Contains(g["old"], "recorded=false") {
 		t.Fatalf("the cases did not take their branches: %v", g)
 	}
