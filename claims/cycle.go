@@ -112,7 +112,10 @@ func (e *Engine) cycle(ctx context.Context) (CycleReport, error) {
 	rep.Share = share
 
 	if sv.Voidable {
-		if rep.Voided, err = e.voidExpired(ctx, now, &rep); err != nil {
+		rep.Voided, err = e.voidExpired(ctx, now, &rep)
+		// Voids are committed as they go: count and report them even if a later step fails.
+		e.reportVoided(rep.Voided)
+		if err != nil {
 			return rep, err
 		}
 	}
@@ -211,17 +214,21 @@ func (e *Engine) cycle(ctx context.Context) (CycleReport, error) {
 	prune := e.cycles%10 == 1 && e.cfg.PruneAfter > 0
 	e.mu.Unlock()
 
-	e.stats.voided.Add(int64(len(rep.Voided)))
-	for _, v := range rep.Voided {
+	if prune {
+		e.prune(ctx)
+	}
+	return rep, nil
+}
+
+// reportVoided counts, logs and hands to OnVoided the claims a cycle voided.
+func (e *Engine) reportVoided(voided []Voided) {
+	e.stats.voided.Add(int64(len(voided)))
+	for _, v := range voided {
 		e.log.Info("claim voided: owner's lease expired", "service_id", v.ServiceID, "epoch", v.Epoch, "owner", v.Owner.String(), "event", v.Phase)
 		if e.cfg.OnVoided != nil {
 			e.cfg.OnVoided(v)
 		}
 	}
-	if prune {
-		e.prune(ctx)
-	}
-	return rep, nil
 }
 
 // readHeld reads this instance's claims as the database lists them.

@@ -1,8 +1,10 @@
 package claims_test
 
 import (
+	"sync/atomic"
 	"testing"
 
+	"github.com/batchclaim/batchclaim/claims"
 	"github.com/batchclaim/batchclaim/internal/dbtest"
 )
 
@@ -36,5 +38,50 @@ func TestCycleDurations(t *testing.T) {
 	// A cycle over ten rows on a local database takes well under the top bound (10 s).
 	if h.Counts[len(h.Counts)-1] != 3 {
 		t.Fatalf("counts %v: want all 3 cycles within %v s", h.Counts, h.Bounds[len(h.Bounds)-1])
+	}
+}
+
+// TestVoidsCountWhenTheCycleFailsAfterThem: voiding commits before the cycle acquires, so a
+// cycle whose acquisition fails still counts the claims it voided in Stats().Voided and hands
+// them to OnVoided.
+func TestVoidsCountWhenTheCycleFailsAfterThem(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	pool := dbtest.NewPool(t)
+	registerServiceIDs(t, pool, 4)
+	dead, _ := newEngine(t, pool, 1, nil)
+	if rep := cycle(t, dead); rep.Held != 4 {
+		t.Fatalf("the first engine holds %d, want 4", rep.Held)
+	}
+	var onVoided atomic.Int64
+	heir, _ := newEngine(t, pool, 2, func(c *claims.Config) {
+		c.OnVoided = func(claims.Voided) { onVoided.Add(1) }
+	})
+	// The first engine's lease ends by the database clock; then any acquisition fails.
+	if _, err := pool.Exec(ctx, `UPDATE batchclaim.instances SET expiry_1 = now() - interval '2 minutes', expiry_2 = now() - interval '1 minute' WHERE id = $1`, dead.InstanceID()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, `
+		CREATE FUNCTION batchclaim.test_refuse_acquisition() RETURNS trigger LANGUAGE plpgsql AS $$
+		BEGIN
+			IF NEW.claimant IS NOT NULL THEN RAISE EXCEPTION 'acquisition refused by the test'; END IF;
+			RETURN NEW;
+		END $$;
+		CREATE TRIGGER test_refuse_acquisition BEFORE UPDATE ON batchclaim.service_id_claims
+			FOR EACH ROW EXECUTE FUNCTION batchclaim.test_refuse_acquisition()`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := heir.Cycle(ctx); err == nil {
+		t.Fatal("the cycle succeeded although every acquisition is refused")
+	}
+	var free int
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM batchclaim.service_id_claims WHERE claimant IS NULL`).Scan(&free); err != nil {
+		t.Fatal(err)
+	}
+	if free != 4 {
+		t.Fatalf("%d claims voided in the database, want 4", free)
+	}
+	if got := heir.Stats().Voided; got != 4 || onVoided.Load() != 4 {
+		t.Fatalf("Stats().Voided = %d and OnVoided called %d times after a cycle that voided 4 and then failed, want 4 and 4", got, onVoided.Load())
 	}
 }
