@@ -229,11 +229,15 @@ func (r *Recorder) Finish(ctx context.Context, o batchclaim.Outcome) (next batch
 // the outcomes whose caller's context ended (the submitter passes the claim's, which ends
 // when the claim is lost) are not written at all.
 func (r *Recorder) writeOutcomes(batch []*outcome) {
+	defer func() {
+		for _, o := range batch {
+			close(o.done)
+		}
+	}()
 	live := batch[:0:0]
 	for _, o := range batch {
 		if err := o.ctx.Err(); err != nil {
 			o.err = fmt.Errorf("record outcome of %s@%d: %w", o.Job.Claim.ServiceID, o.Job.Claim.Epoch, err)
-			close(o.done)
 			continue
 		}
 		live = append(live, o)
@@ -241,12 +245,11 @@ func (r *Recorder) writeOutcomes(batch []*outcome) {
 	ctx, cancel := context.WithTimeout(context.Background(), r.cfg.FlushTimeout)
 	defer cancel()
 	for chunk := range chunks(live) {
-		rows, err := r.writeOutcomeChunk(ctx, chunk)
-		r.deliver(chunk, rows, err)
+		r.writeOutcomeChunk(ctx, chunk)
 	}
 }
 
-func (r *Recorder) writeOutcomeChunk(ctx context.Context, batch []*outcome) ([]db.BatchesRecordOutcomesRow, error) {
+func (r *Recorder) writeOutcomeChunk(ctx context.Context, batch []*outcome) {
 	p := db.BatchesRecordOutcomesParams{Claimant: r.fence.InstanceID(), Nonce: r.fence.Nonce(),
 		HaltOnInvalid: r.cfg.HaltOnInvalid, SkipValid: r.cfg.SkipValid, TrackIdle: r.cfg.TrackIdle}
 	chain, commits := false, !r.cfg.TrackIdle
@@ -288,16 +291,6 @@ func (r *Recorder) writeOutcomeChunk(ctx context.Context, batch []*outcome) ([]d
 		rows, err = r.q.BatchesRecordOutcomes(ctx, r.pool, p)
 		return err
 	})
-	return rows, err
-}
-
-// deliver tells each waiter of a written group its result.
-func (r *Recorder) deliver(batch []*outcome, rows []db.BatchesRecordOutcomesRow, err error) {
-	defer func() {
-		for _, o := range batch {
-			close(o.done)
-		}
-	}()
 	if err != nil {
 		for _, o := range batch {
 			o.err = fmt.Errorf("record outcome: %w", err)
