@@ -173,8 +173,8 @@ func TestUpInAnotherSchema(t *testing.T) {
 	if n := count(t, conn, `SELECT count(*) FROM pg_namespace WHERE nspname = 'batchclaim'`); n != 0 {
 		t.Fatal("Up in jobs created the default schema")
 	}
-	if n := count(t, conn, `SELECT count(*) FROM pg_tables WHERE schemaname = 'jobs'`); n != 25 {
-		t.Fatalf("%d tables in jobs, want 25 (24 and the version table)", n)
+	if n := count(t, conn, `SELECT count(*) FROM pg_tables WHERE schemaname = 'jobs'`); n != 26 {
+		t.Fatalf("%d tables in jobs, want 26 (25 and the version table)", n)
 	}
 	if err := migrations.Down(ctx, url, 0, migrations.InSchema("jobs")); err != nil {
 		t.Fatal(err)
@@ -227,7 +227,7 @@ func TestSchemaObjects(t *testing.T) {
 	if rows.Err() != nil || n < 4 {
 		t.Fatal(rows.Err(), n)
 	}
-	// And they work there: the triggers of an INSERT and an UPDATE, the claims view, wake.
+	// And they work there: the triggers of an INSERT, an UPDATE and a DELETE, the claims view, wake.
 	cfg, err := pgx.ParseConfig(url)
 	if err != nil {
 		t.Fatal(err)
@@ -241,9 +241,11 @@ func TestSchemaObjects(t *testing.T) {
 	for _, sql := range []string{
 		`INSERT INTO batchclaim.service_id_claims (service_id) VALUES ('svc')`,
 		`INSERT INTO batchclaim.batches (service_id, batch_id, payload) VALUES ('svc', 'b1', '\x00')`,
+		`INSERT INTO batchclaim.batches (service_id, batch_id, payload, ledger) VALUES ('svc', 'l1', '\x00', true)`,
 		`UPDATE batchclaim.batches SET state = 'COMMITTED'`,
 		`SELECT count(*) FROM batchclaim.service_id_claims_effective WHERE NOT busy`,
 		`SELECT batchclaim.batchclaim_wake('svc')`,
+		`DELETE FROM batchclaim.batches`,
 	} {
 		if _, err := app.Exec(ctx, sql); err != nil {
 			t.Errorf("%s, search_path pg_catalog: %v", sql, err)

@@ -9,6 +9,8 @@
 -- (or of this statement alone when it runs outside one).
 -- Idempotent on (service_id, batch_id): a batch stored twice keeps its first seq. No row
 -- comes back on any conflict, including a ledger batch id stored under another service_id.
+-- The pair is registered in batch_keys by the trigger batches_key, which skips the row when
+-- the pair (or a ledger batch id) is already stored; ON CONFLICT covers the unique indexes.
 -- The service_id's claim row is created under the same lock, so that an owner dropping the
 -- row as idle (ClaimsLockIdle, ClaimsDropIdle) either sees this batch or runs entirely before
 -- this statement takes the lock, and then the row is created again here.
@@ -36,8 +38,10 @@ SELECT service_id, seq FROM batchclaim.batches WHERE batch_id = sqlc.arg(batch_i
 SELECT seq, service_id, batch_id, state, created_at FROM batchclaim.batches WHERE seq = sqlc.arg(seq);
 
 -- name: BatchLookup :one
-SELECT seq, state, created_at FROM batchclaim.batches
-WHERE service_id = sqlc.arg(service_id) AND batch_id = sqlc.arg(batch_id);
+-- A batch by its pair, through batch_keys (the pair is not indexed on batches).
+SELECT b.seq, b.state, b.created_at FROM batchclaim.batch_keys k
+JOIN batchclaim.batches b ON b.seq = k.seq
+WHERE k.service_id = sqlc.arg(service_id) AND k.batch_id = sqlc.arg(batch_id);
 
 -- name: BatchHeads :many
 -- The oldest unfinished batch of each given service_id (one index probe each), with what

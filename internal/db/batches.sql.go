@@ -210,6 +210,8 @@ type BatchInsertRow struct {
 // (or of this statement alone when it runs outside one).
 // Idempotent on (service_id, batch_id): a batch stored twice keeps its first seq. No row
 // comes back on any conflict, including a ledger batch id stored under another service_id.
+// The pair is registered in batch_keys by the trigger batches_key, which skips the row when
+// the pair (or a ledger batch id) is already stored; ON CONFLICT covers the unique indexes.
 // The service_id's claim row is created under the same lock, so that an owner dropping the
 // row as idle (ClaimsLockIdle, ClaimsDropIdle) either sees this batch or runs entirely before
 // this statement takes the lock, and then the row is created again here.
@@ -247,8 +249,9 @@ func (q *Queries) BatchLedgerOwner(ctx context.Context, db DBTX, batchID string)
 }
 
 const batchLookup = `-- name: BatchLookup :one
-SELECT seq, state, created_at FROM batchclaim.batches
-WHERE service_id = $1 AND batch_id = $2
+SELECT b.seq, b.state, b.created_at FROM batchclaim.batch_keys k
+JOIN batchclaim.batches b ON b.seq = k.seq
+WHERE k.service_id = $1 AND k.batch_id = $2
 `
 
 type BatchLookupParams struct {
@@ -262,6 +265,7 @@ type BatchLookupRow struct {
 	CreatedAt time.Time
 }
 
+// A batch by its pair, through batch_keys (the pair is not indexed on batches).
 func (q *Queries) BatchLookup(ctx context.Context, db DBTX, arg BatchLookupParams) (BatchLookupRow, error) {
 	row := db.QueryRow(ctx, batchLookup, arg.ServiceID, arg.BatchID)
 	var i BatchLookupRow

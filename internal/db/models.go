@@ -51,6 +51,12 @@ type BatchclaimBatchHistory struct {
 	Detail     *string
 }
 
+type BatchclaimBatchKey struct {
+	ServiceID string
+	BatchID   string
+	Seq       int64
+}
+
 type BatchclaimBatchRowAttempt struct {
 	Seq        int64
 	ServiceID  string

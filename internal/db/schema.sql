@@ -2,6 +2,7 @@
 -- migrations.Up puts them, in the schema batchclaim (see docs/schema.md). Every table, view,
 -- sequence and function the migrations create is listed; TestSQLCSchemaListsEveryObject checks it.
 CREATE SCHEMA batchclaim;
+ALTER TABLE batch_keys SET SCHEMA batchclaim;
 ALTER TABLE batch_transitions SET SCHEMA batchclaim;
 ALTER TABLE batches SET SCHEMA batchclaim;
 ALTER TABLE claim_events SET SCHEMA batchclaim;
@@ -33,5 +34,7 @@ ALTER SEQUENCE service_id_claim_epochs SET SCHEMA batchclaim;
 ALTER SEQUENCE singleflight_epoch_seq SET SCHEMA batchclaim;
 ALTER FUNCTION batchclaim_head_in_flight(text, uuid, bigint) SET SCHEMA batchclaim;
 ALTER FUNCTION batchclaim_notify_work() SET SCHEMA batchclaim;
+ALTER FUNCTION batchclaim_batch_key() SET SCHEMA batchclaim;
+ALTER FUNCTION batchclaim_drop_batch_keys() SET SCHEMA batchclaim;
 ALTER FUNCTION batchclaim_finished_at() SET SCHEMA batchclaim;
 ALTER FUNCTION batchclaim_wake(text) SET SCHEMA batchclaim;

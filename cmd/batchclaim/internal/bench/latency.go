@@ -209,7 +209,7 @@ func latencyOnce(ctx context.Context, c latencyConfig, name string, extra []stri
 			return x, err
 		}
 		var seq int64
-		if err := admin.QueryRow(ctx, `SELECT seq FROM batchclaim.batches WHERE service_id = $1 AND batch_id = $2`, svc, id).Scan(&seq); err != nil {
+		if err := admin.QueryRow(ctx, `SELECT seq FROM batchclaim.batch_keys WHERE service_id = $1 AND batch_id = $2`, svc, id).Scan(&seq); err != nil {
 			return x, fmt.Errorf("batch %s of %s after its POST: %w", id[:12], svc, err)
 		}
 		seqs = append(seqs, seq)
