@@ -589,9 +589,10 @@ func TestHostileWithTokens(t *testing.T) {
 	c.waitStatus("/readyz", http.StatusOK, 30*time.Second)
 
 	t.Run("item 13: a token file every user may read is reported", func(t *testing.T) {
-		if !strings.Contains(run.output(), "can be read by every user of the machine (mode 0644)") {
-			t.Error("no warning about the token file's mode")
-		}
+		// The output is copied from a pipe: the line may land a moment after it is written.
+		testutil.WaitFor(t, 10*time.Second, "a warning about the token file's mode", func() bool {
+			return strings.Contains(run.output(), "can be read by every user of the machine (mode 0644)")
+		})
 	})
 	t.Run("item 13: the ledger credential is neither in ps nor in the log", func(t *testing.T) {
 		cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", run.cmd.Process.Pid))
@@ -657,9 +658,10 @@ func TestHostileWithTokens(t *testing.T) {
 			}
 			time.Sleep(50 * time.Millisecond)
 		}
-		if !strings.Contains(run.output(), "holds no token: every request that needs one is refused") {
-			t.Error("no warning that every token is revoked")
-		}
+		// The new set is in force before the reload is logged: wait for the line.
+		testutil.WaitFor(t, 10*time.Second, "a warning that every token is revoked", func() bool {
+			return strings.Contains(run.output(), "holds no token: every request that needs one is refused")
+		})
 		c.waitStatus("/readyz", http.StatusOK, 10*time.Second)
 	})
 }
