@@ -14,48 +14,64 @@ CREATE TABLE batch_keys (
     PRIMARY KEY (service_id, batch_id)
 );
 
+-- A ledger batch id is unique across service_ids (batches_ledger_batch_id_key). Its enqueue
+-- registers the id here too, after its pair, so that an id already stored under another
+-- service_id is refused before the batch row is written, and its pair taken back: a refused
+-- enqueue leaves nothing. A unique key, not a lock per id: a transaction that stores many
+-- ledger batches takes no entry of the server's lock table for each.
+CREATE TABLE ledger_batch_keys (
+    batch_id text   PRIMARY KEY,
+    -- The batch row the id names (batches.seq).
+    seq      bigint NOT NULL
+);
+
 -- No batch is stored while the keys are copied: the copy and the constraint's removal are
 -- one transaction, and an insert waits for it.
 LOCK TABLE batches IN SHARE ROW EXCLUSIVE MODE;
 INSERT INTO batch_keys (service_id, batch_id, seq) SELECT service_id, batch_id, seq FROM batches;
+INSERT INTO ledger_batch_keys (batch_id, seq) SELECT batch_id, seq FROM batches WHERE ledger;
 
 -- Every insert into batches, whoever writes it (ingest, the CLI, an application's own INSERT),
 -- registers its pair first; a pair already registered makes the insert store nothing and
--- return no row, as ON CONFLICT DO NOTHING did on the unique constraint. A ledger batch id is
--- also unique across service_ids (batches_ledger_batch_id_key): its enqueues are serialized on
--- the id and checked before the pair is registered, so a ledger id stored under another
--- service_id leaves no pair behind. The body names the schema, as batchclaim_head_in_flight
--- does: a SET clause would cost a configuration change at every insert.
+-- return no row, as ON CONFLICT DO NOTHING did on the unique constraint. A ledger batch then
+-- registers its id; an id already registered (under any service_id) takes the pair back and
+-- stores nothing. Two enqueues of one pair or one ledger id at once wait for each other on
+-- the key, as on a unique index. The body names the schema, as batchclaim_head_in_flight does:
+-- a SET clause would cost a configuration change at every insert.
 DO $do$
 BEGIN
     EXECUTE format($f$
 CREATE FUNCTION batchclaim_batch_key() RETURNS trigger LANGUAGE plpgsql AS $b$
 BEGIN
-    IF NEW.ledger THEN
-        PERFORM pg_advisory_xact_lock(hashtext('batchclaim.ledger_batch_id'), hashtext(NEW.batch_id));
-        IF EXISTS (SELECT 1 FROM %1$I.batches WHERE batch_id = NEW.batch_id AND ledger) THEN
-            RETURN NULL;
-        END IF;
-    END IF;
     INSERT INTO %1$I.batch_keys (service_id, batch_id, seq) VALUES (NEW.service_id, NEW.batch_id, NEW.seq)
     ON CONFLICT DO NOTHING;
     IF NOT FOUND THEN
         RETURN NULL;
     END IF;
+    IF NEW.ledger THEN
+        INSERT INTO %1$I.ledger_batch_keys (batch_id, seq) VALUES (NEW.batch_id, NEW.seq)
+        ON CONFLICT DO NOTHING;
+        IF NOT FOUND THEN
+            DELETE FROM %1$I.batch_keys WHERE service_id = NEW.service_id AND batch_id = NEW.batch_id;
+            RETURN NULL;
+        END IF;
+    END IF;
     RETURN NEW;
 END
 $b$$f$, current_schema());
 
--- A deleted batch (retention, an operator) frees its pair: the same batch_id may be stored
--- again, as before. A TRUNCATE of batches empties batch_keys.
+-- A deleted batch (retention, an operator) frees its pair and its ledger id: the same
+-- batch_id may be stored again, as before. A TRUNCATE of batches empties both tables.
     EXECUTE format($f$
 CREATE FUNCTION batchclaim_drop_batch_keys() RETURNS trigger LANGUAGE plpgsql AS $b$
 BEGIN
     IF TG_OP = 'TRUNCATE' THEN
-        TRUNCATE %1$I.batch_keys;
+        TRUNCATE %1$I.batch_keys, %1$I.ledger_batch_keys;
     ELSE
         DELETE FROM %1$I.batch_keys k USING gone g
         WHERE k.service_id = g.service_id AND k.batch_id = g.batch_id AND k.seq = g.seq;
+        DELETE FROM %1$I.ledger_batch_keys l USING gone g
+        WHERE g.ledger AND l.batch_id = g.batch_id AND l.seq = g.seq;
     END IF;
     RETURN NULL;
 END

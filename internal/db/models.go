@@ -235,6 +235,11 @@ type BatchclaimInstance struct {
 	Nonce       uuid.UUID
 }
 
+type BatchclaimLedgerBatchKey struct {
+	BatchID string
+	Seq     int64
+}
+
 type BatchclaimOwnerLock struct {
 	Name       string
 	Token      *string

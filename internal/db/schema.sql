@@ -20,6 +20,7 @@ ALTER TABLE heartbeat_event_types SET SCHEMA batchclaim;
 ALTER TABLE heartbeat_events SET SCHEMA batchclaim;
 ALTER TABLE heartbeat_sources SET SCHEMA batchclaim;
 ALTER TABLE instances SET SCHEMA batchclaim;
+ALTER TABLE ledger_batch_keys SET SCHEMA batchclaim;
 ALTER TABLE owner_lock_events SET SCHEMA batchclaim;
 ALTER TABLE owner_locks SET SCHEMA batchclaim;
 ALTER TABLE retention_state SET SCHEMA batchclaim;

@@ -54,7 +54,7 @@ type defaultsResult struct {
 	Method           string        `json:"method"`
 }
 
-const defaultsMethod = "batches stored through ingest.Enqueue (batch n of every service_id, then n+1, transactions of 1,000) " +
+const defaultsMethod = "batches stored by one INSERT into batches per round (batch n of every service_id, then n+1) " +
 	"once the processes hold every claim; the clock (database) from just before the first store to the write that " +
 	"recorded the last batch COMMITTED; statements from both processes' batchclaim_db_statements_total"
 

@@ -60,7 +60,7 @@ type manyClaimsResult struct {
 	Seconds       float64         `json:"seconds"`
 }
 
-const manyClaimsMethod = "one batch stored on every key (ingest.Enqueue, transactions of 1,000), waited for until " +
+const manyClaimsMethod = "one batch stored on every key (one INSERT into batches for the round, as an embedder's SQL may store work), waited for until " +
 	"COMMITTED; then one more on each of the keys that sort last; submitted = batches with a submission attempt; " +
 	"enqueue to POST by the database clock over the batches submitted"
 
