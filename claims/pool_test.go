@@ -2,7 +2,6 @@ package claims_test
 
 import (
 	"context"
-	"net/url"
 	"sync"
 	"testing"
 	"time"
@@ -58,17 +57,8 @@ func TestConfiguredPoolGivesUpFrozenConnections(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			u, err := url.Parse(dbURL)
-			if err != nil {
-				t.Fatal(err)
-			}
-			proxy, err := tcpproxy.Start("127.0.0.1:0", u.Host)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { _ = proxy.Close() })
-			u.Host = proxy.Addr()
-			pc, err := pgxpool.ParseConfig(u.String())
+			proxy, viaProxy := dbtest.Proxied(t, dbURL)
+			pc, err := pgxpool.ParseConfig(viaProxy)
 			if err != nil {
 				t.Fatal(err)
 			}

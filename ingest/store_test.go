@@ -3,7 +3,6 @@ package ingest_test
 import (
 	"net/http"
 	"net/http/httptest"
-	"net/url"
 	"testing"
 	"time"
 
@@ -12,7 +11,6 @@ import (
 	"github.com/batchclaim/batchclaim/dlt"
 	"github.com/batchclaim/batchclaim/ingest"
 	"github.com/batchclaim/batchclaim/internal/dbtest"
-	"github.com/batchclaim/batchclaim/internal/tcpproxy"
 )
 
 // A database that stops answering while a request stores its batches costs the API its
@@ -20,22 +18,14 @@ import (
 // the next one, on the API's only connection slot, is stored once the link is back.
 func TestStoreTimeoutFreesTheConnection(t *testing.T) {
 	t.Parallel()
-	u, err := url.Parse(dbtest.NewDB(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	proxy, err := tcpproxy.Start("127.0.0.1:0", u.Host)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = proxy.Close() })
-	direct, err := pgxpool.New(t.Context(), u.String())
+	dbURL := dbtest.NewDB(t)
+	proxy, viaProxy := dbtest.Proxied(t, dbURL)
+	direct, err := pgxpool.New(t.Context(), dbURL)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(direct.Close)
-	u.Host = proxy.Addr()
-	pool, err := pgxpool.New(t.Context(), u.String())
+	pool, err := pgxpool.New(t.Context(), viaProxy)
 	if err != nil {
 		t.Fatal(err)
 	}

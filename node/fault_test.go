@@ -7,21 +7,10 @@ import (
 
 	"github.com/batchclaim/batchclaim/dlt"
 	"github.com/batchclaim/batchclaim/dlt/dltsim"
+	"github.com/batchclaim/batchclaim/internal/dbtest"
 	"github.com/batchclaim/batchclaim/internal/history"
-	"github.com/batchclaim/batchclaim/internal/tcpproxy"
 	"github.com/batchclaim/batchclaim/internal/testutil"
 )
-
-// newProxy starts a TCP proxy to target that the test closes at its end.
-func newProxy(t *testing.T, target string) *tcpproxy.Proxy {
-	t.Helper()
-	p, err := tcpproxy.Start("127.0.0.1:0", target)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { p.Close() })
-	return p
-}
 
 // TestDatabaseLinkCutAndBackendsKilled: instance a loses its database link for longer than
 // expiry-2 while work is in flight, then gets it back; instance b's backends are killed with
@@ -35,16 +24,14 @@ func TestDatabaseLinkCutAndBackendsKilled(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := newProxy(t, u.Host)
-	viaProxy := *u
-	viaProxy.Host = p.Addr()
+	p, viaProxy := dbtest.Proxied(t, e.url)
 	direct := *u
 	q := direct.Query()
 	q.Set("application_name", "node-b")
 	direct.RawQuery = q.Encode()
 
 	e.enqueue(8, 6)
-	a, _ := e.startOn(viaProxy.String(), "a", nil)
+	a, _ := e.startOn(viaProxy, "a", nil)
 	b, _ := e.startOn(direct.String(), "b", nil)
 	testutil.WaitFor(t, 30*time.Second, "both instances working", func() bool {
 		return len(e.sim.Committed()) >= 8 && a.Engine().Stats().Held > 0 && b.Engine().Stats().Held > 0
@@ -88,16 +75,10 @@ func TestDatabaseLinkCutAndBackendsKilled(t *testing.T) {
 func TestFrozenDatabaseLink(t *testing.T) {
 	t.Parallel()
 	e := setup(t, dlt.FlavorSawtooth, dltsim.Config{})
-	u, err := url.Parse(e.url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := newProxy(t, u.Host)
-	viaProxy := *u
-	viaProxy.Host = p.Addr()
+	p, viaProxy := dbtest.Proxied(t, e.url)
 
 	ids := e.enqueue(4, 1)
-	a, _ := e.startOn(viaProxy.String(), "a", nil)
+	a, _ := e.startOn(viaProxy, "a", nil)
 	e.waitFinished(30 * time.Second)
 	if a.Engine().Stats().Held != 4 {
 		t.Fatalf("a holds %d claims, want all 4", a.Engine().Stats().Held)

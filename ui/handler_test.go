@@ -22,7 +22,6 @@ import (
 	"github.com/batchclaim/batchclaim/ingest"
 	"github.com/batchclaim/batchclaim/internal/dbtest"
 	"github.com/batchclaim/batchclaim/internal/httpauth"
-	"github.com/batchclaim/batchclaim/internal/tcpproxy"
 	"github.com/batchclaim/batchclaim/internal/testutil"
 	"github.com/batchclaim/batchclaim/ui"
 )
@@ -364,17 +363,13 @@ func TestConfigValidation(t *testing.T) {
 // and logs the failure once, not once per request; its recovery is logged once too.
 func TestStatusDuringOutage(t *testing.T) {
 	t.Parallel()
-	dbURL, err := url.Parse(dbtest.NewDB(t))
+	rawURL := dbtest.NewDB(t)
+	dbURL, err := url.Parse(rawURL)
 	if err != nil {
 		t.Fatal(err)
 	}
-	proxy, err := tcpproxy.Start("127.0.0.1:0", dbURL.Host)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = proxy.Close() })
-	dbURL.Host = proxy.Addr()
-	pool, err := pgxpool.New(context.Background(), dbURL.String()+"&connect_timeout=2")
+	proxy, viaProxy := dbtest.Proxied(t, rawURL)
+	pool, err := pgxpool.New(context.Background(), viaProxy+"&connect_timeout=2")
 	if err != nil {
 		t.Fatal(err)
 	}

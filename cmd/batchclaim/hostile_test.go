@@ -25,7 +25,6 @@ import (
 
 	"github.com/batchclaim/batchclaim/dlt"
 	"github.com/batchclaim/batchclaim/internal/dbtest"
-	"github.com/batchclaim/batchclaim/internal/tcpproxy"
 	"github.com/batchclaim/batchclaim/internal/testcert"
 	"github.com/batchclaim/batchclaim/internal/testutil"
 )
@@ -237,18 +236,12 @@ func TestHostile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	proxy, err := tcpproxy.Start("127.0.0.1:0", u.Host)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = proxy.Close() })
-	viaProxy := *u
-	viaProxy.Host = proxy.Addr()
+	proxy, viaProxy := dbtest.Proxied(t, dbURL)
 
 	simAddr, addr := mustFreeAddr(t), mustFreeAddr(t)
 	startHostile(t, bin, "dlt-sim", "--flavor", "sawtooth", "--listen", simAddr, "--commit-latency", "20ms")
 	waitHTTP(t, "http://"+simAddr+"/_sim/posts")
-	run := startHostile(t, bin, "run", "--database-url", viaProxy.String(), "--dlt-url", "http://"+simAddr,
+	run := startHostile(t, bin, "run", "--database-url", viaProxy, "--dlt-url", "http://"+simAddr,
 		"--listen", addr, "--db-max-conns", "4", "--log-format", "json", "--poll-interval", "100ms") // the default timings: lock_timeout = R = 5s
 	c := &hostileClient{t: t, base: "http://" + addr, http: &http.Client{Timeout: 2 * time.Minute}}
 	c.waitStatus("/readyz", http.StatusOK, 30*time.Second)

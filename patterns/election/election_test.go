@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -13,7 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/batchclaim/batchclaim"
-	"github.com/batchclaim/batchclaim/internal/tcpproxy"
+	"github.com/batchclaim/batchclaim/internal/dbtest"
 	"github.com/batchclaim/batchclaim/internal/testutil"
 	"github.com/batchclaim/batchclaim/patterns/election"
 )
@@ -133,18 +132,8 @@ func findElector(els []*election.Elector, name string) *election.Elector {
 func TestStepDownBeforeReelection(t *testing.T) {
 	t.Parallel()
 	pool, dbURL := testDB(t)
-	u, err := url.Parse(dbURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := tcpproxy.Start("127.0.0.1:0", u.Host)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = p.Close() })
-	via := *u
-	via.Host = p.Addr()
-	poolA, err := pgxpool.New(context.Background(), via.String())
+	p, via := dbtest.Proxied(t, dbURL)
+	poolA, err := pgxpool.New(context.Background(), via)
 	if err != nil {
 		t.Fatal(err)
 	}
