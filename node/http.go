@@ -112,8 +112,9 @@ func (c Config) MemoryBound(poolConns int32) int64 {
 }
 
 // ProbeConns is the size of the listener's own small pool, dialled with the node's pool's
-// configuration, on which /readyz, the scrape-time metrics and the status page read: they
-// never wait behind ingest or the workers for a connection of the node's pool.
+// configuration, on which the scrape-time metrics and the status page read: they never wait
+// behind ingest or the workers for a connection of the node's pool. /readyz reads what the
+// readiness pings recorded, on a connection of their own (ReadinessConns).
 const ProbeConns = 2
 
 // openPaths are served under any Host name (load balancers and scrapers may use any).
@@ -142,26 +143,33 @@ func (n *Node) listen(ctx context.Context) (*http.Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	prober, err := newDBProber(ctx, n.pool.Config(), n.log)
+	if err != nil {
+		return nil, err
+	}
 	pc.MaxConns, pc.MinConns, pc.MinIdleConns = ProbeConns, 0, 0
 	probe, err := pgxpool.NewWithConfig(ctx, pc)
 	if err != nil {
+		prober.pool.Close()
 		return nil, fmt.Errorf("probe pool: %w", err)
 	}
+	closePools := func() { probe.Close(); prober.pool.Close() }
 	page, err := ui.New(pg.InSchema(probe, n.cfg.Schema), ui.Config{Logger: n.log})
 	if err != nil {
-		probe.Close()
+		closePools()
 		return nil, err
 	}
 	ln, err := net.Listen("tcp", n.cfg.Listen)
 	if err != nil {
-		probe.Close()
+		closePools()
 		return nil, fmt.Errorf("listen on %s: %w", n.cfg.Listen, err)
 	}
 	n.metrics.states.probe.Store(probe)
+	n.metrics.readiness.Store(prober.pool)
 	registerIngestMetrics(n.registry, api)
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
-	mux.HandleFunc("GET /readyz", n.ready(probe))
+	mux.HandleFunc("GET /readyz", n.ready(prober))
 	mux.Handle("GET /metrics", promhttp.HandlerFor(n.registry, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError}))
 	api.Register(mux)
 	page.Register(mux) // the status page at /, its assets and its JSON API under /api/
@@ -183,9 +191,15 @@ func (n *Node) listen(ctx context.Context) (*http.Server, error) {
 		ErrorLog:          httpguard.ErrorLog(n.log),
 		BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
 	}
+	pctx, stopProber := context.WithCancel(context.WithoutCancel(ctx)) // ready until the listener stops
+	proberDone := make(chan struct{})
+	go func() { defer close(proberDone); prober.run(pctx) }()
 	srv.RegisterOnShutdown(func() {
+		stopProber()
+		<-proberDone
 		n.metrics.states.probe.Store(nil)
-		probe.Close() // waits for the requests still using it
+		n.metrics.readiness.Store(nil)
+		closePools() // waits for the requests still using them
 	})
 	ln = limitConns(ln, cmp.Or(n.cfg.MaxConnections, MaxConnectionsDefault))
 	if tlsCfg != nil {
@@ -195,7 +209,7 @@ func (n *Node) listen(ctx context.Context) (*http.Server, error) {
 	n.addr = ln.Addr().String()
 	n.mu.Unlock()
 	n.log.Info("listening", "addr", n.addr, "tls", tlsCfg != nil, "auth", n.cfg.Auth != nil,
-		"ingest_conns", IngestConns(n.pool.Config().MaxConns), "probe_conns", ProbeConns)
+		"ingest_conns", IngestConns(n.pool.Config().MaxConns), "probe_conns", ProbeConns, "readiness_conns", ReadinessConns)
 	go func() {
 		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			n.log.Error("http server", "error", err)
@@ -208,14 +222,14 @@ func (n *Node) listen(ctx context.Context) (*http.Server, error) {
 // (Config.MaxIngestRequests, MaxIngestMemory).
 const CodeBusy = ingest.CodeBusy
 
-// ready answers 200 while the database answers (on the probe pool, apart from the work's) and
-// the instance is registered with a live lease. A failure names no database, user or host.
-func (n *Node) ready(probe *pgxpool.Pool) http.HandlerFunc {
+// ready answers 200 while the database answers the listener's readiness pings (dbProber,
+// on its own pool, apart from the work's) and the instance is registered with a live lease.
+// It reads what the pings recorded: a probe costs no database round trip. A failure names no
+// database, user or host.
+func (n *Node) ready(p *dbProber) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		ctx, cancel := context.WithTimeout(r.Context(), time.Second)
-		defer cancel()
-		if err := probe.Ping(ctx); err != nil {
-			httpguard.Logger(r.Context(), n.log).Debug("readiness: database ping failed", "error", err)
+		if err := p.ready(); err != nil {
+			httpguard.Logger(r.Context(), n.log).Debug("readiness: the database does not answer", "error", err)
 			http.Error(w, "database unreachable", http.StatusServiceUnavailable)
 			return
 		}

@@ -38,7 +38,13 @@ func TestHealthReadinessMetrics(t *testing.T) {
 	}
 	testutil.WaitFor(t, 10*time.Second, "/readyz 200", func() bool { code, _ := get("/readyz"); return code == 200 })
 	e.waitFinished(30 * time.Second)
-	_, metrics := get("/metrics")
+	// The counters move after the transaction that finished a batch has committed.
+	var metrics string
+	testutil.WaitFor(t, 10*time.Second, "the six commits counted", func() bool {
+		_, metrics = get("/metrics")
+		return strings.Contains(metrics, "batchclaim_commit_latency_seconds_count 6") &&
+			strings.Contains(metrics, `batchclaim_batch_transitions_total{to="COMMITTED"} 6`)
+	})
 	for _, m := range []string{
 		"batchclaim_claims_held ", "batchclaim_claims_gained_total ", "batchclaim_claims_lost_total ",
 		"batchclaim_takeovers_total ", "batchclaim_serialization_retries_total ", `batchclaim_batches{state="NEW"} 0`,
@@ -131,5 +137,47 @@ func TestMemoryBound(t *testing.T) {
 		if got := tt.cfg.MemoryBound(tt.conns); got != tt.want {
 			t.Errorf("%+v on %d connections: %d MiB, want %d MiB", tt.cfg, tt.conns, got/MiB, tt.want/MiB)
 		}
+	}
+}
+
+// /readyz answers from the listener's readiness pings: a flood of probes adds no database
+// round trip, however many arrive.
+func TestReadinessProbesCostNoRoundTrip(t *testing.T) {
+	t.Parallel()
+	e := setup(t, dlt.FlavorSawtooth, dltsim.Config{})
+	n, _ := e.start("flood", func(c *node.Config) { c.Listen = "127.0.0.1:0" })
+	testutil.WaitFor(t, 10*time.Second, "listener up", func() bool { return n.Addr() != "" })
+	probe := func() int {
+		resp, err := http.Get("http://" + n.Addr() + "/readyz")
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	testutil.WaitFor(t, 10*time.Second, "/readyz 200", func() bool { return probe() == 200 })
+	acquires := func() (sum float64) { // on the listener's pools: the probe pool and the readiness pings'
+		fams := scrape(t, n)
+		for _, pool := range []string{"probe", "readiness"} {
+			v, ok := value(fams, "batchclaim_pool_acquires_total", map[string]string{"pool": pool})
+			if !ok {
+				t.Fatalf("/metrics lacks batchclaim_pool_acquires_total{pool=%q}", pool)
+			}
+			sum += v
+		}
+		return sum
+	}
+	before, start := acquires(), time.Now()
+	const probes = 2000
+	for range probes {
+		if code := probe(); code != 200 {
+			t.Fatalf("/readyz %d", code)
+		}
+	}
+	// The pings (one per ReadinessInterval) and the two scrapes' reads are all there may be.
+	got, most := acquires()-before, time.Since(start).Seconds()/node.ReadinessInterval.Seconds()+3
+	t.Logf("%d probes in %v: %v acquires on the listener's pools", probes, time.Since(start).Round(time.Millisecond), got)
+	if got > most {
+		t.Errorf("%d probes took %v connections of the listener's pools, want at most %.0f", probes, got, most)
 	}
 }

@@ -24,6 +24,7 @@ type metrics struct {
 	transitions   *prometheus.CounterVec
 	ingested      prometheus.Counter
 	states        *batchStates
+	readiness     atomic.Pointer[pgxpool.Pool] // the readiness pings' pool while the listener runs
 }
 
 func newMetrics(reg prometheus.Registerer, eng *claims.Engine, pool claims.Querier, busy func() int, retention func() observer.RetentionStats) *metrics {

@@ -295,7 +295,7 @@ func New(pool *pgxpool.Pool, cfg Config) (*Node, error) {
 		}
 	}
 	n.metrics = newMetrics(n.registry, eng, n.db, n.workers.Busy, n.retentionStats)
-	n.registry.MustRegister(buildInfo(cc.Version), poolStats{node: pool, probe: n.metrics.states.probe.Load})
+	n.registry.MustRegister(buildInfo(cc.Version), poolStats{node: pool, probe: n.metrics.states.probe.Load, readiness: n.metrics.readiness.Load})
 	if cfg.Registry == nil {
 		n.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	}

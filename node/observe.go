@@ -34,11 +34,13 @@ func buildInfo(version string) prometheus.Collector {
 	}, func() float64 { return 1 })
 }
 
-// poolStats exports the statistics of the node's pool (pool="node") and of the listener's
-// probe pool (pool="probe", present while the listener runs), read at each scrape.
+// poolStats exports the statistics of the node's pool (pool="node") and, while the listener
+// runs, of its probe pool (pool="probe") and readiness pool (pool="readiness"), read at each
+// scrape.
 type poolStats struct {
-	node  *pgxpool.Pool
-	probe func() *pgxpool.Pool // nil result: no probe pool now
+	node      *pgxpool.Pool
+	probe     func() *pgxpool.Pool // nil result: no probe pool now
+	readiness func() *pgxpool.Pool // nil result: no readiness pool now
 }
 
 var (
@@ -72,6 +74,9 @@ func (p poolStats) Collect(ch chan<- prometheus.Metric) {
 	collectPool(ch, "node", p.node)
 	if probe := p.probe(); probe != nil {
 		collectPool(ch, "probe", probe)
+	}
+	if r := p.readiness(); r != nil {
+		collectPool(ch, "readiness", r)
 	}
 }
 
