@@ -21,12 +21,12 @@
 // wait. /readyz costs no round trip: the listener pings the database every ReadinessInterval
 // on a connection of its own (ReadinessConns), and /readyz answers 200 while a ping was
 // answered within ReadinessWindow and the lease is live, so that a flood of probes costs the
-// database nothing and one slow answer does not take the instance out of its load balancer. StopBudget says how long a stop can take, for a
-// supervisor's kill timeout.
+// database nothing and one slow answer does not take the instance out of its load balancer.
+// StopBudget says how long a stop can take, for a supervisor's kill timeout.
 //
 // Besides the work's metrics, /metrics has batchclaim_build_info and the statistics of the
-// pools (the node's, the probe pool and the readiness pings'). Config.Pprof adds the runtime's profiles under
-// /debug/pprof/, behind Config.Auth. The library's OpenTelemetry spans (internal/tracing) go
+// pools (the node's, the probe pool and the readiness pings'). Config.Pprof adds the
+// runtime's profiles under /debug/pprof/, behind Config.Auth. The library's OpenTelemetry spans (internal/tracing) go
 // to the global tracer provider, a no-op unless the program installs one. See
 // docs/observability.md.
 //

@@ -28,7 +28,7 @@ const (
 // errNoAnswerYet: no readiness ping has been answered since the listener started.
 var errNoAnswerYet = errors.New("no readiness ping answered yet")
 
-// dbProber pings the database on the listener's pool and remembers the last answer.
+// dbProber pings the database on a pool of its own and remembers the last answer.
 type dbProber struct {
 	pool             *pgxpool.Pool
 	interval, window time.Duration
