@@ -26,9 +26,9 @@
 //
 // Besides the work's metrics, /metrics has batchclaim_build_info and the statistics of the
 // pools (the node's, the probe pool and the readiness pings'). Config.Pprof adds the
-// runtime's profiles under /debug/pprof/, behind Config.Auth. The library's OpenTelemetry spans (internal/tracing) go
-// to the global tracer provider, a no-op unless the program installs one. See
-// docs/observability.md.
+// runtime's profiles under /debug/pprof/, behind Config.Auth. The library's OpenTelemetry
+// spans (internal/tracing) go to the global tracer provider, a no-op unless the program
+// installs one. See docs/observability.md.
 //
 // A node listens for new work (LISTEN/NOTIFY) on a connection of its own: a batch stored for
 // a service_id it holds, by any instance, the CLI or an embedder's own INSERT, reaches its
