@@ -1,7 +1,6 @@
 package ui_test
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha512"
 	"encoding/hex"
@@ -9,9 +8,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"image"
-	"image/color"
-	"image/png"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -37,30 +33,28 @@ var update = flag.Bool("update", false, "rewrite the golden screenshots in testd
 // The screenshot expectations: each view of the page rendered in headless Chromium from
 // fixed data must look like its golden PNG in testdata/screenshots. The page and its assets
 // are the shipped ones (ui.New + Register); only the /api/... answers are fixtures built from
-// the package's own types, and the browser's clock is pinned (a same-origin script that
-// fixes Date.now and new Date(), time zone UTC, locale en-US), so nothing in the pixels
-// depends on the time, on ids or on a database.
+// the package's own types, the browser's clock is pinned (a same-origin script that fixes
+// Date.now and new Date(), time zone UTC, locale en-US), and so are its fonts (the files in
+// testdata/fonts, whatever fonts the machine has: fonts_test.go), so nothing in the pixels
+// depends on the time, on ids, on a database or on the machine's fonts.
 //
 // A view fails when more than maxDiffFraction of its pixels differ by more than
-// channelTolerance in any channel; the new image and a diff image (differing pixels red) are
+// channelTolerance in any channel (compare_test.go; TestScreenshotsCatchChanges shows that a
+// changed digit or colour fails); the new image and a diff image (differing pixels red) are
 // written to $ARTIFACTS_DIR/screenshots (else a new directory under the system's temp dir)
-// and their paths logged. The goldens depend on the Chromium version and the fonts installed
-// (the page uses system-ui; testdata/screenshots/BROWSER names the Chromium that made them).
-// After an intended change of the page, or on a new browser or font set, rewrite them with
+// and their paths logged. What is left to the machine is the Chromium build:
+// testdata/screenshots/BROWSER names the one that made the goldens. After an intended change
+// of the page, or when a newer Chromium draws text or edges differently enough to fail (the
+// diff image shows outlines of glyphs and shapes, not a changed value or colour), rewrite the
+// goldens with that browser:
 //
 //	go test ./ui -run TestScreenshots -update
 //
-// and look at the new PNGs before committing them. Without a Chromium binary the test skips,
-// unless REQUIRE_BROWSER=1.
+// then look at the new PNGs and commit them with BROWSER. Without a Chromium binary the test
+// skips, unless REQUIRE_BROWSER=1.
 func TestScreenshots(t *testing.T) {
-	browser := findBrowser()
-	if browser == "" {
-		if os.Getenv("REQUIRE_BROWSER") == "1" {
-			t.Fatal("REQUIRE_BROWSER=1 but no chromium binary was found (apt-get install chromium)")
-		}
-		t.Skip("no chromium binary found; set REQUIRE_BROWSER=1 to make this a failure")
-	}
-	srv := fixtureServer(t)
+	browser := newScreenshotBrowser(t)
+	srv := fixtureServer(t, fixtureChange{})
 	// Screenshots go to $ARTIFACTS_DIR/screenshots, else to a directory removed after the
 	// test; a failing view's images are then copied to one that stays (keep).
 	out, kept := t.TempDir(), ""
@@ -79,13 +73,11 @@ func TestScreenshots(t *testing.T) {
 		}
 		return kept
 	}
-	version := browserVersion(t, browser)
-	goldenDir := filepath.Join("testdata", "screenshots")
 	if *update {
 		if err := os.MkdirAll(goldenDir, 0o755); err != nil {
 			t.Fatal(err)
 		}
-		if err := os.WriteFile(filepath.Join(goldenDir, "BROWSER"), []byte(version+"\n"), 0o644); err != nil {
+		if err := os.WriteFile(filepath.Join(goldenDir, "BROWSER"), []byte(browser.version+"\n"), 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -94,12 +86,7 @@ func TestScreenshots(t *testing.T) {
 	for _, v := range screenshotViews {
 		t.Run(v.name, func(t *testing.T) {
 			shot := filepath.Join(out, v.name+".png")
-			dom := runPinnedBrowser(t, browser, "--dump-dom", "--screenshot="+shot, fmt.Sprintf("--window-size=1280,%d", v.height), srv.URL+"/"+v.fragment)
-			// The view must be the one meant, fully drawn: a golden of a loading or error
-			// page would pass for ever.
-			if !strings.Contains(dom, `data-view="`+v.view+`"`) {
-				t.Fatalf("the page did not show the %s view:\n%s", v.view, mainOf(dom))
-			}
+			dom := browser.render(t, srv, v, shot)
 			for _, want := range v.texts {
 				if !strings.Contains(dom, want) {
 					t.Errorf("the %s view lacks %q:\n%s", v.name, want, mainOf(dom))
@@ -126,7 +113,7 @@ func TestScreenshots(t *testing.T) {
 				t.Fatal(err)
 			}
 			diff, n, shaded, total := comparePNG(want, got)
-			if float64(n) <= maxDiffFraction*float64(total) {
+			if withinTolerance(n, total) {
 				if shaded > 0 {
 					t.Logf("%d of %d pixels differ, %d of them by more than %d (allowed: %.3f%%)", shaded, total, n, channelTolerance, 100*maxDiffFraction)
 				}
@@ -142,24 +129,63 @@ func TestScreenshots(t *testing.T) {
 					t.Error(err)
 				}
 			}
-			t.Errorf("%s: %d of %d pixels (%.3f%%) differ from %s, more than %.3f%%\n  new image:  %s\n  diff image: %s (red: differing pixels)\n  goldens made with %s; this run used %s.\n  If the change is intended: go test ./ui -run TestScreenshots -update",
-				v.name, n, total, 100*float64(n)/float64(total), golden, 100*maxDiffFraction, newPath, diffPath,
-				strings.TrimSpace(string(madeWith)), version)
+			made := strings.TrimSpace(string(madeWith))
+			advice := "If the change of the page is intended, rewrite the goldens: go test ./ui -run TestScreenshots -update"
+			if made != browser.version {
+				advice = fmt.Sprintf("The goldens were made with %s, this run used %s. If the diff image shows only outlines of\n"+
+					"  glyphs and shapes drawn a little differently (not a changed value, word or colour), the browser is the\n"+
+					"  change: rewrite the goldens with it (go test ./ui -run TestScreenshots -update), look at them and commit\n"+
+					"  them with testdata/screenshots/BROWSER. Else the page changed: fix it, or rewrite them as well if intended.", made, browser.version)
+			}
+			t.Errorf("%s: %d of %d pixels (%.3f%%) differ from %s, more than %.3f%%\n  new image:  %s\n  diff image: %s (red: differing pixels)\n  %s",
+				v.name, n, total, 100*float64(n)/float64(total), golden, 100*maxDiffFraction, newPath, diffPath, advice)
 		})
 	}
 }
 
-const (
-	// channelTolerance is how far a channel may differ (0-255) before the pixel counts as
-	// different: anti-aliasing that moves by a shade is not a change of the page.
-	channelTolerance = 16
-	// maxDiffFraction is the share of pixels of a view that may differ by more than
-	// channelTolerance: 0.001%, 11 pixels of 1280x900. Repeated runs (also under load and
-	// with -race) differ by one shade on a few rounded corners and nowhere by more, while a
-	// digit changed in a table is some 36 pixels and a state's colour changed some 1,300: a
-	// share like 0.5% (5,760 pixels) would let both pass.
-	maxDiffFraction = 0.00001
-)
+// TestScreenshotsCatchChanges renders the overview with one small change each (a digit of a
+// number; a state's colour, and the muted text's, 24 shades off in one channel, a step a
+// person might not notice) and checks that the comparison with the overview's golden fails:
+// the tolerance that lets a browser's patch release through lets none of these through.
+func TestScreenshotsCatchChanges(t *testing.T) {
+	browser := newScreenshotBrowser(t)
+	golden := filepath.Join(goldenDir, "overview.png")
+	want, err := readPNG(golden)
+	if err != nil {
+		t.Fatalf("golden %v; create it with: go test ./ui -run TestScreenshots -update", err)
+	}
+	overview := screenshotViews[0]
+	for _, c := range []struct {
+		name   string
+		change fixtureChange
+		shows  string // in the DOM when the change took effect
+	}{
+		{"a digit of the halted batch's seq", fixtureChange{status: func(s *ui.Status) { s.Halted[0].Seq = 1048 }}, ">#1048<"},
+		{"the committed colour 24 shades redder", fixtureChange{css: ":root { --s-committed: #379d55; }"}, `class="chip s-COMMITTED"`},
+		{"the muted text 24 shades darker", fixtureChange{css: ":root { --muted: #535b6a; }"}, `class="muted"`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			shot := filepath.Join(t.TempDir(), "overview.png")
+			dom := browser.render(t, fixtureServer(t, c.change), overview, shot)
+			if !strings.Contains(dom, c.shows) {
+				t.Fatalf("the changed overview lacks %q:\n%s", c.shows, mainOf(dom))
+			}
+			got, err := readPNG(shot)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, n, _, total := comparePNG(want, got)
+			if withinTolerance(n, total) {
+				t.Fatalf("%d of %d pixels differ from %s, within the tolerance (%.3f%% beyond %d shades): the change would pass unseen", n, total, golden, 100*maxDiffFraction, channelTolerance)
+			}
+			t.Logf("%d pixels differ by more than %d shades, %.0f times the %.0f allowed", n, channelTolerance, float64(n)/(maxDiffFraction*float64(total)), maxDiffFraction*float64(total))
+		})
+	}
+}
+
+// goldenDir holds the golden PNGs and BROWSER, relative to the package directory.
+var goldenDir = filepath.Join("testdata", "screenshots")
 
 type screenshotView struct {
 	name     string   // the golden's name
@@ -197,10 +223,17 @@ var clockScript = `"use strict";
 })();
 `
 
+// fixtureChange is a change of what fixtureServer serves, for TestScreenshotsCatchChanges.
+type fixtureChange struct {
+	css    string           // a stylesheet added after the page's own and the pinned fonts'
+	status func(*ui.Status) // applied to the overview's fixture
+}
+
 // fixtureServer serves the shipped page and assets from the package's handler, the page with
-// the clock script added first in <head>, and fixtures for every GET /api/... the views
-// make.
-func fixtureServer(t *testing.T) *httptest.Server {
+// the clock script and the fonts' script added first in <head> and the pinned fonts'
+// stylesheet after the page's own, the test's fonts under /test/, and fixtures for every
+// GET /api/... the views make.
+func fixtureServer(t *testing.T, change fixtureChange) *httptest.Server {
 	t.Helper()
 	h, err := ui.New(noDB{}, ui.Config{})
 	if err != nil {
@@ -211,13 +244,33 @@ func fixtureServer(t *testing.T) *httptest.Server {
 
 	rec := httptest.NewRecorder()
 	shipped.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/", nil))
-	if rec.Code != http.StatusOK || !strings.Contains(rec.Body.String(), "<head>\n") {
+	const head, style = "<head>\n", `<link rel="stylesheet" href="/assets/style.css">` + "\n"
+	if rec.Code != http.StatusOK || !strings.Contains(rec.Body.String(), head) || !strings.Contains(rec.Body.String(), style) {
 		t.Fatalf("the shipped page: %d\n%s", rec.Code, rec.Body)
 	}
-	page := strings.Replace(rec.Body.String(), "<head>\n", "<head>\n<script src=\"/test/clock.js\"></script>\n", 1)
+	page := strings.Replace(rec.Body.String(), head, head+"<script src=\"/test/clock.js\"></script>\n<script src=\"/test/fonts.js\"></script>\n", 1)
+	added := `<link rel="stylesheet" href="/test/fonts.css">` + "\n"
+	if change.css != "" {
+		added += `<link rel="stylesheet" href="/test/change.css">` + "\n"
+	}
+	page = strings.Replace(page, style, style+added, 1)
 	pageHeader := rec.Header().Clone()
 
 	status, pages, batches, list := fixtures()
+	if change.status != nil {
+		change.status(&status)
+	}
+	test := http.NewServeMux()
+	test.HandleFunc("GET /test/clock.js", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/javascript; charset=utf-8")
+		_, _ = w.Write([]byte(clockScript))
+	})
+	test.HandleFunc("GET /test/change.css", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/css; charset=utf-8")
+		_, _ = w.Write([]byte(change.css))
+	})
+	servePinnedFonts(test)
+
 	api := http.NewServeMux()
 	api.HandleFunc("GET /api/status", func(w http.ResponseWriter, r *http.Request) { writeFixture(w, status) })
 	api.HandleFunc("GET /api/services/{service_id}", func(w http.ResponseWriter, r *http.Request) {
@@ -249,9 +302,8 @@ func fixtureServer(t *testing.T) *httptest.Server {
 				w.Header()[k] = v
 			}
 			_, _ = w.Write([]byte(page))
-		case r.URL.Path == "/test/clock.js":
-			w.Header().Set("Content-Type", "text/javascript; charset=utf-8")
-			_, _ = w.Write([]byte(clockScript))
+		case strings.HasPrefix(r.URL.Path, "/test/"):
+			test.ServeHTTP(w, r)
 		case strings.HasPrefix(r.URL.Path, "/api/"):
 			api.ServeHTTP(w, r)
 		default:
@@ -462,12 +514,44 @@ func fixtures() (ui.Status, map[string]ui.ServicePage, map[int64]ui.BatchDetail,
 	return status, pages, batches, list
 }
 
-// runPinnedBrowser runs headless Chromium once with the flags that make its pixels repeat:
-// one device pixel per CSS pixel, no scrollbars, software rendering, no font hinting or
-// subpixel text, sRGB, and the time zone and locale fixed. The page runs 5 s of its own
-// (virtual) time before the screenshot, so every fetch has answered and the overview has
-// redrawn.
-func runPinnedBrowser(t *testing.T, browser string, args ...string) string {
+// screenshotBrowser is the Chromium of the screenshot tests and the fontconfig file that
+// pins its fonts.
+type screenshotBrowser struct {
+	path, version, fontconfig string
+}
+
+// newScreenshotBrowser finds Chromium, or skips the test (fails it with REQUIRE_BROWSER=1).
+func newScreenshotBrowser(t *testing.T) *screenshotBrowser {
+	t.Helper()
+	path := findBrowser()
+	if path == "" {
+		if os.Getenv("REQUIRE_BROWSER") == "1" {
+			t.Fatal("REQUIRE_BROWSER=1 but no chromium binary was found (apt-get install chromium)")
+		}
+		t.Skip("no chromium binary found; set REQUIRE_BROWSER=1 to make this a failure")
+	}
+	return &screenshotBrowser{path: path, version: browserVersion(t, path), fontconfig: writeFontconfig(t)}
+}
+
+// render draws view v of the page srv serves into the PNG shot and returns the DOM, after
+// checking that the page shows that view, fully drawn (a golden of a loading or error page
+// would pass for ever), in the pinned fonts.
+func (b *screenshotBrowser) render(t *testing.T, srv *httptest.Server, v screenshotView, shot string) string {
+	t.Helper()
+	dom := b.run(t, "--dump-dom", "--screenshot="+shot, fmt.Sprintf("--window-size=1280,%d", v.height), srv.URL+"/"+v.fragment)
+	if !strings.Contains(dom, `data-view="`+v.view+`"`) {
+		t.Fatalf("the page did not show the %s view:\n%s", v.view, mainOf(dom))
+	}
+	checkFontsLoaded(t, dom)
+	return dom
+}
+
+// run runs headless Chromium once with the flags that make its pixels repeat: one device
+// pixel per CSS pixel, no scrollbars, software rendering, no font hinting or subpixel text,
+// sRGB, the time zone and locale fixed, and fontconfig limited to the pinned fonts. The page
+// runs 5 s of its own (virtual) time before the screenshot, so every fetch has answered and
+// the overview has redrawn.
+func (b *screenshotBrowser) run(t *testing.T, args ...string) string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -477,13 +561,13 @@ func runPinnedBrowser(t *testing.T, browser string, args ...string) string {
 		"--virtual-time-budget=5000", "--force-device-scale-factor=1", "--hide-scrollbars",
 		"--font-render-hinting=none", "--disable-font-subpixel-positioning", "--disable-lcd-text",
 		"--force-color-profile=srgb", "--lang=en-US"}
-	cmd := exec.CommandContext(ctx, browser, append(base, args...)...)
-	cmd.Env = append(os.Environ(), "TZ=UTC", "LANG=en_US.UTF-8", "LANGUAGE=en_US", "LC_ALL=en_US.UTF-8")
+	cmd := exec.CommandContext(ctx, b.path, append(base, args...)...)
+	cmd.Env = append(os.Environ(), "TZ=UTC", "LANG=en_US.UTF-8", "LANGUAGE=en_US", "LC_ALL=en_US.UTF-8", "FONTCONFIG_FILE="+b.fontconfig)
 	var stderr limitedBuffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	if err != nil {
-		t.Fatalf("%s: %v\n%s", browser, err, stderr.String())
+		t.Fatalf("%s: %v\n%s", b.path, err, stderr.String())
 	}
 	return string(out)
 }
@@ -506,71 +590,6 @@ func mainOf(dom string) string {
 		return m
 	}
 	return regexp.MustCompile(`(?s)<main id="overview".*?</main>`).FindString(dom)
-}
-
-func readPNG(path string) (image.Image, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return nil, err
-	}
-	img, err := png.Decode(bytes.NewReader(b))
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	return img, nil
-}
-
-func writePNG(path string, img image.Image) error {
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	if err := png.Encode(f, img); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
-}
-
-// comparePNG counts the pixels of got that differ from want by more than channelTolerance
-// in a channel, over the union of both sizes (a pixel outside either image differs), and
-// returns a diff image: differing pixels red, the others a faded copy of want. Shaded counts
-// the pixels that differ at all.
-func comparePNG(want, got image.Image) (diff *image.RGBA, differ, shaded, total int) {
-	wb, gb := want.Bounds(), got.Bounds()
-	r := image.Rect(0, 0, max(wb.Dx(), gb.Dx()), max(wb.Dy(), gb.Dy()))
-	diff = image.NewRGBA(r)
-	at := func(img image.Image, x, y int) (color.RGBA64, bool) {
-		b := img.Bounds()
-		p := image.Pt(b.Min.X+x, b.Min.Y+y)
-		if !p.In(b) {
-			return color.RGBA64{}, false
-		}
-		return color.RGBA64Model.Convert(img.At(p.X, p.Y)).(color.RGBA64), true
-	}
-	for y := 0; y < r.Dy(); y++ {
-		for x := 0; x < r.Dx(); x++ {
-			w, okw := at(want, x, y)
-			g, okg := at(got, x, y)
-			if !okw || !okg || w != g {
-				shaded++
-			}
-			if okw && okg && close8(w.R, g.R) && close8(w.G, g.G) && close8(w.B, g.B) && close8(w.A, g.A) {
-				l := uint8((uint32(w.R>>8)*299 + uint32(w.G>>8)*587 + uint32(w.B>>8)*114) / 1000)
-				f := 192 + l/4
-				diff.SetRGBA(x, y, color.RGBA{f, f, f, 255})
-				continue
-			}
-			differ++
-			diff.SetRGBA(x, y, color.RGBA{255, 0, 0, 255})
-		}
-	}
-	return diff, differ, shaded, r.Dx() * r.Dy()
-}
-
-func close8(a, b uint16) bool {
-	d := int(a>>8) - int(b>>8)
-	return d <= channelTolerance && d >= -channelTolerance
 }
 
 // noDB is the pool of the screenshots' handler: only the page and its assets are served
