@@ -11,7 +11,10 @@ type Batch struct {
 	ServiceID string
 	BatchID   string
 	Payload   []byte
-	Attempts  int // attempts made before this one
+	Attempts  int // attempts made before this one; never counted afresh, not even by a Retry
+	// AttemptBase is how many of Attempts were made before the job's last Retry (0: never
+	// retried). The attempt limit and the backoff count the attempts after it.
+	AttemptBase int
 	// MaxAttempts is the job's own attempt limit, set when it was enqueued; 0 means the
 	// runner's (node.Config.MaxAttempts).
 	MaxAttempts int

@@ -137,7 +137,7 @@ func TestBatchKeysKeepEnqueuesIdempotent(t *testing.T) {
 	if n := count(t, conn, `SELECT count(*) FROM batchclaim.ledger_batch_keys`); n != 0 {
 		t.Fatalf("%d ledger ids left after a TRUNCATE", n)
 	}
-	if err := migrations.Down(ctx, url, 1); err != nil {
+	if err := migrations.Down(ctx, url, int(latest)-14); err != nil {
 		t.Fatal(err)
 	}
 	if seq := insertBatch(t, conn, "a", "three", false); seq != 0 {

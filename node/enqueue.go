@@ -45,7 +45,7 @@ func Cancel(ctx context.Context, q claims.Querier, seq int64, reason string) (Ch
 	return observer.Cancel(ctx, q, seq, reason)
 }
 
-// Retry runs a DISCARDED, CANCELLED or INVALID job again with its attempts counted afresh, or
+// Retry runs a DISCARDED, CANCELLED or INVALID job again, at the back of its key's queue, or
 // a DELAYED one now. See observer.Retry.
 func Retry(ctx context.Context, q claims.Querier, seq int64) (Change, error) {
 	return observer.Retry(ctx, q, seq)

@@ -70,7 +70,8 @@ func Example_jobRunner() {
 // Errors are retried: a job that returns an error is DELAYED for a backoff and runs again, up
 // to its attempt limit (here its own, 2; Config.MaxAttempts else, 25 by default). Its last
 // failed attempt makes it DISCARDED, and its key goes on with the next job. Once the cause is
-// fixed, Retry runs it again (the status page and `batchclaim retry` do the same).
+// fixed, Retry runs it again (the status page and `batchclaim retry` do the same), with up to
+// its attempt limit again; its attempts go on counting.
 func Example_retries() {
 	pool, drop := dbtest.ExamplePool()
 	defer drop()
@@ -130,7 +131,7 @@ func Example_retries() {
 	// charge DISCARDED
 	// notify, attempt 1
 	// notify COMMITTED
-	// charge, attempt 1
+	// charge, attempt 3
 	// charge COMMITTED
 	// stopped: <nil>
 }

@@ -169,7 +169,7 @@ func TestCommitsWriteWhatOutcomesWrite(t *testing.T) {
 	state := func(twin string) map[string]string {
 		rows, err := pool.Query(ctx, `
 			SELECT substr(service_id, length($1) + 2) || '/' || batch_id,
-			       (to_jsonb(b) - 'seq' - 'service_id' - 'created_at' - 'updated_at' - 'status_updated_at' - 'submitted_at'
+			       (to_jsonb(b) - 'seq' - 'pos' - 'service_id' - 'created_at' - 'updated_at' - 'status_updated_at' - 'submitted_at'
 			        - 'finished_at' - 'next_attempt_at' - 'attempt_xid' - 'claim_epoch' - 'run_at')::text,
 			       claim_epoch IS NOT NULL, finished_at - status_updated_at, next_attempt_at - status_updated_at,
 			       submitted_at IS NOT NULL, attempt_xid IS NOT NULL,

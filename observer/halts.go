@@ -69,11 +69,15 @@ func Cancel(ctx context.Context, q claims.Querier, seq int64, reason string) (Ch
 	return Change{Seq: r.Seq, ServiceID: r.ServiceID, From: batchclaim.State(r.FromState), To: batchclaim.StateCancelled}, nil
 }
 
-// Retry runs the batch seq again: a DISCARDED, CANCELLED or INVALID batch becomes NEW with its
-// attempts counted afresh (the earlier ones stay in its history) and lifts its service_id's
-// halt if this batch caused it; a DELAYED one becomes due now. The retried batch goes before
-// its service_id's unfinished batches with a higher seq, and after those that finished
-// meanwhile. A ledger may reject an INVALID batch again. Another state:
+// Retry runs the batch seq again. A DISCARDED, CANCELLED or INVALID batch becomes NEW and goes
+// to the back of its service_id's queue, as if it were enqueued now (it waits for the batch
+// in flight, if any, and for those stored before the retry); the INVALID batch that halts its
+// service_id keeps its place and lifts the halt. Its attempts go on counting (an attempt
+// number is never used twice for one batch); its attempt limit counts from the retry. A
+// DELAYED batch becomes due now. Like an enqueue, Retry creates the service_id's claim row
+// again if it was dropped as idle and wakes whoever holds the service_id when it commits; run
+// inside a transaction, it holds the service_id's enqueue lock until that transaction ends
+// (docs/jobs.md, "Retry"). A ledger may reject an INVALID batch again. Another state:
 // batchclaim.ErrStateChanged; no such batch: batchclaim.ErrNotFound.
 func Retry(ctx context.Context, q claims.Querier, seq int64) (Change, error) {
 	r, err := db.New().BatchRetry(ctx, q, seq)

@@ -168,6 +168,7 @@ func (r *Recorder) mark(ctx context.Context, jobs []batchclaim.Job) ([]batchclai
 			j.Batch.Payload = row.Payload
 			j.Batch.Attempts = int(row.Attempts) - 1
 			j.Batch.MaxAttempts = int(row.MaxAttempts)
+			j.Batch.AttemptBase = int(row.AttemptBase)
 			out = append(out, j)
 		case !row.Fenced:
 			r.fence.Fenced(j.Claim)
@@ -323,7 +324,7 @@ func (r *Recorder) writeOutcomeChunk(ctx context.Context, batch []*outcome) {
 			if row.NextSeq != 0 {
 				o.next = batchclaim.Job{Claim: j.Claim, FromState: batchclaim.StateNew, Reason: batchclaim.ReasonFirst,
 					Batch: batchclaim.Batch{Seq: row.NextSeq, ServiceID: j.Claim.ServiceID, BatchID: row.NextBatchID,
-						Payload: row.NextPayload, Attempts: int(row.NextAttempts) - 1, MaxAttempts: int(row.NextMaxAttempts)}}
+						Payload: row.NextPayload, Attempts: int(row.NextAttempts) - 1, MaxAttempts: int(row.NextMaxAttempts), AttemptBase: int(row.NextAttemptBase)}}
 			}
 		}
 	}

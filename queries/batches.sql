@@ -62,7 +62,7 @@ CROSS JOIN LATERAL (
     WHERE b.service_id = s.service_id
       AND b.unfinished
       AND NOT (sqlc.arg(skip_valid)::bool AND b.state = 'VALID')
-    ORDER BY b.seq
+    ORDER BY b.pos
     LIMIT 1
 ) h
 WHERE NOT EXISTS (SELECT 1 FROM batchclaim.service_halts x WHERE x.service_id = s.service_id);
@@ -92,7 +92,7 @@ WHERE NOT EXISTS (SELECT 1 FROM batchclaim.service_halts x WHERE x.service_id = 
 -- in the state it was handed out in (marked; a head that moved on meanwhile is skipped, its
 -- claim untouched). A POST starts the count of UNKNOWN answers afresh. Returns, per head,
 -- whether its claim held, whether it was marked, and for the heads marked their payload,
--- attempt number and own attempt limit (0: none). The attempt's reason and from-state are kept
+-- attempt number, own attempt limit (0: none) and the attempts made before its last retry. The attempt's reason and from-state are kept
 -- on the batch row for the attempt log's row, which the outcome writes.
 WITH want AS (
     SELECT unnest(sqlc.arg(seqs)::bigint[]) AS seq,
@@ -121,11 +121,11 @@ marked AS (
         attempt_reason = w.reason, attempt_from = w.from_state, attempt_xid = pg_current_xact_id()
     FROM want w JOIN fenced f ON f.service_id = w.service_id AND f.epoch = w.epoch
     WHERE b.seq = w.seq AND b.service_id = w.service_id AND b.state = w.from_state
-    RETURNING b.seq, b.payload, b.attempts, b.max_attempts
+    RETURNING b.seq, b.payload, b.attempts, b.max_attempts, b.attempt_base
 )
 SELECT w.seq::bigint AS seq, (f.service_id IS NOT NULL)::bool AS fenced, (m.seq IS NOT NULL)::bool AS marked,
        COALESCE(m.payload, ''::bytea)::bytea AS payload, COALESCE(m.attempts, 0)::int AS attempts,
-       COALESCE(m.max_attempts, 0)::int AS max_attempts
+       COALESCE(m.max_attempts, 0)::int AS max_attempts, COALESCE(m.attempt_base, 0)::int AS attempt_base
 FROM want w
 LEFT JOIN fenced f ON f.service_id = w.service_id AND f.epoch = w.epoch
 LEFT JOIN marked m ON m.seq = w.seq;
@@ -232,7 +232,7 @@ next_head AS (
         SELECT b.seq, b.state, b.next_attempt_at, octet_length(b.payload) AS size FROM batchclaim.batches b
         WHERE b.service_id = f.service_id AND b.unfinished AND b.seq <> f.seq
           AND NOT (sqlc.arg(skip_valid)::bool AND b.state = 'VALID')
-        ORDER BY b.seq
+        ORDER BY b.pos
         LIMIT 1
     ) n
     WHERE f.chain AND f.frees AND n.state = 'NEW' AND (n.next_attempt_at IS NULL OR n.next_attempt_at <= now())
@@ -248,7 +248,7 @@ chained AS (
         attempt_reason = 'first', attempt_from = 'NEW', attempt_xid = pg_current_xact_id()
     FROM next_head n
     WHERE b.seq = n.seq AND b.service_id = n.service_id AND b.state = 'NEW'
-    RETURNING b.seq, b.batch_id, b.payload, b.attempts, b.max_attempts, n.prev_seq
+    RETURNING b.seq, b.batch_id, b.payload, b.attempts, b.max_attempts, b.attempt_base, n.prev_seq
 ),
 drained AS (
     UPDATE batchclaim.service_id_claims c
@@ -262,7 +262,7 @@ SELECT o.seq::bigint AS seq, (f.service_id IS NOT NULL)::bool AS fenced, (r.seq 
        COALESCE(r.age_seconds, 0)::float8 AS age_seconds,
        COALESCE(c.seq, 0)::bigint AS next_seq, COALESCE(c.batch_id, '')::text AS next_batch_id,
        COALESCE(c.payload, ''::bytea)::bytea AS next_payload, COALESCE(c.attempts, 0)::int AS next_attempts,
-       COALESCE(c.max_attempts, 0)::int AS next_max_attempts
+       COALESCE(c.max_attempts, 0)::int AS next_max_attempts, COALESCE(c.attempt_base, 0)::int AS next_attempt_base
 FROM o
 LEFT JOIN fenced f ON f.service_id = o.service_id AND f.epoch = o.epoch
 LEFT JOIN recorded r ON r.seq = o.seq
@@ -317,7 +317,7 @@ next_head AS (
         SELECT b.seq, b.state, b.next_attempt_at, octet_length(b.payload) AS size FROM batchclaim.batches b
         WHERE b.service_id = f.service_id AND b.unfinished AND b.seq <> f.seq
           AND NOT (sqlc.arg(skip_valid)::bool AND b.state = 'VALID')
-        ORDER BY b.seq
+        ORDER BY b.pos
         LIMIT 1
     ) n
     WHERE f.chain AND n.state = 'NEW' AND (n.next_attempt_at IS NULL OR n.next_attempt_at <= now())
@@ -333,13 +333,13 @@ chained AS (
         attempt_reason = 'first', attempt_from = 'NEW', attempt_xid = pg_current_xact_id()
     FROM next_head n
     WHERE b.seq = n.seq AND b.service_id = n.service_id AND b.state = 'NEW'
-    RETURNING b.seq, b.batch_id, b.payload, b.attempts, b.max_attempts, n.prev_seq
+    RETURNING b.seq, b.batch_id, b.payload, b.attempts, b.max_attempts, b.attempt_base, n.prev_seq
 )
 SELECT o.seq::bigint AS seq, (f.service_id IS NOT NULL)::bool AS fenced, (r.seq IS NOT NULL)::bool AS recorded,
        COALESCE(r.age_seconds, 0)::float8 AS age_seconds,
        COALESCE(c.seq, 0)::bigint AS next_seq, COALESCE(c.batch_id, '')::text AS next_batch_id,
        COALESCE(c.payload, ''::bytea)::bytea AS next_payload, COALESCE(c.attempts, 0)::int AS next_attempts,
-       COALESCE(c.max_attempts, 0)::int AS next_max_attempts
+       COALESCE(c.max_attempts, 0)::int AS next_max_attempts, COALESCE(c.attempt_base, 0)::int AS next_attempt_base
 FROM o
 LEFT JOIN fenced f ON f.service_id = o.service_id AND f.epoch = o.epoch
 LEFT JOIN recorded r ON r.seq = o.seq
@@ -470,20 +470,44 @@ SELECT c.seq, c.service_id, c.from_state, (SELECT count(*) FROM (SELECT batchcla
 FROM cancelled c;
 
 -- name: BatchRetry :one
--- Runs a batch again: a DISCARDED, CANCELLED or INVALID one becomes NEW with its attempts
--- counted afresh (they stay in its history), due now; it lifts the halt of its service_id if
--- the halt is this batch's. A DELAYED one becomes due now. It then goes before the unfinished
--- batches of its service_id that come after it in seq order, and after those that finished
--- meanwhile. No row: no such batch, or it is in another state now.
-WITH old AS (
-    SELECT b.seq, b.service_id, b.state FROM batchclaim.batches b
+-- Runs a batch again. A DISCARDED, CANCELLED or INVALID one becomes NEW, due now, and goes to
+-- the back of its service_id's queue as if it were enqueued now: it takes the enqueue's lock
+-- (BatchInsert) and a new pos under it, so nothing of its service_id that is unfinished, in
+-- flight above all, ever comes after it (docs/jobs.md, "Retry"). The INVALID batch that halts
+-- its service_id keeps its place and lifts the halt: nothing of its service_id ran since it
+-- halted. Its attempts go on counting from where they were (attempt numbers are never used
+-- twice for one batch); attempt_base records them, and the attempt limit counts from there. A
+-- DELAYED one becomes due now, in its place. Like an enqueue, the retry creates the
+-- service_id's claim row again if it was dropped as idle, and wakes its holder (every
+-- instance's claim cycle when nobody holds it) at commit. No row: no such batch, or it is in
+-- another state now.
+WITH target AS (
+    SELECT b.service_id FROM batchclaim.batches b WHERE b.seq = sqlc.arg(seq)
+),
+serial AS (
+    SELECT t.service_id, pg_advisory_xact_lock(hashtext('batchclaim.enqueue'), hashtext(t.service_id)) AS locked
+    FROM target t
+),
+registered AS (
+    INSERT INTO batchclaim.service_id_claims (service_id)
+    SELECT s.service_id FROM serial s
+    ON CONFLICT (service_id) DO NOTHING
+    RETURNING service_id
+),
+old AS (
+    SELECT b.seq, b.service_id, b.state, (h.seq IS NOT NULL) AS halting
+    FROM serial s
+    JOIN batchclaim.batches b ON b.service_id = s.service_id
+    LEFT JOIN batchclaim.service_halts h ON h.service_id = b.service_id AND h.seq = b.seq
     WHERE b.seq = sqlc.arg(seq) AND b.state IN ('DISCARDED', 'CANCELLED', 'INVALID', 'DELAYED')
-    FOR UPDATE
+    FOR UPDATE OF b
 ),
 retried AS (
     UPDATE batchclaim.batches b
     SET state = CASE WHEN o.state = 'DELAYED' THEN 'DELAYED' ELSE 'NEW' END,
-        attempts = CASE WHEN o.state = 'DELAYED' THEN b.attempts ELSE 0 END,
+        pos = CASE WHEN o.state = 'DELAYED' OR o.halting THEN b.pos
+                   ELSE nextval('batchclaim.batches_pos_seq') END,
+        attempt_base = CASE WHEN o.state = 'DELAYED' THEN b.attempt_base ELSE b.attempts END,
         dlt_status = CASE WHEN o.state = 'DELAYED' THEN b.dlt_status END,
         next_attempt_at = now(), finished_at = NULL, unknown_count = 0, unknown_since = NULL,
         updated_at = now()
@@ -500,9 +524,13 @@ logged AS (
     INSERT INTO batchclaim.batch_transitions (seq, from_state, to_state, detail)
     SELECT r.seq, r.from_state, r.to_state, 'retry' FROM retried r
 )
+-- A claim row created here is held by nobody: wake the claim cycles. Otherwise wake the row's
+-- holder, read when the wake runs.
 SELECT r.seq, r.service_id, r.from_state, r.to_state,
        (SELECT count(*) FROM resumed)::bigint AS resumed,
-       (SELECT count(*) FROM (SELECT batchclaim.batchclaim_wake(r.service_id)) w)::bigint AS woken
+       (CASE WHEN EXISTS (SELECT 1 FROM registered)
+             THEN (SELECT count(*) FROM (SELECT pg_notify('batchclaim_free', '')) w)
+             ELSE (SELECT count(*) FROM (SELECT batchclaim.batchclaim_wake(r.service_id)) w) END)::bigint AS woken
 FROM retried r;
 
 -- name: BatchesToPoll :many
@@ -518,7 +546,7 @@ FROM unnest(sqlc.arg(service_ids)::text[]) AS s(service_id)
 CROSS JOIN LATERAL (
     SELECT b.seq, b.service_id, b.batch_id, b.state, b.attempts FROM batchclaim.batches b
     WHERE b.service_id = s.service_id AND b.unfinished
-    ORDER BY b.seq
+    ORDER BY b.pos
     LIMIT 16
 ) p
 WHERE p.state IN ('PENDING', 'VALID', 'UNKNOWN')

@@ -20,7 +20,12 @@ WHERE seq = ANY(ARRAY(
       AND b.seq NOT IN (SELECT h.seq FROM batchclaim.service_halts h)
     ORDER BY b.finished_at, b.seq
     LIMIT sqlc.arg(max_rows)
-));
+))
+-- Checked again on the row the DELETE finds: a row a Retry revived after this statement's
+-- snapshot (or one that halts its service_id now) is left alone. Postgres re-evaluates these
+-- conditions on the newest version of a row changed meanwhile; the ARRAY above it does not.
+  AND finished_at IS NOT NULL
+  AND finished_at < COALESCE(sqlc.narg(now)::timestamptz, now()) - sqlc.arg(max_age_ms)::bigint * interval '1 millisecond';
 
 -- name: RetentionRecord :one
 -- Records a chunk of the current run: run_pruned is the run's total so far, chunk_pruned

@@ -284,7 +284,7 @@ func (p *Pool) run(j Job, run int) (Job, bool) {
 	if p.cfg.OnResult != nil {
 		p.cfg.OnResult(j, res, latency)
 	}
-	o := batchclaim.Outcome{Job: j, Result: res, Latency: latency, RetryIn: p.backoff(j.Batch.Attempts, res.RetryAfter)}
+	o := batchclaim.Outcome{Job: j, Result: res, Latency: latency, RetryIn: p.backoff(j.Batch.Attempts-j.Batch.AttemptBase, res.RetryAfter)}
 	if p.mayChain(j, run) {
 		o.Chain, o.ChainMaxBytes = true, p.chainRoom(j)
 	}
@@ -343,8 +343,8 @@ func (p *Pool) verdict(j Job, res batchclaim.Result, err error) batchclaim.Resul
 		res.Verdict = batchclaim.Unknown
 	}
 	limit := cmp.Or(j.Batch.MaxAttempts, p.cfg.MaxAttempts)
-	if (res.Verdict == batchclaim.Retry || res.Verdict == batchclaim.Unknown) && limit > 0 && j.Batch.Attempts+1 >= limit {
-		res.Detail = fmt.Sprintf("discarded after %d of %d attempts: %s", j.Batch.Attempts+1, limit, cmp.Or(res.Detail, res.Verdict.String()))
+	if made := j.Batch.Attempts - j.Batch.AttemptBase + 1; (res.Verdict == batchclaim.Retry || res.Verdict == batchclaim.Unknown) && limit > 0 && made >= limit {
+		res.Detail = fmt.Sprintf("discarded after %d of %d attempts: %s", made, limit, cmp.Or(res.Detail, res.Verdict.String()))
 		res.Verdict = batchclaim.Discard
 	}
 	return res

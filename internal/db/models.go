@@ -39,6 +39,8 @@ type BatchclaimBatch struct {
 	AttemptXid        pgtype.Uint64
 	AttemptHttpStatus *int32
 	AttemptLatencyMs  *float64
+	Pos               int64
+	AttemptBase       int32
 }
 
 type BatchclaimBatchHistory struct {

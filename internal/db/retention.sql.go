@@ -22,6 +22,8 @@ WHERE seq = ANY(ARRAY(
     ORDER BY b.finished_at, b.seq
     LIMIT $3
 ))
+  AND finished_at IS NOT NULL
+  AND finished_at < COALESCE($1::timestamptz, now()) - $2::bigint * interval '1 millisecond'
 `
 
 type RetentionPruneParams struct {
@@ -35,6 +37,9 @@ type RetentionPruneParams struct {
 // The INVALID batch that halted a service_id is kept while the halt stands. The chunk is
 // read in order from batches_finished_idx (NOT IN a hashed subplan keeps that order) and
 // deleted by primary key, so a chunk touches only its own rows however large the table.
+// Checked again on the row the DELETE finds: a row a Retry revived after this statement's
+// snapshot (or one that halts its service_id now) is left alone. Postgres re-evaluates these
+// conditions on the newest version of a row changed meanwhile; the ARRAY above it does not.
 func (q *Queries) RetentionPrune(ctx context.Context, db DBTX, arg RetentionPruneParams) (int64, error) {
 	result, err := db.Exec(ctx, retentionPrune, arg.Now, arg.MaxAgeMs, arg.MaxRows)
 	if err != nil {
