@@ -195,12 +195,14 @@ LEFT JOIN batchclaim.instances i ON i.id = h.instance_id
 ORDER BY h.at;
 
 -- name: UIServiceQueue :many
--- The unfinished batches of one service_id in seq order after after_seq, through the partial
--- index over unfinished batches.
-SELECT seq, batch_id, state, attempts, created_at, updated_at, next_attempt_at, last_error
-FROM batchclaim.batches
-WHERE service_id = sqlc.arg(service_id) AND unfinished AND seq > sqlc.arg(after_seq)::bigint
-ORDER BY seq
+-- The unfinished batches of one service_id in queue order (pos: a retried batch is at the
+-- back), after the batch after_seq (0: from the start), through the partial index over
+-- unfinished batches. A cursor batch that finished meanwhile still marks its place.
+SELECT b.seq, b.batch_id, b.state, b.attempts, b.created_at, b.updated_at, b.next_attempt_at, b.last_error
+FROM batchclaim.batches b
+WHERE b.service_id = sqlc.arg(service_id) AND b.unfinished
+  AND b.pos > COALESCE((SELECT c.pos FROM batchclaim.batches c WHERE c.seq = sqlc.arg(after_seq)::bigint), 0)
+ORDER BY b.pos
 LIMIT sqlc.arg(max_rows)::int;
 
 -- name: UIServiceSummary :one

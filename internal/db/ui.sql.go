@@ -493,10 +493,11 @@ func (q *Queries) UIServiceOwnership(ctx context.Context, db DBTX, arg UIService
 }
 
 const uIServiceQueue = `-- name: UIServiceQueue :many
-SELECT seq, batch_id, state, attempts, created_at, updated_at, next_attempt_at, last_error
-FROM batchclaim.batches
-WHERE service_id = $1 AND unfinished AND seq > $2::bigint
-ORDER BY seq
+SELECT b.seq, b.batch_id, b.state, b.attempts, b.created_at, b.updated_at, b.next_attempt_at, b.last_error
+FROM batchclaim.batches b
+WHERE b.service_id = $1 AND b.unfinished
+  AND b.pos > COALESCE((SELECT c.pos FROM batchclaim.batches c WHERE c.seq = $2::bigint), 0)
+ORDER BY b.pos
 LIMIT $3::int
 `
 
@@ -517,8 +518,9 @@ type UIServiceQueueRow struct {
 	LastError     *string
 }
 
-// The unfinished batches of one service_id in seq order after after_seq, through the partial
-// index over unfinished batches.
+// The unfinished batches of one service_id in queue order (pos: a retried batch is at the
+// back), after the batch after_seq (0: from the start), through the partial index over
+// unfinished batches. A cursor batch that finished meanwhile still marks its place.
 func (q *Queries) UIServiceQueue(ctx context.Context, db DBTX, arg UIServiceQueueParams) ([]UIServiceQueueRow, error) {
 	rows, err := db.Query(ctx, uIServiceQueue, arg.ServiceID, arg.AfterSeq, arg.MaxRows)
 	if err != nil {
