@@ -95,6 +95,14 @@ type Config struct {
 	// OnVoided, when set, is called after a cycle freed claims of another instance whose
 	// lease expired: that instance is presumed dead or hung.
 	OnVoided func(Voided)
+	// Progress, when set, is asked before each lease renewal whether the instance's work on
+	// its claims moves. While it returns an error the lease is not renewed: the local
+	// deadline then fences the instance (its work on every claim stops) and its claims pass
+	// to live peers at expiry, as for an instance that cannot reach the database. Renewal
+	// goes on once it returns nil. The lease loop's own connection keeps the lease alive
+	// whatever else the instance does; this is how an instance whose data path is stuck (a
+	// starved pool, a hung worker) gives its claims up. It must not block.
+	Progress func() error
 
 	// KnobNames, when set, is how errors call the timing knobs the caller's user sets, keyed
 	// by field name ("Expiry2": "--expiry-2"). A knob without a name is called by its field

@@ -98,6 +98,8 @@ func (e *Engine) cycle(ctx context.Context) (CycleReport, error) {
 	if err != nil {
 		return rep, fmt.Errorf("survey: %w", err)
 	}
+	e.stats.surveyHeld.Store(sv.Held)
+	e.stats.surveyAt.Store(time.Now().UnixNano())
 	if !sv.Owned {
 		return rep, fmt.Errorf("%w: the registry row of %s belongs to another process", ErrInstanceIDInUse, e.cfg.InstanceID)
 	}

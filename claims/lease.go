@@ -76,14 +76,27 @@ func (e *Engine) runLease(ctx context.Context) {
 	}()
 	t := time.NewTicker(e.cfg.RenewInterval)
 	defer t.Stop()
+	stalled := false
 	for {
 		// The first renewal goes at once: the lease was last renewed by Register, whatever
 		// the instance did between Register and Run.
-		var err error
-		conn, err = e.renewOn(ctx, conn)
-		if err != nil && ctx.Err() == nil {
-			e.stats.renewErrors.Add(1)
-			e.log.Warn("lease renewal failed", "error", err)
+		if why := e.progress(); why != nil {
+			if !stalled {
+				stalled = true
+				e.stats.stalls.Add(1)
+				e.log.Error("the instance's work does not move: lease renewal stopped, so that its claims pass to live peers", "error", why)
+			}
+		} else {
+			if stalled {
+				stalled = false
+				e.log.Warn("the instance's work moves again: lease renewal goes on")
+			}
+			var err error
+			conn, err = e.renewOn(ctx, conn)
+			if err != nil && ctx.Err() == nil {
+				e.stats.renewErrors.Add(1)
+				e.log.Warn("lease renewal failed", "error", err)
+			}
 		}
 		select {
 		case <-ctx.Done():
@@ -91,6 +104,14 @@ func (e *Engine) runLease(ctx context.Context) {
 		case <-t.C:
 		}
 	}
+}
+
+// progress is Config.Progress's answer (nil without one).
+func (e *Engine) progress() error {
+	if e.cfg.Progress == nil {
+		return nil
+	}
+	return e.cfg.Progress()
 }
 
 // renewOn renews the lease once on conn (dialled first when nil). Each step may take up to

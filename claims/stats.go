@@ -12,7 +12,8 @@ type counters struct {
 	serializationRetries, serializationGiveUps atomic.Int64
 	gained, lost, voided, released, dropped    atomic.Int64
 	deadlineFences, staleWrites                atomic.Int64
-	writeRetries, renewErrors                  atomic.Int64
+	writeRetries, renewErrors, stalls          atomic.Int64
+	surveyAt, surveyHeld                       atomic.Int64 // the last survey that answered: unix nanoseconds, claims the database listed as ours
 }
 
 // Stats are the engine's cumulative counters since New, for metrics.
@@ -30,6 +31,7 @@ type Stats struct {
 	StaleWritesRejected  int64 // fenced writes refused because the epoch was stale
 	WriteRetries         int64 // batch-recording transactions (WriteTx) run again after a lock timeout, deadlock or serialization failure
 	RenewErrors          int64 // lease renewals that failed (the local deadline decides when that means fencing)
+	Stalls               int64 // times renewal stopped because Config.Progress said the instance's work does not move
 	Held                 int64 // claims held now
 	// CycleSeconds is how long the claim cycles took (Cycle from start to end, failed
 	// ones included), as a histogram with bounds from 1 ms to 10 s.
@@ -76,6 +78,17 @@ func (d *durations) snapshot() Histogram {
 	return h
 }
 
+// LastSurvey is when the survey of a claim cycle last answered (zero before the first) and how
+// many claims the database listed as this instance's then: claims it still holds in the
+// database even when it dropped them from memory (fenced at its local deadline) and has not
+// read them back yet.
+func (e *Engine) LastSurvey() (at time.Time, held int64) {
+	if n := e.stats.surveyAt.Load(); n != 0 {
+		at = time.Unix(0, n)
+	}
+	return at, e.stats.surveyHeld.Load()
+}
+
 // Stats returns a snapshot of the counters.
 func (e *Engine) Stats() Stats {
 	e.mu.Lock()
@@ -86,7 +99,7 @@ func (e *Engine) Stats() Stats {
 		SerializationRetries: e.stats.serializationRetries.Load(), SerializationGiveUps: e.stats.serializationGiveUps.Load(),
 		Gained: e.stats.gained.Load(), Lost: e.stats.lost.Load(), Voided: e.stats.voided.Load(),
 		Released: e.stats.released.Load(), Dropped: e.stats.dropped.Load(), DeadlineFences: e.stats.deadlineFences.Load(), StaleWritesRejected: e.stats.staleWrites.Load(),
-		WriteRetries: e.stats.writeRetries.Load(), RenewErrors: e.stats.renewErrors.Load(), Held: held,
+		WriteRetries: e.stats.writeRetries.Load(), RenewErrors: e.stats.renewErrors.Load(), Stalls: e.stats.stalls.Load(), Held: held,
 		CycleSeconds: e.stats.cycleTime.snapshot(),
 	}
 }

@@ -215,6 +215,7 @@ func New(pool *pgxpool.Pool, cfg Config) (*Node, error) {
 		}
 	})
 	cc.OnLost = chain2(cc.OnLost, cfg.Events.ClaimLost)
+	cc.Progress = func() error { return n.progress() }
 	if cfg.Events.InstancePresumedDead != nil {
 		dead := cfg.Events.InstancePresumedDead
 		cc.OnVoided = func(v claims.Voided) { dead(v.Owner, v.ServiceID, v.Phase) }

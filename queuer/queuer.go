@@ -120,7 +120,8 @@ type Queuer struct {
 	log  *slog.Logger
 	wake chan struct{}
 
-	stopped atomic.Bool // Run returned: no more work is handed out or chained
+	stopped atomic.Bool  // Run returned: no more work is handed out or chained
+	round   atomic.Int64 // unix nanoseconds when a fetch last read heads from the database
 
 	mu       sync.Mutex
 	inflight map[string]int64 // service_id -> seq handed to the dispatcher and not yet done
@@ -176,6 +177,17 @@ func (q *Queuer) Run(ctx context.Context) error {
 			q.fireDue(time.Now())
 		}
 	}
+}
+
+// LastRound is when a fetch last read heads from the database (zero before the first). Run
+// fetches at least every Interval while the instance holds claims, so an old LastRound while
+// claims are held means the data path cannot reach the database: a starved pool, a stuck
+// server.
+func (q *Queuer) LastRound() time.Time {
+	if n := q.round.Load(); n != 0 {
+		return time.Unix(0, n)
+	}
+	return time.Time{}
 }
 
 // Wake asks for a fetch soon.
@@ -303,6 +315,9 @@ func (q *Queuer) Fetch(ctx context.Context) (int, error) {
 	ctx, span := tracing.Start(ctx, tracing.Fetch, tracing.Claims.Int(len(ids)))
 	defer span.End()
 	heads, err := q.q.BatchHeads(ctx, q.pool, db.BatchHeadsParams{ServiceIds: ids, SkipValid: q.cfg.SkipValid})
+	if err == nil {
+		q.round.Store(time.Now().UnixNano())
+	}
 	if err != nil {
 		q.requeue(ids)
 		return 0, fmt.Errorf("read head batches: %w", err)

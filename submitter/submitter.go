@@ -116,8 +116,9 @@ type Pool struct {
 	stopped context.Context // ended by Cancel: ends every running submission
 	cancel  context.CancelFunc
 	mu      sync.Mutex
-	running map[string]int // service_id -> submissions running
-	held    int64          // bytes of the payloads of the running submissions
+	running map[string]int      // service_id -> submissions running
+	posting map[int64]time.Time // seq -> deadline of the Submit call running for it
+	held    int64               // bytes of the payloads of the running submissions
 }
 
 // New returns a Pool that runs jobs with sub and records their outcomes with rec. done, if not
@@ -132,7 +133,7 @@ func New(sub Submitter, rec Recorder, done func(Job), cfg Config) (*Pool, error)
 	}
 	stopped, cancel := context.WithCancel(context.Background())
 	return &Pool{cfg: cfg, sub: sub, rec: rec, log: cfg.Logger, done: done, slots: make(chan struct{}, cfg.Workers),
-		stopped: stopped, cancel: cancel, running: map[string]int{}}, nil
+		stopped: stopped, cancel: cancel, running: map[string]int{}, posting: map[int64]time.Time{}}, nil
 }
 
 // withDefaults replaces zero values with the defaults they stand for.
@@ -230,6 +231,20 @@ func (p *Pool) TrySubmit(j Job) bool {
 	return true
 }
 
+// Overdue is how many Submit calls are still running more than grace past their deadline: a
+// Submitter that ignores its context holds a worker and its service_id for good.
+func (p *Pool) Overdue(now time.Time, grace time.Duration) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n := 0
+	for _, d := range p.posting {
+		if now.After(d.Add(grace)) {
+			n++
+		}
+	}
+	return n
+}
+
 // Running returns the service_ids with a submission running now.
 func (p *Pool) Running() []string {
 	p.mu.Lock()
@@ -275,8 +290,14 @@ func (p *Pool) run(j Job, run int) (Job, bool) {
 	ctx, cancel := context.WithDeadline(batchclaim.WithClaim(claimCtx, j.Claim), deadline)
 	ctx, span := tracing.Start(ctx, tracing.Post, tracing.Job(j)...)
 	start := time.Now()
+	p.mu.Lock()
+	p.posting[j.Batch.Seq] = deadline
+	p.mu.Unlock()
 	res, err := p.sub.Submit(ctx, j.Batch)
 	latency := time.Since(start)
+	p.mu.Lock()
+	delete(p.posting, j.Batch.Seq)
+	p.mu.Unlock()
 	cancel()
 	span.SetAttributes(tracing.HTTPCode.Int(res.HTTPStatus))
 	tracing.End(span, err)

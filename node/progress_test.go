@@ -1,0 +1,102 @@
+package node_test
+
+import (
+	"context"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/batchclaim/batchclaim"
+	"github.com/batchclaim/batchclaim/internal/dbtest"
+	"github.com/batchclaim/batchclaim/internal/testutil"
+	"github.com/batchclaim/batchclaim/node"
+	"github.com/batchclaim/batchclaim/submitter"
+)
+
+// An instance that shares its pool with an embedder whose own work holds every connection
+// cannot work: it stops renewing its lease (its lease loop's own connection would keep it
+// alive), counts a stall, and a live peer takes its key and runs the job. Once the embedder
+// lets go, the instance renews again.
+func TestStarvedPoolGivesClaimsUp(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	url := dbtest.NewDB(t)
+	admin := newPool(t, url)
+	ran := make(chan string, 16)
+	job := func(name string) submitter.Submitter {
+		return submitter.SubmitterFunc(func(ctx context.Context, b batchclaim.Batch) (batchclaim.Result, error) {
+			ran <- name
+			return batchclaim.Result{Verdict: batchclaim.Done}, nil
+		})
+	}
+	shared := newPool(t, url) // the embedder's pool, which the node "a" uses as well
+	logs := &lockedBuffer{}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("a's log:\n%s", logs.String())
+			logRows(t, admin, `SELECT service_id, claimant, epoch, phase FROM batchclaim.service_id_claims_effective`)
+			logRows(t, admin, `SELECT name, expiry_1 > now(), expiry_2 > now() FROM batchclaim.instances`)
+		}
+	})
+	a, err := node.New(shared, node.Config{Claims: testClaims("a"), Submitter: job("a"),
+		Logger: slog.New(slog.NewTextHandler(logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runCtx, stop := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- a.Run(runCtx) }()
+	t.Cleanup(func() { stop(); <-done })
+
+	if _, err := node.Enqueue(ctx, admin, "k", "warm-up", nil); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case who := <-ran:
+		if who != "a" {
+			t.Fatalf("the warm-up ran on %s", who)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the warm-up never ran")
+	}
+	// The embedder's work takes every connection of the shared pool and keeps them.
+	var held []*pgxpool.Conn
+	for range shared.Config().MaxConns {
+		c, err := shared.Acquire(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		held = append(held, c)
+	}
+	release := func() {
+		for _, c := range held {
+			c.Release()
+		}
+		held = nil
+	}
+	t.Cleanup(release)
+	if _, err := node.Enqueue(ctx, admin, "k", "while-starved", nil); err != nil {
+		t.Fatal(err)
+	}
+	runJobs(t, url, "b", job("b"), nil)
+	select {
+	case who := <-ran:
+		if who != "b" {
+			t.Fatalf("the job enqueued while a's pool was starved ran on %s, want the peer b", who)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("no peer took the key of the starved instance")
+	}
+	if s := a.Engine().Stats(); s.Stalls == 0 {
+		t.Errorf("a's stats after it gave its claims up: %+v; want a stall counted", s)
+	}
+	release()
+	// Renewing again: a's lease is live and lasts.
+	testutil.WaitFor(t, 20*time.Second, "a renews its lease again", func() bool {
+		var live bool
+		_ = admin.QueryRow(ctx, `SELECT expiry_1 > now() FROM batchclaim.instances WHERE name = 'a'`).Scan(&live)
+		return live
+	})
+}
