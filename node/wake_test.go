@@ -1,15 +1,22 @@
 package node_test
 
 import (
+	"context"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
+	"github.com/batchclaim/batchclaim"
 	"github.com/batchclaim/batchclaim/claims"
 	"github.com/batchclaim/batchclaim/dlt"
 	"github.com/batchclaim/batchclaim/dlt/dltsim"
 	"github.com/batchclaim/batchclaim/ingest"
+	"github.com/batchclaim/batchclaim/internal/dbtest"
 	"github.com/batchclaim/batchclaim/internal/testutil"
 	"github.com/batchclaim/batchclaim/node"
+	"github.com/batchclaim/batchclaim/submitter"
 )
 
 // slowClaims renew, cycle and poll once an hour: after its first cycle, an instance with these
@@ -69,4 +76,78 @@ func TestNoListenPollsEveryHeldClaim(t *testing.T) {
 	e.enqueue(40, 3)
 	e.waitFinished(30 * time.Second)
 	e.check()
+}
+
+// An enqueue whose transaction commits after its service_id moved to another instance is
+// addressed to the former owner (the claim row as the INSERT saw it); the former owner passes
+// the wake-up on to the new one, which would otherwise find the work only at its safety
+// sweep. The new owner here is a registered instance that runs no cycle: the test listens on
+// its channel.
+func TestWakeFollowsTheKeyToItsNewOwner(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	url := dbtest.NewDB(t)
+	admin := newPool(t, url)
+	ran := make(chan string, 4)
+	a, err := node.New(newPool(t, url), node.Config{Claims: testClaims("a"),
+		Submitter: submitter.SubmitterFunc(func(ctx context.Context, b batchclaim.Batch) (batchclaim.Result, error) {
+			ran <- b.BatchID
+			return batchclaim.Result{Verdict: batchclaim.Done}, nil
+		})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runCtx, stop := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- a.Run(runCtx) }()
+	t.Cleanup(func() { stop(); <-done })
+	if _, err := node.Enqueue(ctx, admin, "k", "warm-up", nil); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-ran:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the warm-up never ran")
+	}
+	x, err := claims.New(admin, claims.Config{Name: "x", RenewInterval: 10 * time.Second, Expiry1: time.Minute, Expiry2: 2 * time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := x.Register(ctx); err != nil {
+		t.Fatal(err)
+	}
+	listener, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer listener.Close(context.Background())
+	if _, err := listener.Exec(ctx, "LISTEN "+pgx.Identifier{"batchclaim_work_" + strings.ReplaceAll(x.InstanceID().String(), "-", "")}.Sanitize()); err != nil {
+		t.Fatal(err)
+	}
+
+	tx, err := admin.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	if _, err := node.Enqueue(ctx, tx, "k", "late", nil); err != nil {
+		t.Fatal(err)
+	}
+	// The key moves to x while the enqueue's transaction is open.
+	if _, err := admin.Exec(ctx, `UPDATE batchclaim.service_id_claims SET claimant = $1, epoch = nextval('batchclaim.service_id_claim_epochs'), claimed_at = now() WHERE service_id = 'k'`, x.InstanceID()); err != nil {
+		t.Fatal(err)
+	}
+	testutil.WaitFor(t, 20*time.Second, "a saw that k is not its own any more", func() bool { _, ok := a.Engine().Holds("k"); return !ok })
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	n, err := listener.WaitForNotification(wctx)
+	if err != nil {
+		t.Fatalf("k's new owner was never woken for the late enqueue: %v", err)
+	}
+	if n.Payload != "k" {
+		t.Fatalf("k's new owner was woken with %q, want k", n.Payload)
+	}
 }

@@ -97,6 +97,19 @@ FROM batchclaim.service_id_claims
 WHERE claimant = sqlc.arg(claimant)::uuid
 ORDER BY service_id;
 
+-- name: ClaimsWakeHolders :one
+-- Passes a wake-up on to whoever holds each of the given service_ids now, other than
+-- claimant: the notification of an enqueue (or a retry) is addressed by the claim row as its
+-- statement saw it, so one whose transaction committed after the service_id moved reaches the
+-- former owner, who sends it on from here. A service_id nobody holds wakes every instance's
+-- claim cycle. Returns how many were sent on.
+SELECT count(pg_notify(CASE WHEN c.claimant IS NULL THEN 'batchclaim_free'
+                            ELSE 'batchclaim_work_' || replace(c.claimant::text, '-', '') END,
+                       CASE WHEN c.claimant IS NULL THEN '' ELSE c.service_id END))::bigint AS sent
+FROM batchclaim.service_id_claims c
+WHERE c.service_id = ANY(sqlc.arg(service_ids)::text[])
+  AND c.claimant IS DISTINCT FROM sqlc.arg(claimant)::uuid;
+
 -- name: ClaimsAcquire :many
 -- Takes up to max free claims, reading the free index from a random point of its hash order
 -- (wrapping around) so that concurrent acquirers mostly read different index pages, and

@@ -12,6 +12,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/batchclaim/batchclaim"
 	"github.com/batchclaim/batchclaim/claims"
 	"github.com/batchclaim/batchclaim/internal/db"
@@ -23,6 +25,7 @@ import (
 type Engine interface {
 	Held() []claims.Claim
 	Holds(serviceID string) (claims.Claim, bool)
+	InstanceID() uuid.UUID
 }
 
 // Dispatcher runs jobs (a *submitter.Pool).
@@ -303,7 +306,10 @@ func (q *Queuer) Fetch(ctx context.Context) (int, error) {
 		q.mu.Unlock()
 		return 0, nil
 	}
-	claimsByID, ids := q.take(free)
+	claimsByID, ids, elsewhere := q.take(free)
+	if len(elsewhere) > 0 {
+		q.wakeHolders(ctx, elsewhere)
+	}
 	if len(ids) == 0 {
 		q.mu.Lock()
 		q.starved = false
@@ -415,13 +421,26 @@ func (q *Queuer) Fetch(ctx context.Context) (int, error) {
 	return handed, nil
 }
 
+// wakeHolders passes the wake-ups of service_ids this instance was told about but does not
+// hold on to whoever holds them now (ClaimsWakeHolders): an enqueue that committed after its
+// service_id moved was addressed to this instance. Without it the new owner would find the
+// work only at its safety sweep. A failure is logged: the sweep still finds the work.
+func (q *Queuer) wakeHolders(ctx context.Context, ids []string) {
+	ctx, cancel := context.WithTimeout(ctx, q.cfg.StatementTimeout)
+	defer cancel()
+	if _, err := q.q.ClaimsWakeHolders(ctx, q.pool, db.ClaimsWakeHoldersParams{ServiceIds: ids, Claimant: q.eng.InstanceID()}); err != nil && ctx.Err() == nil {
+		q.log.Warn("could not pass wake-ups on to the service_ids' holders; their safety sweep finds the work", "service_ids", len(ids), "error", err)
+	}
+}
+
 // take removes from the queues the service_ids to read the heads of: held claims without
 // work in flight, at most FetchLimit, and not many more than the free workers can take (ready
 // heads are handed out in queue order; those that find no worker go back to the front). The
 // service_ids the queuer was told about come before the sweeps. Each one taken is looked up
 // in the engine on its own, so that a fetch costs what it takes, not what the instance holds
-// (the whole list of held claims is read only when every claim is to be swept).
-func (q *Queuer) take(free int) (map[string]claims.Claim, []string) {
+// (the whole list of held claims is read only when every claim is to be swept). elsewhere are
+// the service_ids taken that this instance does not hold (any more).
+func (q *Queuer) take(free int) (held map[string]claims.Claim, ids, elsewhere []string) {
 	q.mu.Lock()
 	all := q.all
 	q.all = false
@@ -460,15 +479,17 @@ func (q *Queuer) take(free int) (map[string]claims.Claim, []string) {
 	q.queue = pick(q.queue, q.queued)
 	q.sweeps = pick(q.sweeps, q.swept)
 	q.mu.Unlock()
-	byID := make(map[string]claims.Claim, len(picked))
-	ids := picked[:0]
+	held = make(map[string]claims.Claim, len(picked))
+	ids = picked[:0]
 	for _, id := range picked {
-		if c, ok := q.eng.Holds(id); ok { // else not ours (any more)
-			byID[id] = c
+		if c, ok := q.eng.Holds(id); ok {
+			held[id] = c
 			ids = append(ids, id)
+		} else {
+			elsewhere = append(elsewhere, id) // not ours (any more)
 		}
 	}
-	return byID, ids
+	return held, ids, elsewhere
 }
 
 // requeue puts service_ids back at the end of the queue.

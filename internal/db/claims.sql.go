@@ -999,6 +999,32 @@ func (q *Queries) ClaimsVoidOwner(ctx context.Context, db DBTX, claimant uuid.UU
 	return items, nil
 }
 
+const claimsWakeHolders = `-- name: ClaimsWakeHolders :one
+SELECT count(pg_notify(CASE WHEN c.claimant IS NULL THEN 'batchclaim_free'
+                            ELSE 'batchclaim_work_' || replace(c.claimant::text, '-', '') END,
+                       CASE WHEN c.claimant IS NULL THEN '' ELSE c.service_id END))::bigint AS sent
+FROM batchclaim.service_id_claims c
+WHERE c.service_id = ANY($1::text[])
+  AND c.claimant IS DISTINCT FROM $2::uuid
+`
+
+type ClaimsWakeHoldersParams struct {
+	ServiceIds []string
+	Claimant   uuid.UUID
+}
+
+// Passes a wake-up on to whoever holds each of the given service_ids now, other than
+// claimant: the notification of an enqueue (or a retry) is addressed by the claim row as its
+// statement saw it, so one whose transaction committed after the service_id moved reaches the
+// former owner, who sends it on from here. A service_id nobody holds wakes every instance's
+// claim cycle. Returns how many were sent on.
+func (q *Queries) ClaimsWakeHolders(ctx context.Context, db DBTX, arg ClaimsWakeHoldersParams) (int64, error) {
+	row := db.QueryRow(ctx, claimsWakeHolders, arg.ServiceIds, arg.Claimant)
+	var sent int64
+	err := row.Scan(&sent)
+	return sent, err
+}
+
 const clockNow = `-- name: ClockNow :one
 SELECT clock_timestamp()::timestamptz AS now
 `
