@@ -100,3 +100,58 @@ func TestStarvedPoolGivesClaimsUp(t *testing.T) {
 		return live
 	})
 }
+
+// A Submitter that does not return when its job's context ends holds its worker and its key
+// for good: once the call runs more than Expiry1 past its deadline, the instance stops
+// renewing, and a live peer takes the key and runs the job again.
+func TestHungSubmitterGivesClaimsUp(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	url := dbtest.NewDB(t)
+	admin := newPool(t, url)
+	unblock := make(chan struct{})
+	t.Cleanup(func() { close(unblock) })
+	ran := make(chan string, 4)
+	hung := submitter.SubmitterFunc(func(ctx context.Context, b batchclaim.Batch) (batchclaim.Result, error) {
+		ran <- "a"
+		<-unblock // ignores ctx
+		return batchclaim.Result{Verdict: batchclaim.Done}, nil
+	})
+	a, err := node.New(newPool(t, url), node.Config{Claims: testClaims("a"), Submitter: hung})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runCtx, stop := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- a.Run(runCtx) }()
+	t.Cleanup(func() {
+		stop()
+		select {
+		case <-done:
+		case <-time.After(30 * time.Second):
+		}
+	})
+	if _, err := node.Enqueue(ctx, admin, "k", "stuck", nil); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-ran:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the job never started on a")
+	}
+	runJobs(t, url, "b", submitter.SubmitterFunc(func(ctx context.Context, b batchclaim.Batch) (batchclaim.Result, error) {
+		ran <- "b"
+		return batchclaim.Result{Verdict: batchclaim.Done}, nil
+	}), func(c *node.Config) { c.UnknownGrace = 200 * time.Millisecond }) // the adopted job's outcome is unknown
+	select {
+	case who := <-ran:
+		if who != "b" {
+			t.Fatalf("the stuck job ran again on %s, want the peer b", who)
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatal("no peer took the key of the instance whose Submitter hangs")
+	}
+	if s := a.Engine().Stats(); s.Stalls == 0 {
+		t.Errorf("a's stats: %+v; want a stall counted", s)
+	}
+}
