@@ -488,12 +488,6 @@ serial AS (
     SELECT t.service_id, pg_advisory_xact_lock(hashtext('batchclaim.enqueue'), hashtext(t.service_id)) AS locked
     FROM target t
 ),
-registered AS (
-    INSERT INTO batchclaim.service_id_claims (service_id)
-    SELECT s.service_id FROM serial s
-    ON CONFLICT (service_id) DO NOTHING
-    RETURNING service_id
-),
 old AS (
     SELECT b.seq, b.service_id, b.state, (h.seq IS NOT NULL) AS halting
     FROM serial s
@@ -501,6 +495,12 @@ old AS (
     LEFT JOIN batchclaim.service_halts h ON h.service_id = b.service_id AND h.seq = b.seq
     WHERE b.seq = sqlc.arg(seq) AND b.state IN ('DISCARDED', 'CANCELLED', 'INVALID', 'DELAYED')
     FOR UPDATE OF b
+),
+registered AS (
+    INSERT INTO batchclaim.service_id_claims (service_id)
+    SELECT o.service_id FROM old o
+    ON CONFLICT (service_id) DO NOTHING
+    RETURNING service_id
 ),
 retried AS (
     UPDATE batchclaim.batches b
