@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -156,6 +157,7 @@ type Node struct {
 	metrics  *metrics
 	registry *prometheus.Registry
 	log      *slog.Logger
+	stopping atomic.Bool // stop began: running jobs drain, the lease lasts (progress)
 
 	mu   sync.Mutex
 	addr string
@@ -353,6 +355,7 @@ func (n *Node) Run(ctx context.Context) error {
 // to expire: releasing it would let another instance adopt and resend the batch while the old
 // POST may still reach the ledger.
 func (n *Node) stop(ctx context.Context, srv *http.Server) error {
+	n.stopping.Store(true)
 	t := n.engine.Timings()
 	n.log.Info("stopping: no new work; waiting for submissions in flight", "in_flight", n.workers.Busy())
 	base := context.WithoutCancel(ctx) // the engine's lease loop keeps renewing meanwhile

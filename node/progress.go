@@ -17,7 +17,14 @@ import (
 // answer through the instance's pool (a pool an embedder's own work holds whole, a stuck
 // server), or when a Submit call runs more than T1 past its deadline (a Submitter that ignores
 // its context keeps its worker and its key for good).
+//
+// A stopping instance always moves: it fetches nothing and runs no claim cycle while its
+// running jobs drain (bounded by MaxSubmission and StopTime), and its lease must last until
+// they end.
 func (n *Node) progress() error {
+	if n.stopping.Load() {
+		return nil
+	}
 	surveyed, dbHeld := n.engine.LastSurvey()
 	if n.queuer == nil || max(n.engine.Stats().Held, dbHeld) == 0 {
 		return nil

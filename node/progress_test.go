@@ -155,3 +155,48 @@ func TestHungSubmitterGivesClaimsUp(t *testing.T) {
 		t.Errorf("a's stats: %+v; want a stall counted", s)
 	}
 }
+
+// A stopping instance fetches nothing and runs no claim cycle while its running jobs drain;
+// that is no stall: its lease lasts until a job longer than Expiry1 ends, and the job's outcome
+// is recorded.
+func TestDrainLongerThanExpiry1KeepsTheLease(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	url := dbtest.NewDB(t)
+	admin := newPool(t, url)
+	entered := make(chan struct{})
+	slow := submitter.SubmitterFunc(func(ctx context.Context, b batchclaim.Batch) (batchclaim.Result, error) {
+		close(entered)
+		select {
+		case <-time.After(2500 * time.Millisecond): // 2.5 x Expiry1
+			return batchclaim.Result{Verdict: batchclaim.Done}, nil
+		case <-ctx.Done():
+			return batchclaim.Result{}, ctx.Err()
+		}
+	})
+	cc := testClaims("a")
+	cc.Expiry2, cc.MaxSubmission = 8*time.Second, 4*time.Second
+	a, err := node.New(newPool(t, url), node.Config{Claims: cc, Submitter: slow})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runCtx, stop := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- a.Run(runCtx) }()
+	st, err := node.Enqueue(ctx, admin, "k", "slow", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-entered:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the job never started")
+	}
+	stop()
+	if err := <-done; err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	if state, _ := jobState(t, admin, st.Seq); state != "COMMITTED" {
+		t.Errorf("the job that ran through the stop is %s, want COMMITTED (its lease should last the drain); stats %+v", state, a.Engine().Stats())
+	}
+}
