@@ -20,9 +20,11 @@ import (
 func runRetry(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	return batchCommand(ctx, "retry",
 		"Runs batch SEQ again, as the status page's Retry button does: a DISCARDED, CANCELLED or\n"+
-			"INVALID batch becomes NEW with its attempts counted afresh (lifting its service_id's halt\n"+
-			"if this batch caused it); a DELAYED one is sent now. It goes before its service_id's later\n"+
-			"unfinished batches. Exit 1 if the batch is in another state or does not exist.",
+			"INVALID batch becomes NEW and goes to the back of its service_id's queue, after the batch\n"+
+			"in flight and those stored before the retry; the INVALID batch that halted its\n"+
+			"service_id keeps its place and lifts the halt. Its attempts go on counting, with its\n"+
+			"attempt limit counted from the retry. A DELAYED batch is sent now. Exit 1 if the batch\n"+
+			"is in another state or does not exist (docs/jobs.md, \"Retry\").",
 		args, stdout, stderr, func(ctx context.Context, q claims.Querier, seq int64, _ string) (observer.Change, error) {
 			return observer.Retry(ctx, q, seq)
 		})
