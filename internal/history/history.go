@@ -21,10 +21,17 @@ type Ledger struct {
 // Report is what Check found.
 type Report struct {
 	Batches, Committed, Invalid, Open int
+	// Cancelled and Discarded: batches finished without reaching the ledger's chain (a Cancel,
+	// or no attempts left).
+	Cancelled, Discarded int
+	// Deleted: batches retention deleted, read from the audit (InstallAudit); each still
+	// counts for order and duplicates.
+	Deleted int
 	// Lost: batches not finished, or recorded COMMITTED that the ledger does not have.
 	Lost int
-	// OrderViolations: batches the ledger committed before an earlier batch (by seq) of the
-	// same service_id.
+	// OrderViolations: batches the ledger committed before an earlier batch of the same
+	// service_id: earlier by pos (a batch revived by a Retry goes to the back of its queue),
+	// or by seq on a schema without pos, where a revived batch is not judged.
 	OrderViolations int
 	// DuplicatePosts: POSTs of a batch after the first that took effect.
 	DuplicatePosts int
@@ -64,15 +71,8 @@ func Check(ctx context.Context, q claims.Querier, l Ledger) (Report, error) {
 	if err != nil {
 		return r, err
 	}
-	type info struct {
-		svc   string
-		seq   int64
-		state batchclaim.State
-	}
-	byID := make(map[string]info, len(rows))
 	for _, b := range rows {
 		st := batchclaim.State(b.State)
-		byID[b.BatchID] = info{b.ServiceID, b.Seq, st}
 		r.Batches++
 		switch {
 		case st == batchclaim.StateCommitted:
@@ -83,26 +83,38 @@ func Check(ctx context.Context, q claims.Querier, l Ledger) (Report, error) {
 			}
 		case st == batchclaim.StateInvalid:
 			r.Invalid++
+		case st == batchclaim.StateCancelled:
+			r.Cancelled++
+		case st == batchclaim.StateDiscarded:
+			r.Discarded++
 		default:
 			r.Open++
 			r.Lost++
 			r.problem("batch %s (%s seq %d) not finished: %s", short(b.BatchID), b.ServiceID, b.Seq, st)
 		}
 	}
-	last := map[string]int64{}
-	lastID := map[string]string{}
+	places, err := readPlaces(ctx, q)
+	if err != nil {
+		return r, err
+	}
+	r.Deleted = places.deleted
+	type placed struct {
+		seq, pos int64
+		id       string
+	}
+	last := map[string]placed{}
 	for _, id := range l.Committed {
-		b, ok := byID[id]
-		if !ok {
+		p, ok := places.byID[id]
+		if !ok || p.skip {
 			continue
 		}
-		if b.seq < last[b.svc] {
+		if l := last[p.svc]; l.id != "" && p.pos < l.pos {
 			r.OrderViolations++
-			r.Reordered = append(r.Reordered, Reorder{Service: b.svc, EarlyID: id, EarlySeq: b.seq, LateID: lastID[b.svc], LateSeq: last[b.svc]})
-			r.problem("%s: seq %d committed after seq %d", b.svc, b.seq, last[b.svc])
+			r.Reordered = append(r.Reordered, Reorder{Service: p.svc, EarlyID: id, EarlySeq: p.seq, LateID: l.id, LateSeq: l.seq})
+			r.problem("%s: seq %d committed after seq %d", p.svc, p.seq, l.seq)
 		}
-		if b.seq > last[b.svc] {
-			last[b.svc], lastID[b.svc] = b.seq, id
+		if l := last[p.svc]; l.id == "" || p.pos > l.pos {
+			last[p.svc] = placed{seq: p.seq, pos: p.pos, id: id}
 		}
 	}
 	expl, err := qs.DuplicateExplainers(ctx, q)
@@ -112,6 +124,9 @@ func Check(ctx context.Context, q claims.Querier, l Ledger) (Report, error) {
 	explainers := make(map[string]int, len(expl))
 	for _, e := range expl {
 		explainers[e.BatchID] = int(e.Explainers)
+	}
+	if err := moreExplainers(ctx, q, explainers); err != nil {
+		return r, err
 	}
 	for id, n := range l.Effective {
 		if n <= 1 {
