@@ -26,7 +26,11 @@ func runChaos(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			"binaries) unless --database-url / DATABASE_URL is given, which skips the Postgres\n"+
 			"restart and failover faults; --cluster patroni starts etcd and three Patroni members\n"+
 			"instead and adds their faults (leader killed, switchover, failover, leader cut from\n"+
-			"etcd, etcd restarted). See docs/chaos.md.", stderr)
+			"etcd, etcd restarted). Beside the faults it carries out operations: Retry, Cancel, run-at\n"+
+			"enqueues, Resume, retention and dropped idle claim rows turned on, a starved pool, a long\n"+
+			"REPEATABLE READ snapshot and a drifting link delay; the check includes the key's promise\n"+
+			"(one job of a service_id in flight, no job lost, no terminal state undone but by Retry,\n"+
+			"no attempt number twice). See docs/chaos.md.", stderr)
 	var c chaos.Config
 	fs.DurationVar(&c.Duration, "duration", chaos.DurationDefault, "how long faults are injected (then the run quiesces and is checked)")
 	fs.IntVar(&c.Instances, "instances", chaos.InstancesDefault, "instances (run processes) kept running, at least 3")
@@ -34,6 +38,8 @@ func runChaos(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.IntVar(&c.Batches, "batches", chaos.BatchesDefault, "batches per service_id stored at the start (more keep arriving)")
 	fs.Int64Var(&c.Seed, "seed", 0, "seed of the fault schedule (default: a random one, printed)")
 	kinds := fs.String("faults", "", "comma-separated fault kinds to inject (default: all of "+strings.Join(chaos.Kinds(), ",")+")")
+	ops := fs.String("ops", "", "comma-separated operations to carry out, or none (default: all of "+strings.Join(chaos.Operations(), ",")+")")
+	fs.StringVar(&c.HaltOnInvalid, "halt-on-invalid", chaos.HaltFromSeed, "run the instances with --halt-on-invalid: on, off, or auto (on for even seeds); operation resume needs it")
 	fs.DurationVar(&c.Renew, "renew-interval", chaos.RenewDefault, "the instances' renew interval R")
 	fs.DurationVar(&c.Expiry1, "expiry-1", chaos.Expiry1Default, "the instances' expiry-1 T1")
 	fs.DurationVar(&c.Expiry2, "expiry-2", chaos.Expiry2Default, "the instances' expiry-2 T2")
@@ -52,6 +58,13 @@ func runChaos(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	if *kinds != "" {
 		c.Kinds = strings.Split(*kinds, ",")
+	}
+	switch *ops {
+	case "":
+	case "none":
+		c.Ops = []string{}
+	default:
+		c.Ops = strings.Split(*ops, ",")
 	}
 	if c.Seed == 0 {
 		c.Seed = rand.Int64N(1<<31) + 1

@@ -14,10 +14,12 @@ import (
 )
 
 // TestChaosShort runs the short chaos runs that CI runs: about two minutes of every fault kind
-// against real instances, a throwaway primary with a synchronous standby and the ledger
-// simulator; then the same with the instances dropping idle claim rows, so that rows deleted
-// and created again while faults run are checked too. It fails on any violated invariant and
-// prints the seed's replay command. CHAOS_SEED picks another seed.
+// and every operation (Retry, Cancel, run-at, retention and drop-idle turned on, a starved
+// pool, ...) against real instances, a throwaway primary with a synchronous standby and the
+// ledger simulator; then the same with the instances dropping idle claim rows from the start,
+// so that rows deleted and created again while faults run are checked throughout. It fails on
+// any violated invariant (the key's promise included) and prints the seed's replay command.
+// CHAOS_SEED picks another seed.
 func TestChaosShort(t *testing.T) {
 	if testing.Short() {
 		t.Skip("chaos takes about two minutes per run")
@@ -40,8 +42,8 @@ func TestChaosShort(t *testing.T) {
 		if rep.TakeoversJudged == 0 {
 			t.Errorf("no takeover judged: %+v", rep)
 		}
-		if rep.DropIdleAfterMs != 0 || rep.Dropped != 0 {
-			t.Errorf("rows dropped without --drop-idle-after: %+v", rep)
+		if rep.Operations[chaos.OpDropIdleOn] == 0 && (rep.DropIdleAfterMs != 0 || rep.Dropped != 0) {
+			t.Errorf("rows dropped without --drop-idle-after or drop_idle_on: %+v", rep)
 		}
 	})
 	// Here a victim's claims are judged only where they had work (an idle row may be dropped
@@ -76,6 +78,11 @@ func chaosShort(t *testing.T, bin, seed string, extra ...string) chaos.Report {
 	for _, k := range chaos.Kinds() {
 		if rep.Faults[k] == 0 && !slices.Contains(rep.Skipped, k) {
 			t.Errorf("fault %s never injected", k)
+		}
+	}
+	for _, k := range chaos.Operations() {
+		if rep.Operations[k] == 0 && !slices.Contains(rep.OpsSkipped, k) {
+			t.Errorf("operation %s never acted", k)
 		}
 	}
 	for _, k := range chaos.Invariants() {

@@ -2,6 +2,7 @@ package chaos
 
 import (
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -35,6 +36,8 @@ func TestConfigValidate(t *testing.T) {
 		{"unknown cluster", func(c *Config) { c.Cluster = "galera" }, `cluster "galera"`},
 		{"patroni with a database URL", func(c *Config) { c.Cluster = ClusterPatroni; c.DatabaseURL = "postgres://x@y/z" }, "give no database URL"},
 		{"patroni with an asynchronous standby", func(c *Config) { c.Cluster = ClusterPatroni; c.AsyncStandby = true }, "async-standby"},
+		{"unknown operation", func(c *Config) { c.Ops = []string{"defrag"} }, `unknown operation "defrag"`},
+		{"halt neither on nor off", func(c *Config) { c.HaltOnInvalid = "maybe" }, `halt-on-invalid "maybe"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -44,6 +47,97 @@ func TestConfigValidate(t *testing.T) {
 				t.Fatalf("validate = %v, want %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// The instances halt on INVALID at even seeds unless told; the replay names what differs
+// from the defaults, operations included.
+func TestHaltsAndReplay(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		seed  int64
+		halt  string
+		ops   []string
+		want  bool
+		flags string
+	}{
+		{1, "", nil, false, ""},
+		{2, "", nil, true, ""},
+		{1, HaltOn, nil, true, " --halt-on-invalid on"},
+		{2, HaltOff, []string{}, false, " --ops none --halt-on-invalid off"},
+		{3, "", []string{OpRetry, OpCancel}, false, " --ops retry,cancel"},
+	} {
+		c := Config{Seed: tc.seed, HaltOnInvalid: tc.halt, Ops: tc.ops, Binary: "b"}.withDefaults()
+		if err := c.validate(); err != nil {
+			t.Fatal(err)
+		}
+		if got := c.halts(); got != tc.want {
+			t.Errorf("seed %d, halt-on-invalid %q: halts %t, want %t", tc.seed, tc.halt, got, tc.want)
+		}
+		if got := replayCommand(c); !strings.HasSuffix(got, "--batches 5"+tc.flags) {
+			t.Errorf("replay %q, want it to end with %q", got, tc.flags)
+		}
+	}
+}
+
+// A gate passes connections until told to refuse new ones; those it carries go on.
+func TestGate(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() { _, _ = io.Copy(c, c); c.Close() }()
+		}
+	}()
+	g, err := startGate(ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.close()
+	echo := func(c net.Conn) error {
+		if _, err := c.Write([]byte("x")); err != nil {
+			return err
+		}
+		_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		_, err := io.ReadFull(c, make([]byte, 1))
+		return err
+	}
+	old, err := net.Dial("tcp", g.addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer old.Close()
+	if err := echo(old); err != nil {
+		t.Fatalf("before refusing: %v", err)
+	}
+	g.refuseNew(true)
+	if err := echo(old); err != nil {
+		t.Fatalf("an open connection while refusing: %v", err)
+	}
+	refused, err := net.Dial("tcp", g.addr())
+	if err == nil {
+		err = echo(refused)
+		refused.Close()
+	}
+	if err == nil {
+		t.Fatal("a new connection went through while refusing")
+	}
+	g.refuseNew(false)
+	again, err := net.Dial("tcp", g.addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer again.Close()
+	if err := echo(again); err != nil {
+		t.Fatalf("after refusing: %v", err)
 	}
 }
 
@@ -103,7 +197,13 @@ func TestJudgeTakeovers(t *testing.T) {
 	if slow != 1 || judged != 3 {
 		t.Fatalf("dropping idle rows: slow %d judged %d, want 1 of 3: %v", slow, judged, problems)
 	}
+	// drop_idle_on turned it on before the claims' bounds: judged as with the flag.
 	r.cfg.DropIdleAfter = 0
+	r.dropIdleFrom = at(1000)
+	if slow, judged, problems = r.judgeTakeovers(owns); slow != 1 || judged != 3 {
+		t.Fatalf("drop_idle_on: slow %d judged %d, want 1 of 3: %v", slow, judged, problems)
+	}
+	r.dropIdleFrom = time.Time{}
 	r.victims[0].until = at(3000) // back before any bound
 	if slow, judged, _ := r.judgeTakeovers(owns); slow != 0 || judged != 0 {
 		t.Fatalf("short outage: slow %d judged %d, want none judged", slow, judged)

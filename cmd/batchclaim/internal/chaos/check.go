@@ -3,6 +3,7 @@ package chaos
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -31,6 +32,12 @@ func (r *run) check(ctx context.Context) (Report, error) {
 	for _, k := range Kinds() {
 		rep.Faults[k] = r.faults[k]
 	}
+	rep.HaltOnInvalid, rep.OpsSkipped, rep.Operations = r.halt, r.opsSkipped, map[string]int{}
+	for _, k := range Operations() {
+		rep.Operations[k] = r.opCounts[k]
+	}
+	rep.OperationLog = append(rep.OperationLog, r.ops...)
+	rep.QuiesceResumes = r.quiesceResumes
 	for _, k := range Invariants() {
 		rep.Violations[k] = 0
 	}
@@ -50,6 +57,7 @@ func (r *run) check(ctx context.Context) (Report, error) {
 		return rep, fmt.Errorf("check batches: %w", err)
 	}
 	rep.Batches, rep.Committed, rep.Invalid, rep.DuplicatePosts = batches.Batches, batches.Committed, batches.Invalid, batches.DuplicatePosts
+	rep.Cancelled, rep.Discarded, rep.DeletedByRetention = batches.Cancelled, batches.Discarded, batches.Deleted
 	rep.Violations[Lost] = batches.Lost
 	rep.Violations[OrderViolations] = batches.OrderViolations
 	rep.Violations[UnexplainedDuplicates] = batches.DuplicatePostsUnexplained
@@ -70,8 +78,8 @@ func (r *run) check(ctx context.Context) (Report, error) {
 		return rep, fmt.Errorf("check claims: %w", err)
 	}
 	rep.Acquisitions = claims.Acquisitions
-	if c.DropIdleAfter > 0 {
-		rep.DropIdleAfterMs = c.DropIdleAfter.Milliseconds()
+	if d := r.dropIdleAfter(); d > 0 {
+		rep.DropIdleAfterMs = d.Milliseconds()
 		if err := r.pool.QueryRow(ctx, `SELECT count(*) FROM batchclaim.claim_events WHERE event = 'dropped'`).Scan(&rep.Dropped); err != nil {
 			return rep, fmt.Errorf("count dropped claims: %w", err)
 		}
@@ -118,12 +126,18 @@ func (r *run) check(ctx context.Context) (Report, error) {
 	rep.Violations[HistoryGaps] += gaps
 	rep.Problems = append(rep.Problems, problems...)
 
+	if err := r.checkJobs(ctx, &rep); err != nil {
+		return rep, err
+	}
+
 	if r.unbalanced != "" {
 		rep.Violations[Unbalanced] = 1
 		rep.Problems = append(rep.Problems, r.unbalanced)
 	}
 	rep.Violations[StalledWork] = len(r.stalled)
 	rep.Problems = append(rep.Problems, r.stalled...)
+	rep.Violations[SlowWakeups] = len(r.slowWakeups)
+	rep.Problems = append(rep.Problems, r.slowWakeups...)
 	return rep, nil
 }
 
@@ -238,7 +252,7 @@ func ledgerEvents(posts []dltsim.Post, settled []dltsim.Settlement) []history.Le
 // claim back itself (released, or dropped as idle). When the instances drop idle claim rows,
 // a claim whose service_id had no unfinished batch at the fault is not judged either: once
 // voided, its free row may be dropped (which records no claim event) instead of taken, and
-// the next acquisition waits for the next batch.
+// the next acquisition waits for the next batch; drop_idle_on counts from when it began.
 func (r *run) judgeTakeovers(owns map[string][]history.Ownership) (slow, judged int, problems []string) {
 	c := r.cfg
 	slack := 2*c.Renew + c.Allowance
@@ -271,7 +285,7 @@ func (r *run) judgeTakeovers(owns map[string][]history.Ownership) (slow, judged 
 			if mine.End == "released" || mine.End == "surplus_released" || mine.End == "dropped" {
 				continue // given back, not orphaned
 			}
-			if c.DropIdleAfter > 0 && !h.work {
+			if (c.DropIdleAfter > 0 || !r.dropIdleFrom.IsZero() && r.dropIdleFrom.Before(bound)) && !h.work {
 				continue // nothing to take over; the row may be dropped
 			}
 			judged++
@@ -288,6 +302,34 @@ func (r *run) judgeTakeovers(owns map[string][]history.Ownership) (slow, judged 
 		}
 	}
 	return slow, judged, problems
+}
+
+// checkJobs checks the key's promise from the jobs' history: at most one job of a service_id
+// in flight at a time, every job stored or revived run, no terminal state left but by a
+// recorded Retry, no attempt number drawn twice.
+func (r *run) checkJobs(ctx context.Context, rep *Report) error {
+	h, err := history.ReadJobs(ctx, r.pool)
+	if err != nil {
+		return fmt.Errorf("check jobs: %w", err)
+	}
+	r.mu.Lock()
+	promises := slices.Clone(r.promises)
+	for id := range r.stores {
+		promises = append(promises, history.Promise{Kind: history.PromiseStored, BatchID: id})
+	}
+	r.mu.Unlock()
+	jobs := history.CheckJobs(h, promises)
+	rep.Jobs = JobCounts{Jobs: jobs.Jobs, Changes: jobs.Changes, Retries: jobs.Retries, Deleted: jobs.Deleted, Promises: jobs.Promises}
+	for _, c := range []struct {
+		name string
+		f    history.Finding
+	}{{DoubleInFlight, jobs.DoubleInFlight}, {LostJobs, jobs.Lost}, {TerminalRegressions, jobs.TerminalRegressions}, {RepeatedAttempts, jobs.RepeatedAttempts}} {
+		rep.Violations[c.name] = c.f.Count
+		for _, p := range c.f.Problems {
+			rep.Problems = append(rep.Problems, c.name+": "+p)
+		}
+	}
+	return nil
 }
 
 func clock(t time.Time) string { return t.Format("15:04:05.000") }

@@ -60,6 +60,39 @@ const (
 	Unbalanced            = "unbalanced"
 	HistoryGaps           = "history_gaps"
 	StalledWork           = "stalled_work"
+	SlowWakeups           = "slow_wakeups"
+	// The key's promise, checked from the jobs' recorded history (internal/history).
+	DoubleInFlight      = "double_in_flight"
+	LostJobs            = "lost_jobs"
+	TerminalRegressions = "terminal_regressions"
+	RepeatedAttempts    = "repeated_attempts"
+)
+
+// The operations a run carries out beside the faults (ops.go), by the names the report
+// counts them under.
+const (
+	OpRetry        = "retry"
+	OpCancel       = "cancel"
+	OpRunAt        = "run_at"
+	OpResume       = "resume"
+	OpRetentionOn  = "retention_on"
+	OpDropIdleOn   = "drop_idle_on"
+	OpPoolHog      = "pool_hog"
+	OpLongSnapshot = "long_snapshot"
+	OpClockDrift   = "clock_drift"
+	OpHeldEnqueue  = "held_enqueue"
+)
+
+// Operations returns every operation kind.
+func Operations() []string {
+	return []string{OpRetry, OpCancel, OpRunAt, OpResume, OpRetentionOn, OpDropIdleOn, OpPoolHog, OpLongSnapshot, OpClockDrift, OpHeldEnqueue}
+}
+
+// The values of Config.HaltOnInvalid.
+const (
+	HaltFromSeed = "auto" // on for even seeds, off for odd ones
+	HaltOn       = "on"
+	HaltOff      = "off"
 )
 
 // hostKinds are the faults of processes, links and Postgres: one at a time, so that a slow
@@ -87,7 +120,8 @@ func Kinds() []string { return slices.Concat(hostKinds, ledgerKinds) }
 // Invariants returns every invariant the check counts.
 func Invariants() []string {
 	return []string{Lost, OrderViolations, DoubleOutstanding, DoubleOwner, EpochRegressions,
-		StaleWritesAccepted, UnexplainedDuplicates, SlowTakeovers, Unbalanced, HistoryGaps, StalledWork}
+		StaleWritesAccepted, UnexplainedDuplicates, SlowTakeovers, Unbalanced, HistoryGaps, StalledWork, SlowWakeups,
+		DoubleInFlight, LostJobs, TerminalRegressions, RepeatedAttempts}
 }
 
 // Defaults applied to zero Config fields.
@@ -109,6 +143,11 @@ const (
 	BalanceWaitDefault = 30 * time.Second
 )
 
+// halts reports whether the run's instances halt a service_id after an INVALID batch.
+func (c Config) halts() bool {
+	return c.HaltOnInvalid == HaltOn || (c.HaltOnInvalid == HaltFromSeed && c.Seed%2 == 0)
+}
+
 // Config shapes one chaos run.
 type Config struct {
 	// Duration is how long faults are injected and batches arrive. Zero means 90s.
@@ -125,6 +164,12 @@ type Config struct {
 	Seed int64
 	// Kinds restricts the faults to these kinds. Nil means every kind.
 	Kinds []string
+	// Ops restricts the operations to these kinds. Nil means every kind; empty (not nil)
+	// means none.
+	Ops []string
+	// HaltOnInvalid is whether the instances run with --halt-on-invalid: HaltOn, HaltOff, or
+	// HaltFromSeed (on for even seeds). Empty means HaltFromSeed. Operation resume needs it.
+	HaltOnInvalid string
 	// DatabaseURL, when set, is an existing server to run on (a scratch database is created
 	// there and dropped afterwards); postgres_restart and postgres_failover are then skipped.
 	// Empty means a throwaway cluster with a synchronous standby from local binaries.
@@ -174,6 +219,10 @@ func (c Config) withDefaults() Config {
 	if c.Kinds == nil {
 		c.Kinds = Kinds()
 	}
+	if c.Ops == nil {
+		c.Ops = Operations()
+	}
+	c.HaltOnInvalid = cmp.Or(c.HaltOnInvalid, HaltFromSeed)
 	if c.Progress == nil {
 		c.Progress = io.Discard
 	}
@@ -218,6 +267,14 @@ func (c Config) validate() error {
 		if !slices.Contains(known, k) {
 			bad("unknown fault kind %q (want one of %s)", k, strings.Join(known, ", "))
 		}
+	}
+	for _, k := range c.Ops {
+		if !slices.Contains(Operations(), k) {
+			bad("unknown operation %q (want one of %s)", k, strings.Join(Operations(), ", "))
+		}
+	}
+	if !slices.Contains([]string{HaltFromSeed, HaltOn, HaltOff}, c.HaltOnInvalid) {
+		bad("halt-on-invalid %q: want %s, %s or %s", c.HaltOnInvalid, HaltFromSeed, HaltOn, HaltOff)
 	}
 	if len(errs) > 0 {
 		return errors.New("chaos config: " + strings.Join(errs, "; "))

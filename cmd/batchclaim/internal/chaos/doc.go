@@ -10,10 +10,15 @@
 // alone and a promoted standby is found without a restart.
 //
 // Faults run in two lanes: processes, links and Postgres one at a time (so that a slow
-// takeover is blamed on one fault), and the ledger and concurrent clients beside them. Each
-// lane first runs every kind once in an order drawn from the seed, then kinds at random.
-// Batches keep arriving throughout. Then the run quiesces: faults stop, every batch must
-// finish and the claims must balance, and the history is checked: the batches, the attempt
-// log and the state transitions, the claim events (ordered by commit timestamp), and the
-// simulator's record of every POST and settlement.
+// takeover is blamed on one fault), and the ledger and concurrent clients beside them. A
+// third lane carries out operators' and embedders' operations (Retry, Cancel, run-at,
+// Resume, retention and dropped claim rows turned on, a starved pool, a long snapshot, a
+// drifting link delay, an enqueue held across an ownership change); those that act on the
+// instances take the host lane's turn. Each lane first runs every kind once in an order
+// drawn from the seed, then kinds at random. Batches keep arriving throughout. Then the run
+// quiesces: faults stop, every batch must finish and the claims must balance, and the
+// history is checked: the batches, the attempt log and the state transitions (with what
+// retention deleted, kept by the history audit), the claim events (ordered by commit
+// timestamp), the simulator's record of every POST and settlement, and the key's promise
+// from every job's changes and the operations' record.
 package chaos

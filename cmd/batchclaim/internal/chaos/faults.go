@@ -41,10 +41,16 @@ func (r *run) lane(ctx context.Context, kinds []string, rng *rand.Rand, until ti
 		if i < len(order) {
 			kind = order[i]
 		}
-		if indexOf(hostKinds, kind) >= 0 {
+		host := indexOf(hostKinds, kind) >= 0
+		if host {
+			r.hostMu.Lock()
 			r.settle(ctx, r.cfg.Expiry2+2*time.Second)
 		}
-		if err := r.inject(ctx, kind, rng); err != nil {
+		err := r.inject(ctx, kind, rng)
+		if host {
+			r.hostMu.Unlock()
+		}
+		if err != nil {
 			if ctx.Err() != nil {
 				return
 			}
@@ -144,7 +150,7 @@ func (r *run) inject(ctx context.Context, kind string, rng *rand.Rand) error {
 		}
 		r.event(kind, "%s's open database connections frozen for %.1fs (new ones pass)", in.name, d.Seconds())
 		r.sleep(ctx, d)
-		r.judgeFreeze(ctx, in.name, id, since.Add(r.cfg.Expiry1+r.cfg.Expiry1*2/3))
+		r.judgeStall(ctx, in.name, id, since.Add(r.cfg.Expiry1+r.cfg.Expiry1*2/3), "its connections frozen")
 		for _, p := range in.proxies {
 			p.Restore()
 		}
@@ -385,11 +391,13 @@ func (r *run) leaseEnd(ctx context.Context, v *victim, ends bool) {
 	}
 }
 
-// judgeFreeze checks, as a freeze of an instance's connections ends, that the instance went on
-// working: if a service_id it holds had unfinished work, it must have written something (an
-// attempt, a status) after from, by which it has had time to give its frozen connections up
-// (a claim-cycle statement is abandoned after expiry-1, a fetch's after the local deadline).
-func (r *run) judgeFreeze(ctx context.Context, name string, id uuid.UUID, from time.Time) {
+// judgeStall checks, as a freeze of an instance's connections (or a starvation of its pool)
+// ends, that the instance went on working: if a service_id it holds had unfinished work, it
+// must have written something (an attempt, a status) after from, by which it has had time to
+// give its frozen connections up (a claim-cycle statement is abandoned after expiry-1, a
+// fetch's after the local deadline) or, unable to work, its service_ids. why says what
+// happened to it.
+func (r *run) judgeStall(ctx context.Context, name string, id uuid.UUID, from time.Time, why string) {
 	if id == uuid.Nil {
 		return
 	}
@@ -405,8 +413,8 @@ func (r *run) judgeFreeze(ctx context.Context, name string, id uuid.UUID, from t
 	}
 	if work && !wrote {
 		r.mu.Lock()
-		r.stalled = append(r.stalled, fmt.Sprintf("%s: its connections frozen, it held service_ids with unfinished work and wrote nothing after %s",
-			name, from.Format(time.StampMilli)))
+		r.stalled = append(r.stalled, fmt.Sprintf("%s: %s, it held service_ids with unfinished work and wrote nothing after %s",
+			name, why, from.Format(time.StampMilli)))
 		r.mu.Unlock()
 	}
 }

@@ -21,12 +21,14 @@ import (
 
 // instance is one slot of the fleet: a `run` process (replaced after a SIGKILL, with a new
 // name) behind its own TCP proxies, one per Postgres server, so that its link can be cut,
-// blackholed or slowed alone. The proxies keep their addresses for the whole run; the
-// instance lists them all in a multi-host URL and finds the primary through
+// blackholed or slowed alone. In front of each proxy a gate can refuse new connections
+// while the open ones go on (pool_hog). The gates keep their addresses for the whole run;
+// the instance lists them all in a multi-host URL and finds the primary through
 // target_session_attrs=read-write.
 type instance struct {
 	slot    int
 	proxies []*tcpproxy.Proxy
+	gates   []*gate
 
 	mu     sync.Mutex
 	gen    int
@@ -37,6 +39,9 @@ type instance struct {
 	done   chan struct{}
 	state  string        // running | stopped | killed | exited
 	skew   time.Duration // the wall-clock offset its processes run with (clock_skew); zero: none
+	// retention: the slot's processes run the retention job with a short age (operation
+	// retention_on), for the rest of the run.
+	retention bool
 }
 
 // setSkew makes the slot's next processes read a wall clock off by d (package wallclock's
@@ -63,19 +68,29 @@ func newInstance(slot int, targets []string) (*instance, error) {
 			return nil, err
 		}
 		in.proxies = append(in.proxies, p)
+		g, err := startGate(p.Addr())
+		if err != nil {
+			in.closeProxies()
+			return nil, err
+		}
+		in.gates = append(in.gates, g)
 	}
 	return in, nil
 }
 
-func (in *instance) proxyAddrs() []string {
-	out := make([]string, len(in.proxies))
-	for i, p := range in.proxies {
-		out[i] = p.Addr()
+// addrs are the addresses the slot's processes reach the servers through: its gates.
+func (in *instance) addrs() []string {
+	out := make([]string, len(in.gates))
+	for i, g := range in.gates {
+		out[i] = g.addr()
 	}
 	return out
 }
 
 func (in *instance) closeProxies() {
+	for _, g := range in.gates {
+		g.close()
+	}
 	for _, p := range in.proxies {
 		_ = p.Close()
 	}
@@ -95,14 +110,20 @@ func (in *instance) start(r *run) error {
 	in.listen = l.Addr().String()
 	l.Close()
 	c := r.cfg
-	args := []string{"run", "--database-url", r.db.url(in.proxyAddrs(), in.name), "--dlt-url", r.simURL,
+	args := []string{"run", "--database-url", r.db.url(in.addrs(), in.name), "--dlt-url", r.simURL,
 		"--instance-name", in.name, "--listen", in.listen, "--log-level", "info",
 		"--renew-interval", c.Renew.String(), "--expiry-1", c.Expiry1.String(), "--expiry-2", c.Expiry2.String(),
 		"--poll-interval", "200ms", "--unknown-answers", "3", "--unknown-grace", "3s", "--workers", "8",
 		"--backoff-base", "50ms", "--backoff-max", "1s",
 		"--pprof"} // loopback: the goroutines of an instance that stops making progress (dumpStacks)
-	if c.DropIdleAfter > 0 {
-		args = append(args, "--drop-idle-after", c.DropIdleAfter.String())
+	if d := r.dropIdleAfter(); d > 0 {
+		args = append(args, "--drop-idle-after", d.String())
+	}
+	if r.halt {
+		args = append(args, "--halt-on-invalid")
+	}
+	if in.retention {
+		args = append(args, "--retention", retentionAge.String(), "--retention-interval", retentionInterval.String())
 	}
 	if c.AsyncStandby {
 		// The demonstration runs without a synchronous standby on purpose.

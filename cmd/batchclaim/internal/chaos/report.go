@@ -16,14 +16,30 @@ type Report struct {
 	Faults          map[string]int `json:"faults"`
 	Skipped         []string       `json:"skipped,omitempty"`
 	Violations      map[string]int `json:"violations"`
-	Batches         int            `json:"batches"`
-	Committed       int            `json:"committed"`
-	Invalid         int            `json:"invalid"`
-	Posts           int            `json:"posts"`
-	DuplicatePosts  int            `json:"duplicate_posts"`
-	Acquisitions    int            `json:"acquisitions"`
-	Writes          int            `json:"fenced_writes"`
-	TakeoversJudged int            `json:"takeovers_judged"`
+	// Operations counts the operations that acted, by kind; OpsSkipped lists the kinds
+	// this run could not do (resume without --halt-on-invalid); OperationLog is every
+	// operation tried, in order.
+	Operations    map[string]int `json:"operations"`
+	OpsSkipped    []string       `json:"operations_skipped,omitempty"`
+	OperationLog  []OpRecord     `json:"operation_log,omitempty"`
+	HaltOnInvalid bool           `json:"halt_on_invalid"`
+	// QuiesceResumes: halts lifted at quiescence so that every batch could finish.
+	QuiesceResumes int `json:"quiesce_resumes,omitempty"`
+	Batches        int `json:"batches"`
+	Committed      int `json:"committed"`
+	Invalid        int `json:"invalid"`
+	Cancelled      int `json:"cancelled"`
+	Discarded      int `json:"discarded"`
+	// DeletedByRetention: batches retention deleted during the run (read from the audit;
+	// not counted in Batches).
+	DeletedByRetention int `json:"deleted_by_retention"`
+	// Jobs: what the checks of the key's promise read.
+	Jobs            JobCounts `json:"jobs"`
+	Posts           int       `json:"posts"`
+	DuplicatePosts  int       `json:"duplicate_posts"`
+	Acquisitions    int       `json:"acquisitions"`
+	Writes          int       `json:"fenced_writes"`
+	TakeoversJudged int       `json:"takeovers_judged"`
 	// DropIdleAfterMs is the instances' --drop-idle-after (0: rows are never dropped), and
 	// Dropped the claims their owners dropped as idle (free rows dropped by others record no
 	// claim event and are not counted).
@@ -38,6 +54,15 @@ type Report struct {
 	// returned).
 	Diagnoses []string `json:"diagnoses,omitempty"`
 	LogDir    string   `json:"log_dir"`
+}
+
+// JobCounts is the size of the jobs' history the promise checks read.
+type JobCounts struct {
+	Jobs     int `json:"jobs"`     // stored during the run, deleted ones included
+	Changes  int `json:"changes"`  // recorded state changes
+	Retries  int `json:"retries"`  // of them, written by Retry
+	Deleted  int `json:"deleted"`  // jobs retention deleted
+	Promises int `json:"promises"` // jobs a client was told were stored or revived
 }
 
 // Violated returns the total number of violations.
@@ -59,8 +84,20 @@ func (r Report) Print(w io.Writer) {
 	for _, k := range r.Skipped {
 		fmt.Fprintf(w, "  skipped: %s (not a fault of this database)\n", k)
 	}
-	fmt.Fprintf(w, "history: %d batches (%d committed, %d invalid), %d POSTs (%d duplicates), %d acquisitions, %d fenced writes, %d takeovers judged\n",
-		r.Batches, r.Committed, r.Invalid, r.Posts, r.DuplicatePosts, r.Acquisitions, r.Writes, r.TakeoversJudged)
+	fmt.Fprintf(w, "operations (halt-on-invalid %t):\n", r.HaltOnInvalid)
+	for _, k := range Operations() {
+		fmt.Fprintf(w, "  %-22s %d\n", k, r.Operations[k])
+	}
+	for _, k := range r.OpsSkipped {
+		fmt.Fprintf(w, "  skipped: %s (the instances run without --halt-on-invalid)\n", k)
+	}
+	if r.QuiesceResumes > 0 {
+		fmt.Fprintf(w, "  halts lifted at quiescence: %d\n", r.QuiesceResumes)
+	}
+	fmt.Fprintf(w, "history: %d batches (%d committed, %d invalid, %d cancelled, %d discarded; %d more deleted by retention), %d POSTs (%d duplicates), %d acquisitions, %d fenced writes, %d takeovers judged\n",
+		r.Batches, r.Committed, r.Invalid, r.Cancelled, r.Discarded, r.DeletedByRetention, r.Posts, r.DuplicatePosts, r.Acquisitions, r.Writes, r.TakeoversJudged)
+	fmt.Fprintf(w, "jobs: %d (%d deleted), %d state changes (%d by Retry), %d promises of stored or revived jobs\n",
+		r.Jobs.Jobs, r.Jobs.Deleted, r.Jobs.Changes, r.Jobs.Retries, r.Jobs.Promises)
 	if r.DropIdleAfterMs > 0 {
 		fmt.Fprintf(w, "idle claim rows dropped after %dms: %d claims dropped by their owners (free rows dropped leave no claim event)\n", r.DropIdleAfterMs, r.Dropped)
 	}

@@ -38,6 +38,17 @@ type run struct {
 	numbers   batchNumbers
 	arrived   atomic.Int64
 	start     time.Time
+	// halt: the instances run with --halt-on-invalid.
+	halt bool
+	// hostMu is held by the host lane for each fault and by the operations that act on the
+	// instances, so that the two never overlap.
+	hostMu sync.Mutex
+	// dropIdle is the --drop-idle-after that drop_idle_on turned on (nanoseconds; 0: off).
+	dropIdle atomic.Int64
+	// snapOpen: a long_snapshot transaction is open; snaps waits for it, snapStop ends it.
+	snapOpen atomic.Bool
+	snaps    sync.WaitGroup
+	snapStop chan struct{}
 
 	mu     sync.Mutex
 	faults map[string]int
@@ -53,9 +64,19 @@ type run struct {
 	leaderTakeovers []LeaderTakeover
 	slowLeader      []string
 	problems        []string
-	stalled         []string // link_freeze victims that did not go on working
+	stalled         []string // link_freeze and pool_hog victims that did not go on working
+	slowWakeups     []string // held_enqueue batches their service_id's holder did not hear of
 	unbalanced      string   // why the claims never balanced; empty when they did
 	skipped         []string
+	// dropIdleFrom: database time drop_idle_on began (zero: it did not run).
+	dropIdleFrom time.Time
+	ops          []OpRecord
+	opCounts     map[string]int
+	opsSkipped   []string
+	// promises: the jobs a Retry of the run revived, as the Retry's client was told.
+	promises []history.Promise
+	// quiesceResumes: halts lifted so that quiescence could finish every batch.
+	quiesceResumes int
 }
 
 // Run performs one chaos run and checks its history. The error is for a run that could not
@@ -65,8 +86,12 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	if err := cfg.validate(); err != nil {
 		return Report{}, err
 	}
-	r := &run{cfg: cfg, replay: replayCommand(cfg), faults: map[string]int{}, stores: map[string]stored{}, numbers: batchNumbers{next: map[string]int{}}}
+	r := &run{cfg: cfg, replay: replayCommand(cfg), faults: map[string]int{}, stores: map[string]stored{}, numbers: batchNumbers{next: map[string]int{}},
+		opCounts: map[string]int{}, snapStop: make(chan struct{}), halt: cfg.halts()}
 	r.say("seed %d: replay with: %s", cfg.Seed, r.replay)
+	if !r.halt {
+		r.skipOps(OpResume)
+	}
 	var err error
 	if r.db, err = startServers(ctx, cfg, r.say); err != nil {
 		return Report{}, err
@@ -82,6 +107,9 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 		return Report{}, err
 	}
 	defer r.pool.Close()
+	if err := history.InstallAudit(ctx, r.pool); err != nil {
+		return Report{}, err
+	}
 	if err := r.startLedger(); err != nil {
 		return Report{}, err
 	}
@@ -115,14 +143,19 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	if !r.settle(ctx, time.Minute) {
 		return Report{}, fmt.Errorf("the instances did not all register within a minute; see their logs in %s", r.logDir)
 	}
-	r.say("%d instances (logs in %s); R=%v T1=%v T2=%v; ledger at %s", cfg.Instances, r.logDir, cfg.Renew, cfg.Expiry1, cfg.Expiry2, r.simURL)
+	r.say("%d instances (logs in %s); R=%v T1=%v T2=%v; halt-on-invalid %t; ledger at %s", cfg.Instances, r.logDir, cfg.Renew, cfg.Expiry1, cfg.Expiry2, r.halt, r.simURL)
 	r.start = time.Now()
 	r.chaos(ctx)
 	if ctx.Err() != nil {
 		return Report{}, ctx.Err()
 	}
 	r.quiesce(ctx)
+	close(r.snapStop)
+	r.snaps.Wait()
 	r.stopAll(ctx)
+	if err := r.writeOps(); err != nil {
+		r.say("operations not written to %s: %v", r.logDir, err)
+	}
 	// The history is read from whichever server is primary now; a read that meets a
 	// failover (or a pool connection to a server that is gone) is tried again.
 	var rep Report
@@ -174,6 +207,15 @@ func replayCommand(c Config) string {
 	if len(c.Kinds) != len(Kinds()) {
 		cmd += " --faults " + strings.Join(c.Kinds, ",")
 	}
+	switch {
+	case len(c.Ops) == 0:
+		cmd += " --ops none"
+	case len(c.Ops) != len(Operations()):
+		cmd += " --ops " + strings.Join(c.Ops, ",")
+	}
+	if c.HaltOnInvalid != HaltFromSeed && c.HaltOnInvalid != "" {
+		cmd += " --halt-on-invalid " + c.HaltOnInvalid
+	}
 	return cmd
 }
 
@@ -222,6 +264,16 @@ func (r *run) skip(kinds ...string) {
 	}
 }
 
+// skipOps leaves operations out of the run, listing them as skipped.
+func (r *run) skipOps(kinds ...string) {
+	for _, k := range kinds {
+		if i := indexOf(r.cfg.Ops, k); i >= 0 {
+			r.cfg.Ops = append(r.cfg.Ops[:i:i], r.cfg.Ops[i+1:]...)
+			r.opsSkipped = append(r.opsSkipped, k)
+		}
+	}
+}
+
 func indexOf(s []string, v string) int {
 	for i, x := range s {
 		if x == v {
@@ -253,6 +305,9 @@ func (r *run) chaos(ctx context.Context) {
 	}
 	if len(ledger) > 0 {
 		lanes.Go(func() { r.lane(ctx, ledger, rand.New(rand.NewPCG(seed, 2)), until) })
+	}
+	if len(r.cfg.Ops) > 0 {
+		lanes.Go(func() { r.opsLane(ctx, rand.New(rand.NewPCG(seed, 4)), until) })
 	}
 	lanes.Wait()
 	stopFeed()
@@ -353,6 +408,14 @@ func (r *run) quiesce(ctx context.Context) {
 	deadline := time.Now().Add(r.cfg.Quiesce)
 	var last time.Time
 	for ; time.Now().Before(deadline) && ctx.Err() == nil; r.sleep(ctx, 500*time.Millisecond) {
+		if r.halt {
+			// A halted service_id keeps its batches queued until resumed: resume it.
+			if n := r.resumeAll(ctx); n > 0 {
+				r.mu.Lock()
+				r.quiesceResumes += n
+				r.mu.Unlock()
+			}
+		}
 		var finished, total int
 		if time.Since(last) > 5*time.Second {
 			finished, total = r.status(ctx)
