@@ -16,7 +16,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -79,31 +78,9 @@ func TestVersionCommand(t *testing.T) {
 	}
 }
 
-var (
-	secureBinOnce sync.Once
-	secureBin     string
-	secureBinErr  error
-)
-
-// binaryWithVCS builds the command once for this file's tests, with the VCS stamp.
-func binaryWithVCS(t *testing.T) string {
-	t.Helper()
-	secureBinOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "batchclaim-bin")
-		if err != nil {
-			secureBinErr = err
-			return
-		}
-		secureBin = filepath.Join(dir, "batchclaim")
-		if out, err := exec.Command("go", "build", "-buildvcs=auto", "-o", secureBin, ".").CombinedOutput(); err != nil {
-			secureBinErr = fmt.Errorf("go build: %v\n%s", err, out)
-		}
-	})
-	if secureBinErr != nil {
-		t.Fatal(secureBinErr)
-	}
-	return secureBin
-}
+// binaryWithVCS is the package's one build of the command (buildBinary), which carries the
+// VCS stamp.
+func binaryWithVCS(t *testing.T) string { return buildBinary(t) }
 
 // The built binary names the commit it was built from (the repository's VCS stamp).
 func TestVersionOfBuiltBinary(t *testing.T) {
