@@ -86,12 +86,14 @@ type Cluster struct {
 	etcd    *etcd
 	members []*Member
 	log     *slog.Logger
+	lock    *os.File // the machine lock (lockMachine), held until Stop
 }
 
 // Start finds the programs (Find), starts etcd and the members on free ports of 127.0.0.1 in
 // a new temporary directory, and returns once one member leads, accepts writes and (in
 // synchronous mode) has a synchronous standby, and every other member streams from it. Stop
-// ends and removes everything.
+// ends and removes everything. One cluster runs per machine: while another process's
+// cluster runs, Start waits for its Stop (until ctx ends; see machineLockName).
 func Start(ctx context.Context, opts Options) (*Cluster, error) {
 	opts = opts.withDefaults()
 	if err := opts.validate(); err != nil {
@@ -101,19 +103,26 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 	if err != nil {
 		return nil, err
 	}
-	dir, err := os.MkdirTemp("", "batchclaim-patroni-")
+	lock, err := lockMachine(ctx, machineLockPath(), opts.Logger)
 	if err != nil {
 		return nil, err
 	}
-	c := &Cluster{bins: bins, opts: opts, dir: dir, log: opts.Logger}
+	dir, err := os.MkdirTemp("", "batchclaim-patroni-")
+	if err != nil {
+		lock.Close()
+		return nil, err
+	}
+	c := &Cluster{bins: bins, opts: opts, dir: dir, log: opts.Logger, lock: lock}
 	// The members, running as another user, read their configuration below it.
 	if err := os.Chmod(dir, 0o755); err != nil {
 		_ = os.RemoveAll(dir)
+		lock.Close()
 		return nil, err
 	}
 	if os.Geteuid() == 0 {
 		if c.cred, err = pglocal.Unprivileged(); err != nil {
 			_ = os.RemoveAll(dir)
+			lock.Close()
 			return nil, err
 		}
 	}
@@ -212,7 +221,8 @@ func (c *Cluster) DirectURL(m *Member, db string) string {
 	return fmt.Sprintf("postgres://postgres@%s/%s?sslmode=disable", m.Addr(), db)
 }
 
-// Stop ends every member and etcd and removes the cluster's directory (unless KeepDir).
+// Stop ends every member and etcd, removes the cluster's directory (unless KeepDir) and lets
+// the next cluster on the machine start.
 func (c *Cluster) Stop(ctx context.Context) {
 	for _, m := range c.members {
 		if err := m.stop(); err != nil {
@@ -224,6 +234,9 @@ func (c *Cluster) Stop(ctx context.Context) {
 	}
 	if !c.opts.KeepDir {
 		_ = os.RemoveAll(c.dir)
+	}
+	if c.lock != nil {
+		_ = c.lock.Close() // a second Stop's Close fails, harmlessly
 	}
 }
 

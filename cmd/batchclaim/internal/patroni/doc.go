@@ -9,6 +9,11 @@
 // accepts writes and the others stream from it. URL lists every member in a multi-host URL
 // with target_session_attrs=read-write: a client finds the leader whichever member it is.
 //
+// One cluster runs on a machine at a time: Start waits while another process's cluster runs
+// (a lock on a file in the system's temp directory, released by Stop or by the process's
+// death), since two clusters side by side on a small machine stretch failovers past the
+// timings the tests and the chaos suite judge them by.
+//
 // Each member reaches etcd through a TCP proxy of its own (package tcpproxy), so that one
 // member alone can be cut from the DCS; patronictl reaches etcd directly.
 //
