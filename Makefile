@@ -76,12 +76,23 @@ bench: build ## Measure every `batchclaim bench` scenario and River (at its own 
 	  DATABASE_URL='$(BENCH_DATABASE_URL)' $(BIN)/river-bench --tuning defaults --workers $(RIVER_DEFAULTS_WORKERS) --jobs $(RIVER_DEFAULTS_JOBS) | tee -a $$out || exit 1; \
 	  awk -f bench/ratio.awk $$out
 
+# The long scenarios, minutes each: the short chaos runs (two 60s runs on a throwaway primary
+# with a synchronous standby), every fault of the Patroni harness on one cluster, and the demo
+# riding through a Patroni failover. make test leaves them out; make test-long runs them one
+# package at a time (a Patroni cluster also waits for any other on the machine), and .ci/run
+# runs both targets.
+LONG_TESTS := ^(TestChaosShort|TestFaults|TestDemoRidesThroughFailover)$$
+
 .PHONY: test
-test: ## Run every test of both modules with the race detector against a real Postgres (TEST_DATABASE_URL, else a throwaway local cluster)
+test: ## Run every test of both modules but the long scenarios (make test-long), with the race detector, against a real Postgres (TEST_DATABASE_URL, else a throwaway local cluster)
 	@failed=; for m in $(MODULES); do \
-	  echo "== go test in $$m"; $(GO) -C $$m test -race -count=1 -timeout 30m $(PKGS) || failed="$$failed $$m"; \
+	  echo "== go test in $$m"; $(GO) -C $$m test -race -count=1 -timeout 30m -skip '$(LONG_TESTS)' $(PKGS) || failed="$$failed $$m"; \
 	done; \
 	if [ -n "$$failed" ]; then echo "tests failed in:$$failed"; exit 1; fi
+
+.PHONY: test-long
+test-long: ## Run the long scenarios make test leaves out (CI runs both): short chaos runs, the Patroni harness's faults, the demo through a Patroni failover
+	$(GO) -C $(CLI) test -race -count=1 -timeout 30m -p 1 -run '$(LONG_TESTS)' -v $(PKGS)
 
 .PHONY: hostile
 hostile: ## Run the hostile suite alone (also in make test): a real instance probed as an attacker would, then its database and memory checked
