@@ -207,7 +207,7 @@ func (r *run) claimsHeld(ctx context.Context) []liveClaim {
 	qctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
 	rows, err := r.pool.Query(qctx, `SELECT c.service_id,
-		EXISTS (SELECT 1 FROM batchclaim.batches b WHERE b.service_id = c.service_id AND b.state NOT IN ('COMMITTED', 'INVALID'))
+		EXISTS (SELECT 1 FROM batchclaim.batches b WHERE b.service_id = c.service_id AND b.unfinished)
 		FROM batchclaim.service_id_claims c WHERE c.claimant IS NOT NULL`)
 	if err != nil {
 		return nil
@@ -225,15 +225,16 @@ func (r *run) claimsHeld(ctx context.Context) []liveClaim {
 
 // awaitClaims polls, from the moment the new leader accepted writes, until every claim held
 // at the fault is held by an instance whose lease is in phase one, and judges the slowest
-// against T2 + 2R + allowance from that moment. With idle rows dropped only claims with
-// unfinished work are judged (an idle one may be dropped instead).
+// against T2 + 2R + allowance from that moment. With idle rows dropped (--drop-idle-after,
+// or from drop_idle_on on) only claims with unfinished work are judged (an idle one may be
+// dropped instead).
 func (r *run) awaitClaims(ctx context.Context, held []liveClaim, fault, writable time.Time) LeaderTakeover {
 	c := r.cfg
 	bound := c.Expiry2 + 2*c.Renew + c.Allowance
 	t := LeaderTakeover{WritableAfter: writable.Sub(fault).Seconds(), Bound: bound.Seconds()}
 	waiting := map[string]bool{}
 	for _, h := range held {
-		if c.DropIdleAfter == 0 || h.work {
+		if r.dropIdleAfter() == 0 || h.work {
 			waiting[h.service] = true
 		}
 	}
