@@ -16,6 +16,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -54,25 +55,23 @@ var update = flag.Bool("update", false, "rewrite the golden screenshots in testd
 // skips, unless REQUIRE_BROWSER=1.
 func TestScreenshots(t *testing.T) {
 	browser := newScreenshotBrowser(t)
+	t.Parallel()
 	srv := fixtureServer(t, fixtureChange{})
 	// Screenshots go to $ARTIFACTS_DIR/screenshots, else to a directory removed after the
 	// test; a failing view's images are then copied to one that stays (keep).
-	out, kept := t.TempDir(), ""
+	out, artifacts := t.TempDir(), ""
 	if dir := os.Getenv("ARTIFACTS_DIR"); dir != "" {
-		out, kept = filepath.Join(dir, "screenshots"), filepath.Join(dir, "screenshots")
+		out, artifacts = filepath.Join(dir, "screenshots"), filepath.Join(dir, "screenshots")
 		if err := os.MkdirAll(out, 0o755); err != nil {
 			t.Fatal(err)
 		}
 	}
-	keep := func(t *testing.T) string {
-		if kept == "" {
-			var err error
-			if kept, err = os.MkdirTemp("", "batchclaim-screenshots-"); err != nil {
-				t.Fatal(err)
-			}
+	keep := sync.OnceValues(func() (string, error) {
+		if artifacts != "" {
+			return artifacts, nil
 		}
-		return kept
-	}
+		return os.MkdirTemp("", "batchclaim-screenshots-")
+	})
 	if *update {
 		if err := os.MkdirAll(goldenDir, 0o755); err != nil {
 			t.Fatal(err)
@@ -85,6 +84,7 @@ func TestScreenshots(t *testing.T) {
 
 	for _, v := range screenshotViews {
 		t.Run(v.name, func(t *testing.T) {
+			t.Parallel()
 			shot := filepath.Join(out, v.name+".png")
 			dom := browser.render(t, srv, v, shot)
 			for _, want := range v.texts {
@@ -119,7 +119,10 @@ func TestScreenshots(t *testing.T) {
 				}
 				return
 			}
-			dir := keep(t)
+			dir, err := keep()
+			if err != nil {
+				t.Fatal(err)
+			}
 			newPath, diffPath := filepath.Join(dir, v.name+".png"), filepath.Join(dir, v.name+".diff.png")
 			if err := writePNG(diffPath, diff); err != nil {
 				t.Error(err)
@@ -149,6 +152,10 @@ func TestScreenshots(t *testing.T) {
 // the tolerance that lets a browser's patch release through lets none of these through.
 func TestScreenshotsCatchChanges(t *testing.T) {
 	browser := newScreenshotBrowser(t)
+	if *update {
+		t.Skip("-update is rewriting the goldens this checks against; run the tests again without it")
+	}
+	t.Parallel()
 	golden := filepath.Join(goldenDir, "overview.png")
 	want, err := readPNG(golden)
 	if err != nil {
