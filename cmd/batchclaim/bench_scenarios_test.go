@@ -214,25 +214,30 @@ func TestStmtMetricCountsLeaseRenewals(t *testing.T) {
 	}
 }
 
-// The churn scenario on 20,000 keys ever seen, 1,000 with work: the idle rows are dropped
-// down to the keys with work, and every side reports its cycles and statements.
+// The churn scenario on 5,000 keys ever seen, 250 with work, dropped in chunks of 500 rows
+// (ten drop statements at least) and at half the default renew interval: the idle rows are
+// dropped down to the keys with work, and every side reports its cycles and statements.
 func TestBenchChurnScenario(t *testing.T) {
 	t.Parallel()
 	bin := buildBinary(t)
-	m := benchJSON(t, bin, "--scenario", "churn", "--churn-keys", "20000", "--churn-active", "1000", "--churn-engines", "2", "--churn-window", "3s")
+	m := benchJSON(t, bin, "--scenario", "churn", "--churn-keys", "5000", "--churn-active", "250", "--churn-engines", "2",
+		"--churn-chunk-size", "500", "--churn-renew-interval", "500ms", "--churn-drop-idle-after", "1s", "--churn-window", "1500ms")
 	if m["scenario"] != "churn" {
 		t.Fatalf("scenario %v", m["scenario"])
 	}
 	hasFields(t, m, "engines", "keys_with_work", "keys_ever_seen", "renew_interval_ms", "drop_idle_after_ms", "chunk_size", "server_autovacuum",
 		"baseline", "baseline_drop_idle", "churn", "method")
+	if num(m, "chunk_size") != 500 || num(m, "renew_interval_ms") != 500 || num(m, "drop_idle_after_ms") != 1000 {
+		t.Errorf("chunk %v rows, R %v ms, drop idle after %v ms: want the flags' 500, 500 and 1000", m["chunk_size"], m["renew_interval_ms"], m["drop_idle_after_ms"])
+	}
 	for _, side := range []string{"baseline", "baseline_drop_idle", "churn"} {
 		p, _ := m[side].(map[string]any)
 		hasFields(t, p, "keys_ever_seen", "drop_idle_after_ms", "claim_rows_at_start", "seconds_to_drop_idle_rows", "claim_rows_left",
 			"rows_dropped", "dropped_rows_per_second", "steady", "drain_cycles", "drain_cycle_p50_ms", "drain_cycle_p99_ms", "drain_cycle_max_ms", "seconds_to_balance",
 			"self_fencings", "window_seconds", "cycles", "cycle_errors", "cycle_p50_ms", "cycle_p99_ms",
 			"statements_per_instance_per_interval", "statements", "after_vacuum")
-		if num(p, "claim_rows_left") != 1000 || p["steady"] != true {
-			t.Errorf("%s: %v claim rows left (steady %v), want the 1,000 keys with work", side, p["claim_rows_left"], p["steady"])
+		if num(p, "claim_rows_left") != 250 || p["steady"] != true {
+			t.Errorf("%s: %v claim rows left (steady %v), want the 250 keys with work", side, p["claim_rows_left"], p["steady"])
 		}
 		if num(p, "cycles") <= 0 || num(p, "cycle_p50_ms") <= 0 || num(p, "cycle_p99_ms") < num(p, "cycle_p50_ms") {
 			t.Errorf("%s: %v cycles, p50 %v ms, p99 %v ms", side, p["cycles"], p["cycle_p50_ms"], p["cycle_p99_ms"])
@@ -242,8 +247,8 @@ func TestBenchChurnScenario(t *testing.T) {
 		}
 	}
 	churn, _ := m["churn"].(map[string]any)
-	if num(churn, "rows_dropped") != 19000 || churn["seconds_to_drop_idle_rows"] == nil || num(churn, "drain_cycles") <= 0 {
-		t.Errorf("churn: dropped %v rows after %v s in %v cycles; want the 19,000 idle rows dropped",
+	if num(churn, "rows_dropped") != 4750 || churn["seconds_to_drop_idle_rows"] == nil || num(churn, "drain_cycles") <= 0 {
+		t.Errorf("churn: dropped %v rows after %v s in %v cycles; want the 4,750 idle rows dropped",
 			churn["rows_dropped"], churn["seconds_to_drop_idle_rows"], churn["drain_cycles"])
 	}
 	if v, _ := churn["after_vacuum"].(map[string]any); num(v, "cycles") <= 0 || num(v, "statements_per_instance_per_interval") <= 0 {
