@@ -16,7 +16,10 @@ func TestValidateServiceID(t *testing.T) {
 		{"plain", "svc-001", ""},
 		{"letters of any script", "сервис-ñ-東京", ""},
 		{"punctuation and symbols", "a/b:c@d#e€", ""},
-		{"combining mark", "e\u0301", ""},
+		{"combining mark NFC keeps apart", "x\u0301", ""},
+		{"NFC a with acute", "\u00e1", ""},
+		{"Hangul syllables", "\ud55c\uae00", ""},
+		{"emoji without a variation selector", "svc-\u2764", ""},
 		{"longest", strings.Repeat("x", batchclaim.MaxServiceIDLen), ""},
 		{"empty", "", "empty"},
 		{"too long", strings.Repeat("x", batchclaim.MaxServiceIDLen+1), "at most 256"},
@@ -41,6 +44,21 @@ func TestValidateServiceID(t *testing.T) {
 		{"replacement character", "svc\ufffd", "U+FFFD (the replacement character)"},
 		{"non-character", "svc\ufdd0", "U+FDD0 (a non-character)"},
 		{"unassigned", "svc\U0003ffff", "a non-character"},
+		// Default_Ignorable_Code_Point outside category Cf, and blanks by look.
+		{"combining grapheme joiner", "svc\u034f", "U+034F (a default-ignorable character"},
+		{"Hangul choseong filler", "svc\u115f", "U+115F (a default-ignorable character"},
+		{"Hangul filler", "svc\u3164", "U+3164 (a default-ignorable character"},
+		{"halfwidth Hangul filler", "svc\uffa0", "U+FFA0 (a default-ignorable character"},
+		{"variation selector 16", "svc\u2764\ufe0f", "U+FE0F (a default-ignorable character"},
+		{"Mongolian free variation selector", "svc\u180b", "U+180B (a default-ignorable character"},
+		{"Khmer inherent vowel", "svc\u17b4", "U+17B4 (a default-ignorable character"},
+		{"variation selector supplement", "svc\U000e0100", "U+E0100 (a default-ignorable character"},
+		{"Braille pattern blank", "svc\u2800", "U+2800 (a blank that is not a space by category)"},
+		// NFC: one spelling per id.
+		{"NFD a with acute", "a\u0301", "not in Unicode Normalization Form C (NFC): U+0061 U+0301 at byte 0 is U+00E1 in NFC"},
+		{"NFD later in the id", "svc-e\u0301", "U+0065 U+0301 at byte 4 is U+00E9 in NFC"},
+		{"a singleton NFC replaces", "svc\u212b", "U+212B at byte 3 is U+00C5 in NFC"},
+		{"combining marks out of order", "a\u0323\u0302", "is U+1EAD in NFC"},
 	} {
 		err := batchclaim.ValidateServiceID(tt.id)
 		switch {

@@ -150,6 +150,9 @@ func TestBadInputStoresNothing(t *testing.T) {
 		{"service_id with a C1 control", "service_id=svc%C2%9B31m", "application/octet-stream", good, 400, 70},
 		{"service_id with a bidi override", "service_id=svc%E2%80%AEgpj", "application/octet-stream", good, 400, 70},
 		{"service_id with a zero-width space", "service_id=svc%E2%80%8B", "application/octet-stream", good, 400, 70},
+		{"service_id with a Hangul filler", "service_id=svc%E3%85%A4", "application/octet-stream", good, 400, 70},
+		{"service_id with a variation selector", "service_id=svc%EF%B8%8F", "application/octet-stream", good, 400, 70},
+		{"service_id not in NFC", "service_id=a%CC%81", "application/octet-stream", good, 400, 70},
 		{"oversized, announced", "service_id=svc", "application/octet-stream", bytes.Repeat([]byte{1}, 1<<20), 413, 36},
 		{"unknown parameter", "service_id=svc&servce=x", "application/octet-stream", good, 400, 71},
 	}
