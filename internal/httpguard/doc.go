@@ -1,6 +1,7 @@
 // Package httpguard is what every batchclaim listener puts in front of its routes before
 // anything else runs: a request id, a check of the Host header, and the refusal of
-// cross-origin browser requests that would change state.
+// cross-origin browser requests that would change state; and the limits of the listener
+// itself.
 //
 // Request ids. Every request gets an id: the client's X-Request-Id when it is 1 to 64
 // characters of letters, digits and . _ : -, else 16 random hex digits. It is sent back in
@@ -27,6 +28,14 @@
 // batches or resume a halted service_id through an operator's browser. Clients that are not
 // browsers send neither header and pass.
 //
+// One listener. Listen (and Start, which also serves) builds every HTTP server batchclaim
+// starts: the handler behind the Guard, read, header and idle timeouts, a bound on the header
+// block and on the connections open at once (LimitConns), and ErrorLog. A server built any
+// other way lacks one of these; a test of the program looks through the source for such
+// servers.
+//
 // ErrorLog gives an http.Server an error log that writes the failed TLS handshakes any client
 // can cause at debug level and everything else at warn, so that a client cannot fill the log.
+// Throttle does the same for a handler's own lines that a client can cause at will (an error
+// per request during a database outage): per site, the first line, then a count per interval.
 package httpguard

@@ -1,0 +1,183 @@
+package httpguard_test
+
+import (
+	"bufio"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/batchclaim/batchclaim/internal/httpguard"
+	"github.com/batchclaim/batchclaim/internal/testutil"
+)
+
+// start serves h through Listen on a free loopback port with cfg's limits.
+func start(t *testing.T, cfg httpguard.Config, h http.HandlerFunc) string {
+	t.Helper()
+	cfg.Addr, cfg.Handler = "127.0.0.1:0", h
+	srv, addr, err := httpguard.Start(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = srv.Close() })
+	return addr
+}
+
+// closedWithin reports whether the server closes c (a read ends in EOF or a reset) before
+// wait passes; wait is a deadline, not a measure.
+func closedWithin(c net.Conn, wait time.Duration) bool {
+	_ = c.SetReadDeadline(time.Now().Add(wait))
+	_, err := io.Copy(io.Discard, c)
+	var ne net.Error
+	return !(errors.As(err, &ne) && ne.Timeout())
+}
+
+// A server from Listen has the guard in front of its handler: DNS rebinding gets 421, a
+// cross-site write 403, and the handler never runs for either.
+func TestListenGuards(t *testing.T) {
+	t.Parallel()
+	ran := make(chan struct{}, 10)
+	addr := start(t, httpguard.Config{OpenPaths: []string{"/healthz"}}, func(w http.ResponseWriter, _ *http.Request) {
+		ran <- struct{}{}
+		w.WriteHeader(http.StatusNoContent)
+	})
+	for _, tt := range []struct {
+		name, method, path, host string
+		headers                  map[string]string
+		want                     int
+	}{
+		{"loopback", "POST", "/heartbeat", addr, nil, 204},
+		{"rebinding", "POST", "/heartbeat", "rebind.evil.example", map[string]string{"Origin": "http://rebind.evil.example", "Sec-Fetch-Site": "cross-site"}, 421},
+		{"cross-site write", "POST", "/heartbeat", addr, map[string]string{"Origin": "http://rebind.evil.example", "Sec-Fetch-Site": "cross-site"}, 403},
+		{"open path under any name", "GET", "/healthz", "rebind.evil.example", nil, 204},
+	} {
+		req, err := http.NewRequest(tt.method, "http://"+addr+tt.path, strings.NewReader("{}"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Host = tt.host
+		req.Header.Set("Content-Type", "text/plain")
+		for k, v := range tt.headers {
+			req.Header.Set(k, v)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		handled := len(ran) > 0
+		for len(ran) > 0 {
+			<-ran
+		}
+		if resp.StatusCode != tt.want || handled != (tt.want == 204) {
+			t.Errorf("%s: %d, handler ran %v; want %d", tt.name, resp.StatusCode, handled, tt.want)
+		}
+	}
+}
+
+// The limits hold: a client that stops sending its headers, or its body, is cut off; an idle
+// keep-alive connection is closed; a header block over MaxHeaderBytes gets 431.
+func TestListenLimits(t *testing.T) {
+	t.Parallel()
+	bodyErr := make(chan error, 1)
+	addr := start(t, httpguard.Config{ReadHeaderTimeout: 100 * time.Millisecond, ReadTimeout: 300 * time.Millisecond,
+		IdleTimeout: 100 * time.Millisecond, MaxHeaderBytes: 4 << 10},
+		func(w http.ResponseWriter, r *http.Request) {
+			_, err := io.ReadAll(r.Body)
+			if r.ContentLength > 0 {
+				bodyErr <- err
+			}
+			w.WriteHeader(http.StatusNoContent)
+		})
+	dial := func() net.Conn {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = c.Close() })
+		return c
+	}
+
+	headers := dial()
+	_, _ = io.WriteString(headers, "POST /x HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+	if !closedWithin(headers, 10*time.Second) {
+		t.Error("a connection that never finished its headers was still open after 10s (ReadHeaderTimeout 100ms)")
+	}
+
+	body := dial()
+	_, _ = io.WriteString(body, "POST /x HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 100\r\n\r\nx")
+	select {
+	case err := <-bodyErr:
+		if err == nil {
+			t.Error("a body of 1 byte of 100 was read without an error")
+		}
+	case <-time.After(10 * time.Second):
+		t.Error("a body that stopped after 1 byte was still being read after 10s (ReadTimeout 300ms)")
+	}
+
+	idle := dial()
+	_, _ = io.WriteString(idle, "GET /x HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+	resp, err := http.ReadResponse(bufio.NewReader(idle), nil)
+	if err != nil || resp.StatusCode != http.StatusNoContent {
+		t.Fatalf("a plain GET: %v, %v", resp, err)
+	}
+	if !closedWithin(idle, 10*time.Second) {
+		t.Error("an idle keep-alive connection was still open after 10s (IdleTimeout 100ms)")
+	}
+
+	req, _ := http.NewRequest("GET", "http://"+addr+"/x", nil)
+	req.Header.Set("X-Big", strings.Repeat("a", 16<<10))
+	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != http.StatusRequestHeaderFieldsTooLarge {
+		t.Errorf("a 16 KiB header with MaxHeaderBytes 4 KiB: %v, %v; want 431", resp, err)
+	} else {
+		resp.Body.Close()
+	}
+}
+
+// Beyond MaxConnections a connection is closed as soon as it is accepted; once one closes,
+// the next is served.
+func TestListenConnectionLimit(t *testing.T) {
+	t.Parallel()
+	addr := start(t, httpguard.Config{MaxConnections: 2}, func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusNoContent) })
+	var held []net.Conn
+	for range 2 {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = c.Close() })
+		held = append(held, c)
+	}
+	get := func() error {
+		client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+		resp, err := client.Get("http://" + addr + "/x")
+		if err == nil {
+			resp.Body.Close()
+		}
+		return err
+	}
+	testutil.WaitFor(t, 10*time.Second, "a third connection refused", func() bool { return get() != nil })
+	_ = held[0].Close()
+	testutil.WaitFor(t, 10*time.Second, "a connection served once one closed", func() bool { return get() == nil })
+}
+
+// Listen refuses a configuration without a handler, with a negative limit or a bad allowed
+// host, before it listens.
+func TestListenRefusesBadConfig(t *testing.T) {
+	t.Parallel()
+	h := http.NotFoundHandler()
+	for _, cfg := range []httpguard.Config{
+		{Addr: "127.0.0.1:0"},
+		{Addr: "127.0.0.1:0", Handler: h, ReadTimeout: -1},
+		{Addr: "127.0.0.1:0", Handler: h, MaxConnections: -1},
+		{Addr: "127.0.0.1:0", Handler: h, AllowedHosts: []string{"http://x.example"}},
+	} {
+		if _, ln, err := httpguard.Listen(cfg); err == nil {
+			_ = ln.Close()
+			t.Errorf("%+v: accepted", cfg)
+		}
+	}
+}
