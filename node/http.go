@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -24,13 +23,13 @@ import (
 
 // Listener limits applied to zero Config fields.
 const (
-	ReadTimeoutDefault       = time.Minute
-	ReadHeaderTimeoutDefault = 10 * time.Second
-	MaxHeaderBytesDefault    = 64 << 10
+	ReadTimeoutDefault       = httpguard.ReadTimeoutDefault
+	ReadHeaderTimeoutDefault = httpguard.ReadHeaderTimeoutDefault
+	MaxHeaderBytesDefault    = httpguard.MaxHeaderBytesDefault
 	MaxIngestRequestsDefault = 64
-	MaxConnectionsDefault    = 1024
+	MaxConnectionsDefault    = httpguard.MaxConnectionsDefault
 	// IdleTimeout closes keep-alive connections idle this long.
-	IdleTimeout = 2 * time.Minute
+	IdleTimeout = httpguard.IdleTimeoutDefault
 	// httpShutdownTimeout bounds the HTTP server's graceful shutdown at the end of a stop.
 	httpShutdownTimeout = 2 * time.Second
 )
@@ -132,10 +131,6 @@ func (n *Node) listen(ctx context.Context) (*http.Server, error) {
 		}
 		tlsCfg = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
 	}
-	hosts, err := httpguard.NewHosts(n.cfg.Listen, n.cfg.AllowedHosts)
-	if err != nil {
-		return nil, err
-	}
 	pc := n.pool.Config()
 	icfg := n.cfg.ingestConfig(IngestConns(pc.MaxConns))
 	icfg.OnStored = func(k int) { n.metrics.ingested.Add(float64(k)) }
@@ -159,13 +154,6 @@ func (n *Node) listen(ctx context.Context) (*http.Server, error) {
 		closePools()
 		return nil, err
 	}
-	ln, err := net.Listen("tcp", n.cfg.Listen)
-	if err != nil {
-		closePools()
-		return nil, fmt.Errorf("listen on %s: %w", n.cfg.Listen, err)
-	}
-	n.metrics.states.probe.Store(probe)
-	n.metrics.readiness.Store(prober.pool)
 	registerIngestMetrics(n.registry, api)
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
@@ -180,17 +168,16 @@ func (n *Node) listen(ctx context.Context) (*http.Server, error) {
 	if n.cfg.Auth != nil {
 		handler = n.cfg.Auth(mux)
 	}
-	handler = httpguard.Guard{Hosts: hosts, OpenPaths: openPaths}.Wrap(handler)
-	srv := &http.Server{
-		Handler:           handler,
-		TLSConfig:         tlsCfg,
-		ReadTimeout:       cmp.Or(n.cfg.ReadTimeout, ReadTimeoutDefault),
-		ReadHeaderTimeout: cmp.Or(n.cfg.ReadHeaderTimeout, ReadHeaderTimeoutDefault),
-		MaxHeaderBytes:    cmp.Or(n.cfg.MaxHeaderBytes, MaxHeaderBytesDefault),
-		IdleTimeout:       IdleTimeout,
-		ErrorLog:          httpguard.ErrorLog(n.log),
-		BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
+	srv, ln, err := httpguard.Listen(httpguard.Config{Addr: n.cfg.Listen, Handler: handler, AllowedHosts: n.cfg.AllowedHosts,
+		OpenPaths: openPaths, TLSConfig: tlsCfg, ReadTimeout: n.cfg.ReadTimeout, ReadHeaderTimeout: n.cfg.ReadHeaderTimeout,
+		MaxHeaderBytes: n.cfg.MaxHeaderBytes, MaxConnections: n.cfg.MaxConnections, Logger: n.log})
+	if err != nil {
+		closePools()
+		return nil, err
 	}
+	n.metrics.states.probe.Store(probe)
+	n.metrics.readiness.Store(prober.pool)
+	srv.BaseContext = func(net.Listener) context.Context { return context.WithoutCancel(ctx) }
 	pctx, stopProber := context.WithCancel(context.WithoutCancel(ctx)) // ready until the listener stops
 	proberDone := make(chan struct{})
 	go func() { defer close(proberDone); prober.run(pctx) }()
@@ -201,10 +188,6 @@ func (n *Node) listen(ctx context.Context) (*http.Server, error) {
 		n.metrics.readiness.Store(nil)
 		closePools() // waits for the requests still using them
 	})
-	ln = limitConns(ln, cmp.Or(n.cfg.MaxConnections, MaxConnectionsDefault))
-	if tlsCfg != nil {
-		ln = tls.NewListener(ln, tlsCfg)
-	}
 	n.mu.Lock()
 	n.addr = ln.Addr().String()
 	n.mu.Unlock()
@@ -255,43 +238,4 @@ func registerIngestMetrics(reg *prometheus.Registry, api *ingest.Handler) {
 			panic(err)
 		}
 	}
-}
-
-// limitConns bounds the connections open at once: one more is closed as soon as it is
-// accepted (its client sees the connection reset and may retry), so that the memory each
-// connection holds (its goroutine, buffers and headers being read) is bounded too.
-func limitConns(ln net.Listener, max int) net.Listener {
-	return &connLimit{Listener: ln, sem: make(chan struct{}, max)}
-}
-
-type connLimit struct {
-	net.Listener
-	sem chan struct{}
-}
-
-func (l *connLimit) Accept() (net.Conn, error) {
-	for {
-		c, err := l.Listener.Accept()
-		if err != nil {
-			return nil, err
-		}
-		select {
-		case l.sem <- struct{}{}:
-			return &limitedConn{Conn: c, release: func() { <-l.sem }}, nil
-		default:
-			_ = c.Close()
-		}
-	}
-}
-
-type limitedConn struct {
-	net.Conn
-	once    sync.Once
-	release func()
-}
-
-func (c *limitedConn) Close() error {
-	err := c.Conn.Close()
-	c.once.Do(c.release)
-	return err
 }

@@ -2,10 +2,8 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"log/slog"
-	"net"
 	"net/http"
 	"time"
 
@@ -86,26 +84,16 @@ func serveClaimsOnly(addr string, allowedHosts []string, reg *prometheus.Registr
 	if addr == "" {
 		return func() {}, nil
 	}
-	hosts, err := httpguard.NewHosts(addr, allowedHosts)
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError}))
+	srv, bound, err := httpguard.Start(httpguard.Config{Addr: addr, Handler: mux, AllowedHosts: allowedHosts,
+		OpenPaths: []string{"/healthz", "/metrics"}, Logger: logger})
 	if err != nil {
 		return nil, err
 	}
 	reg.MustRegister(node.ClaimMetrics(eng)...)
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return nil, err
-	}
-	mux := http.NewServeMux()
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
-	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError}))
-	srv := &http.Server{Handler: httpguard.Guard{Hosts: hosts, OpenPaths: []string{"/healthz", "/metrics"}}.Wrap(mux),
-		ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute, IdleTimeout: node.IdleTimeout, ErrorLog: httpguard.ErrorLog(logger)}
-	logger.Info("listening (claims only: /healthz, /metrics)", "addr", ln.Addr().String())
-	go func() {
-		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			logger.Error("http server", "error", err)
-		}
-	}()
+	logger.Info("listening (claims only: /healthz, /metrics)", "addr", bound)
 	return func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"time"
 
@@ -13,7 +12,6 @@ import (
 	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/database"
 	"github.com/batchclaim/batchclaim/internal/httpguard"
 	"github.com/batchclaim/batchclaim/internal/pg"
-	"github.com/batchclaim/batchclaim/node"
 	"github.com/batchclaim/batchclaim/ui"
 )
 
@@ -44,9 +42,8 @@ func runUI(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if *tokenFile == "" && !*insecure && !loopbackOnly(*listen) {
 		return errorf("--listen %s is not a loopback address: give --auth-token-file (or --insecure-listen to serve the resume action to anyone who can connect)", *listen)
 	}
-	hosts, err := httpguard.NewHosts(*listen, cli.SplitList(*allowedHosts))
-	if err != nil {
-		return fmt.Errorf("--allowed-hosts: %w", err)
+	if err := cli.CheckHosts(*listen, cli.SplitList(*allowedHosts)); err != nil {
+		return err
 	}
 	tokens, err := loadTokens(*tokenFile, logger)
 	if err != nil {
@@ -69,13 +66,11 @@ func runUI(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if tokens != nil {
 		handler = tokens.Middleware(mux)
 	}
-	handler = httpguard.Guard{Hosts: hosts, OpenPaths: []string{"/healthz"}}.Wrap(handler)
-	ln, err := net.Listen("tcp", *listen)
+	srv, ln, err := httpguard.Listen(httpguard.Config{Addr: *listen, Handler: handler, AllowedHosts: cli.SplitList(*allowedHosts),
+		OpenPaths: []string{"/healthz"}, Logger: logger})
 	if err != nil {
-		return fmt.Errorf("listen on %s: %w", *listen, err)
+		return err
 	}
-	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
-		IdleTimeout: node.IdleTimeout, ErrorLog: httpguard.ErrorLog(logger)}
 	reloadOnSIGHUP(ctx, tokens, logger)
 	fmt.Fprintf(stdout, "status page on http://%s/\n", ln.Addr())
 	logger.Info("serving the status page", "addr", ln.Addr().String(), "auth", tokens != nil)

@@ -117,6 +117,15 @@ func commandFlags() (*flag.FlagSet, *commandOptions) {
 		return err
 	})
 	fs.StringVar(&o.listen, "listen", "127.0.0.1:0", "address to listen on (port 0 picks a free one)")
+	fs.Func("allowed-hosts", "comma-separated host names the listener answers to besides IP addresses, localhost and the --listen host "+
+		"(.example.com: a domain and its subdomains); other Host headers get 421, a defence against DNS rebinding", func(v string) error {
+		for _, h := range strings.Split(v, ",") {
+			if h = strings.TrimSpace(h); h != "" {
+				c.AllowedHosts = append(c.AllowedHosts, h)
+			}
+		}
+		return nil
+	})
 	fs.StringVar(&c.Circuit, "circuit", CircuitDefault, "scabbard circuit id")
 	fs.StringVar(&c.Service, "service", ServiceDefault, "scabbard service id")
 	fs.StringVar(&c.Authorization, "authorization", "", "require this Authorization header value")

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/batchclaim/batchclaim/dlt"
+	"github.com/batchclaim/batchclaim/internal/httpguard"
 )
 
 // Defaults applied to zero Config fields.
@@ -58,6 +59,11 @@ type Config struct {
 	Seed int64
 	// Now is the clock. Nil means time.Now.
 	Now func() time.Time
+	// AllowedHosts are the host names Start's listener answers to besides IP addresses,
+	// localhost and its address's host (a name it is reached by, such as a Compose service's);
+	// other Host headers get 421, so that a web page cannot reach the admin API through DNS
+	// rebinding. Empty means none besides those.
+	AllowedHosts []string
 	// Logger receives the simulator's logs. Nil discards them.
 	Logger *slog.Logger
 }
@@ -106,6 +112,9 @@ func (c Config) validate() error {
 		return fmt.Errorf("dltsim config: retry-after %v is negative", c.RetryAfter)
 	case !pathSafe(c.Circuit) || !pathSafe(c.Service):
 		return errors.New("dltsim config: circuit and service must be letters, digits, '-', '_' or '.'")
+	}
+	if _, err := httpguard.NewHosts("", c.AllowedHosts); err != nil {
+		return fmt.Errorf("dltsim config: %w", err)
 	}
 	return nil
 }

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
 	"slices"
 	"sync"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/batchclaim/batchclaim"
 	"github.com/batchclaim/batchclaim/dlt"
+	"github.com/batchclaim/batchclaim/internal/httpguard"
 )
 
 // Sim is a simulated ledger. Its methods are safe for concurrent use.
@@ -55,24 +55,22 @@ func (s *Sim) Flavor() dlt.Flavor { return s.cfg.Flavor }
 func (s *Sim) Handler() http.Handler { return s.handler }
 
 // Start serves Handler on addr (e.g. "127.0.0.1:0") and returns the base URL: the REST API
-// root for sawtooth, the node URL for scabbard.
+// root for sawtooth, the node URL for scabbard. It serves through the listener every
+// batchclaim server uses (httpguard.Listen): a Host that is not an IP address, localhost,
+// addr's host or one of Config.AllowedHosts gets 421, a browser's cross-origin POST (to the
+// admin API above all) 403, and the listener's timeouts and limits hold.
 func (s *Sim) Start(addr string) (baseURL string, err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.srv != nil || s.closed {
 		return "", errors.New("dltsim: already started or closed")
 	}
-	ln, err := net.Listen("tcp", addr)
+	srv, bound, err := httpguard.Start(httpguard.Config{Addr: addr, Handler: s.handler, AllowedHosts: s.cfg.AllowedHosts, Logger: s.log})
 	if err != nil {
-		return "", fmt.Errorf("dltsim: listen: %w", err)
+		return "", fmt.Errorf("dltsim: %w", err)
 	}
-	s.srv = &http.Server{
-		Handler:           s.handler,
-		ReadHeaderTimeout: 10 * time.Second,
-		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
-	}
-	go func() { _ = s.srv.Serve(ln) }()
-	return "http://" + ln.Addr().String(), nil
+	s.srv = srv
+	return "http://" + bound, nil
 }
 
 // Listen is Start on a free loopback port.

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"strings"
 	"time"
@@ -150,10 +149,6 @@ type primaryJSON struct {
 // servePrimary serves GET /primary?role=R and GET /healthz on addr until ctx ends, behind
 // the listener guard.
 func servePrimary(ctx context.Context, addr string, allowedHosts []string, el *election.Elector, db pg.Querier, logger *slog.Logger) (*http.Server, error) {
-	hosts, err := httpguard.NewHosts(addr, allowedHosts)
-	if err != nil {
-		return nil, err
-	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") })
 	mux.HandleFunc("GET /primary", func(w http.ResponseWriter, r *http.Request) {
@@ -179,18 +174,12 @@ func servePrimary(ctx context.Context, addr string, allowedHosts []string, el *e
 		_ = json.NewEncoder(w).Encode(primaryJSON{Role: t.Role, Epoch: t.Epoch, InstanceID: t.InstanceID.String(),
 			Name: t.Name, Host: t.Host, ThisInstance: ok && mine.Epoch == t.Epoch})
 	})
-	ln, err := net.Listen("tcp", addr)
+	srv, bound, err := httpguard.Start(httpguard.Config{Addr: addr, Handler: mux, AllowedHosts: allowedHosts,
+		OpenPaths: []string{"/healthz"}, Logger: logger})
 	if err != nil {
-		return nil, fmt.Errorf("listen %s: %w", addr, err)
+		return nil, err
 	}
-	srv := &http.Server{Handler: httpguard.Guard{Hosts: hosts, OpenPaths: []string{"/healthz"}}.Wrap(mux),
-		ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 30 * time.Second, ErrorLog: httpguard.ErrorLog(logger)}
-	go func() {
-		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			logger.Error("http server", "error", err)
-		}
-	}()
 	go func() { <-ctx.Done(); _ = srv.Close() }()
-	logger.Info("listening", "addr", ln.Addr().String())
+	logger.Info("listening", "addr", bound)
 	return srv, nil
 }

@@ -3,11 +3,8 @@ package heartbeatcmd
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
-	"net"
-	"net/http"
 	"os"
 	"text/tabwriter"
 	"time"
@@ -71,6 +68,7 @@ func heartbeatRun(ctx context.Context, args []string, stderr io.Writer) error {
 	fs.DurationVar(&cfg.RetryMax, "retry-max", heartbeat.RetryMaxDefault, "longest delay after a failed delivery")
 	listen := fs.String("listen", "127.0.0.1:8090", "HTTP address for POST /heartbeat, GET /active and /healthz")
 	insecure := fs.Bool("insecure-listen", false, "allow a --listen address other hosts can reach (anyone reaching it can send heartbeats)")
+	allowedHosts := cli.AllowedHostsFlag(fs)
 	newLogger := cli.LogFlags(fs)
 	if err := cli.Parse(fs, args); err != nil {
 		return err
@@ -81,6 +79,9 @@ func heartbeatRun(ctx context.Context, args []string, stderr io.Writer) error {
 	if !*insecure && !httpguard.LoopbackOnly(*listen) {
 		return fmt.Errorf("--listen %s is not a loopback address: anyone who reaches it could send heartbeats and hide an outage; "+
 			"put an authenticating proxy in front and give --insecure-listen", *listen)
+	}
+	if err := cli.CheckHosts(*listen, cli.SplitList(*allowedHosts)); err != nil {
+		return err
 	}
 	logger, err := newLogger(stderr)
 	if err != nil {
@@ -101,22 +102,14 @@ func heartbeatRun(ctx context.Context, args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	ln, err := net.Listen("tcp", *listen)
+	// GET /healthz and /active are for load balancers, which may name the listener anyhow.
+	srv, bound, err := httpguard.Start(httpguard.Config{Addr: *listen, Handler: svc.Handler(), AllowedHosts: cli.SplitList(*allowedHosts),
+		OpenPaths: []string{"/healthz", "/active"}, Logger: logger})
 	if err != nil {
-		return fmt.Errorf("listen %s: %w", *listen, err)
+		return err
 	}
-	srv := &http.Server{Handler: svc.Handler(), ReadHeaderTimeout: 5 * time.Second}
-	go func() {
-		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			logger.Error("http server", "error", err)
-		}
-	}()
-	defer func() {
-		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
-		defer cancel()
-		_ = srv.Shutdown(sctx)
-	}()
-	logger.Info("heartbeat service starting", "name", cfg.Name, "pid", os.Getpid(), "listen", ln.Addr().String(),
+	defer func() { _ = httpguard.Shutdown(ctx, srv, 2*time.Second) }()
+	logger.Info("heartbeat service starting", "name", cfg.Name, "pid", os.Getpid(), "listen", bound,
 		"role", cfg.Role, "step_interval", cfg.StepInterval, "webhook", cfg.WebhookURL != "", "schema", cfg.Schema)
 	return svc.Run(ctx)
 }

@@ -8,7 +8,6 @@ import (
 	"io"
 	"log/slog"
 	"math"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -22,6 +21,7 @@ import (
 	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/database"
 	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/redact"
 	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/subproc"
+	"github.com/batchclaim/batchclaim/internal/httpguard"
 	"github.com/batchclaim/batchclaim/internal/pg"
 	"github.com/batchclaim/batchclaim/migrations"
 	"github.com/batchclaim/batchclaim/patterns/election"
@@ -282,18 +282,16 @@ func (d *hbDemo) run(ctx context.Context, instances int) error {
 	if _, err := heartbeat.Reconfigure(ctx, d.pool, types); err != nil {
 		return err
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	hookSrv, hookAddr, err := httpguard.Start(httpguard.Config{Addr: "127.0.0.1:0", Handler: d.hook})
 	if err != nil {
 		return err
 	}
-	hookSrv := &http.Server{Handler: d.hook, ReadHeaderTimeout: 5 * time.Second}
-	go func() { _ = hookSrv.Serve(ln) }()
 	defer hookSrv.Close()
 	if d.logDir, err = os.MkdirTemp("", "batchclaim-heartbeat-demo-"); err != nil {
 		return err
 	}
 	fmt.Fprintf(d.out, "%d instances (election I=%s T=%s, a step every %s), %d sources, webhook http://%s; logs in %s\n",
-		instances, hbElectionInterval, hbElectionTimeout, hbStepInterval, len(d.sources), ln.Addr(), d.logDir)
+		instances, hbElectionInterval, hbElectionTimeout, hbStepInterval, len(d.sources), hookAddr, d.logDir)
 	defer func() {
 		for _, k := range d.kids {
 			k.Stop(5 * time.Second)
@@ -307,7 +305,7 @@ func (d *hbDemo) run(ctx context.Context, instances int) error {
 		}
 		k, err := subproc.Start(name, filepath.Join(d.logDir, name+".log"), "heartbeat", "run", "--database-url", d.url, "--schema", d.schema,
 			"--name", name, "--listen", addr, "--election-interval", hbElectionInterval.String(), "--election-timeout", hbElectionTimeout.String(),
-			"--step-interval", hbStepInterval.String(), "--delivery-interval", "200ms", "--webhook-url", "http://"+ln.Addr().String(),
+			"--step-interval", hbStepInterval.String(), "--delivery-interval", "200ms", "--webhook-url", "http://"+hookAddr,
 			"--retry-base", "100ms", "--retry-max", "500ms", "--log-level", "info")
 		if err != nil {
 			return err
