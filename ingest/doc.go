@@ -11,7 +11,9 @@
 // row per batch, in list order, each row's payload a BatchList of that one batch. Bad input
 // (wrong content type, empty, undecodable or oversized body, bad or missing service_id,
 // unknown query parameters) gets a 4xx with a JSON error and stores nothing. A service_id
-// must pass batchclaim.ValidateServiceID (valid UTF-8, visible characters only).
+// must pass batchclaim.ValidateServiceID (valid UTF-8 in Unicode NFC, visible characters
+// only). The log lines a client can cause (failed stores and status reads, refusals it can
+// repeat) go through a throttle (httpguard.Throttle): a line, then a count every 10s.
 //
 // The 202 answer is {"link": URL} as the Sawtooth REST API gives it. A link holds at most
 // MaxStatusIDs ids and MaxLinkLen bytes; a list with more batches gets

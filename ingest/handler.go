@@ -136,6 +136,9 @@ type Handler struct {
 	slots slots
 	conns slots
 	keys  keyLocks
+	// quiet throttles the lines any client can cause (a store that fails during a database
+	// outage, a refused batch it can post again and again).
+	quiet *httpguard.Throttle
 }
 
 // NewHandler returns the ingest API's handler. It does no I/O.
@@ -146,7 +149,7 @@ func NewHandler(pool pg.Beginner, cfg Config) (*Handler, error) {
 	cfg.applyDefaults()
 	cfg.BaseURL = strings.TrimSuffix(cfg.BaseURL, "/")
 	return &Handler{pool: pool, cfg: cfg, log: cfg.Logger, mem: &budget{size: cfg.MaxMemory},
-		slots: make(slots, cfg.MaxRequests), conns: make(slots, cfg.MaxConns)}, nil
+		slots: make(slots, cfg.MaxRequests), conns: make(slots, cfg.MaxConns), quiet: httpguard.NewThrottle(cfg.Logger, httpguard.LogIntervalDefault)}, nil
 }
 
 // Stats is what the API holds now: the bytes reserved from Config.MaxMemory, and the
@@ -230,27 +233,27 @@ func (h *Handler) postBatches(w http.ResponseWriter, r *http.Request) {
 		writeError(w, apiError{http.StatusBadRequest, 35, "Protobuf Not Decodable", err.Error()})
 		return
 	}
-	log := httpguard.Logger(r.Context(), h.log)
-	stored, err := h.store(r.Context(), serviceID, batches)
+	ctx := r.Context()
+	stored, err := h.store(ctx, serviceID, batches)
 	var taken *takenError
 	switch {
 	case errors.As(err, &taken):
-		log.Info("batch refused: its id is stored under another service_id", "service_id", serviceID, "error", err)
+		h.quiet.Log(ctx, slog.LevelInfo, "batch refused: its id is stored under another service_id", "service_id", serviceID, "error", err)
 		writeError(w, apiError{http.StatusConflict, 72, "Batch Stored Under Another service_id",
 			fmt.Sprintf("Batch %s is already stored under another service_id, and a batch id is global on the ledger; nothing was stored", taken.batchID)})
 		return
-	case err != nil && r.Context().Err() != nil:
-		log.Debug("store batches: the client went away", "service_id", serviceID, "error", err)
+	case err != nil && ctx.Err() != nil:
+		httpguard.Logger(ctx, h.log).Debug("store batches: the client went away", "service_id", serviceID, "error", err)
 		return
 	case errors.Is(err, errWaited):
 		busy(w, "Earlier requests for this service_id, or for the database, are still being worked on")
 		return
 	case isLockTimeout(err):
-		log.Info("store batches: another transaction held the service_id's enqueue lock too long", "service_id", serviceID, "error", err)
+		h.quiet.Log(ctx, slog.LevelInfo, "store batches: another transaction held the service_id's enqueue lock too long", "service_id", serviceID, "error", err)
 		busy(w, "Another request is storing batches of this service_id")
 		return
 	case err != nil:
-		log.Error("store batches", "service_id", serviceID, "error", err)
+		h.quiet.Log(ctx, slog.LevelError, "store batches", "service_id", serviceID, "error", err)
 		writeError(w, apiError{http.StatusServiceUnavailable, 18, "Storage Unavailable", "The batches could not be stored; try again"})
 		return
 	}
@@ -374,7 +377,7 @@ func (h *Handler) answerStatuses(w http.ResponseWriter, r *http.Request, ids []s
 		busy(w, "Earlier requests are still being worked on")
 		return
 	case err != nil:
-		httpguard.Logger(r.Context(), h.log).Error("read batch statuses", "error", err)
+		h.quiet.Log(r.Context(), slog.LevelError, "read batch statuses", "error", err)
 		writeError(w, apiError{http.StatusServiceUnavailable, 18, "Storage Unavailable", "Statuses could not be read; try again"})
 		return
 	}

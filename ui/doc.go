@@ -49,6 +49,7 @@
 // service_id on a listener without authentication.
 //
 // A read that fails answers 503 without the database's error (which names the database and
-// its user); the log says so once when reads start failing and once when they work again,
-// not on every request.
+// its user). Its log line goes through a throttle (httpguard.Throttle): the first in full,
+// then a count every 10s while failures go on, so that any number of requests during an
+// outage write a few lines; the status read also says once when reads work again.
 package ui

@@ -15,7 +15,6 @@ import (
 	"net/url"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/batchclaim/batchclaim"
@@ -93,10 +92,13 @@ type Handler struct {
 	page   []byte
 	static fs.FS
 
-	mu      sync.Mutex
-	last    []byte
-	lastAt  time.Time
-	failing atomic.Bool // the last read of the status failed
+	// quiet throttles the lines a client can cause: every failed read or write during a
+	// database outage would otherwise write one.
+	quiet *httpguard.Throttle
+
+	mu     sync.Mutex
+	last   []byte
+	lastAt time.Time
 }
 
 // New returns the status page's handler over the database behind pool. It does no I/O.
@@ -116,7 +118,8 @@ func New(pool claims.Querier, cfg Config) (*Handler, error) {
 	if err != nil {
 		return nil, fmt.Errorf("ui: assets: %w", err)
 	}
-	return &Handler{pool: pool, cfg: cfg, log: cfg.Logger, page: page, static: static}, nil
+	return &Handler{pool: pool, cfg: cfg, log: cfg.Logger, page: page, static: static,
+		quiet: httpguard.NewThrottle(cfg.Logger, httpguard.LogIntervalDefault)}, nil
 }
 
 // Register adds the page's routes to mux. Only the resume POST changes anything; an
@@ -202,18 +205,18 @@ func (h *Handler) status(w http.ResponseWriter, r *http.Request) {
 	_, _ = w.Write(b)
 }
 
-// noteRead logs a failed read of the status only when reads start failing, and their
-// recovery, not every failure: any client can ask for the status as often as it likes.
+// statusFailed is the site of a failed read of the status.
+const statusFailed = "status page: the database cannot be read"
+
+// noteRead logs a failed read of the status through the throttle (any client can ask for
+// the status as often as it likes), and the recovery once reads work again.
 func (h *Handler) noteRead(r *http.Request, err error) {
-	failing := err != nil
-	if h.failing.Swap(failing) == failing {
+	if err != nil {
+		h.quiet.Log(r.Context(), slog.LevelWarn, statusFailed, "error", err)
 		return
 	}
-	log := httpguard.Logger(r.Context(), h.log)
-	if failing {
-		log.Warn("status page: the database cannot be read; further failures are not logged until it can", "error", err)
-	} else {
-		log.Info("status page: the database can be read again")
+	if h.quiet.Clear(statusFailed) {
+		httpguard.Logger(r.Context(), h.log).Info("status page: the database can be read again")
 	}
 }
 
@@ -249,7 +252,7 @@ func (h *Handler) answer(w http.ResponseWriter, r *http.Request, what string, v 
 	case errors.Is(err, batchclaim.ErrNotFound):
 		writeError(w, http.StatusNotFound, "not found", err.Error())
 	case err != nil:
-		httpguard.Logger(r.Context(), h.log).Warn("status page: "+what, "error", err)
+		h.quiet.Log(r.Context(), slog.LevelWarn, "status page: "+what, "error", err)
 		writeError(w, http.StatusServiceUnavailable, "database unavailable", "The "+what+" could not be read from the database; try again")
 	default:
 		w.Header().Set("Cache-Control", "no-store")
@@ -336,7 +339,7 @@ func (h *Handler) resume(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "not halted", fmt.Sprintf("service_id %q is not halted", id))
 		return
 	case err != nil:
-		log.Warn("status page: resume", "service_id", id, "error", err)
+		h.quiet.Log(r.Context(), slog.LevelWarn, "status page: resume", "service_id", id, "error", err)
 		writeError(w, http.StatusServiceUnavailable, "database unavailable", "The halt could not be lifted; try again")
 		return
 	}
@@ -370,7 +373,7 @@ func (h *Handler) change(action string, do func(context.Context, claims.Querier,
 			writeError(w, http.StatusConflict, "not possible in this state", err.Error())
 			return
 		case err != nil:
-			log.Warn("status page: "+action, "seq", seq, "error", err)
+			h.quiet.Log(r.Context(), slog.LevelWarn, "status page: "+action, "seq", seq, "error", err)
 			writeError(w, http.StatusServiceUnavailable, "database unavailable", "The batch could not be changed; try again")
 			return
 		}

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net/http"
 
+	"github.com/batchclaim/batchclaim/internal/httpguard"
 	"github.com/batchclaim/batchclaim/internal/pg"
 )
 
@@ -25,12 +26,14 @@ const MaxBodyDefault = 64 << 10
 // or those three fields alone at the top level. Errors are JSON {"error": "..."}: 400 for
 // a body that is not such JSON or lacks a field, 405 for another method, 413 for a body over
 // MaxBodyDefault, 422 for an eventName that is not configured (the heartbeat is discarded),
-// 500 when the database fails. For a database migrated into another schema, q is in that
+// 500 when the database fails (logged through a throttle: a line, then a count every 10s
+// while it goes on, however many sources beat). For a database migrated into another schema, q is in that
 // schema (claims.QuerierInSchema); Service.Handler passes its own.
 func Handler(q pg.Querier, logger *slog.Logger) http.Handler {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
+	quiet := httpguard.NewThrottle(logger, httpguard.LogIntervalDefault)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodPost {
 			w.Header().Set("Allow", http.MethodPost)
@@ -58,7 +61,7 @@ func Handler(q pg.Querier, logger *slog.Logger) http.Handler {
 			writeError(w, http.StatusUnprocessableEntity, fmt.Sprintf("eventName %q is not a configured event type: heartbeat discarded", hb.EventName))
 			return
 		case err != nil:
-			logger.Error("store heartbeat", "event_name", hb.EventName, "source_name", hb.SourceName, "err", err)
+			quiet.Log(r.Context(), slog.LevelError, "store heartbeat", "event_name", hb.EventName, "source_name", hb.SourceName, "err", err)
 			writeError(w, http.StatusInternalServerError, "could not store the heartbeat")
 			return
 		}
