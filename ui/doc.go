@@ -51,5 +51,7 @@
 // A read that fails answers 503 without the database's error (which names the database and
 // its user). Its log line goes through a throttle (httpguard.Throttle): the first in full,
 // then a count every 10s while failures go on, so that any number of requests during an
-// outage write a few lines; the status read also says once when reads work again.
+// outage write a few lines; the status read also says once when reads work again. A write
+// the database refuses to the page's role (SQLSTATE 42501: the read-only role of
+// deploy/roles.sql) answers 403 naming the missing grant, not 503.
 package ui

@@ -20,6 +20,7 @@ import (
 	"github.com/batchclaim/batchclaim"
 	"github.com/batchclaim/batchclaim/claims"
 	"github.com/batchclaim/batchclaim/internal/httpguard"
+	"github.com/batchclaim/batchclaim/internal/pg"
 	"github.com/batchclaim/batchclaim/observer"
 )
 
@@ -338,6 +339,9 @@ func (h *Handler) resume(w http.ResponseWriter, r *http.Request) {
 	case errors.Is(err, batchclaim.ErrNotFound):
 		writeError(w, http.StatusNotFound, "not halted", fmt.Sprintf("service_id %q is not halted", id))
 		return
+	case pg.PermissionDenied(err):
+		h.refused(w, r, "resume", err)
+		return
 	case err != nil:
 		h.quiet.Log(r.Context(), slog.LevelWarn, "status page: resume", "service_id", id, "error", err)
 		writeError(w, http.StatusServiceUnavailable, "database unavailable", "The halt could not be lifted; try again")
@@ -372,6 +376,9 @@ func (h *Handler) change(action string, do func(context.Context, claims.Querier,
 		case errors.Is(err, batchclaim.ErrStateChanged):
 			writeError(w, http.StatusConflict, "not possible in this state", err.Error())
 			return
+		case pg.PermissionDenied(err):
+			h.refused(w, r, action, err)
+			return
 		case err != nil:
 			h.quiet.Log(r.Context(), slog.LevelWarn, "status page: "+action, "seq", seq, "error", err)
 			writeError(w, http.StatusServiceUnavailable, "database unavailable", "The batch could not be changed; try again")
@@ -384,6 +391,17 @@ func (h *Handler) change(action string, do func(context.Context, claims.Querier,
 		h.mu.Unlock()
 		writeJSON(w, http.StatusOK, map[string]observer.Change{"changed": c})
 	}
+}
+
+// refused answers a write that the database refused for want of a grant (SQLSTATE 42501):
+// 403 naming the grant, since trying again cannot help. The read-only role of
+// deploy/roles.sql, which the documentation gives the status page, meets it.
+func (h *Handler) refused(w http.ResponseWriter, r *http.Request, action string, err error) {
+	grant := pg.MissingGrant(err, pg.SchemaOf(h.pool))
+	h.quiet.Log(r.Context(), slog.LevelWarn, "status page: the database role may not "+action, "missing_grant", grant, "error", err)
+	writeError(w, http.StatusForbidden, "permission denied",
+		fmt.Sprintf("The database refused the %s: the role this page connects as lacks GRANT %s. Serve the page as a role that may write "+
+			"(batchclaim_app in deploy/roles.sql), or grant it (docs/operations.md, \"Least privilege\")", action, grant))
 }
 
 // sameOrigin refuses a browser's cross-site POST: a page elsewhere could otherwise make a

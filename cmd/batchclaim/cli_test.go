@@ -86,7 +86,7 @@ func TestMigrateEnqueueStatus(t *testing.T) {
 	}
 	var stderr bytes.Buffer
 	if code := realMain(t.Context(), []string{"status", "--schema", "nothere", "--database-url", url}, io.Discard, &stderr); code == 0 ||
-		!strings.Contains(stderr.String(), "run batchclaim migrate up") {
+		!strings.Contains(stderr.String(), "schema nothere has no batchclaim tables: run migrate up") {
 		t.Fatalf("status in a schema never migrated: exit %d, %q", code, stderr.String())
 	}
 	if code := realMain(t.Context(), []string{"migrate", "up", "--schema", "public", "--database-url", url}, io.Discard, &stderr); code == 0 ||

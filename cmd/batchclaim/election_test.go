@@ -137,7 +137,7 @@ func TestPrimaryCommand(t *testing.T) {
 	if out := run(0, "primary", "--role", "scheduler", "--host", "host-c", "--schema", "ha", "--database-url", haURL); !strings.Contains(out, "primary s2 on host host-c") {
 		t.Fatalf("primary --schema ha: %q", out)
 	}
-	if out := run(2, "primary", "--role", "scheduler", "--host", "host-c", "--database-url", haURL); !strings.Contains(out, "does not exist") {
+	if out := run(2, "primary", "--role", "scheduler", "--host", "host-c", "--database-url", haURL); !strings.Contains(out, "schema batchclaim has no batchclaim tables: run migrate up") {
 		t.Fatalf("primary in the default schema of a database migrated into ha: %q", out)
 	}
 }

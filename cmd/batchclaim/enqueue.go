@@ -49,7 +49,7 @@ func runEnqueue(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if len(body) > ingest.MaxBodyDefault {
 		return fmt.Errorf("input is larger than %d bytes", ingest.MaxBodyDefault)
 	}
-	pool, err := database.Open(ctx, *dbURL, 2)
+	pool, err := database.OpenSchema(ctx, *dbURL, *schema, 2)
 	if err != nil {
 		return err
 	}
@@ -61,10 +61,10 @@ func runEnqueue(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	defer tx.Rollback(ctx) //nolint:errcheck
 	stored, err := ingest.EnqueueBatchList(ctx, pg.QuerierInSchema(tx, *schema), *serviceID, body)
 	if err != nil {
-		return err
+		return database.Explain(*schema, err)
 	}
 	if err := tx.Commit(ctx); err != nil {
-		return err
+		return database.Explain(*schema, err)
 	}
 	for _, s := range stored {
 		state := "stored"

@@ -860,4 +860,22 @@ func TestLeastPrivilegeRoles(t *testing.T) {
 	startHostile(t, bin, "ui", "--database-url", roleURL(status), "--listen", uiAddr)
 	u := &hostileClient{t: t, base: "http://" + uiAddr, http: &http.Client{Timeout: time.Minute}}
 	u.waitStatus("/api/status", http.StatusOK, 30*time.Second)
+
+	// The page's writes, as the read-only role, are refused for want of a grant: 403 naming it,
+	// not 503 "try again"; the commands name it too.
+	for _, w := range []struct{ path, grant string }{
+		{"/api/halts/svc-roles/resume", "GRANT DELETE ON batchclaim.service_halts"},
+		{"/api/batches/1/retry", "GRANT UPDATE ON batchclaim.batches"},
+		{"/api/batches/1/cancel", "GRANT UPDATE ON batchclaim.batches"},
+	} {
+		if a := u.do(request{method: "POST", path: w.path}); a.status != http.StatusForbidden || !strings.Contains(string(a.body), "lacks "+w.grant) {
+			t.Errorf("POST %s as the read-only role: %d %s; want 403 naming %q", w.path, a.status, a.body, w.grant)
+		}
+	}
+	for _, args := range [][]string{{"resume", "svc-roles"}, {"retry", "1"}, {"cancel", "1"}} {
+		out := command(1, append(args, "--database-url", roleURL(status))...)
+		if !strings.Contains(out, "the database role may not do this: it lacks GRANT ") || strings.Count(strings.TrimSpace(out), "\n") != 0 {
+			t.Errorf("%v as the read-only role: %q; want one line naming the grant", args, out)
+		}
+	}
 }

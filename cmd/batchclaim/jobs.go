@@ -64,7 +64,7 @@ func batchCommand(ctx context.Context, name, help string, args []string, stdout,
 	if err != nil || seq <= 0 {
 		return fmt.Errorf("SEQ %q: want a positive integer", rest[0])
 	}
-	pool, err := database.Open(ctx, *dbURL, 1)
+	pool, err := database.OpenSchema(ctx, *dbURL, *schema, 1)
 	if err != nil {
 		return err
 	}
@@ -74,7 +74,7 @@ func batchCommand(ctx context.Context, name, help string, args []string, stdout,
 	case errors.Is(err, batchclaim.ErrNotFound):
 		return fmt.Errorf("there is no batch %d", seq)
 	case err != nil:
-		return schemaMissing(err)
+		return database.Explain(*schema, err)
 	}
 	fmt.Fprintf(stdout, "batch %d of %s: %s -> %s", c.Seq, printable(c.ServiceID), c.From, c.To)
 	if c.Resumed {

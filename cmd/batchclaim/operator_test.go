@@ -216,7 +216,7 @@ func TestResumeAndUnmigratedStatus(t *testing.T) {
 
 	run(0, "migrate", "down", "0")
 	for _, args := range [][]string{{"status"}, {"resume", "svc-h"}} {
-		if _, errOut := run(1, args...); !strings.Contains(errOut, "run batchclaim migrate up") || strings.Count(errOut, "\n") != 1 {
+		if _, errOut := run(1, args...); !strings.Contains(errOut, "schema batchclaim has no batchclaim tables: run migrate up") || strings.Count(errOut, "\n") != 1 {
 			t.Errorf("%v on an unmigrated database: %q", args, errOut)
 		}
 	}

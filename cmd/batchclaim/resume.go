@@ -7,8 +7,6 @@ import (
 	"io"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgconn"
-
 	"github.com/batchclaim/batchclaim"
 	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/cli"
 	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/database"
@@ -37,7 +35,7 @@ func runResume(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err := batchclaim.ValidateServiceID(id); err != nil {
 		return fmt.Errorf("service_id %q: %w", id, err)
 	}
-	pool, err := database.Open(ctx, *dbURL, 1)
+	pool, err := database.OpenSchema(ctx, *dbURL, *schema, 1)
 	if err != nil {
 		return err
 	}
@@ -47,19 +45,9 @@ func runResume(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return fmt.Errorf("service_id %q is not halted", id)
 	}
 	if err != nil {
-		return schemaMissing(err)
+		return database.Explain(*schema, err)
 	}
 	fmt.Fprintf(stdout, "resumed %s: halted at seq %d since %s: %s\n", printable(halt.ServiceID), halt.Seq,
 		halt.At.Format(time.RFC3339), printable(halt.Reason))
 	return nil
-}
-
-// schemaMissing turns Postgres's "relation does not exist" into what to do about it: a
-// database without batchclaim's tables has not been migrated.
-func schemaMissing(err error) error {
-	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) && pgErr.Code == "42P01" {
-		return fmt.Errorf("the database has no batchclaim tables (%s): run batchclaim migrate up (with the same --schema), which also moves the tables of v0.1.0 or earlier out of public", pgErr.Message)
-	}
-	return err
 }

@@ -142,6 +142,9 @@ func runDaemon(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if cfg.Retention < 0 {
 		return fmt.Errorf("--retention %s: must not be negative (0 disables)", cfg.Retention)
 	}
+	if err := pg.ValidateSchema(cfg.Schema); err != nil {
+		return fmt.Errorf("--schema: %w", err)
+	}
 	if cfg.Retention == 0 { // --retention 0 disables; the library's zero is the default
 		cfg.Retention = -1
 	}
@@ -222,6 +225,9 @@ func runDaemon(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return err
 	}
 	defer pool.Close()
+	if err := database.CheckSchema(ctx, pool, cfg.Schema); err != nil {
+		return err
+	}
 	if pooled && !cfg.NoListen && cfg.ListenConnString == "" {
 		// A pooler in transaction mode hands the listening session's server connection to
 		// other clients after each statement: notifications would never arrive.
@@ -234,7 +240,7 @@ func runDaemon(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		if !flagGiven(fs, "listen") {
 			cfg.Listen = ""
 		}
-		return runClaimsOnly(ctx, pg.InSchema(pool, cfg.Schema), cfg.Claims, logger, cfg.Listen, cfg.AllowedHosts, cfg.Registry)
+		return database.Explain(cfg.Schema, runClaimsOnly(ctx, pg.InSchema(pool, cfg.Schema), cfg.Claims, logger, cfg.Listen, cfg.AllowedHosts, cfg.Registry))
 	}
 	cfg.Submitter, cfg.Statuses, cfg.SkipValid = client, client, client.OrderedOnValid()
 	n, err := node.New(pool, *cfg)
@@ -250,7 +256,7 @@ func runDaemon(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		"stop_budget", node.StopBudget(timings), "workers", cfg.Workers, "db_max_conns", *dbMaxConns,
 		"schema", cfg.Schema, "notify", !cfg.NoListen, "memory_bound", bound, "memory_limit", limit)
 	reloadOnSIGHUP(ctx, tokens, logger)
-	return schemaMissing(n.Run(ctx))
+	return database.Explain(cfg.Schema, n.Run(ctx))
 }
 
 func runClaimsOnly(ctx context.Context, pool claims.Pool, cfg claims.Config, logger *slog.Logger, listen string, allowedHosts []string, reg *prometheus.Registry) error {

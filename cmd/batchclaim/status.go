@@ -33,7 +33,7 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err := cli.Parse(fs, args); err != nil {
 		return err
 	}
-	pool, err := database.Open(ctx, *dbURL, 2)
+	pool, err := database.OpenSchema(ctx, *dbURL, *schema, 2)
 	if err != nil {
 		return err
 	}
@@ -41,19 +41,19 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	q := pg.InSchema(pool, *schema)
 	snap, err := claims.ReadSnapshot(ctx, q, *listClaims)
 	if err != nil {
-		return schemaMissing(err)
+		return database.Explain(*schema, err)
 	}
 	work, err := readBatchStatus(ctx, q, *listServices)
 	if err != nil {
-		return schemaMissing(err)
+		return database.Explain(*schema, err)
 	}
 	ret, err := readRetention(ctx, q)
 	if err != nil {
-		return schemaMissing(err)
+		return database.Explain(*schema, err)
 	}
 	dbs, err := readDatabaseStatus(ctx, q)
 	if err != nil {
-		return schemaMissing(err)
+		return database.Explain(*schema, err)
 	}
 	if *asJSON {
 		enc := json.NewEncoder(stdout)

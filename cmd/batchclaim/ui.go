@@ -18,13 +18,15 @@ import (
 func runUI(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := cli.NewFlagSet("ui", "[flags]",
 		"Serves the live status page (instances, claims, unfinished batches, recent transitions and\n"+
-			"takeovers, halted service_ids) from the database alone, without running an instance.\n"+
-			"The page's one write, resuming a halted service_id, needs a bearer token from\n"+
-			"--auth-token-file when one is given.", stderr)
+			"takeovers, halted service_ids, the job view) from the database alone, without running an\n"+
+			"instance. The page writes too: it resumes a halted service_id, and retries and cancels\n"+
+			"batches. With --auth-token-file every request for its data (the /api/ reads) and every\n"+
+			"write needs a bearer token from the file; the page itself and its assets do not. The\n"+
+			"writes need a database role that may make them (docs/operations.md, \"Least privilege\").", stderr)
 	dbURL := database.Flag(fs)
 	schema := database.SchemaFlag(fs)
 	listen := fs.String("listen", "127.0.0.1:8090", "HTTP address of the page")
-	tokenFile := fs.String("auth-token-file", "", "file of bearer tokens (one a line) required to resume a halted service_id (reloaded on SIGHUP)")
+	tokenFile := fs.String("auth-token-file", "", "file of bearer tokens (one a line) required by the page's data and its writes (resume, retry, cancel) (reloaded on SIGHUP)")
 	insecure := fs.Bool("insecure-listen", false, "allow a non-loopback --listen without --auth-token-file")
 	allowedHosts := cli.AllowedHostsFlag(fs)
 	refresh := fs.Duration("refresh", ui.RefreshDefault, "how often the page refreshes")
@@ -40,7 +42,7 @@ func runUI(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	if *tokenFile == "" && !*insecure && !loopbackOnly(*listen) {
-		return errorf("--listen %s is not a loopback address: give --auth-token-file (or --insecure-listen to serve the resume action to anyone who can connect)", *listen)
+		return errorf("--listen %s is not a loopback address: give --auth-token-file (or --insecure-listen to serve the page's data and its writes, resume, retry and cancel, to anyone who can connect)", *listen)
 	}
 	if err := cli.CheckHosts(*listen, cli.SplitList(*allowedHosts)); err != nil {
 		return err
@@ -50,7 +52,7 @@ func runUI(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	cli.WarnReachable(logger, *listen, tokens != nil, true) // no TLS of its own: tokens are expected to travel through TLS in front
-	pool, err := database.Open(ctx, *dbURL, 4)
+	pool, err := database.OpenSchema(ctx, *dbURL, *schema, 4)
 	if err != nil {
 		return err
 	}

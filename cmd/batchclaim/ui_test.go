@@ -104,3 +104,22 @@ func TestUIServesStatusPage(t *testing.T) {
 		t.Errorf("exit %d after cancel; stderr %s", code, stderr.String())
 	}
 }
+
+// ui --help names every write of the page (resume, retry, cancel) and says that the token
+// gates the page's data too, not the resume alone.
+func TestUIHelpNamesEveryWrite(t *testing.T) {
+	t.Parallel()
+	var stdout, stderr bytes.Buffer
+	if code := realMain(t.Context(), []string{"ui", "--help"}, &stdout, &stderr); code != 0 {
+		t.Fatalf("ui --help: exit %d", code)
+	}
+	help := strings.Join(strings.Fields(stdout.String()+stderr.String()), " ")
+	for _, want := range []string{"resumes a halted service_id", "retries and cancels batches", "every request for its data", "every write needs a bearer token"} {
+		if !strings.Contains(help, want) {
+			t.Errorf("ui --help lacks %q:\n%s", want, stderr.String())
+		}
+	}
+	if strings.Contains(help, "one write") {
+		t.Errorf("ui --help still speaks of one write:\n%s", stderr.String())
+	}
+}

@@ -92,7 +92,7 @@ func electionRun(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if _, _, err := cfg.Resolve(); err != nil {
 		return err
 	}
-	pool, err := database.Open(ctx, *dbURL, 8)
+	pool, err := database.OpenSchema(ctx, *dbURL, cfg.Schema, 8)
 	if err != nil {
 		return err
 	}
@@ -131,7 +131,7 @@ func electionRun(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if errors.Is(err, context.Canceled) {
 		return nil
 	}
-	return err
+	return database.Explain(cfg.Schema, err)
 }
 
 // primaryJSON is the answer of GET /primary?role=R.

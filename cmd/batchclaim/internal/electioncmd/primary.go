@@ -48,7 +48,7 @@ func Primary(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		}
 		*host = h
 	}
-	pool, err := database.Open(ctx, *dbURL, 1)
+	pool, err := database.OpenSchema(ctx, *dbURL, *schema, 1)
 	if err != nil {
 		return cli.ExitError{Code: 2, Msg: err.Error()}
 	}
@@ -59,7 +59,7 @@ func Primary(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		fmt.Fprintf(stdout, "role %s has no live primary\n", *role)
 		return cli.ExitError{Code: 1, Msg: fmt.Sprintf("no live primary of role %s", *role)}
 	case err != nil:
-		return cli.ExitError{Code: 2, Msg: err.Error()}
+		return cli.ExitError{Code: 2, Msg: database.Explain(*schema, err).Error()}
 	}
 	fmt.Fprintf(stdout, "role %s: primary %s on host %s (epoch %d, instance %s)\n", t.Role, t.Name, t.Host, t.Epoch, t.InstanceID)
 	if t.Host != *host {

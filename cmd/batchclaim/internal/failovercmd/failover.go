@@ -79,7 +79,7 @@ func failoverNode(ctx context.Context, args []string, _, stderr io.Writer) error
 	if _, err := failover.New(nil, cfg); err != nil { // checks the configuration before connecting
 		return err
 	}
-	pool, err := database.Open(ctx, *dbURL, 4)
+	pool, err := database.OpenSchema(ctx, *dbURL, cfg.Schema, 4)
 	if err != nil {
 		return err
 	}
@@ -90,7 +90,7 @@ func failoverNode(ctx context.Context, args []string, _, stderr io.Writer) error
 	}
 	cfg.Logger.Info("node starting", "shard", cfg.Shard, "progress", cfg.LastTxnID, "patience", n.Patience().Round(time.Millisecond), "schema", cfg.Schema)
 	if err := n.Run(ctx); err != nil && ctx.Err() == nil {
-		return err
+		return database.Explain(cfg.Schema, err)
 	}
 	return nil
 }

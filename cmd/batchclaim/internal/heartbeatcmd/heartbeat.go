@@ -93,7 +93,7 @@ func heartbeatRun(ctx context.Context, args []string, stderr io.Writer) error {
 			"source_name", e.SourceName, "episode", e.Episode, "reason", e.Reason, "event_id", e.ID)
 		return nil
 	}
-	pool, err := database.Open(ctx, *dbURL, 8)
+	pool, err := database.OpenSchema(ctx, *dbURL, *schema, 8)
 	if err != nil {
 		return err
 	}
@@ -111,10 +111,10 @@ func heartbeatRun(ctx context.Context, args []string, stderr io.Writer) error {
 	defer func() { _ = httpguard.Shutdown(ctx, srv, 2*time.Second) }()
 	logger.Info("heartbeat service starting", "name", cfg.Name, "pid", os.Getpid(), "listen", bound,
 		"role", cfg.Role, "step_interval", cfg.StepInterval, "webhook", cfg.WebhookURL != "", "schema", cfg.Schema)
-	return svc.Run(ctx)
+	return database.Explain(*schema, svc.Run(ctx))
 }
 
-func heartbeatEventTypes(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+func heartbeatEventTypes(ctx context.Context, args []string, stdout, stderr io.Writer) (err error) {
 	fs := cli.NewFlagSet("heartbeat event-types", "show | set FILE|- | add --name N --interval D --missed-count K | remove NAME",
 		"Shows or changes the event-type configuration while instances run. set replaces the whole\n"+
 			"configuration with a JSON list, e.g.\n"+
@@ -138,14 +138,12 @@ func heartbeatEventTypes(ctx context.Context, args []string, stdout, stderr io.W
 		fs.Usage()
 		return cli.ErrUsage
 	}
-	if err := pg.ValidateSchema(*schema); err != nil {
-		return fmt.Errorf("--schema: %w", err)
-	}
-	raw, err := database.Open(ctx, *dbURL, 2)
+	raw, err := database.OpenSchema(ctx, *dbURL, *schema, 2)
 	if err != nil {
 		return err
 	}
 	defer raw.Close()
+	defer func() { err = database.Explain(*schema, err) }()
 	pool := pg.InSchema(raw, *schema)
 	switch {
 	case pos[0] == "show" && len(pos) == 1:
