@@ -227,7 +227,8 @@ func (r *run) claimsHeld(ctx context.Context) []liveClaim {
 // at the fault is held by an instance whose lease is in phase one, and judges the slowest
 // against T2 + 2R + allowance from that moment. With idle rows dropped (--drop-idle-after,
 // or from drop_idle_on on) only claims with unfinished work are judged (an idle one may be
-// dropped instead).
+// dropped instead), and one whose row was dropped meanwhile (its work finished under its
+// owner) is not waited for.
 func (r *run) awaitClaims(ctx context.Context, held []liveClaim, fault, writable time.Time) LeaderTakeover {
 	c := r.cfg
 	bound := c.Expiry2 + 2*c.Renew + c.Allowance
@@ -247,13 +248,21 @@ func (r *run) awaitClaims(ctx context.Context, held []liveClaim, fault, writable
 			svcs = append(svcs, s)
 		}
 		qctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		rows, err := r.pool.Query(qctx, `SELECT c.service_id FROM batchclaim.service_id_claims c JOIN batchclaim.instances i ON i.id = c.claimant
-			WHERE c.service_id = ANY($1) AND i.expiry_1 > now()`, svcs)
+		rows, err := r.pool.Query(qctx, `SELECT s.service_id, c.service_id IS NULL FROM unnest($1::text[]) AS s(service_id)
+			LEFT JOIN batchclaim.service_id_claims c ON c.service_id = s.service_id
+			LEFT JOIN batchclaim.instances i ON i.id = c.claimant
+			WHERE c.service_id IS NULL OR i.expiry_1 > now()`, svcs)
 		if err == nil {
 			for rows.Next() {
 				var s string
-				if rows.Scan(&s) == nil && waiting[s] {
-					delete(waiting, s)
+				var dropped bool
+				if rows.Scan(&s, &dropped) != nil || !waiting[s] {
+					continue
+				}
+				// A row gone was dropped as idle: its work finished under its owner, and
+				// there is nothing to take over (only dropping deletes a claim row).
+				delete(waiting, s)
+				if !dropped {
 					last = time.Now()
 				}
 			}
