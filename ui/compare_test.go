@@ -25,8 +25,9 @@ const (
 	// Repeated runs (also under load and with -race) differ by one shade on a few rounded
 	// corners and nowhere by more, and Chromium 156.0.8078.108 drew the goldens of
 	// 156.0.8078.79 pixel for pixel. In TestScreenshotsCatchChanges one digit changed in the
-	// overview is 45 pixels and the committed state's colour 24 shades redder 4,630: a share
-	// like 0.5% (another monospace font moves 0.3-0.6%) would let both pass.
+	// overview is 45 pixels and the committed state's colour 24 shades redder 35,925: a share
+	// like 0.5% (7,680 of the overview's pixels; another monospace font moves 0.3-0.6%) would
+	// let the digit through.
 	maxDiffFraction = 0.00001
 )
 
