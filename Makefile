@@ -83,10 +83,17 @@ bench: build ## Measure every `batchclaim bench` scenario and River (at its own 
 # runs both targets.
 LONG_TESTS := ^(TestChaosShort|TestFaults|TestDemoRidesThroughFailover)$$
 
+# Parallel tests at once in the program's module (go test's default is GOMAXPROCS): its tests
+# mostly wait on the processes they start (demos, bench scenarios, a hostile instance), so on
+# 2 cores four at a time halve its wall time and leave each test's own time as it was. The
+# library's tests keep the default: they are CPU-bound.
+CLI_TEST_PARALLEL ?= 4
+
 .PHONY: test
 test: ## Run every test of both modules but the long scenarios (make test-long), with the race detector, against a real Postgres (TEST_DATABASE_URL, else a throwaway local cluster)
 	@failed=; for m in $(MODULES); do \
-	  echo "== go test in $$m"; $(GO) -C $$m test -race -count=1 -timeout 30m -skip '$(LONG_TESTS)' $(PKGS) || failed="$$failed $$m"; \
+	  par=; if [ "$$m" = $(CLI) ]; then par="-parallel $(CLI_TEST_PARALLEL)"; fi; \
+	  echo "== go test in $$m"; $(GO) -C $$m test -race -count=1 -timeout 30m $$par -skip '$(LONG_TESTS)' $(PKGS) || failed="$$failed $$m"; \
 	done; \
 	if [ -n "$$failed" ]; then echo "tests failed in:$$failed"; exit 1; fi
 
