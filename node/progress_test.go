@@ -40,15 +40,7 @@ func TestStarvedPoolGivesClaimsUp(t *testing.T) {
 			logRows(t, admin, `SELECT name, expiry_1 > now(), expiry_2 > now() FROM batchclaim.instances`)
 		}
 	})
-	a, err := node.New(shared, node.Config{Claims: testClaims("a"), Submitter: job("a"),
-		Logger: slog.New(slog.NewTextHandler(logs, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	runCtx, stop := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- a.Run(runCtx) }()
-	t.Cleanup(func() { stop(); <-done })
+	a, _ := runJobsOn(t, shared, "a", job("a"), func(c *node.Config) { c.Logger = slog.New(slog.NewTextHandler(logs, nil)) })
 
 	if _, err := node.Enqueue(ctx, admin, "k", "warm-up", nil); err != nil {
 		t.Fatal(err)
@@ -117,20 +109,7 @@ func TestHungSubmitterGivesClaimsUp(t *testing.T) {
 		<-unblock // ignores ctx
 		return batchclaim.Result{Verdict: batchclaim.Done}, nil
 	})
-	a, err := node.New(newPool(t, url), node.Config{Claims: testClaims("a"), Submitter: hung})
-	if err != nil {
-		t.Fatal(err)
-	}
-	runCtx, stop := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- a.Run(runCtx) }()
-	t.Cleanup(func() {
-		stop()
-		select {
-		case <-done:
-		case <-time.After(30 * time.Second):
-		}
-	})
+	a := runJobs(t, url, "a", hung, nil) // its stop gives up on the hung call after MaxSubmission and StopTime
 	if _, err := node.Enqueue(ctx, admin, "k", "stuck", nil); err != nil {
 		t.Fatal(err)
 	}
@@ -174,15 +153,9 @@ func TestDrainLongerThanExpiry1KeepsTheLease(t *testing.T) {
 			return batchclaim.Result{}, ctx.Err()
 		}
 	})
-	cc := testClaims("a")
-	cc.Expiry2, cc.MaxSubmission = 8*time.Second, 4*time.Second
-	a, err := node.New(newPool(t, url), node.Config{Claims: cc, Submitter: slow})
-	if err != nil {
-		t.Fatal(err)
-	}
-	runCtx, stop := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- a.Run(runCtx) }()
+	a, stop := runJobsOn(t, newPool(t, url), "a", slow, func(c *node.Config) {
+		c.Claims.Expiry2, c.Claims.MaxSubmission = 8*time.Second, 4*time.Second
+	})
 	st, err := node.Enqueue(ctx, admin, "k", "slow", nil)
 	if err != nil {
 		t.Fatal(err)
@@ -192,8 +165,7 @@ func TestDrainLongerThanExpiry1KeepsTheLease(t *testing.T) {
 	case <-time.After(20 * time.Second):
 		t.Fatal("the job never started")
 	}
-	stop()
-	if err := <-done; err != nil {
+	if err := stop(); err != nil {
 		t.Fatalf("Run: %v", err)
 	}
 	if state, _ := jobState(t, admin, st.Seq); state != "COMMITTED" {

@@ -21,27 +21,47 @@ import (
 // job of a key in flight whatever wrote it, a revived job is run, an attempt number is never
 // used twice for one job.
 
-// runJobs starts a job-runner node named name on its own pool until the test ends.
-func runJobs(t *testing.T, url, name string, job submitter.Submitter, tweak func(*node.Config)) {
+// runJobs starts a job-runner node named name on its own pool until the test ends. Its
+// MaxAttempts is 5 and its backoff short; tweak changes the rest.
+func runJobs(t *testing.T, url, name string, job submitter.Submitter, tweak func(*node.Config)) *node.Node {
+	t.Helper()
+	n, _ := runJobsOn(t, newPool(t, url), name, job, tweak)
+	return n
+}
+
+// runJobsOn is runJobs on the given pool. stop ends the node's Run and returns its error; the
+// test's cleanup calls it too.
+func runJobsOn(t *testing.T, pool *pgxpool.Pool, name string, job submitter.Submitter, tweak func(*node.Config)) (n *node.Node, stop func() error) {
 	t.Helper()
 	cfg := node.Config{Claims: testClaims(name), Submitter: job, MaxAttempts: 5,
 		BackoffBase: 10 * time.Millisecond, BackoffMax: 50 * time.Millisecond}
 	if tweak != nil {
 		tweak(&cfg)
 	}
-	n, err := node.New(newPool(t, url), cfg)
+	n, err := node.New(pool, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, stop := context.WithCancel(context.Background())
+	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- n.Run(ctx) }()
+	var once sync.Once
+	var runErr error
+	stop = func() error {
+		once.Do(func() {
+			cancel()
+			if runErr = <-done; errors.Is(runErr, context.Canceled) {
+				runErr = nil
+			}
+		})
+		return runErr
+	}
 	t.Cleanup(func() {
-		stop()
-		if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
+		if err := stop(); err != nil {
 			t.Errorf("%s stopped with %v", name, err)
 		}
 	})
+	return n, stop
 }
 
 func jobState(t *testing.T, pool *pgxpool.Pool, seq int64) (state string, attempts int) {

@@ -89,18 +89,10 @@ func TestWakeFollowsTheKeyToItsNewOwner(t *testing.T) {
 	url := dbtest.NewDB(t)
 	admin := newPool(t, url)
 	ran := make(chan string, 4)
-	a, err := node.New(newPool(t, url), node.Config{Claims: testClaims("a"),
-		Submitter: submitter.SubmitterFunc(func(ctx context.Context, b batchclaim.Batch) (batchclaim.Result, error) {
-			ran <- b.BatchID
-			return batchclaim.Result{Verdict: batchclaim.Done}, nil
-		})})
-	if err != nil {
-		t.Fatal(err)
-	}
-	runCtx, stop := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- a.Run(runCtx) }()
-	t.Cleanup(func() { stop(); <-done })
+	a := runJobs(t, url, "a", submitter.SubmitterFunc(func(ctx context.Context, b batchclaim.Batch) (batchclaim.Result, error) {
+		ran <- b.BatchID
+		return batchclaim.Result{Verdict: batchclaim.Done}, nil
+	}), nil)
 	if _, err := node.Enqueue(ctx, admin, "k", "warm-up", nil); err != nil {
 		t.Fatal(err)
 	}
