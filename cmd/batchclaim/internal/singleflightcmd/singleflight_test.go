@@ -69,3 +69,36 @@ func TestSingleflightCheckerCounts(t *testing.T) {
 }
 
 func sfPtr[T any](v T) *T { return &v }
+
+// A worker's final report stands: a periodic one that reaches the server after it (sent
+// before the worker stopped) changes nothing, so the checker does not count the worker as
+// one that never reported its end.
+func TestSfFinalReportStands(t *testing.T) {
+	t.Parallel()
+	pool, err := pgxpool.New(t.Context(), dbtest.NewDB(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	if _, err := pool.Exec(t.Context(), sfDemoSchema); err != nil {
+		t.Fatal(err)
+	}
+	report := func(done bool, gets, errs int64) {
+		t.Helper()
+		if _, err := pool.Exec(t.Context(), sfReportSQL, "w2", done, false, int64(2), gets, errs, int64(0), int64(1), int64(3), int64(1)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	report(false, 10, 0) // periodic
+	report(false, 20, 0) // periodic, later
+	report(true, 30, 0)  // final
+	report(false, 25, 1) // a periodic one the server ran last
+	var done bool
+	var gets, errs int64
+	if err := pool.QueryRow(t.Context(), `SELECT done, gets, errors FROM sf_demo_workers WHERE name = 'w2'`).Scan(&done, &gets, &errs); err != nil {
+		t.Fatal(err)
+	}
+	if !done || gets != 30 || errs != 0 {
+		t.Fatalf("after the final report and a late periodic one: done %v, gets %d, errors %d; want the final report (true, 30, 0)", done, gets, errs)
+	}
+}

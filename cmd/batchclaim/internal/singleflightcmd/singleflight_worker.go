@@ -147,14 +147,22 @@ func (w *sfWorkerState) get(ctx context.Context, key string, timeout time.Durati
 	return e, true
 }
 
+// sfReportSQL stores a worker's counters: $1 name, $2 done, $3 victim_pending, $4
+// victim_epoch, $5 gets, $6 errors, $7 stale, $8 takeovers, $9 notify_wakeups, $10
+// poll_wakeups. Once a row is done it keeps its final report: a periodic report cut off as the
+// worker stopped may still reach the server after the final one (its statement was sent
+// before its context ended), and must not undo it.
+const sfReportSQL = `
+	INSERT INTO sf_demo_workers (name, done, victim_pending, victim_epoch, gets, errors, stale, takeovers, notify_wakeups, poll_wakeups)
+	VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
+	ON CONFLICT (name) DO UPDATE SET done = EXCLUDED.done, victim_pending = EXCLUDED.victim_pending,
+		victim_epoch = EXCLUDED.victim_epoch, gets = EXCLUDED.gets, errors = EXCLUDED.errors, stale = EXCLUDED.stale,
+		takeovers = EXCLUDED.takeovers, notify_wakeups = EXCLUDED.notify_wakeups, poll_wakeups = EXCLUDED.poll_wakeups
+	WHERE NOT sf_demo_workers.done`
+
 func (w *sfWorkerState) flush(ctx context.Context, done bool) error {
 	st := w.cache.Stats()
-	_, err := w.pool.Exec(ctx, `
-		INSERT INTO sf_demo_workers (name, done, victim_pending, victim_epoch, gets, errors, stale, takeovers, notify_wakeups, poll_wakeups)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
-		ON CONFLICT (name) DO UPDATE SET done = EXCLUDED.done, victim_pending = EXCLUDED.victim_pending,
-			victim_epoch = EXCLUDED.victim_epoch, gets = EXCLUDED.gets, errors = EXCLUDED.errors, stale = EXCLUDED.stale,
-			takeovers = EXCLUDED.takeovers, notify_wakeups = EXCLUDED.notify_wakeups, poll_wakeups = EXCLUDED.poll_wakeups`,
+	_, err := w.pool.Exec(ctx, sfReportSQL,
 		w.name, done, w.victimPending.Load(), w.victimEpoch.Load(), w.gets.Load(), w.errors.Load(), w.stale.Load(),
 		st.Takeovers, st.NotifyWakeups, st.PollWakeups)
 	if err != nil && ctx.Err() == nil {
