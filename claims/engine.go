@@ -282,6 +282,11 @@ func (e *Engine) fence() {
 	}
 	lost := e.dropAllLocked()
 	e.mu.Unlock()
+	// The database still lists the dropped claims as this instance's until a survey says
+	// otherwise (LastSurvey).
+	if n := int64(len(lost)); n > e.stats.surveyHeld.Load() {
+		e.stats.surveyHeld.Store(n)
+	}
 	e.stats.deadlineFences.Add(1)
 	e.log.Error("local deadline passed without a renewal; fencing: no new submissions, in-flight ones cancelled",
 		"claims", len(lost))

@@ -13,7 +13,7 @@ type counters struct {
 	gained, lost, voided, released, dropped    atomic.Int64
 	deadlineFences, staleWrites                atomic.Int64
 	writeRetries, renewErrors, stalls          atomic.Int64
-	surveyAt, surveyHeld                       atomic.Int64 // the last survey that answered: unix nanoseconds, claims the database listed as ours
+	surveyAt, surveyHeld                       atomic.Int64 // the last survey that answered (unix nanoseconds); claims the database may list as ours (LastSurvey)
 }
 
 // Stats are the engine's cumulative counters since New, for metrics.
@@ -79,9 +79,10 @@ func (d *durations) snapshot() Histogram {
 }
 
 // LastSurvey is when the survey of a claim cycle last answered (zero before the first) and how
-// many claims the database listed as this instance's then: claims it still holds in the
-// database even when it dropped them from memory (fenced at its local deadline) and has not
-// read them back yet.
+// many claims the database may list as this instance's: the count that survey read, or the
+// claims a fence at the local deadline dropped from memory since, whichever is more. Those
+// are claims the instance still holds in the database though it holds none in memory, until
+// a survey reads them again.
 func (e *Engine) LastSurvey() (at time.Time, held int64) {
 	if n := e.stats.surveyAt.Load(); n != 0 {
 		at = time.Unix(0, n)

@@ -91,7 +91,7 @@ func ClaimMetrics(eng *claims.Engine) []prometheus.Collector {
 		stat("batchclaim_serialization_give_ups_total", "Claim cycles that failed after all retries of a transient conflict.", func(s claims.Stats) int64 { return s.SerializationGiveUps }, true),
 		stat("batchclaim_stale_writes_rejected_total", "Fenced writes refused because the epoch was stale.", func(s claims.Stats) int64 { return s.StaleWritesRejected }, true),
 		stat("batchclaim_deadline_fences_total", "Times the local deadline passed without a renewal.", func(s claims.Stats) int64 { return s.DeadlineFences }, true),
-		stat("batchclaim_stalls_total", "Times lease renewal stopped because the instance's work did not move (no fetch round reached the database, or a job ran past its deadline, for Expiry1).", func(s claims.Stats) int64 { return s.Stalls }, true),
+		stat("batchclaim_stalls_total", "Times lease renewal stopped because the instance's work did not move (no fetch round or claim-cycle survey answered through the pool, or a job past its deadline, for 2 x Expiry1).", func(s claims.Stats) int64 { return s.Stalls }, true),
 		cycleHistogram{eng: eng, desc: prometheus.NewDesc("batchclaim_claim_cycle_duration_seconds",
 			"Duration of one claim cycle (survey, then any void, acquire, release or drop), failed ones included.", nil, nil)},
 	}

@@ -94,7 +94,7 @@ func TestStarvedPoolGivesClaimsUp(t *testing.T) {
 }
 
 // A Submitter that does not return when its job's context ends holds its worker and its key
-// for good: once the call runs more than Expiry1 past its deadline, the instance stops
+// for good: once the call runs more than 2 x Expiry1 past its deadline, the instance stops
 // renewing, and a live peer takes the key and runs the job again.
 func TestHungSubmitterGivesClaimsUp(t *testing.T) {
 	t.Parallel()
@@ -136,7 +136,7 @@ func TestHungSubmitterGivesClaimsUp(t *testing.T) {
 }
 
 // A stopping instance fetches nothing and runs no claim cycle while its running jobs drain;
-// that is no stall: its lease lasts until a job longer than Expiry1 ends, and the job's outcome
+// that is no stall: its lease lasts until a job longer than 2 x Expiry1 ends, and the job's outcome
 // is recorded.
 func TestDrainLongerThanExpiry1KeepsTheLease(t *testing.T) {
 	t.Parallel()
@@ -147,14 +147,14 @@ func TestDrainLongerThanExpiry1KeepsTheLease(t *testing.T) {
 	slow := submitter.SubmitterFunc(func(ctx context.Context, b batchclaim.Batch) (batchclaim.Result, error) {
 		close(entered)
 		select {
-		case <-time.After(2500 * time.Millisecond): // 2.5 x Expiry1
+		case <-time.After(4 * time.Second): // 4 x Expiry1
 			return batchclaim.Result{Verdict: batchclaim.Done}, nil
 		case <-ctx.Done():
 			return batchclaim.Result{}, ctx.Err()
 		}
 	})
 	a, stop := runJobsOn(t, newPool(t, url), "a", slow, func(c *node.Config) {
-		c.Claims.Expiry2, c.Claims.MaxSubmission = 8*time.Second, 4*time.Second
+		c.Claims.Expiry2, c.Claims.MaxSubmission = 12*time.Second, 6*time.Second
 	})
 	st, err := node.Enqueue(ctx, admin, "k", "slow", nil)
 	if err != nil {
