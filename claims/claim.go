@@ -2,7 +2,6 @@ package claims
 
 import (
 	"github.com/batchclaim/batchclaim"
-	"github.com/batchclaim/batchclaim/internal/pg"
 )
 
 // Claim is a service_id this instance holds, with the epoch of its acquisition (the
@@ -24,22 +23,3 @@ const (
 	// LossDropped: we deleted the claim row of an idle service_id (Config.DropIdleAfter).
 	LossDropped LossReason = "dropped"
 )
-
-// Querier runs statements: a *pgxpool.Pool, a *pgx.Conn or a pgx.Tx. It is the project's
-// one Querier, named here for the packages and embedders that pass one to the claim engine,
-// the observer or the ingest API.
-type Querier = pg.Querier
-
-// Pool is a Querier that can also start transactions, such as *pgxpool.Pool: the project's
-// one Beginner.
-type Pool = pg.Beginner
-
-// InSchema returns pool with batchclaim's tables in schema instead of the default, batchclaim
-// (for a database migrated with migrations.InSchema): pass the result wherever the library
-// asks for a Pool or a Querier. The engine's own lease connection follows it. With "" or
-// "batchclaim" it returns pool itself. See docs/schema.md.
-func InSchema(pool Pool, schema string) Pool { return pg.InSchema(pool, schema) }
-
-// QuerierInSchema is InSchema for a Querier that starts no transactions, such as the pgx.Tx
-// of an application's transaction that enqueues.
-func QuerierInSchema(q Querier, schema string) Querier { return pg.QuerierInSchema(q, schema) }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/batchclaim/batchclaim/internal/db"
 	"github.com/batchclaim/batchclaim/internal/tracing"
+	"github.com/batchclaim/batchclaim/pgdb"
 )
 
 // Share is the fair-share arithmetic of one cycle.
@@ -278,7 +279,7 @@ func (e *Engine) retried(ctx context.Context, rep *CycleReport, what string, fn 
 		return fn(sctx)
 	})
 	if err != nil {
-		if isSerializationFailure(err) {
+		if pgdb.Conflict(err) {
 			e.stats.serializationGiveUps.Add(1)
 		}
 		return fmt.Errorf("%s: %w", what, err)

@@ -15,7 +15,7 @@ import (
 	"github.com/batchclaim/batchclaim/internal/db"
 	"github.com/batchclaim/batchclaim/internal/dbclock"
 	"github.com/batchclaim/batchclaim/internal/lease"
-	"github.com/batchclaim/batchclaim/internal/pg"
+	"github.com/batchclaim/batchclaim/pgdb"
 )
 
 // ErrInstanceIDInUse: another process registered the same instance id and its lease has not
@@ -28,7 +28,7 @@ var ErrInstanceIDInUse = errors.New("instance id in use")
 // the lease and the claims; Shutdown releases everything and removes the instance row.
 type Engine struct {
 	cfg   Config
-	pool  Pool
+	pool  pgdb.Beginner
 	q     *db.Queries
 	log   *slog.Logger
 	nonce uuid.UUID // random per Engine: only this process can use its instance row
@@ -59,7 +59,7 @@ type heldClaim struct {
 }
 
 // New checks cfg and returns an Engine. It does no I/O.
-func New(pool Pool, cfg Config) (*Engine, error) {
+func New(pool pgdb.Beginner, cfg Config) (*Engine, error) {
 	if pool == nil {
 		return nil, errors.New("claims: nil pool")
 	}
@@ -130,7 +130,7 @@ func (e *Engine) registerTx(ctx context.Context, tx pgx.Tx) error {
 	}
 	old, err := e.q.InstanceLockForRegister(ctx, tx, db.InstanceLockForRegisterParams{ID: e.cfg.InstanceID, Now: now})
 	switch {
-	case pg.NoRows(err):
+	case pgdb.NoRows(err):
 	case err != nil:
 		return err
 	case old.Nonce == e.nonce:
@@ -371,7 +371,7 @@ func (e *Engine) ShutdownKeeping(ctx context.Context, busy []string) error {
 	err := runTx(ctx, e.pool, pgx.TxOptions{}, e.GuardTx, func(tx pgx.Tx) error {
 		released = 0
 		if len(busy) == 0 {
-			if _, err := e.q.InstanceLockForRegister(ctx, tx, db.InstanceLockForRegisterParams{ID: e.cfg.InstanceID}); err != nil && !pg.NoRows(err) {
+			if _, err := e.q.InstanceLockForRegister(ctx, tx, db.InstanceLockForRegisterParams{ID: e.cfg.InstanceID}); err != nil && !pgdb.NoRows(err) {
 				return fmt.Errorf("lock registry row: %w", err)
 			}
 		}
@@ -411,7 +411,7 @@ func (e *Engine) ShutdownKeeping(ctx context.Context, busy []string) error {
 // release gives claims back with an epoch check and returns how many were released. With
 // onlyIdle, busy claims are kept: q must then be a transaction, in which the claims are locked
 // first (skipping rows an owner's write has locked), so that busy is judged after the lock.
-func (e *Engine) release(ctx context.Context, q Querier, claims []Claim, event string, onlyIdle bool) (int, error) {
+func (e *Engine) release(ctx context.Context, q pgdb.Querier, claims []Claim, event string, onlyIdle bool) (int, error) {
 	if len(claims) == 0 {
 		return 0, nil
 	}

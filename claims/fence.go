@@ -13,7 +13,7 @@ import (
 
 	"github.com/batchclaim/batchclaim"
 	"github.com/batchclaim/batchclaim/internal/db"
-	"github.com/batchclaim/batchclaim/internal/pg"
+	"github.com/batchclaim/batchclaim/pgdb"
 )
 
 // BeginSubmission marks c busy before a batch of it is posted: from now until EndSubmission
@@ -21,7 +21,7 @@ import (
 // batchclaim.ErrClaimLost when c is no longer held with its epoch, when the local deadline
 // has passed, or when the database clock says this instance's lease left phase one. Run it in
 // the same transaction as the batch's in-flight mark and commit before the POST.
-func (e *Engine) BeginSubmission(ctx context.Context, q Querier, c Claim) error {
+func (e *Engine) BeginSubmission(ctx context.Context, q pgdb.Querier, c Claim) error {
 	if _, ok := e.current(c); !ok {
 		return fmt.Errorf("begin submission %s@%d: %w", c.ServiceID, c.Epoch, batchclaim.ErrClaimLost)
 	}
@@ -36,7 +36,7 @@ func (e *Engine) BeginSubmission(ctx context.Context, q Querier, c Claim) error 
 }
 
 // EndSubmission clears the busy mark once the submission's outcome is recorded.
-func (e *Engine) EndSubmission(ctx context.Context, q Querier, c Claim) error {
+func (e *Engine) EndSubmission(ctx context.Context, q pgdb.Querier, c Claim) error {
 	n, err := e.q.ClaimEndSubmission(ctx, q, db.ClaimEndSubmissionParams{
 		ServiceID: c.ServiceID, Claimant: e.cfg.InstanceID, Epoch: c.Epoch,
 	})
@@ -50,13 +50,13 @@ func (e *Engine) EndSubmission(ctx context.Context, q Querier, c Claim) error {
 // if c is no longer held with its epoch, and otherwise locks the claim row until the
 // transaction ends, so that no takeover can commit in between. Call it first in every
 // transaction that writes about c's service_id.
-func (e *Engine) Fence(ctx context.Context, tx Querier, c Claim) error {
+func (e *Engine) Fence(ctx context.Context, tx pgdb.Querier, c Claim) error {
 	_, err := e.q.ClaimFence(ctx, tx, db.ClaimFenceParams{ServiceID: c.ServiceID, Claimant: e.cfg.InstanceID, Epoch: c.Epoch, Nonce: e.nonce})
 	return e.fenceResult("fence", c, err)
 }
 
 func (e *Engine) fenceResult(op string, c Claim, err error) error {
-	if pg.NoRows(err) {
+	if pgdb.NoRows(err) {
 		e.stats.staleWrites.Add(1)
 		e.lose(c, LossFenced)
 		return fmt.Errorf("%s %s@%d: %w", op, c.ServiceID, c.Epoch, batchclaim.ErrClaimLost)
@@ -82,13 +82,8 @@ func (e *Engine) current(c Claim) (Claim, bool) {
 // is paused or cut off in the middle of a transaction: the server ends that transaction and
 // frees its locks long before expiry_1, so the others are never blocked behind a stalled
 // instance. Every transaction that writes claim or batch rows should call it first.
-func (e *Engine) GuardTx(ctx context.Context, q Querier) error {
-	_, err := q.Exec(ctx, "SELECT set_config('lock_timeout', $1, true), set_config('idle_in_transaction_session_timeout', $2, true)",
-		ms(e.cfg.RenewInterval), ms(max(e.cfg.Expiry1/5, 100*time.Millisecond)))
-	if err != nil {
-		return fmt.Errorf("set transaction timeouts: %w", err)
-	}
-	return nil
+func (e *Engine) GuardTx(ctx context.Context, q pgdb.Querier) error {
+	return pgdb.GuardTx(ctx, q, e.cfg.RenewInterval, max(e.cfg.Expiry1/5, 100*time.Millisecond))
 }
 
 // WriteTx runs fn in a READ COMMITTED transaction guarded by GuardTx, and runs it again
@@ -140,7 +135,7 @@ func ms(d time.Duration) string { return strconv.FormatInt(d.Milliseconds(), 10)
 // RegisterServiceIDs makes sure each service_id has a claim row, so that some instance will
 // claim it. It is cheap to call for ids that exist, and may run in the caller's transaction
 // (enqueue does this together with storing the batch).
-func RegisterServiceIDs(ctx context.Context, q Querier, ids ...string) error {
+func RegisterServiceIDs(ctx context.Context, q pgdb.Querier, ids ...string) error {
 	if len(ids) == 0 {
 		return nil
 	}
@@ -165,7 +160,7 @@ func (e *Engine) Fenced(c Claim) {
 // DBNow is the time a statement of this engine judges by: nil (the database's now()) unless
 // ShiftDBTime moved it. Statements that check the lease by the database clock take it as
 // their optional now.
-func (e *Engine) DBNow(ctx context.Context, q Querier) (*time.Time, error) {
+func (e *Engine) DBNow(ctx context.Context, q pgdb.Querier) (*time.Time, error) {
 	return e.clock.Now(ctx, q)
 }
 

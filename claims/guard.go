@@ -10,7 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/batchclaim/batchclaim/internal/db"
-	"github.com/batchclaim/batchclaim/internal/pg"
+	"github.com/batchclaim/batchclaim/pgdb"
 )
 
 // The failover guard. The guarantees hold across a failover only if what was committed on the
@@ -123,19 +123,19 @@ type acquirer interface {
 // through it first, unless the guard did so on that connection already (a timeline cannot
 // change under an open connection to a primary: promotion happens on another server, and a
 // demoted primary ends its sessions) and no check of the synchronous standby is due. It
-// returns the Querier to renew through and a func that releases it. An error means the check
+// returns the pgdb.Querier to renew through and a func that releases it. An error means the check
 // could not run, and the renewal must not go ahead: on a new primary it would hide the
 // renewal that was lost.
-func (e *Engine) checkLease(ctx context.Context, q Querier) (Querier, func(), error) {
+func (e *Engine) checkLease(ctx context.Context, q pgdb.Querier) (pgdb.Querier, func(), error) {
 	release := func() {}
-	schema := pg.SchemaOf(q)
-	conn, _ := pg.Unwrap(q).(*pgx.Conn)
-	if p, ok := pg.Unwrap(q).(acquirer); ok {
+	schema := pgdb.SchemaOf(q)
+	conn, _ := pgdb.Unwrap(q).(*pgx.Conn)
+	if p, ok := pgdb.Unwrap(q).(acquirer); ok {
 		c, err := p.Acquire(ctx)
 		if err != nil {
 			return nil, release, err
 		}
-		q, conn, release = pg.QuerierInSchema(c, schema), c.Conn(), c.Release
+		q, conn, release = pgdb.QuerierInSchema(c, schema), c.Conn(), c.Release
 	}
 	if e.checked(conn) {
 		return q, release, nil
@@ -170,7 +170,7 @@ func (e *Engine) checkSurvey(ctx context.Context, sv db.ClaimsSurveyRow) string 
 
 // judge updates the guard from an observation of the database q reaches and, when the
 // instance begins to refuse new work, drops its claims (refuse).
-func (e *Engine) judge(ctx context.Context, q Querier, o observation) {
+func (e *Engine) judge(ctx context.Context, q pgdb.Querier, o observation) {
 	began, bump := e.judgeLocking(o)
 	if bump > 0 {
 		// No instance, this one or one started later, may grant those epochs again.

@@ -10,7 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 )
 
-// noPool is a Pool no statement reaches.
+// noPool is a pgdb.Beginner no statement reaches.
 type noPool struct{}
 
 func (noPool) Exec(context.Context, string, ...any) (pgconn.CommandTag, error) {

@@ -15,7 +15,7 @@ import (
 	"github.com/batchclaim/batchclaim/claims"
 )
 
-// nopPool satisfies claims.Pool for tests that never reach the database.
+// nopPool satisfies pgdb.Beginner for tests that never reach the database.
 type nopPool struct{}
 
 func (nopPool) Exec(context.Context, string, ...any) (pgconn.CommandTag, error) {

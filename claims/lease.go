@@ -9,7 +9,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/batchclaim/batchclaim/internal/db"
-	"github.com/batchclaim/batchclaim/internal/pg"
+	"github.com/batchclaim/batchclaim/pgdb"
 )
 
 // The lease loop renews the instance's lease every RenewInterval on a connection of its own,
@@ -22,7 +22,7 @@ import (
 // Cycle alone (tests, tools) has no lease loop, and each Cycle renews the lease first.
 
 // poolConfig is implemented by *pgxpool.Pool: the lease loop dials its own connection with
-// the pool's settings. A Pool without it renews through the pool.
+// the pool's settings. A pgdb.Beginner without it renews through the pool.
 type poolConfig interface {
 	Config() *pgxpool.Config
 }
@@ -120,7 +120,7 @@ func (e *Engine) progress() error {
 // returns the connection to use next time: nil after an error, so that the next renewal
 // dials afresh.
 func (e *Engine) renewOn(ctx context.Context, conn *pgx.Conn) (*pgx.Conn, error) {
-	pc, ok := pg.Unwrap(e.pool).(poolConfig)
+	pc, ok := pgdb.Unwrap(e.pool).(poolConfig)
 	if !ok {
 		rctx, cancel := context.WithTimeout(ctx, e.cfg.LocalDeadline)
 		defer cancel()
@@ -137,7 +137,7 @@ func (e *Engine) renewOn(ctx context.Context, conn *pgx.Conn) (*pgx.Conn, error)
 	}
 	rctx, cancel := context.WithTimeout(ctx, e.cfg.LocalDeadline)
 	defer cancel()
-	if err := e.heartbeat(rctx, pg.QuerierInSchema(conn, pg.SchemaOf(e.pool))); err != nil {
+	if err := e.heartbeat(rctx, pgdb.QuerierInSchema(conn, pgdb.SchemaOf(e.pool))); err != nil {
 		_ = conn.Close(context.WithoutCancel(ctx))
 		return nil, err
 	}
@@ -147,7 +147,7 @@ func (e *Engine) renewOn(ctx context.Context, conn *pgx.Conn) (*pgx.Conn, error)
 // heartbeat renews the instance's lease through q; if the row is gone (pruned after a long
 // stall) or not ours any more, it registers again (Register refuses an id another live process
 // holds).
-func (e *Engine) heartbeat(ctx context.Context, q Querier) error {
+func (e *Engine) heartbeat(ctx context.Context, q pgdb.Querier) error {
 	q, release, err := e.checkLease(ctx, q) // guard.go
 	if err != nil {
 		return fmt.Errorf("renew lease: %w", err)
@@ -162,7 +162,7 @@ func (e *Engine) heartbeat(ctx context.Context, q Querier) error {
 		ID: e.cfg.InstanceID, Nonce: e.nonce, Now: now,
 		Expiry1Ms: e.cfg.Expiry1.Milliseconds(), Expiry2Ms: e.cfg.Expiry2.Milliseconds(),
 	})
-	if pg.NoRows(err) {
+	if pgdb.NoRows(err) {
 		e.log.Warn("instance row missing or not ours any more; registering again")
 		return e.Register(ctx)
 	}

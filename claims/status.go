@@ -8,6 +8,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/batchclaim/batchclaim/internal/db"
+	"github.com/batchclaim/batchclaim/pgdb"
 )
 
 // InstanceStatus is one registered instance as `status` shows it.
@@ -53,7 +54,7 @@ type Snapshot struct {
 
 // ReadSnapshot reads the registry and the claims. maxClaims bounds the per-claim list (0
 // leaves it out, negative lists every claim).
-func ReadSnapshot(ctx context.Context, q Querier, maxClaims int) (Snapshot, error) {
+func ReadSnapshot(ctx context.Context, q pgdb.Querier, maxClaims int) (Snapshot, error) {
 	qs := db.New()
 	var s Snapshot
 	insts, err := qs.InstancesStatus(ctx, q)

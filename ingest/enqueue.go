@@ -8,11 +8,10 @@ import (
 	"time"
 
 	"github.com/batchclaim/batchclaim"
-	"github.com/batchclaim/batchclaim/claims"
 	"github.com/batchclaim/batchclaim/dlt"
 	"github.com/batchclaim/batchclaim/internal/db"
-	"github.com/batchclaim/batchclaim/internal/pg"
 	"github.com/batchclaim/batchclaim/internal/tracing"
+	"github.com/batchclaim/batchclaim/pgdb"
 )
 
 // Stored is one batch as Enqueue left it.
@@ -34,7 +33,7 @@ var ErrBatchIDTaken = errors.New("ledger batch id already stored under another s
 // nothing (its options included). Run it in a transaction (pass a pgx.Tx) to store the batch
 // atomically with other writes; other enqueues of serviceID then wait for that transaction to
 // end, so keep it short. Options: RunAt, MaxAttempts.
-func Enqueue(ctx context.Context, q claims.Querier, serviceID, batchID string, payload []byte, opts ...EnqueueOption) (Stored, error) {
+func Enqueue(ctx context.Context, q pgdb.Querier, serviceID, batchID string, payload []byte, opts ...EnqueueOption) (Stored, error) {
 	var o enqueueOptions
 	for _, opt := range opts {
 		opt(&o)
@@ -74,7 +73,7 @@ func MaxAttempts(n int) EnqueueOption {
 	}
 }
 
-func enqueue(ctx context.Context, q claims.Querier, serviceID, batchID string, payload []byte, ledger bool, o enqueueOptions) (st Stored, err error) {
+func enqueue(ctx context.Context, q pgdb.Querier, serviceID, batchID string, payload []byte, ledger bool, o enqueueOptions) (st Stored, err error) {
 	ctx, span := tracing.Start(ctx, tracing.Enqueue, tracing.ServiceID.String(serviceID), tracing.BatchID.String(batchID))
 	defer func() {
 		span.SetAttributes(tracing.Seq.Int64(st.Seq), tracing.New.Bool(st.New))
@@ -97,7 +96,7 @@ func enqueue(ctx context.Context, q claims.Querier, serviceID, batchID string, p
 	if err == nil {
 		return Stored{BatchID: batchID, Seq: row.Seq, New: true}, nil
 	}
-	if !pg.NoRows(err) {
+	if !pgdb.NoRows(err) {
 		return Stored{}, fmt.Errorf("store batch: %w", err)
 	}
 	// A conflict: the same batch stored before (an idempotent repeat), or a ledger batch id
@@ -106,7 +105,7 @@ func enqueue(ctx context.Context, q claims.Querier, serviceID, batchID string, p
 	if err == nil {
 		return Stored{BatchID: batchID, Seq: old.Seq}, nil
 	}
-	if !pg.NoRows(err) {
+	if !pgdb.NoRows(err) {
 		return Stored{}, fmt.Errorf("look up stored batch: %w", err)
 	}
 	other, err := qs.BatchLedgerOwner(ctx, q, batchID)
@@ -132,7 +131,7 @@ func (e *takenError) Unwrap() error { return e.err }
 // order, each as a one-batch BatchList keyed by its header signature. Nothing is stored if the
 // list does not decode. A batch already stored under another service_id is refused with
 // ErrBatchIDTaken. Pass a pgx.Tx to make the whole list atomic (and nothing stored on error).
-func EnqueueBatchList(ctx context.Context, q claims.Querier, serviceID string, list []byte) ([]Stored, error) {
+func EnqueueBatchList(ctx context.Context, q pgdb.Querier, serviceID string, list []byte) ([]Stored, error) {
 	if err := batchclaim.ValidateServiceID(serviceID); err != nil {
 		return nil, err
 	}
@@ -144,7 +143,7 @@ func EnqueueBatchList(ctx context.Context, q claims.Querier, serviceID string, l
 }
 
 // enqueueBatches stores decoded batches of serviceID in order (see EnqueueBatchList).
-func enqueueBatches(ctx context.Context, q claims.Querier, serviceID string, batches []dlt.Batch) ([]Stored, error) {
+func enqueueBatches(ctx context.Context, q pgdb.Querier, serviceID string, batches []dlt.Batch) ([]Stored, error) {
 	out := make([]Stored, 0, len(batches))
 	for _, b := range batches {
 		s, err := enqueue(ctx, q, serviceID, b.ID, b.List, true, enqueueOptions{})

@@ -15,13 +15,12 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/batchclaim/batchclaim"
 	"github.com/batchclaim/batchclaim/dlt"
 	"github.com/batchclaim/batchclaim/internal/db"
 	"github.com/batchclaim/batchclaim/internal/httpguard"
-	"github.com/batchclaim/batchclaim/internal/pg"
+	"github.com/batchclaim/batchclaim/pgdb"
 )
 
 // Defaults for Config's zero values.
@@ -129,7 +128,7 @@ func (c Config) Validate() error {
 
 // Handler serves the ingest API.
 type Handler struct {
-	pool  pg.Beginner
+	pool  pgdb.Beginner
 	cfg   Config
 	log   *slog.Logger
 	mem   *budget
@@ -142,7 +141,7 @@ type Handler struct {
 }
 
 // NewHandler returns the ingest API's handler. It does no I/O.
-func NewHandler(pool pg.Beginner, cfg Config) (*Handler, error) {
+func NewHandler(pool pgdb.Beginner, cfg Config) (*Handler, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -248,7 +247,7 @@ func (h *Handler) postBatches(w http.ResponseWriter, r *http.Request) {
 	case errors.Is(err, errWaited):
 		busy(w, "Earlier requests for this service_id, or for the database, are still being worked on")
 		return
-	case isLockTimeout(err):
+	case pgdb.LockTimeout(err):
 		h.quiet.Log(ctx, slog.LevelInfo, "store batches: another transaction held the service_id's enqueue lock too long", "service_id", serviceID, "error", err)
 		busy(w, "Another request is storing batches of this service_id")
 		return
@@ -296,17 +295,11 @@ func (h *Handler) store(ctx context.Context, serviceID string, batches []dlt.Bat
 	sctx, cancel := context.WithTimeout(ctx, h.cfg.StoreTimeout)
 	defer cancel()
 	var stored []Stored
-	err = pg.InTx(sctx, h.pool, pgx.TxOptions{}, func(tx pgx.Tx) (err error) {
+	err = pgdb.InTx(sctx, h.pool, pgx.TxOptions{}, func(tx pgx.Tx) (err error) {
 		stored, err = enqueueBatches(sctx, tx, serviceID, batches)
 		return err
 	})
 	return stored, err
-}
-
-// isLockTimeout reports SQLSTATE 55P03 (lock_not_available): lock_timeout passed.
-func isLockTimeout(err error) bool {
-	var pgErr *pgconn.PgError
-	return errors.As(err, &pgErr) && pgErr.Code == "55P03"
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) { httpguard.WriteJSON(w, status, v) }

@@ -13,7 +13,7 @@ import (
 	"github.com/golang-migrate/migrate/v4/source/iofs"
 	"github.com/jackc/pgx/v5"
 
-	"github.com/batchclaim/batchclaim/internal/pg"
+	"github.com/batchclaim/batchclaim/pgdb"
 )
 
 //go:embed *.sql
@@ -24,7 +24,7 @@ func FS() embed.FS { return files }
 
 // SchemaDefault is the schema the migrations create their objects in unless InSchema names
 // another.
-const SchemaDefault = pg.SchemaDefault
+const SchemaDefault = pgdb.SchemaDefault
 
 // VersionTable is the name of the table, in the schema, where golang-migrate records the
 // applied version. Being in batchclaim's own schema, it never meets an application's own
@@ -52,7 +52,7 @@ func resolve(opts []Option) (options, error) {
 	for _, f := range opts {
 		f(&o)
 	}
-	return o, pg.ValidateSchema(o.schema)
+	return o, pgdb.ValidateSchema(o.schema)
 }
 
 // Up applies every migration not yet applied. It creates the schema if it does not exist; a
@@ -111,21 +111,21 @@ func Version(ctx context.Context, databaseURL string, opts ...Option) (version u
 }
 
 // readVersion reads schema's version table; found is false when there is none.
-func readVersion(ctx context.Context, q pg.Querier, schema string) (version uint, dirty, found bool, err error) {
+func readVersion(ctx context.Context, q pgdb.Querier, schema string) (version uint, dirty, found bool, err error) {
 	table := pgx.Identifier{schema, VersionTable}
 	if err := q.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL`, table.Sanitize()).Scan(&found); err != nil || !found {
 		return 0, false, false, err
 	}
 	var v int64
 	err = q.QueryRow(ctx, `SELECT version, dirty FROM `+table.Sanitize()+` LIMIT 1`).Scan(&v, &dirty)
-	if pg.NoRows(err) {
+	if pgdb.NoRows(err) {
 		return 0, false, true, nil
 	}
 	return uint(v), dirty, true, err
 }
 
 // inPublic reports whether an earlier release's tables are in public and not yet in schema.
-func inPublic(ctx context.Context, q pg.Querier, schema string) (bool, error) {
+func inPublic(ctx context.Context, q pgdb.Querier, schema string) (bool, error) {
 	var legacy bool
 	err := q.QueryRow(ctx, `SELECT to_regclass('public.service_id_claims') IS NOT NULL
 		AND to_regclass('public.schema_migrations') IS NOT NULL

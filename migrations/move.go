@@ -7,7 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/batchclaim/batchclaim/internal/pg"
+	"github.com/batchclaim/batchclaim/pgdb"
 )
 
 // lastInPublic is the newest version a release that kept its tables in public could have
@@ -48,7 +48,7 @@ func prepare(ctx context.Context, databaseURL string, o options) error {
 		return fmt.Errorf("open database for migrations: %w", err)
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
-	return pg.InTx(ctx, conn, pgx.TxOptions{}, func(tx pgx.Tx) error {
+	return pgdb.InTx(ctx, conn, pgx.TxOptions{}, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, int64(moveLock)); err != nil {
 			return err
 		}

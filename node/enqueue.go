@@ -4,9 +4,9 @@ import (
 	"context"
 	"time"
 
-	"github.com/batchclaim/batchclaim/claims"
 	"github.com/batchclaim/batchclaim/ingest"
 	"github.com/batchclaim/batchclaim/observer"
+	"github.com/batchclaim/batchclaim/pgdb"
 )
 
 // Stored is one batch (job) as Enqueue left it: its id, its place in its service_id's order,
@@ -20,7 +20,7 @@ type Stored = ingest.Stored
 // instance holding the service_id is woken when that transaction commits); other enqueues of
 // serviceID wait for it to end, so keep it short. Options: RunAt, MaxAttempts. It is
 // ingest.Enqueue, here so that an embedder needs one import.
-func Enqueue(ctx context.Context, q claims.Querier, serviceID, batchID string, payload []byte, opts ...EnqueueOption) (Stored, error) {
+func Enqueue(ctx context.Context, q pgdb.Querier, serviceID, batchID string, payload []byte, opts ...EnqueueOption) (Stored, error) {
 	return ingest.Enqueue(ctx, q, serviceID, batchID, payload, opts...)
 }
 
@@ -41,19 +41,19 @@ type Change = observer.Change
 // Cancel cancels a job that has not run and certainly never took effect (NEW, with a run-at
 // time ahead or not, or DELAYED): it becomes CANCELLED and its service_id goes on with the
 // next job. Another state: batchclaim.ErrStateChanged. See observer.Cancel.
-func Cancel(ctx context.Context, q claims.Querier, seq int64, reason string) (Change, error) {
+func Cancel(ctx context.Context, q pgdb.Querier, seq int64, reason string) (Change, error) {
 	return observer.Cancel(ctx, q, seq, reason)
 }
 
 // Retry runs a DISCARDED, CANCELLED or INVALID job again, at the back of its key's queue, or
 // a DELAYED one now. See observer.Retry.
-func Retry(ctx context.Context, q claims.Querier, seq int64) (Change, error) {
+func Retry(ctx context.Context, q pgdb.Querier, seq int64) (Change, error) {
 	return observer.Retry(ctx, q, seq)
 }
 
 // QuerierInSchema returns q with batchclaim's tables in schema (Config.Schema), for Enqueue,
 // Cancel and Retry in an application's transaction on a database migrated with
-// migrations.InSchema. See claims.QuerierInSchema.
-func QuerierInSchema(q claims.Querier, schema string) claims.Querier {
-	return claims.QuerierInSchema(q, schema)
+// migrations.InSchema. See pgdb.QuerierInSchema.
+func QuerierInSchema(q pgdb.Querier, schema string) pgdb.Querier {
+	return pgdb.QuerierInSchema(q, schema)
 }

@@ -16,7 +16,7 @@ import (
 
 	"github.com/batchclaim/batchclaim/ingest"
 	"github.com/batchclaim/batchclaim/internal/httpguard"
-	"github.com/batchclaim/batchclaim/internal/pg"
+	"github.com/batchclaim/batchclaim/pgdb"
 	"github.com/batchclaim/batchclaim/submitter"
 	"github.com/batchclaim/batchclaim/ui"
 )
@@ -38,7 +38,7 @@ const (
 func (c Config) validate() error {
 	var errs []error
 	if c.Schema != "" {
-		if err := pg.ValidateSchema(c.Schema); err != nil {
+		if err := pgdb.ValidateSchema(c.Schema); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -149,7 +149,7 @@ func (n *Node) listen(ctx context.Context) (*http.Server, error) {
 		return nil, fmt.Errorf("probe pool: %w", err)
 	}
 	closePools := func() { probe.Close(); prober.pool.Close() }
-	page, err := ui.New(pg.InSchema(probe, n.cfg.Schema), ui.Config{Logger: n.log})
+	page, err := ui.New(pgdb.InSchema(probe, n.cfg.Schema), ui.Config{Logger: n.log})
 	if err != nil {
 		closePools()
 		return nil, err

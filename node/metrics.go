@@ -12,8 +12,8 @@ import (
 	"github.com/batchclaim/batchclaim"
 	"github.com/batchclaim/batchclaim/claims"
 	"github.com/batchclaim/batchclaim/internal/db"
-	"github.com/batchclaim/batchclaim/internal/pg"
 	"github.com/batchclaim/batchclaim/observer"
+	"github.com/batchclaim/batchclaim/pgdb"
 )
 
 // metrics are the instance's Prometheus metrics.
@@ -27,7 +27,7 @@ type metrics struct {
 	readiness     atomic.Pointer[pgxpool.Pool] // the readiness pings' pool while the listener runs
 }
 
-func newMetrics(reg prometheus.Registerer, eng *claims.Engine, pool claims.Querier, busy func() int, retention func() observer.RetentionStats) *metrics {
+func newMetrics(reg prometheus.Registerer, eng *claims.Engine, pool pgdb.Querier, busy func() int, retention func() observer.RetentionStats) *metrics {
 	m := &metrics{
 		states: &batchStates{pool: pool},
 		submitLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
@@ -132,7 +132,7 @@ func (m *metrics) result(r batchclaim.Result, latency time.Duration) {
 // finished ones the table holds. Finished batches (COMMITTED, INVALID) are counted by
 // batchclaim_batch_transitions_total{to} instead.
 type batchStates struct {
-	pool  claims.Querier
+	pool  pgdb.Querier
 	probe atomic.Pointer[pgxpool.Pool]    // the listener's own pool, read instead of pool while set
 	ctx   atomic.Pointer[context.Context] // the node's run context; nothing is read before Run
 }
@@ -160,9 +160,9 @@ func (b *batchStates) Collect(ch chan<- prometheus.Metric) {
 	}
 	ctx, cancel := context.WithTimeout(*base, 2*time.Second)
 	defer cancel()
-	var q claims.Querier = b.pool
+	var q pgdb.Querier = b.pool
 	if p := b.probe.Load(); p != nil {
-		q = pg.QuerierInSchema(p, pg.SchemaOf(b.pool))
+		q = pgdb.QuerierInSchema(p, pgdb.SchemaOf(b.pool))
 	}
 	rows, err := db.New().BatchOpenStateTotals(ctx, q)
 	if err != nil {

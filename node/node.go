@@ -17,8 +17,8 @@ import (
 	"github.com/batchclaim/batchclaim"
 	"github.com/batchclaim/batchclaim/claims"
 	"github.com/batchclaim/batchclaim/ingest"
-	"github.com/batchclaim/batchclaim/internal/pg"
 	"github.com/batchclaim/batchclaim/observer"
+	"github.com/batchclaim/batchclaim/pgdb"
 	"github.com/batchclaim/batchclaim/queuer"
 	"github.com/batchclaim/batchclaim/submitter"
 )
@@ -146,7 +146,7 @@ func StopBudget(t claims.Timings) time.Duration {
 type Node struct {
 	cfg      Config
 	pool     *pgxpool.Pool // for its settings and statistics
-	db       pg.Beginner   // the pool in the configured schema: every statement goes through it
+	db       pgdb.Beginner // the pool in the configured schema: every statement goes through it
 	engine   *claims.Engine
 	queuer   *queuer.Queuer
 	workers  *submitter.Pool
@@ -171,7 +171,7 @@ type Node struct {
 // pipeline (no limit), a node without Statuses a job runner (MaxAttemptsDefault). Claims' own zero values are resolved by the claim engine
 // (claims.Config.Resolve), the same for both.
 func (c Config) WithDefaults() Config {
-	c.Schema = cmp.Or(c.Schema, pg.SchemaDefault)
+	c.Schema = cmp.Or(c.Schema, pgdb.SchemaDefault)
 	c.Workers = cmp.Or(c.Workers, submitter.WorkersDefault)
 	c.MaxSubmitMemory = cmp.Or(c.MaxSubmitMemory, submitter.MaxMemoryDefault)
 	c.PollInterval = cmp.Or(c.PollInterval, observer.PollIntervalDefault)
@@ -206,7 +206,7 @@ func New(pool *pgxpool.Pool, cfg Config) (*Node, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	n := &Node{cfg: cfg, pool: pool, db: pg.InSchema(pool, cfg.Schema), log: cfg.Logger, registry: cmp.Or(cfg.Registry, prometheus.NewRegistry())}
+	n := &Node{cfg: cfg, pool: pool, db: pgdb.InSchema(pool, cfg.Schema), log: cfg.Logger, registry: cmp.Or(cfg.Registry, prometheus.NewRegistry())}
 	var q *queuer.Queuer // set below; the hooks run only once Run starts
 	cc := cfg.Claims
 	cc.Logger = cmp.Or(cc.Logger, cfg.Logger)

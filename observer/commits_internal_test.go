@@ -16,7 +16,7 @@ import (
 	"github.com/batchclaim/batchclaim/ingest"
 	"github.com/batchclaim/batchclaim/internal/db"
 	"github.com/batchclaim/batchclaim/internal/dbtest"
-	"github.com/batchclaim/batchclaim/internal/pg"
+	"github.com/batchclaim/batchclaim/pgdb"
 )
 
 // A group of successes is written by BatchesRecordCommits, any other group by
@@ -208,7 +208,7 @@ func TestCommitsWriteWhatOutcomesWrite(t *testing.T) {
 }
 
 // claimAll returns a registered engine that has claimed every service_id with a batch.
-func claimAll(t *testing.T, pool claims.Pool) *claims.Engine {
+func claimAll(t *testing.T, pool pgdb.Beginner) *claims.Engine {
 	t.Helper()
 	eng, err := claims.New(pool, claims.Config{Name: t.Name()})
 	if err != nil {
@@ -233,7 +233,7 @@ func sliceOfPointers(v []any) []any {
 
 // named passes statements through to the database and notes the name of each.
 type named struct {
-	pg.Querier
+	pgdb.Querier
 	mu    sync.Mutex
 	names []string
 }

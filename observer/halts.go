@@ -6,9 +6,8 @@ import (
 	"time"
 
 	"github.com/batchclaim/batchclaim"
-	"github.com/batchclaim/batchclaim/claims"
 	"github.com/batchclaim/batchclaim/internal/db"
-	"github.com/batchclaim/batchclaim/internal/pg"
+	"github.com/batchclaim/batchclaim/pgdb"
 )
 
 // Halt is a service_id stopped after an INVALID batch (RecorderConfig.HaltOnInvalid).
@@ -20,7 +19,7 @@ type Halt struct {
 }
 
 // Halts lists the halted service_ids, by service_id.
-func Halts(ctx context.Context, q claims.Querier) ([]Halt, error) {
+func Halts(ctx context.Context, q pgdb.Querier) ([]Halt, error) {
 	rows, err := db.New().ServiceHalts(ctx, q)
 	if err != nil {
 		return nil, fmt.Errorf("read halted services: %w", err)
@@ -35,10 +34,10 @@ func Halts(ctx context.Context, q claims.Querier) ([]Halt, error) {
 // Resume lifts the halt of serviceID: whichever instance holds its claim sends its next
 // batch from its next cycle on. The INVALID batch stays INVALID. It returns the lifted halt,
 // or batchclaim.ErrNotFound if serviceID was not halted.
-func Resume(ctx context.Context, q claims.Querier, serviceID string) (Halt, error) {
+func Resume(ctx context.Context, q pgdb.Querier, serviceID string) (Halt, error) {
 	r, err := db.New().ServiceHaltDelete(ctx, q, serviceID)
 	if err != nil {
-		return Halt{}, fmt.Errorf("resume %q: %w", serviceID, pg.NotFound(err))
+		return Halt{}, fmt.Errorf("resume %q: %w", serviceID, pgdb.NotFound(err))
 	}
 	return Halt{ServiceID: r.ServiceID, Seq: r.Seq, Reason: r.Reason, At: r.At}, nil
 }
@@ -61,7 +60,7 @@ type Change struct {
 // unknown) is left alone: batchclaim.ErrStateChanged; no such batch: batchclaim.ErrNotFound.
 // The write is conditional on the state, not fenced on a claim: if the batch's owner marks it
 // in flight first, the cancel changes nothing, and the other way round.
-func Cancel(ctx context.Context, q claims.Querier, seq int64, reason string) (Change, error) {
+func Cancel(ctx context.Context, q pgdb.Querier, seq int64, reason string) (Change, error) {
 	r, err := db.New().BatchCancel(ctx, q, db.BatchCancelParams{Seq: seq, Detail: reason})
 	if err != nil {
 		return Change{}, fmt.Errorf("cancel batch %d: %w", seq, whyNot(ctx, q, seq, err, "NEW or DELAYED"))
@@ -79,7 +78,7 @@ func Cancel(ctx context.Context, q claims.Querier, seq int64, reason string) (Ch
 // inside a transaction, it holds the service_id's enqueue lock until that transaction ends
 // (docs/jobs.md, "Retry"). A ledger may reject an INVALID batch again. Another state:
 // batchclaim.ErrStateChanged; no such batch: batchclaim.ErrNotFound.
-func Retry(ctx context.Context, q claims.Querier, seq int64) (Change, error) {
+func Retry(ctx context.Context, q pgdb.Querier, seq int64) (Change, error) {
 	r, err := db.New().BatchRetry(ctx, q, seq)
 	if err != nil {
 		return Change{}, fmt.Errorf("retry batch %d: %w", seq, whyNot(ctx, q, seq, err, "DISCARDED, CANCELLED, INVALID or DELAYED"))
@@ -89,13 +88,13 @@ func Retry(ctx context.Context, q claims.Querier, seq int64) (Change, error) {
 
 // whyNot explains a conditional write about batch seq that changed nothing: the batch does
 // not exist (ErrNotFound) or is in another state than want (ErrStateChanged).
-func whyNot(ctx context.Context, q claims.Querier, seq int64, err error, want string) error {
-	if !pg.NoRows(err) {
+func whyNot(ctx context.Context, q pgdb.Querier, seq int64, err error, want string) error {
+	if !pgdb.NoRows(err) {
 		return err
 	}
 	b, err := db.New().BatchBySeq(ctx, q, seq)
 	if err != nil {
-		return pg.NotFound(err)
+		return pgdb.NotFound(err)
 	}
 	return fmt.Errorf("%w: it is %s, not %s", batchclaim.ErrStateChanged, b.State, want)
 }

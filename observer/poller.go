@@ -14,6 +14,7 @@ import (
 	"github.com/batchclaim/batchclaim/claims"
 	"github.com/batchclaim/batchclaim/internal/db"
 	"github.com/batchclaim/batchclaim/internal/tracing"
+	"github.com/batchclaim/batchclaim/pgdb"
 )
 
 // StatusSource asks the ledger about batch ids (a dlt.Client; it splits large requests).
@@ -83,7 +84,7 @@ func (c PollerConfig) validate() error {
 // known, and records the answers through a Recorder.
 type Poller struct {
 	cfg   PollerConfig
-	pool  claims.Querier
+	pool  pgdb.Querier
 	fence Fencer
 	rec   *Recorder
 	src   StatusSource
@@ -113,7 +114,7 @@ func (c pollCursor) before(r db.BatchesToPollRow) bool {
 }
 
 // NewPoller returns a Poller. It does no I/O.
-func NewPoller(pool claims.Querier, fence Fencer, rec *Recorder, src StatusSource, cfg PollerConfig) (*Poller, error) {
+func NewPoller(pool pgdb.Querier, fence Fencer, rec *Recorder, src StatusSource, cfg PollerConfig) (*Poller, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}

@@ -15,8 +15,8 @@ import (
 	"github.com/batchclaim/batchclaim"
 	"github.com/batchclaim/batchclaim/claims"
 	"github.com/batchclaim/batchclaim/internal/db"
-	"github.com/batchclaim/batchclaim/internal/pg"
 	"github.com/batchclaim/batchclaim/internal/tracing"
+	"github.com/batchclaim/batchclaim/pgdb"
 )
 
 // Fencer is the part of claims.Engine the observer needs.
@@ -30,7 +30,7 @@ type Fencer interface {
 	// Fenced drops a claim a fenced write found stale.
 	Fenced(c claims.Claim)
 	// DBNow is the time statements judge the lease by (nil: the database's now()).
-	DBNow(ctx context.Context, q claims.Querier) (*time.Time, error)
+	DBNow(ctx context.Context, q pgdb.Querier) (*time.Time, error)
 	// Retry runs a statement again after a lock timeout, deadlock or serialization failure.
 	Retry(ctx context.Context, fn func() error) error
 }
@@ -78,7 +78,7 @@ type RecorderConfig struct {
 
 // Recorder makes the fenced, synchronous writes about batches, a set at a time.
 type Recorder struct {
-	pool  pg.Querier // the recorder starts no transaction: a pgx.Tx will do
+	pool  pgdb.Querier // the recorder starts no transaction: a pgx.Tx will do
 	fence Fencer
 	cfg   RecorderConfig
 	q     *db.Queries
@@ -89,7 +89,7 @@ type Recorder struct {
 }
 
 // NewRecorder returns a Recorder that writes through pool, fenced by fence's claims.
-func NewRecorder(pool pg.Querier, fence Fencer, cfg RecorderConfig) (*Recorder, error) {
+func NewRecorder(pool pgdb.Querier, fence Fencer, cfg RecorderConfig) (*Recorder, error) {
 	cfg = cfg.withDefaults()
 	if err := cfg.validate(); err != nil {
 		return nil, err

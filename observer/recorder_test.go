@@ -10,8 +10,8 @@ import (
 	"github.com/batchclaim/batchclaim/claims"
 	"github.com/batchclaim/batchclaim/ingest"
 	"github.com/batchclaim/batchclaim/internal/dbtest"
-	"github.com/batchclaim/batchclaim/internal/pg"
 	"github.com/batchclaim/batchclaim/observer"
+	"github.com/batchclaim/batchclaim/pgdb"
 )
 
 // recorderSetup returns a registered engine holding "svc" (lock timeout R = 100ms), its
@@ -43,7 +43,7 @@ func recorderSetup(t *testing.T) (*pgxpool.Pool, *claims.Engine, *observer.Recor
 }
 
 // mustRecorder is observer.NewRecorder for a test.
-func mustRecorder(t testing.TB, pool pg.Querier, fence observer.Fencer, cfg observer.RecorderConfig) *observer.Recorder {
+func mustRecorder(t testing.TB, pool pgdb.Querier, fence observer.Fencer, cfg observer.RecorderConfig) *observer.Recorder {
 	t.Helper()
 	rec, err := observer.NewRecorder(pool, fence, cfg)
 	if err != nil {

@@ -13,7 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/batchclaim/batchclaim/internal/db"
-	"github.com/batchclaim/batchclaim/internal/pg"
+	"github.com/batchclaim/batchclaim/pgdb"
 )
 
 // Retention defaults.
@@ -87,7 +87,7 @@ type RetentionRun struct {
 // instances could not delete a batch twice; it spares them contending for the same rows.
 type Retention struct {
 	cfg  RetentionConfig
-	pool pg.Beginner
+	pool pgdb.Beginner
 	q    *db.Queries
 	log  *slog.Logger
 
@@ -103,7 +103,7 @@ type RetentionStats struct {
 }
 
 // NewRetention returns a Retention job. It does no I/O.
-func NewRetention(pool pg.Beginner, cfg RetentionConfig) (*Retention, error) {
+func NewRetention(pool pgdb.Beginner, cfg RetentionConfig) (*Retention, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
@@ -175,7 +175,7 @@ func (r *Retention) PruneOnce(ctx context.Context, now *time.Time) (RetentionRun
 // chunk deletes one chunk under the lock and records it; locked is false when another
 // instance holds the lock.
 func (r *Retention) chunk(ctx context.Context, now *time.Time, before int64) (n int64, at time.Time, locked bool, err error) {
-	err = pg.InTx(ctx, r.pool, pgx.TxOptions{}, func(tx pgx.Tx) error {
+	err = pgdb.InTx(ctx, r.pool, pgx.TxOptions{}, func(tx pgx.Tx) error {
 		if locked, err = r.q.RetentionTryLock(ctx, tx); err != nil || !locked {
 			return err
 		}

@@ -18,6 +18,7 @@ import (
 	"github.com/batchclaim/batchclaim/claims"
 	"github.com/batchclaim/batchclaim/internal/db"
 	"github.com/batchclaim/batchclaim/internal/tracing"
+	"github.com/batchclaim/batchclaim/pgdb"
 )
 
 // Engine is the part of claims.Engine the queuer needs: the claims held now. The engine
@@ -115,7 +116,7 @@ func (c Config) withDefaults() (Config, error) {
 // Config.SweepAll and the Interval's safety sweep cover what nobody told it about.
 type Queuer struct {
 	cfg  Config
-	pool claims.Querier
+	pool pgdb.Querier
 	eng  Engine
 	disp Dispatcher
 	rec  Recorder
@@ -141,7 +142,7 @@ type Queuer struct {
 }
 
 // New returns a Queuer. It does no I/O.
-func New(pool claims.Querier, eng Engine, disp Dispatcher, rec Recorder, cfg Config) (*Queuer, error) {
+func New(pool pgdb.Querier, eng Engine, disp Dispatcher, rec Recorder, cfg Config) (*Queuer, error) {
 	cfg, err := cfg.withDefaults()
 	if err != nil {
 		return nil, err

@@ -18,10 +18,9 @@ import (
 	"time"
 
 	"github.com/batchclaim/batchclaim"
-	"github.com/batchclaim/batchclaim/claims"
 	"github.com/batchclaim/batchclaim/internal/httpguard"
-	"github.com/batchclaim/batchclaim/internal/pg"
 	"github.com/batchclaim/batchclaim/observer"
+	"github.com/batchclaim/batchclaim/pgdb"
 )
 
 // Defaults for Config's zero values.
@@ -87,7 +86,7 @@ func (c Config) validate() error {
 
 // Handler serves the status page and its JSON API.
 type Handler struct {
-	pool   claims.Querier
+	pool   pgdb.Querier
 	cfg    Config
 	log    *slog.Logger
 	page   []byte
@@ -103,7 +102,7 @@ type Handler struct {
 }
 
 // New returns the status page's handler over the database behind pool. It does no I/O.
-func New(pool claims.Querier, cfg Config) (*Handler, error) {
+func New(pool pgdb.Querier, cfg Config) (*Handler, error) {
 	if pool == nil {
 		return nil, errors.New("ui: a pool is required")
 	}
@@ -148,7 +147,7 @@ func (h *Handler) Register(mux *http.ServeMux) {
 	mux.HandleFunc("GET /api/services/{service_id}", h.service)
 	mux.HandleFunc("POST /api/halts/{service_id}/resume", h.resume)
 	mux.HandleFunc("POST /api/batches/{seq}/retry", h.change("retry", observer.Retry))
-	mux.HandleFunc("POST /api/batches/{seq}/cancel", h.change("cancel", func(ctx context.Context, q claims.Querier, seq int64) (observer.Change, error) {
+	mux.HandleFunc("POST /api/batches/{seq}/cancel", h.change("cancel", func(ctx context.Context, q pgdb.Querier, seq int64) (observer.Change, error) {
 		return observer.Cancel(ctx, q, seq, "cancelled from the status page")
 	}))
 }
@@ -339,7 +338,7 @@ func (h *Handler) resume(w http.ResponseWriter, r *http.Request) {
 	case errors.Is(err, batchclaim.ErrNotFound):
 		writeError(w, http.StatusNotFound, "not halted", fmt.Sprintf("service_id %q is not halted", id))
 		return
-	case pg.PermissionDenied(err):
+	case pgdb.PermissionDenied(err):
 		h.refused(w, r, "resume", err)
 		return
 	case err != nil:
@@ -356,7 +355,7 @@ func (h *Handler) resume(w http.ResponseWriter, r *http.Request) {
 
 // change answers a POST that changes one batch's state (retry, cancel): 200 with the change,
 // 404 for no such batch, 409 when the batch is in a state the action does not apply to.
-func (h *Handler) change(action string, do func(context.Context, claims.Querier, int64) (observer.Change, error)) http.HandlerFunc {
+func (h *Handler) change(action string, do func(context.Context, pgdb.Querier, int64) (observer.Change, error)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		if !sameOrigin(r) {
 			writeError(w, http.StatusForbidden, "cross-origin request refused", "the request's Origin is not this server")
@@ -376,7 +375,7 @@ func (h *Handler) change(action string, do func(context.Context, claims.Querier,
 		case errors.Is(err, batchclaim.ErrStateChanged):
 			writeError(w, http.StatusConflict, "not possible in this state", err.Error())
 			return
-		case pg.PermissionDenied(err):
+		case pgdb.PermissionDenied(err):
 			h.refused(w, r, action, err)
 			return
 		case err != nil:
@@ -397,7 +396,7 @@ func (h *Handler) change(action string, do func(context.Context, claims.Querier,
 // 403 naming the grant, since trying again cannot help. The read-only role of
 // deploy/roles.sql, which the documentation gives the status page, meets it.
 func (h *Handler) refused(w http.ResponseWriter, r *http.Request, action string, err error) {
-	grant := pg.MissingGrant(err, pg.SchemaOf(h.pool))
+	grant := pgdb.MissingGrant(err, pgdb.SchemaOf(h.pool))
 	h.quiet.Log(r.Context(), slog.LevelWarn, "status page: the database role may not "+action, "missing_grant", grant, "error", err)
 	writeError(w, http.StatusForbidden, "permission denied",
 		fmt.Sprintf("The database refused the %s: the role this page connects as lacks GRANT %s. Serve the page as a role that may write "+

@@ -12,8 +12,8 @@ import (
 
 	"github.com/batchclaim/batchclaim"
 	"github.com/batchclaim/batchclaim/internal/db"
-	"github.com/batchclaim/batchclaim/internal/pg"
 	"github.com/batchclaim/batchclaim/observer"
+	"github.com/batchclaim/batchclaim/pgdb"
 )
 
 // Bounds of the job view's API. Requests beyond them are answered 400, so that no request
@@ -216,7 +216,7 @@ func hexUpper(p string) string {
 
 func readBatchRef(ctx context.Context, qs *db.Queries, q db.DBTX, seq int64) (BatchRef, error) {
 	r, err := qs.UIBatch(ctx, q, seq)
-	if pg.NoRows(err) {
+	if pgdb.NoRows(err) {
 		return BatchRef{}, fmt.Errorf("batch %d: %w", seq, batchclaim.ErrNotFound)
 	}
 	if err != nil {
@@ -237,7 +237,7 @@ func parseSeq(what, s string) (int64, error) {
 func readBatch(ctx context.Context, q db.DBTX, seq int64) (BatchDetail, error) {
 	qs := db.New()
 	r, err := qs.UIBatch(ctx, q, seq)
-	if pg.NoRows(err) {
+	if pgdb.NoRows(err) {
 		return BatchDetail{}, fmt.Errorf("batch %d: %w", seq, batchclaim.ErrNotFound)
 	}
 	if err != nil {

@@ -13,6 +13,7 @@ import (
 	"github.com/batchclaim/batchclaim/claims"
 	"github.com/batchclaim/batchclaim/internal/db"
 	"github.com/batchclaim/batchclaim/observer"
+	"github.com/batchclaim/batchclaim/pgdb"
 )
 
 // Status is everything the page shows, read in one go. Ages and times are by the database
@@ -96,7 +97,7 @@ type readOptions struct {
 }
 
 // readStatus reads the page's data. Each query is bounded (see queries/ui.sql).
-func readStatus(ctx context.Context, q claims.Querier, o readOptions) (Status, error) {
+func readStatus(ctx context.Context, q pgdb.Querier, o readOptions) (Status, error) {
 	qs := db.New()
 	now, err := qs.ClockNow(ctx, q)
 	if err != nil {

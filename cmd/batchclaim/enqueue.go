@@ -10,7 +10,7 @@ import (
 	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/cli"
 	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/database"
 	"github.com/batchclaim/batchclaim/ingest"
-	"github.com/batchclaim/batchclaim/internal/pg"
+	"github.com/batchclaim/batchclaim/pgdb"
 )
 
 func runEnqueue(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -59,7 +59,7 @@ func runEnqueue(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return err
 	}
 	defer tx.Rollback(ctx) //nolint:errcheck
-	stored, err := ingest.EnqueueBatchList(ctx, pg.QuerierInSchema(tx, *schema), *serviceID, body)
+	stored, err := ingest.EnqueueBatchList(ctx, pgdb.QuerierInSchema(tx, *schema), *serviceID, body)
 	if err != nil {
 		return database.Explain(*schema, err)
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/batchclaim/batchclaim/claims"
+	"github.com/batchclaim/batchclaim/pgdb"
 )
 
 // multiHost reports whether a database URL lists several hosts (a primary and standbys, with
@@ -54,7 +55,7 @@ type databaseStatus struct {
 	SyncStandby       bool   `json:"synchronous_standby"`
 }
 
-func readDatabaseStatus(ctx context.Context, q claims.Querier) (databaseStatus, error) {
+func readDatabaseStatus(ctx context.Context, q pgdb.Querier) (databaseStatus, error) {
 	var s databaseStatus
 	err := q.QueryRow(ctx, `SELECT ('x' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8))::bit(32)::bigint,
 		current_setting('synchronous_commit'), current_setting('synchronous_standby_names')`).Scan(&s.Timeline, &s.SynchronousCommit, &s.SyncStandbyNames)

@@ -8,11 +8,10 @@ import (
 	"strconv"
 
 	"github.com/batchclaim/batchclaim"
-	"github.com/batchclaim/batchclaim/claims"
 	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/cli"
 	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/database"
-	"github.com/batchclaim/batchclaim/internal/pg"
 	"github.com/batchclaim/batchclaim/observer"
+	"github.com/batchclaim/batchclaim/pgdb"
 )
 
 // runRetry runs a finished batch again through observer.Retry, the call behind the status
@@ -25,7 +24,7 @@ func runRetry(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			"service_id keeps its place and lifts the halt. Its attempts go on counting, with its\n"+
 			"attempt limit counted from the retry. A DELAYED batch is sent now. Exit 1 if the batch\n"+
 			"is in another state or does not exist (docs/jobs.md, \"Retry\").",
-		args, stdout, stderr, func(ctx context.Context, q claims.Querier, seq int64, _ string) (observer.Change, error) {
+		args, stdout, stderr, func(ctx context.Context, q pgdb.Querier, seq int64, _ string) (observer.Change, error) {
 			return observer.Retry(ctx, q, seq)
 		})
 }
@@ -44,7 +43,7 @@ func runCancel(ctx context.Context, args []string, stdout, stderr io.Writer) err
 // batchCommand is the shape of retry and cancel: one SEQ, one conditional write, the change
 // printed.
 func batchCommand(ctx context.Context, name, help string, args []string, stdout, stderr io.Writer,
-	do func(context.Context, claims.Querier, int64, string) (observer.Change, error)) error {
+	do func(context.Context, pgdb.Querier, int64, string) (observer.Change, error)) error {
 	fs := cli.NewFlagSet(name, "SEQ [flags]", help, stderr)
 	dbURL := database.Flag(fs)
 	schema := database.SchemaFlag(fs)
@@ -69,7 +68,7 @@ func batchCommand(ctx context.Context, name, help string, args []string, stdout,
 		return err
 	}
 	defer pool.Close()
-	c, err := do(ctx, pg.InSchema(pool, *schema), seq, reason)
+	c, err := do(ctx, pgdb.InSchema(pool, *schema), seq, reason)
 	switch {
 	case errors.Is(err, batchclaim.ErrNotFound):
 		return fmt.Errorf("there is no batch %d", seq)

@@ -8,8 +8,8 @@ import (
 
 	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/cli"
 	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/database"
-	"github.com/batchclaim/batchclaim/internal/pg"
 	"github.com/batchclaim/batchclaim/migrations"
+	"github.com/batchclaim/batchclaim/pgdb"
 )
 
 func runMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -35,7 +35,7 @@ func runMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if len(rest) > 1 || (len(rest) == 1 && action != "down") {
 		return errorf("unexpected argument %q", rest[len(rest)-1])
 	}
-	if err := pg.ValidateSchema(*schema); err != nil {
+	if err := pgdb.ValidateSchema(*schema); err != nil {
 		return fmt.Errorf("--schema: %w", err)
 	}
 	latest, err := migrations.Latest()

@@ -10,8 +10,8 @@ import (
 	"github.com/batchclaim/batchclaim"
 	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/cli"
 	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/database"
-	"github.com/batchclaim/batchclaim/internal/pg"
 	"github.com/batchclaim/batchclaim/observer"
+	"github.com/batchclaim/batchclaim/pgdb"
 )
 
 // runResume lifts the halt of a service_id through observer.Resume, the call behind the status
@@ -40,7 +40,7 @@ func runResume(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return err
 	}
 	defer pool.Close()
-	halt, err := observer.Resume(ctx, pg.InSchema(pool, *schema), id)
+	halt, err := observer.Resume(ctx, pgdb.InSchema(pool, *schema), id)
 	if errors.Is(err, batchclaim.ErrNotFound) {
 		return fmt.Errorf("service_id %q is not halted", id)
 	}

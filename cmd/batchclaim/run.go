@@ -21,9 +21,9 @@ import (
 	"github.com/batchclaim/batchclaim/dlt"
 	"github.com/batchclaim/batchclaim/ingest"
 	"github.com/batchclaim/batchclaim/internal/httpauth"
-	"github.com/batchclaim/batchclaim/internal/pg"
 	"github.com/batchclaim/batchclaim/node"
 	"github.com/batchclaim/batchclaim/observer"
+	"github.com/batchclaim/batchclaim/pgdb"
 	"github.com/batchclaim/batchclaim/queuer"
 	"github.com/batchclaim/batchclaim/submitter"
 )
@@ -97,7 +97,7 @@ func newRunFlags(stderr io.Writer) *runFlags {
 	fs.DurationVar(&cfg.PollInterval, "poll-interval", observer.PollIntervalDefault, "how often the ledger is asked about accepted batches")
 	f.notify = fs.Bool("notify", true, "wake on new work through LISTEN/NOTIFY on a connection of its own, so a new batch goes out within milliseconds;\n"+
 		"false: poll every held claim each --renew-interval instead (behind a pooler in transaction mode without --notify-database-url)")
-	fs.StringVar(&cfg.Schema, "schema", pg.SchemaDefault, "Postgres schema of batchclaim's tables, as migrate created it (docs/schema.md)")
+	fs.StringVar(&cfg.Schema, "schema", pgdb.SchemaDefault, "Postgres schema of batchclaim's tables, as migrate created it (docs/schema.md)")
 	fs.StringVar(&cfg.ListenConnString, "notify-database-url", "", "direct (not pooled) Postgres URL for the LISTEN connection, when --database-url goes through a pooler (default: --database-url)")
 	fs.DurationVar(&cfg.UnknownGrace, "unknown-grace", queuer.UnknownGraceDefault, "resubmit a batch the ledger does not know once its last POST is this old")
 	fs.IntVar(&cfg.UnknownAnswers, "unknown-answers", queuer.UnknownAnswersDefault, "... or after this many consecutive UNKNOWN answers about its last POST")
@@ -142,7 +142,7 @@ func runDaemon(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if cfg.Retention < 0 {
 		return fmt.Errorf("--retention %s: must not be negative (0 disables)", cfg.Retention)
 	}
-	if err := pg.ValidateSchema(cfg.Schema); err != nil {
+	if err := pgdb.ValidateSchema(cfg.Schema); err != nil {
 		return fmt.Errorf("--schema: %w", err)
 	}
 	if cfg.Retention == 0 { // --retention 0 disables; the library's zero is the default
@@ -240,7 +240,7 @@ func runDaemon(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		if !flagGiven(fs, "listen") {
 			cfg.Listen = ""
 		}
-		return database.Explain(cfg.Schema, runClaimsOnly(ctx, pg.InSchema(pool, cfg.Schema), cfg.Claims, logger, cfg.Listen, cfg.AllowedHosts, cfg.Registry))
+		return database.Explain(cfg.Schema, runClaimsOnly(ctx, pgdb.InSchema(pool, cfg.Schema), cfg.Claims, logger, cfg.Listen, cfg.AllowedHosts, cfg.Registry))
 	}
 	cfg.Submitter, cfg.Statuses, cfg.SkipValid = client, client, client.OrderedOnValid()
 	n, err := node.New(pool, *cfg)
@@ -259,7 +259,7 @@ func runDaemon(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	return database.Explain(cfg.Schema, n.Run(ctx))
 }
 
-func runClaimsOnly(ctx context.Context, pool claims.Pool, cfg claims.Config, logger *slog.Logger, listen string, allowedHosts []string, reg *prometheus.Registry) error {
+func runClaimsOnly(ctx context.Context, pool pgdb.Beginner, cfg claims.Config, logger *slog.Logger, listen string, allowedHosts []string, reg *prometheus.Registry) error {
 	engine, err := claims.New(pool, cfg)
 	if err != nil {
 		return err

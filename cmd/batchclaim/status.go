@@ -19,7 +19,7 @@ import (
 	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/cli"
 	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/database"
 	"github.com/batchclaim/batchclaim/internal/db"
-	"github.com/batchclaim/batchclaim/internal/pg"
+	"github.com/batchclaim/batchclaim/pgdb"
 )
 
 func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -38,7 +38,7 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return err
 	}
 	defer pool.Close()
-	q := pg.InSchema(pool, *schema)
+	q := pgdb.InSchema(pool, *schema)
 	snap, err := claims.ReadSnapshot(ctx, q, *listClaims)
 	if err != nil {
 		return database.Explain(*schema, err)

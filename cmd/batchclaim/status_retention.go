@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/batchclaim/batchclaim/internal/db"
-	"github.com/batchclaim/batchclaim/internal/pg"
+	"github.com/batchclaim/batchclaim/pgdb"
 )
 
 // retentionStatus is the retention part of `status`: the job's last run, recorded in the
@@ -26,7 +26,7 @@ type retentionStatus struct {
 
 func readRetention(ctx context.Context, q db.DBTX) (retentionStatus, error) {
 	r, err := db.New().RetentionStatus(ctx, q)
-	if pg.NoRows(err) {
+	if pgdb.NoRows(err) {
 		return retentionStatus{}, nil
 	}
 	if err != nil {

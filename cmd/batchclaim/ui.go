@@ -11,7 +11,7 @@ import (
 	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/cli"
 	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/database"
 	"github.com/batchclaim/batchclaim/internal/httpguard"
-	"github.com/batchclaim/batchclaim/internal/pg"
+	"github.com/batchclaim/batchclaim/pgdb"
 	"github.com/batchclaim/batchclaim/ui"
 )
 
@@ -57,7 +57,7 @@ func runUI(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer pool.Close()
-	page, err := ui.New(pg.InSchema(pool, *schema), ui.Config{Refresh: *refresh, Logger: logger})
+	page, err := ui.New(pgdb.InSchema(pool, *schema), ui.Config{Refresh: *refresh, Logger: logger})
 	if err != nil {
 		return err
 	}

@@ -13,7 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/batchclaim/batchclaim/internal/pg"
+	"github.com/batchclaim/batchclaim/pgdb"
 )
 
 // Reading is the database's clock function a shift is added to.
@@ -43,7 +43,7 @@ func (c *Clock) Shift(d time.Duration) { c.shift.Store(int64(d)) }
 // the statement itself) unless a shift is set, else the reading plus the shift, read through
 // q (one round trip), to microseconds as Postgres keeps it. The error is q's, unwrapped: the
 // caller says what it was reading the clock for.
-func (c *Clock) Now(ctx context.Context, q pg.Querier) (*time.Time, error) {
+func (c *Clock) Now(ctx context.Context, q pgdb.Querier) (*time.Time, error) {
 	d := c.shift.Load()
 	if d == 0 {
 		return nil, nil

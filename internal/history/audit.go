@@ -4,7 +4,7 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/batchclaim/batchclaim/claims"
+	"github.com/batchclaim/batchclaim/pgdb"
 )
 
 // AuditSchema is the schema of the tables InstallAudit creates.
@@ -77,7 +77,7 @@ CREATE TRIGGER history_audit_attempts AFTER UPDATE OF attempts ON batchclaim.bat
 // and transitions, and every change of a batch's attempt count. A harness installs it
 // before the first batch is stored; it is idempotent. It is a test fixture: it adds a row
 // write to every in-flight mark.
-func InstallAudit(ctx context.Context, q claims.Querier) error {
+func InstallAudit(ctx context.Context, q pgdb.Querier) error {
 	if _, err := q.Exec(ctx, auditDDL); err != nil {
 		return fmt.Errorf("install history audit: %w", err)
 	}
@@ -85,7 +85,7 @@ func InstallAudit(ctx context.Context, q claims.Querier) error {
 }
 
 // audited reports whether InstallAudit ran on the database.
-func audited(ctx context.Context, q claims.Querier) (bool, error) {
+func audited(ctx context.Context, q pgdb.Querier) (bool, error) {
 	var ok bool
 	if err := q.QueryRow(ctx, `SELECT to_regclass('history_audit.deleted_batches') IS NOT NULL`).Scan(&ok); err != nil {
 		return false, fmt.Errorf("look for the history audit: %w", err)

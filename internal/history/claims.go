@@ -7,9 +7,8 @@ import (
 	"slices"
 	"time"
 
+	"github.com/batchclaim/batchclaim/pgdb"
 	"github.com/google/uuid"
-
-	"github.com/batchclaim/batchclaim/claims"
 )
 
 // ClaimReport is what CheckClaims found.
@@ -51,7 +50,7 @@ type claimEvent struct {
 // CheckClaims verifies from claim_events that every service_id had at most one owner at any
 // database instant, that its epochs strictly increased over time, and that the history ends
 // where the claims table is.
-func CheckClaims(ctx context.Context, q claims.Querier) (ClaimReport, error) {
+func CheckClaims(ctx context.Context, q pgdb.Querier) (ClaimReport, error) {
 	r, _, err := claimHistory(ctx, q, ClaimOptions{})
 	return r, err
 }
@@ -67,18 +66,18 @@ type ClaimOptions struct {
 }
 
 // CheckClaimsWith is CheckClaims with what the caller knows about deregistrations.
-func CheckClaimsWith(ctx context.Context, q claims.Querier, opts ClaimOptions) (ClaimReport, error) {
+func CheckClaimsWith(ctx context.Context, q pgdb.Querier, opts ClaimOptions) (ClaimReport, error) {
 	r, _, err := claimHistory(ctx, q, opts)
 	return r, err
 }
 
 // Ownerships returns every ownership of every service_id, by service_id in order.
-func Ownerships(ctx context.Context, q claims.Querier) (map[string][]Ownership, error) {
+func Ownerships(ctx context.Context, q pgdb.Querier) (map[string][]Ownership, error) {
 	_, o, err := claimHistory(ctx, q, ClaimOptions{})
 	return o, err
 }
 
-func claimHistory(ctx context.Context, q claims.Querier, opts ClaimOptions) (ClaimReport, map[string][]Ownership, error) {
+func claimHistory(ctx context.Context, q pgdb.Querier, opts ClaimOptions) (ClaimReport, map[string][]Ownership, error) {
 	var r ClaimReport
 	problem := func(counter *int, format string, a ...any) {
 		*counter++
@@ -192,7 +191,7 @@ func ptrOr(o *Ownership) Ownership {
 
 // tracksCommitTimestamps reports whether the server records when each transaction committed
 // (track_commit_timestamp), which orders the history by commit rather than by statement time.
-func tracksCommitTimestamps(ctx context.Context, q claims.Querier) (bool, error) {
+func tracksCommitTimestamps(ctx context.Context, q pgdb.Querier) (bool, error) {
 	var v string
 	if err := q.QueryRow(ctx, `SHOW track_commit_timestamp`).Scan(&v); err != nil {
 		return false, fmt.Errorf("show track_commit_timestamp: %w", err)

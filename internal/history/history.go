@@ -5,8 +5,8 @@ import (
 	"fmt"
 
 	"github.com/batchclaim/batchclaim"
-	"github.com/batchclaim/batchclaim/claims"
 	"github.com/batchclaim/batchclaim/internal/db"
+	"github.com/batchclaim/batchclaim/pgdb"
 )
 
 // Ledger is the ledger's record (a dltsim.Sim).
@@ -60,7 +60,7 @@ func (r *Report) problem(format string, a ...any) {
 }
 
 // Check compares the database with the ledger's record.
-func Check(ctx context.Context, q claims.Querier, l Ledger) (Report, error) {
+func Check(ctx context.Context, q pgdb.Querier, l Ledger) (Report, error) {
 	var r Report
 	onChain := make(map[string]bool, len(l.Committed))
 	for _, id := range l.Committed {

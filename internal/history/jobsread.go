@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/batchclaim/batchclaim"
-	"github.com/batchclaim/batchclaim/claims"
+	"github.com/batchclaim/batchclaim/pgdb"
 )
 
 // jobChangesSQL reads every recorded state change of the stored batches: the rows of
@@ -55,7 +55,7 @@ WHERE rec->>'state' = 'COMMITTED' AND rec->>'finished_at' IS NOT NULL`
 // ReadJobs reads the history of every job from the database: the batches stored, their
 // recorded changes, and, when InstallAudit ran, the batches retention deleted (with their
 // changes) and the attempt numbers each job's marks drew.
-func ReadJobs(ctx context.Context, q claims.Querier) (JobHistory, error) {
+func ReadJobs(ctx context.Context, q pgdb.Querier) (JobHistory, error) {
 	var h JobHistory
 	if err := q.QueryRow(ctx, `SELECT now()`).Scan(&h.End); err != nil {
 		return h, fmt.Errorf("read jobs: %w", err)
@@ -132,7 +132,7 @@ func ReadJobs(ctx context.Context, q claims.Querier) (JobHistory, error) {
 	return h, nil
 }
 
-func readChanges(ctx context.Context, q claims.Querier, sql string, jobs map[int64]*Job) error {
+func readChanges(ctx context.Context, q pgdb.Querier, sql string, jobs map[int64]*Job) error {
 	rows, err := q.Query(ctx, sql)
 	if err != nil {
 		return fmt.Errorf("read job changes: %w", err)
@@ -155,7 +155,7 @@ func readChanges(ctx context.Context, q claims.Querier, sql string, jobs map[int
 
 // readAttempts reads each job's attempt numbers: the count after each change that raised it
 // (an in-flight mark), in commit order, and each change that set it back.
-func readAttempts(ctx context.Context, q claims.Querier, jobs map[int64]*Job) error {
+func readAttempts(ctx context.Context, q pgdb.Querier, jobs map[int64]*Job) error {
 	rows, err := q.Query(ctx, `SELECT seq, old_count, new_count FROM history_audit.attempt_counts ORDER BY id`)
 	if err != nil {
 		return fmt.Errorf("read attempt numbers: %w", err)

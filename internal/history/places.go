@@ -4,7 +4,7 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/batchclaim/batchclaim/claims"
+	"github.com/batchclaim/batchclaim/pgdb"
 )
 
 // place is where a batch stands in its service_id's order.
@@ -25,7 +25,7 @@ type places struct {
 // (a batch revived by a Retry goes to the back of its queue and draws a new pos), seq
 // otherwise, and then a revived batch is not judged. Batches retention deleted are read from
 // the audit when it was installed.
-func readPlaces(ctx context.Context, q claims.Querier) (places, error) {
+func readPlaces(ctx context.Context, q pgdb.Querier) (places, error) {
 	out := places{byID: map[string]place{}}
 	var hasPos bool
 	if err := q.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM information_schema.columns
@@ -80,7 +80,7 @@ func readPlaces(ctx context.Context, q claims.Querier) (places, error) {
 // INVALID or DISCARDED batch (its next POST repeats one the ledger had taken), and the
 // explainers of batches retention deleted (from the audit), counted as DuplicateExplainers
 // counts them.
-func moreExplainers(ctx context.Context, q claims.Querier, explainers map[string]int) error {
+func moreExplainers(ctx context.Context, q pgdb.Querier, explainers map[string]int) error {
 	sqls := []string{`SELECT b.batch_id, count(*) FROM batchclaim.batch_transitions t JOIN batchclaim.batches b ON b.seq = t.seq
 		WHERE t.detail = 'retry' AND t.instance_id IS NULL AND t.from_state IN ('INVALID', 'DISCARDED')
 		GROUP BY b.batch_id`}

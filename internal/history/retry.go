@@ -2,11 +2,10 @@ package history
 
 import (
 	"context"
-	"errors"
 	"time"
 
+	"github.com/batchclaim/batchclaim/pgdb"
 	"github.com/cenkalti/backoff/v4"
-	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // Retry runs fn until it succeeds, fails with an error that another try cannot cure, or
@@ -21,30 +20,10 @@ func Retry(ctx context.Context, limit time.Duration, fn func(context.Context) er
 	b.MaxElapsedTime = limit
 	op := func() error {
 		err := fn(ctx)
-		if err != nil && !Transient(err) {
+		if err != nil && !pgdb.Retryable(err) {
 			return backoff.Permanent(err)
 		}
 		return err
 	}
 	return backoff.Retry(op, backoff.WithContext(b, ctx))
-}
-
-// Transient reports whether err may go away once the database is back: any error that is
-// not a Postgres error (the connection failed, broke or timed out), or a Postgres error of a
-// server that is going away, starting, or no longer a primary.
-func Transient(err error) bool {
-	if err == nil || errors.Is(err, context.Canceled) {
-		return false
-	}
-	var pgErr *pgconn.PgError
-	if !errors.As(err, &pgErr) {
-		return true
-	}
-	switch pgErr.Code {
-	case "57P01", "57P02", "57P03", // admin_shutdown, crash_shutdown, cannot_connect_now
-		"25006", // read_only_sql_transaction: the server was demoted under the session
-		"40001", "40P01", "55P03":
-		return true
-	}
-	return pgErr.Code[:2] == "08" // connection exception
 }

@@ -3,32 +3,12 @@ package history
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
 )
-
-func TestTransient(t *testing.T) {
-	t.Parallel()
-	for _, tc := range []struct {
-		err  error
-		want bool
-	}{
-		{io.ErrUnexpectedEOF, true},
-		{fmt.Errorf("read: %w", &pgconn.PgError{Code: "57P01"}), true},
-		{&pgconn.PgError{Code: "25006"}, true},
-		{&pgconn.PgError{Code: "08006"}, true},
-		{&pgconn.PgError{Code: "42P01"}, false}, // undefined_table: a defect, not an outage
-		{context.Canceled, false},
-	} {
-		if got := Transient(tc.err); got != tc.want {
-			t.Errorf("Transient(%v) = %t, want %t", tc.err, got, tc.want)
-		}
-	}
-}
 
 func TestRetry(t *testing.T) {
 	t.Parallel()

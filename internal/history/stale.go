@@ -5,9 +5,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/batchclaim/batchclaim/pgdb"
 	"github.com/google/uuid"
-
-	"github.com/batchclaim/batchclaim/claims"
 )
 
 // WriteReport is what CheckWrites found.
@@ -34,7 +33,7 @@ type WriteReport struct {
 // timestamps; otherwise the write's transaction start, which can only hide a stale write,
 // never invent one. With the audit installed (InstallAudit), the writes about batches
 // retention deleted are checked too.
-func CheckWrites(ctx context.Context, q claims.Querier) (WriteReport, error) {
+func CheckWrites(ctx context.Context, q pgdb.Querier) (WriteReport, error) {
 	var r WriteReport
 	owns, err := Ownerships(ctx, q)
 	if err != nil {

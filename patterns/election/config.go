@@ -9,7 +9,7 @@ import (
 	"os"
 	"time"
 
-	"github.com/batchclaim/batchclaim/internal/pg"
+	"github.com/batchclaim/batchclaim/pgdb"
 )
 
 // Defaults for the timing knobs: the source design's own example values.
@@ -118,7 +118,7 @@ func (c Config) validate() error {
 		bad("name and host must be at most 200 bytes")
 	}
 	if c.Schema != "" {
-		if err := pg.ValidateSchema(c.Schema); err != nil {
+		if err := pgdb.ValidateSchema(c.Schema); err != nil {
 			errs = append(errs, err)
 		}
 	}

@@ -12,14 +12,13 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/batchclaim/batchclaim"
 	"github.com/batchclaim/batchclaim/internal/db"
 	"github.com/batchclaim/batchclaim/internal/dbclock"
 	"github.com/batchclaim/batchclaim/internal/lease"
-	"github.com/batchclaim/batchclaim/internal/pg"
+	"github.com/batchclaim/batchclaim/pgdb"
 )
 
 // shutdownWait bounds how long Run waits, once its context ended, for OnElected callbacks to
@@ -34,7 +33,7 @@ const shutdownWait = 5 * time.Second
 type Elector struct {
 	cfg   Config
 	pool  *pgxpool.Pool // for the elector's own connection
-	db    pg.Beginner   // the pool in Config.Schema
+	db    pgdb.Beginner // the pool in Config.Schema
 	q     *db.Queries
 	log   *slog.Logger
 	id    uuid.UUID
@@ -43,7 +42,7 @@ type Elector struct {
 
 	// Used only by the goroutine running Run (or Cycle).
 	conn    *pgxpool.Conn
-	connDB  pg.Beginner // conn in Config.Schema
+	connDB  pgdb.Beginner // conn in Config.Schema
 	ensured bool
 
 	// lease is the local deadline (send time of the last confirmed lease write + T - I) and
@@ -73,7 +72,7 @@ func New(pool *pgxpool.Pool, cfg Config) (*Elector, error) {
 	cfg.Roles = append([]string(nil), cfg.Roles...)
 	id := uuid.New()
 	e := &Elector{
-		cfg: cfg, pool: pool, db: pg.InSchema(pool, cfg.Schema), q: db.New(), id: id,
+		cfg: cfg, pool: pool, db: pgdb.InSchema(pool, cfg.Schema), q: db.New(), id: id,
 		// Fence judges the term inside the caller's transaction, which may have begun long
 		// before, by clock_timestamp(): a shifted time counts from the same reading.
 		clock: dbclock.Clock{Reading: dbclock.Statement},
@@ -151,7 +150,7 @@ func (e *Elector) Fence(ctx context.Context, tx pgx.Tx, role string) error {
 	if _, err := tx.Exec(ctx, "SELECT set_config('idle_in_transaction_session_timeout', $1, true)", ms(e.cfg.HeartbeatInterval)); err != nil {
 		return fmt.Errorf("fence %s: set transaction timeout: %w", role, err)
 	}
-	q := pg.QuerierInSchema(tx, e.cfg.Schema)
+	q := pgdb.QuerierInSchema(tx, e.cfg.Schema)
 	now, err := e.clock.Now(ctx, q)
 	if err != nil {
 		return fmt.Errorf("fence %s: %w", role, err)
@@ -230,7 +229,7 @@ func (e *Elector) Cycle(ctx context.Context) (time.Duration, error) {
 // after half the time from a renewal's send to the deadline (at least I), so that a renewal
 // lost in a stalled connection leaves room for another try, on a new connection, before the
 // deadline passes.
-func (e *Elector) cycle(ctx context.Context, conn pg.Beginner) error {
+func (e *Elector) cycle(ctx context.Context, conn pgdb.Beginner) error {
 	ctx, cancel := context.WithTimeout(ctx, max(e.cfg.HeartbeatInterval, (e.cfg.Timeout-e.cfg.HeartbeatInterval)/2))
 	defer cancel()
 	if !e.ensured {
@@ -280,7 +279,7 @@ func (e *Elector) cycle(ctx context.Context, conn pg.Beginner) error {
 // campaign looks at the roles this instance does not hold and takes those without a live
 // primary. It returns how soon the next look is due: the heartbeat interval, or just after
 // the earliest expiry of another primary's lease.
-func (e *Elector) campaign(ctx context.Context, conn pg.Beginner) (time.Duration, error) {
+func (e *Elector) campaign(ctx context.Context, conn pgdb.Beginner) (time.Duration, error) {
 	wait := e.cfg.HeartbeatInterval
 	if !e.leaseUsable() {
 		return wait, nil
@@ -345,12 +344,11 @@ const wakeSlack = 10 * time.Millisecond
 // raced reports a serialization failure or deadlock (the rows changed under the takeover),
 // after which a new attempt is worth making at once; a lock timeout (a fenced transaction of
 // the current primary holds the term row) is not, it is retried at the next cycle.
-func (e *Elector) acquire(ctx context.Context, conn pg.Beginner, roles []string, now *time.Time) (won []db.ElectionTermsAcquireRow, raced bool, err error) {
+func (e *Elector) acquire(ctx context.Context, conn pgdb.Beginner, roles []string, now *time.Time) (won []db.ElectionTermsAcquireRow, raced bool, err error) {
 	var begun, timeouts bool
-	err = pg.InTx(ctx, conn, pgx.TxOptions{IsoLevel: pgx.RepeatableRead}, func(tx pgx.Tx) error {
+	err = pgdb.InTx(ctx, conn, pgx.TxOptions{IsoLevel: pgx.RepeatableRead}, func(tx pgx.Tx) error {
 		begun = true
-		if _, err := tx.Exec(ctx, "SELECT set_config('lock_timeout', $1, true), set_config('idle_in_transaction_session_timeout', $2, true)",
-			ms(e.cfg.HeartbeatInterval), ms(e.cfg.HeartbeatInterval)); err != nil {
+		if err := pgdb.GuardTx(ctx, tx, e.cfg.HeartbeatInterval, e.cfg.HeartbeatInterval); err != nil {
 			timeouts = true
 			return err
 		}
@@ -366,10 +364,10 @@ func (e *Elector) acquire(ctx context.Context, conn pg.Beginner, roles []string,
 	case timeouts:
 		return nil, false, fmt.Errorf("set takeover timeouts: %w", err)
 	}
-	if code := raceCode(err); code != "" {
+	if pgdb.Conflict(err) {
 		e.stats.racesLost.Add(1)
 		e.log.Debug("takeover raced with another change; nothing taken", "roles", roles, "error", err)
-		return nil, code != "55P03", nil
+		return nil, !pgdb.LockTimeout(err), nil
 	}
 	if err != nil {
 		return nil, false, fmt.Errorf("take over %v: %w", roles, err)
@@ -377,27 +375,12 @@ func (e *Elector) acquire(ctx context.Context, conn pg.Beginner, roles []string,
 	return won, false, nil
 }
 
-// raceCode returns the SQLSTATE of the errors a takeover gets when another transaction
-// changed or holds the same rows: serialization failure, deadlock, lock timeout; "" for
-// anything else.
-func raceCode(err error) string {
-	var pgErr *pgconn.PgError
-	if !errors.As(err, &pgErr) {
-		return ""
-	}
-	switch pgErr.Code {
-	case "40001", "40P01", "55P03":
-		return pgErr.Code
-	}
-	return ""
-}
-
 func ms(d time.Duration) string { return fmt.Sprint(d.Milliseconds()) }
 
 // connection returns the elector's own connection, taken from the pool once and kept, so
 // that the heartbeat never waits behind the application's use of the pool; its statements
 // run in Config.Schema.
-func (e *Elector) connection(ctx context.Context) (pg.Beginner, error) {
+func (e *Elector) connection(ctx context.Context) (pgdb.Beginner, error) {
 	if e.conn != nil {
 		return e.connDB, nil
 	}
@@ -407,7 +390,7 @@ func (e *Elector) connection(ctx context.Context) (pg.Beginner, error) {
 	if err != nil {
 		return nil, fmt.Errorf("acquire connection: %w", err)
 	}
-	e.conn, e.connDB = c, pg.InSchema(c.Conn(), e.cfg.Schema)
+	e.conn, e.connDB = c, pgdb.InSchema(c.Conn(), e.cfg.Schema)
 	return e.connDB, nil
 }
 

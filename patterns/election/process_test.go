@@ -1,12 +1,13 @@
 package election_test
 
 import (
-	"github.com/batchclaim/batchclaim/internal/testutil"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/batchclaim/batchclaim/internal/testutil"
 )
 
 // A primary process is killed with SIGKILL: the standby is elected, with a greater epoch,

@@ -8,10 +8,10 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/batchclaim/batchclaim/claims"
 	"github.com/batchclaim/batchclaim/internal/dbtest"
 	"github.com/batchclaim/batchclaim/internal/testutil"
 	"github.com/batchclaim/batchclaim/patterns/election"
+	"github.com/batchclaim/batchclaim/pgdb"
 )
 
 // An elector in a schema other than batchclaim: the database has no batchclaim schema at
@@ -49,7 +49,7 @@ func TestElectionInSchema(t *testing.T) {
 		t.Fatalf("fenced write: %v", err)
 	}
 	// The package functions take a Querier already in the schema.
-	if p, err := election.GetPrimary(ctx, claims.QuerierInSchema(pool, "pat"), "r"); err != nil || p.InstanceID != el.InstanceID() {
+	if p, err := election.GetPrimary(ctx, pgdb.QuerierInSchema(pool, "pat"), "r"); err != nil || p.InstanceID != el.InstanceID() {
 		t.Fatalf("GetPrimary: %+v %v", p, err)
 	}
 	stop() // resigns, in the schema

@@ -9,7 +9,7 @@ import (
 
 	"github.com/batchclaim/batchclaim"
 	"github.com/batchclaim/batchclaim/internal/db"
-	"github.com/batchclaim/batchclaim/internal/pg"
+	"github.com/batchclaim/batchclaim/pgdb"
 )
 
 // Term is one instance's tenure as primary of a role. Epoch is its fencing token: it grows
@@ -24,8 +24,8 @@ type Term struct {
 // GetPrimary returns the term of role's live primary: the source design's GetPrimary. The
 // primary is live while its lease has not expired by the database's clock. It returns an
 // error wrapping batchclaim.ErrNotFound when the role has no live primary. For a database
-// migrated into another schema, q is in that schema (claims.QuerierInSchema).
-func GetPrimary(ctx context.Context, q pg.Querier, role string) (Term, error) {
+// migrated into another schema, q is in that schema (pgdb.QuerierInSchema).
+func GetPrimary(ctx context.Context, q pgdb.Querier, role string) (Term, error) {
 	st, err := readTerms(ctx, q, []string{role}, nil)
 	if err != nil {
 		return Term{}, fmt.Errorf("get primary of %q: %w", role, err)
@@ -44,16 +44,16 @@ func GetPrimary(ctx context.Context, q pg.Querier, role string) (Term, error) {
 // own deadline. Call it first in the transaction, before the writes it guards, and bound
 // the transaction (idle_in_transaction_session_timeout, as Elector.Fence sets it): a
 // takeover waits for it. For a database migrated into another schema, tx is in that schema
-// (claims.QuerierInSchema).
-func FenceTerm(ctx context.Context, tx pg.Querier, t Term) error {
+// (pgdb.QuerierInSchema).
+func FenceTerm(ctx context.Context, tx pgdb.Querier, t Term) error {
 	return fenceTerm(ctx, tx, t, nil)
 }
 
-func fenceTerm(ctx context.Context, tx pg.Querier, t Term, now *time.Time) error {
+func fenceTerm(ctx context.Context, tx pgdb.Querier, t Term, now *time.Time) error {
 	_, err := db.New().ElectionTermFence(ctx, tx, db.ElectionTermFenceParams{
 		Role: t.Role, InstanceID: t.InstanceID, Epoch: t.Epoch, Now: now,
 	})
-	if pg.NoRows(err) {
+	if pgdb.NoRows(err) {
 		return fmt.Errorf("fence %s@%d: %w", t.Role, t.Epoch, batchclaim.ErrClaimLost)
 	}
 	if err != nil {
@@ -69,7 +69,7 @@ type roleState struct {
 	expiresIn time.Duration // how long the holder's lease still runs; 0 when not live
 }
 
-func readTerms(ctx context.Context, q pg.Querier, roles []string, now *time.Time) ([]roleState, error) {
+func readTerms(ctx context.Context, q pgdb.Querier, roles []string, now *time.Time) ([]roleState, error) {
 	rows, err := db.New().ElectionTermsRead(ctx, q, db.ElectionTermsReadParams{Roles: roles, Now: now})
 	if err != nil {
 		return nil, err

@@ -6,8 +6,8 @@ import (
 	"time"
 
 	"github.com/batchclaim/batchclaim/internal/db"
-	"github.com/batchclaim/batchclaim/internal/pg"
 	"github.com/batchclaim/batchclaim/patterns/lock"
+	"github.com/batchclaim/batchclaim/pgdb"
 )
 
 // Audit is what Check finds in a shard's recorded history. The four violation counters are
@@ -45,8 +45,8 @@ func (a Audit) Violations() int {
 
 // Check audits a shard's history. liveWindow says how recent a registration must be for its
 // node to count as live (use the nodes' Patience). For a database migrated into another
-// schema, q is in that schema (claims.QuerierInSchema).
-func Check(ctx context.Context, q pg.Querier, shard string, liveWindow time.Duration) (Audit, error) {
+// schema, q is in that schema (pgdb.QuerierInSchema).
+func Check(ctx context.Context, q pgdb.Querier, shard string, liveWindow time.Duration) (Audit, error) {
 	var a Audit
 	dq := db.New()
 	win := liveWindow.Milliseconds()

@@ -8,7 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/batchclaim/batchclaim/internal/db"
-	"github.com/batchclaim/batchclaim/internal/pg"
+	"github.com/batchclaim/batchclaim/pgdb"
 )
 
 // notifyChannel is the LISTEN/NOTIFY channel that wakes nodes; the payload is a node id.
@@ -66,7 +66,7 @@ func (n *Node) consumeOne(ctx context.Context) (Command, bool, error) {
 	err := n.inTx(ctx, func(tx pgx.Tx) error {
 		found, promoted, next = false, false, cur
 		row, err := n.q.FailoverCommandConsume(ctx, tx, n.cfg.NodeID)
-		if pg.NoRows(err) {
+		if pgdb.NoRows(err) {
 			return nil
 		}
 		if err != nil {

@@ -8,7 +8,7 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/batchclaim/batchclaim/internal/pg"
+	"github.com/batchclaim/batchclaim/pgdb"
 )
 
 // Defaults for the timing knobs: the values in force when every knob is left at zero. A knob
@@ -128,7 +128,7 @@ func (c Config) validate() error {
 		bad("node id is required")
 	}
 	if c.Schema != "" {
-		if err := pg.ValidateSchema(c.Schema); err != nil {
+		if err := pgdb.ValidateSchema(c.Schema); err != nil {
 			errs = append(errs, err)
 		}
 	}

@@ -3,8 +3,9 @@ package failover_test
 import (
 	"context"
 	"fmt"
-	"github.com/batchclaim/batchclaim/internal/dbtest"
 	"time"
+
+	"github.com/batchclaim/batchclaim/internal/dbtest"
 
 	"github.com/batchclaim/batchclaim/patterns/failover"
 )

@@ -10,8 +10,8 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/batchclaim/batchclaim/internal/db"
-	"github.com/batchclaim/batchclaim/internal/pg"
 	"github.com/batchclaim/batchclaim/patterns/lock"
+	"github.com/batchclaim/batchclaim/pgdb"
 )
 
 // ErrNoCandidate reports that a failover found no live node to promote.
@@ -47,7 +47,7 @@ const (
 // database clock, it runs Failover. It reports whether it did.
 func (n *Node) Watch(ctx context.Context) (Outcome, error) {
 	st, err := n.q.FailoverPrimaryStatus(ctx, n.db, db.FailoverPrimaryStatusParams{Shard: n.cfg.Shard, PatienceMs: n.patience.Milliseconds()})
-	if pg.NoRows(err) {
+	if pgdb.NoRows(err) {
 		return OutcomeNothing, nil
 	}
 	if err != nil {
@@ -149,7 +149,7 @@ func (n *Node) decide(ctx context.Context, lease lock.Lease) (d *Decision, fresh
 			return err
 		}
 		shard, err := n.q.FailoverShardLock(ctx, tx, n.cfg.Shard)
-		if pg.NoRows(err) {
+		if pgdb.NoRows(err) {
 			return nil
 		}
 		if err != nil {
@@ -157,12 +157,12 @@ func (n *Node) decide(ctx context.Context, lease lock.Lease) (d *Decision, fresh
 		}
 		prim, err := n.q.FailoverPrimaryRole(ctx, tx, db.FailoverPrimaryRoleParams{Shard: n.cfg.Shard, Epoch: shard.Epoch})
 		promoted := err == nil
-		if err != nil && !pg.NoRows(err) {
+		if err != nil && !pgdb.NoRows(err) {
 			return err
 		}
 		open, err := n.q.FailoverPendingDecision(ctx, tx, db.FailoverPendingDecisionParams{Shard: n.cfg.Shard, Epoch: shard.Epoch})
 		hasOpen := err == nil
-		if err != nil && !pg.NoRows(err) {
+		if err != nil && !pgdb.NoRows(err) {
 			return err
 		}
 		resume := func() {
@@ -177,7 +177,7 @@ func (n *Node) decide(ctx context.Context, lease lock.Lease) (d *Decision, fresh
 		}
 		if hasOpen && !promoted {
 			live, err := n.q.FailoverNodeLive(ctx, tx, db.FailoverNodeLiveParams{NodeID: open.NewPrimary, WindowMs: window})
-			if err != nil && !pg.NoRows(err) {
+			if err != nil && !pgdb.NoRows(err) {
 				return err
 			}
 			if err == nil && live.Live {
@@ -191,7 +191,7 @@ func (n *Node) decide(ctx context.Context, lease lock.Lease) (d *Decision, fresh
 			return err
 		}
 		cand, err := n.q.FailoverCandidate(ctx, tx, db.FailoverCandidateParams{Shard: n.cfg.Shard, Epoch: epoch, OldPrimary: shard.PrimaryID, WindowMs: window})
-		if pg.NoRows(err) {
+		if pgdb.NoRows(err) {
 			return ErrNoCandidate
 		}
 		if err != nil {
@@ -274,7 +274,7 @@ func (n *Node) awaitPrimary(ctx context.Context, d Decision) (bool, error) {
 		switch {
 		case err == nil:
 			return r.NodeID == d.NewPrimary, nil
-		case !pg.NoRows(err):
+		case !pgdb.NoRows(err):
 			return false, err
 		case !time.Now().Before(deadline):
 			return false, nil

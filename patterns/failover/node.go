@@ -12,8 +12,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/batchclaim/batchclaim/internal/db"
-	"github.com/batchclaim/batchclaim/internal/pg"
 	"github.com/batchclaim/batchclaim/patterns/lock"
+	"github.com/batchclaim/batchclaim/pgdb"
 )
 
 // Role is what a node does in its shard.
@@ -42,7 +42,7 @@ type State struct {
 type Node struct {
 	cfg      Config
 	pool     *pgxpool.Pool // for the LISTEN connection
-	db       pg.Beginner   // the pool in Config.Schema: every statement goes through it
+	db       pgdb.Beginner // the pool in Config.Schema: every statement goes through it
 	q        *db.Queries
 	locker   *lock.Locker
 	log      *slog.Logger
@@ -66,7 +66,7 @@ func New(pool *pgxpool.Pool, cfg Config) (*Node, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	inSchema := pg.InSchema(pool, cfg.Schema)
+	inSchema := pgdb.InSchema(pool, cfg.Schema)
 	locker, err := lock.New(inSchema, lock.Config{TTL: cfg.LockTTL, Logger: cfg.Logger})
 	if err != nil {
 		return nil, err
@@ -138,14 +138,14 @@ func (n *Node) Heartbeat(ctx context.Context) error {
 	err := n.inTx(ctx, func(tx pgx.Tx) error {
 		next, renewed = cur, false
 		shard, err := n.q.FailoverShardShare(ctx, tx, n.cfg.Shard)
-		if pg.NoRows(err) && n.cfg.Bootstrap {
+		if pgdb.NoRows(err) && n.cfg.Bootstrap {
 			if err := n.bootstrap(ctx, tx); err != nil {
 				return err
 			}
 			shard, err = n.q.FailoverShardShare(ctx, tx, n.cfg.Shard)
 		}
 		switch {
-		case pg.NoRows(err): // no shard yet: register and wait
+		case pgdb.NoRows(err): // no shard yet: register and wait
 		case err != nil:
 			return err
 		case shard.PrimaryID == n.cfg.NodeID:
@@ -155,7 +155,7 @@ func (n *Node) Heartbeat(ctx context.Context) error {
 			case err == nil:
 				next = State{Role: RolePrimary, Epoch: shard.Epoch, PrimaryID: n.cfg.NodeID, PrimaryAddress: n.cfg.Address}
 				renewed = true
-			case !pg.NoRows(err):
+			case !pgdb.NoRows(err):
 				return err
 			}
 			// No primary row at this epoch: chosen, but the promote command has not arrived.
@@ -247,10 +247,9 @@ func (n *Node) progress() int64 {
 // server ends if the node stalls in the middle of it (a paused process must not hold the
 // shard row), so that no other node waits for long.
 func (n *Node) inTx(ctx context.Context, fn func(pgx.Tx) error) error {
-	return pg.InTx(ctx, n.db, pgx.TxOptions{}, func(tx pgx.Tx) error {
-		ms := max(n.cfg.PrimaryLease/2, 50*time.Millisecond).Milliseconds()
-		if _, err := tx.Exec(ctx, "SELECT set_config('lock_timeout', $1, true), set_config('idle_in_transaction_session_timeout', $2, true)",
-			fmt.Sprintf("%dms", ms), fmt.Sprintf("%dms", 2*ms)); err != nil {
+	return pgdb.InTx(ctx, n.db, pgx.TxOptions{}, func(tx pgx.Tx) error {
+		wait := max(n.cfg.PrimaryLease/2, 50*time.Millisecond)
+		if err := pgdb.GuardTx(ctx, tx, wait, 2*wait); err != nil {
 			return err
 		}
 		return fn(tx)

@@ -9,10 +9,10 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/batchclaim/batchclaim/claims"
 	"github.com/batchclaim/batchclaim/internal/dbtest"
 	"github.com/batchclaim/batchclaim/internal/testutil"
 	"github.com/batchclaim/batchclaim/patterns/failover"
+	"github.com/batchclaim/batchclaim/pgdb"
 )
 
 // A shard in a schema other than batchclaim: the database has no batchclaim schema at all,
@@ -53,7 +53,7 @@ func TestFailoverInSchema(t *testing.T) {
 	})
 	var a failover.Audit
 	testutil.WaitFor(t, 10*time.Second, "the failover marked completed", func() bool {
-		if a, err = failover.Check(ctx, claims.QuerierInSchema(pool, "pat"), "s", time.Second); err != nil {
+		if a, err = failover.Check(ctx, pgdb.QuerierInSchema(pool, "pat"), "s", time.Second); err != nil {
 			t.Fatal(err)
 		}
 		return a.Completed == 1

@@ -6,7 +6,7 @@ import (
 	"sort"
 
 	"github.com/batchclaim/batchclaim/internal/db"
-	"github.com/batchclaim/batchclaim/internal/pg"
+	"github.com/batchclaim/batchclaim/pgdb"
 )
 
 // AuditWriters checks every stored event against the election's history of role and returns
@@ -16,8 +16,8 @@ import (
 // term only after every transaction fenced on the previous one has committed, and an
 // instance learns it was elected only after its record is committed, so in a correct run
 // the list is empty. It is what `batchclaim heartbeat demo` counts as raised_by_standby. For
-// a database migrated into another schema, q is in that schema (claims.QuerierInSchema).
-func AuditWriters(ctx context.Context, q pg.Querier, role string) ([]Event, error) {
+// a database migrated into another schema, q is in that schema (pgdb.QuerierInSchema).
+func AuditWriters(ctx context.Context, q pgdb.Querier, role string) ([]Event, error) {
 	hist, err := db.New().HeartbeatTermHistory(ctx, q, role)
 	if err != nil {
 		return nil, fmt.Errorf("audit writers: read election history: %w", err)

@@ -9,7 +9,7 @@ import (
 	"net/url"
 	"time"
 
-	"github.com/batchclaim/batchclaim/internal/pg"
+	"github.com/batchclaim/batchclaim/pgdb"
 )
 
 // Defaults applied with cmp.Or to Config fields left zero.
@@ -116,7 +116,7 @@ func (c Config) validate() error {
 		errs = append(errs, fmt.Errorf("RetryMax (%s) is less than RetryBase (%s)", c.RetryMax, c.RetryBase))
 	}
 	if c.Schema != "" {
-		if err := pg.ValidateSchema(c.Schema); err != nil {
+		if err := pgdb.ValidateSchema(c.Schema); err != nil {
 			errs = append(errs, err)
 		}
 	}

@@ -146,5 +146,5 @@
 // With batchclaim's tables in another schema (migrations.InSchema), set Config.Schema, and
 // give the package functions (Reconfigure, AddEventType, RemoveEventType, ListEventTypes,
 // Record, Handler, ListEvents, PendingDeliveries, AuditWriters) a pool or Querier in that
-// schema: claims.InSchema, claims.QuerierInSchema.
+// schema: pgdb.InSchema, pgdb.QuerierInSchema.
 package heartbeat

@@ -9,7 +9,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/batchclaim/batchclaim/internal/db"
-	"github.com/batchclaim/batchclaim/internal/pg"
+	"github.com/batchclaim/batchclaim/pgdb"
 )
 
 // Kind says whether an event raises or clears a source's missed-heartbeat condition.
@@ -96,7 +96,7 @@ func eventsFromRows(rows []db.HeartbeatEvent) ([]Event, error) {
 }
 
 // ListEvents returns up to limit stored events with an id above afterID, in id order.
-func ListEvents(ctx context.Context, q pg.Querier, afterID int64, limit int) ([]Event, error) {
+func ListEvents(ctx context.Context, q pgdb.Querier, afterID int64, limit int) ([]Event, error) {
 	rows, err := db.New().HeartbeatEventList(ctx, q, db.HeartbeatEventListParams{AfterID: afterID, MaxEvents: int32(limit)})
 	if err != nil {
 		return nil, fmt.Errorf("list events: %w", err)
@@ -105,7 +105,7 @@ func ListEvents(ctx context.Context, q pg.Querier, afterID int64, limit int) ([]
 }
 
 // PendingDeliveries counts stored events not yet delivered.
-func PendingDeliveries(ctx context.Context, q pg.Querier) (int64, error) {
+func PendingDeliveries(ctx context.Context, q pgdb.Querier) (int64, error) {
 	n, err := db.New().HeartbeatOutboxPending(ctx, q)
 	if err != nil {
 		return 0, fmt.Errorf("count undelivered events: %w", err)

@@ -10,7 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/batchclaim/batchclaim/internal/db"
-	"github.com/batchclaim/batchclaim/internal/pg"
+	"github.com/batchclaim/batchclaim/pgdb"
 )
 
 // ErrUnknownEventName reports a heartbeat whose eventName is not a valid configured event
@@ -92,9 +92,9 @@ func (t EventType) Validate() error {
 // and marked valid again. Heartbeats of an event type left invalid are discarded from the
 // commit on; the active instance then clears the open events of its sources and deletes it.
 // It returns the new configuration generation. For a database migrated into another
-// schema, pool is in that schema (claims.InSchema), as for every function of this package
+// schema, pool is in that schema (pgdb.InSchema), as for every function of this package
 // that takes a pool or a Querier.
-func Reconfigure(ctx context.Context, pool pg.Beginner, types []EventType) (int64, error) {
+func Reconfigure(ctx context.Context, pool pgdb.Beginner, types []EventType) (int64, error) {
 	seen := map[string]bool{}
 	for _, t := range types {
 		if err := t.Validate(); err != nil {
@@ -106,7 +106,7 @@ func Reconfigure(ctx context.Context, pool pg.Beginner, types []EventType) (int6
 		seen[t.Name] = true
 	}
 	var gen int64
-	err := pg.InTx(ctx, pool, pgx.TxOptions{}, func(tx pgx.Tx) error {
+	err := pgdb.InTx(ctx, pool, pgx.TxOptions{}, func(tx pgx.Tx) error {
 		q := db.New()
 		var err error
 		if gen, err = q.HeartbeatConfigBump(ctx, tx); err != nil {
@@ -130,11 +130,11 @@ func Reconfigure(ctx context.Context, pool pg.Beginner, types []EventType) (int6
 
 // AddEventType adds t to the configuration, or replaces the entry of the same name, and
 // marks it valid, leaving the other entries as they are.
-func AddEventType(ctx context.Context, pool pg.Beginner, t EventType) error {
+func AddEventType(ctx context.Context, pool pgdb.Beginner, t EventType) error {
 	if err := t.Validate(); err != nil {
 		return err
 	}
-	err := pg.InTx(ctx, pool, pgx.TxOptions{}, func(tx pgx.Tx) error {
+	err := pgdb.InTx(ctx, pool, pgx.TxOptions{}, func(tx pgx.Tx) error {
 		gen, err := db.New().HeartbeatConfigBump(ctx, tx)
 		if err != nil {
 			return err
@@ -150,8 +150,8 @@ func AddEventType(ctx context.Context, pool pg.Beginner, t EventType) error {
 // RemoveEventType marks the entry name invalid: its heartbeats are discarded from now on and
 // the active instance clears its sources' open events and deletes it. It returns
 // ErrUnknownEventName if there is no valid entry of that name.
-func RemoveEventType(ctx context.Context, pool pg.Beginner, name string) error {
-	err := pg.InTx(ctx, pool, pgx.TxOptions{}, func(tx pgx.Tx) error {
+func RemoveEventType(ctx context.Context, pool pgdb.Beginner, name string) error {
+	err := pgdb.InTx(ctx, pool, pgx.TxOptions{}, func(tx pgx.Tx) error {
 		q := db.New()
 		gen, err := q.HeartbeatConfigBump(ctx, tx)
 		if err != nil {
@@ -171,7 +171,7 @@ func RemoveEventType(ctx context.Context, pool pg.Beginner, name string) error {
 
 // ListEventTypes returns the configuration as stored, invalid entries not yet deleted
 // included.
-func ListEventTypes(ctx context.Context, q pg.Querier) ([]EventType, error) {
+func ListEventTypes(ctx context.Context, q pgdb.Querier) ([]EventType, error) {
 	rows, err := db.New().HeartbeatEventTypeList(ctx, q)
 	if err != nil {
 		return nil, fmt.Errorf("list event types: %w", err)

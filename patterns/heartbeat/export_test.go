@@ -7,8 +7,8 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
-	"github.com/batchclaim/batchclaim/internal/pg"
 	"github.com/batchclaim/batchclaim/patterns/election"
+	"github.com/batchclaim/batchclaim/pgdb"
 )
 
 // FenceFunc is a hand-written fencer for tests of the monitoring step alone.
@@ -18,7 +18,7 @@ func (f FenceFunc) Fence(ctx context.Context, tx pgx.Tx, role string) error { re
 
 // Step runs one monitoring step as the writer (instanceID, epoch), fenced by fence, at the
 // database time now (nil: now()).
-func Step(ctx context.Context, pool pg.Beginner, fence FenceFunc, instanceID uuid.UUID, epoch int64, now *time.Time) (raised, cleared []Event, purged int64, err error) {
+func Step(ctx context.Context, pool pgdb.Beginner, fence FenceFunc, instanceID uuid.UUID, epoch int64, now *time.Time) (raised, cleared []Event, purged int64, err error) {
 	m := &monitor{pool: pool, fence: fence, role: RoleDefault, txTimeout: TxTimeoutDefault}
 	res, err := m.step(ctx, writer{instanceID: instanceID, epoch: epoch}, now)
 	return res.Raised, res.Cleared, res.Purged, err
@@ -28,7 +28,7 @@ func Step(ctx context.Context, pool pg.Beginner, fence FenceFunc, instanceID uui
 type Deliverer = deliverer
 
 // NewDeliverer returns a deliverer with the Config's delivery settings.
-func NewDeliverer(pool pg.Beginner, cfg Config) *Deliverer {
+func NewDeliverer(pool pgdb.Beginner, cfg Config) *Deliverer {
 	cfg = cfg.withDefaults()
 	return &deliverer{pool: pool, hook: cfg.OnEvent, webhookURL: cfg.WebhookURL, client: newHTTPClient(cfg),
 		batch: cfg.DeliveryBatch, retryBase: cfg.RetryBase, retryMax: cfg.RetryMax, logger: cfg.Logger, stats: &stats{}}

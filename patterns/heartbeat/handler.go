@@ -10,7 +10,7 @@ import (
 	"net/http"
 
 	"github.com/batchclaim/batchclaim/internal/httpguard"
-	"github.com/batchclaim/batchclaim/internal/pg"
+	"github.com/batchclaim/batchclaim/pgdb"
 )
 
 // MaxBodyDefault bounds a heartbeat request's body.
@@ -28,8 +28,8 @@ const MaxBodyDefault = 64 << 10
 // MaxBodyDefault, 422 for an eventName that is not configured (the heartbeat is discarded),
 // 500 when the database fails (logged through a throttle: a line, then a count every 10s
 // while it goes on, however many sources beat). For a database migrated into another schema, q is in that
-// schema (claims.QuerierInSchema); Service.Handler passes its own.
-func Handler(q pg.Querier, logger *slog.Logger) http.Handler {
+// schema (pgdb.QuerierInSchema); Service.Handler passes its own.
+func Handler(q pgdb.Querier, logger *slog.Logger) http.Handler {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}

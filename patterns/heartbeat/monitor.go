@@ -3,14 +3,13 @@ package heartbeat
 import (
 	"context"
 	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/batchclaim/batchclaim/internal/db"
-	"github.com/batchclaim/batchclaim/internal/pg"
+	"github.com/batchclaim/batchclaim/pgdb"
 )
 
 // fencer is the part of the election the active instance's writes need: Fence makes the
@@ -28,7 +27,7 @@ type writer struct {
 
 // monitor is the design's DB monitoring process: one step raises, clears and cleans up.
 type monitor struct {
-	pool      pg.Beginner
+	pool      pgdb.Beginner
 	fence     fencer
 	role      string
 	txTimeout time.Duration
@@ -57,9 +56,9 @@ func (m *monitor) step(ctx context.Context, w writer, now *time.Time) (stepResul
 	var res stepResult
 	ctx, cancel := context.WithTimeout(ctx, m.txTimeout)
 	defer cancel()
-	err := pg.InTx(ctx, m.pool, pgx.TxOptions{}, func(tx pgx.Tx) error {
+	err := pgdb.InTx(ctx, m.pool, pgx.TxOptions{}, func(tx pgx.Tx) error {
 		res = stepResult{}
-		if err := guardTx(ctx, tx, m.txTimeout); err != nil {
+		if err := pgdb.GuardTx(ctx, tx, m.txTimeout, max(m.txTimeout/5, 200*time.Millisecond)); err != nil {
 			return err
 		}
 		if err := m.fence.Fence(ctx, tx, m.role); err != nil {
@@ -96,17 +95,4 @@ func (m *monitor) step(ctx context.Context, w writer, now *time.Time) (stepResul
 		return stepResult{}, fmt.Errorf("monitor step: %w", err)
 	}
 	return res, nil
-}
-
-// guardTx bounds the transaction's lock waits and, should this process stall in the middle
-// of it (SIGSTOP, a cut network), makes the server end it soon, so that the locks it holds
-// (the election's fence among them) never hold up a takeover for long.
-func guardTx(ctx context.Context, tx pgx.Tx, timeout time.Duration) error {
-	idle := max(timeout/5, 200*time.Millisecond)
-	_, err := tx.Exec(ctx, "SELECT set_config('lock_timeout', $1, true), set_config('idle_in_transaction_session_timeout', $2, true)",
-		strconv.FormatInt(timeout.Milliseconds(), 10), strconv.FormatInt(idle.Milliseconds(), 10))
-	if err != nil {
-		return fmt.Errorf("set transaction timeouts: %w", err)
-	}
-	return nil
 }

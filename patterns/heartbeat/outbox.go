@@ -13,7 +13,7 @@ import (
 	"github.com/cenkalti/backoff/v4"
 
 	"github.com/batchclaim/batchclaim/internal/db"
-	"github.com/batchclaim/batchclaim/internal/pg"
+	"github.com/batchclaim/batchclaim/pgdb"
 )
 
 // deliverer empties the outbox: every stored event not yet delivered goes to the hook and
@@ -23,7 +23,7 @@ import (
 // between a delivery and its mark makes its successor deliver that event again (the webhook
 // sees the same Idempotency-Key).
 type deliverer struct {
-	pool       pg.Beginner
+	pool       pgdb.Beginner
 	hook       func(ctx context.Context, e Event) error
 	webhookURL string
 	client     *http.Client

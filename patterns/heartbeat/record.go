@@ -9,7 +9,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/batchclaim/batchclaim/internal/db"
-	"github.com/batchclaim/batchclaim/internal/pg"
+	"github.com/batchclaim/batchclaim/pgdb"
 )
 
 // Heartbeat is what a monitored source sends: the ONAP heartbeat event's commonEventHeader
@@ -52,15 +52,15 @@ type Receipt struct {
 // process with the database): a heartbeat only updates the source's row; raising and
 // clearing are the active instance's. It returns ErrUnknownEventName when the eventName is
 // not a valid configured event type. For a database migrated into another schema, q is in
-// that schema (claims.QuerierInSchema).
-func Record(ctx context.Context, q pg.Querier, h Heartbeat) (Receipt, error) {
+// that schema (pgdb.QuerierInSchema).
+func Record(ctx context.Context, q pgdb.Querier, h Heartbeat) (Receipt, error) {
 	if err := h.Validate(); err != nil {
 		return Receipt{}, fmt.Errorf("record heartbeat: %w", err)
 	}
 	r, err := db.New().HeartbeatRecord(ctx, q, db.HeartbeatRecordParams{
 		SourceName: h.SourceName, LastEpochMicrosec: h.LastEpochMicrosec, EventName: h.EventName,
 	})
-	if pg.NoRows(err) || isForeignKeyViolation(err) {
+	if pgdb.NoRows(err) || isForeignKeyViolation(err) {
 		// No valid type of that name, or it was deleted between the read and the write.
 		return Receipt{}, fmt.Errorf("record heartbeat %s/%s: %w", h.EventName, h.SourceName, ErrUnknownEventName)
 	}

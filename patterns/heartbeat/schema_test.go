@@ -10,10 +10,10 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/batchclaim/batchclaim/claims"
 	"github.com/batchclaim/batchclaim/internal/dbtest"
 	"github.com/batchclaim/batchclaim/internal/testutil"
 	"github.com/batchclaim/batchclaim/patterns/heartbeat"
+	"github.com/batchclaim/batchclaim/pgdb"
 )
 
 // A Service in a schema other than batchclaim: the database has no batchclaim schema at all,
@@ -27,7 +27,7 @@ func TestServiceInSchema(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(pool.Close)
-	inPat := claims.InSchema(pool, "pat")
+	inPat := pgdb.InSchema(pool, "pat")
 	if _, err := heartbeat.Reconfigure(ctx, inPat, []heartbeat.EventType{eventType("Heartbeat_vDNS", 100*time.Millisecond, 2)}); err != nil {
 		t.Fatal(err)
 	}

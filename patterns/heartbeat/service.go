@@ -13,15 +13,15 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/batchclaim/batchclaim"
-	"github.com/batchclaim/batchclaim/internal/pg"
 	"github.com/batchclaim/batchclaim/patterns/election"
+	"github.com/batchclaim/batchclaim/pgdb"
 )
 
 // Service is one heartbeat-service instance. Every instance accepts heartbeats (Handler,
 // Record); the one that is primary of Config.Role in the election is the active instance
 // and the only one that raises and clears events and delivers them.
 type Service struct {
-	db      pg.Beginner // the pool in Config.Schema: every statement goes through it
+	db      pgdb.Beginner // the pool in Config.Schema: every statement goes through it
 	cfg     Config
 	elector *election.Elector
 	out     *deliverer
@@ -51,7 +51,7 @@ func New(pool *pgxpool.Pool, cfg Config) (*Service, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	s := &Service{db: pg.InSchema(pool, cfg.Schema), cfg: cfg, wake: make(chan struct{}, 1)}
+	s := &Service{db: pgdb.InSchema(pool, cfg.Schema), cfg: cfg, wake: make(chan struct{}, 1)}
 	el, err := election.New(pool, election.Config{
 		Roles: []string{cfg.Role}, Name: cfg.Name, Host: cfg.Host,
 		HeartbeatInterval: cfg.ElectionInterval, Timeout: cfg.ElectionTimeout,

@@ -7,7 +7,7 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/batchclaim/batchclaim/internal/pg"
+	"github.com/batchclaim/batchclaim/pgdb"
 )
 
 // TTLDefault is the lock's time to live when Config.TTL is zero: the source design's
@@ -54,7 +54,7 @@ func (c Config) validate() error {
 		return fmt.Errorf("invalid lock config: margin must be at least 0 and less than the ttl (%s), got %s", c.TTL, c.Margin)
 	}
 	if c.Schema != "" {
-		if err := pg.ValidateSchema(c.Schema); err != nil {
+		if err := pgdb.ValidateSchema(c.Schema); err != nil {
 			return fmt.Errorf("invalid lock config: %w", err)
 		}
 	}

@@ -4,8 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/batchclaim/batchclaim/internal/dbtest"
 	"time"
+
+	"github.com/batchclaim/batchclaim/internal/dbtest"
 
 	"github.com/batchclaim/batchclaim"
 	"github.com/batchclaim/batchclaim/patterns/lock"

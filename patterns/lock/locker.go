@@ -12,12 +12,12 @@ import (
 	"github.com/batchclaim/batchclaim/internal/db"
 	"github.com/batchclaim/batchclaim/internal/dbclock"
 	"github.com/batchclaim/batchclaim/internal/lease"
-	"github.com/batchclaim/batchclaim/internal/pg"
+	"github.com/batchclaim/batchclaim/pgdb"
 )
 
 // Locker takes, renews and releases owner-token locks in the owner_locks table.
 type Locker struct {
-	db    pg.Querier
+	db    pgdb.Querier
 	cfg   Config
 	q     *db.Queries
 	log   *slog.Logger
@@ -25,13 +25,13 @@ type Locker struct {
 }
 
 // New returns a Locker on q, whose statements run in cfg.Schema. It does no I/O. With an
-// empty cfg.Schema, q may instead be one already in the schema (claims.QuerierInSchema).
-func New(q pg.Querier, cfg Config) (*Locker, error) {
+// empty cfg.Schema, q may instead be one already in the schema (pgdb.QuerierInSchema).
+func New(q pgdb.Querier, cfg Config) (*Locker, error) {
 	cfg = cfg.withDefaults()
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	return &Locker{db: pg.QuerierInSchema(q, cfg.Schema), cfg: cfg, q: db.New(), log: cfg.Logger}, nil
+	return &Locker{db: pgdb.QuerierInSchema(q, cfg.Schema), cfg: cfg, q: db.New(), log: cfg.Logger}, nil
 }
 
 // TTL is the time to live of each acquisition and renewal.
@@ -78,7 +78,7 @@ func (l *Locker) Acquire(ctx context.Context, name string) (Lease, error) {
 	}
 	sent := time.Now()
 	row, err := l.q.LockAcquire(ctx, l.db, db.LockAcquireParams{Now: now, Name: name, Token: token, TtlMs: l.cfg.TTL.Milliseconds()})
-	if pg.NoRows(err) {
+	if pgdb.NoRows(err) {
 		return Lease{}, fmt.Errorf("acquire lock %s: %w", name, ErrHeld)
 	}
 	if err != nil {
@@ -99,7 +99,7 @@ func (l *Locker) Renew(ctx context.Context, s *Lease) error {
 	}
 	sent := time.Now()
 	exp, err := l.q.LockRenew(ctx, l.db, db.LockRenewParams{Now: now, Name: s.Name, Token: s.Token, Epoch: s.Epoch, TtlMs: l.cfg.TTL.Milliseconds()})
-	if pg.NoRows(err) {
+	if pgdb.NoRows(err) {
 		return fmt.Errorf("renew lock %s epoch %d: %w", s.Name, s.Epoch, ErrNotHeld)
 	}
 	if err != nil {
@@ -122,7 +122,7 @@ func (l *Locker) Release(ctx context.Context, s Lease) error {
 		return fmt.Errorf("release lock %s: %w", s.Name, err)
 	}
 	row, err := l.q.LockRelease(ctx, l.db, db.LockReleaseParams{Now: now, Name: s.Name, Token: s.Token, Epoch: s.Epoch})
-	if pg.NoRows(err) {
+	if pgdb.NoRows(err) {
 		return fmt.Errorf("release lock %s epoch %d: %w", s.Name, s.Epoch, ErrNotHeld)
 	}
 	if err != nil {
@@ -141,14 +141,14 @@ func (l *Locker) Release(ctx context.Context, s Lease) error {
 // It returns an error wrapping ErrNotHeld when the lease is no longer valid. Fence's own
 // statement in tx names the lock's table in Config.Schema; tx's other statements are the
 // caller's.
-func (l *Locker) Fence(ctx context.Context, tx pg.Querier, s Lease) error {
-	tx = pg.QuerierInSchema(tx, l.cfg.Schema)
+func (l *Locker) Fence(ctx context.Context, tx pgdb.Querier, s Lease) error {
+	tx = pgdb.QuerierInSchema(tx, l.cfg.Schema)
 	now, err := l.clock.Now(ctx, tx)
 	if err != nil {
 		return fmt.Errorf("fence lock %s: %w", s.Name, err)
 	}
 	_, err = l.q.LockFence(ctx, tx, db.LockFenceParams{Now: now, Name: s.Name, Token: s.Token, Epoch: s.Epoch})
-	if pg.NoRows(err) {
+	if pgdb.NoRows(err) {
 		return fmt.Errorf("fence lock %s epoch %d: %w", s.Name, s.Epoch, ErrNotHeld)
 	}
 	if err != nil {
@@ -197,7 +197,7 @@ func (l *Locker) Get(ctx context.Context, name string) (State, error) {
 	}
 	row, err := l.q.LockGet(ctx, l.db, db.LockGetParams{Now: now, Name: name})
 	if err != nil {
-		return State{}, fmt.Errorf("get lock %s: %w", name, pg.NotFound(err))
+		return State{}, fmt.Errorf("get lock %s: %w", name, pgdb.NotFound(err))
 	}
 	return State{Name: row.Name, Epoch: row.Epoch, Held: row.Held, AcquiredAt: row.AcquiredAt, ExpiresAt: row.ExpiresAt, DBNow: row.DbNow}, nil
 }

@@ -10,7 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/batchclaim/batchclaim/internal/db"
-	"github.com/batchclaim/batchclaim/internal/pg"
+	"github.com/batchclaim/batchclaim/pgdb"
 )
 
 // notifyChannel is the LISTEN/NOTIFY channel; the payload is the key.
@@ -27,7 +27,7 @@ var errLeaseLost = errors.New("fetch lease lost")
 // one database; each key is fetched from the Source by at most one of them at a time.
 type Cache struct {
 	pool   *pgxpool.Pool // for the LISTEN connection
-	db     pg.Beginner   // the pool in Config.Schema: every statement goes through it
+	db     pgdb.Beginner // the pool in Config.Schema: every statement goes through it
 	source Source
 	cfg    resolved
 	q      *db.Queries
@@ -63,7 +63,7 @@ func New(pool *pgxpool.Pool, source Source, cfg Config) (*Cache, error) {
 		return nil, err
 	}
 	return &Cache{
-		pool: pool, db: pg.InSchema(pool, r.schema), source: source, cfg: r, q: db.New(),
+		pool: pool, db: pgdb.InSchema(pool, r.schema), source: source, cfg: r, q: db.New(),
 		flights: map[string]*flight{}, waiters: map[string]map[chan struct{}]struct{}{},
 	}, nil
 }

@@ -11,7 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/batchclaim/batchclaim/internal/pg"
+	"github.com/batchclaim/batchclaim/pgdb"
 )
 
 // Defaults for the Config fields left zero.
@@ -128,7 +128,7 @@ func (r resolved) validate() error {
 		errs = append(errs, fmt.Errorf("Holder must be 1 to 200 characters and not blank, got %q", r.holder))
 	}
 	if r.schema != "" {
-		if err := pg.ValidateSchema(r.schema); err != nil {
+		if err := pgdb.ValidateSchema(r.schema); err != nil {
 			errs = append(errs, err)
 		}
 	}

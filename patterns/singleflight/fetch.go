@@ -8,7 +8,7 @@ import (
 
 	"github.com/batchclaim/batchclaim/internal/db"
 	"github.com/batchclaim/batchclaim/internal/lease"
-	"github.com/batchclaim/batchclaim/internal/pg"
+	"github.com/batchclaim/batchclaim/pgdb"
 )
 
 var (
@@ -33,7 +33,7 @@ type state struct {
 
 func (c *Cache) lookup(ctx context.Context, key string) (state, error) {
 	r, err := c.q.SingleflightLookup(ctx, c.db, key)
-	if pg.NoRows(err) {
+	if pgdb.NoRows(err) {
 		return state{key: key}, nil
 	}
 	if err != nil {
@@ -71,7 +71,7 @@ func (c *Cache) tryFetch(ctx context.Context, key string) (bool, error) {
 	r, err := c.q.SingleflightAcquire(ctx, c.db, db.SingleflightAcquireParams{
 		Key: key, Holder: c.cfg.holder, LeaseUs: c.cfg.leaseTTL.Microseconds(), TtlUs: c.cfg.ttl.Microseconds(),
 	})
-	if pg.NoRows(err) {
+	if pgdb.NoRows(err) {
 		return false, nil
 	}
 	if err != nil {
@@ -203,7 +203,7 @@ func (c *Cache) store(ctx context.Context, f *flight, value []byte) {
 		Key: f.key, Epoch: f.epoch, Holder: c.cfg.holder, Value: value,
 	})
 	switch {
-	case pg.NoRows(err):
+	case pgdb.NoRows(err):
 		c.stats.rejected.Add(1)
 		c.cfg.logger.Info("singleflight: result of a fetch whose lease was taken over dropped", "key", f.key, "epoch", f.epoch)
 		f.err = errLeaseLost
@@ -227,7 +227,7 @@ func (c *Cache) storeError(ctx context.Context, f *flight, srcErr error) {
 		Key: f.key, Epoch: f.epoch, Holder: c.cfg.holder, Error: srcErr.Error(), ErrorTtlUs: c.cfg.errorTTL.Microseconds(),
 	})
 	switch {
-	case pg.NoRows(err):
+	case pgdb.NoRows(err):
 		c.stats.rejected.Add(1)
 		f.err = errLeaseLost
 	case err != nil:

@@ -3,13 +3,14 @@ package bench
 import (
 	"context"
 	"fmt"
-	"github.com/jackc/pgx/v5"
 	"io"
 	"net/http"
 	"os"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/batchclaim/batchclaim/claims"
 )

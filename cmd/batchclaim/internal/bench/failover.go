@@ -22,7 +22,7 @@ import (
 	"github.com/batchclaim/batchclaim/dlt"
 	"github.com/batchclaim/batchclaim/dlt/dltsim"
 	"github.com/batchclaim/batchclaim/ingest"
-	"github.com/batchclaim/batchclaim/internal/pg"
+	"github.com/batchclaim/batchclaim/pgdb"
 )
 
 // failoverConfig is the shape of a failover run.
@@ -270,7 +270,7 @@ func (f *fleet) resolve(ctx context.Context) error {
 			continue
 		}
 		err := f.admin.QueryRow(ctx, `SELECT id FROM batchclaim.instances WHERE name = $1`, k.Name).Scan(&k.id)
-		if err != nil && !pg.NoRows(err) {
+		if err != nil && !pgdb.NoRows(err) {
 			return err
 		}
 	}
@@ -428,7 +428,7 @@ func (fo *faultRun) pickVictim(ctx context.Context) (*fleetKid, string, error) {
 	for _, k := range fo.running() {
 		var svc string
 		err := fo.admin.QueryRow(ctx, `SELECT service_id FROM batchclaim.service_id_claims WHERE claimant = $1 ORDER BY service_id LIMIT 1`, k.id).Scan(&svc)
-		if pg.NoRows(err) {
+		if pgdb.NoRows(err) {
 			continue
 		}
 		if err != nil {
@@ -503,7 +503,7 @@ func (fo *faultRun) waitNextPOST(ctx context.Context, svc string, victim uuid.UU
 		if err == nil {
 			return secs, nil
 		}
-		if !pg.NoRows(err) {
+		if !pgdb.NoRows(err) {
 			return 0, err
 		}
 		if time.Now().After(deadline) {

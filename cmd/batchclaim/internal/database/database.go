@@ -13,7 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/batchclaim/batchclaim/internal/pg"
+	"github.com/batchclaim/batchclaim/pgdb"
 )
 
 // Flag registers --database-url.
@@ -23,7 +23,7 @@ func Flag(fs *flag.FlagSet) *string {
 
 // SchemaFlag registers --schema: the Postgres schema of batchclaim's tables.
 func SchemaFlag(fs *flag.FlagSet) *string {
-	return fs.String("schema", pg.SchemaDefault, "Postgres schema of batchclaim's tables, as migrate created it (docs/schema.md)")
+	return fs.String("schema", pgdb.SchemaDefault, "Postgres schema of batchclaim's tables, as migrate created it (docs/schema.md)")
 }
 
 // Open connects and pings, so that a bad URL or an unreachable database fails here with

@@ -8,7 +8,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/batchclaim/batchclaim/internal/pg"
+	"github.com/batchclaim/batchclaim/pgdb"
 )
 
 // NoTables is what every command says of a schema without batchclaim's tables.
@@ -19,7 +19,7 @@ func NoTables(schema string) error {
 // CheckSchema returns NoTables when schema does not hold batchclaim's tables. It reads the
 // catalog only, which every role may, so that a role without a grant on the tables is told
 // about the grant by the first statement that needs it, not that the tables are missing.
-func CheckSchema(ctx context.Context, q pg.Querier, schema string) error {
+func CheckSchema(ctx context.Context, q pgdb.Querier, schema string) error {
 	var found bool
 	err := q.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
 		WHERE n.nspname = $1 AND c.relname = 'batches')`, schema).Scan(&found)
@@ -41,12 +41,12 @@ func Explain(schema string, err error) error {
 	if !errors.As(err, &pgErr) {
 		return err
 	}
-	switch pgErr.Code {
-	case "42P01", "3F000":
+	switch {
+	case pgdb.UndefinedTable(err):
 		return fmt.Errorf("%w (%s)", NoTables(schema), pgErr.Message)
-	case "42501":
+	case pgdb.PermissionDenied(err):
 		return fmt.Errorf("the database role may not do this: it lacks GRANT %s (%s); connect as a role that has it (deploy/roles.sql), or grant it",
-			pg.MissingGrant(err, schema), pgErr.Message)
+			pgdb.MissingGrant(err, schema), pgErr.Message)
 	}
 	return err
 }
@@ -55,7 +55,7 @@ func Explain(schema string, err error) error {
 // checked first, and a schema without the tables is refused (NoTables) before the command
 // does anything.
 func OpenSchema(ctx context.Context, dbURL, schema string, maxConns int32, options ...func(*pgxpool.Config)) (*pgxpool.Pool, error) {
-	if err := pg.ValidateSchema(schema); err != nil {
+	if err := pgdb.ValidateSchema(schema); err != nil {
 		return nil, fmt.Errorf("--schema: %w", err)
 	}
 	pool, err := Open(ctx, dbURL, maxConns, options...)

@@ -15,8 +15,8 @@ import (
 	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/cli"
 	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/database"
 	"github.com/batchclaim/batchclaim/internal/httpguard"
-	"github.com/batchclaim/batchclaim/internal/pg"
 	"github.com/batchclaim/batchclaim/patterns/election"
+	"github.com/batchclaim/batchclaim/pgdb"
 )
 
 // Command is `batchclaim election run|demo`.
@@ -118,7 +118,7 @@ func electionRun(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		w.el = el
 	}
 	if *listen != "" {
-		srv, err := servePrimary(ctx, *listen, cli.SplitList(*allowedHosts), el, pg.InSchema(pool, cfg.Schema), logger)
+		srv, err := servePrimary(ctx, *listen, cli.SplitList(*allowedHosts), el, pgdb.InSchema(pool, cfg.Schema), logger)
 		if err != nil {
 			return err
 		}
@@ -148,7 +148,7 @@ type primaryJSON struct {
 
 // servePrimary serves GET /primary?role=R and GET /healthz on addr until ctx ends, behind
 // the listener guard.
-func servePrimary(ctx context.Context, addr string, allowedHosts []string, el *election.Elector, db pg.Querier, logger *slog.Logger) (*http.Server, error) {
+func servePrimary(ctx context.Context, addr string, allowedHosts []string, el *election.Elector, db pgdb.Querier, logger *slog.Logger) (*http.Server, error) {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") })
 	mux.HandleFunc("GET /primary", func(w http.ResponseWriter, r *http.Request) {

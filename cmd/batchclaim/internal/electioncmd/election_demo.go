@@ -20,10 +20,10 @@ import (
 	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/database"
 	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/redact"
 	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/subproc"
-	"github.com/batchclaim/batchclaim/internal/pg"
 	"github.com/batchclaim/batchclaim/internal/tcpproxy"
 	"github.com/batchclaim/batchclaim/migrations"
 	"github.com/batchclaim/batchclaim/patterns/election"
+	"github.com/batchclaim/batchclaim/pgdb"
 )
 
 // electionSummary is what `election demo --json` prints. The first three counters are the
@@ -72,7 +72,7 @@ var electionDemoRoles = []string{"scheduler", "broker"}
 type electionDemoRun struct {
 	out      io.Writer
 	pool     *pgxpool.Pool
-	db       pg.Beginner // pool in schema: every statement goes through it
+	db       pgdb.Beginner // pool in schema: every statement goes through it
 	schema   string
 	dbURL    *url.URL
 	logDir   string
@@ -126,7 +126,7 @@ func electionDemo(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		return err
 	}
 	defer d.pool.Close()
-	d.db = pg.InSchema(d.pool, d.schema)
+	d.db = pgdb.InSchema(d.pool, d.schema)
 	if _, err := d.db.Exec(ctx, electionDemoSchema); err != nil {
 		return fmt.Errorf("create the demo's tables: %w", err)
 	}

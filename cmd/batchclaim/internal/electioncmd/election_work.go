@@ -10,8 +10,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/batchclaim/batchclaim"
-	"github.com/batchclaim/batchclaim/internal/pg"
 	"github.com/batchclaim/batchclaim/patterns/election"
+	"github.com/batchclaim/batchclaim/pgdb"
 )
 
 // electionDemoSchema holds what the processes of `election demo` record, in the demo's
@@ -108,7 +108,7 @@ func (w *demoWorker) probe(ctx context.Context, t election.Term) {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	for {
-		cur, err := election.GetPrimary(ctx, pg.InSchema(w.pool, w.schema), t.Role)
+		cur, err := election.GetPrimary(ctx, pgdb.InSchema(w.pool, w.schema), t.Role)
 		if err == nil && cur.Epoch > t.Epoch {
 			break
 		}
@@ -119,7 +119,7 @@ func (w *demoWorker) probe(ctx context.Context, t election.Term) {
 		}
 	}
 	err := pgx.BeginFunc(ctx, w.pool, func(tx pgx.Tx) error {
-		if err := election.FenceTerm(ctx, pg.QuerierInSchema(tx, w.schema), t); err != nil {
+		if err := election.FenceTerm(ctx, pgdb.QuerierInSchema(tx, w.schema), t); err != nil {
 			return err
 		}
 		_, err := tx.Exec(ctx, `INSERT INTO election_demo_writes (role, epoch, name, probe) VALUES ($1, $2, $3, true)`, t.Role, t.Epoch, t.Name)

@@ -10,8 +10,8 @@ import (
 	"github.com/batchclaim/batchclaim"
 	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/cli"
 	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/database"
-	"github.com/batchclaim/batchclaim/internal/pg"
 	"github.com/batchclaim/batchclaim/patterns/election"
+	"github.com/batchclaim/batchclaim/pgdb"
 )
 
 // Primary is `batchclaim primary`: the source design's CheckPrimary for the other
@@ -38,7 +38,7 @@ func Primary(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		fmt.Fprintln(stderr, "batchclaim primary: --role is required")
 		return cli.ErrUsage
 	}
-	if err := pg.ValidateSchema(*schema); err != nil {
+	if err := pgdb.ValidateSchema(*schema); err != nil {
 		return cli.ExitError{Code: 2, Msg: "--schema: " + err.Error()}
 	}
 	if *host == "" {
@@ -53,7 +53,7 @@ func Primary(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return cli.ExitError{Code: 2, Msg: err.Error()}
 	}
 	defer pool.Close()
-	t, err := election.GetPrimary(ctx, pg.InSchema(pool, *schema), *role)
+	t, err := election.GetPrimary(ctx, pgdb.InSchema(pool, *schema), *role)
 	switch {
 	case errors.Is(err, batchclaim.ErrNotFound):
 		fmt.Fprintf(stdout, "role %s has no live primary\n", *role)

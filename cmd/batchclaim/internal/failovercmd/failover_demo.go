@@ -18,9 +18,9 @@ import (
 	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/redact"
 	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/subproc"
 	"github.com/batchclaim/batchclaim/internal/db"
-	"github.com/batchclaim/batchclaim/internal/pg"
 	"github.com/batchclaim/batchclaim/migrations"
 	"github.com/batchclaim/batchclaim/patterns/failover"
+	"github.com/batchclaim/batchclaim/pgdb"
 )
 
 // foSummary is what `failover demo --json` prints. The first four are the invariants: all 0
@@ -80,7 +80,7 @@ func failoverDemo(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
-	if err := pg.ValidateSchema(*schema); err != nil {
+	if err := pgdb.ValidateSchema(*schema); err != nil {
 		return fmt.Errorf("--schema: %w", err)
 	}
 	out := stdout
@@ -104,7 +104,7 @@ func failoverDemo(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if err != nil {
 		return err
 	}
-	d := &foDemo{pool: pg.InSchema(pool, *schema), schema: *schema, url: sdb.URL, logDir: logDir, out: out, kids: map[string]*subproc.Child{}, start: time.Now()}
+	d := &foDemo{pool: pgdb.InSchema(pool, *schema), schema: *schema, url: sdb.URL, logDir: logDir, out: out, kids: map[string]*subproc.Child{}, start: time.Now()}
 	defer d.stopAll()
 	sum, err := d.run(ctx)
 	if err != nil {
@@ -139,7 +139,7 @@ const (
 )
 
 type foDemo struct {
-	pool   pg.Beginner // in schema
+	pool   pgdb.Beginner // in schema
 	schema string
 	url    string
 	logDir string

@@ -12,8 +12,8 @@ import (
 	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/cli"
 	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/database"
 	"github.com/batchclaim/batchclaim/internal/httpguard"
-	"github.com/batchclaim/batchclaim/internal/pg"
 	"github.com/batchclaim/batchclaim/patterns/heartbeat"
+	"github.com/batchclaim/batchclaim/pgdb"
 )
 
 // Command is `batchclaim heartbeat run|event-types|demo`.
@@ -144,7 +144,7 @@ func heartbeatEventTypes(ctx context.Context, args []string, stdout, stderr io.W
 	}
 	defer raw.Close()
 	defer func() { err = database.Explain(*schema, err) }()
-	pool := pg.InSchema(raw, *schema)
+	pool := pgdb.InSchema(raw, *schema)
 	switch {
 	case pos[0] == "show" && len(pos) == 1:
 		types, err := heartbeat.ListEventTypes(ctx, pool)

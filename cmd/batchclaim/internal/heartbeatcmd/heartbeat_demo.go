@@ -22,10 +22,10 @@ import (
 	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/redact"
 	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/subproc"
 	"github.com/batchclaim/batchclaim/internal/httpguard"
-	"github.com/batchclaim/batchclaim/internal/pg"
 	"github.com/batchclaim/batchclaim/migrations"
 	"github.com/batchclaim/batchclaim/patterns/election"
 	"github.com/batchclaim/batchclaim/patterns/heartbeat"
+	"github.com/batchclaim/batchclaim/pgdb"
 )
 
 // The demo's timeline, in seconds from the moment the sources start.
@@ -195,7 +195,7 @@ func (h *hbWebhook) received(key string) int {
 
 // hbDemo is one run of the demo.
 type hbDemo struct {
-	pool    pg.Beginner // in schema
+	pool    pgdb.Beginner // in schema
 	url     string
 	schema  string
 	out     io.Writer
@@ -236,7 +236,7 @@ func heartbeatDemo(ctx context.Context, args []string, stdout, stderr io.Writer)
 	if *instances < 2 {
 		return fmt.Errorf("--instances must be at least 2")
 	}
-	if err := pg.ValidateSchema(*schema); err != nil {
+	if err := pgdb.ValidateSchema(*schema); err != nil {
 		return fmt.Errorf("--schema: %w", err)
 	}
 	out := stdout
@@ -255,7 +255,7 @@ func heartbeatDemo(ctx context.Context, args []string, stdout, stderr io.Writer)
 		return err
 	}
 	defer pool.Close()
-	d := &hbDemo{pool: pg.InSchema(pool, *schema), url: db.URL, schema: *schema, out: out, kids: map[string]*subproc.Child{}, sources: hbDemoSources(),
+	d := &hbDemo{pool: pgdb.InSchema(pool, *schema), url: db.URL, schema: *schema, out: out, kids: map[string]*subproc.Child{}, sources: hbDemoSources(),
 		hook:   &hbWebhook{got: map[string]int{}},
 		client: &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 32}}}
 	d.sum.Database, d.sum.Instances, d.sum.Sources = redact.URL(db.URL), *instances, len(d.sources)

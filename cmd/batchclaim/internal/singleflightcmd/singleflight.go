@@ -18,8 +18,8 @@ import (
 	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/database"
 	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/redact"
 	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/subproc"
-	"github.com/batchclaim/batchclaim/internal/pg"
 	"github.com/batchclaim/batchclaim/migrations"
+	"github.com/batchclaim/batchclaim/pgdb"
 )
 
 // Command is `batchclaim singleflight demo` (and the demo's hidden worker).
@@ -108,7 +108,7 @@ func sfDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return err
 	}
 	c.schema = *schema
-	if err := pg.ValidateSchema(c.schema); err != nil {
+	if err := pgdb.ValidateSchema(c.schema); err != nil {
 		return fmt.Errorf("--schema: %w", err)
 	}
 	if fs.NArg() > 0 {
@@ -153,7 +153,7 @@ func sfRunDemo(ctx context.Context, c sfDemoConfig, out io.Writer) (sfSummary, e
 	defer pool.Close()
 	// The demo's tables go to the connection's search_path; the trigger on the cache's table
 	// to batchclaim's schema.
-	if _, err := pg.InSchema(pool, c.schema).Exec(ctx, sfDemoSchema); err != nil {
+	if _, err := pgdb.InSchema(pool, c.schema).Exec(ctx, sfDemoSchema); err != nil {
 		return sfSummary{}, fmt.Errorf("create the demo's record tables: %w", err)
 	}
 	logDir, err := os.MkdirTemp("", "batchclaim-singleflight-")

@@ -1,9 +1,4 @@
-// Package pg is the project's one seam to Postgres: the interfaces a package asks for to run
-// statements (Querier) and to start transactions (Beginner), the one transaction helper
-// (InTx, on pgx.BeginTxFunc), and the one place that knows pgx.ErrNoRows: NoRows tests for
-// it and NotFound turns it into batchclaim.ErrNotFound. A *pgxpool.Pool is both a Querier
-// and a Beginner; a *pgx.Conn too; a pgx.Tx is a Querier.
-package pg
+package pgdb
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package pg_test
+package pgdb_test
 
 import (
 	"errors"
@@ -7,7 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/batchclaim/batchclaim/internal/pg"
+	"github.com/batchclaim/batchclaim/pgdb"
 )
 
 // MissingGrant names the grant for the object in Postgres's refusal, in the schema given.
@@ -31,10 +31,10 @@ func TestMissingGrant(t *testing.T) {
 		{&pgconn.PgError{Code: "42P01", Message: "relation does not exist"}, "batchclaim", ""},
 		{errors.New("permission denied for table batches"), "batchclaim", ""},
 	} {
-		if got := pg.MissingGrant(tt.err, tt.schema); got != tt.want {
+		if got := pgdb.MissingGrant(tt.err, tt.schema); got != tt.want {
 			t.Errorf("MissingGrant(%v, %s) = %q, want %q", tt.err, tt.schema, got, tt.want)
 		}
-		if got, want := pg.PermissionDenied(tt.err), tt.want != ""; got != want {
+		if got, want := pgdb.PermissionDenied(tt.err), tt.want != ""; got != want {
 			t.Errorf("PermissionDenied(%v) = %v, want %v", tt.err, got, want)
 		}
 	}

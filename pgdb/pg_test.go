@@ -1,4 +1,4 @@
-package pg_test
+package pgdb_test
 
 import (
 	"context"
@@ -11,7 +11,7 @@ import (
 
 	"github.com/batchclaim/batchclaim"
 	"github.com/batchclaim/batchclaim/internal/dbtest"
-	"github.com/batchclaim/batchclaim/internal/pg"
+	"github.com/batchclaim/batchclaim/pgdb"
 )
 
 func TestMain(m *testing.M) { dbtest.Main(m) }
@@ -25,14 +25,14 @@ func TestInTx(t *testing.T) {
 	if _, err := pool.Exec(ctx, "CREATE TABLE pg_intx (v int)"); err != nil {
 		t.Fatal(err)
 	}
-	if err := pg.InTx(ctx, pool, pgx.TxOptions{}, func(tx pgx.Tx) error {
+	if err := pgdb.InTx(ctx, pool, pgx.TxOptions{}, func(tx pgx.Tx) error {
 		_, err := tx.Exec(ctx, "INSERT INTO pg_intx VALUES (1)")
 		return err
 	}); err != nil {
 		t.Fatalf("committing InTx: %v", err)
 	}
 	boom := errors.New("boom")
-	if err := pg.InTx(ctx, pool, pgx.TxOptions{}, func(tx pgx.Tx) error {
+	if err := pgdb.InTx(ctx, pool, pgx.TxOptions{}, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, "INSERT INTO pg_intx VALUES (2)"); err != nil {
 			return err
 		}
@@ -62,7 +62,7 @@ func TestInTxRollbackAfterCancel(t *testing.T) {
 	t.Cleanup(pool.Close)
 	ctx, cancel := context.WithCancel(t.Context())
 	var pid uint32
-	err = pg.InTx(ctx, pool, pgx.TxOptions{}, func(tx pgx.Tx) error {
+	err = pgdb.InTx(ctx, pool, pgx.TxOptions{}, func(tx pgx.Tx) error {
 		pid = tx.Conn().PgConn().PID()
 		cancel()
 		return ctx.Err()
@@ -87,18 +87,18 @@ func TestInTxRollbackAfterCancel(t *testing.T) {
 // leaves other errors and nil alone.
 func TestNotFound(t *testing.T) {
 	t.Parallel()
-	err := pg.NotFound(pgx.ErrNoRows)
+	err := pgdb.NotFound(pgx.ErrNoRows)
 	if !errors.Is(err, batchclaim.ErrNotFound) || !errors.Is(err, pgx.ErrNoRows) {
 		t.Fatalf("NotFound(ErrNoRows) = %v, want it to wrap ErrNotFound and ErrNoRows", err)
 	}
 	other := errors.New("other")
-	if got := pg.NotFound(other); got != other {
+	if got := pgdb.NotFound(other); got != other {
 		t.Fatalf("NotFound(other) = %v, want it unchanged", got)
 	}
-	if got := pg.NotFound(nil); got != nil {
+	if got := pgdb.NotFound(nil); got != nil {
 		t.Fatalf("NotFound(nil) = %v, want nil", got)
 	}
-	if !pg.NoRows(fmt.Errorf("read: %w", pgx.ErrNoRows)) || !pg.NoRows(err) || pg.NoRows(other) || pg.NoRows(nil) {
+	if !pgdb.NoRows(fmt.Errorf("read: %w", pgx.ErrNoRows)) || !pgdb.NoRows(err) || pgdb.NoRows(other) || pgdb.NoRows(nil) {
 		t.Fatal("NoRows must find pgx.ErrNoRows, wrapped or not, and nothing else")
 	}
 }

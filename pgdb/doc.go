@@ -1,0 +1,17 @@
+// Package pgdb is batchclaim's one seam to Postgres, public so that an application passes its
+// own pool, connection or transaction to every part of the library the same way:
+//
+//   - Querier runs statements (a *pgxpool.Pool, a *pgx.Conn or a pgx.Tx) and Beginner also
+//     starts transactions (a *pgxpool.Pool or a *pgx.Conn). Every constructor and function of
+//     the library that touches the database takes one of the two.
+//   - InSchema and QuerierInSchema move every statement to a schema of the application's
+//     choosing (ValidateSchema checks its name); SchemaOf tells it back. See docs/schema.md.
+//   - InTx is the one transaction helper; GuardTx bounds a transaction's lock waits and how long
+//     the server keeps it open while its client is silent.
+//   - Code, Conflict, LockTimeout, UndefinedTable, PermissionDenied and Retryable are the
+//     predicates on SQLSTATEs the library acts on; NoRows and NotFound are the one place that
+//     knows pgx.ErrNoRows.
+//
+// The statements themselves are generated code inside the library (internal/db) and never
+// appear in an exported signature.
+package pgdb
