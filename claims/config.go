@@ -101,7 +101,10 @@ type Config struct {
 	// to live peers at expiry, as for an instance that cannot reach the database. Renewal
 	// goes on once it returns nil. The lease loop's own connection keeps the lease alive
 	// whatever else the instance does; this is how an instance whose data path is stuck (a
-	// starved pool, a hung worker) gives its claims up. It must not block.
+	// starved pool, a hung worker) gives its claims up. It must not block. A refusal counts
+	// as a stall (Stats.Stalls) only while the database answers the lease's own connection;
+	// when it does not, the instance is cut off rather than stuck, and the refusal counts as
+	// a failed renewal (Stats.RenewErrors).
 	Progress func() error
 
 	// KnobNames, when set, is how errors call the timing knobs the caller's user sets, keyed

@@ -81,7 +81,16 @@ func (e *Engine) runLease(ctx context.Context) {
 		// The first renewal goes at once: the lease was last renewed by Register, whatever
 		// the instance did between Register and Run.
 		if why := e.progress(); why != nil {
-			if !stalled {
+			// No renewal either way. It is a stall only if the database answers the lease's
+			// own connection: when it does not, nothing moves for want of the database, the
+			// renewal would fail too, and that is an outage, counted as failed renewals.
+			var err error
+			conn, err = e.pingOn(ctx, conn)
+			switch {
+			case err != nil && ctx.Err() == nil:
+				e.stats.renewErrors.Add(1)
+				e.log.Warn("lease renewal failed: the database does not answer", "error", err, "work", why)
+			case err == nil && !stalled:
 				stalled = true
 				e.stats.stalls.Add(1)
 				e.log.Error("the instance's work does not move: lease renewal stopped, so that its claims pass to live peers", "error", why)
@@ -114,17 +123,35 @@ func (e *Engine) progress() error {
 	return e.cfg.Progress()
 }
 
+// pingOn asks the database for an answer on the lease's connection conn (dialled first when
+// nil) without renewing, bounded like a renewal. It returns the connection to use next time:
+// nil after an error.
+func (e *Engine) pingOn(ctx context.Context, conn *pgx.Conn) (*pgx.Conn, error) {
+	return e.onLeaseConn(ctx, conn, func(ctx context.Context, q pgdb.Querier) error {
+		_, err := q.Exec(ctx, "SELECT 1")
+		return err
+	})
+}
+
 // renewOn renews the lease once on conn (dialled first when nil). Each step may take up to
 // the local deadline D: a renewal is useful however late it arrives before then (the new
 // deadline counts from when it was sent), and a hung connection is abandoned by then. It
 // returns the connection to use next time: nil after an error, so that the next renewal
 // dials afresh.
 func (e *Engine) renewOn(ctx context.Context, conn *pgx.Conn) (*pgx.Conn, error) {
+	return e.onLeaseConn(ctx, conn, e.heartbeat)
+}
+
+// onLeaseConn runs fn on the lease's connection conn, dialled first when nil, or through the
+// pool when the pool cannot dial one of its own; fn and the dial may each take up to the
+// local deadline. It returns the connection to use next time: nil after an error, so that
+// the next call dials afresh.
+func (e *Engine) onLeaseConn(ctx context.Context, conn *pgx.Conn, fn func(context.Context, pgdb.Querier) error) (*pgx.Conn, error) {
 	pc, ok := pgdb.Unwrap(e.pool).(poolConfig)
 	if !ok {
 		rctx, cancel := context.WithTimeout(ctx, e.cfg.LocalDeadline)
 		defer cancel()
-		return nil, e.heartbeat(rctx, e.pool)
+		return nil, fn(rctx, e.pool)
 	}
 	if conn == nil {
 		dctx, cancel := context.WithTimeout(ctx, e.cfg.LocalDeadline)
@@ -137,7 +164,7 @@ func (e *Engine) renewOn(ctx context.Context, conn *pgx.Conn) (*pgx.Conn, error)
 	}
 	rctx, cancel := context.WithTimeout(ctx, e.cfg.LocalDeadline)
 	defer cancel()
-	if err := e.heartbeat(rctx, pgdb.QuerierInSchema(conn, pgdb.SchemaOf(e.pool))); err != nil {
+	if err := fn(rctx, pgdb.QuerierInSchema(conn, pgdb.SchemaOf(e.pool))); err != nil {
 		_ = conn.Close(context.WithoutCancel(ctx))
 		return nil, err
 	}

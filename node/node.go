@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"sync"
@@ -31,6 +32,14 @@ type Config struct {
 	// Empty means batchclaim (migrations.SchemaDefault). Every instance and
 	// command on one database uses the same schema; see docs/schema.md.
 	Schema string
+	// SharePool runs the node on the pool given to New itself, shared with whatever else
+	// uses it: right when the pool is the node's alone (the run command's case). False (the
+	// default) gives the node a pool of its own, made with the given pool's settings (its
+	// MaxConns too) and closed when Run returns, so that an application's own work on the
+	// pool it passed cannot starve the node. A node on a shared pool that its owner's work
+	// holds whole gives its claims up (docs/claims.md, "The key's promise") rather than
+	// hold them idle.
+	SharePool bool
 	// Submitter runs batches. Required.
 	Submitter submitter.Submitter
 	// Statuses asks the ledger about accepted batches. Nil means no polling: use it only with
@@ -83,6 +92,11 @@ type Config struct {
 	RetentionInterval time.Duration
 	// Events are hooks for embedders.
 	Events observer.Events
+	// Middleware wraps every job, first outermost: before, after and on the error of each, with
+	// the job's claim (key, epoch) and attempt in reach (see submitter.Middleware and
+	// submitter.Hooks). The node's own tracing span and metrics of each job come first. Nil
+	// means none.
+	Middleware []submitter.Middleware
 	// Listen is the HTTP address for /healthz, /readyz, /metrics and the ingest API. Empty
 	// means no listener.
 	Listen string
@@ -146,6 +160,7 @@ func StopBudget(t claims.Timings) time.Duration {
 type Node struct {
 	cfg      Config
 	pool     *pgxpool.Pool // for its settings and statistics
+	ownPool  bool          // pool was made by New (Config.SharePool false); Run closes it
 	db       pgdb.Beginner // the pool in the configured schema: every statement goes through it
 	engine   *claims.Engine
 	queuer   *queuer.Queuer
@@ -206,7 +221,18 @@ func New(pool *pgxpool.Pool, cfg Config) (*Node, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	n := &Node{cfg: cfg, pool: pool, db: pgdb.InSchema(pool, cfg.Schema), log: cfg.Logger, registry: cmp.Or(cfg.Registry, prometheus.NewRegistry())}
+	if !cfg.SharePool {
+		pc := pool.Config() // a copy
+		pc.MinConns, pc.MinIdleConns = 0, 0
+		// With no connection kept open, making the pool does no I/O (its context would bound
+		// only the dials of those connections): the first statement dials, once Run starts.
+		own, err := pgxpool.NewWithConfig(context.Background(), pc)
+		if err != nil {
+			return nil, fmt.Errorf("node: a pool of its own: %w", err)
+		}
+		pool = own
+	}
+	n := &Node{cfg: cfg, pool: pool, ownPool: !cfg.SharePool, db: pgdb.InSchema(pool, cfg.Schema), log: cfg.Logger, registry: cmp.Or(cfg.Registry, prometheus.NewRegistry())}
 	var q *queuer.Queuer // set below; the hooks run only once Run starts
 	cc := cfg.Claims
 	cc.Logger = cmp.Or(cc.Logger, cfg.Logger)
@@ -261,7 +287,7 @@ func New(pool *pgxpool.Pool, cfg Config) (*Node, error) {
 		BackoffBase: cfg.BackoffBase, BackoffMax: cfg.BackoffMax,
 		RetryErrors: cfg.Statuses == nil, MaxAttempts: max(cfg.MaxAttempts, 0),
 		Lease:    eng,
-		OnResult: func(_ submitter.Job, r batchclaim.Result, d time.Duration) { n.metrics.result(r, d) },
+		Middleware: append([]submitter.Middleware{submitter.MiddlewareFunc(n.measure)}, cfg.Middleware...),
 		MayChain: func(j batchclaim.Job, run int) bool { return q.MayChain(j, run) },
 		Chained:  func(prev, next batchclaim.Job) { q.Chained(prev, next) },
 		Logger:   cfg.Logger,
@@ -320,6 +346,9 @@ func (n *Node) InFlight() int { return n.workers.Busy() }
 
 // Run registers the instance and works until ctx ends, then stops gracefully.
 func (n *Node) Run(ctx context.Context) error {
+	if n.ownPool {
+		defer n.pool.Close()
+	}
 	n.metrics.states.ctx.Store(&ctx)
 	if err := n.engine.Register(ctx); err != nil {
 		return err

@@ -15,8 +15,50 @@ import (
 	"github.com/batchclaim/batchclaim/submitter"
 )
 
-// An instance that shares its pool with an embedder whose own work holds every connection
-// cannot work: it stops renewing its lease (its lease loop's own connection would keep it
+// By default a node works on a pool of its own (Config.SharePool false): an embedder whose
+// own work holds every connection of the pool it passed to New does not starve the node.
+func TestEmbedderHoldingItsPoolDoesNotStarveTheNode(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	url := dbtest.NewDB(t)
+	admin := newPool(t, url)
+	ran := make(chan string, 16)
+	passed := newPool(t, url) // the embedder's pool, passed to New
+	a, _ := runJobsOn(t, passed, "a", submitter.SubmitterFunc(func(ctx context.Context, b batchclaim.Batch) (batchclaim.Result, error) {
+		ran <- b.BatchID
+		return batchclaim.Result{Verdict: batchclaim.Done}, nil
+	}), nil)
+	var held []*pgxpool.Conn
+	t.Cleanup(func() {
+		for _, c := range held {
+			c.Release()
+		}
+	})
+	for range passed.Config().MaxConns {
+		c, err := passed.Acquire(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		held = append(held, c)
+	}
+	if _, err := node.Enqueue(ctx, admin, "k", "while-the-embedder-holds-its-pool", nil); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case id := <-ran:
+		if id != "while-the-embedder-holds-its-pool" {
+			t.Fatalf("ran %q", id)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the job never ran while the embedder held the pool it passed to New")
+	}
+	if s := a.Engine().Stats(); s.Stalls != 0 {
+		t.Errorf("a's stats: %+v; want no stall", s)
+	}
+}
+
+// An instance that shares its pool (Config.SharePool) with an embedder whose own work holds
+// every connection cannot work: it stops renewing its lease (its lease loop's own connection would keep it
 // alive), counts a stall, and a live peer takes its key and runs the job. Once the embedder
 // lets go, the instance renews again.
 func TestStarvedPoolGivesClaimsUp(t *testing.T) {
@@ -40,7 +82,10 @@ func TestStarvedPoolGivesClaimsUp(t *testing.T) {
 			logRows(t, admin, `SELECT name, expiry_1 > now(), expiry_2 > now() FROM batchclaim.instances`)
 		}
 	})
-	a, _ := runJobsOn(t, shared, "a", job("a"), func(c *node.Config) { c.Logger = slog.New(slog.NewTextHandler(logs, nil)) })
+	a, _ := runJobsOn(t, shared, "a", job("a"), func(c *node.Config) {
+		c.SharePool = true
+		c.Logger = slog.New(slog.NewTextHandler(logs, nil))
+	})
 
 	if _, err := node.Enqueue(ctx, admin, "k", "warm-up", nil); err != nil {
 		t.Fatal(err)

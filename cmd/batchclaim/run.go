@@ -243,6 +243,7 @@ func runDaemon(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return database.Explain(cfg.Schema, runClaimsOnly(ctx, pgdb.InSchema(pool, cfg.Schema), cfg.Claims, logger, cfg.Listen, cfg.AllowedHosts, cfg.Registry))
 	}
 	cfg.Submitter, cfg.Statuses, cfg.SkipValid = client, client, client.OrderedOnValid()
+	cfg.SharePool = true // the pool is the node's alone: --db-max-conns is its budget
 	n, err := node.New(pool, *cfg)
 	if err != nil {
 		return err

@@ -197,7 +197,7 @@ func benchPath(ctx context.Context, c pathConfig, prefix string, stderr io.Write
 		}
 		r.Conns = int(pool.Config().MaxConns)
 		pools = append(pools, pool)
-		cfg := node.Config{Claims: cc, Submitter: sub, Workers: c.workers,
+		cfg := node.Config{Claims: cc, SharePool: true, Submitter: sub, Workers: c.workers,
 			BackoffBase: 10 * time.Millisecond, BackoffMax: 100 * time.Millisecond, Events: events, Logger: logger}
 		tweak(&cfg)
 		n, err := node.New(pool, cfg)
