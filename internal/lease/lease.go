@@ -24,6 +24,8 @@ import (
 	"errors"
 	"sync"
 	"time"
+
+	"github.com/batchclaim/batchclaim/internal/wallclock"
 )
 
 // ErrExpired is returned by Keep when the local deadline passed without a confirmed renewal.
@@ -77,7 +79,7 @@ func (d *Deadline) Confirm(sent time.Time) bool {
 		d.mu.Unlock()
 		return false
 	}
-	if !time.Now().Before(sent.Add(d.window)) {
+	if !time.Now().Before(sent.Add(wallclock.Span(sent, d.window))) {
 		// Renewals are sent one after another, so the current deadline, which is no later
 		// than this one, has passed too.
 		d.endLocked()
@@ -91,7 +93,7 @@ func (d *Deadline) Confirm(sent time.Time) bool {
 }
 
 func (d *Deadline) setLocked(sent time.Time) {
-	d.at = sent.Add(d.window)
+	d.at = sent.Add(wallclock.Span(sent, d.window)) // d.window itself, but for a test's clock rate
 	wait := time.Until(d.at)
 	if d.timer == nil {
 		d.timer = time.AfterFunc(wait, func() { d.Check() })

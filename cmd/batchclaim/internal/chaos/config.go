@@ -81,11 +81,12 @@ const (
 	OpLongSnapshot = "long_snapshot"
 	OpClockDrift   = "clock_drift"
 	OpHeldEnqueue  = "held_enqueue"
+	OpClockRate    = "clock_rate"
 )
 
 // Operations returns every operation kind.
 func Operations() []string {
-	return []string{OpRetry, OpCancel, OpRunAt, OpResume, OpRetentionOn, OpDropIdleOn, OpPoolHog, OpLongSnapshot, OpClockDrift, OpHeldEnqueue}
+	return []string{OpRetry, OpCancel, OpRunAt, OpResume, OpRetentionOn, OpDropIdleOn, OpPoolHog, OpLongSnapshot, OpClockDrift, OpHeldEnqueue, OpClockRate}
 }
 
 // The values of Config.HaltOnInvalid.

@@ -42,6 +42,9 @@ type instance struct {
 	// retention: the slot's processes run the retention job with a short age (operation
 	// retention_on), for the rest of the run.
 	retention bool
+	// rate: the schedule of clock rates its processes run with (operation clock_rate; package
+	// wallclock's test hook), for the rest of the run; empty: none.
+	rate string
 }
 
 // setSkew makes the slot's next processes read a wall clock off by d (package wallclock's
@@ -135,8 +138,8 @@ func (in *instance) start(r *run) error {
 	}
 	cmd := exec.Command(c.Binary, args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
-	if in.skew != 0 {
-		cmd.Env = append(os.Environ(), wallclock.EnvOffset+"="+in.skew.String())
+	if in.skew != 0 || in.rate != "" {
+		cmd.Env = append(os.Environ(), wallclock.EnvOffset+"="+in.skew.String(), wallclock.EnvRate+"="+in.rate)
 	}
 	// The process dies with this one: the harness never leaves instances behind.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}

@@ -91,12 +91,13 @@ const fleetOpRoom = 30 * time.Second
 // than those that act on the instances (and these only while fleet is true), and only kinds
 // that can still do something.
 func (r *run) pickOp(rng *rand.Rand, fleet bool) string {
-	weights := map[string]int{OpRetry: 4, OpCancel: 3, OpRunAt: 3, OpResume: 2, OpRetentionOn: 1, OpPoolHog: 1, OpClockDrift: 1, OpLongSnapshot: 1, OpHeldEnqueue: 1}
+	weights := map[string]int{OpRetry: 4, OpCancel: 3, OpRunAt: 3, OpResume: 2, OpRetentionOn: 1, OpPoolHog: 1, OpClockDrift: 1, OpLongSnapshot: 1, OpHeldEnqueue: 1, OpClockRate: 1}
 	var bag []string
 	for _, k := range r.cfg.Ops {
 		n := weights[k]
 		switch {
-		case !fleet && (k == OpRetentionOn || k == OpPoolHog || k == OpClockDrift || k == OpHeldEnqueue),
+		case !fleet && (k == OpRetentionOn || k == OpPoolHog || k == OpClockDrift || k == OpHeldEnqueue || k == OpClockRate),
+			k == OpClockRate && r.slotWithoutRate() == nil,
 			k == OpRetentionOn && r.slotWithoutRetention() == nil,
 			k == OpLongSnapshot && r.snapshotOpen():
 			n = 0
@@ -134,6 +135,8 @@ func (r *run) operate(ctx context.Context, kind string, rng *rand.Rand) OpRecord
 		return r.opClockDrift(ctx, rng)
 	case OpHeldEnqueue:
 		return r.opHeldEnqueue(ctx, rng)
+	case OpClockRate:
+		return r.opClockRate(ctx, rng)
 	}
 	return OpRecord{Kind: kind, Result: "unknown operation"}
 }

@@ -293,3 +293,48 @@ func (r *run) ownedSoon(ctx context.Context, svc string) (uuid.UUID, error) {
 		r.sleep(ctx, 50*time.Millisecond)
 	}
 }
+
+// opClockRate restarts one slot with its clock running at changing rates for the rest of the
+// run: at full speed, then slow, then fast, over and over (package wallclock's test hook; the
+// lease's local deadline counts by it). A host whose clock runs slow believes its lease lives
+// longer than the database does; down to a rate of D/T1 (2/3 with the default D) its local
+// deadline still comes before the database's expiry-1, and the run shows that nothing else
+// depends on the rate. Fast, it fences itself early: safe, and its claims come back.
+func (r *run) opClockRate(ctx context.Context, rng *rand.Rand) OpRecord {
+	rec := OpRecord{Kind: OpClockRate}
+	in := r.slotWithoutRate()
+	if in == nil {
+		rec.Result = "every slot runs at a changed rate already"
+		return rec
+	}
+	slow := 0.75 + 0.15*rng.Float64()
+	fast := 1.1 + 0.2*rng.Float64()
+	schedule := fmt.Sprintf("1:%ds,%.3f:%ds,%.3f:%ds", 5+rng.IntN(10), slow, 10+rng.IntN(10), fast, 10+rng.IntN(10))
+	r.hostMu.Lock()
+	defer r.hostMu.Unlock()
+	r.settle(ctx, r.cfg.Expiry2+2*time.Second)
+	rec.At, _ = r.dbNow(ctx)
+	old, name, err := r.restart(ctx, in, func() { in.rate = schedule })
+	rec.Instance = name
+	if err != nil {
+		rec.Result, rec.Err = old+" stopped, no process in its place", err.Error()
+		return rec
+	}
+	r.event(OpClockRate, "%s stopped; %s started in its place with its clock running at rates %s (for the rest of the run)", old, name, schedule)
+	rec.End, _ = r.dbNow(ctx)
+	rec.Result, rec.Acted = fmt.Sprintf("%s stopped; %s started in its place with its clock at rates %s (rate:held), for the rest of the run", old, name, schedule), true
+	return rec
+}
+
+// slotWithoutRate is a slot whose processes run at the real clock rate, or nil.
+func (r *run) slotWithoutRate() *instance {
+	for _, in := range r.instances {
+		in.mu.Lock()
+		free := in.rate == ""
+		in.mu.Unlock()
+		if free {
+			return in
+		}
+	}
+	return nil
+}

@@ -97,9 +97,9 @@ func EnvName(name string) string {
 	return "BATCHCLAIM_" + strings.ToUpper(strings.ReplaceAll(name, "-", "_"))
 }
 
-// envOthers are BATCHCLAIM_ variables that are not flags: the wall-clock offset of the tests
-// and the passwords the scripts under deploy/ read. A process may see them and must start.
-var envOthers = []string{wallclock.EnvOffset,
+// envOthers are BATCHCLAIM_ variables that are not flags: the wall-clock offset and clock
+// rate of the tests and the passwords the scripts under deploy/ read. A process may see them and must start.
+var envOthers = []string{wallclock.EnvOffset, wallclock.EnvRate,
 	"BATCHCLAIM_DB_PASSWORD", "BATCHCLAIM_OWNER_PASSWORD", "BATCHCLAIM_APP_PASSWORD", "BATCHCLAIM_ADMIN_PASSWORD"}
 
 // CheckEnv refuses a BATCHCLAIM_ variable of environ that names no flag of fs nor of run (a

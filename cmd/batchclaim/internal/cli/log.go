@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"strings"
 
 	"github.com/batchclaim/batchclaim/internal/wallclock"
@@ -22,6 +23,9 @@ func LogFlags(fs *flag.FlagSet) func(w io.Writer) (*slog.Logger, error) {
 		if err := wallclock.Load(); err != nil { // the wall-clock skew of tests, if any
 			return nil, err
 		}
+		if err := wallclock.LoadRate(); err != nil { // the clock rate of tests, if any
+			return nil, err
+		}
 		opts := &slog.HandlerOptions{Level: l, ReplaceAttr: wallclock.ReplaceAttr}
 		var logger *slog.Logger
 		switch strings.ToLower(*format) {
@@ -34,6 +38,9 @@ func LogFlags(fs *flag.FlagSet) func(w io.Writer) (*slog.Logger, error) {
 		}
 		if off := wallclock.Offset(); off != 0 {
 			logger.Warn("wall clock skewed for a test", "offset", off.String(), "env", wallclock.EnvOffset)
+		}
+		if v := os.Getenv(wallclock.EnvRate); v != "" {
+			logger.Warn("clock rate changed for a test: the lease's local deadline runs by it", "schedule", v, "env", wallclock.EnvRate)
 		}
 		return logger, nil
 	}
