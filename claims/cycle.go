@@ -14,30 +14,6 @@ import (
 	"github.com/batchclaim/batchclaim/pgdb"
 )
 
-// Share is the fair-share arithmetic of one cycle.
-type Share struct {
-	ServiceIDs    int // service_ids known to the claims table
-	LiveInstances int // instances whose lease is in phase one
-	Rank          int // this instance's place among them (ordered by id), -1 if not live
-	Target        int // claims this instance should hold
-}
-
-// fairShare splits k service_ids over the live instances: everybody gets k/n, and the first
-// k%n instances in id order one more. The targets add up to exactly k, so once every instance
-// holds its target no claim is free and no two instances differ by more than one.
-func fairShare(k int, live []string, self string) Share {
-	s := Share{ServiceIDs: k, LiveInstances: len(live), Rank: slices.Index(live, self)}
-	if s.Rank < 0 || len(live) == 0 {
-		return s
-	}
-	n := len(live)
-	s.Target = k / n
-	if s.Rank < k%n {
-		s.Target++
-	}
-	return s
-}
-
 // CycleReport says what one cycle changed.
 type CycleReport struct {
 	Share    Share
@@ -111,8 +87,9 @@ func (e *Engine) cycle(ctx context.Context) (CycleReport, error) {
 	for i, id := range sv.Live {
 		live[i] = id.String()
 	}
-	share := fairShare(int(sv.ServiceIds), live, e.cfg.InstanceID.String())
-	rep.Share = share
+	p := newPlan(figures{ServiceIDs: int(sv.ServiceIds), Free: int(sv.Free), Held: int(sv.Held), Idle: int(sv.Idle), Live: live},
+		e.cfg.InstanceID.String(), e.cfg.ShareSlack, e.cfg.DropIdleAfter > 0)
+	rep.Share = p.share
 
 	if sv.Voidable {
 		rep.Voided, err = e.voidExpired(ctx, now, &rep)
@@ -121,63 +98,52 @@ func (e *Engine) cycle(ctx context.Context) (CycleReport, error) {
 		if err != nil {
 			return rep, err
 		}
+		p.voided(len(rep.Voided))
 	}
 
 	e.mu.Lock()
-	releaseSurplus := e.overCycles >= 1
+	overBefore := e.overCycles >= 1
 	known := e.fingerprintLocked() == fingerprint{sv.Held, sv.EpochSum}
 	e.mu.Unlock()
 
-	// Idle free rows are dropped before anyone acquires them: acquiring a row only to drop
-	// it later would cost an epoch, two claim events and a place in someone's claim set.
 	draining := false
-	free := sv.Free > 0 || len(rep.Voided) > 0
-	if e.cfg.DropIdleAfter > 0 && share.Rank >= 0 && free {
+	if p.dropFreeFirst() {
 		dropped, more, err := e.dropIdle(ctx, now, &rep, true)
 		if err != nil {
 			return rep, err
 		}
 		rep.Dropped += len(dropped)
 		draining = more
-		if len(dropped) > 0 {
-			// The survey counted them: share what is left, and acquire only if some free
-			// row is left.
-			share = fairShare(int(sv.ServiceIds)-len(dropped), live, e.cfg.InstanceID.String())
-			rep.Share = share
-			free = int(sv.Free)+len(rep.Voided)-len(dropped) > 0
-		}
+		p.dropped(len(dropped))
+		rep.Share = p.share
 	}
 
 	wrote := false
 	held := int(sv.Held)
 	var rows []db.ClaimsHeldRow // our claims as the database lists them, once read
-	switch want := share.Target - held; {
-	case share.Rank < 0:
-		// Our lease is not in phase one by the database clock: take nothing.
-	case want > 0 && draining:
-		// More idle free rows are left than one cycle drops: take only rows with work until
-		// they are gone, instead of acquiring rows that are about to be dropped.
-		got, err := e.acquireWithWork(ctx, now, want, len(live), &rep)
+	switch kind, n := p.take(draining, overBefore); kind {
+	case takeWithWork:
+		got, err := e.acquireWithWork(ctx, now, n, len(live), &rep)
 		if err != nil {
 			return rep, err
 		}
-		wrote = wrote || got > 0
-	case want > 0 && free:
-		got, err := e.acquire(ctx, now, want, &rep)
+		wrote = got > 0
+	case takeFree:
+		got, err := e.acquire(ctx, now, n, &rep)
 		if err != nil {
 			return rep, err
 		}
-		wrote = wrote || got > 0
-	case -want > e.cfg.ShareSlack && releaseSurplus:
+		wrote = got > 0
+	case giveSurplus:
 		if rows, err = e.readHeld(ctx); err != nil {
 			return rep, err
 		}
-		if rep.Released, err = e.releaseSurplus(ctx, rows, -want, &rep); err != nil {
+		if rep.Released, err = e.releaseSurplus(ctx, rows, n, &rep); err != nil {
 			return rep, err
 		}
-		wrote = wrote || rep.Released > 0
+		wrote = rep.Released > 0
 	}
-	if sv.Idle > 0 && e.cfg.DropIdleAfter > 0 {
+	if p.dropOwnIdle() {
 		dropped, _, err := e.dropIdle(ctx, now, &rep, false)
 		if err != nil {
 			return rep, err
@@ -208,7 +174,7 @@ func (e *Engine) cycle(ctx context.Context) (CycleReport, error) {
 	}
 
 	e.mu.Lock()
-	if rep.Held > share.Target+e.cfg.ShareSlack && share.Rank >= 0 {
+	if p.over(rep.Held) {
 		e.overCycles++
 	} else {
 		e.overCycles = 0
