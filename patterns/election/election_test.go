@@ -208,7 +208,7 @@ func TestFenceRejectsOldTerm(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { _ = tx.Rollback(ctx) }()
-	if err := a.Fence(ctx, tx, "r"); err != nil {
+	if err := a.Fence(ctx, tx, termA); err != nil {
 		t.Fatalf("fence of the current term: %v", err)
 	}
 	if _, err := tx.Exec(ctx, `INSERT INTO test_writes (name, epoch) VALUES ('a', $1)`, termA.Epoch); err != nil {
@@ -249,9 +249,10 @@ func TestFenceRejectsOldTerm(t *testing.T) {
 		t.Fatalf("FenceTerm with the old term: %v, want ErrClaimLost", err)
 	}
 	// A itself: refused, and it steps down if it had not yet.
-	err = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error { return a.Fence(ctx, tx, "r") })
-	if !errors.Is(err, batchclaim.ErrClaimLost) {
-		t.Fatalf("a.Fence after the takeover: %v, want ErrClaimLost", err)
+	ran := false
+	err = a.WriteFenced(ctx, termA, func(pgx.Tx) error { ran = true; return nil })
+	if !errors.Is(err, batchclaim.ErrClaimLost) || ran {
+		t.Fatalf("a.WriteFenced after the takeover: %v (its write ran: %v), want ErrClaimLost and no write", err, ran)
 	}
 	if _, ok := a.CheckPrimary("r"); ok {
 		t.Fatal("a still believes it is primary after its fence was refused")
@@ -265,7 +266,16 @@ func TestFenceRejectsOldTerm(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { _ = tx2.Rollback(ctx) }()
-	if err := b.Fence(ctx, tx2, "r"); err != nil {
+	if err := b.WriteFenced(ctx, termB, func(tx pgx.Tx) error {
+		_, err := tx.Exec(ctx, `INSERT INTO test_writes (name, epoch) VALUES ('b', $1)`, termB.Epoch)
+		return err
+	}); err != nil {
+		t.Fatalf("b.WriteFenced: %v", err)
+	}
+	if err := a.Fence(ctx, tx2, termB); !errors.Is(err, batchclaim.ErrClaimLost) {
+		t.Fatalf("a.Fence with b's term: %v, want ErrClaimLost (it is not a's)", err)
+	}
+	if err := b.Fence(ctx, tx2, termB); err != nil {
 		t.Fatalf("b.Fence: %v", err)
 	}
 	var pid int

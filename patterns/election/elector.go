@@ -131,21 +131,22 @@ func (e *Elector) Primaries() []Term {
 	return out
 }
 
-// Fence makes tx conditional on this instance still being primary of role: it returns an
-// error wrapping batchclaim.ErrClaimLost when CheckPrimary says no, or when the database
-// says the term is over; otherwise it locks the role's term row FOR SHARE until tx ends, so
-// that no new term can begin before tx commits. Call it first in every transaction whose
-// writes only the primary may make, and keep such transactions short: a takeover waits for
-// them. Fence also sets idle_in_transaction_session_timeout = I for the rest of tx, so that
-// if this process is paused or cut off in the middle of it, the server ends the transaction
-// and frees the row instead of holding every successor off for as long as the pause lasts.
-// Fence's own statements in tx name the election's tables in Config.Schema; tx's other
-// statements are the caller's.
-func (e *Elector) Fence(ctx context.Context, tx pgx.Tx, role string) error {
-	t, ok := e.CheckPrimary(role)
-	if !ok {
+// Fence makes tx conditional on t still being this instance's live term: it returns an error
+// wrapping batchclaim.ErrClaimLost when CheckPrimary no longer gives t (its deadline passed, it
+// stepped down, or a later term of the role began), or when the database says the term is
+// over; otherwise it locks the role's term row FOR SHARE until tx ends, so that no new term can
+// begin before tx commits. Call it first in every transaction whose writes only the primary
+// may make (WriteFenced does), and keep such transactions short: a takeover waits for them.
+// Fence also sets idle_in_transaction_session_timeout = I for the rest of tx, so that if this
+// process is paused or cut off in the middle of it, the server ends the transaction and frees
+// the row instead of holding every successor off for as long as the pause lasts. Fence's own
+// statements in tx name the election's tables in Config.Schema; tx's other statements are the
+// caller's. It has the shape of lock.Locker.Fence and claims.Engine.Fence.
+func (e *Elector) Fence(ctx context.Context, tx pgdb.Querier, t Term) error {
+	role := t.Role
+	if cur, ok := e.CheckPrimary(role); !ok || cur.Epoch != t.Epoch || cur.InstanceID != t.InstanceID {
 		e.stats.fenceRejected.Add(1)
-		return fmt.Errorf("fence %s: not primary: %w", role, batchclaim.ErrClaimLost)
+		return fmt.Errorf("fence %s@%d: not this instance's live term: %w", role, t.Epoch, batchclaim.ErrClaimLost)
 	}
 	if _, err := tx.Exec(ctx, "SELECT set_config('idle_in_transaction_session_timeout', $1, true)", ms(e.cfg.HeartbeatInterval)); err != nil {
 		return fmt.Errorf("fence %s: set transaction timeout: %w", role, err)
@@ -161,6 +162,23 @@ func (e *Elector) Fence(ctx context.Context, tx pgx.Tx, role string) error {
 		e.stepDown(t, StepDownFenced)
 	}
 	return err
+}
+
+// WriteFenced runs fn in a transaction on the elector's pool that Fence makes conditional on t
+// (Fence runs first; fn does not run when t is over), so that fn's writes commit only while
+// this instance is t's primary. The transaction's lock waits are bounded by I. It returns an
+// error wrapping batchclaim.ErrClaimLost when t is over. It has the shape of
+// lock.Locker.WriteFenced and claims.Engine.WriteFenced.
+func (e *Elector) WriteFenced(ctx context.Context, t Term, fn func(pgx.Tx) error) error {
+	return pgdb.InTx(ctx, e.pool, pgx.TxOptions{}, func(tx pgx.Tx) error {
+		if err := pgdb.GuardTx(ctx, tx, e.cfg.HeartbeatInterval, e.cfg.HeartbeatInterval); err != nil {
+			return err
+		}
+		if err := e.Fence(ctx, tx, t); err != nil {
+			return err
+		}
+		return fn(tx)
+	})
 }
 
 // usableLocked is leaseUsable for a caller that holds mu and reads the terms with it.

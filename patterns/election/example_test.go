@@ -43,7 +43,7 @@ func ExampleNew() {
 				// can be elected.
 				for ctx.Err() == nil {
 					err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-						if err := el.Fence(ctx, tx, t.Role); err != nil {
+						if err := el.Fence(ctx, tx, t); err != nil {
 							return err // wraps batchclaim.ErrClaimLost: this term is over
 						}
 						_, err := tx.Exec(ctx, "UPDATE schedule SET owner_epoch = $1", t.Epoch)

@@ -46,7 +46,7 @@ func helperMain(url string) int {
 			fmt.Printf("elected %d\n", t.Epoch)
 			for ctx.Err() == nil {
 				_ = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-					if err := el.Fence(ctx, tx, "r"); err != nil {
+					if err := el.Fence(ctx, tx, t); err != nil {
 						return err
 					}
 					if _, err := tx.Exec(ctx, `INSERT INTO test_writes (name, epoch) VALUES ('helper', $1)`, t.Epoch); err != nil {

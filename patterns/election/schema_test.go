@@ -39,7 +39,7 @@ func TestElectionInSchema(t *testing.T) {
 	}
 	// The application's transaction, unwrapped: Fence puts its own statements in the schema.
 	err = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-		if err := el.Fence(ctx, tx, "r"); err != nil {
+		if err := el.Fence(ctx, tx, term); err != nil {
 			return err
 		}
 		_, err := tx.Exec(ctx, `INSERT INTO test_writes (name, epoch) VALUES ('a', $1)`, term.Epoch)

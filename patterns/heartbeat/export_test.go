@@ -5,16 +5,17 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
 
 	"github.com/batchclaim/batchclaim/patterns/election"
 	"github.com/batchclaim/batchclaim/pgdb"
 )
 
 // FenceFunc is a hand-written fencer for tests of the monitoring step alone.
-type FenceFunc func(ctx context.Context, tx pgx.Tx, role string) error
+type FenceFunc func(ctx context.Context, tx pgdb.Querier, role string) error
 
-func (f FenceFunc) Fence(ctx context.Context, tx pgx.Tx, role string) error { return f(ctx, tx, role) }
+func (f FenceFunc) Fence(ctx context.Context, tx pgdb.Querier, role string) error {
+	return f(ctx, tx, role)
+}
 
 // Step runs one monitoring step as the writer (instanceID, epoch), fenced by fence, at the
 // database time now (nil: now()).

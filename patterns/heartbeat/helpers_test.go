@@ -6,16 +6,16 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/batchclaim/batchclaim/internal/dbtest"
 	"github.com/batchclaim/batchclaim/patterns/heartbeat"
+	"github.com/batchclaim/batchclaim/pgdb"
 )
 
 // noFence lets every step through: for tests of the step alone (the election's fence is
 // tested with real Services).
-var noFence = heartbeat.FenceFunc(func(context.Context, pgx.Tx, string) error { return nil })
+var noFence = heartbeat.FenceFunc(func(context.Context, pgdb.Querier, string) error { return nil })
 
 // bundle is what setup returns besides the pool.
 type bundle struct {

@@ -16,7 +16,7 @@ import (
 // caller's transaction conditional on still being the primary of role (an error wrapping
 // batchclaim.ErrClaimLost otherwise).
 type fencer interface {
-	Fence(ctx context.Context, tx pgx.Tx, role string) error
+	Fence(ctx context.Context, tx pgdb.Querier, role string) error
 }
 
 // writer names the active instance in the events it writes.

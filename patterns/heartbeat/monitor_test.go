@@ -7,11 +7,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/batchclaim/batchclaim"
 	"github.com/batchclaim/batchclaim/patterns/heartbeat"
+	"github.com/batchclaim/batchclaim/pgdb"
 )
 
 func TestMissesRaiseOnceAndAFreshHeartbeatClears(t *testing.T) {
@@ -115,7 +115,7 @@ func TestAFencedOutStepWritesNothing(t *testing.T) {
 	b := setup(t, eventType("hb", time.Second, 1))
 	b.beat(t, "hb", "vnf-1")
 	b.age(t, "hb", "vnf-1", 10*time.Second)
-	lost := heartbeat.FenceFunc(func(context.Context, pgx.Tx, string) error {
+	lost := heartbeat.FenceFunc(func(context.Context, pgdb.Querier, string) error {
 		return fmt.Errorf("fence: %w", batchclaim.ErrClaimLost)
 	})
 	_, _, _, err := heartbeat.Step(t.Context(), b.pool, lost, b.id, 1, nil)

@@ -9,7 +9,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/batchclaim/batchclaim"
@@ -148,14 +147,11 @@ type termFence struct {
 	term election.Term
 }
 
-func (f termFence) Fence(ctx context.Context, tx pgx.Tx, role string) error {
-	if err := f.el.Fence(ctx, tx, role); err != nil {
-		return err
+func (f termFence) Fence(ctx context.Context, tx pgdb.Querier, role string) error {
+	if role != f.term.Role {
+		return fmt.Errorf("fence %s: the monitor's term is of role %s: %w", role, f.term.Role, batchclaim.ErrClaimLost)
 	}
-	if cur, ok := f.el.CheckPrimary(role); !ok || cur.Epoch != f.term.Epoch {
-		return fmt.Errorf("fence %s: term %d is over: %w", role, f.term.Epoch, batchclaim.ErrClaimLost)
-	}
-	return nil
+	return f.el.Fence(ctx, tx, f.term)
 }
 
 func (s *Service) runStep(ctx context.Context, mon *monitor, w writer, log *slog.Logger) {

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/batchclaim/batchclaim"
@@ -92,6 +93,14 @@ func TestLock(t *testing.T) {
 		}
 		wantNotHeld(t, "fence", l.Fence(ctx, tx, forged))
 		_ = tx.Rollback(ctx)
+		ran := false
+		wantNotHeld(t, "fenced write", l.WriteFenced(ctx, forged, func(pgx.Tx) error { ran = true; return nil }))
+		if ran {
+			t.Fatal("WriteFenced ran its write under a forged lease")
+		}
+		if err := l.WriteFenced(ctx, lease, func(pgx.Tx) error { ran = true; return nil }); err != nil || !ran {
+			t.Fatalf("WriteFenced under the lease: %v (ran: %v)", err, ran)
+		}
 		wrongEpoch := lease
 		wrongEpoch.Epoch++
 		wantNotHeld(t, "release with the right token and a wrong epoch", l.Release(ctx, wrongEpoch))

@@ -13,6 +13,7 @@ import (
 	"github.com/batchclaim/batchclaim/internal/dbclock"
 	"github.com/batchclaim/batchclaim/internal/lease"
 	"github.com/batchclaim/batchclaim/pgdb"
+	"github.com/jackc/pgx/v5"
 )
 
 // Locker takes, renews and releases owner-token locks in the owner_locks table.
@@ -155,6 +156,29 @@ func (l *Locker) Fence(ctx context.Context, tx pgdb.Querier, s Lease) error {
 		return fmt.Errorf("fence lock %s: %w", s.Name, err)
 	}
 	return nil
+}
+
+// WriteFenced runs fn in a transaction that Fence makes conditional on s (Fence runs first;
+// fn does not run when s no longer holds the lock), so that fn's writes commit only under the
+// lock. The transaction's lock waits are bounded by a third of the TTL, and the server ends it
+// if this process stalls in the middle of it for as long. It returns an error wrapping
+// ErrNotHeld when s is no longer valid. The Locker must have been made on a pool or a
+// connection (a pgdb.Beginner); on a transaction it returns an error. It has the shape of
+// election.Elector.WriteFenced and claims.Engine.WriteFenced.
+func (l *Locker) WriteFenced(ctx context.Context, s Lease, fn func(pgx.Tx) error) error {
+	b, ok := l.db.(pgdb.Beginner)
+	if !ok {
+		return fmt.Errorf("write fenced by lock %s: the locker's Querier starts no transactions: make it on a pool", s.Name)
+	}
+	return pgdb.InTx(ctx, b, pgx.TxOptions{}, func(tx pgx.Tx) error {
+		if err := pgdb.GuardTx(ctx, tx, l.cfg.TTL/3, l.cfg.TTL/3); err != nil {
+			return err
+		}
+		if err := l.Fence(ctx, tx, s); err != nil {
+			return err
+		}
+		return fn(tx)
+	})
 }
 
 // KeepAlive renews s every third of the TTL until ctx ends (it then returns nil) or the lock

@@ -92,7 +92,7 @@ func (w *demoWorker) fencedWrite(ctx context.Context, t election.Term) error {
 		if cur, ok := w.el.CheckPrimary(t.Role); !ok || cur.Epoch != t.Epoch {
 			return nil
 		}
-		if err := w.el.Fence(ctx, tx, t.Role); err != nil {
+		if err := w.el.Fence(ctx, tx, t); err != nil {
 			return err
 		}
 		_, err := tx.Exec(ctx, `INSERT INTO election_demo_writes (role, epoch, name) VALUES ($1, $2, $3)`, t.Role, t.Epoch, t.Name)
