@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/batchclaim/batchclaim/internal/db"
+	"github.com/batchclaim/batchclaim/internal/lease"
 	"github.com/batchclaim/batchclaim/patterns/lock"
 	"github.com/batchclaim/batchclaim/pgdb"
 )
@@ -52,8 +53,10 @@ type Node struct {
 	opMu sync.Mutex
 	mu   sync.Mutex // guards the fields below
 	st   State
-	// until is the local deadline of the primary's right to act (monotonic clock).
-	until time.Time
+	// acting is the local deadline of the primary's right to act (internal/lease, as every
+	// lease of the project keeps its deadline): PrimaryLease - Margin after the send time of
+	// the heartbeat that last renewed the primary row.
+	acting *lease.Deadline
 	// recorded is the last (role, epoch, primary) written to failover_roles by this process.
 	recorded State
 
@@ -77,8 +80,9 @@ func New(pool *pgxpool.Pool, cfg Config) (*Node, error) {
 	}
 	return &Node{
 		cfg: cfg, pool: pool, db: inSchema, q: db.New(), locker: locker, patience: patience,
-		log: cfg.Logger.With("node_id", cfg.NodeID, "shard", cfg.Shard),
-		st:  State{Role: RoleReplica},
+		log:    cfg.Logger.With("node_id", cfg.NodeID, "shard", cfg.Shard),
+		st:     State{Role: RoleReplica},
+		acting: lease.NewDeadline(cfg.PrimaryLease-cfg.Margin, nil),
 	}, nil
 }
 
@@ -93,13 +97,14 @@ func (n *Node) State() State {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	s := n.st
-	s.Acting = s.Role == RolePrimary && time.Now().Before(n.until)
+	s.Acting = s.Role == RolePrimary && n.acting.Live()
 	return s
 }
 
 // Run heartbeats, watches the primary and consumes commands until ctx ends; it returns ctx's
 // error. A failed step is logged and retried at the next interval.
 func (n *Node) Run(ctx context.Context) error {
+	defer n.acting.Stop() // a node that no longer heartbeats does not act
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	wg.Go(func() { n.consumeLoop(ctx) })
@@ -212,9 +217,9 @@ func (n *Node) adopt(next State, renewed bool, sent time.Time) {
 	prev := n.st
 	n.st = next
 	if renewed {
-		n.until = sent.Add(n.cfg.PrimaryLease - n.cfg.Margin)
+		n.acting.Start(sent)
 	} else if next.Role != RolePrimary {
-		n.until = time.Time{}
+		n.acting.Lose()
 	}
 	if next.Role == RolePrimary || next.PrimaryID != "" {
 		n.recorded = next
