@@ -3,11 +3,14 @@ package failover
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/batchclaim/batchclaim/internal/db"
+	"github.com/batchclaim/batchclaim/internal/notify"
 	"github.com/batchclaim/batchclaim/pgdb"
 )
 
@@ -120,26 +123,47 @@ func (n *Node) consumeOne(ctx context.Context) (Command, bool, error) {
 	return cmd, true, nil
 }
 
-// consumeLoop drains the queue whenever a notification for this node arrives, and every
-// PollInterval in any case (the fallback when a notification is lost, the listening
-// connection broke, or DisableListen is set).
+// consumeLoop drains the queue whenever a notification for this node arrives (internal/notify
+// on a connection taken out of the pool, unless DisableListen), right after the connection
+// listens (commands queued before are not notified again), and every PollInterval in any
+// case: the fallback when a notification is lost or the connection is down. The connection
+// runs LISTEN only, which names no table; the queue is read through the pool in
+// Config.Schema. The channel is the database's, shared by every schema's shards, and the
+// payload is a node id: a node of another schema with the same id drains its queue once for
+// nothing.
 func (n *Node) consumeLoop(ctx context.Context) {
-	for ctx.Err() == nil {
-		if n.cfg.DisableListen {
-			n.pollLoop(ctx)
-			return
-		}
-		if err := n.listen(ctx); err != nil && ctx.Err() == nil {
-			n.log.Warn("listening for commands failed; polling until it works again", "error", err)
-			pctx, cancel := context.WithTimeout(ctx, 5*n.cfg.PollInterval)
-			n.pollLoop(pctx)
-			cancel()
+	wake := make(chan struct{}, 1)
+	poke := func() {
+		select {
+		case wake <- struct{}{}:
+		default:
 		}
 	}
-}
-
-// pollLoop drains the queue every PollInterval until ctx ends.
-func (n *Node) pollLoop(ctx context.Context) {
+	if !n.cfg.DisableListen {
+		var wg sync.WaitGroup
+		defer wg.Wait()
+		wg.Go(func() {
+			_ = notify.Run(ctx, notify.Config{
+				Dial: func(ctx context.Context) (*pgx.Conn, error) {
+					pc, err := n.pool.Acquire(ctx)
+					if err != nil {
+						return nil, err
+					}
+					return pc.Hijack(), nil
+				},
+				Channels: []string{notifyChannel},
+				OnListen: poke,
+				OnNotify: func(note *pgconn.Notification) {
+					if note.Payload == n.cfg.NodeID {
+						poke()
+					}
+				},
+				OnLost: func(err error, wait time.Duration) {
+					n.log.Warn("listening for commands failed; polling until it works again", "error", err, "retry_in", wait)
+				},
+			})
+		})
+	}
 	t := time.NewTicker(n.cfg.PollInterval)
 	defer t.Stop()
 	for {
@@ -148,53 +172,7 @@ func (n *Node) pollLoop(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-		}
-	}
-}
-
-// listen holds one connection with LISTEN on the channel and drains the queue on each
-// notification for this node, or after PollInterval without one. The connection runs
-// LISTEN and UNLISTEN only, which name no table; the queue is read through the pool in
-// Config.Schema. The channel is the database's, shared by every schema's shards, and the
-// payload is a node id: a node of another schema with the same id drains its queue once
-// for nothing.
-func (n *Node) listen(ctx context.Context) error {
-	conn, err := n.pool.Acquire(ctx)
-	if err != nil {
-		return err
-	}
-	healthy := false
-	defer func() {
-		if healthy {
-			_, _ = conn.Exec(context.WithoutCancel(ctx), "UNLISTEN *")
-			conn.Release()
-		} else {
-			_ = conn.Hijack().Close(context.WithoutCancel(ctx))
-		}
-	}()
-	if _, err := conn.Exec(ctx, "LISTEN "+notifyChannel); err != nil {
-		return err
-	}
-	for {
-		n.drain(ctx) // also right after LISTEN: commands queued before it are not notified again
-		for {
-			wctx, cancel := context.WithTimeout(ctx, n.cfg.PollInterval)
-			note, err := conn.Conn().WaitForNotification(wctx)
-			timedOut := wctx.Err() != nil
-			cancel()
-			if ctx.Err() != nil {
-				healthy = true
-				return nil
-			}
-			if timedOut {
-				break // no notification within PollInterval: poll
-			}
-			if err != nil {
-				return err
-			}
-			if note.Payload == n.cfg.NodeID {
-				break
-			}
+		case <-wake:
 		}
 	}
 }

@@ -44,7 +44,7 @@ func TestCommandQueueDeliversExactlyOnce(t *testing.T) {
 			if !c.disableListen {
 				testutil.WaitFor(t, 30*time.Second, "both consumers listening", func() bool {
 					return scalar[int64](t, pool, `SELECT count(*) FROM pg_stat_activity
-						WHERE datname = current_database() AND query = 'LISTEN failover_commands'`) == 2
+						WHERE datname = current_database() AND query = 'LISTEN "failover_commands"'`) == 2
 				})
 			}
 			const total = 60

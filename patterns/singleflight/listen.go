@@ -6,8 +6,9 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/cenkalti/backoff/v4"
+	"github.com/batchclaim/batchclaim/internal/notify"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // listenCheckEvery is how long the listener waits for a notification before it pings its
@@ -19,6 +20,10 @@ const listenCheckEvery = 15 * time.Second
 // blocks until ctx ends, then stops the cache: fetches in progress are cancelled and their
 // leases released so that another instance takes over at once, and later Gets return
 // ErrStopped. A Cache is Run at most once.
+//
+// The connection is taken out of the pool and runs LISTEN only, which names no table. The
+// channel is the database's, shared by caches of every schema: a notification of a key
+// another schema's cache stored wakes this one's waiters of that key for one lookup.
 func (c *Cache) Run(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	c.mu.Lock()
@@ -32,75 +37,34 @@ func (c *Cache) Run(ctx context.Context) error {
 	defer func() {
 		c.mu.Lock()
 		c.stopped = true
+		c.notify = false
 		c.mu.Unlock()
 		cancel()
 		c.fetches.Wait()
 		c.broadcast()
 	}()
-
-	bo := backoff.NewExponentialBackOff()
-	bo.InitialInterval, bo.MaxInterval, bo.MaxElapsedTime = 100*time.Millisecond, 5*time.Second, 0
-	for {
-		err := c.listen(ctx, bo.Reset)
-		c.setNotify(false)
-		if ctx.Err() != nil {
-			return nil
-		}
-		c.stats.reconnects.Add(1)
-		c.broadcast() // a notification may have been missed: every waiter reads its key again
-		wait := bo.NextBackOff()
-		c.cfg.logger.Warn("singleflight: LISTEN connection lost; waiters poll until it is back", "error", err, "retry_in", wait)
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return nil
-		case <-t.C:
-		}
-	}
-}
-
-// listen holds one connection out of the pool, LISTENs, and dispatches notifications until
-// the connection fails or ctx ends. The connection runs LISTEN only, which names no table.
-// The channel is the database's, shared by caches of every schema: a notification of a key
-// another schema's cache stored wakes this one's waiters of that key for one lookup.
-func (c *Cache) listen(ctx context.Context, connected func()) error {
-	pc, err := c.pool.Acquire(ctx)
-	if err != nil {
-		return fmt.Errorf("acquire listen connection: %w", err)
-	}
-	conn := pc.Hijack() // ours alone from now on; the pool opens another in its place
-	defer func() {
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
-		defer cancel()
-		_ = conn.Close(cctx)
-	}()
-	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{notifyChannel}.Sanitize()); err != nil {
-		return fmt.Errorf("listen: %w", err)
-	}
-	connected()
-	c.setNotify(true)
-	c.broadcast() // results stored while nobody listened: read again now
-	for {
-		wctx, cancel := context.WithTimeout(ctx, listenCheckEvery)
-		n, err := conn.WaitForNotification(wctx)
-		cancel()
-		switch {
-		case err == nil:
-			c.wakeKey(n.Payload)
-		case ctx.Err() != nil:
-			return ctx.Err()
-		case wctx.Err() != nil: // quiet for a while: make sure the connection is alive
-			pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-			err = conn.Ping(pctx)
-			cancel()
+	return notify.Run(ctx, notify.Config{
+		Dial: func(ctx context.Context) (*pgx.Conn, error) {
+			pc, err := c.pool.Acquire(ctx)
 			if err != nil {
-				return fmt.Errorf("ping listen connection: %w", err)
+				return nil, fmt.Errorf("acquire listen connection: %w", err)
 			}
-		default:
-			return fmt.Errorf("wait for notification: %w", err)
-		}
-	}
+			return pc.Hijack(), nil // ours alone from now on; the pool opens another in its place
+		},
+		Channels: []string{notifyChannel},
+		Quiet:    listenCheckEvery,
+		OnListen: func() {
+			c.setNotify(true)
+			c.broadcast() // results stored while nobody listened: read again now
+		},
+		OnNotify: func(n *pgconn.Notification) { c.wakeKey(n.Payload) },
+		OnLost: func(err error, wait time.Duration) {
+			c.setNotify(false)
+			c.stats.reconnects.Add(1)
+			c.broadcast() // a notification may have been missed: every waiter reads its key again
+			c.cfg.logger.Warn("singleflight: LISTEN connection lost; waiters poll until it is back", "error", err, "retry_in", wait)
+		},
+	})
 }
 
 func (c *Cache) setNotify(on bool) {

@@ -1,0 +1,9 @@
+package notify_test
+
+import (
+	"testing"
+
+	"github.com/batchclaim/batchclaim/internal/dbtest"
+)
+
+func TestMain(m *testing.M) { dbtest.Main(m) }
