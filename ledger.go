@@ -38,7 +38,7 @@ func (v Verdict) State() State {
 		return StatePending
 	case Rejected:
 		return StateInvalid
-	case Retry:
+	case Retry, Snooze:
 		return StateDelayed
 	case Discard:
 		return StateDiscarded
@@ -48,7 +48,7 @@ func (v Verdict) State() State {
 
 // Status is what the ledger is taken to say when a submission's verdict is v: PENDING for
 // Accepted, INVALID for Rejected, COMMITTED for Done; empty when the verdict says nothing
-// about the ledger (Retry, Unknown, Discard).
+// about the ledger (Retry, Unknown, Discard, Snooze).
 func (v Verdict) Status() Status {
 	switch v {
 	case Accepted:

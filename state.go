@@ -11,6 +11,7 @@ import (
 //	                 \-> INVALID (terminal)
 //	                 \-> DISCARDED (terminal: out of attempts, or given up by its Submitter)
 //	NEW, DELAYED -> CANCELLED (terminal: cancelled before it ran)
+//	INFLIGHT -> CANCELLED (cancelled while it ran: the outcome of its attempt, unless Done)
 //
 // A retry (node.Retry) takes a DISCARDED, CANCELLED or INVALID batch back to NEW. The state is
 // stored in batches.state and every transition is one conditional statement.
@@ -26,7 +27,7 @@ const (
 	StateCommitted State = "COMMITTED" // terminal: on the ledger
 	StateInvalid   State = "INVALID"   // terminal: rejected, never resubmitted
 	StateDiscarded State = "DISCARDED" // terminal: out of attempts, or given up; retryable
-	StateCancelled State = "CANCELLED" // terminal: cancelled before it ran; retryable
+	StateCancelled State = "CANCELLED" // terminal: cancelled before it ran, or while it ran; retryable
 )
 
 // States lists every state in pipeline order.

@@ -33,6 +33,10 @@ const (
 	// batch; an operator may retry it. The submitter pool also gives this verdict in place of
 	// Retry or Unknown once a job has made its last allowed attempt.
 	Discard
+	// Snooze runs the job again after Result.RetryAfter without counting the attempt towards
+	// its limit or its backoff: DELAYED, due then by the database clock; its service_id waits
+	// for it. A Submitter may also return the error SnoozeFor(d) (see SnoozeError).
+	Snooze
 )
 
 func (v Verdict) String() string {
@@ -49,6 +53,8 @@ func (v Verdict) String() string {
 		return "unknown"
 	case Discard:
 		return "discard"
+	case Snooze:
+		return "snooze"
 	}
 	return fmt.Sprintf("verdict(%d)", int(v))
 }

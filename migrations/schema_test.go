@@ -173,8 +173,8 @@ func TestUpInAnotherSchema(t *testing.T) {
 	if n := count(t, conn, `SELECT count(*) FROM pg_namespace WHERE nspname = 'batchclaim'`); n != 0 {
 		t.Fatal("Up in jobs created the default schema")
 	}
-	if n := count(t, conn, `SELECT count(*) FROM pg_tables WHERE schemaname = 'jobs'`); n != 27 {
-		t.Fatalf("%d tables in jobs, want 27 (26 and the version table)", n)
+	if n := count(t, conn, `SELECT count(*) FROM pg_tables WHERE schemaname = 'jobs'`); n != 28 {
+		t.Fatalf("%d tables in jobs, want 28 (27 and the version table)", n)
 	}
 	if err := migrations.Down(ctx, url, 0, migrations.InSchema("jobs")); err != nil {
 		t.Fatal(err)

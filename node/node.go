@@ -19,6 +19,7 @@ import (
 	"github.com/batchclaim/batchclaim/claims"
 	"github.com/batchclaim/batchclaim/ingest"
 	"github.com/batchclaim/batchclaim/observer"
+	"github.com/batchclaim/batchclaim/periodic"
 	"github.com/batchclaim/batchclaim/pgdb"
 	"github.com/batchclaim/batchclaim/queuer"
 	"github.com/batchclaim/batchclaim/submitter"
@@ -92,6 +93,9 @@ type Config struct {
 	RetentionInterval time.Duration
 	// Events are hooks for embedders.
 	Events observer.Events
+	// Periodic are jobs stored at every tick of a schedule, once across every instance given
+	// the same ones (package periodic). Nil means none.
+	Periodic []periodic.Job
 	// Listen is the HTTP address for /healthz, /readyz, /metrics and the ingest API. Empty
 	// means no listener.
 	Listen string
@@ -164,6 +168,8 @@ type Node struct {
 	poller   *observer.Poller
 	retain   *observer.Retention
 	waker    *waker
+	cancels  *canceller // passes cancels of running jobs on to them (cancel.go)
+	periodic *periodic.Scheduler
 	metrics  *metrics
 	registry *prometheus.Registry
 	log      *slog.Logger
@@ -303,6 +309,17 @@ func New(pool *pgxpool.Pool, cfg Config) (*Node, error) {
 			return nil, err
 		}
 	}
+	n.cancels = newCanceller(n.db, eng.InstanceID(), n.workers, timings.RenewInterval, cfg.Logger)
+	if n.waker != nil {
+		n.waker.cancels = n.cancels.kick
+	}
+	if len(cfg.Periodic) > 0 {
+		n.periodic, err = periodic.New(n.db, periodic.Config{Jobs: cfg.Periodic, LockTimeout: timings.RenewInterval,
+			IdleTimeout: timings.Expiry1 / 5, Logger: cfg.Logger})
+		if err != nil {
+			return nil, err
+		}
+	}
 	if cfg.Statuses != nil {
 		n.poller, err = observer.NewPoller(n.db, eng, n.recorder, cfg.Statuses, observer.PollerConfig{Interval: cfg.PollInterval, Wait: pollWait(cfg.SkipValid),
 			StatementTimeout: timings.LocalDeadline, Logger: cfg.Logger})
@@ -367,6 +384,12 @@ func (n *Node) Run(ctx context.Context) error {
 	if n.waker != nil {
 		wg.Add(1)
 		go func() { defer wg.Done(); n.waker.run(ctx) }()
+	}
+	wg.Add(1)
+	go func() { defer wg.Done(); n.cancels.run(ctx) }()
+	if n.periodic != nil {
+		wg.Add(1)
+		go func() { defer wg.Done(); _ = n.periodic.Run(ctx) }()
 	}
 	runErr := n.queuer.Run(ctx)
 	wg.Wait()

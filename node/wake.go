@@ -46,6 +46,9 @@ type waker struct {
 		DirtyAll()
 	}
 	log *slog.Logger
+	// cancels is told of a cancel of a job this instance runs (notified on its cancel
+	// channel), and after every (re)connection, when one may have gone unheard (cancel.go).
+	cancels func()
 }
 
 // newWaker prepares a waker; it does no I/O.
@@ -108,7 +111,8 @@ func (w *waker) listen(ctx context.Context) (listening bool, err error) {
 	}
 	defer conn.Close(context.WithoutCancel(ctx)) //nolint:errcheck // closing a failed connection
 	lctx, cancel := context.WithTimeout(ctx, max(w.every, 5*time.Second))
-	_, err = conn.Exec(lctx, "LISTEN "+pgx.Identifier{w.channel}.Sanitize()+"; LISTEN "+pgx.Identifier{freeChannel}.Sanitize())
+	_, err = conn.Exec(lctx, "LISTEN "+pgx.Identifier{w.channel}.Sanitize()+"; LISTEN "+pgx.Identifier{freeChannel}.Sanitize()+
+		"; LISTEN "+pgx.Identifier{cancelChannel(w.eng.InstanceID())}.Sanitize())
 	cancel()
 	if err != nil {
 		return false, fmt.Errorf("listen: %w", err)
@@ -117,15 +121,19 @@ func (w *waker) listen(ctx context.Context) (listening bool, err error) {
 	// Whatever was notified before now went unheard.
 	w.q.DirtyAll()
 	w.eng.Kick()
+	w.cancelled()
 	for {
 		wctx, cancel := context.WithTimeout(ctx, w.every)
 		n, err := conn.WaitForNotification(wctx)
 		cancel()
 		switch {
 		case err == nil:
-			if n.Channel == freeChannel {
+			switch {
+			case n.Channel == freeChannel:
 				w.eng.Kick()
-			} else {
+			case strings.HasPrefix(n.Channel, cancelChannelPrefix):
+				w.cancelled()
+			default:
 				w.q.Dirty(n.Payload)
 			}
 			continue
@@ -141,5 +149,11 @@ func (w *waker) listen(ctx context.Context) (listening bool, err error) {
 		if err != nil {
 			return true, fmt.Errorf("check the listening connection: %w", err)
 		}
+	}
+}
+
+func (w *waker) cancelled() {
+	if w.cancels != nil {
+		w.cancels()
 	}
 }

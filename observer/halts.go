@@ -42,7 +42,7 @@ func Resume(ctx context.Context, q pgdb.Querier, serviceID string) (Halt, error)
 	return Halt{ServiceID: r.ServiceID, Seq: r.Seq, Reason: r.Reason, At: r.At}, nil
 }
 
-// Change is a batch's state change made by Cancel or Retry.
+// Change is a batch's state change made by Cancel or Retry, or a cancel requested.
 type Change struct {
 	Seq       int64            `json:"seq"`
 	ServiceID string           `json:"service_id"`
@@ -51,21 +51,9 @@ type Change struct {
 	// Resumed: the retried batch was the one that halted its service_id, and the halt is
 	// lifted.
 	Resumed bool `json:"resumed,omitempty"`
-}
-
-// Cancel cancels the batch seq if it has not run and certainly never took effect: NEW (with a
-// run-at time ahead or not) or DELAYED (its last POST was certainly not taken). It becomes
-// CANCELLED, and its service_id goes on with the next batch. reason is kept as its last error
-// and in its history. A batch in another state (running, finished, or one whose outcome is
-// unknown) is left alone: batchclaim.ErrStateChanged; no such batch: batchclaim.ErrNotFound.
-// The write is conditional on the state, not fenced on a claim: if the batch's owner marks it
-// in flight first, the cancel changes nothing, and the other way round.
-func Cancel(ctx context.Context, q pgdb.Querier, seq int64, reason string) (Change, error) {
-	r, err := db.New().BatchCancel(ctx, q, db.BatchCancelParams{Seq: seq, Detail: reason})
-	if err != nil {
-		return Change{}, fmt.Errorf("cancel batch %d: %w", seq, whyNot(ctx, q, seq, err, "NEW or DELAYED"))
-	}
-	return Change{Seq: r.Seq, ServiceID: r.ServiceID, From: batchclaim.State(r.FromState), To: batchclaim.StateCancelled}, nil
+	// CancelRequested: the cancelled batch is running (INFLIGHT, From and To): the instance
+	// running it is asked to stop it, and its outcome makes it CANCELLED (see Cancel).
+	CancelRequested bool `json:"cancel_requested,omitempty"`
 }
 
 // Retry runs the batch seq again. A DISCARDED, CANCELLED or INVALID batch becomes NEW and goes

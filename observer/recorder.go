@@ -311,9 +311,13 @@ func (r *Recorder) writeOutcomeChunk(ctx context.Context, batch []*outcome) {
 		case !row.Recorded:
 			o.err = fmt.Errorf("record outcome of batch %d attempt %d: %w", j.Batch.Seq, j.Batch.Attempts+1, batchclaim.ErrStateChanged)
 		default:
+			to := batchclaim.State(cmp.Or(row.NewState, string(o.Result.Verdict.State()))) // CANCELLED when a cancel was requested
 			r.cfg.Events.statusChanged(Transition{Seq: j.Batch.Seq, ServiceID: j.Claim.ServiceID, BatchID: j.Batch.BatchID,
-				From: batchclaim.StateInflight, To: o.Result.Verdict.State(), AgeSeconds: row.AgeSeconds})
-			switch o.Result.Verdict.State() {
+				From: batchclaim.StateInflight, To: to, AgeSeconds: row.AgeSeconds})
+			switch to {
+			case batchclaim.StateCancelled:
+				r.cfg.Logger.Info("batch CANCELLED while it ran: its service_id goes on with the next batch",
+					"service_id", j.Claim.ServiceID, "seq", j.Batch.Seq, "batch_id", j.Batch.BatchID, "verdict", o.Result.Verdict.String())
 			case batchclaim.StateInvalid:
 				r.logInvalid(j.Claim.ServiceID, j.Batch.Seq, j.Batch.BatchID, o.Result.Detail, o.Result.Invalid)
 			case batchclaim.StateDiscarded:

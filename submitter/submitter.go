@@ -118,6 +118,7 @@ type Pool struct {
 	mu      sync.Mutex
 	running map[string]int      // service_id -> submissions running
 	posting map[int64]time.Time // seq -> deadline of the Submit call running for it
+	calls   map[int64]call      // seq -> the Submit call running for it, for CancelJob (cancel.go)
 	held    int64               // bytes of the payloads of the running submissions
 }
 
@@ -288,6 +289,8 @@ func (p *Pool) run(j Job, run int) (Job, bool) {
 		return Job{}, false
 	}
 	ctx, cancel := context.WithDeadline(batchclaim.WithClaim(claimCtx, j.Claim), deadline)
+	ctx, forget := p.cancellable(ctx, j) // a cancel of the running job reaches it (CancelJob)
+	defer forget()
 	ctx, span := tracing.Start(ctx, tracing.Post, tracing.Job(j)...)
 	start := time.Now()
 	p.mu.Lock()
@@ -305,7 +308,7 @@ func (p *Pool) run(j Job, run int) (Job, bool) {
 	if p.cfg.OnResult != nil {
 		p.cfg.OnResult(j, res, latency)
 	}
-	o := batchclaim.Outcome{Job: j, Result: res, Latency: latency, RetryIn: p.backoff(j.Batch.Attempts-j.Batch.AttemptBase, res.RetryAfter)}
+	o := batchclaim.Outcome{Job: j, Result: res, Latency: latency, RetryIn: p.retryIn(j, res)}
 	if p.mayChain(j, run) {
 		o.Chain, o.ChainMaxBytes = true, p.chainRoom(j)
 	}
@@ -349,10 +352,14 @@ func (l jobLogger) write(level slog.Level, msg string, args []any) {
 		"epoch", l.j.Claim.Epoch, "seq", l.j.Batch.Seq}, args...)...)
 }
 
-// verdict is what a submission's result and error come to: an error is Unknown (Retry with
-// RetryErrors), no verdict is Unknown, and a Retry or Unknown at the job's last allowed
-// attempt is Discard.
+// verdict is what a submission's result and error come to: a SnoozeError is Snooze; another
+// error is Unknown (Retry with RetryErrors), no verdict is Unknown, and a Retry or Unknown at
+// the job's last allowed attempt is Discard.
 func (p *Pool) verdict(j Job, res batchclaim.Result, err error) batchclaim.Result {
+	if d, ok := batchclaim.SnoozeDelay(err); ok { // not a failure: the job asks to run later
+		res = batchclaim.Result{Verdict: batchclaim.Snooze, HTTPStatus: res.HTTPStatus, RetryAfter: d, Detail: err.Error()}
+		err = nil
+	}
 	if err != nil {
 		v := batchclaim.Unknown
 		if p.cfg.RetryErrors {

@@ -21,6 +21,7 @@
 //   - a service_id's page: owner, epoch and claim phase, its halt with a Resume button, its
 //     queue of unfinished batches in send order (keyset pages), its owner and epoch history
 //     from the claim log;
+//   - the periodic jobs (package periodic): schedule, key, last tick and its job, next run;
 //   - a batch's page: its attempts (HTTP status, latency, outcome, error, instance, epoch), its
 //     transitions in order, the ledger's invalid details, and Retry and Cancel buttons where the
 //     batch's state allows them;
@@ -38,7 +39,8 @@
 //
 // The writes are POST /api/halts/{service_id}/resume (observer.Resume) and POST
 // /api/batches/{seq}/retry and /cancel (observer.Retry, observer.Cancel: 409 when the batch's
-// state does not allow it); a service_id that batchclaim.ValidateServiceID refuses, or a seq
+// state does not allow it; a cancel of a running batch answers "cancel_requested": its job is
+// asked to stop, and it ends CANCELLED once it returns); a service_id that batchclaim.ValidateServiceID refuses, or a seq
 // that is not a positive integer, is answered 400. The handler does not authenticate
 // itself: mount it behind the listener's authentication middleware, which leaves the page
 // and its assets open but asks a token for its data (it names service_ids and batch ids, as

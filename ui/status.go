@@ -13,6 +13,7 @@ import (
 	"github.com/batchclaim/batchclaim/claims"
 	"github.com/batchclaim/batchclaim/internal/db"
 	"github.com/batchclaim/batchclaim/observer"
+	"github.com/batchclaim/batchclaim/periodic"
 	"github.com/batchclaim/batchclaim/pgdb"
 )
 
@@ -35,6 +36,8 @@ type Status struct {
 	// Transitions and Takeovers are the newest first.
 	Transitions []Transition `json:"transitions"`
 	Takeovers   []Takeover   `json:"takeovers"`
+	// Periodic lists the periodic jobs with their last tick and next run (periodic.List).
+	Periodic []periodic.Status `json:"periodic"`
 }
 
 // Open is the unfinished batches: by state, and the service_ids that have any, oldest first.
@@ -133,6 +136,9 @@ func readStatus(ctx context.Context, q pgdb.Querier, o readOptions) (Status, err
 		return Status{}, err
 	}
 	if st.Takeovers, err = readTakeovers(ctx, qs, q, o); err != nil {
+		return Status{}, err
+	}
+	if st.Periodic, err = periodic.List(ctx, q); err != nil {
 		return Status{}, err
 	}
 	return st, nil

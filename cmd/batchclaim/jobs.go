@@ -29,14 +29,16 @@ func runRetry(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		})
 }
 
-// runCancel cancels a batch that has not run through observer.Cancel, the call behind the
-// status page's Cancel button.
+// runCancel cancels a batch through observer.Cancel, the call behind the status page's Cancel
+// button.
 func runCancel(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	return batchCommand(ctx, "cancel",
-		"Cancels batch SEQ if it has not run and certainly never took effect (NEW, with a run-at\n"+
-			"time or not, or DELAYED), as the status page's Cancel button does: it becomes CANCELLED and\n"+
-			"its service_id goes on with the next batch. Exit 1 if the batch is running, finished, has an\n"+
-			"unknown outcome, or does not exist.",
+		"Cancels batch SEQ, as the status page's Cancel button does. A batch that has not run (NEW,\n"+
+			"with a run-at time or not, or DELAYED) becomes CANCELLED and its service_id goes on with the\n"+
+			"next batch. A running one (INFLIGHT) is asked to stop: the instance running it cancels its\n"+
+			"job's context, and it ends CANCELLED once the job returns, unless the job returned done\n"+
+			"(docs/jobs.md, \"Cancel a running job\"). Exit 1 if the batch is finished, has an unknown\n"+
+			"outcome, or does not exist.",
 		args, stdout, stderr, observer.Cancel)
 }
 
@@ -76,6 +78,9 @@ func batchCommand(ctx context.Context, name, help string, args []string, stdout,
 		return database.Explain(*schema, err)
 	}
 	fmt.Fprintf(stdout, "batch %d of %s: %s -> %s", c.Seq, printable(c.ServiceID), c.From, c.To)
+	if c.CancelRequested {
+		fmt.Fprintf(stdout, " (running: cancel requested; it ends CANCELLED once its job returns)")
+	}
 	if c.Resumed {
 		fmt.Fprintf(stdout, " (its service_id's halt lifted)")
 	}

@@ -37,7 +37,7 @@ func init() {
 		"status":  {summary: "show instances, claims and batches", run: runStatus},
 		"resume":  {summary: "lift the halt of a service_id stopped by an INVALID batch", run: runResume},
 		"retry":   {summary: "run a DISCARDED, CANCELLED or INVALID batch again, or a DELAYED one now", run: runRetry},
-		"cancel":  {summary: "cancel a batch that has not run (NEW or DELAYED)", run: runCancel},
+		"cancel":  {summary: "cancel a batch: at once if it has not run, else once its job returns", run: runCancel},
 		"run":     {summary: "run an instance: claim service_ids and work on them", run: runDaemon},
 		"demo":    {summary: "the whole story on a throwaway database: instances, a ledger simulator, faults", run: demo.Command},
 		"enqueue": {summary: "store the batches of a BatchList for a service_id", run: runEnqueue},

@@ -253,7 +253,7 @@ func TestRetryAndCancelCommands(t *testing.T) {
 	if err := pool.QueryRow(t.Context(), `SELECT last_error FROM batchclaim.batches WHERE seq = $1`, st.Seq).Scan(&lastErr); err != nil || lastErr != "not needed" {
 		t.Fatalf("the cancelled batch's last error: %q, %v", lastErr, err)
 	}
-	if _, errOut := run(1, "cancel", seq); !strings.Contains(errOut, "batch state changed: it is CANCELLED, not NEW or DELAYED") {
+	if _, errOut := run(1, "cancel", seq); !strings.Contains(errOut, "batch state changed: it is CANCELLED, not NEW, DELAYED or INFLIGHT") {
 		t.Fatalf("cancel again: %q", errOut)
 	}
 	if out, _ := run(0, "retry", seq); out != "batch "+seq+" of svc-j: CANCELLED -> NEW\n" {

@@ -40,8 +40,8 @@ func (q *Queries) BatchBySeq(ctx context.Context, db DBTX, seq int64) (BatchBySe
 const batchCancel = `-- name: BatchCancel :one
 
 WITH old AS (
-    SELECT b.seq, b.service_id, b.state FROM batchclaim.batches b
-    WHERE b.seq = $1 AND b.state IN ('NEW', 'DELAYED')
+    SELECT b.seq, b.service_id, b.state, b.claimant FROM batchclaim.batches b
+    WHERE b.seq = $1 AND b.state IN ('NEW', 'DELAYED', 'INFLIGHT')
     FOR UPDATE
 ),
 cancelled AS (
@@ -49,15 +49,28 @@ cancelled AS (
     SET state = 'CANCELLED', finished_at = now(), updated_at = now(), next_attempt_at = NULL,
         last_error = NULLIF($2::text, '')
     FROM old o
-    WHERE b.seq = o.seq
+    WHERE b.seq = o.seq AND o.state <> 'INFLIGHT'
     RETURNING b.seq, b.service_id, o.state AS from_state
+),
+requested AS (
+    UPDATE batchclaim.batches b
+    SET cancel_attempt = b.attempts, cancel_requested_at = now(),
+        cancel_reason = COALESCE(NULLIF($2::text, ''), 'cancelled')
+    FROM old o
+    WHERE b.seq = o.seq AND o.state = 'INFLIGHT'
+    RETURNING b.seq, b.service_id, b.claimant
 ),
 logged AS (
     INSERT INTO batchclaim.batch_transitions (seq, from_state, to_state, detail)
     SELECT c.seq, c.from_state, 'CANCELLED', NULLIF($2::text, '') FROM cancelled c
 )
-SELECT c.seq, c.service_id, c.from_state, (SELECT count(*) FROM (SELECT batchclaim.batchclaim_wake(c.service_id)) w)::bigint AS woken
+SELECT c.seq, c.service_id, c.from_state, 'CANCELLED'::text AS to_state, false AS requested,
+       (SELECT count(*) FROM (SELECT batchclaim.batchclaim_wake(c.service_id)) w)::bigint AS woken
 FROM cancelled c
+UNION ALL
+SELECT r.seq, r.service_id, 'INFLIGHT'::text, 'INFLIGHT'::text, true,
+       (SELECT count(*) FROM (SELECT pg_notify('batchclaim_cancel_' || replace(r.claimant::text, '-', ''), r.seq::text)) w)::bigint
+FROM requested r
 `
 
 type BatchCancelParams struct {
@@ -69,6 +82,8 @@ type BatchCancelRow struct {
 	Seq       int64
 	ServiceID string
 	FromState string
+	ToState   string
+	Requested bool
 	Woken     int64
 }
 
@@ -76,10 +91,15 @@ type BatchCancelRow struct {
 // conditional on the batch's state, so a write of the data path and one of these never both
 // succeed (whichever commits first wins; the other changes nothing and says so). Each logs its
 // change in batch_transitions (no instance, no epoch) and wakes the holder of the service_id.
-// Cancels a batch that is not running and certainly never took effect: NEW (a run-at time
-// ahead or not) or DELAYED (its last POST was certainly not taken). It becomes CANCELLED,
-// terminal, and frees its service_id for the next batch. No row: no such batch, or it is in
-// another state now.
+// Cancels a batch that is not running and certainly never took effect, NEW (a run-at time
+// ahead or not) or DELAYED (its last POST was certainly not taken): it becomes CANCELLED,
+// terminal, and frees its service_id for the next batch. A batch that is running (INFLIGHT)
+// is asked to stop instead: the request is kept for the attempt that runs (cancel_attempt),
+// the instance running it is notified on its cancel channel (payload: the seq), and the
+// outcome of that attempt makes it CANCELLED (BatchesRecordOutcomes); it stays INFLIGHT
+// until then (requested). No row: no such batch, or it is in another state now. The row is
+// locked first: a concurrent outcome either commits before (the batch is DELAYED or finished
+// when the cancel reads it again) or after, and then sees the request.
 func (q *Queries) BatchCancel(ctx context.Context, db DBTX, arg BatchCancelParams) (BatchCancelRow, error) {
 	row := db.QueryRow(ctx, batchCancel, arg.Seq, arg.Detail)
 	var i BatchCancelRow
@@ -87,6 +107,8 @@ func (q *Queries) BatchCancel(ctx context.Context, db DBTX, arg BatchCancelParam
 		&i.Seq,
 		&i.ServiceID,
 		&i.FromState,
+		&i.ToState,
+		&i.Requested,
 		&i.Woken,
 	)
 	return i, err
@@ -103,7 +125,7 @@ SELECT h.seq, h.service_id, h.batch_id, h.state, h.attempts, h.claim_epoch, h.cl
        EXTRACT(EPOCH FROM now() - COALESCE(h.unknown_since, h.submitted_at, h.created_at))::float8 AS unknown_seconds
 FROM unnest($1::text[]) AS s(service_id)
 CROSS JOIN LATERAL (
-    SELECT b.seq, b.service_id, b.batch_id, b.payload, b.created_at, b.state, b.attempts, b.claimant, b.claim_epoch, b.submitted_at, b.next_attempt_at, b.last_error, b.dlt_status, b.status_updated_at, b.unknown_count, b.invalid_details, b.updated_at, b.ledger, b.finished_at, b.unknown_since, b.unfinished, b.max_attempts, b.attempt_reason, b.attempt_from, b.attempt_xid, b.attempt_http_status, b.attempt_latency_ms, b.pos, b.attempt_base FROM batchclaim.batches b
+    SELECT b.seq, b.service_id, b.batch_id, b.payload, b.created_at, b.state, b.attempts, b.claimant, b.claim_epoch, b.submitted_at, b.next_attempt_at, b.last_error, b.dlt_status, b.status_updated_at, b.unknown_count, b.invalid_details, b.updated_at, b.ledger, b.finished_at, b.unknown_since, b.unfinished, b.max_attempts, b.attempt_reason, b.attempt_from, b.attempt_xid, b.attempt_http_status, b.attempt_latency_ms, b.pos, b.attempt_base, b.cancel_attempt, b.cancel_requested_at, b.cancel_reason FROM batchclaim.batches b
     WHERE b.service_id = s.service_id
       AND b.unfinished
       AND NOT ($2::bool AND b.state = 'VALID')
@@ -542,6 +564,47 @@ func (q *Queries) BatchStatusesByID(ctx context.Context, db DBTX, batchIds []str
 	return items, nil
 }
 
+const batchesCancelRequested = `-- name: BatchesCancelRequested :many
+SELECT b.seq, b.attempts, COALESCE(b.cancel_reason, 'cancelled')::text AS reason
+FROM batchclaim.batches b
+WHERE b.seq = ANY($1::bigint[]) AND b.state = 'INFLIGHT'
+  AND b.claimant = $2::uuid AND b.cancel_attempt = b.attempts
+`
+
+type BatchesCancelRequestedParams struct {
+	Seqs     []int64
+	Claimant uuid.UUID
+}
+
+type BatchesCancelRequestedRow struct {
+	Seq      int64
+	Attempts int32
+	Reason   string
+}
+
+// The cancel requests against the given jobs, which this instance runs: each still INFLIGHT
+// under this claimant at the attempt the request was made for. One probe of the primary key
+// per job.
+func (q *Queries) BatchesCancelRequested(ctx context.Context, db DBTX, arg BatchesCancelRequestedParams) ([]BatchesCancelRequestedRow, error) {
+	rows, err := db.Query(ctx, batchesCancelRequested, arg.Seqs, arg.Claimant)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []BatchesCancelRequestedRow{}
+	for rows.Next() {
+		var i BatchesCancelRequestedRow
+		if err := rows.Scan(&i.Seq, &i.Attempts, &i.Reason); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const batchesMarkInflight = `-- name: BatchesMarkInflight :many
 
 WITH want AS (
@@ -727,7 +790,7 @@ chained AS (
     RETURNING b.seq, b.batch_id, b.payload, b.attempts, b.max_attempts, b.attempt_base, n.prev_seq
 )
 SELECT o.seq::bigint AS seq, (f.service_id IS NOT NULL)::bool AS fenced, (r.seq IS NOT NULL)::bool AS recorded,
-       COALESCE(r.age_seconds, 0)::float8 AS age_seconds,
+       (CASE WHEN r.seq IS NOT NULL THEN 'COMMITTED' ELSE '' END)::text AS new_state, COALESCE(r.age_seconds, 0)::float8 AS age_seconds,
        COALESCE(c.seq, 0)::bigint AS next_seq, COALESCE(c.batch_id, '')::text AS next_batch_id,
        COALESCE(c.payload, ''::bytea)::bytea AS next_payload, COALESCE(c.attempts, 0)::int AS next_attempts,
        COALESCE(c.max_attempts, 0)::int AS next_max_attempts, COALESCE(c.attempt_base, 0)::int AS next_attempt_base
@@ -757,6 +820,7 @@ type BatchesRecordCommitsRow struct {
 	Seq             int64
 	Fenced          bool
 	Recorded        bool
+	NewState        string
 	AgeSeconds      float64
 	NextSeq         int64
 	NextBatchID     string
@@ -798,6 +862,7 @@ func (q *Queries) BatchesRecordCommits(ctx context.Context, db DBTX, arg Batches
 			&i.Seq,
 			&i.Fenced,
 			&i.Recorded,
+			&i.NewState,
 			&i.AgeSeconds,
 			&i.NextSeq,
 			&i.NextBatchID,
@@ -843,15 +908,21 @@ fenced AS (
 ),
 recorded AS (
     UPDATE batchclaim.batches b
-    SET state = o.new_state,
+    SET state = CASE WHEN b.cancel_attempt = b.attempts AND o.new_state IN ('DELAYED', 'INVALID', 'DISCARDED')
+                     THEN 'CANCELLED' ELSE o.new_state END,
         dlt_status = COALESCE(NULLIF(o.dlt_status, ''), b.dlt_status),
         status_updated_at = now(),
         next_attempt_at = now() + o.retry_after_ms * interval '1 millisecond',
-        last_error = NULLIF(o.last_error, ''),
+        last_error = CASE WHEN b.cancel_attempt = b.attempts AND o.new_state IN ('DELAYED', 'INVALID', 'DISCARDED')
+                          THEN b.cancel_reason ELSE NULLIF(o.last_error, '') END,
         invalid_details = COALESCE(NULLIF(o.invalid, '')::jsonb, b.invalid_details),
         unknown_count = 0,
         unknown_since = CASE WHEN o.new_state = 'UNKNOWN' THEN now() END,
-        finished_at = CASE WHEN o.new_state IN ('COMMITTED', 'INVALID', 'DISCARDED', 'CANCELLED') THEN now() END,
+        finished_at = CASE WHEN o.new_state IN ('COMMITTED', 'INVALID', 'DISCARDED', 'CANCELLED')
+                             OR b.cancel_attempt = b.attempts AND o.new_state = 'DELAYED' THEN now() END,
+        -- A snoozed attempt does not count: the attempt limit and the backoff count from
+        -- attempt_base, so it goes up with it (attempts itself never goes down).
+        attempt_base = b.attempt_base + CASE WHEN o.outcome = 'snooze' THEN 1 ELSE 0 END,
         attempt_http_status = CASE WHEN o.new_state = 'COMMITTED' THEN NULLIF(o.http_status, 0) END,
         attempt_latency_ms = CASE WHEN o.new_state = 'COMMITTED' THEN o.latency_ms END,
         updated_at = now()
@@ -860,7 +931,7 @@ recorded AS (
       AND b.claimant = $15::uuid AND b.claim_epoch = o.epoch AND b.attempts = o.attempt
     -- What the CTEs below need comes from here, so that none of them joins o with recorded
     -- (the planner cannot know how many rows recorded returns, and would loop over both).
-    RETURNING b.seq, b.service_id, b.batch_id, b.submitted_at, b.attempt_reason, b.attempt_from, o.epoch, o.new_state,
+    RETURNING b.seq, b.service_id, b.batch_id, b.submitted_at, b.attempt_reason, b.attempt_from, o.epoch, b.state AS new_state,
               o.chain, o.chain_max_bytes, o.http_status, o.latency_ms, o.outcome, o.last_error,
               EXTRACT(EPOCH FROM now() - b.created_at)::float8 AS age_seconds
 ),
@@ -884,7 +955,7 @@ finished AS (
            (r.new_state <> 'INVALID' OR NOT $17::bool) AS frees,
            $18::bool AS track_idle
     FROM recorded r
-    WHERE r.new_state IN ('COMMITTED', 'INVALID', 'DISCARDED')
+    WHERE r.new_state IN ('COMMITTED', 'INVALID', 'DISCARDED', 'CANCELLED')
 ),
 lease AS (
     SELECT i.id FROM batchclaim.instances i
@@ -925,7 +996,7 @@ drained AS (
       AND NOT EXISTS (SELECT 1 FROM batchclaim.batches b WHERE b.service_id = f.service_id AND b.unfinished AND b.seq <> f.seq)
 )
 SELECT o.seq::bigint AS seq, (f.service_id IS NOT NULL)::bool AS fenced, (r.seq IS NOT NULL)::bool AS recorded,
-       COALESCE(r.age_seconds, 0)::float8 AS age_seconds,
+       COALESCE(r.new_state, '')::text AS new_state, COALESCE(r.age_seconds, 0)::float8 AS age_seconds,
        COALESCE(c.seq, 0)::bigint AS next_seq, COALESCE(c.batch_id, '')::text AS next_batch_id,
        COALESCE(c.payload, ''::bytea)::bytea AS next_payload, COALESCE(c.attempts, 0)::int AS next_attempts,
        COALESCE(c.max_attempts, 0)::int AS next_max_attempts, COALESCE(c.attempt_base, 0)::int AS next_attempt_base
@@ -962,6 +1033,7 @@ type BatchesRecordOutcomesRow struct {
 	Seq             int64
 	Fenced          bool
 	Recorded        bool
+	NewState        string
 	AgeSeconds      float64
 	NextSeq         int64
 	NextBatchID     string
@@ -981,7 +1053,15 @@ type BatchesRecordOutcomesRow struct {
 // except an outcome that commits its batch (COMMITTED is final): the batch row keeps that
 // attempt, with its HTTP status and duration, and batch_history shows it from there.
 //
-// When chain is set for an outcome that frees its service_id (COMMITTED, DISCARDED, or INVALID
+// A cancel requested for the attempt (BatchCancel) turns an outcome that leaves the batch to
+// be run again or given up (DELAYED, INVALID, DISCARDED) into CANCELLED, with the request's
+// reason as the last error; COMMITTED, PENDING and UNKNOWN stand (the job took effect, or may
+// still). The request is read from the row the update locks, so a cancel that commits while
+// this statement waits for the row is seen. A snoozed attempt (outcome 'snooze', DELAYED)
+// raises attempt_base: it does not count towards the attempt limit or the backoff. new_state
+// is the state written.
+//
+// When chain is set for an outcome that frees its service_id (COMMITTED, DISCARDED, CANCELLED, or INVALID
 // without halt_on_invalid) and the lease is in phase one, the service_id's next batch, if it is
 // NEW and due (no run-at time ahead) and its payload is at most chain_max_bytes long (negative: any), is marked in flight in the same
 // statement and returned (next_*), so that the worker that
@@ -1025,6 +1105,7 @@ func (q *Queries) BatchesRecordOutcomes(ctx context.Context, db DBTX, arg Batche
 			&i.Seq,
 			&i.Fenced,
 			&i.Recorded,
+			&i.NewState,
 			&i.AgeSeconds,
 			&i.NextSeq,
 			&i.NextBatchID,

@@ -41,6 +41,9 @@ type BatchclaimBatch struct {
 	AttemptLatencyMs  *float64
 	Pos               int64
 	AttemptBase       int32
+	CancelAttempt     *int32
+	CancelRequestedAt *time.Time
+	CancelReason      *string
 }
 
 type BatchclaimBatchHistory struct {
@@ -257,6 +260,17 @@ type BatchclaimOwnerLockEvent struct {
 	Event     string
 	ExpiresAt *time.Time
 	At        time.Time
+}
+
+type BatchclaimPeriodicJob struct {
+	Name         string
+	Schedule     string
+	ServiceID    string
+	LastTick     *time.Time
+	LastSeq      *int64
+	NextTick     *time.Time
+	RegisteredAt time.Time
+	UpdatedAt    time.Time
 }
 
 type BatchclaimRetentionState struct {

@@ -23,6 +23,7 @@ ALTER TABLE instances SET SCHEMA batchclaim;
 ALTER TABLE ledger_batch_keys SET SCHEMA batchclaim;
 ALTER TABLE owner_lock_events SET SCHEMA batchclaim;
 ALTER TABLE owner_locks SET SCHEMA batchclaim;
+ALTER TABLE periodic_jobs SET SCHEMA batchclaim;
 ALTER TABLE retention_state SET SCHEMA batchclaim;
 ALTER TABLE service_halts SET SCHEMA batchclaim;
 ALTER TABLE service_id_claims SET SCHEMA batchclaim;

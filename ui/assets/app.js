@@ -189,6 +189,18 @@
     "no takeover", 5);
   }
 
+  function renderPeriodic(st) {
+    fillTable("periodic", (st.periodic || []).map((p) => {
+      const job = p.last_seq ? [batchLink(p.last_seq, "#" + p.last_seq), " ", p.last_state ? chip(p.last_state) : "(deleted)"] : ["–"];
+      const wait = p.next_run ? since(p.next_run, st.at) : null; // seconds until the next run
+      return el("tr", { dataset: { periodic: p.name } },
+        el("td", {}, p.name), el("td", {}, el("code", {}, p.schedule)), el("td", {}, serviceLink(p.service_id)),
+        el("td", {}, p.last_tick ? clock(p.last_tick) : "none yet"), el("td", {}, ...job),
+        el("td", { class: wait !== null && wait < 0 ? "bad" : "" }, wait === null ? "–"
+          : wait < 0 ? "overdue since " + clock(p.next_run) : clock(p.next_run) + " (in " + age(wait) + ")"));
+    }), "no periodic job", 6);
+  }
+
   function render(st) {
     renderTiles(st);
     renderInstances(st);
@@ -196,6 +208,7 @@
     renderServices(st);
     renderHalted(st);
     renderRecent(st);
+    renderPeriodic(st);
     renders++;
     body.dataset.renders = String(renders);
     $("updated").textContent = "database time " + clock(st.at);
@@ -289,7 +302,8 @@
         banner("The " + action + " of batch #" + seq + " failed: " + resp.status + " " + (await errorText(resp)));
       } else {
         const c = (await resp.json()).changed;
-        banner("Batch #" + seq + ": " + c.from + " → " + c.to + ".", "info");
+        banner(c.cancel_requested ? "Batch #" + seq + " is running: its job is asked to stop, and it ends CANCELLED once it returns (unless it finished first)."
+          : "Batch #" + seq + ": " + c.from + " → " + c.to + ".", "info");
         if (!$("job").hidden) route();
       }
     } catch (e) {
@@ -390,9 +404,10 @@
       actions.append(el("button", { id: "batch-retry", onclick: (e) => act(b.seq, "retry",
         b.state === "DELAYED" ? "Send batch #" + b.seq + " now?" : "Run batch #" + b.seq + " again, its attempts counted afresh?", e.target) }, b.state === "DELAYED" ? "Retry now" : "Retry"), " ");
     }
-    if (["NEW", "DELAYED"].includes(b.state)) {
-      actions.append(el("button", { id: "batch-cancel", onclick: (e) => act(b.seq, "cancel",
-        "Cancel batch #" + b.seq + "? It will not be sent; its service_id goes on with the next batch.", e.target) }, "Cancel"));
+    if (["NEW", "DELAYED", "INFLIGHT"].includes(b.state)) {
+      actions.append(el("button", { id: "batch-cancel", onclick: (e) => act(b.seq, "cancel", b.state === "INFLIGHT"
+        ? "Cancel batch #" + b.seq + " while it runs? Its job is asked to stop; it ends CANCELLED unless it finishes first."
+        : "Cancel batch #" + b.seq + "? It will not be sent; its service_id goes on with the next batch.", e.target) }, "Cancel"));
     }
     show("batch",
       card(["Batch #" + b.seq + " ", chip(b.state)], actions, facts([

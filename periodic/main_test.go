@@ -1,0 +1,15 @@
+package periodic_test
+
+import (
+	"testing"
+
+	"github.com/batchclaim/batchclaim/internal/dbtest"
+)
+
+func TestMain(m *testing.M) {
+	if childURL() != "" {
+		runChild() // an instance of TestLeaderKilledMidTick, in a process of its own
+		return
+	}
+	dbtest.Main(m)
+}
