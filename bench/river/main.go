@@ -106,6 +106,14 @@ func main() {
 	jobs := fs.Int("jobs", 100000, "no-op jobs inserted before the client starts")
 	conns := fs.Int("conns", 0, "pool connections (0: pgx's default, max(4, CPUs), which riverbench's pool gets)")
 	timeout := fs.Duration("timeout", 10*time.Minute, "give up after this long")
+	scenario := fs.String("scenario", "river", "river (the backlog of no-op jobs) | enqueue | steady | bulk (the producer scenarios of `batchclaim bench`)")
+	var pc producerConfig
+	fs.IntVar(&pc.producers, "producers", 16, "enqueue, steady: goroutines that insert, through a client and a pool of their own (one connection each)")
+	fs.DurationVar(&pc.duration, "duration", 20*time.Second, "enqueue, steady: how long the producers run")
+	fs.Float64Var(&pc.rate, "rate", 600, "steady: jobs per second asked for")
+	fs.DurationVar(&pc.window, "window", 10*time.Second, "steady: latencies are reported per window of this length")
+	fs.IntVar(&pc.bulkJobs, "bulk-jobs", 10000, "bulk: jobs of one InsertManyFast call")
+	fs.IntVar(&pc.bulkRuns, "bulk-runs", 5, "bulk: calls, each timed")
 	if err := fs.Parse(os.Args[1:]); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			os.Exit(0)
@@ -122,6 +130,8 @@ func main() {
 		usage("--jobs must be at least 1, --workers and --conns not negative")
 	case *cooldown < 0 || *pollInterval < 0 || *timeout <= 0:
 		usage("--fetch-cooldown and --fetch-poll-interval must not be negative, --timeout positive")
+	case pc.producers < 1 || pc.duration <= 0 || pc.rate <= 0 || pc.window <= 0 || pc.bulkJobs < 1 || pc.bulkRuns < 1:
+		usage("--producers, --bulk-jobs and --bulk-runs must be at least 1, --duration, --rate and --window positive")
 	}
 	c := config{tuning: *name, t: tuning{fetchCooldown: cmp.Or(*cooldown, t.fetchCooldown),
 		fetchPollInterval: cmp.Or(*pollInterval, t.fetchPollInterval), workers: cmp.Or(*workers, t.workers)},
@@ -130,13 +140,29 @@ func main() {
 	defer stop()
 	ctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
-	r, err := run(ctx, cmp.Or(os.Getenv("DATABASE_URL"), localURL), c)
+	serverURL := cmp.Or(os.Getenv("DATABASE_URL"), localURL)
+	var out any
+	var err error
+	switch *scenario {
+	case "river":
+		var r result
+		r, err = run(ctx, serverURL, c)
+		r.SettingsOverridden = c.t != t
+		out = r
+	case "enqueue":
+		out, err = runEnqueue(ctx, serverURL, c, pc)
+	case "steady":
+		out, err = runSteady(ctx, serverURL, c, pc)
+	case "bulk":
+		out, err = runBulk(ctx, serverURL, c, pc)
+	default:
+		usage(fmt.Sprintf("--scenario %q: want river, enqueue, steady or bulk", *scenario))
+	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "river:", err)
 		os.Exit(1)
 	}
-	r.SettingsOverridden = c.t != t
-	if err := json.NewEncoder(os.Stdout).Encode(r); err != nil {
+	if err := json.NewEncoder(os.Stdout).Encode(out); err != nil {
 		fmt.Fprintln(os.Stderr, "river:", err)
 		os.Exit(1)
 	}

@@ -258,3 +258,45 @@ func TestBenchChurnScenario(t *testing.T) {
 		t.Errorf("baseline: dropped %v rows, drain %v; it has no idle rows", base["rows_dropped"], base["seconds_to_drop_idle_rows"])
 	}
 }
+
+// The producer scenarios on a small shape: enqueue counts the jobs the producers stored while
+// the nodes worked; steady paces them and reports every job's latencies by window, each job
+// started and done after its enqueue began.
+func TestBenchProducerScenarios(t *testing.T) {
+	t.Parallel()
+	bin := buildBinary(t)
+	shape := []string{"--producers", "4", "--producer-keys", "20"}
+	m := benchJSON(t, bin, append([]string{"--scenario", "enqueue", "--enqueue-duration", "2s"}, shape...)...)
+	hasFields(t, m, "producers", "keys", "nodes", "workers_per_node", "method", "jobs", "seconds", "jobs_per_second",
+		"call_p50_ms", "call_p99_ms", "call_max_ms", "ended_while_producing")
+	if m["scenario"] != "enqueue" || num(m, "jobs") <= 0 || num(m, "jobs_per_second") <= 0 || num(m, "call_p99_ms") < num(m, "call_p50_ms") {
+		t.Errorf("enqueue: %v", m)
+	}
+	m = benchJSON(t, bin, append([]string{"--scenario", "steady", "--steady-rate", "40", "--steady-duration", "3s", "--steady-window", "1s"}, shape...)...)
+	hasFields(t, m, "rate_asked", "rate_achieved", "jobs", "window_s", "all", "windows", "call_p50_ms")
+	if m["scenario"] != "steady" || num(m, "jobs") != 120 {
+		t.Fatalf("steady: %v jobs, want 40 a second for 3s", m["jobs"])
+	}
+	windows, _ := m["windows"].([]any)
+	if len(windows) < 3 { // a job late on a busy machine may begin in a fourth
+		t.Fatalf("steady: %d windows, want 3: %v", len(windows), m["windows"])
+	}
+	all, _ := m["all"].(map[string]any)
+	total := 0.0
+	for _, w := range append(windows, all) {
+		w, _ := w.(map[string]any)
+		hasFields(t, w, "from_s", "jobs", "enqueue_to_start_p50_ms", "enqueue_to_start_p99_ms", "enqueue_to_start_max_ms",
+			"enqueue_to_done_p50_ms", "enqueue_to_done_p99_ms", "enqueue_to_done_max_ms")
+		if num(w, "jobs") == 0 {
+			continue
+		}
+		if num(w, "enqueue_to_start_p50_ms") <= 0 || num(w, "enqueue_to_done_p50_ms") < num(w, "enqueue_to_start_p50_ms") ||
+			num(w, "enqueue_to_done_max_ms") < num(w, "enqueue_to_done_p99_ms") {
+			t.Errorf("steady window %v", w)
+		}
+		total += num(w, "jobs")
+	}
+	if total != 240 || num(all, "jobs") != 120 {
+		t.Errorf("steady: %v jobs in the windows and %v in all, want 120 each", total-num(all, "jobs"), num(all, "jobs"))
+	}
+}

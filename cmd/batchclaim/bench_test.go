@@ -17,7 +17,10 @@ func TestBenchFlags(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"--scenario", "river"}, `--scenario "river": want jobs, serial, ledger, defaults, latency, many-claims, failover, scale, churn, cycle or all`},
+		{[]string{"--scenario", "river"}, `--scenario "river": want jobs, serial, ledger, enqueue, steady, defaults, latency, many-claims, failover, scale, churn, cycle or all`},
+		{[]string{"--producers", "0"}, "--producers, --producer-keys and --producer-nodes must be at least 1"},
+		{[]string{"--steady-rate", "0"}, "--steady-rate and --steady-window positive"},
+		{[]string{"--enqueue-duration", "0s"}, "--enqueue-duration, --steady-duration"},
 		{[]string{"--serial-jobs", "0"}, "--serial-jobs must be at least 1"},
 		{[]string{"--latency-pause", "-1s"}, "--latency-pause not negative"},
 		{[]string{"--latency-batches", "0"}, "--latency-batches and --latency-service-ids must be at least 1"},
