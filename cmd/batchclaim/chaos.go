@@ -26,11 +26,11 @@ func runChaos(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			"binaries) unless --database-url / DATABASE_URL is given, which skips the Postgres\n"+
 			"restart and failover faults; --cluster patroni starts etcd and three Patroni members\n"+
 			"instead and adds their faults (leader killed, switchover, failover, leader cut from\n"+
-			"etcd, etcd restarted). Beside the faults it carries out operations: Retry, Cancel, run-at\n"+
-			"enqueues, Resume, retention and dropped idle claim rows turned on, a starved pool, a long\n"+
-			"REPEATABLE READ snapshot and a drifting link delay; the check includes the key's promise\n"+
-			"(one job of a service_id in flight, no job lost, no terminal state undone but by Retry,\n"+
-			"no attempt number twice). See docs/chaos.md.", stderr)
+			"etcd, etcd restarted). Beside the faults it carries out operations: Retry, Cancel (also\n"+
+			"of a running batch), run-at enqueues, Resume, retention and dropped idle claim rows\n"+
+			"turned on, a starved pool, a long REPEATABLE READ snapshot and a drifting link delay;\n"+
+			"the check includes the key's promise (one job of a service_id in flight, no job lost,\n"+
+			"no terminal state undone but by Retry, no attempt number twice). See docs/chaos.md.", stderr)
 	var c chaos.Config
 	fs.DurationVar(&c.Duration, "duration", chaos.DurationDefault, "how long faults are injected (then the run quiesces and is checked)")
 	fs.IntVar(&c.Instances, "instances", chaos.InstancesDefault, "instances (run processes) kept running, at least 3")

@@ -71,22 +71,23 @@ const (
 // The operations a run carries out beside the faults (ops.go), by the names the report
 // counts them under.
 const (
-	OpRetry        = "retry"
-	OpCancel       = "cancel"
-	OpRunAt        = "run_at"
-	OpResume       = "resume"
-	OpRetentionOn  = "retention_on"
-	OpDropIdleOn   = "drop_idle_on"
-	OpPoolHog      = "pool_hog"
-	OpLongSnapshot = "long_snapshot"
-	OpClockDrift   = "clock_drift"
-	OpHeldEnqueue  = "held_enqueue"
-	OpClockRate    = "clock_rate"
+	OpRetry         = "retry"
+	OpCancel        = "cancel"
+	OpCancelRunning = "cancel_running" // a batch while its POST runs (INFLIGHT)
+	OpRunAt         = "run_at"
+	OpResume        = "resume"
+	OpRetentionOn   = "retention_on"
+	OpDropIdleOn    = "drop_idle_on"
+	OpPoolHog       = "pool_hog"
+	OpLongSnapshot  = "long_snapshot"
+	OpClockDrift    = "clock_drift"
+	OpHeldEnqueue   = "held_enqueue"
+	OpClockRate     = "clock_rate"
 )
 
 // Operations returns every operation kind.
 func Operations() []string {
-	return []string{OpRetry, OpCancel, OpRunAt, OpResume, OpRetentionOn, OpDropIdleOn, OpPoolHog, OpLongSnapshot, OpClockDrift, OpHeldEnqueue, OpClockRate}
+	return []string{OpRetry, OpCancel, OpCancelRunning, OpRunAt, OpResume, OpRetentionOn, OpDropIdleOn, OpPoolHog, OpLongSnapshot, OpClockDrift, OpHeldEnqueue, OpClockRate}
 }
 
 // The values of Config.HaltOnInvalid.

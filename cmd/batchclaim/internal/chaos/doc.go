@@ -11,7 +11,8 @@
 //
 // Faults run in two lanes: processes, links and Postgres one at a time (so that a slow
 // takeover is blamed on one fault), and the ledger and concurrent clients beside them. A
-// third lane carries out operators' and embedders' operations (Retry, Cancel, run-at,
+// third lane carries out operators' and embedders' operations (Retry, Cancel, Cancel of a
+// running batch, run-at,
 // Resume, retention and dropped claim rows turned on, a starved pool, a long snapshot, a
 // drifting link delay, an enqueue held across an ownership change); those that act on the
 // instances take the host lane's turn. Each lane first runs every kind once in an order

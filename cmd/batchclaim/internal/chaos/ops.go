@@ -91,7 +91,7 @@ const fleetOpRoom = 30 * time.Second
 // than those that act on the instances (and these only while fleet is true), and only kinds
 // that can still do something.
 func (r *run) pickOp(rng *rand.Rand, fleet bool) string {
-	weights := map[string]int{OpRetry: 4, OpCancel: 3, OpRunAt: 3, OpResume: 2, OpRetentionOn: 1, OpPoolHog: 1, OpClockDrift: 1, OpLongSnapshot: 1, OpHeldEnqueue: 1, OpClockRate: 1}
+	weights := map[string]int{OpRetry: 4, OpCancel: 3, OpCancelRunning: 2, OpRunAt: 3, OpResume: 2, OpRetentionOn: 1, OpPoolHog: 1, OpClockDrift: 1, OpLongSnapshot: 1, OpHeldEnqueue: 1, OpClockRate: 1}
 	var bag []string
 	for _, k := range r.cfg.Ops {
 		n := weights[k]
@@ -119,6 +119,8 @@ func (r *run) operate(ctx context.Context, kind string, rng *rand.Rand) OpRecord
 		return r.opRetry(ctx, rng)
 	case OpCancel:
 		return r.opCancel(ctx, rng)
+	case OpCancelRunning:
+		return r.opCancelRunning(ctx, rng)
 	case OpRunAt:
 		return r.opRunAt(ctx, rng)
 	case OpResume:
@@ -340,6 +342,8 @@ func (r *run) opCancel(ctx context.Context, rng *rand.Rand) OpRecord {
 		rec.Result, rec.Acted = fmt.Sprintf("seq %d (%s) moved on first: %v", c.seq, how, err), true
 	case err != nil:
 		rec.Result, rec.Err = fmt.Sprintf("seq %d (%s) not cancelled", c.seq, how), err.Error()
+	case ch.CancelRequested:
+		rec.Result, rec.Acted = fmt.Sprintf("seq %d of %s (%s) started first: cancel requested while it runs", c.seq, c.service, how), true
 	default:
 		rec.Result, rec.Acted = fmt.Sprintf("seq %d of %s (%s) cancelled from %s", c.seq, c.service, how, ch.From), true
 	}
