@@ -18,6 +18,13 @@ type Batch struct {
 	// MaxAttempts is the job's own attempt limit, set when it was enqueued; 0 means the
 	// runner's (node.Config.MaxAttempts).
 	MaxAttempts int
+	// Kind is the job's kind, set when it was enqueued (package jobs dispatches on it); empty
+	// for a job stored without one (node.Enqueue, a ledger batch).
+	Kind string
+	// Timeout is the job's own timeout, set when it was enqueued: its context ends this long
+	// after the attempt starts (at most the submit timeout, the claim engine's S). 0 means none
+	// of its own.
+	Timeout time.Duration
 }
 
 // Verdict is what the result of one submission means for its batch.
@@ -66,7 +73,17 @@ type Result struct {
 	RetryAfter time.Duration // the server's Retry-After, if any
 	Detail     string        // error text or response excerpt
 	Invalid    []byte        // JSON details of a rejection, if any
+	// Output is a small JSON value the job recorded (at most MaxOutput bytes), stored with the
+	// job whatever the verdict and shown on its page; nil records none and keeps any output an
+	// earlier attempt recorded.
+	Output []byte
 }
+
+// MaxOutput bounds a job's recorded output (Result.Output), in bytes of JSON.
+const MaxOutput = 32 << 10
+
+// MaxKindLen bounds a job's kind (Batch.Kind), in bytes.
+const MaxKindLen = 128
 
 // Outcome is one finished submission as the submitter hands it to the recorder.
 type Outcome struct {

@@ -32,7 +32,7 @@ var ErrBatchIDTaken = errors.New("ledger batch id already stored under another s
 // batchID must be unique per service_id; storing the same (serviceID, batchID) again changes
 // nothing (its options included). Run it in a transaction (pass a pgx.Tx) to store the batch
 // atomically with other writes; other enqueues of serviceID then wait for that transaction to
-// end, so keep it short. Options: RunAt, MaxAttempts.
+// end, so keep it short. Options: RunAt, MaxAttempts, Kind, Timeout.
 func Enqueue(ctx context.Context, q pgdb.Querier, serviceID, batchID string, payload []byte, opts ...EnqueueOption) (Stored, error) {
 	var o enqueueOptions
 	for _, opt := range opts {
@@ -40,6 +40,15 @@ func Enqueue(ctx context.Context, q pgdb.Querier, serviceID, batchID string, pay
 	}
 	if o.maxAttempts != nil && *o.maxAttempts < 1 {
 		return Stored{}, fmt.Errorf("max attempts must be at least 1, got %d", *o.maxAttempts)
+	}
+	if o.timeoutMs != nil && *o.timeoutMs < 0 {
+		return Stored{}, fmt.Errorf("timeout must not be negative, got %dms", *o.timeoutMs)
+	}
+	if o.timeoutMs != nil && *o.timeoutMs == 0 {
+		o.timeoutMs = nil
+	}
+	if o.kind != nil && len(*o.kind) > batchclaim.MaxKindLen {
+		return Stored{}, fmt.Errorf("kind is %d bytes; at most %d", len(*o.kind), batchclaim.MaxKindLen)
 	}
 	return enqueue(ctx, q, serviceID, batchID, payload, false, o)
 }
@@ -50,6 +59,8 @@ type EnqueueOption func(*enqueueOptions)
 type enqueueOptions struct {
 	runAt       *time.Time
 	maxAttempts *int32
+	kind        *string
+	timeoutMs   *int64
 }
 
 // RunAt makes the job wait until t, by the database clock: it is not handed out before then.
@@ -73,6 +84,28 @@ func MaxAttempts(n int) EnqueueOption {
 	}
 }
 
+// Kind stores the job's kind, the name of its arguments' type (package jobs sets it; a
+// jobs.Workers dispatches on it). Empty means none.
+func Kind(kind string) EnqueueOption {
+	return func(o *enqueueOptions) {
+		if kind != "" {
+			o.kind = &kind
+		}
+	}
+}
+
+// Timeout sets the job's own timeout: each attempt's context ends d after it starts, and an
+// attempt that ends by it is a failure that says it timed out (retried like any other). It
+// comes before a kind's timeout (jobs.Timeouter) and is bounded by the runner's submit timeout
+// (the claim engine's MaxSubmission). d is rounded up to a millisecond; zero means none of its
+// own.
+func Timeout(d time.Duration) EnqueueOption {
+	return func(o *enqueueOptions) {
+		ms := int64((d + time.Millisecond - 1) / time.Millisecond)
+		o.timeoutMs = &ms
+	}
+}
+
 func enqueue(ctx context.Context, q pgdb.Querier, serviceID, batchID string, payload []byte, ledger bool, o enqueueOptions) (st Stored, err error) {
 	ctx, span := tracing.Start(ctx, tracing.Enqueue, tracing.ServiceID.String(serviceID), tracing.BatchID.String(batchID))
 	defer func() {
@@ -92,7 +125,7 @@ func enqueue(ctx context.Context, q pgdb.Querier, serviceID, batchID string, pay
 	// claims.Config.DropIdleAfter for why it must be under the lock).
 	qs := db.New()
 	row, err := qs.BatchInsert(ctx, q, db.BatchInsertParams{ServiceID: serviceID, BatchID: batchID, Payload: payload, Ledger: ledger,
-		RunAt: o.runAt, MaxAttempts: o.maxAttempts})
+		RunAt: o.runAt, MaxAttempts: o.maxAttempts, Kind: o.kind, TimeoutMs: o.timeoutMs})
 	if err == nil {
 		return Stored{BatchID: batchID, Seq: row.Seq, New: true}, nil
 	}

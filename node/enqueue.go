@@ -18,7 +18,7 @@ type Stored = ingest.Stored
 // the order of the commits. batchID is unique per service_id: storing the same one again
 // changes nothing. Pass a pgx.Tx as q to store the batch atomically with your own writes (the
 // instance holding the service_id is woken when that transaction commits); other enqueues of
-// serviceID wait for it to end, so keep it short. Options: RunAt, MaxAttempts. It is
+// serviceID wait for it to end, so keep it short. Options: RunAt, MaxAttempts, Timeout. It is
 // ingest.Enqueue, here so that an embedder needs one import.
 func Enqueue(ctx context.Context, q pgdb.Querier, serviceID, batchID string, payload []byte, opts ...EnqueueOption) (Stored, error) {
 	return ingest.Enqueue(ctx, q, serviceID, batchID, payload, opts...)
@@ -34,6 +34,11 @@ func RunAt(t time.Time) EnqueueOption { return ingest.RunAt(t) }
 // MaxAttempts sets the job's own attempt limit in place of Config.MaxAttempts. See
 // ingest.MaxAttempts.
 func MaxAttempts(n int) EnqueueOption { return ingest.MaxAttempts(n) }
+
+// Timeout sets the job's own timeout: each attempt's context ends d after it starts (at most
+// the submit timeout), and an attempt that ends by it is a failure that says it timed out.
+// See ingest.Timeout.
+func Timeout(d time.Duration) EnqueueOption { return ingest.Timeout(d) }
 
 // Change is a batch's state change made by Cancel or Retry (observer.Change).
 type Change = observer.Change

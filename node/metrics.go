@@ -14,6 +14,7 @@ import (
 	"github.com/batchclaim/batchclaim/internal/db"
 	"github.com/batchclaim/batchclaim/observer"
 	"github.com/batchclaim/batchclaim/pgdb"
+	"github.com/batchclaim/batchclaim/submitter"
 )
 
 // metrics are the instance's Prometheus metrics.
@@ -122,9 +123,14 @@ func (n *Node) retentionStats() observer.RetentionStats {
 	return n.retain.Stats()
 }
 
-func (m *metrics) result(r batchclaim.Result, latency time.Duration) {
-	m.submitLatency.WithLabelValues(r.Verdict.String()).Observe(latency.Seconds())
-	m.responses.WithLabelValues(strconv.Itoa(r.HTTPStatus)).Inc()
+// measure is the node's middleware around every job: its duration by verdict and its HTTP
+// status.
+func (n *Node) measure(ctx context.Context, _ submitter.Job, next func(context.Context) (batchclaim.Result, error)) (batchclaim.Result, error) {
+	start := time.Now()
+	r, err := next(ctx)
+	n.metrics.submitLatency.WithLabelValues(r.Verdict.String()).Observe(time.Since(start).Seconds())
+	n.metrics.responses.WithLabelValues(strconv.Itoa(r.HTTPStatus)).Inc()
+	return r, err
 }
 
 // batchStates reports unfinished batches by state, read from the database at scrape time

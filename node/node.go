@@ -96,6 +96,11 @@ type Config struct {
 	// Periodic are jobs stored at every tick of a schedule, once across every instance given
 	// the same ones (package periodic). Nil means none.
 	Periodic []periodic.Job
+	// Middleware wraps every job, first outermost: before, after and on the error of each, with
+	// the job's claim (key, epoch) and attempt in reach (see submitter.Middleware and
+	// submitter.Hooks). The node's own tracing span and metrics of each job come first. Nil
+	// means none.
+	Middleware []submitter.Middleware
 	// Listen is the HTTP address for /healthz, /readyz, /metrics and the ingest API. Empty
 	// means no listener.
 	Listen string
@@ -287,11 +292,11 @@ func New(pool *pgxpool.Pool, cfg Config) (*Node, error) {
 		Workers: cfg.Workers, MaxMemory: cfg.MaxSubmitMemory, Timeout: timings.MaxSubmission,
 		BackoffBase: cfg.BackoffBase, BackoffMax: cfg.BackoffMax,
 		RetryErrors: cfg.Statuses == nil, MaxAttempts: max(cfg.MaxAttempts, 0),
-		Lease:    eng,
-		OnResult: func(_ submitter.Job, r batchclaim.Result, d time.Duration) { n.metrics.result(r, d) },
-		MayChain: func(j batchclaim.Job, run int) bool { return q.MayChain(j, run) },
-		Chained:  func(prev, next batchclaim.Job) { q.Chained(prev, next) },
-		Logger:   cfg.Logger,
+		Lease:      eng,
+		Middleware: append([]submitter.Middleware{submitter.MiddlewareFunc(n.measure)}, cfg.Middleware...),
+		MayChain:   func(j batchclaim.Job, run int) bool { return q.MayChain(j, run) },
+		Chained:    func(prev, next batchclaim.Job) { q.Chained(prev, next) },
+		Logger:     cfg.Logger,
 	})
 	if err != nil {
 		return nil, err

@@ -169,6 +169,7 @@ func (r *Recorder) mark(ctx context.Context, jobs []batchclaim.Job) ([]batchclai
 			j.Batch.Attempts = int(row.Attempts) - 1
 			j.Batch.MaxAttempts = int(row.MaxAttempts)
 			j.Batch.AttemptBase = int(row.AttemptBase)
+			j.Batch.Kind, j.Batch.Timeout = row.Kind, time.Duration(row.TimeoutMs)*time.Millisecond
 			out = append(out, j)
 		case !row.Fenced:
 			r.fence.Fenced(j.Claim)
@@ -275,6 +276,7 @@ func (r *Recorder) writeOutcomeChunk(ctx context.Context, batch []*outcome) {
 		p.Outcomes = append(p.Outcomes, res.Verdict.String())
 		p.Chain = append(p.Chain, o.Chain)
 		p.ChainMaxBytes = append(p.ChainMaxBytes, o.ChainMaxBytes)
+		p.Outputs = append(p.Outputs, jsonOrEmpty(res.Output))
 		chain = chain || o.Chain
 		commits = commits && res.Verdict == batchclaim.Done && invalid == ""
 	}
@@ -328,7 +330,8 @@ func (r *Recorder) writeOutcomeChunk(ctx context.Context, batch []*outcome) {
 			if row.NextSeq != 0 {
 				o.next = batchclaim.Job{Claim: j.Claim, FromState: batchclaim.StateNew, Reason: batchclaim.ReasonFirst,
 					Batch: batchclaim.Batch{Seq: row.NextSeq, ServiceID: j.Claim.ServiceID, BatchID: row.NextBatchID,
-						Payload: row.NextPayload, Attempts: int(row.NextAttempts) - 1, MaxAttempts: int(row.NextMaxAttempts), AttemptBase: int(row.NextAttemptBase)}}
+						Payload: row.NextPayload, Attempts: int(row.NextAttempts) - 1, MaxAttempts: int(row.NextMaxAttempts), AttemptBase: int(row.NextAttemptBase),
+						Kind: row.NextKind, Timeout: time.Duration(row.NextTimeoutMs) * time.Millisecond}}
 			}
 		}
 	}
@@ -341,7 +344,7 @@ func (r *Recorder) writeOutcomeChunk(ctx context.Context, batch []*outcome) {
 func (r *Recorder) recordCommits(ctx context.Context, p db.BatchesRecordOutcomesParams) ([]db.BatchesRecordOutcomesRow, error) {
 	rows, err := r.q.BatchesRecordCommits(ctx, r.pool, db.BatchesRecordCommitsParams{
 		Seqs: p.Seqs, ServiceIds: p.ServiceIds, Epochs: p.Epochs, Attempts: p.Attempts, RetryAfterMs: p.RetryAfterMs,
-		HttpStatuses: p.HttpStatuses, LatenciesMs: p.LatenciesMs, Chain: p.Chain, ChainMaxBytes: p.ChainMaxBytes,
+		HttpStatuses: p.HttpStatuses, LatenciesMs: p.LatenciesMs, Chain: p.Chain, ChainMaxBytes: p.ChainMaxBytes, Outputs: p.Outputs,
 		Claimant: p.Claimant, Nonce: p.Nonce, Now: p.Now, SkipValid: p.SkipValid,
 	})
 	out := make([]db.BatchesRecordOutcomesRow, len(rows))

@@ -14,8 +14,9 @@
 -- The service_id's claim row is created under the same lock, so that an owner dropping the
 -- row as idle (ClaimsLockIdle, ClaimsDropIdle) either sees this batch or runs entirely before
 -- this statement takes the lock, and then the row is created again here.
--- run_at (a run-at time: the batch is not handed out before it, by the database clock) and
--- max_attempts (the job's own attempt limit) are optional.
+-- run_at (a run-at time: the batch is not handed out before it, by the database clock),
+-- max_attempts (the job's own attempt limit), kind (package jobs) and timeout_ms (the job's own
+-- timeout) are optional.
 WITH serial AS (
     SELECT pg_advisory_xact_lock(hashtext('batchclaim.enqueue'), hashtext(sqlc.arg(service_id)::text)) AS locked
 ),
@@ -24,9 +25,9 @@ registered AS (
     SELECT sqlc.arg(service_id)::text FROM serial
     ON CONFLICT (service_id) DO NOTHING
 )
-INSERT INTO batchclaim.batches (service_id, batch_id, payload, ledger, next_attempt_at, max_attempts)
+INSERT INTO batchclaim.batches (service_id, batch_id, payload, ledger, next_attempt_at, max_attempts, kind, timeout_ms)
 SELECT sqlc.arg(service_id)::text, sqlc.arg(batch_id)::text, sqlc.arg(payload)::bytea, sqlc.arg(ledger)::bool,
-       sqlc.narg(run_at)::timestamptz, sqlc.narg(max_attempts)::int FROM serial
+       sqlc.narg(run_at)::timestamptz, sqlc.narg(max_attempts)::int, sqlc.narg(kind)::text, sqlc.narg(timeout_ms)::bigint FROM serial
 ON CONFLICT DO NOTHING
 RETURNING seq, created_at;
 
@@ -92,7 +93,8 @@ WHERE NOT EXISTS (SELECT 1 FROM batchclaim.service_halts x WHERE x.service_id = 
 -- in the state it was handed out in (marked; a head that moved on meanwhile is skipped, its
 -- claim untouched). A POST starts the count of UNKNOWN answers afresh. Returns, per head,
 -- whether its claim held, whether it was marked, and for the heads marked their payload,
--- attempt number, own attempt limit (0: none) and the attempts made before its last retry. The attempt's reason and from-state are kept
+-- attempt number, own attempt limit (0: none), the attempts made before its last retry, kind
+-- ('': none) and own timeout (0: none). The attempt's reason and from-state are kept
 -- on the batch row for the attempt log's row, which the outcome writes.
 WITH want AS (
     SELECT unnest(sqlc.arg(seqs)::bigint[]) AS seq,
@@ -121,11 +123,12 @@ marked AS (
         attempt_reason = w.reason, attempt_from = w.from_state, attempt_xid = pg_current_xact_id()
     FROM want w JOIN fenced f ON f.service_id = w.service_id AND f.epoch = w.epoch
     WHERE b.seq = w.seq AND b.service_id = w.service_id AND b.state = w.from_state
-    RETURNING b.seq, b.payload, b.attempts, b.max_attempts, b.attempt_base
+    RETURNING b.seq, b.payload, b.attempts, b.max_attempts, b.attempt_base, b.kind, b.timeout_ms
 )
 SELECT w.seq::bigint AS seq, (f.service_id IS NOT NULL)::bool AS fenced, (m.seq IS NOT NULL)::bool AS marked,
        COALESCE(m.payload, ''::bytea)::bytea AS payload, COALESCE(m.attempts, 0)::int AS attempts,
-       COALESCE(m.max_attempts, 0)::int AS max_attempts, COALESCE(m.attempt_base, 0)::int AS attempt_base
+       COALESCE(m.max_attempts, 0)::int AS max_attempts, COALESCE(m.attempt_base, 0)::int AS attempt_base,
+       COALESCE(m.kind, '')::text AS kind, COALESCE(m.timeout_ms, 0)::bigint AS timeout_ms
 FROM want w
 LEFT JOIN fenced f ON f.service_id = w.service_id AND f.epoch = w.epoch
 LEFT JOIN marked m ON m.seq = w.seq;
@@ -134,7 +137,8 @@ LEFT JOIN marked m ON m.seq = w.seq;
 -- Records the outcomes of POSTs marked in flight by this instance, each fenced on its claim and
 -- on its attempt: the batch must still be INFLIGHT under this claimant, epoch and attempt
 -- number, so a late outcome of an earlier attempt (one that was adopted and posted again) is
--- not recorded over the later one. An empty text or a zero number means none. A new outcome
+-- not recorded over the later one. An empty text or a zero number means none (an empty output
+-- keeps the output an earlier attempt recorded). A new outcome
 -- starts the count of UNKNOWN answers afresh, and an UNKNOWN one the resubmission grace. Each
 -- outcome recorded writes its attempt's row of the attempt log, whole: started when the batch
 -- was marked (submitted_at), for the reason and from the state the mark kept on the batch row;
@@ -173,7 +177,8 @@ WITH o AS (
            unnest(sqlc.arg(latencies_ms)::float8[]) AS latency_ms,
            unnest(sqlc.arg(outcomes)::text[]) AS outcome,
            unnest(sqlc.arg(chain)::bool[]) AS chain,
-           unnest(sqlc.arg(chain_max_bytes)::bigint[]) AS chain_max_bytes
+           unnest(sqlc.arg(chain_max_bytes)::bigint[]) AS chain_max_bytes,
+           unnest(sqlc.arg(outputs)::text[]) AS output
 ),
 fenced AS (
     SELECT c.service_id, c.epoch FROM batchclaim.service_id_claims c
@@ -202,6 +207,7 @@ recorded AS (
         attempt_base = b.attempt_base + CASE WHEN o.outcome = 'snooze' THEN 1 ELSE 0 END,
         attempt_http_status = CASE WHEN o.new_state = 'COMMITTED' THEN NULLIF(o.http_status, 0) END,
         attempt_latency_ms = CASE WHEN o.new_state = 'COMMITTED' THEN o.latency_ms END,
+        output = COALESCE(NULLIF(o.output, '')::jsonb, b.output),
         updated_at = now()
     FROM o JOIN fenced f ON f.service_id = o.service_id AND f.epoch = o.epoch
     WHERE b.seq = o.seq AND b.service_id = o.service_id AND b.state = 'INFLIGHT'
@@ -262,7 +268,7 @@ chained AS (
         attempt_reason = 'first', attempt_from = 'NEW', attempt_xid = pg_current_xact_id()
     FROM next_head n
     WHERE b.seq = n.seq AND b.service_id = n.service_id AND b.state = 'NEW'
-    RETURNING b.seq, b.batch_id, b.payload, b.attempts, b.max_attempts, b.attempt_base, n.prev_seq
+    RETURNING b.seq, b.batch_id, b.payload, b.attempts, b.max_attempts, b.attempt_base, b.kind, b.timeout_ms, n.prev_seq
 ),
 drained AS (
     UPDATE batchclaim.service_id_claims c
@@ -276,7 +282,8 @@ SELECT o.seq::bigint AS seq, (f.service_id IS NOT NULL)::bool AS fenced, (r.seq 
        COALESCE(r.new_state, '')::text AS new_state, COALESCE(r.age_seconds, 0)::float8 AS age_seconds,
        COALESCE(c.seq, 0)::bigint AS next_seq, COALESCE(c.batch_id, '')::text AS next_batch_id,
        COALESCE(c.payload, ''::bytea)::bytea AS next_payload, COALESCE(c.attempts, 0)::int AS next_attempts,
-       COALESCE(c.max_attempts, 0)::int AS next_max_attempts, COALESCE(c.attempt_base, 0)::int AS next_attempt_base
+       COALESCE(c.max_attempts, 0)::int AS next_max_attempts, COALESCE(c.attempt_base, 0)::int AS next_attempt_base,
+       COALESCE(c.kind, '')::text AS next_kind, COALESCE(c.timeout_ms, 0)::bigint AS next_timeout_ms
 FROM o
 LEFT JOIN fenced f ON f.service_id = o.service_id AND f.epoch = o.epoch
 LEFT JOIN recorded r ON r.seq = o.seq
@@ -297,7 +304,8 @@ WITH o AS (
            unnest(sqlc.arg(http_statuses)::int[]) AS http_status,
            unnest(sqlc.arg(latencies_ms)::float8[]) AS latency_ms,
            unnest(sqlc.arg(chain)::bool[]) AS chain,
-           unnest(sqlc.arg(chain_max_bytes)::bigint[]) AS chain_max_bytes
+           unnest(sqlc.arg(chain_max_bytes)::bigint[]) AS chain_max_bytes,
+           unnest(sqlc.arg(outputs)::text[]) AS output
 ),
 fenced AS (
     SELECT c.service_id, c.epoch FROM batchclaim.service_id_claims c
@@ -312,7 +320,8 @@ recorded AS (
     SET state = 'COMMITTED', dlt_status = 'COMMITTED', status_updated_at = now(),
         next_attempt_at = now() + o.retry_after_ms * interval '1 millisecond',
         last_error = NULL, unknown_count = 0, unknown_since = NULL, finished_at = now(),
-        attempt_http_status = NULLIF(o.http_status, 0), attempt_latency_ms = o.latency_ms, updated_at = now()
+        attempt_http_status = NULLIF(o.http_status, 0), attempt_latency_ms = o.latency_ms,
+        output = COALESCE(NULLIF(o.output, '')::jsonb, b.output), updated_at = now()
     FROM o JOIN fenced f ON f.service_id = o.service_id AND f.epoch = o.epoch
     WHERE b.seq = o.seq AND b.service_id = o.service_id AND b.state = 'INFLIGHT'
       AND b.claimant = sqlc.arg(claimant)::uuid AND b.claim_epoch = o.epoch AND b.attempts = o.attempt
@@ -347,13 +356,14 @@ chained AS (
         attempt_reason = 'first', attempt_from = 'NEW', attempt_xid = pg_current_xact_id()
     FROM next_head n
     WHERE b.seq = n.seq AND b.service_id = n.service_id AND b.state = 'NEW'
-    RETURNING b.seq, b.batch_id, b.payload, b.attempts, b.max_attempts, b.attempt_base, n.prev_seq
+    RETURNING b.seq, b.batch_id, b.payload, b.attempts, b.max_attempts, b.attempt_base, b.kind, b.timeout_ms, n.prev_seq
 )
 SELECT o.seq::bigint AS seq, (f.service_id IS NOT NULL)::bool AS fenced, (r.seq IS NOT NULL)::bool AS recorded,
        (CASE WHEN r.seq IS NOT NULL THEN 'COMMITTED' ELSE '' END)::text AS new_state, COALESCE(r.age_seconds, 0)::float8 AS age_seconds,
        COALESCE(c.seq, 0)::bigint AS next_seq, COALESCE(c.batch_id, '')::text AS next_batch_id,
        COALESCE(c.payload, ''::bytea)::bytea AS next_payload, COALESCE(c.attempts, 0)::int AS next_attempts,
-       COALESCE(c.max_attempts, 0)::int AS next_max_attempts, COALESCE(c.attempt_base, 0)::int AS next_attempt_base
+       COALESCE(c.max_attempts, 0)::int AS next_max_attempts, COALESCE(c.attempt_base, 0)::int AS next_attempt_base,
+       COALESCE(c.kind, '')::text AS next_kind, COALESCE(c.timeout_ms, 0)::bigint AS next_timeout_ms
 FROM o
 LEFT JOIN fenced f ON f.service_id = o.service_id AND f.epoch = o.epoch
 LEFT JOIN recorded r ON r.seq = o.seq
@@ -610,6 +620,14 @@ SELECT service_id, state, count(*)::bigint AS batches,
 FROM batchclaim.batches
 GROUP BY service_id, state
 ORDER BY service_id, state;
+
+-- name: BatchKindCounts :many
+-- Jobs stored with a kind (package jobs), by kind and state, for the status command.
+SELECT kind::text AS kind, state, count(*)::bigint AS batches
+FROM batchclaim.batches
+WHERE kind IS NOT NULL
+GROUP BY kind, state
+ORDER BY kind, state;
 
 -- name: BatchStateTotals :many
 SELECT state, count(*)::bigint AS batches FROM batchclaim.batches GROUP BY state;

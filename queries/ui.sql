@@ -150,11 +150,13 @@ ORDER BY k.service_id
 LIMIT sqlc.arg(max_rows)::int;
 
 -- name: UIBatch :one
--- One batch without its payload, with the name of the instance that last wrote it.
+-- One batch without its payload, with the name of the instance that last wrote it, and its
+-- kind, own timeout and recorded output (package jobs).
 SELECT b.seq, b.service_id, b.batch_id, b.state, b.attempts, b.created_at, b.updated_at,
        b.submitted_at, b.next_attempt_at, b.finished_at, b.last_error, b.dlt_status,
        b.status_updated_at, b.unknown_count, b.invalid_details, b.ledger, b.claim_epoch,
-       b.claimant, i.name AS claimant_name, length(b.payload)::bigint AS payload_bytes
+       b.claimant, i.name AS claimant_name, length(b.payload)::bigint AS payload_bytes,
+       b.kind, b.timeout_ms, b.output
 FROM batchclaim.batches b
 LEFT JOIN batchclaim.instances i ON i.id = b.claimant
 WHERE b.seq = sqlc.arg(seq);
@@ -198,7 +200,7 @@ ORDER BY h.at;
 -- The unfinished batches of one service_id in queue order (pos: a retried batch is at the
 -- back), after the batch after_seq (0: from the start), through the partial index over
 -- unfinished batches. A cursor batch that finished meanwhile still marks its place.
-SELECT b.seq, b.batch_id, b.state, b.attempts, b.created_at, b.updated_at, b.next_attempt_at, b.last_error
+SELECT b.seq, b.batch_id, b.state, b.attempts, b.created_at, b.updated_at, b.next_attempt_at, b.last_error, b.kind
 FROM batchclaim.batches b
 WHERE b.service_id = sqlc.arg(service_id) AND b.unfinished
   AND b.pos > COALESCE((SELECT c.pos FROM batchclaim.batches c WHERE c.seq = sqlc.arg(after_seq)::bigint), 0)
@@ -234,14 +236,15 @@ LIMIT sqlc.arg(max_rows)::int;
 
 -- name: UIBatchList :many
 -- Batches changed within the last window_ms, newest seq first, with seq in [floor_seq,
--- before_seq), optionally of one state and one service_id. The seq range bounds the rows read
--- (backwards through the primary key) however rare the filtered batches are.
-SELECT seq, service_id, batch_id, state, attempts, created_at, updated_at
+-- before_seq), optionally of one state, one service_id and one kind. The seq range bounds the
+-- rows read (backwards through the primary key) however rare the filtered batches are.
+SELECT seq, service_id, batch_id, state, attempts, created_at, updated_at, kind
 FROM batchclaim.batches
 WHERE seq < sqlc.arg(before_seq)::bigint AND seq >= sqlc.arg(floor_seq)::bigint
   AND updated_at > now() - sqlc.arg(window_ms)::bigint * interval '1 millisecond'
   AND (sqlc.arg(state)::text = '' OR state = sqlc.arg(state)::text)
   AND (sqlc.arg(service_id)::text = '' OR service_id = sqlc.arg(service_id)::text)
+  AND (sqlc.arg(kind)::text = '' OR kind = sqlc.arg(kind)::text)
 ORDER BY seq DESC
 LIMIT sqlc.arg(max_rows)::int;
 

@@ -1,7 +1,9 @@
 package submitter
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -57,9 +59,18 @@ func TestVerdict(t *testing.T) {
 		{"a submitter may discard", Config{}, job(0, 0), batchclaim.Result{Verdict: batchclaim.Discard, Detail: "no such account"}, nil, batchclaim.Discard, "no such account"},
 	} {
 		p := &Pool{cfg: tt.cfg}
-		got := p.verdict(tt.job, tt.res, tt.err)
+		got := p.verdict(context.Background(), tt.job, tt.res, tt.err)
 		if got.Verdict != tt.want || !strings.Contains(got.Detail, tt.inMsg) {
 			t.Errorf("%s: %s %q, want %s containing %q", tt.name, got.Verdict, got.Detail, tt.want, tt.inMsg)
 		}
+	}
+	// An error after the job's context ended at its timeout says so.
+	p := &Pool{cfg: Config{RetryErrors: true}}
+	ctx, cancel := context.WithDeadlineCause(context.Background(), time.Now(), fmt.Errorf("%w after 2s (the job's own timeout)", ErrTimeout))
+	defer cancel()
+	<-ctx.Done()
+	if got := p.verdict(ctx, job(0, 0), batchclaim.Result{}, ctx.Err()); got.Verdict != batchclaim.Retry ||
+		got.Detail != "timed out after 2s (the job's own timeout): context deadline exceeded" {
+		t.Errorf("an error at the timeout: %s %q", got.Verdict, got.Detail)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
@@ -13,7 +14,6 @@ import (
 
 	"github.com/batchclaim/batchclaim"
 	"github.com/batchclaim/batchclaim/claims"
-	"github.com/batchclaim/batchclaim/internal/tracing"
 )
 
 // Submitter runs one batch. An error means the same as Verdict Unknown, or Retry with
@@ -68,7 +68,9 @@ type Config struct {
 	// out (or chained) only while its payload fits, except one at a time when nothing else
 	// runs, so that a batch larger than the bound still goes. Zero means 64 MiB.
 	MaxMemory int64
-	// Timeout bounds one submission (the claim engine's S). Zero means 60s.
+	// Timeout bounds one submission (the claim engine's S). Zero means 60s. A job's own timeout
+	// (Batch.Timeout), or else its kind's (a Submitter that implements Timeouter), ends its
+	// context sooner; neither can make it longer.
 	Timeout time.Duration
 	// BackoffBase and BackoffMax shape the capped, jittered exponential delay before a DELAYED
 	// batch is tried again: about base * 2^attempts (+-50%), capped at max; a Retry-After from
@@ -87,8 +89,9 @@ type Config struct {
 	// a long pause may not have noticed yet: its watchdog may not have run). Nil means the
 	// claim's context alone guards the call.
 	Lease Lease
-	// OnResult, when set, is called after every submission (for metrics).
-	OnResult func(j Job, r batchclaim.Result, latency time.Duration)
+	// Middleware wraps every submission, first outermost (see Middleware), inside the Pool's
+	// own tracing span. Nil means none.
+	Middleware []Middleware
 	// MayChain, when set, is asked after each submission whether its worker may go on with
 	// the service_id's next batch at once; run is how many jobs of the service_id the worker
 	// has run in a row so far (1 after the first). The queuer lets a worker go on for a
@@ -104,11 +107,13 @@ type Config struct {
 
 // Pool is a bounded pool of submission workers.
 type Pool struct {
-	cfg  Config
-	sub  Submitter
-	rec  Recorder
-	log  *slog.Logger
-	done func(j Job)
+	cfg      Config
+	sub      Submitter
+	timeouts Timeouter // sub's, if it has them
+	mws      []Middleware
+	rec      Recorder
+	log      *slog.Logger
+	done     func(j Job)
 
 	slots chan struct{}
 	wg    sync.WaitGroup
@@ -133,7 +138,9 @@ func New(sub Submitter, rec Recorder, done func(Job), cfg Config) (*Pool, error)
 		return nil, errors.New("submitter: nil Submitter or Recorder")
 	}
 	stopped, cancel := context.WithCancel(context.Background())
-	return &Pool{cfg: cfg, sub: sub, rec: rec, log: cfg.Logger, done: done, slots: make(chan struct{}, cfg.Workers),
+	timeouts, _ := sub.(Timeouter)
+	mws := append([]Middleware{traced{}}, cfg.Middleware...)
+	return &Pool{cfg: cfg, sub: sub, timeouts: timeouts, mws: mws, rec: rec, log: cfg.Logger, done: done, slots: make(chan struct{}, cfg.Workers),
 		stopped: stopped, cancel: cancel, running: map[string]int{}, posting: map[int64]time.Time{}}, nil
 }
 
@@ -288,26 +295,21 @@ func (p *Pool) run(j Job, run int) (Job, bool) {
 		log.Info("claim lost or local deadline passed after the in-flight mark; not posting (the next owner asks the ledger)")
 		return Job{}, false
 	}
-	ctx, cancel := context.WithDeadline(batchclaim.WithClaim(claimCtx, j.Claim), deadline)
+	start := time.Now()
+	at, cause := p.jobDeadline(j, start, deadline)
+	ctx, cancel := context.WithDeadlineCause(batchclaim.WithClaim(claimCtx, j.Claim), at, cause)
 	ctx, forget := p.cancellable(ctx, j) // a cancel of the running job reaches it (CancelJob)
 	defer forget()
-	ctx, span := tracing.Start(ctx, tracing.Post, tracing.Job(j)...)
-	start := time.Now()
 	p.mu.Lock()
 	p.posting[j.Batch.Seq] = deadline
 	p.mu.Unlock()
-	res, err := p.sub.Submit(ctx, j.Batch)
+	res := p.call(ctx, j)
 	latency := time.Since(start)
 	p.mu.Lock()
 	delete(p.posting, j.Batch.Seq)
 	p.mu.Unlock()
 	cancel()
-	span.SetAttributes(tracing.HTTPCode.Int(res.HTTPStatus))
-	tracing.End(span, err)
-	res = p.verdict(j, res, err)
-	if p.cfg.OnResult != nil {
-		p.cfg.OnResult(j, res, latency)
-	}
+	res.Output = p.output(log, res.Output)
 	o := batchclaim.Outcome{Job: j, Result: res, Latency: latency, RetryIn: p.retryIn(j, res)}
 	if p.mayChain(j, run) {
 		o.Chain, o.ChainMaxBytes = true, p.chainRoom(j)
@@ -352,12 +354,23 @@ func (l jobLogger) write(level slog.Level, msg string, args []any) {
 		"epoch", l.j.Claim.Epoch, "seq", l.j.Batch.Seq}, args...)...)
 }
 
+// call runs j through the middlewares and the Submitter under ctx and returns the Result
+// its outcome is recorded from.
+func (p *Pool) call(ctx context.Context, j Job) batchclaim.Result {
+	res, _ := p.chain(j, func(ctx context.Context) (batchclaim.Result, error) {
+		res, err := p.sub.Submit(ctx, j.Batch)
+		return p.verdict(ctx, j, res, err), err
+	})(ctx)
+	return res
+}
+
 // verdict is what a submission's result and error come to: a SnoozeError is Snooze; another
-// error is Unknown (Retry with RetryErrors), no verdict is Unknown, and a Retry or Unknown at
-// the job's last allowed attempt is Discard.
-func (p *Pool) verdict(j Job, res batchclaim.Result, err error) batchclaim.Result {
+// error is Unknown (Retry with RetryErrors), with the timeout in its detail when ctx ended by
+// it; no verdict is Unknown; and a Retry or Unknown at the job's last allowed attempt is
+// Discard.
+func (p *Pool) verdict(ctx context.Context, j Job, res batchclaim.Result, err error) batchclaim.Result {
 	if d, ok := batchclaim.SnoozeDelay(err); ok { // not a failure: the job asks to run later
-		res = batchclaim.Result{Verdict: batchclaim.Snooze, HTTPStatus: res.HTTPStatus, RetryAfter: d, Detail: err.Error()}
+		res = batchclaim.Result{Verdict: batchclaim.Snooze, HTTPStatus: res.HTTPStatus, RetryAfter: d, Detail: err.Error(), Output: res.Output}
 		err = nil
 	}
 	if err != nil {
@@ -365,7 +378,11 @@ func (p *Pool) verdict(j Job, res batchclaim.Result, err error) batchclaim.Resul
 		if p.cfg.RetryErrors {
 			v = batchclaim.Retry
 		}
-		res = batchclaim.Result{Verdict: v, HTTPStatus: res.HTTPStatus, RetryAfter: res.RetryAfter, Detail: err.Error()}
+		detail := err.Error()
+		if cause := context.Cause(ctx); errors.Is(cause, ErrTimeout) && !strings.Contains(detail, cause.Error()) {
+			detail = cause.Error() + ": " + detail
+		}
+		res = batchclaim.Result{Verdict: v, HTTPStatus: res.HTTPStatus, RetryAfter: res.RetryAfter, Detail: detail, Output: res.Output}
 	}
 	if res.Verdict == 0 {
 		res.Verdict = batchclaim.Unknown

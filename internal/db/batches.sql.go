@@ -125,7 +125,7 @@ SELECT h.seq, h.service_id, h.batch_id, h.state, h.attempts, h.claim_epoch, h.cl
        EXTRACT(EPOCH FROM now() - COALESCE(h.unknown_since, h.submitted_at, h.created_at))::float8 AS unknown_seconds
 FROM unnest($1::text[]) AS s(service_id)
 CROSS JOIN LATERAL (
-    SELECT b.seq, b.service_id, b.batch_id, b.payload, b.created_at, b.state, b.attempts, b.claimant, b.claim_epoch, b.submitted_at, b.next_attempt_at, b.last_error, b.dlt_status, b.status_updated_at, b.unknown_count, b.invalid_details, b.updated_at, b.ledger, b.finished_at, b.unknown_since, b.unfinished, b.max_attempts, b.attempt_reason, b.attempt_from, b.attempt_xid, b.attempt_http_status, b.attempt_latency_ms, b.pos, b.attempt_base, b.cancel_attempt, b.cancel_requested_at, b.cancel_reason FROM batchclaim.batches b
+    SELECT b.seq, b.service_id, b.batch_id, b.payload, b.created_at, b.state, b.attempts, b.claimant, b.claim_epoch, b.submitted_at, b.next_attempt_at, b.last_error, b.dlt_status, b.status_updated_at, b.unknown_count, b.invalid_details, b.updated_at, b.ledger, b.finished_at, b.unknown_since, b.unfinished, b.max_attempts, b.attempt_reason, b.attempt_from, b.attempt_xid, b.attempt_http_status, b.attempt_latency_ms, b.pos, b.attempt_base, b.cancel_attempt, b.cancel_requested_at, b.cancel_reason, b.kind, b.timeout_ms, b.output FROM batchclaim.batches b
     WHERE b.service_id = s.service_id
       AND b.unfinished
       AND NOT ($2::bool AND b.state = 'VALID')
@@ -202,9 +202,9 @@ registered AS (
     SELECT $1::text FROM serial
     ON CONFLICT (service_id) DO NOTHING
 )
-INSERT INTO batchclaim.batches (service_id, batch_id, payload, ledger, next_attempt_at, max_attempts)
+INSERT INTO batchclaim.batches (service_id, batch_id, payload, ledger, next_attempt_at, max_attempts, kind, timeout_ms)
 SELECT $1::text, $2::text, $3::bytea, $4::bool,
-       $5::timestamptz, $6::int FROM serial
+       $5::timestamptz, $6::int, $7::text, $8::bigint FROM serial
 ON CONFLICT DO NOTHING
 RETURNING seq, created_at
 `
@@ -216,6 +216,8 @@ type BatchInsertParams struct {
 	Ledger      bool
 	RunAt       *time.Time
 	MaxAttempts *int32
+	Kind        *string
+	TimeoutMs   *int64
 }
 
 type BatchInsertRow struct {
@@ -237,8 +239,9 @@ type BatchInsertRow struct {
 // The service_id's claim row is created under the same lock, so that an owner dropping the
 // row as idle (ClaimsLockIdle, ClaimsDropIdle) either sees this batch or runs entirely before
 // this statement takes the lock, and then the row is created again here.
-// run_at (a run-at time: the batch is not handed out before it, by the database clock) and
-// max_attempts (the job's own attempt limit) are optional.
+// run_at (a run-at time: the batch is not handed out before it, by the database clock),
+// max_attempts (the job's own attempt limit), kind (package jobs) and timeout_ms (the job's own
+// timeout) are optional.
 func (q *Queries) BatchInsert(ctx context.Context, db DBTX, arg BatchInsertParams) (BatchInsertRow, error) {
 	row := db.QueryRow(ctx, batchInsert,
 		arg.ServiceID,
@@ -247,10 +250,47 @@ func (q *Queries) BatchInsert(ctx context.Context, db DBTX, arg BatchInsertParam
 		arg.Ledger,
 		arg.RunAt,
 		arg.MaxAttempts,
+		arg.Kind,
+		arg.TimeoutMs,
 	)
 	var i BatchInsertRow
 	err := row.Scan(&i.Seq, &i.CreatedAt)
 	return i, err
+}
+
+const batchKindCounts = `-- name: BatchKindCounts :many
+SELECT kind::text AS kind, state, count(*)::bigint AS batches
+FROM batchclaim.batches
+WHERE kind IS NOT NULL
+GROUP BY kind, state
+ORDER BY kind, state
+`
+
+type BatchKindCountsRow struct {
+	Kind    string
+	State   string
+	Batches int64
+}
+
+// Jobs stored with a kind (package jobs), by kind and state, for the status command.
+func (q *Queries) BatchKindCounts(ctx context.Context, db DBTX) ([]BatchKindCountsRow, error) {
+	rows, err := db.Query(ctx, batchKindCounts)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []BatchKindCountsRow{}
+	for rows.Next() {
+		var i BatchKindCountsRow
+		if err := rows.Scan(&i.Kind, &i.State, &i.Batches); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 const batchLedgerOwner = `-- name: BatchLedgerOwner :one
@@ -634,11 +674,12 @@ marked AS (
         attempt_reason = w.reason, attempt_from = w.from_state, attempt_xid = pg_current_xact_id()
     FROM want w JOIN fenced f ON f.service_id = w.service_id AND f.epoch = w.epoch
     WHERE b.seq = w.seq AND b.service_id = w.service_id AND b.state = w.from_state
-    RETURNING b.seq, b.payload, b.attempts, b.max_attempts, b.attempt_base
+    RETURNING b.seq, b.payload, b.attempts, b.max_attempts, b.attempt_base, b.kind, b.timeout_ms
 )
 SELECT w.seq::bigint AS seq, (f.service_id IS NOT NULL)::bool AS fenced, (m.seq IS NOT NULL)::bool AS marked,
        COALESCE(m.payload, ''::bytea)::bytea AS payload, COALESCE(m.attempts, 0)::int AS attempts,
-       COALESCE(m.max_attempts, 0)::int AS max_attempts, COALESCE(m.attempt_base, 0)::int AS attempt_base
+       COALESCE(m.max_attempts, 0)::int AS max_attempts, COALESCE(m.attempt_base, 0)::int AS attempt_base,
+       COALESCE(m.kind, '')::text AS kind, COALESCE(m.timeout_ms, 0)::bigint AS timeout_ms
 FROM want w
 LEFT JOIN fenced f ON f.service_id = w.service_id AND f.epoch = w.epoch
 LEFT JOIN marked m ON m.seq = w.seq
@@ -663,6 +704,8 @@ type BatchesMarkInflightRow struct {
 	Attempts    int32
 	MaxAttempts int32
 	AttemptBase int32
+	Kind        string
+	TimeoutMs   int64
 }
 
 // The data path writes sets: one statement marks every batch a round hands out, one records
@@ -688,7 +731,8 @@ type BatchesMarkInflightRow struct {
 // in the state it was handed out in (marked; a head that moved on meanwhile is skipped, its
 // claim untouched). A POST starts the count of UNKNOWN answers afresh. Returns, per head,
 // whether its claim held, whether it was marked, and for the heads marked their payload,
-// attempt number, own attempt limit (0: none) and the attempts made before its last retry. The attempt's reason and from-state are kept
+// attempt number, own attempt limit (0: none), the attempts made before its last retry, kind
+// (”: none) and own timeout (0: none). The attempt's reason and from-state are kept
 // on the batch row for the attempt log's row, which the outcome writes.
 func (q *Queries) BatchesMarkInflight(ctx context.Context, db DBTX, arg BatchesMarkInflightParams) ([]BatchesMarkInflightRow, error) {
 	rows, err := db.Query(ctx, batchesMarkInflight,
@@ -716,6 +760,8 @@ func (q *Queries) BatchesMarkInflight(ctx context.Context, db DBTX, arg BatchesM
 			&i.Attempts,
 			&i.MaxAttempts,
 			&i.AttemptBase,
+			&i.Kind,
+			&i.TimeoutMs,
 		); err != nil {
 			return nil, err
 		}
@@ -737,13 +783,14 @@ WITH o AS (
            unnest($6::int[]) AS http_status,
            unnest($7::float8[]) AS latency_ms,
            unnest($8::bool[]) AS chain,
-           unnest($9::bigint[]) AS chain_max_bytes
+           unnest($9::bigint[]) AS chain_max_bytes,
+           unnest($10::text[]) AS output
 ),
 fenced AS (
     SELECT c.service_id, c.epoch FROM batchclaim.service_id_claims c
     JOIN (SELECT DISTINCT o.service_id, o.epoch FROM o) w ON w.service_id = c.service_id AND w.epoch = c.epoch
-    WHERE c.claimant = $10::uuid
-      AND EXISTS (SELECT 1 FROM batchclaim.instances i WHERE i.id = $10::uuid AND i.nonce = $11::uuid)
+    WHERE c.claimant = $11::uuid
+      AND EXISTS (SELECT 1 FROM batchclaim.instances i WHERE i.id = $11::uuid AND i.nonce = $12::uuid)
     ORDER BY c.service_id
     FOR SHARE OF c
 ),
@@ -752,17 +799,18 @@ recorded AS (
     SET state = 'COMMITTED', dlt_status = 'COMMITTED', status_updated_at = now(),
         next_attempt_at = now() + o.retry_after_ms * interval '1 millisecond',
         last_error = NULL, unknown_count = 0, unknown_since = NULL, finished_at = now(),
-        attempt_http_status = NULLIF(o.http_status, 0), attempt_latency_ms = o.latency_ms, updated_at = now()
+        attempt_http_status = NULLIF(o.http_status, 0), attempt_latency_ms = o.latency_ms,
+        output = COALESCE(NULLIF(o.output, '')::jsonb, b.output), updated_at = now()
     FROM o JOIN fenced f ON f.service_id = o.service_id AND f.epoch = o.epoch
     WHERE b.seq = o.seq AND b.service_id = o.service_id AND b.state = 'INFLIGHT'
-      AND b.claimant = $10::uuid AND b.claim_epoch = o.epoch AND b.attempts = o.attempt
+      AND b.claimant = $11::uuid AND b.claim_epoch = o.epoch AND b.attempts = o.attempt
     RETURNING b.seq, b.service_id, o.epoch, o.chain, o.chain_max_bytes,
               EXTRACT(EPOCH FROM now() - b.created_at)::float8 AS age_seconds
 ),
 lease AS (
     SELECT i.id FROM batchclaim.instances i
-    WHERE i.id = $10::uuid AND i.nonce = $11::uuid
-      AND i.expiry_1 > COALESCE($12::timestamptz, now())
+    WHERE i.id = $11::uuid AND i.nonce = $12::uuid
+      AND i.expiry_1 > COALESCE($13::timestamptz, now())
 ),
 next_head AS (
     SELECT f.seq AS prev_seq, n.seq, f.service_id, f.epoch
@@ -770,7 +818,7 @@ next_head AS (
     CROSS JOIN LATERAL (
         SELECT b.seq, b.state, b.next_attempt_at, octet_length(b.payload) AS size FROM batchclaim.batches b
         WHERE b.service_id = f.service_id AND b.unfinished AND b.seq <> f.seq
-          AND NOT ($13::bool AND b.state = 'VALID')
+          AND NOT ($14::bool AND b.state = 'VALID')
         ORDER BY b.pos
         LIMIT 1
     ) n
@@ -781,19 +829,20 @@ next_head AS (
 ),
 chained AS (
     UPDATE batchclaim.batches b
-    SET state = 'INFLIGHT', attempts = b.attempts + 1, claimant = $10::uuid,
+    SET state = 'INFLIGHT', attempts = b.attempts + 1, claimant = $11::uuid,
         claim_epoch = n.epoch, submitted_at = now(), updated_at = now(),
         next_attempt_at = NULL, unknown_count = 0, unknown_since = NULL,
         attempt_reason = 'first', attempt_from = 'NEW', attempt_xid = pg_current_xact_id()
     FROM next_head n
     WHERE b.seq = n.seq AND b.service_id = n.service_id AND b.state = 'NEW'
-    RETURNING b.seq, b.batch_id, b.payload, b.attempts, b.max_attempts, b.attempt_base, n.prev_seq
+    RETURNING b.seq, b.batch_id, b.payload, b.attempts, b.max_attempts, b.attempt_base, b.kind, b.timeout_ms, n.prev_seq
 )
 SELECT o.seq::bigint AS seq, (f.service_id IS NOT NULL)::bool AS fenced, (r.seq IS NOT NULL)::bool AS recorded,
        (CASE WHEN r.seq IS NOT NULL THEN 'COMMITTED' ELSE '' END)::text AS new_state, COALESCE(r.age_seconds, 0)::float8 AS age_seconds,
        COALESCE(c.seq, 0)::bigint AS next_seq, COALESCE(c.batch_id, '')::text AS next_batch_id,
        COALESCE(c.payload, ''::bytea)::bytea AS next_payload, COALESCE(c.attempts, 0)::int AS next_attempts,
-       COALESCE(c.max_attempts, 0)::int AS next_max_attempts, COALESCE(c.attempt_base, 0)::int AS next_attempt_base
+       COALESCE(c.max_attempts, 0)::int AS next_max_attempts, COALESCE(c.attempt_base, 0)::int AS next_attempt_base,
+       COALESCE(c.kind, '')::text AS next_kind, COALESCE(c.timeout_ms, 0)::bigint AS next_timeout_ms
 FROM o
 LEFT JOIN fenced f ON f.service_id = o.service_id AND f.epoch = o.epoch
 LEFT JOIN recorded r ON r.seq = o.seq
@@ -810,6 +859,7 @@ type BatchesRecordCommitsParams struct {
 	LatenciesMs   []float64
 	Chain         []bool
 	ChainMaxBytes []int64
+	Outputs       []string
 	Claimant      uuid.UUID
 	Nonce         uuid.UUID
 	Now           *time.Time
@@ -828,6 +878,8 @@ type BatchesRecordCommitsRow struct {
 	NextAttempts    int32
 	NextMaxAttempts int32
 	NextAttemptBase int32
+	NextKind        string
+	NextTimeoutMs   int64
 }
 
 // BatchesRecordOutcomes for a group whose every outcome commits its batch, with track_idle
@@ -846,6 +898,7 @@ func (q *Queries) BatchesRecordCommits(ctx context.Context, db DBTX, arg Batches
 		arg.LatenciesMs,
 		arg.Chain,
 		arg.ChainMaxBytes,
+		arg.Outputs,
 		arg.Claimant,
 		arg.Nonce,
 		arg.Now,
@@ -870,6 +923,8 @@ func (q *Queries) BatchesRecordCommits(ctx context.Context, db DBTX, arg Batches
 			&i.NextAttempts,
 			&i.NextMaxAttempts,
 			&i.NextAttemptBase,
+			&i.NextKind,
+			&i.NextTimeoutMs,
 		); err != nil {
 			return nil, err
 		}
@@ -896,13 +951,14 @@ WITH o AS (
            unnest($11::float8[]) AS latency_ms,
            unnest($12::text[]) AS outcome,
            unnest($13::bool[]) AS chain,
-           unnest($14::bigint[]) AS chain_max_bytes
+           unnest($14::bigint[]) AS chain_max_bytes,
+           unnest($15::text[]) AS output
 ),
 fenced AS (
     SELECT c.service_id, c.epoch FROM batchclaim.service_id_claims c
     JOIN (SELECT DISTINCT o.service_id, o.epoch FROM o) w ON w.service_id = c.service_id AND w.epoch = c.epoch
-    WHERE c.claimant = $15::uuid
-      AND EXISTS (SELECT 1 FROM batchclaim.instances i WHERE i.id = $15::uuid AND i.nonce = $16::uuid)
+    WHERE c.claimant = $16::uuid
+      AND EXISTS (SELECT 1 FROM batchclaim.instances i WHERE i.id = $16::uuid AND i.nonce = $17::uuid)
     ORDER BY c.service_id
     FOR SHARE OF c
 ),
@@ -925,10 +981,11 @@ recorded AS (
         attempt_base = b.attempt_base + CASE WHEN o.outcome = 'snooze' THEN 1 ELSE 0 END,
         attempt_http_status = CASE WHEN o.new_state = 'COMMITTED' THEN NULLIF(o.http_status, 0) END,
         attempt_latency_ms = CASE WHEN o.new_state = 'COMMITTED' THEN o.latency_ms END,
+        output = COALESCE(NULLIF(o.output, '')::jsonb, b.output),
         updated_at = now()
     FROM o JOIN fenced f ON f.service_id = o.service_id AND f.epoch = o.epoch
     WHERE b.seq = o.seq AND b.service_id = o.service_id AND b.state = 'INFLIGHT'
-      AND b.claimant = $15::uuid AND b.claim_epoch = o.epoch AND b.attempts = o.attempt
+      AND b.claimant = $16::uuid AND b.claim_epoch = o.epoch AND b.attempts = o.attempt
     -- What the CTEs below need comes from here, so that none of them joins o with recorded
     -- (the planner cannot know how many rows recorded returns, and would loop over both).
     RETURNING b.seq, b.service_id, b.batch_id, b.submitted_at, b.attempt_reason, b.attempt_from, o.epoch, b.state AS new_state,
@@ -938,7 +995,7 @@ recorded AS (
 attempted AS (
     INSERT INTO batchclaim.submission_attempts (seq, service_id, batch_id, instance_id, epoch, reason, from_state,
         started_at, finished_at, http_status, latency_ms, outcome, error, to_state)
-    SELECT r.seq, r.service_id, r.batch_id, $15::uuid, r.epoch, r.attempt_reason, r.attempt_from,
+    SELECT r.seq, r.service_id, r.batch_id, $16::uuid, r.epoch, r.attempt_reason, r.attempt_from,
            r.submitted_at, now(), NULLIF(r.http_status, 0), r.latency_ms, r.outcome, NULLIF(r.last_error, ''), r.new_state
     FROM recorded r
     WHERE r.new_state <> 'COMMITTED'
@@ -947,20 +1004,20 @@ halted AS (
     INSERT INTO batchclaim.service_halts (service_id, seq, reason)
     SELECT r.service_id, r.seq, 'batch INVALID: ' || r.last_error
     FROM recorded r
-    WHERE $17::bool AND r.new_state = 'INVALID'
+    WHERE $18::bool AND r.new_state = 'INVALID'
     ON CONFLICT (service_id) DO NOTHING
 ),
 finished AS (
     SELECT r.seq, r.service_id, r.epoch, r.chain, r.chain_max_bytes,
-           (r.new_state <> 'INVALID' OR NOT $17::bool) AS frees,
-           $18::bool AS track_idle
+           (r.new_state <> 'INVALID' OR NOT $18::bool) AS frees,
+           $19::bool AS track_idle
     FROM recorded r
     WHERE r.new_state IN ('COMMITTED', 'INVALID', 'DISCARDED', 'CANCELLED')
 ),
 lease AS (
     SELECT i.id FROM batchclaim.instances i
-    WHERE i.id = $15::uuid AND i.nonce = $16::uuid
-      AND i.expiry_1 > COALESCE($19::timestamptz, now())
+    WHERE i.id = $16::uuid AND i.nonce = $17::uuid
+      AND i.expiry_1 > COALESCE($20::timestamptz, now())
 ),
 next_head AS (
     SELECT f.seq AS prev_seq, n.seq, f.service_id, f.epoch
@@ -968,7 +1025,7 @@ next_head AS (
     CROSS JOIN LATERAL (
         SELECT b.seq, b.state, b.next_attempt_at, octet_length(b.payload) AS size FROM batchclaim.batches b
         WHERE b.service_id = f.service_id AND b.unfinished AND b.seq <> f.seq
-          AND NOT ($20::bool AND b.state = 'VALID')
+          AND NOT ($21::bool AND b.state = 'VALID')
         ORDER BY b.pos
         LIMIT 1
     ) n
@@ -979,27 +1036,28 @@ next_head AS (
 ),
 chained AS (
     UPDATE batchclaim.batches b
-    SET state = 'INFLIGHT', attempts = b.attempts + 1, claimant = $15::uuid,
+    SET state = 'INFLIGHT', attempts = b.attempts + 1, claimant = $16::uuid,
         claim_epoch = n.epoch, submitted_at = now(), updated_at = now(),
         next_attempt_at = NULL, unknown_count = 0, unknown_since = NULL,
         attempt_reason = 'first', attempt_from = 'NEW', attempt_xid = pg_current_xact_id()
     FROM next_head n
     WHERE b.seq = n.seq AND b.service_id = n.service_id AND b.state = 'NEW'
-    RETURNING b.seq, b.batch_id, b.payload, b.attempts, b.max_attempts, b.attempt_base, n.prev_seq
+    RETURNING b.seq, b.batch_id, b.payload, b.attempts, b.max_attempts, b.attempt_base, b.kind, b.timeout_ms, n.prev_seq
 ),
 drained AS (
     UPDATE batchclaim.service_id_claims c
     SET active_at = now()
     FROM finished f
     WHERE f.track_idle
-      AND c.service_id = f.service_id AND c.epoch = f.epoch AND c.claimant = $15::uuid
+      AND c.service_id = f.service_id AND c.epoch = f.epoch AND c.claimant = $16::uuid
       AND NOT EXISTS (SELECT 1 FROM batchclaim.batches b WHERE b.service_id = f.service_id AND b.unfinished AND b.seq <> f.seq)
 )
 SELECT o.seq::bigint AS seq, (f.service_id IS NOT NULL)::bool AS fenced, (r.seq IS NOT NULL)::bool AS recorded,
        COALESCE(r.new_state, '')::text AS new_state, COALESCE(r.age_seconds, 0)::float8 AS age_seconds,
        COALESCE(c.seq, 0)::bigint AS next_seq, COALESCE(c.batch_id, '')::text AS next_batch_id,
        COALESCE(c.payload, ''::bytea)::bytea AS next_payload, COALESCE(c.attempts, 0)::int AS next_attempts,
-       COALESCE(c.max_attempts, 0)::int AS next_max_attempts, COALESCE(c.attempt_base, 0)::int AS next_attempt_base
+       COALESCE(c.max_attempts, 0)::int AS next_max_attempts, COALESCE(c.attempt_base, 0)::int AS next_attempt_base,
+       COALESCE(c.kind, '')::text AS next_kind, COALESCE(c.timeout_ms, 0)::bigint AS next_timeout_ms
 FROM o
 LEFT JOIN fenced f ON f.service_id = o.service_id AND f.epoch = o.epoch
 LEFT JOIN recorded r ON r.seq = o.seq
@@ -1021,6 +1079,7 @@ type BatchesRecordOutcomesParams struct {
 	Outcomes       []string
 	Chain          []bool
 	ChainMaxBytes  []int64
+	Outputs        []string
 	Claimant       uuid.UUID
 	Nonce          uuid.UUID
 	HaltOnInvalid  bool
@@ -1041,12 +1100,15 @@ type BatchesRecordOutcomesRow struct {
 	NextAttempts    int32
 	NextMaxAttempts int32
 	NextAttemptBase int32
+	NextKind        string
+	NextTimeoutMs   int64
 }
 
 // Records the outcomes of POSTs marked in flight by this instance, each fenced on its claim and
 // on its attempt: the batch must still be INFLIGHT under this claimant, epoch and attempt
 // number, so a late outcome of an earlier attempt (one that was adopted and posted again) is
-// not recorded over the later one. An empty text or a zero number means none. A new outcome
+// not recorded over the later one. An empty text or a zero number means none (an empty output
+// keeps the output an earlier attempt recorded). A new outcome
 // starts the count of UNKNOWN answers afresh, and an UNKNOWN one the resubmission grace. Each
 // outcome recorded writes its attempt's row of the attempt log, whole: started when the batch
 // was marked (submitted_at), for the reason and from the state the mark kept on the batch row;
@@ -1087,6 +1149,7 @@ func (q *Queries) BatchesRecordOutcomes(ctx context.Context, db DBTX, arg Batche
 		arg.Outcomes,
 		arg.Chain,
 		arg.ChainMaxBytes,
+		arg.Outputs,
 		arg.Claimant,
 		arg.Nonce,
 		arg.HaltOnInvalid,
@@ -1113,6 +1176,8 @@ func (q *Queries) BatchesRecordOutcomes(ctx context.Context, db DBTX, arg Batche
 			&i.NextAttempts,
 			&i.NextMaxAttempts,
 			&i.NextAttemptBase,
+			&i.NextKind,
+			&i.NextTimeoutMs,
 		); err != nil {
 			return nil, err
 		}

@@ -44,6 +44,9 @@ type BatchclaimBatch struct {
 	CancelAttempt     *int32
 	CancelRequestedAt *time.Time
 	CancelReason      *string
+	Kind              *string
+	TimeoutMs         *int64
+	Output            []byte
 }
 
 type BatchclaimBatchHistory struct {

@@ -34,7 +34,8 @@ const uIBatch = `-- name: UIBatch :one
 SELECT b.seq, b.service_id, b.batch_id, b.state, b.attempts, b.created_at, b.updated_at,
        b.submitted_at, b.next_attempt_at, b.finished_at, b.last_error, b.dlt_status,
        b.status_updated_at, b.unknown_count, b.invalid_details, b.ledger, b.claim_epoch,
-       b.claimant, i.name AS claimant_name, length(b.payload)::bigint AS payload_bytes
+       b.claimant, i.name AS claimant_name, length(b.payload)::bigint AS payload_bytes,
+       b.kind, b.timeout_ms, b.output
 FROM batchclaim.batches b
 LEFT JOIN batchclaim.instances i ON i.id = b.claimant
 WHERE b.seq = $1
@@ -61,9 +62,13 @@ type UIBatchRow struct {
 	Claimant        *uuid.UUID
 	ClaimantName    *string
 	PayloadBytes    int64
+	Kind            *string
+	TimeoutMs       *int64
+	Output          []byte
 }
 
-// One batch without its payload, with the name of the instance that last wrote it.
+// One batch without its payload, with the name of the instance that last wrote it, and its
+// kind, own timeout and recorded output (package jobs).
 func (q *Queries) UIBatch(ctx context.Context, db DBTX, seq int64) (UIBatchRow, error) {
 	row := db.QueryRow(ctx, uIBatch, seq)
 	var i UIBatchRow
@@ -88,6 +93,9 @@ func (q *Queries) UIBatch(ctx context.Context, db DBTX, seq int64) (UIBatchRow, 
 		&i.Claimant,
 		&i.ClaimantName,
 		&i.PayloadBytes,
+		&i.Kind,
+		&i.TimeoutMs,
+		&i.Output,
 	)
 	return i, err
 }
@@ -168,14 +176,15 @@ func (q *Queries) UIBatchAttempts(ctx context.Context, db DBTX, arg UIBatchAttem
 }
 
 const uIBatchList = `-- name: UIBatchList :many
-SELECT seq, service_id, batch_id, state, attempts, created_at, updated_at
+SELECT seq, service_id, batch_id, state, attempts, created_at, updated_at, kind
 FROM batchclaim.batches
 WHERE seq < $1::bigint AND seq >= $2::bigint
   AND updated_at > now() - $3::bigint * interval '1 millisecond'
   AND ($4::text = '' OR state = $4::text)
   AND ($5::text = '' OR service_id = $5::text)
+  AND ($6::text = '' OR kind = $6::text)
 ORDER BY seq DESC
-LIMIT $6::int
+LIMIT $7::int
 `
 
 type UIBatchListParams struct {
@@ -184,6 +193,7 @@ type UIBatchListParams struct {
 	WindowMs  int64
 	State     string
 	ServiceID string
+	Kind      string
 	MaxRows   int32
 }
 
@@ -195,11 +205,12 @@ type UIBatchListRow struct {
 	Attempts  int32
 	CreatedAt time.Time
 	UpdatedAt time.Time
+	Kind      *string
 }
 
 // Batches changed within the last window_ms, newest seq first, with seq in [floor_seq,
-// before_seq), optionally of one state and one service_id. The seq range bounds the rows read
-// (backwards through the primary key) however rare the filtered batches are.
+// before_seq), optionally of one state, one service_id and one kind. The seq range bounds the
+// rows read (backwards through the primary key) however rare the filtered batches are.
 func (q *Queries) UIBatchList(ctx context.Context, db DBTX, arg UIBatchListParams) ([]UIBatchListRow, error) {
 	rows, err := db.Query(ctx, uIBatchList,
 		arg.BeforeSeq,
@@ -207,6 +218,7 @@ func (q *Queries) UIBatchList(ctx context.Context, db DBTX, arg UIBatchListParam
 		arg.WindowMs,
 		arg.State,
 		arg.ServiceID,
+		arg.Kind,
 		arg.MaxRows,
 	)
 	if err != nil {
@@ -224,6 +236,7 @@ func (q *Queries) UIBatchList(ctx context.Context, db DBTX, arg UIBatchListParam
 			&i.Attempts,
 			&i.CreatedAt,
 			&i.UpdatedAt,
+			&i.Kind,
 		); err != nil {
 			return nil, err
 		}
@@ -493,7 +506,7 @@ func (q *Queries) UIServiceOwnership(ctx context.Context, db DBTX, arg UIService
 }
 
 const uIServiceQueue = `-- name: UIServiceQueue :many
-SELECT b.seq, b.batch_id, b.state, b.attempts, b.created_at, b.updated_at, b.next_attempt_at, b.last_error
+SELECT b.seq, b.batch_id, b.state, b.attempts, b.created_at, b.updated_at, b.next_attempt_at, b.last_error, b.kind
 FROM batchclaim.batches b
 WHERE b.service_id = $1 AND b.unfinished
   AND b.pos > COALESCE((SELECT c.pos FROM batchclaim.batches c WHERE c.seq = $2::bigint), 0)
@@ -516,6 +529,7 @@ type UIServiceQueueRow struct {
 	UpdatedAt     time.Time
 	NextAttemptAt *time.Time
 	LastError     *string
+	Kind          *string
 }
 
 // The unfinished batches of one service_id in queue order (pos: a retried batch is at the
@@ -539,6 +553,7 @@ func (q *Queries) UIServiceQueue(ctx context.Context, db DBTX, arg UIServiceQueu
 			&i.UpdatedAt,
 			&i.NextAttemptAt,
 			&i.LastError,
+			&i.Kind,
 		); err != nil {
 			return nil, err
 		}

@@ -1,0 +1,11 @@
+-- Typed jobs (package jobs): a job's kind, its own timeout and the output it recorded.
+--
+-- kind: the name its arguments' type gives (jobs.Args.Kind), set at enqueue; the runner
+-- dispatches on it. NULL for a job stored without one (node.Enqueue, a ledger batch).
+-- timeout_ms: the job's own timeout, set at enqueue (jobs.Timeout, node.Timeout); NULL for
+-- none of its own. output: the small JSON value its last attempt that recorded one recorded
+-- (jobs.RecordOutput, batchclaim.Result.Output); NULL for none.
+--
+-- All three are nullable without a default: adding them writes no row. The previous release
+-- neither reads nor writes them.
+ALTER TABLE batches ADD COLUMN kind text, ADD COLUMN timeout_ms bigint, ADD COLUMN output jsonb;
