@@ -1,0 +1,73 @@
+package main
+
+import (
+	"bytes"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/batchclaim/batchclaim/internal/dbtest"
+)
+
+func TestMain(m *testing.M) { dbtest.Main(m) }
+
+// syncBuffer is a bytes.Buffer the example's goroutines may write to at once.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// The example runs against a fresh database and does what it says: both kinds run, the first
+// order's jobs in order (its receipt after a failed first attempt, with its output), the
+// second order's charge ends at its own timeout, the rolled-back order has no job.
+func TestExampleRuns(t *testing.T) {
+	t.Parallel()
+	var out syncBuffer
+	if err := run(t.Context(), dbtest.NewDB(t), &out); err != nil {
+		t.Fatalf("run: %v\n%s", err, out.String())
+	}
+	got := out.String()
+	t.Logf("the example's output:\n%s", got)
+	for _, want := range []string{
+		`order-1: charged 12\.50`,
+		`order-1: charge_card attempt 1 under epoch \d+: done`,
+		`order-1: send_receipt attempt 1 under epoch \d+: retry \(mail server busy\)`,
+		`order-1: receipt mailed to ann@example\.com`,
+		`order-1: send_receipt attempt 2 under epoch \d+: done`,
+		`order-2: charge_card attempt 1 under epoch \d+: discard \(card network: context deadline exceeded\)`,
+	} {
+		if !regexp.MustCompile(`(?m)^` + want + `$`).MatchString(got) {
+			t.Errorf("the output lacks a line matching %s", want)
+		}
+	}
+	// The first order's lines in its jobs' order; then the report of every job.
+	if i, j := strings.Index(got, "order-1: charge_card attempt 1"), strings.Index(got, "order-1: send_receipt attempt 1"); i < 0 || j < i {
+		t.Errorf("order-1's receipt ran before its charge")
+	}
+	report := got[strings.Index(got, "\njobs:\n")+1:]
+	for _, re := range []string{
+		`(?m)^  order-1 charge_card\s+COMMITTED\s+after 1 attempt\(s\)\s*$`,
+		`(?m)^  order-1 send_receipt\s+COMMITTED\s+after 2 attempt\(s\)\s+\{"receipt": "R-1"\}$`,
+		`(?m)^  order-2 charge_card\s+DISCARDED\s+after 1 attempt\(s\)\s+discarded after 1 of 1 attempts: timed out after 300ms \(the job's own timeout\): card network: context deadline exceeded$`,
+	} {
+		if !regexp.MustCompile(re).MatchString(report) {
+			t.Errorf("the report lacks a line matching %s", re)
+		}
+	}
+	if strings.Contains(got, "order-3") || strings.Contains(got, "cy@example.com") {
+		t.Errorf("the rolled-back order's jobs ran or were stored")
+	}
+}
