@@ -55,6 +55,7 @@ type BatchRef struct {
 	Attempts  int32     `json:"attempts"`
 	CreatedAt time.Time `json:"created_at"`
 	UpdatedAt time.Time `json:"updated_at"`
+	Kind      string    `json:"kind,omitempty"` // the job's kind (package jobs); none for a plain job
 }
 
 // SearchResult is what GET /api/search finds: batches by id or id prefix, and service_ids.
@@ -82,6 +83,11 @@ type BatchDetail struct {
 	Epoch           *int64     `json:"epoch,omitempty"`
 	// InvalidDetails is what the ledger said about an INVALID batch, as it said it.
 	InvalidDetails json.RawMessage `json:"invalid_details,omitempty"`
+	// TimeoutMs is the job's own timeout, set when it was stored (none: its kind's or the
+	// runner's).
+	TimeoutMs *int64 `json:"timeout_ms,omitempty"`
+	// Output is what the job recorded (jobs.RecordOutput, batchclaim.Result.Output), as JSON.
+	Output json.RawMessage `json:"output,omitempty"`
 	// Posts are the newest POST attempts, newest first (at most 100); Number counts from the
 	// first. (Attempts, from BatchRef, is how many there were.)
 	Posts []Attempt `json:"posts"`
@@ -133,6 +139,7 @@ type OwnershipEvent struct {
 type BatchList struct {
 	State         string     `json:"state,omitempty"`
 	ServiceID     string     `json:"service_id,omitempty"`
+	Kind          string     `json:"kind,omitempty"`
 	WindowSeconds float64    `json:"window_seconds"`
 	Batches       []BatchRef `json:"batches"`
 	// NextBefore, when set, is the ?before= of the next page. A page reads at most
@@ -222,7 +229,7 @@ func readBatchRef(ctx context.Context, qs *db.Queries, q db.DBTX, seq int64) (Ba
 	if err != nil {
 		return BatchRef{}, fmt.Errorf("read batch %d: %w", seq, err)
 	}
-	return BatchRef{Seq: r.Seq, ServiceID: r.ServiceID, BatchID: r.BatchID, State: r.State, Attempts: r.Attempts, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt}, nil
+	return BatchRef{Seq: r.Seq, ServiceID: r.ServiceID, BatchID: r.BatchID, State: r.State, Attempts: r.Attempts, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt, Kind: deref(r.Kind)}, nil
 }
 
 // parseSeq reads a batch's seq from a path or a query parameter.
@@ -244,7 +251,7 @@ func readBatch(ctx context.Context, q db.DBTX, seq int64) (BatchDetail, error) {
 		return BatchDetail{}, fmt.Errorf("read batch %d: %w", seq, err)
 	}
 	d := BatchDetail{
-		BatchRef:     BatchRef{Seq: r.Seq, ServiceID: r.ServiceID, BatchID: r.BatchID, State: r.State, Attempts: r.Attempts, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt},
+		BatchRef:     BatchRef{Seq: r.Seq, ServiceID: r.ServiceID, BatchID: r.BatchID, State: r.State, Attempts: r.Attempts, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt, Kind: deref(r.Kind)},
 		Ledger:       r.Ledger,
 		PayloadBytes: r.PayloadBytes, SubmittedAt: r.SubmittedAt, NextAttemptAt: r.NextAttemptAt, FinishedAt: r.FinishedAt,
 		LastError: deref(r.LastError), DLTStatus: deref(r.DltStatus), StatusUpdatedAt: r.StatusUpdatedAt,
@@ -254,6 +261,10 @@ func readBatch(ctx context.Context, q db.DBTX, seq int64) (BatchDetail, error) {
 	if len(r.InvalidDetails) > 0 && json.Valid(r.InvalidDetails) {
 		d.InvalidDetails = r.InvalidDetails
 	}
+	if len(r.Output) > 0 && json.Valid(r.Output) {
+		d.Output = r.Output
+	}
+	d.TimeoutMs = r.TimeoutMs
 	attempts, err := qs.UIBatchAttempts(ctx, q, db.UIBatchAttemptsParams{Seq: seq, MaxRows: attemptRows})
 	if err != nil {
 		return BatchDetail{}, fmt.Errorf("read attempts of batch %d: %w", seq, err)
@@ -314,7 +325,7 @@ func readService(ctx context.Context, q db.DBTX, id string, after int64, limit i
 		return ServicePage{}, fmt.Errorf("read queue: %w", err)
 	}
 	for _, r := range rows {
-		p.Queue = append(p.Queue, BatchRef{Seq: r.Seq, ServiceID: id, BatchID: r.BatchID, State: r.State, Attempts: r.Attempts, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt})
+		p.Queue = append(p.Queue, BatchRef{Seq: r.Seq, ServiceID: id, BatchID: r.BatchID, State: r.State, Attempts: r.Attempts, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt, Kind: deref(r.Kind)})
 	}
 	if len(rows) == limit {
 		p.NextAfter = rows[len(rows)-1].Seq
@@ -331,10 +342,10 @@ func readService(ctx context.Context, q db.DBTX, id string, after int64, limit i
 
 // listOptions are the filters and the page of GET /api/batches.
 type listOptions struct {
-	state, serviceID string
-	before           int64
-	limit, scan      int
-	window           time.Duration
+	state, serviceID, kind string
+	before                 int64
+	limit, scan            int
+	window                 time.Duration
 }
 
 func parseListOptions(get func(string) string) (listOptions, error) {
@@ -355,6 +366,12 @@ func parseListOptions(get func(string) string) (listOptions, error) {
 			return o, badRequest("service_id: %v", err)
 		}
 		o.serviceID = s
+	}
+	if s := get("kind"); s != "" {
+		if len(s) > batchclaim.MaxKindLen {
+			return o, badRequest("kind is %d bytes; at most %d", len(s), batchclaim.MaxKindLen)
+		}
+		o.kind = s
 	}
 	if s := get("before"); s != "" {
 		seq, err := parseSeq("before", s)
@@ -406,14 +423,14 @@ func listBatches(ctx context.Context, q db.DBTX, o listOptions) (BatchList, erro
 	before := min(o.before, top+1)
 	floor := max(before-int64(o.scan), 1)
 	rows, err := qs.UIBatchList(ctx, q, db.UIBatchListParams{
-		BeforeSeq: before, FloorSeq: floor, WindowMs: o.window.Milliseconds(), State: o.state, ServiceID: o.serviceID, MaxRows: int32(o.limit),
+		BeforeSeq: before, FloorSeq: floor, WindowMs: o.window.Milliseconds(), State: o.state, ServiceID: o.serviceID, Kind: o.kind, MaxRows: int32(o.limit),
 	})
 	if err != nil {
 		return BatchList{}, fmt.Errorf("list batches: %w", err)
 	}
-	out := BatchList{State: o.state, ServiceID: o.serviceID, WindowSeconds: o.window.Seconds(), Batches: []BatchRef{}}
+	out := BatchList{State: o.state, ServiceID: o.serviceID, Kind: o.kind, WindowSeconds: o.window.Seconds(), Batches: []BatchRef{}}
 	for _, r := range rows {
-		out.Batches = append(out.Batches, BatchRef{Seq: r.Seq, ServiceID: r.ServiceID, BatchID: r.BatchID, State: r.State, Attempts: r.Attempts, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt})
+		out.Batches = append(out.Batches, BatchRef{Seq: r.Seq, ServiceID: r.ServiceID, BatchID: r.BatchID, State: r.State, Attempts: r.Attempts, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt, Kind: deref(r.Kind)})
 	}
 	switch {
 	case len(rows) == o.limit:

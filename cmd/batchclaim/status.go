@@ -30,6 +30,7 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	asJSON := fs.Bool("json", false, "print one JSON object instead of tables")
 	listClaims := fs.Int("claims", 0, "also list up to N claims with their effective expiries (-1: all)")
 	listServices := fs.Int("services", 20, "list up to N service_ids with unfinished batches, oldest first (-1: all)")
+	job := fs.Int64("job", 0, "show one job (batch) by its seq instead: its kind, state, attempts, last error and recorded output")
 	if err := cli.Parse(fs, args); err != nil {
 		return err
 	}
@@ -39,6 +40,9 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	defer pool.Close()
 	q := pgdb.InSchema(pool, *schema)
+	if *job != 0 {
+		return database.Explain(*schema, runStatusJob(ctx, q, *job, *asJSON, stdout))
+	}
 	snap, err := claims.ReadSnapshot(ctx, q, *listClaims)
 	if err != nil {
 		return database.Explain(*schema, err)
@@ -55,19 +59,25 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err != nil {
 		return database.Explain(*schema, err)
 	}
+	kinds, err := readKinds(ctx, q)
+	if err != nil {
+		return database.Explain(*schema, err)
+	}
 	if *asJSON {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
 		return enc.Encode(struct {
 			claims.Snapshot
 			Batches   batchStatus     `json:"batches"`
+			Kinds     []kindStatus    `json:"kinds"`
 			Retention retentionStatus `json:"retention"`
 			Database  databaseStatus  `json:"database"`
-		}{snap, work, ret, dbs})
+		}{snap, work, kinds, ret, dbs})
 	}
 	dbs.print(stdout)
 	printSnapshot(stdout, snap)
 	work.print(stdout)
+	printKinds(stdout, kinds)
 	ret.print(stdout)
 	return nil
 }

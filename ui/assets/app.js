@@ -67,6 +67,10 @@
       el("code", {}, short));
   }
   const chip = (state) => el("span", { class: "chip s-" + state }, state);
+  // A job's kind links to the list of the jobs of that kind; a plain job (no kind) shows "–".
+  const kindLink = (kind) => kind
+    ? el("a", { href: "#/batches?kind=" + encodeURIComponent(kind) + "&window=24h", class: "kind" }, el("code", {}, kind))
+    : el("span", { class: "muted" }, "–");
   const when = (t) => t ? new Date(t).toLocaleString([], { hour12: false }) : "–";
 
   function banner(msg, kind) {
@@ -384,8 +388,8 @@
         ["history", el("a", { href: "#/batches?service_id=" + encodeURIComponent(p.service_id) + "&window=7d" }, "its batches of the last 7 days")]])),
       halt,
       card(["Queue ", el("span", { class: "muted" }, "(unfinished, in send order)")],
-        table("queue", ["seq", "batch", "state", "attempts", "created", "updated"], p.queue.map((b) => el("tr", { dataset: { seq: String(b.seq) } },
-          el("td", { class: "num" }, b.seq), el("td", {}, batchLink(b.seq, b.batch_id)), el("td", {}, chip(b.state)),
+        table("queue", ["seq", "batch", "kind", "state", "attempts", "created", "updated"], p.queue.map((b) => el("tr", { dataset: { seq: String(b.seq) } },
+          el("td", { class: "num" }, b.seq), el("td", {}, batchLink(b.seq, b.batch_id)), el("td", {}, kindLink(b.kind)), el("td", {}, chip(b.state)),
           el("td", { class: "num" }, b.attempts), el("td", {}, when(b.created_at)), el("td", {}, when(b.updated_at)))),
         "no unfinished batch"), pager),
       card(["Owners and epochs ", el("span", { class: "muted" }, "(newest first)")],
@@ -412,11 +416,13 @@
     show("batch",
       card(["Batch #" + b.seq + " ", chip(b.state)], actions, facts([
         ["batch id", el("code", { id: "batch-id" }, b.batch_id)], ["service_id", serviceLink(b.service_id)],
+        ["kind", b.kind ? kindLink(b.kind) : ""], ["timeout", b.timeout_ms != null ? (b.timeout_ms / 1000) + " s (its own)" : ""],
         ["state", b.state], ["ledger status", b.dlt_status], ["attempts", String(b.attempts)],
         ["last written by", b.owner ? b.owner + (b.epoch != null ? " (epoch " + b.epoch + ")" : "") : ""],
         ["created", when(b.created_at)], ["submitted", when(b.submitted_at)], ["next attempt", b.next_attempt_at && !b.finished_at ? when(b.next_attempt_at) : ""],
         ["finished", b.finished_at ? when(b.finished_at) : ""], ["last error", b.last_error], ["payload", b.payload_bytes + " bytes"]])),
       invalid,
+      b.output !== undefined ? card("Output", el("pre", { id: "batch-output", class: "details" }, JSON.stringify(b.output, null, 2))) : "",
       card("Attempts", table("attempts", ["#", "started", "instance", "epoch", "reason", "HTTP", "latency", "outcome", "error"],
         b.posts.map((a) => el("tr", {},
           el("td", { class: "num" }, a.number), el("td", {}, when(a.started_at)), el("td", {}, a.instance), el("td", { class: "num" }, a.epoch),
@@ -434,12 +440,14 @@
   const WINDOWS = ["10m", "1h", "6h", "24h", "7d", "30d"];
   async function viewBatches(params) {
     const q = new URLSearchParams();
-    for (const k of ["state", "service_id", "window", "before", "limit"]) if (params.get(k)) q.set(k, params.get(k));
+    for (const k of ["state", "service_id", "kind", "window", "before", "limit"]) if (params.get(k)) q.set(k, params.get(k));
     const l = await getJSON("/api/batches" + (q.size ? "?" + q : ""));
     const state = el("select", { name: "state", id: "filter-state" }, el("option", { value: "" }, "any state"), ...STATES.map((s) => el("option", { value: s }, s)));
     state.value = l.state || "";
     const svc = el("input", { name: "service_id", id: "filter-service", placeholder: "service_id", maxlength: "256" });
     svc.value = l.service_id || "";
+    const kind = el("input", { name: "kind", id: "filter-kind", placeholder: "kind", maxlength: "128" });
+    kind.value = l.kind || "";
     const win = el("select", { name: "window", id: "filter-window" }, ...WINDOWS.map((w) => el("option", { value: w }, "changed in the last " + w)));
     win.value = params.get("window") || "1h";
     const form = el("form", { class: "filters", id: "filters", onsubmit: (e) => {
@@ -447,16 +455,17 @@
       const f = new URLSearchParams();
       if (state.value) f.set("state", state.value);
       if (svc.value.trim()) f.set("service_id", svc.value.trim());
+      if (kind.value.trim()) f.set("kind", kind.value.trim());
       f.set("window", win.value);
       location.hash = "#/batches?" + f;
-    } }, state, svc, win, el("button", { type: "submit" }, "Filter"));
+    } }, state, svc, kind, win, el("button", { type: "submit" }, "Filter"));
     const pager = el("div", { class: "pager" });
     if (params.get("before")) { const f = new URLSearchParams(q); f.delete("before"); pager.append(el("a", { href: "#/batches?" + f }, "newest"), " "); }
     if (l.next_before) { const f = new URLSearchParams(q); f.set("before", l.next_before); pager.append(el("a", { id: "list-next", href: "#/batches?" + f }, "older →")); }
     if (l.scanned_to) pager.append(el("span", { class: "muted" }, " (this page read the batches from #" + l.scanned_to + " on)"));
     show("batches", card(["Batches ", el("span", { class: "muted" }, "(newest first)")], form,
-      table("batch-list", ["seq", "service_id", "batch", "state", "attempts", "updated"], l.batches.map((b) => el("tr", {},
-        el("td", { class: "num" }, b.seq), el("td", {}, serviceLink(b.service_id)), el("td", {}, batchLink(b.seq, b.batch_id)),
+      table("batch-list", ["seq", "service_id", "batch", "kind", "state", "attempts", "updated"], l.batches.map((b) => el("tr", {},
+        el("td", { class: "num" }, b.seq), el("td", {}, serviceLink(b.service_id)), el("td", {}, batchLink(b.seq, b.batch_id)), el("td", {}, kindLink(b.kind)),
         el("td", {}, chip(b.state)), el("td", { class: "num" }, b.attempts), el("td", {}, when(b.updated_at)))),
       "no batch changed in this window"), pager));
   }
