@@ -32,9 +32,13 @@
 //
 // # Outcomes
 //
-// Work's nil error makes the job COMMITTED; Discard(err) DISCARDED at once; any other error
+// Work's nil error makes the job COMMITTED; Discard(err) DISCARDED at once;
+// batchclaim.SnoozeFor(d) runs it again after d without spending an attempt; any other error
 // is a failed attempt, retried after a backoff until the attempt limit. A panic in Work is a
-// failed attempt too. RecordOutput stores a small JSON output with the job.
+// failed attempt too. A job cancelled while it runs (node.Cancel) has its context ended and
+// becomes CANCELLED once Work returns. RecordOutput stores a small JSON output with the job.
+// Periodic jobs of a kind are node.Config.Periodic entries whose Options hold
+// ingest.Kind(kind) and whose Payload is the arguments' JSON (examples/jobs has one).
 //
 // # Timeouts
 //

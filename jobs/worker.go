@@ -31,12 +31,15 @@ func (j *Job[T]) Attempt() int { return j.Attempts + 1 }
 //
 //   - nil: COMMITTED (done);
 //   - Discard(err): DISCARDED at once, whatever attempts remain;
+//   - batchclaim.SnoozeFor(d): DELAYED for d without spending an attempt (River's JobSnooze);
+//     the later jobs of its key wait for it;
 //   - any other error: the attempt failed; the job is DELAYED and runs again after a backoff,
 //     before any later job of its key, until its attempt limit makes it DISCARDED.
 //
 // ctx carries the claim the job runs under (batchclaim.ClaimFrom): a write the job makes to
 // the same Postgres can be fenced on it (claims.Engine.WriteFenced). ctx ends when the claim
-// is lost or the job's timeout passes; Work should return then.
+// is lost, the job's timeout passes (context.Cause: submitter.ErrTimeout) or the job is
+// cancelled while it runs (node.Cancel; batchclaim.Cancelled(ctx)); Work should return then.
 type Worker[T Args] interface {
 	Work(ctx context.Context, job *Job[T]) error
 }

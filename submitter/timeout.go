@@ -27,18 +27,45 @@ type Timeouter interface {
 // after its own timeout, else its kind's, else the submit timeout; never after limit, the
 // submit timeout's deadline.
 func (p *Pool) jobDeadline(j Job, start, limit time.Time) (time.Time, error) {
-	d, what := time.Duration(0), ""
+	var c *timeoutCause
 	switch {
 	case j.Batch.Timeout > 0:
-		d, what = j.Batch.Timeout, "the job's own timeout"
+		c = &timeoutCause{after: j.Batch.Timeout, own: true}
 	case p.timeouts != nil:
-		d, what = p.timeouts.Timeout(j.Batch), "the timeout of kind "+strconv.Quote(j.Batch.Kind)
+		c = &timeoutCause{after: p.timeouts.Timeout(j.Batch), byKind: true, kind: j.Batch.Kind}
 	}
-	if at := start.Add(d); d > 0 && at.Before(limit) {
-		return at, fmt.Errorf("%w after %s (%s)", ErrTimeout, d, what)
+	if c != nil && c.after > 0 {
+		if at := start.Add(c.after); at.Before(limit) {
+			return at, c
+		}
 	}
-	return limit, fmt.Errorf("%w after %s (the submit timeout)", ErrTimeout, p.cfg.Timeout)
+	return limit, &timeoutCause{after: p.cfg.Timeout}
 }
+
+// timeoutCause is the cause of a job's context that ended at a timeout: ErrTimeout, saying
+// which timeout it was. Its text is made only when it is read (an outcome's detail), not for
+// every job.
+type timeoutCause struct {
+	after  time.Duration
+	own    bool   // the job's own timeout
+	byKind bool   // else the Submitter's (Timeouter) for the job's kind; else the submit timeout
+	kind   string // the job's kind
+}
+
+func (e *timeoutCause) Error() string {
+	which := "the submit timeout"
+	switch {
+	case e.own:
+		which = "the job's own timeout"
+	case e.byKind && e.kind != "":
+		which = "the timeout of kind " + strconv.Quote(e.kind)
+	case e.byKind:
+		which = "the Submitter's timeout"
+	}
+	return fmt.Sprintf("%s after %s (%s)", ErrTimeout, e.after, which)
+}
+
+func (e *timeoutCause) Unwrap() error { return ErrTimeout }
 
 // output is the output a job recorded, or nil (with a WARN line) when it is larger than
 // batchclaim.MaxOutput or not JSON: the outcome is recorded without it.
