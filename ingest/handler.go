@@ -10,6 +10,7 @@ import (
 	"mime"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -411,9 +412,13 @@ func (h *Handler) readStatuses(ctx context.Context, ids []string) ([]db.BatchSta
 	return db.New().BatchStatusesByID(ctx, h.pool, ids)
 }
 
-// onlyParams rejects query parameters other than the allowed ones.
+// onlyParams rejects query parameters other than the allowed ones, and any given twice
+// (service_id=a&service_id=b names two keys; which one would be meant is a guess).
 func onlyParams(q url.Values, allowed ...string) (apiError, bool) {
-	for k := range q {
+	for k, vs := range q {
+		if len(vs) > 1 && slices.Contains(allowed, k) {
+			return apiError{http.StatusBadRequest, 73, "Repeated Parameter", fmt.Sprintf("The query parameter %s is given %d times; give it once", quote(k), len(vs))}, false
+		}
 		ok := false
 		for _, a := range allowed {
 			ok = ok || k == a

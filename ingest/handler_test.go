@@ -155,6 +155,8 @@ func TestBadInputStoresNothing(t *testing.T) {
 		{"service_id not in NFC", "service_id=a%CC%81", "application/octet-stream", good, 400, 70},
 		{"oversized, announced", "service_id=svc", "application/octet-stream", bytes.Repeat([]byte{1}, 1<<20), 413, 36},
 		{"unknown parameter", "service_id=svc&servce=x", "application/octet-stream", good, 400, 71},
+		{"service_id given twice", "service_id=svc&service_id=other", "application/octet-stream", good, 400, 73},
+		{"service_id given twice, the same", "service_id=svc&service_id=svc", "application/octet-stream", good, 400, 73},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -181,7 +183,7 @@ func TestStatusQueryErrors(t *testing.T) {
 	for _, tt := range []struct {
 		query    string
 		wantCode int
-	}{{"", 66}, {"id=abc", 60}, {"id=" + strings.Repeat("A", 128), 60}, {"ids=x", 71}} {
+	}{{"", 66}, {"id=abc", 60}, {"id=" + strings.Repeat("A", 128), 60}, {"ids=x", 71}, {"id=" + strings.Repeat("a", 128) + "&id=" + strings.Repeat("b", 128), 73}} {
 		resp, err := http.Get(srv.URL + "/batch_statuses?" + tt.query)
 		if err != nil {
 			t.Fatal(err)

@@ -55,15 +55,21 @@ var (
 	errOverBudget = errors.New("ingest memory budget exhausted")
 )
 
-// firstChunk is the buffer a body of unknown or large length starts with: a client that
-// sends slowly holds no more than this until its bytes arrive.
-const firstChunk = 64 << 10
+// Buffer sizes of readBody: a body's bytes are read into a small scratch buffer whenever its
+// buffer is full, so that a buffer is reserved and grown only for bytes that have arrived;
+// the first buffer holds at least minChunk.
+const (
+	scratchSize = 512
+	minChunk    = 4 << 10
+)
 
-// readBody reads r's body, at most limit bytes, into a buffer that grows only as bytes
-// arrive, reserving every buffer from h before allocating it (and giving back the one it
-// replaces once copied). declared is the request's Content-Length (-1 if unknown): the final
-// buffer is then exactly that long. It fails with errTooLarge beyond limit, errOverBudget
-// when the budget cannot cover the next buffer, or the read's own error.
+// readBody reads r's body, at most limit bytes, into a buffer reserved from h as its bytes
+// arrive, never from what the request announces: a client that announces a large body and
+// sends nothing holds nothing, and one that sent n bytes holds at most max(4 KiB, 2n) (the
+// buffer doubles, and the one it replaces is given back once copied). declared is the
+// request's Content-Length (-1 if unknown): a body longer than limit is refused at once, and
+// the buffer never grows past it. It fails with errTooLarge beyond limit, errOverBudget when
+// the budget cannot cover the next buffer, or the read's own error.
 func readBody(r io.Reader, declared, limit int64, h *hold) ([]byte, error) {
 	if declared > limit {
 		return nil, errTooLarge
@@ -72,33 +78,27 @@ func readBody(r io.Reader, declared, limit int64, h *hold) ([]byte, error) {
 	if declared >= 0 {
 		ceiling = declared
 	}
-	size := min(ceiling, firstChunk)
-	if declared >= 0 && declared <= 4*firstChunk {
-		size = declared // small and announced: one buffer, no growth
-	}
-	if size == 0 {
-		return nil, nil
-	}
-	if !h.take(size) {
-		return nil, errOverBudget
-	}
-	buf := make([]byte, 0, size)
-	for {
-		if len(buf) == cap(buf) {
-			if int64(len(buf)) >= ceiling {
-				break
+	var buf []byte
+	scratch := make([]byte, scratchSize)
+	for int64(len(buf)) < ceiling {
+		var n int
+		var err error
+		if len(buf) < cap(buf) { // room that arrived bytes paid for
+			n, err = r.Read(buf[len(buf):cap(buf)])
+			buf = buf[:len(buf)+n]
+		} else { // full: wait for bytes before reserving more
+			n, err = r.Read(scratch[:min(int64(len(scratch)), ceiling-int64(len(buf)))])
+			if n > 0 {
+				next := min(max(2*int64(cap(buf)), int64(len(buf)+n), minChunk), ceiling)
+				if !h.take(next) {
+					return nil, errOverBudget
+				}
+				grown := make([]byte, len(buf), next)
+				copy(grown, buf)
+				h.give(int64(cap(buf)))
+				buf = append(grown, scratch[:n]...)
 			}
-			next := min(2*int64(cap(buf)), ceiling)
-			if !h.take(next) {
-				return nil, errOverBudget
-			}
-			grown := make([]byte, len(buf), next)
-			copy(grown, buf)
-			h.give(int64(cap(buf)))
-			buf = grown
 		}
-		n, err := r.Read(buf[len(buf):cap(buf)])
-		buf = buf[:len(buf)+n]
 		if errors.Is(err, io.EOF) {
 			break
 		}

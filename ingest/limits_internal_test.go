@@ -66,3 +66,63 @@ func TestReadBodyCutShort(t *testing.T) {
 		}
 	}
 }
+
+// trickle is a body whose bytes the test hands over one write at a time; each Read says on
+// reading that it waits, so that the test looks at the budget while the reader is blocked.
+type trickle struct {
+	reading chan struct{}
+	data    chan []byte
+	pending []byte
+}
+
+func (t *trickle) Read(p []byte) (int, error) {
+	if len(t.pending) == 0 {
+		t.reading <- struct{}{}
+		b, ok := <-t.data
+		if !ok {
+			return 0, io.EOF
+		}
+		t.pending = b
+	}
+	n := copy(p, t.pending)
+	t.pending = t.pending[n:]
+	return n, nil
+}
+
+// A body is reserved as its bytes arrive, never from its Content-Length: announced at 256
+// KiB and not yet sent, it holds nothing; after one byte, the first small buffer; then at
+// most twice what arrived.
+func TestReadBodyReservesAsBytesArrive(t *testing.T) {
+	t.Parallel()
+	const announced = 256 << 10
+	b := &budget{size: 1 << 20}
+	h := &hold{b: b}
+	body := &trickle{reading: make(chan struct{}), data: make(chan []byte)}
+	type result struct {
+		got []byte
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		got, err := readBody(body, announced, 1<<20, h)
+		done <- result{got, err}
+	}()
+	<-body.reading
+	if used := b.used.Load(); used != 0 {
+		t.Fatalf("a body announced at %d bytes holds %d before a byte arrived, want 0", announced, used)
+	}
+	sent := 0
+	for _, n := range []int{1, 100, 5000, 30000, 100000} {
+		body.data <- bytes.Repeat([]byte{7}, n)
+		sent += n
+		<-body.reading
+		if used := b.used.Load(); used > max(minChunk, 2*int64(sent)) {
+			t.Fatalf("after %d bytes, %d reserved; want at most max(4 KiB, twice what arrived)", sent, used)
+		}
+	}
+	body.data <- bytes.Repeat([]byte{7}, announced-sent)
+	r := <-done
+	if r.err != nil || len(r.got) != announced || b.used.Load() != announced {
+		t.Fatalf("%d bytes, error %v, %d reserved; want the whole body in a buffer of its size", len(r.got), r.err, b.used.Load())
+	}
+}

@@ -3,7 +3,10 @@ package ingest_test
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"io"
+	"math/bits"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -97,13 +100,33 @@ func TestMemoryBudget(t *testing.T) {
 	t.Parallel()
 	srv, pool, h := setupHandler(t, ingest.Config{MaxBody: 64 << 10, MaxMemory: 128 << 10})
 	_, list := dlt.FakeBatch("svc-a", 0)
-	// Each body of unknown length starts with a 64 KiB buffer: two take the whole budget.
-	a := slowPost(t, srv.URL+"/batches?service_id=svc-slow", list[:5])
-	slowPost(t, srv.URL+"/batches?service_id=svc-slow", list[:5])
-	testutil.WaitFor(t, 20*time.Second, "both slow bodies holding their 64 KiB", func() bool {
-		mem, _ := h.Stats()
-		return mem == 128<<10
-	})
+	// A body's buffer doubles as its bytes arrive (at least 4 KiB, then twice what arrived
+	// at most): bodies that sent 20, 20, 20, 10, 5, 1 and 1 KiB of an announced 60 KiB hold
+	// 32, 32, 32, 16, 8, 4 and 4 KiB, the whole budget. Each is waited for: a buffer that
+	// doubles holds the old one and the new one for a moment.
+	var conns []net.Conn
+	held := int64(0)
+	for _, sent := range []int{20, 20, 20, 10, 5, 1, 1} {
+		c, err := net.Dial("tcp", srv.Listener.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = c.Close() })
+		fmt.Fprintf(c, "POST /batches?service_id=svc-slow HTTP/1.1\r\nHost: %s\r\nContent-Type: application/octet-stream\r\nContent-Length: %d\r\n\r\n",
+			srv.Listener.Addr(), 60<<10)
+		if _, err := c.Write(bytes.Repeat([]byte{1}, sent<<10)); err != nil {
+			t.Fatal(err)
+		}
+		conns = append(conns, c)
+		held += max(4<<10, int64(1)<<bits.Len(uint(sent<<10-1)))
+		testutil.WaitFor(t, 20*time.Second, fmt.Sprintf("%d slow bodies holding %d bytes", len(conns), held), func() bool {
+			mem, _ := h.Stats()
+			return mem == held
+		})
+	}
+	if held != 128<<10 {
+		t.Fatalf("the slow bodies hold %d bytes, not the whole budget", held)
+	}
 	refused := call(t, "POST", srv.URL+"/batches?service_id=svc-a", "application/octet-stream", list)
 	if refused.code != http.StatusServiceUnavailable {
 		mem, _ := h.Stats()
@@ -115,7 +138,7 @@ func TestMemoryBudget(t *testing.T) {
 	if id, _ := refused.body["error"].(map[string]any)["request_id"].(string); id == "" || id != refused.header.Get(httpguard.HeaderRequestID) {
 		t.Errorf("refused request: body request id %q, header %q", id, refused.header.Get(httpguard.HeaderRequestID))
 	}
-	_ = a.CloseWithError(io.ErrUnexpectedEOF) // the slow body ends, cut short: a 400, its memory back
+	_ = conns[0].Close() // the slow body ends, cut short: its memory comes back
 	testutil.WaitFor(t, 10*time.Second, "the memory of the cut body coming back", func() bool {
 		return call(t, "POST", srv.URL+"/batches?service_id=svc-a", "application/octet-stream", list).code == http.StatusAccepted
 	})

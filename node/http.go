@@ -96,7 +96,7 @@ const (
 //	+ MaxIngestMemory                      request bodies and their decoded batches
 //	+ 2 x IngestConns x MaxBody            the driver's copies of the batch each storing request sends
 //	+ max(MaxSubmitMemory, MaxBody) + MaxBody   the payloads of submissions in flight, and those read
-//	+ MaxConnections x (MaxHeaderBytes + 16 KiB)   connections, their headers being read
+//	+ (MaxConnections + 16) x (MaxHeaderBytes + 16 KiB)   connections (and the probes' reserve), their headers being read
 //
 // A batch is never larger than the body it came in. The garbage collector lets the heap grow
 // to twice what is live before it collects (GOGC=100), unless a soft memory limit
@@ -104,7 +104,7 @@ const (
 func (c Config) MemoryBound(poolConns int32) int64 {
 	body := cmp.Or(c.MaxBody, ingest.MaxBodyDefault)
 	inflight := max(cmp.Or(c.MaxSubmitMemory, submitter.MaxMemoryDefault), body)
-	conns := int64(cmp.Or(c.MaxConnections, MaxConnectionsDefault))
+	conns := int64(cmp.Or(c.MaxConnections, MaxConnectionsDefault) + httpguard.ProbeConnections)
 	header := int64(cmp.Or(c.MaxHeaderBytes, MaxHeaderBytesDefault))
 	return MemoryBase + cmp.Or(c.MaxIngestMemory, ingest.MaxMemoryDefault) + 2*int64(IngestConns(poolConns))*body +
 		inflight + body + conns*(header+connOverhead)
@@ -169,7 +169,7 @@ func (n *Node) listen(ctx context.Context) (*http.Server, error) {
 		handler = n.cfg.Auth(mux)
 	}
 	srv, ln, err := httpguard.Listen(httpguard.Config{Addr: n.cfg.Listen, Handler: handler, AllowedHosts: n.cfg.AllowedHosts,
-		OpenPaths: openPaths, TLSConfig: tlsCfg, ReadTimeout: n.cfg.ReadTimeout, ReadHeaderTimeout: n.cfg.ReadHeaderTimeout,
+		OpenPaths: openPaths, CostlyGETs: []string{"/debug/pprof"}, TLSConfig: tlsCfg, ReadTimeout: n.cfg.ReadTimeout, ReadHeaderTimeout: n.cfg.ReadHeaderTimeout,
 		MaxHeaderBytes: n.cfg.MaxHeaderBytes, MaxConnections: n.cfg.MaxConnections, Logger: n.log})
 	if err != nil {
 		closePools()

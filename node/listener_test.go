@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"crypto/tls"
 	"encoding/json"
+	"fmt"
 	"io"
+	"math/bits"
 	"net"
 	"net/http"
 	"os"
@@ -135,26 +137,11 @@ func TestListenerLimits(t *testing.T) {
 	base := "http://" + n.Addr()
 	client := &http.Client{Timeout: 30 * time.Second}
 
-	// Two POSTs whose bodies never end; each holds a 64 KiB buffer, together the whole memory
-	// limit, but no slot.
-	held := make(chan error, 2)
-	for range 2 {
-		pr, pw := io.Pipe()
-		defer pw.Close()
-		go func() {
-			req, _ := http.NewRequest("POST", base+"/batches?service_id=svc-slow", pr)
-			req.Header.Set("Content-Type", "application/octet-stream")
-			resp, err := client.Do(req)
-			if err == nil {
-				resp.Body.Close()
-			}
-			held <- err
-		}()
-		if _, err := pw.Write([]byte{0x0a}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	// Wait until both bodies hold their buffer, as the instance's own gauge reports.
+	// POSTs whose bodies never end, each holding the buffer of what it sent (at least 4 KiB,
+	// at most twice what arrived: 20, 20, 20, 10, 5, 1 and 1 KiB of an announced 60 KiB hold
+	// 32, 32, 32, 16, 8, 4 and 4 KiB), together the whole memory limit, but no slot. Each is
+	// waited for, as the instance's own gauge reports it: a buffer that doubles holds the old
+	// one and the new one for a moment.
 	gauge := func() string {
 		_, m := do(t, client, "GET", base+"/metrics", "", nil)
 		for _, l := range strings.Split(string(m), "\n") {
@@ -164,14 +151,27 @@ func TestListenerLimits(t *testing.T) {
 		}
 		return "absent"
 	}
-	testutil.WaitFor(t, 14*time.Second, "both slow bodies holding their 64 KiB", func() bool {
-		select {
-		case err := <-held:
-			t.Fatalf("a held request ended (%v) before its memory was seen held", err)
-		default:
+	var heldConns []net.Conn
+	total := 0
+	for _, sent := range []int{20, 20, 20, 10, 5, 1, 1} {
+		c, err := net.Dial("tcp", n.Addr())
+		if err != nil {
+			t.Fatal(err)
 		}
-		return gauge() == "131072"
-	})
+		defer c.Close()
+		fmt.Fprintf(c, "POST /batches?service_id=svc-slow HTTP/1.1\r\nHost: %s\r\nContent-Type: application/octet-stream\r\nContent-Length: %d\r\n\r\n", n.Addr(), 60<<10)
+		if _, err := c.Write(bytes.Repeat([]byte{0x0a}, sent<<10)); err != nil {
+			t.Fatal(err)
+		}
+		heldConns = append(heldConns, c)
+		total += max(4<<10, 1<<bits.Len(uint(sent<<10-1)))
+		testutil.WaitFor(t, 14*time.Second, fmt.Sprintf("%d slow bodies holding %d bytes", len(heldConns), total), func() bool {
+			return gauge() == fmt.Sprint(total)
+		})
+	}
+	if total != 128<<10 {
+		t.Fatalf("the slow bodies hold %d bytes, not the whole memory limit", total)
+	}
 	_, list := dlt.FakeBatch("svc-fast", 0)
 	busy, busyBody := do(t, client, "POST", base+"/batches?service_id=svc-fast", "", bytes.NewReader(list))
 	if busy.StatusCode != http.StatusServiceUnavailable {
@@ -193,11 +193,10 @@ func TestListenerLimits(t *testing.T) {
 	}
 
 	// The read timeout (15s) ends the held requests although their bodies never end.
-	for range 2 {
-		select {
-		case <-held:
-		case <-time.After(30 * time.Second):
-			t.Fatal("a request whose body never ends was not cut by the read timeout")
+	for _, c := range heldConns {
+		_ = c.SetReadDeadline(time.Now().Add(30 * time.Second))
+		if _, err := io.Copy(io.Discard, c); err != nil {
+			t.Fatalf("a request whose body never ends was not cut by the read timeout: %v", err)
 		}
 	}
 	testutil.WaitFor(t, 10*time.Second, "the memory given back", func() bool {
@@ -233,16 +232,26 @@ func TestListenerConnectionLimit(t *testing.T) {
 		defer c.Close()
 		held = append(held, c)
 	}
-	get := func() error {
+	get := func(path string) int {
 		client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
-		resp, err := client.Get("http://" + n.Addr() + "/healthz")
-		if err == nil {
-			resp.Body.Close()
+		resp, err := client.Get("http://" + n.Addr() + path)
+		if err != nil {
+			return 0
 		}
-		return err
+		resp.Body.Close()
+		return resp.StatusCode
 	}
-	// The three held connections may not all be accepted yet: wait until one more is refused.
-	testutil.WaitFor(t, 10*time.Second, "a fourth connection refused", func() bool { return get() != nil })
+	// The three held connections may not all be accepted yet: wait until one more is one of
+	// the probes' reserve, which answers the ingest API 503 and the probes as ever.
+	testutil.WaitFor(t, 10*time.Second, "a fourth connection kept to the probes", func() bool { return get("/batch_statuses?id=x") == http.StatusServiceUnavailable })
+	for _, path := range []string{"/healthz", "/metrics"} {
+		if code := get(path); code != http.StatusOK {
+			t.Errorf("GET %s with MaxConnections held: %d, want 200", path, code)
+		}
+	}
+	if code := get("/readyz"); code == 0 {
+		t.Error("GET /readyz with MaxConnections held: no answer")
+	}
 	_ = held[0].Close()
-	testutil.WaitFor(t, 10*time.Second, "a connection served once one closed", func() bool { return get() == nil })
+	testutil.WaitFor(t, 10*time.Second, "a connection served once one closed", func() bool { return get("/batch_statuses?id=x") == http.StatusBadRequest })
 }

@@ -2,10 +2,13 @@ package node
 
 import (
 	"cmp"
+	"io"
 	"net/http"
 	"net/http/pprof"
+	"os"
 	"runtime"
 	"runtime/debug"
+	"strings"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
@@ -98,12 +101,40 @@ func collectPool(ch chan<- prometheus.Metric, name string, pool *pgxpool.Pool) {
 	counter(poolCanceledAcquires, float64(s.CanceledAcquireCount()))
 }
 
-// registerPprof serves the runtime's profiles under /debug/pprof/ (Config.Pprof).
+// registerPprof serves the runtime's profiles under /debug/pprof/ (Config.Pprof). The
+// command line is served with every value masked (redactedCmdline): a flag may hold a secret.
 func registerPprof(mux *http.ServeMux) {
 	mux.HandleFunc("GET /debug/pprof/", pprof.Index) // the named profiles: heap, goroutine, block, ...
-	mux.HandleFunc("GET /debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("GET /debug/pprof/cmdline", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("X-Content-Type-Options", "nosniff")
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		_, _ = io.WriteString(w, redactedCmdline(os.Args))
+	})
 	mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
 	mux.HandleFunc("GET /debug/pprof/symbol", pprof.Symbol)
 	mux.HandleFunc("POST /debug/pprof/symbol", pprof.Symbol)
 	mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
+}
+
+// redactedCmdline is the process's command line as /debug/pprof/cmdline shows it: the program,
+// its first word (a subcommand) and the flags' names, every value masked, so that a secret
+// given as a flag (a password in a database URL, a ledger credential) is never served. Words
+// are separated by NUL bytes, as net/http/pprof's are.
+func redactedCmdline(args []string) string {
+	out := make([]string, 0, len(args))
+	for i, a := range args {
+		switch {
+		case i == 0, i == 1 && !strings.HasPrefix(a, "-"):
+			out = append(out, a)
+		case strings.HasPrefix(a, "-") && a != "-":
+			name, _, hasValue := strings.Cut(a, "=")
+			if hasValue {
+				name += "=xxxxx"
+			}
+			out = append(out, name)
+		default:
+			out = append(out, "xxxxx")
+		}
+	}
+	return strings.Join(out, "\x00")
 }

@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -141,10 +142,10 @@ func (h *Handler) Register(mux *http.ServeMux) {
 	mux.HandleFunc("GET /{$}", h.index)
 	mux.HandleFunc("GET /assets/{file}", h.asset)
 	mux.HandleFunc("GET /api/status", h.status)
-	mux.HandleFunc("GET /api/search", h.search)
-	mux.HandleFunc("GET /api/batches", h.batches)
+	mux.HandleFunc("GET /api/search", onceEach(h.search))
+	mux.HandleFunc("GET /api/batches", onceEach(h.batches))
 	mux.HandleFunc("GET /api/batches/{seq}", h.batch)
-	mux.HandleFunc("GET /api/services/{service_id}", h.service)
+	mux.HandleFunc("GET /api/services/{service_id}", onceEach(h.service))
 	mux.HandleFunc("POST /api/halts/{service_id}/resume", h.resume)
 	mux.HandleFunc("POST /api/batches/{seq}/retry", h.change("retry", observer.Retry))
 	mux.HandleFunc("POST /api/batches/{seq}/cancel", h.change("cancel", func(ctx context.Context, q pgdb.Querier, seq int64) (observer.Change, error) {
@@ -263,6 +264,20 @@ func (h *Handler) answer(w http.ResponseWriter, r *http.Request, what string, v 
 // readContext bounds one read of the job view.
 func (h *Handler) readContext(r *http.Request) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(r.Context(), max(h.cfg.Refresh, 5*time.Second))
+}
+
+// onceEach refuses a request that gives a query parameter twice (service_id=a&service_id=b):
+// which one was meant would be a guess.
+func onceEach(next http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		for k, vs := range r.URL.Query() {
+			if len(vs) > 1 {
+				writeError(w, http.StatusBadRequest, "bad request", fmt.Sprintf("the query parameter %s is given %d times; give it once", strconv.QuoteToASCII(k), len(vs)))
+				return
+			}
+		}
+		next(w, r)
+	}
 }
 
 func (h *Handler) search(w http.ResponseWriter, r *http.Request) {

@@ -436,3 +436,19 @@ func (s *syncBuffer) String() string {
 	defer s.mu.Unlock()
 	return s.b.String()
 }
+
+// A query parameter given twice is refused, naming it: service_id=a&service_id=b names two
+// keys, and taking the first would be a guess.
+func TestRepeatedQueryParameter(t *testing.T) {
+	t.Parallel()
+	b := setup(t, false)
+	b.wantCode(t, http.StatusBadRequest, map[string]string{
+		"/api/batches?service_id=svc-a&service_id=svc-b": `the query parameter \"service_id\" is given 2 times`,
+		"/api/batches?service_id=svc-a&service_id=svc-a": `the query parameter \"service_id\" is given 2 times`,
+		"/api/search?q=svc-a&q=svc-b":                    `the query parameter \"q\" is given 2 times`,
+		"/api/services/svc-a?limit=1&limit=1000":         `the query parameter \"limit\" is given 2 times`,
+	})
+	if code, body := b.do(t, "GET", "/api/batches?service_id=svc-a", nil); code != http.StatusOK {
+		t.Errorf("one service_id: %d %s", code, body)
+	}
+}

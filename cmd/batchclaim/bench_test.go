@@ -22,13 +22,13 @@ func TestBenchFlags(t *testing.T) {
 		{[]string{"--steady-rate", "0"}, "--steady-rate and --steady-window positive"},
 		{[]string{"--enqueue-duration", "0s"}, "--enqueue-duration, --steady-duration"},
 		{[]string{"--serial-jobs", "0"}, "--serial-jobs must be at least 1"},
-		{[]string{"--latency-pause", "-1s"}, "--latency-pause not negative"},
+		{[]string{"--latency-pause", "-1s"}, "--latency-pause -1s: must not be negative"}, // every numeric flag's bound (cli.Bound)
 		{[]string{"--latency-batches", "0"}, "--latency-batches and --latency-service-ids must be at least 1"},
 		{[]string{"--defaults-readyz-interval", "0s"}, "--defaults-readyz-interval and --defaults-timeout positive"},
 		{[]string{"--many-claims", "10", "--many-claims-last", "11"}, "--many-claims-last at most --many-claims"},
 		{[]string{"--keys", "0"}, "--keys and --per-key must be at least 1"},
 		{[]string{"--scenario", "cycle", "--duration", "0s"}, "--duration positive"},
-		{[]string{"--poll-interval", "-1s"}, "--poll-interval positive"},
+		{[]string{"--poll-interval", "-1s"}, "--poll-interval -1s: must not be negative"},
 		{[]string{"extra"}, `unexpected argument "extra"`},
 	} {
 		var stdout, stderr bytes.Buffer

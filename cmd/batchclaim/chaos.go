@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"math/rand/v2"
 	"os"
 	"strings"
@@ -50,6 +51,7 @@ func runChaos(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.BoolVar(&c.AsyncStandby, "async-standby", false, "demonstration: an asynchronous standby held a second behind before each failover (the guarantees break)")
 	asJSON := fs.Bool("json", false, "print the report as one JSON object on stdout (progress goes to stderr)")
 	dbURL := database.Flag(fs)
+	cli.Bound(fs, "seed", math.MinInt64, math.MaxInt64, "any seed, as a report prints it")
 	if err := cli.Parse(fs, args); err != nil {
 		return err
 	}

@@ -18,8 +18,13 @@
 //	batchclaim heartbeat run|event-types|demo  active/standby missed-heartbeat events
 //	batchclaim singleflight demo             per-key single-flight cache
 //
-// Every command takes --help. The database comes from --database-url or DATABASE_URL, and
-// every flag of run also from BATCHCLAIM_<FLAG>; a BATCHCLAIM_ variable that no flag of the
-// command or of run reads stops the command, naming it. Errors are one line on stderr with
-// exit status 1 (2 for usage errors, such as a mistyped flag, named with its closest spelling).
+// Every command takes --help. Every flag of run can also be set through BATCHCLAIM_<FLAG>; a
+// BATCHCLAIM_ variable that no flag of the command or of run reads stops the command, naming
+// it. The database comes from --database-url, --database-url-file (a file whose first line is
+// the URL), BATCHCLAIM_DATABASE_URL or BATCHCLAIM_DATABASE_URL_FILE, then DATABASE_URL; the
+// command line wins over the environment, two forms in one place are an error, and a password
+// given on the command line (which ps shows) is warned about (docs/operations.md, "Secrets").
+// Every numeric flag has bounds; a value outside them stops the command, naming the flag.
+// Errors are one line on stderr with exit status 1 (2 for usage errors, such as a mistyped
+// flag, named with its closest spelling).
 package main

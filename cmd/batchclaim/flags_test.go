@@ -46,7 +46,7 @@ func TestRunRefusesBadFlags(t *testing.T) {
 		{[]string{"--auth-token-file", filepath.Join(dir, "missing")}, "--auth-token-file: read token file"},
 		{[]string{"--dlt-authorization", "x", "--dlt-authorization-file", empty}, "--dlt-authorization and --dlt-authorization-file: give one of them"},
 		{[]string{"--dlt-authorization-file", empty}, "--dlt-authorization-file " + empty + ": the file is empty"},
-		{[]string{"--dlt-authorization-file", filepath.Join(dir, "missing")}, "--dlt-authorization-file: open"},
+		{[]string{"--dlt-authorization-file", filepath.Join(dir, "missing")}, "--dlt-authorization-file " + filepath.Join(dir, "missing") + ": open: no such file or directory"},
 		{[]string{"--dlt-ca", filepath.Join(dir, "missing.pem")}, "ledger (--dlt-url, --dlt-ca): "},
 		{[]string{"--claims-only", "--listen", "0.0.0.0:0"}, "--listen 0.0.0.0:0 is not a loopback address: it would serve /healthz and /metrics to anyone"},
 	} {

@@ -293,13 +293,17 @@ func TestHostile(t *testing.T) {
 			t.Cleanup(func() { _ = conn.Close() })
 			fmt.Fprintf(conn, "POST /batches?service_id=svc-slow HTTP/1.1\r\nHost: %s\r\nContent-Type: %s\r\nContent-Length: %d\r\n\r\n\x0a", addr, octet, 10<<20)
 		}
-		// Each holds the first 64 KiB buffer of its body; wait until all of them do.
+		// Each holds the first 4 KiB buffer of its body, for the byte it sent (memory is
+		// reserved as bytes arrive, not from the 10 MiB announced); wait until all of them do.
 		deadline := time.Now().Add(30 * time.Second)
-		for c.metric("batchclaim_ingest_memory_bytes") < slow*64<<10 {
+		for c.metric("batchclaim_ingest_memory_bytes") < slow*4<<10 {
 			if time.Now().After(deadline) {
-				t.Fatalf("the slow bodies hold %v bytes after 30s, want %d", c.metric("batchclaim_ingest_memory_bytes"), slow*64<<10)
+				t.Fatalf("the slow bodies hold %v bytes after 30s, want %d", c.metric("batchclaim_ingest_memory_bytes"), slow*4<<10)
 			}
 			time.Sleep(20 * time.Millisecond)
+		}
+		if held := c.metric("batchclaim_ingest_memory_bytes"); held != slow*4<<10 {
+			t.Errorf("%d bodies that sent one byte each hold %v bytes, want 4 KiB each", slow, held)
 		}
 		if n := c.metric("batchclaim_ingest_requests_in_progress"); n != 0 {
 			t.Errorf("%v ingest requests in progress while only slow bodies arrive, want 0", n)

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"strings"
+	"unicode/utf8"
 
 	"github.com/batchclaim/batchclaim"
 	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/cli"
@@ -65,6 +67,9 @@ func batchCommand(ctx context.Context, name, help string, args []string, stdout,
 	if err != nil || seq <= 0 {
 		return fmt.Errorf("SEQ %q: want a positive integer", rest[0])
 	}
+	if err := checkReason(reason); name == "cancel" && err != nil {
+		return fmt.Errorf("--reason: %w", err)
+	}
 	pool, err := database.OpenSchema(ctx, *dbURL, *schema, 1)
 	if err != nil {
 		return err
@@ -85,5 +90,23 @@ func batchCommand(ctx context.Context, name, help string, args []string, stdout,
 		fmt.Fprintf(stdout, " (its service_id's halt lifted)")
 	}
 	fmt.Fprintln(stdout)
+	return nil
+}
+
+// maxReason bounds cancel's --reason: it is kept as the batch's last error and on its history
+// line (two copies), and shown by the status page and status.
+const maxReason = 1000
+
+// checkReason refuses a reason that says nothing (empty, or blanks), one that is not UTF-8
+// (it is stored as text), or one over maxReason bytes.
+func checkReason(r string) error {
+	switch {
+	case strings.TrimSpace(r) == "":
+		return errors.New("give a reason (it is kept with the batch and shown on the status page); leave --reason out for the default")
+	case !utf8.ValidString(r):
+		return errors.New("not valid UTF-8")
+	case len(r) > maxReason:
+		return fmt.Errorf("%d bytes, at most %d", len(r), maxReason)
+	}
 	return nil
 }

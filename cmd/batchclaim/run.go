@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -51,11 +50,12 @@ type runFlags struct {
 	fs  *flag.FlagSet
 	cfg node.Config
 
-	dbURL, dltURL, flavor, circuit, service, auth, authFile *string
-	dltCA, dltCert, dltKey, tokenFile, allowedHosts         *string
-	insecure, notify, claimsOnly                            *bool
-	dbMaxConns                                              *int
-	newLogger                                               func(w io.Writer) (*slog.Logger, error)
+	dbURL, dltURL, flavor, circuit, service, auth   *string
+	dltCA, dltCert, dltKey, tokenFile, allowedHosts *string
+	insecure, notify, claimsOnly                    *bool
+	dbMaxConns                                      *int
+	notifyURL                                       *string
+	newLogger                                       func(w io.Writer) (*slog.Logger, error)
 }
 
 func newRunFlags(stderr io.Writer) *runFlags {
@@ -74,13 +74,15 @@ func newRunFlags(stderr io.Writer) *runFlags {
 	f.flavor = fs.String("dlt-flavor", "sawtooth", "sawtooth | scabbard")
 	f.circuit = fs.String("scabbard-circuit", "", "scabbard circuit id (scabbard only)")
 	f.service = fs.String("scabbard-service", "", "scabbard service id (scabbard only)")
-	f.auth = fs.String("dlt-authorization", "", "Authorization header value for the ledger, if it needs one (visible in ps: prefer --dlt-authorization-file or BATCHCLAIM_DLT_AUTHORIZATION)")
-	f.authFile = fs.String("dlt-authorization-file", "", "file whose first line is the Authorization header value for the ledger")
+	f.auth = cli.SecretFlag(fs, "dlt-authorization", "Authorization header value for the ledger, if it needs one (visible in ps: give it with --dlt-authorization-file or BATCHCLAIM_DLT_AUTHORIZATION)",
+		func(v string) bool { return v != "" })
+	cli.WarnSecret(fs, "dlt-url", redact.HasSecret)
 	f.dltCA = fs.String("dlt-ca", "", "PEM bundle of the CAs trusted for an https --dlt-url (default: the system's roots)")
 	f.dltCert = fs.String("dlt-client-cert", "", "PEM client certificate presented to the ledger (mutual TLS; with --dlt-client-key)")
 	f.dltKey = fs.String("dlt-client-key", "", "PEM private key of --dlt-client-cert")
 	fs.StringVar(&cfg.Listen, "listen", "127.0.0.1:8080", "HTTP address for /healthz, /readyz, /metrics and the ingest API (empty: none)")
-	f.tokenFile = fs.String("auth-token-file", "", "file of bearer tokens, one a line, required by the ingest API and every state-changing request (reloaded on SIGHUP)")
+	f.tokenFile = fs.String("auth-token-file", "", "file of bearer tokens, one a line with its scopes (TOKEN scopes=ingest,read,operate,debug): ingest for /batches and /batch_statuses, "+
+		"read for the status page's data (/api/...), operate for its resume, retry and cancel, debug for --pprof; /healthz, /readyz, /metrics and the page itself need none (reloaded on SIGHUP)")
 	f.insecure = fs.Bool("insecure-listen", false, "allow a non-loopback --listen without --auth-token-file")
 	f.allowedHosts = cli.AllowedHostsFlag(fs)
 	fs.StringVar(&cfg.TLSCertFile, "tls-cert", "", "serve HTTPS with this PEM certificate chain (with --tls-key)")
@@ -98,7 +100,7 @@ func newRunFlags(stderr io.Writer) *runFlags {
 	f.notify = fs.Bool("notify", true, "wake on new work through LISTEN/NOTIFY on a connection of its own, so a new batch goes out within milliseconds;\n"+
 		"false: poll every held claim each --renew-interval instead (behind a pooler in transaction mode without --notify-database-url)")
 	fs.StringVar(&cfg.Schema, "schema", pgdb.SchemaDefault, "Postgres schema of batchclaim's tables, as migrate created it (docs/schema.md)")
-	fs.StringVar(&cfg.ListenConnString, "notify-database-url", "", "direct (not pooled) Postgres URL for the LISTEN connection, when --database-url goes through a pooler (default: --database-url)")
+	notifyURL := cli.SecretFlag(fs, "notify-database-url", "direct (not pooled) Postgres URL for the LISTEN connection, when --database-url goes through a pooler (default: --database-url)", redact.HasSecret)
 	fs.DurationVar(&cfg.UnknownGrace, "unknown-grace", queuer.UnknownGraceDefault, "resubmit a batch the ledger does not know once its last POST is this old")
 	fs.IntVar(&cfg.UnknownAnswers, "unknown-answers", queuer.UnknownAnswersDefault, "... or after this many consecutive UNKNOWN answers about its last POST")
 	fs.DurationVar(&cfg.BackoffBase, "backoff-base", submitter.BackoffBaseDefault, "first delay after ledger back-pressure (doubles per attempt, jittered)")
@@ -110,6 +112,8 @@ func newRunFlags(stderr io.Writer) *runFlags {
 	fs.BoolVar(&f.cfg.Pprof, "pprof", false, "serve the runtime's profiles under /debug/pprof/ on --listen, behind --auth-token-file (without one: a loopback --listen only)")
 	f.claimsOnly = fs.Bool("claims-only", false, "only hold claims (no ledger, no batches): for trying out the claim engine; serves /metrics only if --listen is given")
 	f.newLogger = cli.LogFlags(fs)
+	runBounds(fs)
+	f.notifyURL = notifyURL
 	f.fs = fs
 	return f
 }
@@ -117,7 +121,7 @@ func newRunFlags(stderr io.Writer) *runFlags {
 func runDaemon(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	f := newRunFlags(stderr)
 	fs, cfg := f.fs, &f.cfg
-	dbURL, dltURL, flavor, circuit, service, auth, authFile := f.dbURL, f.dltURL, f.flavor, f.circuit, f.service, f.auth, f.authFile
+	dbURL, dltURL, flavor, circuit, service, auth := f.dbURL, f.dltURL, f.flavor, f.circuit, f.service, f.auth
 	dltCA, dltCert, dltKey, tokenFile, allowedHosts := f.dltCA, f.dltCert, f.dltKey, f.tokenFile, f.allowedHosts
 	insecure, notify, claimsOnly, dbMaxConns, newLogger := f.insecure, f.notify, f.claimsOnly, f.dbMaxConns, f.newLogger
 	if err := cli.Parse(fs, args); err != nil {
@@ -130,17 +134,12 @@ func runDaemon(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err != nil {
 		return err
 	}
-	if err := errors.Join(checkTimingFlags(fs), checkPositiveFlags(fs)); err != nil {
+	cfg.ListenConnString = *f.notifyURL
+	if err := checkTimingFlags(fs); err != nil {
 		return err
-	}
-	if *dbMaxConns < 2 {
-		return fmt.Errorf("--db-max-conns %d: at least 2 (ingest may hold half of them, the work needs the rest)", *dbMaxConns)
 	}
 	if cfg.MaxIngestMemory < 2*cfg.MaxBody {
 		return fmt.Errorf("--max-ingest-memory %d is under 2 x --max-body %d: a body of the largest size and its decoded batches could never be held", cfg.MaxIngestMemory, cfg.MaxBody)
-	}
-	if cfg.Retention < 0 {
-		return fmt.Errorf("--retention %s: must not be negative (0 disables)", cfg.Retention)
 	}
 	if err := pgdb.ValidateSchema(cfg.Schema); err != nil {
 		return fmt.Errorf("--schema: %w", err)
@@ -163,6 +162,10 @@ func runDaemon(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	var tokens *httpauth.Tokens
 	if *claimsOnly {
+		if cfg.Pprof {
+			return errorf("--pprof is not served with --claims-only: its listener serves /healthz and /metrics only, without tokens; " +
+				"profile an instance that runs the whole pipeline, or leave --pprof out")
+		}
 		if err := cli.CheckReadOnlyListen(cfg.Listen, *insecure, "/healthz and /metrics"); err != nil {
 			return err
 		}
@@ -182,6 +185,9 @@ func runDaemon(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		if err := checkPprof(cfg.Pprof, cfg.Listen, tokens != nil); err != nil {
 			return err
 		}
+		if cfg.Pprof && tokens != nil && !tokens.Granted(httpauth.ScopeDebug) {
+			logger.Warn("--pprof: no token of --auth-token-file has the debug scope, so every request for the profiles is refused (403)", "path", tokens.Path())
+		}
 	}
 	if err := cli.CheckHosts(cfg.Listen, cfg.AllowedHosts); err != nil {
 		return err
@@ -195,14 +201,6 @@ func runDaemon(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		fl, err := dlt.ParseFlavor(*flavor)
 		if err != nil {
 			return fmt.Errorf("--dlt-flavor: %w", err)
-		}
-		if *authFile != "" {
-			if *auth != "" {
-				return errorf("--dlt-authorization and --dlt-authorization-file: give one of them")
-			}
-			if *auth, err = readSecretFile("dlt-authorization-file", *authFile); err != nil {
-				return err
-			}
 		}
 		client, err = dlt.NewClient(dlt.Config{Flavor: fl, URL: *dltURL, Circuit: *circuit, Service: *service,
 			Authorization: *auth, RequestTimeout: timings.MaxSubmission, Logger: logger,

@@ -7,10 +7,10 @@ import (
 	"os"
 	"runtime"
 	"runtime/debug"
-	"strings"
 	"time"
 
 	"github.com/batchclaim/batchclaim/claims"
+	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/cli"
 	"github.com/batchclaim/batchclaim/node"
 )
 
@@ -28,7 +28,8 @@ const (
 var timingFlagNames = []string{"renew-interval", "local-deadline", "expiry-1", "expiry-2", "submit-timeout", "stop-time", "margin"}
 
 // checkTimingFlags checks the timing flags the user set, before anything is derived from
-// them: each within (0, 24h], expiry-1 and renew-interval above their floors.
+// them (their bounds, each within (0, 24h], are runBounds'): expiry-1 and renew-interval
+// above their floors.
 func checkTimingFlags(fs *flag.FlagSet) error {
 	var errs []error
 	for _, name := range timingFlagNames {
@@ -37,10 +38,6 @@ func checkTimingFlags(fs *flag.FlagSet) error {
 		}
 		d := fs.Lookup(name).Value.(flag.Getter).Get().(time.Duration)
 		switch {
-		case d <= 0:
-			errs = append(errs, fmt.Errorf("--%s %s: must be positive (leave it unset for the default)", name, d))
-		case d > maxTiming:
-			errs = append(errs, fmt.Errorf("--%s %s: at most %s", name, d, maxTiming))
 		case name == "expiry-1" && d < minExpiry1:
 			errs = append(errs, fmt.Errorf("--expiry-1 %s: at least %s%s; the renew interval follows from it and would be %s", d, minExpiry1, typoFor(d), d/6))
 		case name == "renew-interval" && d < minRenewInterval:
@@ -67,34 +64,44 @@ func checkResolvedTimings(t claims.Timings) error {
 	return nil
 }
 
-// positive lists `run`'s numeric flags whose zero would silently mean the default in the
-// node's configuration: given as zero or less, they are refused.
-var positiveFlags = []string{"workers", "max-submit-memory", "max-body", "max-ingest-requests", "max-ingest-memory", "max-header-bytes", "max-connections",
-	"read-timeout", "read-header-timeout", "poll-interval", "unknown-answers", "unknown-grace",
-	"backoff-base", "backoff-max", "retention-interval", "db-max-conns"}
+// Bounds of run's numeric flags (cli.Bound): a value outside them stops run at start with a
+// line naming the flag. The upper ones keep the memory bound (node.Config.MemoryBound) and
+// the work of one instance within what one machine and one Postgres server hold: a pool of
+// 100,000 connections, or 10^11 workers, is a typo.
+const (
+	maxDBConns     = 1000     // per instance; Postgres's own max_connections is 100 by default
+	maxWorkers     = 100_000  // concurrent submissions, at most one per service_id
+	maxConnections = 100_000  // open connections to the listener
+	maxRequests    = 100_000  // ingest requests worked on at once
+	maxBody        = 1 << 30  // 1 GiB: one ingest body (a Sawtooth REST API takes 10 MiB)
+	maxMemory      = 64 << 30 // 64 GiB: the ingest and the submissions' memory bounds
+	maxRetention   = 10 * 365 * 24 * time.Hour
+)
 
-// checkPositiveFlags refuses zero or negative values of positiveFlags, naming the flag.
-func checkPositiveFlags(fs *flag.FlagSet) error {
-	var errs []error
-	for _, name := range positiveFlags {
-		f := fs.Lookup(name)
-		if f == nil {
-			continue
-		}
-		var bad bool
-		switch v := f.Value.(flag.Getter).Get().(type) {
-		case int:
-			bad = v <= 0
-		case int64:
-			bad = v <= 0
-		case time.Duration:
-			bad = v <= 0
-		}
-		if bad {
-			errs = append(errs, fmt.Errorf("--%s %s: must be positive (default %s)", name, f.Value, f.DefValue))
-		}
+// runBounds declares the bounds of run's numeric flags.
+func runBounds(fs *flag.FlagSet) {
+	for _, name := range timingFlagNames { // 0 (unset) means derived; given, within (0, 24h]
+		cli.BoundDuration(fs, name, 1, maxTiming, "")
 	}
-	return errors.Join(errs...)
+	cli.Bound(fs, "share-slack", 0, 1_000_000, "")
+	cli.BoundDuration(fs, "drop-idle-after", 0, maxRetention, "0: never")
+	cli.BoundDuration(fs, "read-timeout", 1, maxTiming, "")
+	cli.BoundDuration(fs, "read-header-timeout", 1, maxTiming, "")
+	cli.Bound(fs, "max-header-bytes", 4<<10, 1<<20, "a header block holds the bearer token and the request line; net/http's own limit is 1 MiB")
+	cli.Bound(fs, "max-connections", 1, maxConnections, "")
+	cli.Bound(fs, "max-ingest-requests", 1, maxRequests, "")
+	cli.Bound(fs, "max-ingest-memory", 1, maxMemory, "")
+	cli.Bound(fs, "db-max-conns", 2, maxDBConns, "ingest may hold half of them, the work needs the rest")
+	cli.Bound(fs, "workers", 1, maxWorkers, "")
+	cli.Bound(fs, "max-submit-memory", 1, maxMemory, "")
+	cli.BoundDuration(fs, "poll-interval", 10*time.Millisecond, maxTiming, "each poll asks the ledger about every accepted batch")
+	cli.BoundDuration(fs, "unknown-grace", 1, maxTiming, "")
+	cli.Bound(fs, "unknown-answers", 1, 1_000_000, "")
+	cli.BoundDuration(fs, "backoff-base", 1, maxTiming, "")
+	cli.BoundDuration(fs, "backoff-max", 1, maxTiming, "")
+	cli.BoundDuration(fs, "retention", 0, maxRetention, "0 disables")
+	cli.BoundDuration(fs, "retention-interval", 10*time.Millisecond, maxTiming, "")
+	cli.Bound(fs, "max-body", 1, maxBody, "")
 }
 
 // setMemoryLimit sets the Go runtime's soft memory limit to the instance's worst-case live
@@ -113,20 +120,6 @@ func setMemoryLimit(cfg node.Config, poolConns int32) (bound, limit int64) {
 
 // defaultPoolConns is the pool size pgx picks when none is given: max(4, CPUs).
 func defaultPoolConns() int { return max(4, runtime.NumCPU()) }
-
-// readSecretFile reads a secret (a ledger Authorization value) from the file a flag names:
-// its first line, trimmed. The flag is named in every error.
-func readSecretFile(flagName, path string) (string, error) {
-	raw, err := os.ReadFile(path)
-	if err != nil {
-		return "", fmt.Errorf("--%s: %w", flagName, err)
-	}
-	line, _, _ := strings.Cut(string(raw), "\n")
-	if line = strings.TrimSpace(line); line == "" {
-		return "", fmt.Errorf("--%s %s: the file is empty", flagName, path)
-	}
-	return line, nil
-}
 
 // givenFlags lists the flags among names that were set, as "--name".
 func givenFlags(fs *flag.FlagSet, names ...string) []string {

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"sort"
 	"strconv"
 	"strings"
@@ -31,6 +32,9 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	listClaims := fs.Int("claims", 0, "also list up to N claims with their effective expiries (-1: all)")
 	listServices := fs.Int("services", 20, "list up to N service_ids with unfinished batches, oldest first (-1: all)")
 	job := fs.Int64("job", 0, "show one job (batch) by its seq instead: its kind, state, attempts, last error and recorded output")
+	cli.Bound(fs, "claims", -1, 1_000_000, "-1: all")
+	cli.Bound(fs, "services", -1, 1_000_000, "-1: all")
+	cli.Bound(fs, "job", 0, math.MaxInt64, "a batch's seq")
 	if err := cli.Parse(fs, args); err != nil {
 		return err
 	}

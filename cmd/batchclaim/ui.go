@@ -20,16 +20,19 @@ func runUI(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		"Serves the live status page (instances, claims, unfinished batches, recent transitions and\n"+
 			"takeovers, halted service_ids, the job view) from the database alone, without running an\n"+
 			"instance. The page writes too: it resumes a halted service_id, and retries and cancels\n"+
-			"batches. With --auth-token-file every request for its data (the /api/ reads) and every\n"+
-			"write needs a bearer token from the file; the page itself and its assets do not. The\n"+
-			"writes need a database role that may make them (docs/operations.md, \"Least privilege\").", stderr)
+			"batches. With --auth-token-file every request for its data (the /api/ reads) needs a\n"+
+			"bearer token of the read scope, and every write one of the operate scope; the page\n"+
+			"itself and its assets need none. The writes need a database role that may make them\n"+
+			"(docs/operations.md, \"Token scopes\" and \"Least privilege\").", stderr)
 	dbURL := database.Flag(fs)
 	schema := database.SchemaFlag(fs)
 	listen := fs.String("listen", "127.0.0.1:8090", "HTTP address of the page")
-	tokenFile := fs.String("auth-token-file", "", "file of bearer tokens (one a line) required by the page's data and its writes (resume, retry, cancel) (reloaded on SIGHUP)")
+	tokenFile := fs.String("auth-token-file", "", "file of bearer tokens, one a line with its scopes (TOKEN scopes=read,operate): read for the page's data (/api/...), "+
+		"operate for its writes (resume, retry, cancel) (reloaded on SIGHUP)")
 	insecure := fs.Bool("insecure-listen", false, "allow a non-loopback --listen without --auth-token-file")
 	allowedHosts := cli.AllowedHostsFlag(fs)
 	refresh := fs.Duration("refresh", ui.RefreshDefault, "how often the page refreshes")
+	cli.BoundDuration(fs, "refresh", 100*time.Millisecond, time.Hour, "")
 	newLogger := cli.LogFlags(fs)
 	if err := cli.Parse(fs, args); err != nil {
 		return err

@@ -105,8 +105,8 @@ func TestUIServesStatusPage(t *testing.T) {
 	}
 }
 
-// ui --help names every write of the page (resume, retry, cancel) and says that the token
-// gates the page's data too, not the resume alone.
+// ui --help names every write of the page (resume, retry, cancel) and says what the token
+// gates: the page's data (the read scope) and every write (the operate scope).
 func TestUIHelpNamesEveryWrite(t *testing.T) {
 	t.Parallel()
 	var stdout, stderr bytes.Buffer
@@ -114,7 +114,7 @@ func TestUIHelpNamesEveryWrite(t *testing.T) {
 		t.Fatalf("ui --help: exit %d", code)
 	}
 	help := strings.Join(strings.Fields(stdout.String()+stderr.String()), " ")
-	for _, want := range []string{"resumes a halted service_id", "retries and cancels batches", "every request for its data", "every write needs a bearer token"} {
+	for _, want := range []string{"resumes a halted service_id", "retries and cancels batches", "every request for its data (the /api/ reads) needs a bearer token of the read scope", "every write one of the operate scope"} {
 		if !strings.Contains(help, want) {
 			t.Errorf("ui --help lacks %q:\n%s", want, stderr.String())
 		}

@@ -9,11 +9,14 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"os"
+	"reflect"
 	"strings"
 	"time"
 
 	"github.com/batchclaim/batchclaim/dlt"
+	"github.com/batchclaim/batchclaim/internal/httpguard"
 )
 
 const commandUsage = `Usage: batchclaim dlt-sim [flags]
@@ -53,13 +56,11 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if fs.NArg() > 0 {
 		return fmt.Errorf("dlt-sim: unexpected argument %q (see -h)", fs.Arg(0))
 	}
-	switch {
-	case opts.failStatus < 400 || opts.failStatus > 599:
+	if opts.failStatus < 400 || opts.failStatus > 599 {
 		return fmt.Errorf("dlt-sim: --fail-status must be an HTTP error status (400-599), got %d", opts.failStatus)
-	case opts.failCount < 0 || opts.timeouts < 0 || opts.drops < 0:
-		return errors.New("dlt-sim: --fail-count, --timeouts and --drop-responses must not be negative")
-	case opts.timeoutHold <= 0 || opts.restartEvery < 0:
-		return errors.New("dlt-sim: --timeout-hold must be positive and --restart-every not negative")
+	}
+	if err := checkBounds(fs); err != nil {
+		return fmt.Errorf("dlt-sim: %w", err)
 	}
 	opts.cfg.Logger = slog.New(slog.NewTextHandler(stderr, nil))
 	sim, err := New(opts.cfg)
@@ -72,6 +73,10 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	fmt.Fprintln(stdout, baseURL)
 	opts.cfg.Logger.Info("dlt-sim listening", "flavor", string(sim.Flavor()), "url", baseURL)
+	if !httpguard.LoopbackOnly(opts.listen) {
+		opts.cfg.Logger.Warn("dlt-sim: --listen is not a loopback address: its admin API (/_sim/...: restart, inject failures, pause, commit) "+
+			"takes requests from anyone who can reach it, without authentication; keep it on a private network", "listen", opts.listen)
+	}
 	if opts.failCount > 0 {
 		sim.InjectStatus(opts.failStatus, opts.failCount)
 	}
@@ -191,4 +196,48 @@ func writePostLog(path string, posts []Post) (err error) {
 		return fmt.Errorf("dlt-sim: post log: %w", err)
 	}
 	return nil
+}
+
+// Bounds of dlt-sim's numeric flags, both ends included: a value outside them is a typo,
+// not a simulation. --fail-status has its own check; --seed takes any int64.
+var (
+	countBounds = map[string][2]int64{"queue-high": {0, 1_000_000}, "queue-low": {0, 1_000_000}, "history": {math.MinInt64, 10_000_000},
+		"fail-count": {0, 1_000_000}, "timeouts": {0, 1_000_000}, "drop-responses": {0, 1_000_000}, "seed": {math.MinInt64, math.MaxInt64}, "fail-status": {400, 599}}
+	durationBounds = map[string][2]time.Duration{"commit-latency": {0, 24 * time.Hour}, "invalid-memory": {0, 24 * time.Hour},
+		"retry-after": {0, 24 * time.Hour}, "timeout-hold": {1, 24 * time.Hour}, "restart-every": {0, 24 * time.Hour}}
+	floatBounds = map[string][2]float64{"invalid-rate": {0, 1}}
+)
+
+// checkBounds refuses a numeric flag given outside its bounds, naming it. A numeric flag
+// without bounds is refused too: a new flag must say its own.
+func checkBounds(fs *flag.FlagSet) error {
+	var errs []error
+	out := func(f *flag.Flag, lo, hi any) {
+		errs = append(errs, fmt.Errorf("--%s %s: want %v to %v", f.Name, f.Value, lo, hi))
+	}
+	fs.Visit(func(f *flag.Flag) {
+		g, ok := f.Value.(flag.Getter)
+		if !ok {
+			return // a flag.Func: not a number
+		}
+		switch v := g.Get().(type) {
+		case int, int64:
+			n := reflect.ValueOf(v).Int()
+			b, ok := countBounds[f.Name]
+			if !ok || n < b[0] || n > b[1] {
+				out(f, b[0], b[1])
+			}
+		case time.Duration:
+			b, ok := durationBounds[f.Name]
+			if !ok || v < b[0] || v > b[1] {
+				out(f, b[0], b[1])
+			}
+		case float64:
+			b, ok := floatBounds[f.Name]
+			if !ok || !(v >= b[0] && v <= b[1]) {
+				out(f, b[0], b[1])
+			}
+		}
+	})
+	return errors.Join(errs...)
 }

@@ -62,7 +62,9 @@ func TestCommandBadFlags(t *testing.T) {
 	}{
 		{[]string{"--flavor", "fabric"}, `unknown ledger flavor "fabric"`},
 		{[]string{"--commit-latency", "soon"}, "-commit-latency"},
-		{[]string{"--invalid-rate", "2"}, "invalid rate 2 is not between 0 and 1"},
+		{[]string{"--invalid-rate", "2"}, "--invalid-rate 2: want 0 to 1"},
+		{[]string{"--queue-high", "99999999999"}, "--queue-high 99999999999: want 0 to 1000000"},
+		{[]string{"--retry-after", "-1s"}, "--retry-after -1s: want 0s to 24h0m0s"},
 		{[]string{"--queue-high", "10", "--queue-low", "20"}, "queue low 20"},
 		{[]string{"--seed", "x"}, "-seed"},
 		{[]string{"--no-such-flag"}, "no-such-flag"},
@@ -162,5 +164,27 @@ func TestCommandInjectsFailuresFromFlags(t *testing.T) {
 	}
 	if err := dltsim.Command(context.Background(), []string{"--fail-status", "200"}, io.Discard, io.Discard); err == nil || !strings.Contains(err.Error(), "--fail-status must be an HTTP error status") {
 		t.Fatalf("bad --fail-status: %v", err)
+	}
+}
+
+// dlt-sim on an address other hosts can reach warns that its admin API is open to them; on
+// the loopback it says nothing of the kind.
+func TestCommandWarnsOnOpenListen(t *testing.T) {
+	t.Parallel()
+	for listen, warn := range map[string]bool{"0.0.0.0:0": true, "127.0.0.1:0": false} {
+		ctx, cancel := context.WithCancel(t.Context())
+		var stdout, stderr syncBuffer
+		done := make(chan error, 1)
+		go func() { done <- dltsim.Command(ctx, []string{"--listen", listen}, &stdout, &stderr) }()
+		testutil.WaitFor(t, 10*time.Second, "the URL is printed", func() bool { return strings.HasSuffix(stdout.String(), "\n") })
+		cancel()
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		got := strings.Contains(stderr.String(), "level=WARN") && strings.Contains(stderr.String(), "admin API (/_sim/...") &&
+			strings.Contains(stderr.String(), "without authentication")
+		if got != warn {
+			t.Errorf("--listen %s: warned %v, want %v:\n%s", listen, got, warn, stderr.String())
+		}
 	}
 }

@@ -176,7 +176,7 @@ func TestLoadTokens(t *testing.T) {
 	// A token longer than any line buffer works.
 	long := strings.Repeat("k", 100<<10)
 	path = filepath.Join(dir, "long")
-	writeTokens(t, path, "short\n"+long+"\n")
+	writeTokens(t, path, "short scopes=all\n"+long+" scopes=ingest\n")
 	tok, err := httpauth.LoadTokens(path)
 	if err != nil || tok.Len() != 2 || len(tok.Problems()) != 0 {
 		t.Fatalf("a 100 KiB token: %v, %d tokens, problems %q", err, tok.Len(), tok.Problems())
@@ -188,7 +188,7 @@ func TestLoadTokens(t *testing.T) {
 	// A file every user may read is loaded, with a problem to report; a group may read it
 	// (Kubernetes mounts secrets for the pod's group).
 	path = filepath.Join(dir, "open")
-	writeTokens(t, path, "tok\n")
+	writeTokens(t, path, "tok scopes=read\n")
 	if err := os.Chmod(path, 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -201,5 +201,101 @@ func TestLoadTokens(t *testing.T) {
 	}
 	if err := tok.Reload(); err != nil || len(tok.Problems()) != 0 {
 		t.Errorf("group-readable file: %v, problems %q", err, tok.Problems())
+	}
+}
+
+// Each token has the scopes its line names; a request needs the scope of its path, and a
+// token without it gets 403 naming the scope. A line with the token alone (the old form) has
+// every scope, and the file's problems say so.
+func TestScopes(t *testing.T) {
+	t.Parallel()
+	tok, _ := setup(t, "ingester scopes=ingest\nreader scopes=read # the dashboards\noperator scopes=read,operate\n"+
+		"profiler scopes=debug\nroot scopes=all\nold-form\n")
+	if p := tok.Problems(); len(p) != 1 || !strings.Contains(p[0], "1 token(s) name no scopes (line 6), so each has every scope (ingest,read,operate,debug)") {
+		t.Errorf("problems %q, want one about the token without scopes", p)
+	}
+	if !tok.Granted(httpauth.ScopeDebug) || !tok.Granted(httpauth.ScopeRead|httpauth.ScopeOperate) {
+		t.Error("Granted: false for scopes a token has")
+	}
+	requests := []struct {
+		method, target string
+		need           string
+	}{
+		{"POST", "/batches?service_id=s", "ingest"},
+		{"GET", "/batch_statuses?id=x", "ingest"},
+		{"POST", "/batch_statuses", "ingest"},
+		{"GET", "/api/status", "read"},
+		{"GET", "/api/batches/12", "read"},
+		{"HEAD", "/api/search?q=x", "read"},
+		{"POST", "/api/halts/svc/resume", "operate"},
+		{"POST", "/api/batches/12/retry", "operate"},
+		{"POST", "/api/batches/12/cancel", "operate"},
+		{"GET", "/debug/pprof/", "debug"},
+		{"GET", "/debug/pprof/cmdline", "debug"},
+		{"GET", "/debug/pprof/trace?seconds=1", "debug"},
+		{"POST", "/debug/pprof/symbol", "debug"},
+		{"GET", "/assets/../debug/pprof/heap", "debug"},
+		{"GET", "/unknown", "ingest,read,operate,debug"},
+		{"POST", "/healthz", "ingest,read,operate,debug"},
+	}
+	tokens := map[string]string{"ingester": "ingest", "reader": "read", "operator": "read,operate", "profiler": "debug",
+		"root": "ingest,read,operate,debug", "old-form": "ingest,read,operate,debug"}
+	for _, r := range requests {
+		for token, has := range tokens {
+			t.Run(r.method+" "+r.target+" as "+token, func(t *testing.T) {
+				t.Parallel()
+				allowed := true
+				for _, s := range strings.Split(r.need, ",") {
+					allowed = allowed && strings.Contains(","+has+",", ","+s+",")
+				}
+				w := serve(tok, r.method, r.target, "Bearer "+token)
+				if allowed {
+					if w.Code != 299 {
+						t.Fatalf("%d %s, want it served", w.Code, w.Body)
+					}
+					return
+				}
+				var body struct {
+					Error struct {
+						Code    int    `json:"code"`
+						Message string `json:"message"`
+					} `json:"error"`
+				}
+				if err := json.Unmarshal(w.Body.Bytes(), &body); err != nil || w.Code != 403 || body.Error.Code != httpauth.CodeForbidden ||
+					!strings.Contains(body.Error.Message, "lacks the scope ") || !strings.Contains(body.Error.Message, "(the token's scopes: "+has+")") {
+					t.Fatalf("%d %s, want 403 naming the missing scope", w.Code, w.Body)
+				}
+			})
+		}
+	}
+	if w := serve(tok, "POST", "/api/batches/12/cancel", "Bearer reader"); !strings.Contains(w.Body.String(), "lacks the scope operate, which POST /api/batches/12/cancel needs") {
+		t.Errorf("403 of a read token cancelling: %s", w.Body)
+	}
+}
+
+// A line that is not TOKEN [scopes=LIST], or names an unknown scope, refuses the whole file
+// with the line's number, and a reload keeps the set it had.
+func TestScopesRefused(t *testing.T) {
+	t.Parallel()
+	for content, want := range map[string]string{
+		"good scopes=ingest\nbad scopes=ingest,write\n": `line 2: scope "write": want a comma-separated list of ingest,read,operate,debug, or all`,
+		"bad scopes=\n":                   `line 1: scope "": want`,
+		"two words\n":                     "line 1: a line is TOKEN or TOKEN scopes=LIST",
+		"tok scopes=read scopes=ingest\n": "line 1: a line is TOKEN or TOKEN scopes=LIST",
+		"tok scope=read\n":                "line 1: a line is TOKEN or TOKEN scopes=LIST",
+	} {
+		path := filepath.Join(t.TempDir(), "tokens")
+		writeTokens(t, path, content)
+		if _, err := httpauth.LoadTokens(path); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%q: %v, want %q", content, err, want)
+		}
+	}
+	tok, path := setup(t, "kept scopes=ingest\n")
+	writeTokens(t, path, "kept scopes=nonsense\n")
+	if err := tok.Reload(); err == nil {
+		t.Fatal("reload of a bad file succeeded")
+	}
+	if got := serve(tok, "POST", "/batches", "Bearer kept").Code; got != 299 {
+		t.Errorf("the old set after a refused reload: %d", got)
 	}
 }

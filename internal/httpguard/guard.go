@@ -17,8 +17,9 @@ import (
 
 // Error codes of the guard's answers, in the Sawtooth error shape.
 const (
+	CodeBusy        = 31 // 503 with Retry-After: a limit is reached (here: a connection of the probe reserve asked for more than a probe)
 	CodeMisdirected = 81 // 421: the Host header names a host this listener does not answer to
-	CodeCrossOrigin = 82 // 403: a state-changing request from another origin
+	CodeCrossOrigin = 82 // 403: a state-changing request from another origin, or a costly GET from another site
 )
 
 // HeaderRequestID carries the request id, both ways.
@@ -104,8 +105,13 @@ func (h *Hosts) Allowed(hostport string) bool {
 type Guard struct {
 	// Hosts the listener answers to; nil answers to every host.
 	Hosts *Hosts
-	// OpenPaths skip the host check for GET and HEAD (health, readiness, metrics).
+	// OpenPaths skip the host check for GET and HEAD (health, readiness, metrics), and are
+	// what a connection of the probe reserve (LimitConns) may ask for.
 	OpenPaths []string
+	// CostlyGETs are path prefixes whose GET and HEAD do work (the profiles under
+	// /debug/pprof/ run for the seconds asked): from a browser on another site they are
+	// refused like a write, so that a page cannot make the listener run them.
+	CostlyGETs []string
 }
 
 type ctxKey int
@@ -121,15 +127,29 @@ func (g Guard) Wrap(next http.Handler) http.Handler {
 		id := requestID(r.Header.Get(HeaderRequestID))
 		w.Header().Set(HeaderRequestID, id)
 		ctx := context.WithValue(r.Context(), keyRequestID, id)
-		open := (r.Method == http.MethodGet || r.Method == http.MethodHead) && g.open(r.URL.Path)
+		read := r.Method == http.MethodGet || r.Method == http.MethodHead
+		open := read && g.open(r.URL.Path)
+		probe := onProbeConn(r.Context())
+		if probe {
+			w.Header().Set("Connection", "close") // the reserve's connections serve one request each
+		}
 		switch {
+		case probe && !open:
+			w.Header().Set("Retry-After", "1")
+			WriteError(w, http.StatusServiceUnavailable, CodeBusy, "Too Many Connections",
+				"This listener holds its limit of connections; the ones beyond it serve only health, readiness and metrics; try again shortly")
+			return
 		case !open && !g.Hosts.Allowed(r.Host):
 			WriteError(w, http.StatusMisdirectedRequest, CodeMisdirected, "Misdirected Request",
 				"This server does not answer to the host named in the request; its operator can allow the name with --allowed-hosts")
 			return
-		case crossOrigin(r):
+		case !read && crossOrigin(r, false):
 			WriteError(w, http.StatusForbidden, CodeCrossOrigin, "Cross-Origin Request Refused",
 				"A browser request from another origin may not change anything here")
+			return
+		case read && g.costly(r.URL.Path) && crossOrigin(r, true):
+			WriteError(w, http.StatusForbidden, CodeCrossOrigin, "Cross-Origin Request Refused",
+				"A browser request from another site may not start work here")
 			return
 		}
 		if g.Hosts != nil && !g.Hosts.any && !open {
@@ -149,13 +169,28 @@ func (g Guard) open(p string) bool {
 	return false
 }
 
-// crossOrigin reports a state-changing request that a browser sent from another origin.
-func crossOrigin(r *http.Request) bool {
-	switch r.Method {
-	case http.MethodGet, http.MethodHead, http.MethodOptions:
+// costly reports whether p is under one of CostlyGETs.
+func (g Guard) costly(p string) bool {
+	p = path.Clean("/" + p)
+	for _, c := range g.CostlyGETs {
+		if p == c || strings.HasPrefix(p, strings.TrimSuffix(c, "/")+"/") {
+			return true
+		}
+	}
+	return false
+}
+
+// crossOrigin reports a request that a browser sent from another origin: a write (any
+// method but OPTIONS, which only asks), or with strict a GET that must come from the
+// listener's own pages or an address typed in (Sec-Fetch-Site same-origin or none).
+func crossOrigin(r *http.Request, strict bool) bool {
+	if r.Method == http.MethodOptions {
 		return false
 	}
-	if r.Header.Get("Sec-Fetch-Site") == "cross-site" {
+	switch site := r.Header.Get("Sec-Fetch-Site"); {
+	case site == "cross-site":
+		return true
+	case strict && site != "" && site != "same-origin" && site != "none":
 		return true
 	}
 	o := r.Header.Get("Origin")

@@ -71,7 +71,7 @@ func TestGuard(t *testing.T) {
 	}
 	var seenID, seenHost string
 	var hostOK bool
-	h := httpguard.Guard{Hosts: hosts, OpenPaths: []string{"/healthz"}}.Wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	h := httpguard.Guard{Hosts: hosts, OpenPaths: []string{"/healthz"}, CostlyGETs: []string{"/debug/pprof"}}.Wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		seenID = httpguard.RequestID(r.Context())
 		seenHost, hostOK = httpguard.Host(r.Context())
 		w.WriteHeader(http.StatusNoContent)
@@ -92,6 +92,14 @@ func TestGuard(t *testing.T) {
 		{"null origin", "POST", "/batches", "127.0.0.1:8080", map[string]string{"Origin": "null"}, 403, httpguard.CodeCrossOrigin},
 		{"cross-site fetch", "POST", "/batches", "127.0.0.1:8080", map[string]string{"Sec-Fetch-Site": "cross-site"}, 403, httpguard.CodeCrossOrigin},
 		{"cross-origin GET", "GET", "/api/status", "127.0.0.1:8080", map[string]string{"Origin": "http://evil.example"}, 204, 0},
+		{"cross-site GET", "GET", "/api/status", "127.0.0.1:8080", map[string]string{"Sec-Fetch-Site": "cross-site"}, 204, 0},
+		{"costly GET from another site (an <img> of a page)", "GET", "/debug/pprof/trace?seconds=30", "127.0.0.1:8080", map[string]string{"Sec-Fetch-Site": "cross-site"}, 403, httpguard.CodeCrossOrigin},
+		{"costly GET from the same site, another port", "GET", "/debug/pprof/profile", "127.0.0.1:8080", map[string]string{"Sec-Fetch-Site": "same-site"}, 403, httpguard.CodeCrossOrigin},
+		{"costly GET by fetch from another origin", "GET", "/debug/pprof/heap", "127.0.0.1:8080", map[string]string{"Origin": "http://evil.example"}, 403, httpguard.CodeCrossOrigin},
+		{"costly GET cleaned", "HEAD", "/x/../debug/pprof/trace", "127.0.0.1:8080", map[string]string{"Sec-Fetch-Site": "cross-site"}, 403, httpguard.CodeCrossOrigin},
+		{"costly GET typed in", "GET", "/debug/pprof/trace", "127.0.0.1:8080", map[string]string{"Sec-Fetch-Site": "none"}, 204, 0},
+		{"costly GET from the listener's own page", "GET", "/debug/pprof/", "127.0.0.1:8080", map[string]string{"Sec-Fetch-Site": "same-origin"}, 204, 0},
+		{"costly GET by a client that is no browser", "GET", "/debug/pprof/profile", "127.0.0.1:8080", nil, 204, 0},
 	} {
 		req := httptest.NewRequest(tt.method, "http://x"+tt.path, nil)
 		req.Host = tt.host

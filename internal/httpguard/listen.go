@@ -19,6 +19,10 @@ const (
 	IdleTimeoutDefault       = 2 * time.Minute
 	MaxHeaderBytesDefault    = 64 << 10
 	MaxConnectionsDefault    = 1024
+	// ProbeConnections is the reserve of connections beyond MaxConnections that serve only
+	// the open paths (LimitConns), each for at most ProbeTimeout.
+	ProbeConnections = 16
+	ProbeTimeout     = 5 * time.Second
 )
 
 // Config is one listener: its address, what it serves, the guard's hosts and open paths, and
@@ -32,8 +36,11 @@ type Config struct {
 	// AllowedHosts are names the listener answers to besides IP literals, localhost and
 	// Addr's host (NewHosts).
 	AllowedHosts []string
-	// OpenPaths skip the host check for GET and HEAD (health, readiness, metrics).
+	// OpenPaths skip the host check for GET and HEAD (health, readiness, metrics), and stay
+	// reachable when MaxConnections are open: ProbeConnections more may ask for them.
 	OpenPaths []string
+	// CostlyGETs are path prefixes whose GETs a browser on another site may not make (Guard).
+	CostlyGETs []string
 	// TLSConfig, when set, makes the listener HTTPS only.
 	TLSConfig *tls.Config
 	// ReadTimeout bounds reading one request, body included. Zero means ReadTimeoutDefault.
@@ -47,8 +54,9 @@ type Config struct {
 	// MaxHeaderBytes bounds a request's header block in bytes (431 beyond). Zero means
 	// MaxHeaderBytesDefault.
 	MaxHeaderBytes int
-	// MaxConnections bounds the connections open at once; one more is closed as soon as it
-	// is accepted. Zero means MaxConnectionsDefault.
+	// MaxConnections bounds the connections open at once; beyond them ProbeConnections
+	// more may ask for the OpenPaths only, and one more is closed as soon as it is
+	// accepted. Zero means MaxConnectionsDefault.
 	MaxConnections int
 	// Logger receives the server's own errors (ErrorLog); nil discards.
 	Logger *slog.Logger
@@ -83,19 +91,24 @@ func Listen(cfg Config) (*http.Server, net.Listener, error) {
 		logger = slog.New(slog.DiscardHandler)
 	}
 	srv := &http.Server{
-		Handler:           Guard{Hosts: hosts, OpenPaths: cfg.OpenPaths}.Wrap(cfg.Handler),
+		Handler:           Guard{Hosts: hosts, OpenPaths: cfg.OpenPaths, CostlyGETs: cfg.CostlyGETs}.Wrap(cfg.Handler),
 		TLSConfig:         cfg.TLSConfig,
 		ReadTimeout:       cmp.Or(cfg.ReadTimeout, ReadTimeoutDefault),
 		ReadHeaderTimeout: cmp.Or(cfg.ReadHeaderTimeout, ReadHeaderTimeoutDefault),
 		IdleTimeout:       cmp.Or(cfg.IdleTimeout, IdleTimeoutDefault),
 		MaxHeaderBytes:    cmp.Or(cfg.MaxHeaderBytes, MaxHeaderBytesDefault),
 		ErrorLog:          ErrorLog(logger),
+		ConnContext:       connContext,
 	}
 	ln, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {
 		return nil, nil, fmt.Errorf("listen on %s: %w", cfg.Addr, err)
 	}
-	ln = LimitConns(ln, cmp.Or(cfg.MaxConnections, MaxConnectionsDefault))
+	reserve := 0
+	if len(cfg.OpenPaths) > 0 {
+		reserve = ProbeConnections
+	}
+	ln = LimitConns(ln, cmp.Or(cfg.MaxConnections, MaxConnectionsDefault), reserve, ProbeTimeout)
 	if cfg.TLSConfig != nil {
 		ln = tls.NewListener(ln, cfg.TLSConfig)
 	}

@@ -181,3 +181,70 @@ func TestListenRefusesBadConfig(t *testing.T) {
 		}
 	}
 }
+
+// Clients that hold every connection of MaxConnections (slow bodies) do not make the
+// listener look dead: ProbeConnections more connections are served for the open paths, and
+// one of them asking for anything else gets 503 with code 31 and is closed; a reserve
+// connection that sends nothing is closed within ProbeTimeout. Without open paths there is
+// no reserve.
+func TestListenProbeReserve(t *testing.T) {
+	t.Parallel()
+	addr := start(t, httpguard.Config{MaxConnections: 2, OpenPaths: []string{"/healthz"}}, func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.WriteHeader(http.StatusNoContent)
+	})
+	for range 2 {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = c.Close() })
+		_, _ = io.WriteString(c, "POST /x HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 100\r\n\r\nx")
+	}
+	client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+	get := func(method, path string) (*http.Response, error) {
+		req, _ := http.NewRequest(method, "http://"+addr+path, nil)
+		resp, err := client.Do(req)
+		if err == nil {
+			resp.Body.Close()
+		}
+		return resp, err
+	}
+	// The two slow bodies are accepted before any probe (one at a time, in order).
+	testutil.WaitFor(t, 10*time.Second, "a write refused on a reserve connection", func() bool {
+		resp, err := get("POST", "/x")
+		return err == nil && resp.StatusCode == http.StatusServiceUnavailable
+	})
+	resp, err := get("POST", "/x")
+	if err != nil || resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") != "1" || !resp.Close {
+		t.Fatalf("a write beyond MaxConnections: %v %v; want 503, Retry-After and the connection closed", resp, err)
+	}
+	for range 20 {
+		if resp, err := get("GET", "/healthz"); err != nil || resp.StatusCode != http.StatusNoContent {
+			t.Fatalf("a probe while the slow bodies hold every connection: %v %v", resp, err)
+		}
+	}
+	idle, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = idle.Close() })
+	if !closedWithin(idle, httpguard.ProbeTimeout+5*time.Second) {
+		t.Errorf("a reserve connection that sent nothing was open after %s", httpguard.ProbeTimeout+5*time.Second)
+	}
+	for range httpguard.ProbeConnections { // the whole reserve, held
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = c.Close() })
+	}
+	beyond, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = beyond.Close() })
+	if !closedWithin(beyond, 2*time.Second) {
+		t.Errorf("a connection beyond MaxConnections and the reserve was not closed at once")
+	}
+}

@@ -35,34 +35,70 @@ func NewFlagSet(name, synopsis, describe string, stderr io.Writer) *flag.FlagSet
 // Parse parses args, fills flags left unset from BATCHCLAIM_<FLAG> environment variables (and
 // --database-url from DATABASE_URL), and turns flag errors into ErrUsage after one short line
 // naming the flag. A BATCHCLAIM_ variable that no flag of this command or of run reads is an
-// error: a mistyped name would otherwise be ignored and its flag keep its default.
+// error: a mistyped name would otherwise be ignored and its flag keep its default. Then it
+// checks every numeric flag given against its bound (Bound) and resolves the secret flags
+// (SecretFlag): the command line wins over the environment, and the two forms of a secret in
+// one place are an error. A secret given on the command line is warned about: through the
+// logger of LogFlags when the command has one, else on the flag set's output.
 func Parse(fs *flag.FlagSet, args []string) error {
 	if err := parseArgs(fs, args); err != nil {
 		return err
 	}
+	return finish(fs)
+}
+
+// finish is Parse once the command line is parsed.
+func finish(fs *flag.FlagSet) error {
 	if err := CheckEnv(fs, os.Environ()); err != nil {
 		return err
 	}
-	set := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	m := metaOf(fs)
+	argv := map[string]bool{}
+	given := map[string]string{}
+	fs.Visit(func(f *flag.Flag) { argv[f.Name], given[f.Name] = true, "--"+f.Name })
+	// A secret given on the command line in either form leaves the environment's forms unread.
+	skip := map[string]bool{}
+	for name, s := range m.secrets {
+		if s.file != "" && (argv[name] || argv[s.file]) {
+			skip[name], skip[s.file] = true, true
+		}
+	}
 	var err error
 	fs.VisitAll(func(f *flag.Flag) {
-		if set[f.Name] || err != nil {
+		if argv[f.Name] || skip[f.Name] || err != nil {
 			return
 		}
 		env := EnvName(f.Name)
 		v, ok := os.LookupEnv(env)
-		if !ok && f.Name == "database-url" {
-			env = "DATABASE_URL"
-			v, ok = os.LookupEnv(env)
-		}
 		if ok {
 			if e := fs.Set(f.Name, v); e != nil {
 				err = fmt.Errorf("environment %s=%q: %w", env, v, e)
 			}
+			given[f.Name] = "environment " + env
 		}
 	})
-	return err
+	if err != nil {
+		return err
+	}
+	// DATABASE_URL is the last resort of --database-url: after both forms of the command line
+	// and of BATCHCLAIM_ variables.
+	if f := fs.Lookup("database-url"); f != nil && given["database-url"] == "" && given["database-url-file"] == "" {
+		if v, ok := os.LookupEnv("DATABASE_URL"); ok {
+			if err := fs.Set(f.Name, v); err != nil {
+				return fmt.Errorf("environment DATABASE_URL: %w", err)
+			}
+			given[f.Name] = "environment DATABASE_URL"
+		}
+	}
+	if err := errors.Join(checkBounds(fs, given), resolveSecrets(fs, given, argv)); err != nil {
+		return err
+	}
+	if fs.Lookup("log-level") == nil { // no logger will say them
+		for _, w := range Warnings(fs) {
+			fmt.Fprintf(fs.Output(), "batchclaim %s: warning: %s\n", fs.Name(), w)
+		}
+	}
+	return nil
 }
 
 // parseArgs is fs.Parse with the whole usage only for --help: any other flag error is one line
@@ -182,12 +218,12 @@ func editDistance(a, b string) int {
 func ParseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
 	var pos []string
 	for {
-		if err := Parse(fs, args); err != nil {
+		if err := parseArgs(fs, args); err != nil {
 			return nil, err
 		}
 		args = fs.Args()
 		if len(args) == 0 {
-			return pos, nil
+			return pos, finish(fs)
 		}
 		pos, args = append(pos, args[0]), args[1:]
 	}

@@ -42,6 +42,9 @@ func LogFlags(fs *flag.FlagSet) func(w io.Writer) (*slog.Logger, error) {
 		if v := os.Getenv(wallclock.EnvRate); v != "" {
 			logger.Warn("clock rate changed for a test: the lease's local deadline runs by it", "schedule", v, "env", wallclock.EnvRate)
 		}
+		for _, w := range Warnings(fs) {
+			logger.Warn(w)
+		}
 		return logger, nil
 	}
 }

@@ -13,12 +13,18 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/cli"
+	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/redact"
 	"github.com/batchclaim/batchclaim/pgdb"
 )
 
-// Flag registers --database-url.
+// Flag registers --database-url and --database-url-file (cli.SecretFlag): the URL, or a file
+// whose first line is the URL; from the environment BATCHCLAIM_DATABASE_URL,
+// BATCHCLAIM_DATABASE_URL_FILE, then DATABASE_URL. A password in the URL on the command line
+// is warned about.
 func Flag(fs *flag.FlagSet) *string {
-	return fs.String("database-url", "", "Postgres URL, e.g. postgres://user@host:5432/db (default $DATABASE_URL)")
+	return cli.SecretFlag(fs, "database-url", "Postgres URL, e.g. postgres://user@host:5432/db (default $BATCHCLAIM_DATABASE_URL, then $DATABASE_URL); "+
+		"a password in it is visible in ps: give it in the environment, with --database-url-file, in PGPASSWORD or a pgpass file", redact.HasSecret)
 }
 
 // SchemaFlag registers --schema: the Postgres schema of batchclaim's tables.

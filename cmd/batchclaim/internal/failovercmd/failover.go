@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math"
 	"time"
 
 	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/cli"
@@ -57,6 +58,8 @@ func failoverNode(ctx context.Context, args []string, _, stderr io.Writer) error
 	fs.BoolVar(&cfg.DisableListen, "no-listen", false, "poll the command queue only, without LISTEN/NOTIFY")
 	stallAt := fs.Int64("stall-after-decision-epoch", 0, "used by failover demo: after deciding a failover to this epoch, stop (holding the lock) until killed")
 	newLogger := cli.LogFlags(fs)
+	cli.Bound(fs, "progress", 0, math.MaxInt64, "a transaction id")
+	cli.BoundDuration(fs, "jitter", -24*time.Hour, 24*time.Hour, "negative: none")
 	if err := cli.Parse(fs, args); err != nil {
 		return err
 	}

@@ -39,3 +39,27 @@ func URL(raw string) string {
 	}
 	return u.Redacted()
 }
+
+// HasSecret reports whether a database or ledger URL (or a keyword/value connection string)
+// holds a password: in its user info, in a password or sslpassword parameter. A URL that
+// cannot be parsed is taken to hold one.
+func HasSecret(raw string) bool {
+	if !strings.Contains(raw, "://") {
+		return kvPassword.MatchString(raw)
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		return true
+	}
+	if _, ok := u.User.Password(); ok {
+		return true
+	}
+	for k := range u.Query() {
+		for _, p := range redactedParams {
+			if strings.EqualFold(k, p) {
+				return true
+			}
+		}
+	}
+	return false
+}
