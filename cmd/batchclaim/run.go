@@ -90,7 +90,7 @@ func newRunFlags(stderr io.Writer) *runFlags {
 	fs.DurationVar(&cfg.ReadTimeout, "read-timeout", node.ReadTimeoutDefault, "longest time to read one request, body included")
 	fs.DurationVar(&cfg.ReadHeaderTimeout, "read-header-timeout", node.ReadHeaderTimeoutDefault, "longest time to read one request's headers")
 	fs.IntVar(&cfg.MaxHeaderBytes, "max-header-bytes", node.MaxHeaderBytesDefault, "largest request header block in bytes")
-	fs.IntVar(&cfg.MaxConnections, "max-connections", node.MaxConnectionsDefault, "open connections to the listener; one more is closed at once")
+	fs.IntVar(&cfg.MaxConnections, "max-connections", node.MaxConnectionsDefault, "open connections to the listener; 16 more serve only /healthz, /readyz and /metrics, and one more is closed at once")
 	fs.IntVar(&cfg.MaxIngestRequests, "max-ingest-requests", node.MaxIngestRequestsDefault, "ingest requests worked on at once, counted once their body has arrived; more are answered 503 with Retry-After")
 	fs.Int64Var(&cfg.MaxIngestMemory, "max-ingest-memory", ingest.MaxMemoryDefault, "bytes that ingest request bodies and their decoded batches may hold at once (at least 2 x --max-body); beyond, 503 with Retry-After")
 	f.dbMaxConns = fs.Int("db-max-conns", defaultPoolConns(), "connections of the instance's database pool (ingest holds at most half; /metrics and the status page have 2 of their own, /readyz's pings 1, the lease 1)")

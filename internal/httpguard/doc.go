@@ -25,14 +25,19 @@
 // Cross-origin refusal. A request with a method other than GET, HEAD or OPTIONS that a
 // browser sends from another origin (its Origin header names another host than Host, or is
 // "null", or Sec-Fetch-Site says cross-site) is answered 403: a page elsewhere cannot post
-// batches or resume a halted service_id through an operator's browser. Clients that are not
-// browsers send neither header and pass.
+// batches or resume a halted service_id through an operator's browser. A GET or HEAD of one
+// of CostlyGETs (the profiles, which run for the seconds asked) is refused the same way when
+// a browser sends it from another site or origin (Sec-Fetch-Site other than same-origin or
+// none, or a foreign Origin): a page's <img> cannot start one. Clients that are not browsers
+// send neither header and pass.
 //
 // One listener. Listen (and Start, which also serves) builds every HTTP server batchclaim
 // starts: the handler behind the Guard, read, header and idle timeouts, a bound on the header
-// block and on the connections open at once (LimitConns), and ErrorLog. A server built any
-// other way lacks one of these; a test of the program looks through the source for such
-// servers.
+// block and on the connections open at once (LimitConns), and ErrorLog. A listener with open
+// paths keeps ProbeConnections beyond its cap for them: when clients hold every regular
+// connection, a probe still gets an answer (anything else on such a connection gets 503). A
+// server built any other way lacks one of these; a test of the program looks through the
+// source for such servers.
 //
 // ErrorLog gives an http.Server an error log that writes the failed TLS handshakes any client
 // can cause at debug level and everything else at warn, so that a client cannot fill the log.
