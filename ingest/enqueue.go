@@ -136,7 +136,7 @@ func enqueue(ctx context.Context, q pgdb.Querier, serviceID, batchID string, pay
 	// stored under another service_id.
 	old, err := qs.BatchLookup(ctx, q, db.BatchLookupParams{ServiceID: serviceID, BatchID: batchID})
 	if err == nil {
-		return Stored{BatchID: batchID, Seq: old.Seq}, nil
+		return Stored{BatchID: batchID, Seq: old.Seq}, durableRepeat(ctx, q)
 	}
 	if !pgdb.NoRows(err) {
 		return Stored{}, fmt.Errorf("look up stored batch: %w", err)
