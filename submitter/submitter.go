@@ -365,9 +365,9 @@ func (p *Pool) call(ctx context.Context, j Job) batchclaim.Result {
 }
 
 // verdict is what a submission's result and error come to: a SnoozeError is Snooze; another
-// error is Unknown (Retry with RetryErrors), with the timeout in its detail when ctx ended by
-// it; no verdict is Unknown; and a Retry or Unknown at the job's last allowed attempt is
-// Discard.
+// error is Unknown (Retry with RetryErrors), with the timeout or the cancel in its detail when
+// ctx ended by it; no verdict is Unknown; and a Retry or Unknown at the job's last allowed
+// attempt is Discard.
 func (p *Pool) verdict(ctx context.Context, j Job, res batchclaim.Result, err error) batchclaim.Result {
 	if d, ok := batchclaim.SnoozeDelay(err); ok { // not a failure: the job asks to run later
 		res = batchclaim.Result{Verdict: batchclaim.Snooze, HTTPStatus: res.HTTPStatus, RetryAfter: d, Detail: err.Error(), Output: res.Output}
@@ -379,7 +379,7 @@ func (p *Pool) verdict(ctx context.Context, j Job, res batchclaim.Result, err er
 			v = batchclaim.Retry
 		}
 		detail := err.Error()
-		if cause := context.Cause(ctx); errors.Is(cause, ErrTimeout) && !strings.Contains(detail, cause.Error()) {
+		if cause := context.Cause(ctx); (errors.Is(cause, ErrTimeout) || errors.Is(cause, batchclaim.ErrCancelled)) && !strings.Contains(detail, cause.Error()) {
 			detail = cause.Error() + ": " + detail
 		}
 		res = batchclaim.Result{Verdict: v, HTTPStatus: res.HTTPStatus, RetryAfter: res.RetryAfter, Detail: detail, Output: res.Output}
