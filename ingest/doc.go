@@ -6,6 +6,11 @@
 //	GET  /batch_statuses?id=ID1,ID2  answers in the Sawtooth REST API's shape, from the database
 //	POST /batch_statuses             body: a JSON array of ids; same answer without a link
 //
+// EnqueueMany stores many jobs of many service_ids in one statement, each service_id's in the
+// order given, all or nothing. An enqueue given a pool is a transaction of its own and wakes
+// the holder of its service_id just after its commit; one in the caller's transaction, when
+// that transaction commits.
+//
 // Storing is idempotent on (service_id, batch id): the same batch posted twice is stored
 // once and keeps its place in the order. A BatchList holding several batches is stored as one
 // row per batch, in list order, each row's payload a BatchList of that one batch. Bad input

@@ -32,25 +32,38 @@ var ErrBatchIDTaken = errors.New("ledger batch id already stored under another s
 // batchID must be unique per service_id; storing the same (serviceID, batchID) again changes
 // nothing (its options included). Run it in a transaction (pass a pgx.Tx) to store the batch
 // atomically with other writes; other enqueues of serviceID then wait for that transaction to
-// end, so keep it short. Options: RunAt, MaxAttempts, Kind, Timeout.
+// end, so keep it short. The instance holding serviceID is woken when that transaction
+// commits. Given a *pgxpool.Pool, the statement is a transaction of its own and the holder
+// is woken just after its commit, by a statement that carries the wake-ups of every enqueue
+// that committed on the pool meanwhile (Enqueue does not wait for it; see wake.go). Options:
+// RunAt, MaxAttempts, Kind, Timeout.
 func Enqueue(ctx context.Context, q pgdb.Querier, serviceID, batchID string, payload []byte, opts ...EnqueueOption) (Stored, error) {
+	o, err := resolveOptions(opts)
+	if err != nil {
+		return Stored{}, err
+	}
+	return enqueue(ctx, q, serviceID, batchID, payload, false, o)
+}
+
+// resolveOptions applies opts and checks the result.
+func resolveOptions(opts []EnqueueOption) (enqueueOptions, error) {
 	var o enqueueOptions
 	for _, opt := range opts {
 		opt(&o)
 	}
 	if o.maxAttempts != nil && *o.maxAttempts < 1 {
-		return Stored{}, fmt.Errorf("max attempts must be at least 1, got %d", *o.maxAttempts)
+		return o, fmt.Errorf("max attempts must be at least 1, got %d", *o.maxAttempts)
 	}
 	if o.timeoutMs != nil && *o.timeoutMs < 0 {
-		return Stored{}, fmt.Errorf("timeout must not be negative, got %dms", *o.timeoutMs)
+		return o, fmt.Errorf("timeout must not be negative, got %dms", *o.timeoutMs)
 	}
 	if o.timeoutMs != nil && *o.timeoutMs == 0 {
 		o.timeoutMs = nil
 	}
 	if o.kind != nil && len(*o.kind) > batchclaim.MaxKindLen {
-		return Stored{}, fmt.Errorf("kind is %d bytes; at most %d", len(*o.kind), batchclaim.MaxKindLen)
+		return o, fmt.Errorf("kind is %d bytes; at most %d", len(*o.kind), batchclaim.MaxKindLen)
 	}
-	return enqueue(ctx, q, serviceID, batchID, payload, false, o)
+	return o, nil
 }
 
 // An EnqueueOption sets something about one job at Enqueue.
@@ -123,10 +136,15 @@ func enqueue(ctx context.Context, q pgdb.Querier, serviceID, batchID string, pay
 	}
 	// BatchInsert also creates the service_id's claim row, under the enqueue lock (see
 	// claims.Config.DropIdleAfter for why it must be under the lock).
+	// A statement that commits alone wakes the holder after its commit (see wake.go).
 	qs := db.New()
+	alone := commitsAlone(q)
 	row, err := qs.BatchInsert(ctx, q, db.BatchInsertParams{ServiceID: serviceID, BatchID: batchID, Payload: payload, Ledger: ledger,
-		RunAt: o.runAt, MaxAttempts: o.maxAttempts, Kind: o.kind, TimeoutMs: o.timeoutMs})
+		RunAt: o.runAt, MaxAttempts: o.maxAttempts, Kind: o.kind, TimeoutMs: o.timeoutMs, WakeAfterCommit: alone})
 	if err == nil {
+		if alone {
+			wakeAfterCommit(ctx, q, serviceID)
+		}
 		return Stored{BatchID: batchID, Seq: row.Seq, New: true}, nil
 	}
 	if !pgdb.NoRows(err) {

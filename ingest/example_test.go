@@ -50,3 +50,43 @@ func ExampleEnqueue() {
 	// 1 order, 1 job
 	// false <nil>
 }
+
+// Many jobs of several keys stored in one statement, in the application's transaction: each
+// key's jobs keep the order of the list, and a job stored before is reported, not stored
+// again.
+func ExampleEnqueueMany() {
+	pool, drop := dbtest.ExamplePool()
+	defer drop()
+	ctx := context.Background()
+	if _, err := ingest.Enqueue(ctx, pool, "customer-1", "welcome", nil); err != nil {
+		panic(err)
+	}
+	var stored []ingest.Stored
+	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) (err error) {
+		stored, err = ingest.EnqueueMany(ctx, tx, []ingest.Job{
+			{ServiceID: "customer-1", BatchID: "welcome", Payload: []byte("hi")},
+			{ServiceID: "customer-1", BatchID: "invoice-7", Payload: []byte("7")},
+			{ServiceID: "customer-2", BatchID: "welcome", Payload: []byte("hi")},
+			{ServiceID: "customer-1", BatchID: "invoice-8", Payload: []byte("8")},
+		})
+		return err
+	})
+	fmt.Println(err)
+	for _, s := range stored {
+		fmt.Println(s.BatchID, s.New)
+	}
+	rows, _ := pool.Query(ctx, `SELECT service_id, batch_id FROM batchclaim.batches ORDER BY service_id, pos`)
+	order, _ := pgx.CollectRows(rows, func(r pgx.CollectableRow) (string, error) {
+		var svc, id string
+		err := r.Scan(&svc, &id)
+		return svc + "/" + id, err
+	})
+	fmt.Println(order)
+	// Output:
+	// <nil>
+	// welcome false
+	// invoice-7 true
+	// welcome true
+	// invoice-8 true
+	// [customer-1/welcome customer-1/invoice-7 customer-1/invoice-8 customer-2/welcome]
+}

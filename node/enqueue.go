@@ -17,9 +17,10 @@ type Stored = ingest.Stored
 // after every batch of that service_id committed before it, so that the per-service order is
 // the order of the commits. batchID is unique per service_id: storing the same one again
 // changes nothing. Pass a pgx.Tx as q to store the batch atomically with your own writes (the
-// instance holding the service_id is woken when that transaction commits); other enqueues of
-// serviceID wait for it to end, so keep it short. Options: RunAt, MaxAttempts, Timeout. It is
-// ingest.Enqueue, here so that an embedder needs one import.
+// instance holding the service_id is woken when that transaction commits; given a pool, just
+// after the enqueue's own commit); other enqueues of serviceID wait for it to end, so keep it
+// short. Options: RunAt, MaxAttempts, Timeout. It is ingest.Enqueue, here so that an embedder
+// needs one import.
 func Enqueue(ctx context.Context, q pgdb.Querier, serviceID, batchID string, payload []byte, opts ...EnqueueOption) (Stored, error) {
 	return ingest.Enqueue(ctx, q, serviceID, batchID, payload, opts...)
 }
@@ -61,4 +62,15 @@ func Retry(ctx context.Context, q pgdb.Querier, seq int64) (Change, error) {
 // migrations.InSchema. See pgdb.QuerierInSchema.
 func QuerierInSchema(q pgdb.Querier, schema string) pgdb.Querier {
 	return pgdb.QuerierInSchema(q, schema)
+}
+
+// Job is one job for EnqueueMany (ingest.Job).
+type Job = ingest.Job
+
+// EnqueueMany stores many jobs, of one service_id or many, in one statement, all or nothing:
+// each service_id's jobs after every job of it committed before, in the order given.
+// Duplicates are skipped and reported (New false). Pass a pgx.Tx to store them with your own
+// writes. See ingest.EnqueueMany, also for the lock-table entry it takes per service_id.
+func EnqueueMany(ctx context.Context, q pgdb.Querier, jobs []Job) ([]Stored, error) {
+	return ingest.EnqueueMany(ctx, q, jobs)
 }

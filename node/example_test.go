@@ -192,3 +192,54 @@ func Example_ledger() {
 	// batch 2 COMMITTED
 	// stopped: <nil>
 }
+
+// Many jobs in one call: EnqueueMany stores them in one statement, each key's jobs in the
+// order of the list, and the holders of their keys are woken once it commits. A node runs
+// them as any others.
+func ExampleEnqueueMany() {
+	pool, drop := dbtest.ExamplePool()
+	defer drop()
+	ctx := context.Background()
+
+	stored, err := node.EnqueueMany(ctx, pool, []node.Job{
+		{ServiceID: "order-7", BatchID: "reserve", Payload: []byte("reserve")},
+		{ServiceID: "order-8", BatchID: "reserve", Payload: []byte("reserve")},
+		{ServiceID: "order-7", BatchID: "ship", Payload: []byte("ship")},
+	})
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println(len(stored), "stored")
+
+	var mu sync.Mutex
+	ran := map[string][]string{}
+	done := make(chan struct{})
+	n, err := node.New(pool, node.Config{
+		Claims: claims.Config{RenewInterval: 100 * time.Millisecond, Expiry1: time.Second},
+		Submitter: submitter.SubmitterFunc(func(ctx context.Context, b batchclaim.Batch) (batchclaim.Result, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			ran[b.ServiceID] = append(ran[b.ServiceID], string(b.Payload))
+			if len(ran["order-7"])+len(ran["order-8"]) == 3 {
+				close(done)
+			}
+			return batchclaim.Result{Verdict: batchclaim.Done}, nil
+		}),
+	})
+	if err != nil {
+		panic(err)
+	}
+	runCtx, stop := context.WithCancel(ctx)
+	stopped := make(chan error)
+	go func() { stopped <- n.Run(runCtx) }()
+	<-done
+	stop()
+	fmt.Println("stopped:", <-stopped)
+	fmt.Println("order-7:", ran["order-7"])
+	fmt.Println("order-8:", ran["order-8"])
+	// Output:
+	// 3 stored
+	// stopped: <nil>
+	// order-7: [reserve ship]
+	// order-8: [reserve]
+}

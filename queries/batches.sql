@@ -17,8 +17,11 @@
 -- run_at (a run-at time: the batch is not handed out before it, by the database clock),
 -- max_attempts (the job's own attempt limit), kind (package jobs) and timeout_ms (the job's own
 -- timeout) are optional.
+-- wake_after_commit: the statement is a transaction of its own, and its caller wakes the
+-- holder once it committed (BatchesWake); the trigger batches_notify_work leaves it alone.
 WITH serial AS (
-    SELECT pg_advisory_xact_lock(hashtext('batchclaim.enqueue'), hashtext(sqlc.arg(service_id)::text)) AS locked
+    SELECT pg_advisory_xact_lock(hashtext('batchclaim.enqueue'), hashtext(sqlc.arg(service_id)::text)) AS locked,
+           CASE WHEN sqlc.arg(wake_after_commit)::bool THEN set_config('batchclaim_ingest.wake', 'after_commit', true) END AS wake
 ),
 registered AS (
     INSERT INTO batchclaim.service_id_claims (service_id)
@@ -30,6 +33,63 @@ SELECT sqlc.arg(service_id)::text, sqlc.arg(batch_id)::text, sqlc.arg(payload)::
        sqlc.narg(run_at)::timestamptz, sqlc.narg(max_attempts)::int, sqlc.narg(kind)::text, sqlc.narg(timeout_ms)::bigint FROM serial
 ON CONFLICT DO NOTHING
 RETURNING seq, created_at;
+
+-- name: BatchesInsertMany :many
+-- Stores many jobs of many service_ids in one statement, after every batch of each service_id
+-- committed before it, each service_id's jobs in the order given: BatchInsert for a set.
+-- Each service_id's enqueue lock is taken first, in the order of the lock's own key, so that
+-- two such statements wait for each other instead of deadlocking (one entry of the server's
+-- lock table per service_id, held to the end of the transaction); the claim rows are created
+-- under the locks; the rows are then inserted in the order given, which draws seq and pos in
+-- that order. A pair stored before, or earlier in the list, is skipped by the trigger
+-- batches_key and not returned. A run-at time of year 1 (Go's zero time), an attempt limit of
+-- 0, an empty kind and a timeout of 0 mean none. wake_after_commit as for BatchInsert.
+WITH input AS (
+    SELECT unnest(sqlc.arg(service_ids)::text[]) AS service_id, unnest(sqlc.arg(batch_ids)::text[]) AS batch_id,
+           unnest(sqlc.arg(payloads)::bytea[]) AS payload,
+           NULLIF(unnest(sqlc.arg(run_ats)::timestamptz[]), '0001-01-01 00:00:00+00') AS run_at,
+           NULLIF(unnest(sqlc.arg(max_attempts)::int[]), 0) AS max_attempts,
+           NULLIF(unnest(sqlc.arg(kinds)::text[]), '') AS kind,
+           NULLIF(unnest(sqlc.arg(timeouts_ms)::bigint[]), 0) AS timeout_ms,
+           generate_series(1, cardinality(sqlc.arg(service_ids)::text[])) AS ord
+),
+serial AS (
+    SELECT count(pg_advisory_xact_lock(hashtext('batchclaim.enqueue'), k.h)) AS locked,
+           CASE WHEN sqlc.arg(wake_after_commit)::bool THEN set_config('batchclaim_ingest.wake', 'after_commit', true) END AS wake
+    FROM (SELECT hashtext(service_id) AS h FROM input GROUP BY 1 ORDER BY 1) k
+),
+registered AS (
+    INSERT INTO batchclaim.service_id_claims (service_id)
+    SELECT DISTINCT i.service_id FROM input i, serial
+    ON CONFLICT (service_id) DO NOTHING
+)
+INSERT INTO batchclaim.batches (service_id, batch_id, payload, ledger, next_attempt_at, max_attempts, kind, timeout_ms)
+SELECT i.service_id, i.batch_id, i.payload, false, i.run_at, i.max_attempts, i.kind, i.timeout_ms
+FROM input i, serial
+ORDER BY i.ord
+ON CONFLICT DO NOTHING
+RETURNING seq, service_id, batch_id;
+
+-- name: BatchesLookupMany :many
+-- Batches by their pairs, through batch_keys: those of a BatchesInsertMany that were stored
+-- before.
+SELECT k.service_id, k.batch_id, k.seq FROM batchclaim.batch_keys k
+JOIN (SELECT unnest(sqlc.arg(service_ids)::text[]) AS service_id, unnest(sqlc.arg(batch_ids)::text[]) AS batch_id) u
+  ON k.service_id = u.service_id AND k.batch_id = u.batch_id;
+
+-- name: BatchesWake :exec
+-- Wakes the holders of service_ids whose enqueues committed without notifying
+-- (wake_after_commit), as batchclaim_notify_work would have at their commit: the holder's own
+-- channel with the service_id, or every instance's claim cycle for a service_id nobody holds.
+-- Its transaction writes nothing but the notifications, so its commit does not wait for the
+-- flush of its record (synchronous_commit off for it alone): Postgres holds the lock that
+-- orders notifying commits for no flush, and a notification lost in a crash delays a job
+-- until its holder's safety sweep, as one missed while not listening does.
+SELECT count(pg_notify(CASE WHEN c.claimant IS NULL THEN 'batchclaim_free'
+                            ELSE 'batchclaim_work_' || replace(c.claimant::text, '-', '') END,
+                       CASE WHEN c.claimant IS NULL THEN '' ELSE c.service_id END))
+FROM (SELECT set_config('synchronous_commit', 'off', true)) s, batchclaim.service_id_claims c
+WHERE c.service_id = ANY(sqlc.arg(service_ids)::text[]);
 
 -- name: BatchLedgerOwner :one
 -- The service_id a ledger batch id is stored under.

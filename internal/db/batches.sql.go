@@ -195,7 +195,8 @@ func (q *Queries) BatchHeads(ctx context.Context, db DBTX, arg BatchHeadsParams)
 const batchInsert = `-- name: BatchInsert :one
 
 WITH serial AS (
-    SELECT pg_advisory_xact_lock(hashtext('batchclaim.enqueue'), hashtext($1::text)) AS locked
+    SELECT pg_advisory_xact_lock(hashtext('batchclaim.enqueue'), hashtext($1::text)) AS locked,
+           CASE WHEN $9::bool THEN set_config('batchclaim_ingest.wake', 'after_commit', true) END AS wake
 ),
 registered AS (
     INSERT INTO batchclaim.service_id_claims (service_id)
@@ -210,14 +211,15 @@ RETURNING seq, created_at
 `
 
 type BatchInsertParams struct {
-	ServiceID   string
-	BatchID     string
-	Payload     []byte
-	Ledger      bool
-	RunAt       *time.Time
-	MaxAttempts *int32
-	Kind        *string
-	TimeoutMs   *int64
+	ServiceID       string
+	BatchID         string
+	Payload         []byte
+	Ledger          bool
+	RunAt           *time.Time
+	MaxAttempts     *int32
+	Kind            *string
+	TimeoutMs       *int64
+	WakeAfterCommit bool
 }
 
 type BatchInsertRow struct {
@@ -242,6 +244,8 @@ type BatchInsertRow struct {
 // run_at (a run-at time: the batch is not handed out before it, by the database clock),
 // max_attempts (the job's own attempt limit), kind (package jobs) and timeout_ms (the job's own
 // timeout) are optional.
+// wake_after_commit: the statement is a transaction of its own, and its caller wakes the
+// holder once it committed (BatchesWake); the trigger batches_notify_work leaves it alone.
 func (q *Queries) BatchInsert(ctx context.Context, db DBTX, arg BatchInsertParams) (BatchInsertRow, error) {
 	row := db.QueryRow(ctx, batchInsert,
 		arg.ServiceID,
@@ -252,6 +256,7 @@ func (q *Queries) BatchInsert(ctx context.Context, db DBTX, arg BatchInsertParam
 		arg.MaxAttempts,
 		arg.Kind,
 		arg.TimeoutMs,
+		arg.WakeAfterCommit,
 	)
 	var i BatchInsertRow
 	err := row.Scan(&i.Seq, &i.CreatedAt)
@@ -635,6 +640,122 @@ func (q *Queries) BatchesCancelRequested(ctx context.Context, db DBTX, arg Batch
 	for rows.Next() {
 		var i BatchesCancelRequestedRow
 		if err := rows.Scan(&i.Seq, &i.Attempts, &i.Reason); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const batchesInsertMany = `-- name: BatchesInsertMany :many
+WITH input AS (
+    SELECT unnest($1::text[]) AS service_id, unnest($2::text[]) AS batch_id,
+           unnest($3::bytea[]) AS payload,
+           NULLIF(unnest($4::timestamptz[]), '0001-01-01 00:00:00+00') AS run_at,
+           NULLIF(unnest($5::int[]), 0) AS max_attempts,
+           NULLIF(unnest($6::text[]), '') AS kind,
+           NULLIF(unnest($7::bigint[]), 0) AS timeout_ms,
+           generate_series(1, cardinality($1::text[])) AS ord
+),
+serial AS (
+    SELECT count(pg_advisory_xact_lock(hashtext('batchclaim.enqueue'), k.h)) AS locked,
+           CASE WHEN $8::bool THEN set_config('batchclaim_ingest.wake', 'after_commit', true) END AS wake
+    FROM (SELECT hashtext(service_id) AS h FROM input GROUP BY 1 ORDER BY 1) k
+),
+registered AS (
+    INSERT INTO batchclaim.service_id_claims (service_id)
+    SELECT DISTINCT i.service_id FROM input i, serial
+    ON CONFLICT (service_id) DO NOTHING
+)
+INSERT INTO batchclaim.batches (service_id, batch_id, payload, ledger, next_attempt_at, max_attempts, kind, timeout_ms)
+SELECT i.service_id, i.batch_id, i.payload, false, i.run_at, i.max_attempts, i.kind, i.timeout_ms
+FROM input i, serial
+ORDER BY i.ord
+ON CONFLICT DO NOTHING
+RETURNING seq, service_id, batch_id
+`
+
+type BatchesInsertManyParams struct {
+	ServiceIds      []string
+	BatchIds        []string
+	Payloads        [][]byte
+	RunAts          []time.Time
+	MaxAttempts     []int32
+	Kinds           []string
+	TimeoutsMs      []int64
+	WakeAfterCommit bool
+}
+
+type BatchesInsertManyRow struct {
+	Seq       int64
+	ServiceID string
+	BatchID   string
+}
+
+// Stores many jobs of many service_ids in one statement, after every batch of each service_id
+// committed before it, each service_id's jobs in the order given: BatchInsert for a set.
+// Each service_id's enqueue lock is taken first, in the order of the lock's own key, so that
+// two such statements wait for each other instead of deadlocking (one entry of the server's
+// lock table per service_id, held to the end of the transaction); the claim rows are created
+// under the locks; the rows are then inserted in the order given, which draws seq and pos in
+// that order. A pair stored before, or earlier in the list, is skipped by the trigger
+// batches_key and not returned. A run-at time of year 1 (Go's zero time), an attempt limit of
+// 0, an empty kind and a timeout of 0 mean none. wake_after_commit as for BatchInsert.
+func (q *Queries) BatchesInsertMany(ctx context.Context, db DBTX, arg BatchesInsertManyParams) ([]BatchesInsertManyRow, error) {
+	rows, err := db.Query(ctx, batchesInsertMany,
+		arg.ServiceIds,
+		arg.BatchIds,
+		arg.Payloads,
+		arg.RunAts,
+		arg.MaxAttempts,
+		arg.Kinds,
+		arg.TimeoutsMs,
+		arg.WakeAfterCommit,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []BatchesInsertManyRow{}
+	for rows.Next() {
+		var i BatchesInsertManyRow
+		if err := rows.Scan(&i.Seq, &i.ServiceID, &i.BatchID); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const batchesLookupMany = `-- name: BatchesLookupMany :many
+SELECT k.service_id, k.batch_id, k.seq FROM batchclaim.batch_keys k
+JOIN (SELECT unnest($1::text[]) AS service_id, unnest($2::text[]) AS batch_id) u
+  ON k.service_id = u.service_id AND k.batch_id = u.batch_id
+`
+
+type BatchesLookupManyParams struct {
+	ServiceIds []string
+	BatchIds   []string
+}
+
+// Batches by their pairs, through batch_keys: those of a BatchesInsertMany that were stored
+// before.
+func (q *Queries) BatchesLookupMany(ctx context.Context, db DBTX, arg BatchesLookupManyParams) ([]BatchclaimBatchKey, error) {
+	rows, err := db.Query(ctx, batchesLookupMany, arg.ServiceIds, arg.BatchIds)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []BatchclaimBatchKey{}
+	for rows.Next() {
+		var i BatchclaimBatchKey
+		if err := rows.Scan(&i.ServiceID, &i.BatchID, &i.Seq); err != nil {
 			return nil, err
 		}
 		items = append(items, i)
@@ -1414,6 +1535,26 @@ func (q *Queries) BatchesToPoll(ctx context.Context, db DBTX, arg BatchesToPollP
 		return nil, err
 	}
 	return items, nil
+}
+
+const batchesWake = `-- name: BatchesWake :exec
+SELECT count(pg_notify(CASE WHEN c.claimant IS NULL THEN 'batchclaim_free'
+                            ELSE 'batchclaim_work_' || replace(c.claimant::text, '-', '') END,
+                       CASE WHEN c.claimant IS NULL THEN '' ELSE c.service_id END))
+FROM (SELECT set_config('synchronous_commit', 'off', true)) s, batchclaim.service_id_claims c
+WHERE c.service_id = ANY($1::text[])
+`
+
+// Wakes the holders of service_ids whose enqueues committed without notifying
+// (wake_after_commit), as batchclaim_notify_work would have at their commit: the holder's own
+// channel with the service_id, or every instance's claim cycle for a service_id nobody holds.
+// Its transaction writes nothing but the notifications, so its commit does not wait for the
+// flush of its record (synchronous_commit off for it alone): Postgres holds the lock that
+// orders notifying commits for no flush, and a notification lost in a crash delays a job
+// until its holder's safety sweep, as one missed while not listening does.
+func (q *Queries) BatchesWake(ctx context.Context, db DBTX, serviceIds []string) error {
+	_, err := db.Exec(ctx, batchesWake, serviceIds)
+	return err
 }
 
 const duplicateExplainers = `-- name: DuplicateExplainers :many

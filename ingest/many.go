@@ -1,0 +1,164 @@
+package ingest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/batchclaim/batchclaim"
+	"github.com/batchclaim/batchclaim/internal/db"
+	"github.com/batchclaim/batchclaim/internal/tracing"
+	"github.com/batchclaim/batchclaim/pgdb"
+)
+
+// Job is one job (batch) for EnqueueMany: Enqueue's arguments.
+type Job struct {
+	ServiceID string
+	BatchID   string
+	Payload   []byte
+	Options   []EnqueueOption // RunAt, MaxAttempts, Kind, Timeout
+}
+
+// MaxEnqueueMany bounds the jobs of one EnqueueMany call.
+const MaxEnqueueMany = 100_000
+
+// EnqueueMany stores many jobs, of one service_id or many, in one statement: what Enqueue
+// does for each, in the order given, all or nothing. Each service_id's jobs are stored after
+// every job of it committed before, in the order they have in jobs (their seq and their
+// place in the key's queue follow it), and other enqueues of those service_ids wait for the
+// statement's transaction to end.
+//
+// The result has one Stored per job, in the order given: New false for a duplicate, a
+// (ServiceID, BatchID) stored before or earlier in jobs, which is skipped (its options too)
+// and reported with the Seq of the job stored under that pair. A job whose pair a concurrent
+// transaction stored, invisible to this one's snapshot (a REPEATABLE READ transaction), fails
+// the call. Any error stores nothing (pass a pgx.Tx to make it atomic with your own writes
+// as well); an error inside a transaction leaves that transaction to be rolled back.
+//
+// Given a pool, the statement is a transaction of its own and the holders of the
+// service_ids are woken just after it commits; given a transaction, when that transaction
+// commits (once per service_id either way).
+//
+// The statement takes one entry of the server's lock table per distinct service_id (the
+// enqueue lock) until its transaction ends. The server holds max_locks_per_transaction x
+// (max_connections + max_prepared_transactions) entries in all (6,400 with Postgres's
+// defaults), shared by every session: a call with more distinct service_ids than are free
+// fails ("out of shared memory") and stores nothing; store such a set in several
+// transactions. The locks are taken in one order (by the lock's key), so two EnqueueMany
+// calls never deadlock with each other; a transaction of yours that enqueues several
+// service_ids one at a time while another transaction stores them in bulk may, and Postgres
+// then ends one of them (SQLSTATE 40P01, safe to retry).
+func EnqueueMany(ctx context.Context, q pgdb.Querier, jobs []Job) (_ []Stored, err error) {
+	ctx, span := tracing.Start(ctx, tracing.Enqueue, tracing.Batches.Int(len(jobs)))
+	defer func() { tracing.End(span, err) }()
+	if len(jobs) == 0 {
+		return []Stored{}, nil
+	}
+	if len(jobs) > MaxEnqueueMany {
+		return nil, fmt.Errorf("%d jobs in one call; at most %d", len(jobs), MaxEnqueueMany)
+	}
+	p := db.BatchesInsertManyParams{
+		ServiceIds: make([]string, len(jobs)), BatchIds: make([]string, len(jobs)), Payloads: make([][]byte, len(jobs)),
+		RunAts: make([]time.Time, len(jobs)), MaxAttempts: make([]int32, len(jobs)), Kinds: make([]string, len(jobs)),
+		TimeoutsMs: make([]int64, len(jobs)), WakeAfterCommit: commitsAlone(q),
+	}
+	for i, j := range jobs {
+		if err := batchclaim.ValidateServiceID(j.ServiceID); err != nil {
+			return nil, fmt.Errorf("job %d: %w", i, err)
+		}
+		if j.BatchID == "" {
+			return nil, fmt.Errorf("job %d: batch id is empty", i)
+		}
+		o, err := resolveOptions(j.Options)
+		if err != nil {
+			return nil, fmt.Errorf("job %d: %w", i, err)
+		}
+		p.ServiceIds[i], p.BatchIds[i], p.Payloads[i] = j.ServiceID, j.BatchID, j.Payload
+		if p.Payloads[i] == nil {
+			p.Payloads[i] = []byte{} // stored empty, not NULL
+		}
+		if o.runAt != nil {
+			p.RunAts[i] = *o.runAt // the zero time stands for none
+		}
+		if o.maxAttempts != nil {
+			p.MaxAttempts[i] = *o.maxAttempts // 0 stands for none
+		}
+		if o.kind != nil {
+			p.Kinds[i] = *o.kind // "" stands for none
+		}
+		if o.timeoutMs != nil {
+			p.TimeoutsMs[i] = *o.timeoutMs // 0 stands for none
+		}
+	}
+	qs := db.New()
+	rows, err := qs.BatchesInsertMany(ctx, q, p)
+	if err != nil {
+		return nil, fmt.Errorf("store jobs: %w", err)
+	}
+	type pair struct{ serviceID, batchID string }
+	seqs := make(map[pair]int64, len(rows))
+	for _, r := range rows {
+		seqs[pair{r.ServiceID, r.BatchID}] = r.Seq
+	}
+	out := make([]Stored, len(jobs))
+	var before []int // jobs stored before this call
+	for i, j := range jobs {
+		k := pair{j.ServiceID, j.BatchID}
+		seq, ok := seqs[k]
+		switch {
+		case !ok:
+			before = append(before, i)
+		case seq > 0:
+			out[i] = Stored{BatchID: j.BatchID, Seq: seq, New: true}
+			seqs[k] = -seq // a later job of the same pair is its duplicate
+		default:
+			out[i] = Stored{BatchID: j.BatchID, Seq: -seq}
+		}
+	}
+	if len(before) > 0 {
+		if err := lookUpStored(ctx, qs, q, jobs, before, out); err != nil {
+			return nil, err
+		}
+	}
+	if len(rows) > 0 && p.WakeAfterCommit {
+		woken := make(map[string]struct{}, len(rows))
+		ids := make([]string, 0, len(rows))
+		for _, r := range rows {
+			if _, ok := woken[r.ServiceID]; !ok {
+				woken[r.ServiceID] = struct{}{}
+				ids = append(ids, r.ServiceID)
+			}
+		}
+		wakeAfterCommit(ctx, q, ids...)
+	}
+	return out, nil
+}
+
+// errStoredUnseen: a job's pair was stored by a transaction this one's snapshot does not see.
+var errStoredUnseen = errors.New("stored by a concurrent transaction this transaction's snapshot does not see")
+
+// lookUpStored fills in the Seq of the jobs (by index) that were stored before.
+func lookUpStored(ctx context.Context, qs *db.Queries, q pgdb.Querier, jobs []Job, idx []int, out []Stored) error {
+	svcs, ids := make([]string, len(idx)), make([]string, len(idx))
+	for n, i := range idx {
+		svcs[n], ids[n] = jobs[i].ServiceID, jobs[i].BatchID
+	}
+	rows, err := qs.BatchesLookupMany(ctx, q, db.BatchesLookupManyParams{ServiceIds: svcs, BatchIds: ids})
+	if err != nil {
+		return fmt.Errorf("look up stored jobs: %w", err)
+	}
+	type pair struct{ serviceID, batchID string }
+	seqs := make(map[pair]int64, len(rows))
+	for _, r := range rows {
+		seqs[pair{r.ServiceID, r.BatchID}] = r.Seq
+	}
+	for _, i := range idx {
+		seq, ok := seqs[pair{jobs[i].ServiceID, jobs[i].BatchID}]
+		if !ok {
+			return fmt.Errorf("job %d (service_id %q, batch %q): %w", i, jobs[i].ServiceID, jobs[i].BatchID, errStoredUnseen)
+		}
+		out[i] = Stored{BatchID: jobs[i].BatchID, Seq: seq}
+	}
+	return nil
+}

@@ -1,0 +1,317 @@
+package ingest_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/batchclaim/batchclaim/ingest"
+	"github.com/batchclaim/batchclaim/internal/dbtest"
+	"github.com/batchclaim/batchclaim/internal/testutil"
+	"github.com/batchclaim/batchclaim/pgdb"
+)
+
+// keyOrder returns the batch ids of a service_id in the order of its queue (pos), with seq
+// order checked to be the same.
+func keyOrder(t *testing.T, pool *pgxpool.Pool, serviceID string) []string {
+	t.Helper()
+	rows, err := pool.Query(t.Context(), `SELECT batch_id, seq, pos FROM batchclaim.batches WHERE service_id = $1 ORDER BY pos`, serviceID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	var lastSeq int64
+	for rows.Next() {
+		var id string
+		var seq, pos int64
+		if err := rows.Scan(&id, &seq, &pos); err != nil {
+			t.Fatal(err)
+		}
+		if seq < lastSeq {
+			t.Errorf("%s: %s has seq %d after seq %d in pos order", serviceID, id, seq, lastSeq)
+		}
+		lastSeq = seq
+		ids = append(ids, id)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return ids
+}
+
+func TestEnqueueMany(t *testing.T) {
+	t.Parallel()
+
+	t.Run("each key's jobs in the order given, claim rows created", func(t *testing.T) {
+		t.Parallel()
+		ctx, pool := t.Context(), dbtest.NewPool(t)
+		var jobs []ingest.Job
+		for i := range 30 {
+			jobs = append(jobs, ingest.Job{ServiceID: fmt.Sprintf("k%d", i%3), BatchID: fmt.Sprintf("j%02d", i), Payload: []byte{byte(i)}})
+		}
+		stored, err := ingest.EnqueueMany(ctx, pool, jobs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(stored) != len(jobs) {
+			t.Fatalf("%d results for %d jobs", len(stored), len(jobs))
+		}
+		for i, s := range stored {
+			if !s.New || s.BatchID != jobs[i].BatchID || s.Seq == 0 {
+				t.Errorf("job %d: %+v", i, s)
+			}
+			if i >= 3 && s.Seq <= stored[i-3].Seq {
+				t.Errorf("job %d of %s: seq %d not after %d", i, jobs[i].ServiceID, s.Seq, stored[i-3].Seq)
+			}
+		}
+		for k := range 3 {
+			var want []string
+			for i := k; i < 30; i += 3 {
+				want = append(want, fmt.Sprintf("j%02d", i))
+			}
+			if got := keyOrder(t, pool, fmt.Sprintf("k%d", k)); fmt.Sprint(got) != fmt.Sprint(want) {
+				t.Errorf("k%d in queue order %v, want %v", k, got, want)
+			}
+		}
+		var claimRows int
+		if err := pool.QueryRow(ctx, `SELECT count(*) FROM batchclaim.service_id_claims WHERE service_id IN ('k0', 'k1', 'k2')`).Scan(&claimRows); err != nil {
+			t.Fatal(err)
+		}
+		if claimRows != 3 {
+			t.Errorf("%d claim rows, want 3", claimRows)
+		}
+	})
+
+	t.Run("duplicates are skipped and reported with the stored job's seq", func(t *testing.T) {
+		t.Parallel()
+		ctx, pool := t.Context(), dbtest.NewPool(t)
+		old, err := ingest.Enqueue(ctx, pool, "k", "stored-before", []byte("old"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		stored, err := ingest.EnqueueMany(ctx, pool, []ingest.Job{
+			{ServiceID: "k", BatchID: "a", Payload: []byte("a")},
+			{ServiceID: "k", BatchID: "stored-before", Payload: []byte("new")},
+			{ServiceID: "k", BatchID: "a", Payload: []byte("a again")},
+			{ServiceID: "other", BatchID: "a", Payload: []byte("another key's a")},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := []ingest.Stored{
+			{BatchID: "a", Seq: stored[0].Seq, New: true},
+			{BatchID: "stored-before", Seq: old.Seq},
+			{BatchID: "a", Seq: stored[0].Seq},
+			{BatchID: "a", Seq: stored[3].Seq, New: true},
+		}
+		if fmt.Sprint(stored) != fmt.Sprint(want) || stored[0].Seq == stored[3].Seq {
+			t.Fatalf("stored %+v, want %+v", stored, want)
+		}
+		var payload []byte
+		if err := pool.QueryRow(ctx, `SELECT payload FROM batchclaim.batches WHERE seq = $1`, old.Seq).Scan(&payload); err != nil || string(payload) != "old" {
+			t.Errorf("the job stored before has payload %q (%v), want it unchanged", payload, err)
+		}
+		if got := keyOrder(t, pool, "k"); fmt.Sprint(got) != "[stored-before a]" {
+			t.Errorf("k holds %v", got)
+		}
+	})
+
+	t.Run("options, and a job without a payload is stored empty", func(t *testing.T) {
+		t.Parallel()
+		ctx, pool := t.Context(), dbtest.NewPool(t)
+		at := time.Date(2100, 1, 2, 3, 4, 5, 0, time.UTC)
+		stored, err := ingest.EnqueueMany(ctx, pool, []ingest.Job{
+			{ServiceID: "k", BatchID: "plain"},
+			{ServiceID: "k", BatchID: "later", Options: []ingest.EnqueueOption{ingest.RunAt(at), ingest.MaxAttempts(3),
+				ingest.Kind("email"), ingest.Timeout(1500 * time.Millisecond)}},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, s := range stored {
+			var runAt *time.Time
+			var maxAttempts *int32
+			var kind *string
+			var timeoutMs *int64
+			var payload []byte
+			if err := pool.QueryRow(ctx, `SELECT next_attempt_at, max_attempts, kind, timeout_ms, payload FROM batchclaim.batches WHERE seq = $1`, s.Seq).
+				Scan(&runAt, &maxAttempts, &kind, &timeoutMs, &payload); err != nil {
+				t.Fatal(err)
+			}
+			switch {
+			case i == 0 && (runAt != nil || maxAttempts != nil || kind != nil || timeoutMs != nil || payload == nil || len(payload) != 0):
+				t.Errorf("plain job: run at %v, max attempts %v, kind %v, timeout %v, payload %v", runAt, maxAttempts, kind, timeoutMs, payload)
+			case i == 1 && (runAt == nil || !runAt.Equal(at) || maxAttempts == nil || *maxAttempts != 3 ||
+				kind == nil || *kind != "email" || timeoutMs == nil || *timeoutMs != 1500):
+				t.Errorf("later job: run at %v, max attempts %v, kind %v, timeout %v", runAt, maxAttempts, kind, timeoutMs)
+			}
+		}
+	})
+
+	t.Run("bad input stores nothing", func(t *testing.T) {
+		t.Parallel()
+		ctx, pool := t.Context(), dbtest.NewPool(t)
+		for name, jobs := range map[string][]ingest.Job{
+			"empty batch id":   {{ServiceID: "k", BatchID: "ok"}, {ServiceID: "k"}},
+			"bad service_id":   {{ServiceID: "k", BatchID: "ok"}, {ServiceID: " k", BatchID: "x"}},
+			"max attempts < 1": {{ServiceID: "k", BatchID: "ok"}, {ServiceID: "k", BatchID: "x", Options: []ingest.EnqueueOption{ingest.MaxAttempts(0)}}},
+			"negative timeout": {{ServiceID: "k", BatchID: "ok"}, {ServiceID: "k", BatchID: "x", Options: []ingest.EnqueueOption{ingest.Timeout(-time.Second)}}},
+		} {
+			if _, err := ingest.EnqueueMany(ctx, pool, jobs); err == nil {
+				t.Errorf("%s: no error", name)
+			}
+		}
+		if got, err := ingest.EnqueueMany(ctx, pool, nil); err != nil || len(got) != 0 {
+			t.Errorf("no jobs: %v, %v", got, err)
+		}
+		var n int
+		if err := pool.QueryRow(ctx, `SELECT count(*) FROM batchclaim.batches`).Scan(&n); err != nil || n != 0 {
+			t.Errorf("%d jobs stored (%v), want none", n, err)
+		}
+	})
+
+	t.Run("an error in the statement stores nothing, of any key", func(t *testing.T) {
+		t.Parallel()
+		ctx, pool := t.Context(), dbtest.NewPool(t)
+		// Another transaction holds k2's enqueue lock; the statement gives up waiting for it
+		// after it stored nothing yet, or everything but k2's job: either way nothing stays.
+		holder, err := pool.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer holder.Rollback(ctx) //nolint:errcheck
+		if _, err := ingest.Enqueue(ctx, holder, "k2", "held", nil); err != nil {
+			t.Fatal(err)
+		}
+		err = pgdb.InTx(ctx, pool, pgx.TxOptions{}, func(tx pgx.Tx) error {
+			if _, err := tx.Exec(ctx, `SET LOCAL lock_timeout = '200ms'`); err != nil {
+				return err
+			}
+			_, err := ingest.EnqueueMany(ctx, tx, []ingest.Job{{ServiceID: "k1", BatchID: "a"}, {ServiceID: "k2", BatchID: "b"}, {ServiceID: "k3", BatchID: "c"}})
+			return err
+		})
+		if !pgdb.LockTimeout(err) {
+			t.Fatalf("err = %v, want a lock timeout", err)
+		}
+		_ = holder.Rollback(ctx)
+		var n int
+		if err := pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM batchclaim.batches) + (SELECT count(*) FROM batchclaim.batch_keys)`).Scan(&n); err != nil || n != 0 {
+			t.Errorf("%d rows left (%v), want none", n, err)
+		}
+	})
+
+	t.Run("order is commit order against single enqueues", func(t *testing.T) {
+		t.Parallel()
+		ctx, pool := t.Context(), dbtest.NewPool(t)
+		// A transaction enqueues k's "first" and stays open: the set statement waits for it
+		// and stores its k jobs after "first" once it commits.
+		first, err := pool.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer first.Rollback(ctx) //nolint:errcheck
+		if _, err := ingest.Enqueue(ctx, first, "k", "first", nil); err != nil {
+			t.Fatal(err)
+		}
+		// A set in a transaction of its own, left open once stored: a single enqueue of k
+		// after it waits for its commit.
+		set, err := pool.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer set.Rollback(ctx) //nolint:errcheck
+		setDone := make(chan error, 1)
+		go func() {
+			_, err := ingest.EnqueueMany(ctx, set, []ingest.Job{{ServiceID: "other", BatchID: "o"}, {ServiceID: "k", BatchID: "set-1"}, {ServiceID: "k", BatchID: "set-2"}})
+			setDone <- err
+		}()
+		waitLockWaiters(t, pool, 1)
+		if err := first.Commit(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := <-setDone; err != nil {
+			t.Fatal(err)
+		}
+		lastDone := make(chan error, 1)
+		go func() {
+			_, err := ingest.Enqueue(ctx, pool, "k", "last", nil)
+			lastDone <- err
+		}()
+		waitLockWaiters(t, pool, 1)
+		if err := set.Commit(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := <-lastDone; err != nil {
+			t.Fatal(err)
+		}
+		if got := keyOrder(t, pool, "k"); fmt.Sprint(got) != "[first set-1 set-2 last]" {
+			t.Errorf("k in queue order %v, want [first set-1 set-2 last]", got)
+		}
+	})
+
+	t.Run("two sets over the same keys in opposite orders do not deadlock", func(t *testing.T) {
+		t.Parallel()
+		ctx, pool := t.Context(), dbtest.NewPool(t)
+		var keys []string
+		for i := range 50 {
+			keys = append(keys, fmt.Sprintf("key-%02d", i))
+		}
+		errs := make(chan error, 2)
+		for r := range 2 {
+			go func() {
+				var jobs []ingest.Job
+				for i := range keys {
+					k := keys[i]
+					if r == 1 {
+						k = keys[len(keys)-1-i]
+					}
+					jobs = append(jobs, ingest.Job{ServiceID: k, BatchID: fmt.Sprintf("r%d", r)})
+				}
+				errs <- pgdb.InTx(ctx, pool, pgx.TxOptions{}, func(tx pgx.Tx) error {
+					_, err := ingest.EnqueueMany(ctx, tx, jobs)
+					return err
+				})
+			}()
+		}
+		for range 2 {
+			if err := <-errs; err != nil {
+				t.Error(err)
+			}
+		}
+	})
+
+	t.Run("a pair stored by a transaction this one cannot see fails the call", func(t *testing.T) {
+		t.Parallel()
+		ctx, pool := t.Context(), dbtest.NewPool(t)
+		tx, err := pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer tx.Rollback(ctx)                              //nolint:errcheck
+		if _, err := tx.Exec(ctx, `SELECT 1`); err != nil { // the snapshot is taken
+			t.Fatal(err)
+		}
+		if _, err := ingest.Enqueue(ctx, pool, "k", "x", nil); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := ingest.EnqueueMany(ctx, tx, []ingest.Job{{ServiceID: "k", BatchID: "x"}}); err == nil || errors.Is(err, context.Canceled) {
+			t.Fatalf("err = %v, want the job reported stored by a transaction this one does not see", err)
+		}
+	})
+}
+
+// waitLockWaiters waits until n sessions of the test's database wait on a lock.
+func waitLockWaiters(t *testing.T, pool *pgxpool.Pool, n int) {
+	t.Helper()
+	testutil.WaitFor(t, 10*time.Second, fmt.Sprintf("%d sessions waiting on a lock", n), func() bool {
+		var waiting int
+		_ = pool.QueryRow(t.Context(), `SELECT count(*) FROM pg_stat_activity
+			WHERE datname = current_database() AND wait_event_type = 'Lock' AND state = 'active'`).Scan(&waiting)
+		return waiting >= n
+	})
+}
