@@ -46,34 +46,47 @@ chaos-ha: build ## Long chaos runs on a Patroni cluster (etcd, three members; ne
 	  env -u DATABASE_URL $(BIN)/batchclaim chaos --cluster patroni --seed $$s --duration $(CHAOS_HA_DURATION) $(CHAOS_FLAGS) || exit 1; \
 	done
 
-# make bench: batchclaim's scenarios and River's no-op jobs against one Postgres server:
-# DATABASE_URL when set, else the local server below. Each run creates scratch databases on it
-# and drops them. River runs RIVER_RUNS times as River's own benchmark (cmd/river/riverbench)
-# tunes it (FetchCooldown 2ms, FetchPollInterval 20ms, 2,000 workers, pgx's default pool;
-# RIVER_JOBS jobs), then once at River's defaults (FetchCooldown 100ms, FetchPollInterval 1s)
-# with RIVER_DEFAULTS_WORKERS workers. BENCH_FLAGS go to `batchclaim bench`; the jobs
-# scenario runs once more with BENCH_JOBS_TUNED (none: not again). The ratio of each jobs line
-# to River's best is printed last.
+# make bench: batchclaim's scenarios and River's against one Postgres server: DATABASE_URL
+# when set, else the local server below. Each run creates scratch databases on it and drops
+# them. First the producer scenarios (PRODUCER_SCENARIOS: enqueue, bulk, steady), each run by
+# batchclaim and at once by River at the tuning of River's own benchmark (cmd/river/riverbench:
+# FetchCooldown 2ms, FetchPollInterval 20ms, 2,000 workers), the pair PRODUCER_RUNS times, so
+# that both sides of a ratio ran in the same minutes. Then every other scenario of `batchclaim
+# bench` (BENCH_SCENARIOS); the jobs scenario once more with BENCH_JOBS_TUNED (none: not again).
+# Then River's backlog of no-op jobs RIVER_RUNS times at riverbench's tuning (pgx's default
+# pool; RIVER_JOBS jobs), and once at River's defaults (FetchCooldown 100ms, FetchPollInterval
+# 1s) with RIVER_DEFAULTS_WORKERS workers. BENCH_FLAGS go to every `batchclaim bench`. The
+# ratios to River come last, each side named with its settings.
 BENCH_DATABASE_URL := $(or $(DATABASE_URL),postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable)
 BENCH_FLAGS ?=
+BENCH_SCENARIOS ?= jobs serial ledger defaults latency many-claims failover scale churn cycle
 BENCH_JOBS_TUNED ?= --workers 500 --per-key 50 --conns 8
+PRODUCER_SCENARIOS ?= enqueue bulk steady
+PRODUCER_RUNS ?= 2
 RIVER_RUNS ?= 2
 RIVER_JOBS ?= 100000
 RIVER_DEFAULTS_WORKERS ?= 1000
 RIVER_DEFAULTS_JOBS ?= 50000
 
 .PHONY: bench
-bench: build ## Measure every `batchclaim bench` scenario and River (at its own benchmark's tuning and at its defaults) on the same Postgres; print jobs/River
+bench: build ## Measure every `batchclaim bench` scenario and River (at its own benchmark's tuning and at its defaults) on the same Postgres; print the ratios to River
 	cd bench/river && $(GO) build -o ../../$(BIN)/river-bench .
 	@set -o pipefail; out=$$(mktemp); trap 'rm -f '$$out EXIT; \
-	  DATABASE_URL='$(BENCH_DATABASE_URL)' $(BIN)/batchclaim bench --json $(BENCH_FLAGS) | tee $$out || exit 1; \
+	  export DATABASE_URL='$(BENCH_DATABASE_URL)'; \
+	  for i in $$(seq $(PRODUCER_RUNS)); do for s in $(PRODUCER_SCENARIOS); do \
+	    $(BIN)/batchclaim bench --json --scenario $$s $(BENCH_FLAGS) | tee -a $$out || exit 1; \
+	    $(BIN)/river-bench --tuning riverbench --scenario $$s | tee -a $$out || exit 1; \
+	  done; done; \
+	  for s in $(BENCH_SCENARIOS); do \
+	    $(BIN)/batchclaim bench --json --scenario $$s $(BENCH_FLAGS) | tee -a $$out || exit 1; \
+	  done; \
 	  if [ -n '$(strip $(BENCH_JOBS_TUNED))' ]; then \
-	    DATABASE_URL='$(BENCH_DATABASE_URL)' $(BIN)/batchclaim bench --json --scenario jobs $(BENCH_JOBS_TUNED) | tee -a $$out || exit 1; \
+	    $(BIN)/batchclaim bench --json --scenario jobs $(BENCH_JOBS_TUNED) | tee -a $$out || exit 1; \
 	  fi; \
 	  for i in $$(seq $(RIVER_RUNS)); do \
-	    DATABASE_URL='$(BENCH_DATABASE_URL)' $(BIN)/river-bench --tuning riverbench --jobs $(RIVER_JOBS) | tee -a $$out || exit 1; \
+	    $(BIN)/river-bench --tuning riverbench --jobs $(RIVER_JOBS) | tee -a $$out || exit 1; \
 	  done; \
-	  DATABASE_URL='$(BENCH_DATABASE_URL)' $(BIN)/river-bench --tuning defaults --workers $(RIVER_DEFAULTS_WORKERS) --jobs $(RIVER_DEFAULTS_JOBS) | tee -a $$out || exit 1; \
+	  $(BIN)/river-bench --tuning defaults --workers $(RIVER_DEFAULTS_WORKERS) --jobs $(RIVER_DEFAULTS_JOBS) | tee -a $$out || exit 1; \
 	  awk -f bench/ratio.awk $$out
 
 # The long scenarios, minutes each: the short chaos runs (two 60s runs on a throwaway primary

@@ -1,7 +1,9 @@
-# ratio.awk reads the JSON lines of `make bench` (batchclaim bench --json, then bench/river)
-# and prints batchclaim's jobs per second over River's: against River's best run at the
-# tuning of River's own benchmark (riverbench), then against River at its defaults. Each side
-# is named with its settings.
+# ratio.awk reads the JSON lines of `make bench` (batchclaim bench --json and bench/river) and
+# prints batchclaim over River, each side named with its settings. The producer scenarios come
+# in pairs, batchclaim's line then River's (run at once after it): enqueue and bulk as jobs per
+# second (higher is better), steady as latencies (lower is better), each pair on its own line
+# and the best of each side. Then the backlog: batchclaim's jobs per second over River's best
+# run at the tuning of River's own benchmark (riverbench), then over River at its defaults.
 
 function num(line, field,    re) {
 	re = "\"" field "\":-?[0-9.eE+-]+"
@@ -21,6 +23,44 @@ function riverSettings(line) {
 		num(line, "workers"), num(line, "conns"), num(line, "jobs"))
 }
 
+function riverProducer(line) {
+	return sprintf("River %s, %s tuning: FetchCooldown %gms, FetchPollInterval %gms, %d workers",
+		str(line, "river_version"), str(line, "tuning"), num(line, "fetch_cooldown_ms"), num(line, "fetch_poll_interval_ms"), num(line, "workers"))
+}
+
+# The producer scenarios: batchclaim's line, then River's.
+/"scenario":"(enqueue|bulk|steady)"/ {
+	match($0, /"scenario":"[a-z]+"/)
+	s = substr($0, RSTART + 12, RLENGTH - 13)
+	mine[s] = $0
+}
+/"scenario":"river-(enqueue|bulk|steady)"/ {
+	match($0, /"scenario":"river-[a-z]+"/)
+	s = substr($0, RSTART + 18, RLENGTH - 19)
+	theirs = $0
+	pairs[s]++
+	if (!(s in mine)) next
+	m = mine[s]
+	if (s == "steady") {
+		line = sprintf("steady %g jobs/s asked (%g and %g achieved), enqueue to done p50/p99 %g/%g ms vs River %g/%g ms, enqueue to start p50/p99 %g/%g vs %g/%g ms (%s)",
+			num(m, "rate_asked"), num(m, "rate_achieved"), num(theirs, "rate_achieved"),
+			num(m, "enqueue_to_done_p50_ms"), num(m, "enqueue_to_done_p99_ms"), num(theirs, "enqueue_to_done_p50_ms"), num(theirs, "enqueue_to_done_p99_ms"),
+			num(m, "enqueue_to_start_p50_ms"), num(m, "enqueue_to_start_p99_ms"), num(theirs, "enqueue_to_start_p50_ms"), num(theirs, "enqueue_to_start_p99_ms"),
+			riverProducer(theirs))
+		if (!(s in bestMine) || num(m, "enqueue_to_done_p99_ms") < num(bestMine[s], "enqueue_to_done_p99_ms")) bestMine[s] = m
+		if (!(s in bestTheirs) || num(theirs, "enqueue_to_done_p99_ms") < num(bestTheirs[s], "enqueue_to_done_p99_ms")) bestTheirs[s] = theirs
+	} else {
+		a = num(m, "jobs_per_second"); b = num(theirs, "jobs_per_second")
+		what = s == "enqueue" ? sprintf("%d producers, single-job enqueue (River: Insert)", num(m, "producers")) : sprintf("one call of %d jobs (River: InsertManyFast)", num(m, "jobs_per_call"))
+		who = s == "bulk" ? "River " str(theirs, "river_version") ", no client working" : riverProducer(theirs)
+		line = sprintf("%s %s: %.0f jobs/s vs River %.0f = %.2f (%s)", s, what, a, b, b > 0 ? a / b : 0, who)
+		if (a > num(bestMine[s], "jobs_per_second")) bestMine[s] = m
+		if (b > num(bestTheirs[s], "jobs_per_second")) bestTheirs[s] = theirs
+	}
+	producerLines[++np] = line
+	delete mine[s]
+}
+
 /"scenario":"jobs"/ {
 	jobs[++nj] = num($0, "jobs_per_second")
 	jobsSet[nj] = sprintf("%d nodes x %d workers, %d connections each, %d keys x %d jobs",
@@ -35,6 +75,17 @@ function riverSettings(line) {
 }
 
 END {
+	for (i = 1; i <= np; i++) print producerLines[i]
+	for (s in bestMine) {
+		if (!(s in bestTheirs)) continue
+		if (s == "steady")
+			printf "steady, best of each side: enqueue to done p50/p99 %g/%g ms vs River %g/%g ms\n",
+				num(bestMine[s], "enqueue_to_done_p50_ms"), num(bestMine[s], "enqueue_to_done_p99_ms"),
+				num(bestTheirs[s], "enqueue_to_done_p50_ms"), num(bestTheirs[s], "enqueue_to_done_p99_ms")
+		else
+			printf "%s, best of each side: %.0f vs %.0f jobs/s = %.2f\n", s, num(bestMine[s], "jobs_per_second"),
+				num(bestTheirs[s], "jobs_per_second"), num(bestMine[s], "jobs_per_second") / num(bestTheirs[s], "jobs_per_second")
+	}
 	if (!nj) { print "no jobs line: no ratio to River"; exit }
 	for (i = 1; i <= nj; i++) {
 		printf "batchclaim jobs: %.0f jobs/s (%s)\n", jobs[i], jobsSet[i]

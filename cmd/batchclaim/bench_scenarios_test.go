@@ -260,8 +260,8 @@ func TestBenchChurnScenario(t *testing.T) {
 }
 
 // The producer scenarios on a small shape: enqueue counts the jobs the producers stored while
-// the nodes worked; steady paces them and reports every job's latencies by window, each job
-// started and done after its enqueue began.
+// the nodes worked; bulk times its calls of EnqueueMany; steady paces the producers and
+// reports every job's latencies by window, each job started and done after its enqueue began.
 func TestBenchProducerScenarios(t *testing.T) {
 	t.Parallel()
 	bin := buildBinary(t)
@@ -271,6 +271,12 @@ func TestBenchProducerScenarios(t *testing.T) {
 		"call_p50_ms", "call_p99_ms", "call_max_ms", "ended_while_producing")
 	if m["scenario"] != "enqueue" || num(m, "jobs") <= 0 || num(m, "jobs_per_second") <= 0 || num(m, "call_p99_ms") < num(m, "call_p50_ms") {
 		t.Errorf("enqueue: %v", m)
+	}
+	m = benchJSON(t, bin, "--scenario", "bulk", "--bulk-jobs", "300", "--bulk-runs", "3", "--producer-keys", "20")
+	hasFields(t, m, "keys", "jobs_per_call", "calls", "call_seconds", "best_seconds", "median_seconds", "jobs_per_second", "method")
+	if calls, _ := m["call_seconds"].([]any); m["scenario"] != "bulk" || len(calls) != 3 || num(m, "best_seconds") <= 0 ||
+		num(m, "median_seconds") < num(m, "best_seconds") || num(m, "jobs_per_second") <= 0 {
+		t.Errorf("bulk: %v", m)
 	}
 	m = benchJSON(t, bin, append([]string{"--scenario", "steady", "--steady-rate", "40", "--steady-duration", "3s", "--steady-window", "1s"}, shape...)...)
 	hasFields(t, m, "rate_asked", "rate_achieved", "jobs", "window_s", "all", "windows", "call_p50_ms")

@@ -17,8 +17,9 @@ func TestBenchFlags(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"--scenario", "river"}, `--scenario "river": want jobs, serial, ledger, enqueue, steady, defaults, latency, many-claims, failover, scale, churn, cycle or all`},
-		{[]string{"--producers", "0"}, "--producers, --producer-keys and --producer-nodes must be at least 1"},
+		{[]string{"--scenario", "river"}, `--scenario "river": want jobs, serial, ledger, enqueue, bulk, steady, defaults, latency, many-claims, failover, scale, churn, cycle or all`},
+		{[]string{"--producers", "0"}, "--producers, --producer-keys, --producer-nodes, --bulk-jobs and --bulk-runs must be at least 1"},
+		{[]string{"--bulk-jobs", "0"}, "--bulk-jobs and --bulk-runs must be at least 1"},
 		{[]string{"--steady-rate", "0"}, "--steady-rate and --steady-window positive"},
 		{[]string{"--enqueue-duration", "0s"}, "--enqueue-duration, --steady-duration"},
 		{[]string{"--serial-jobs", "0"}, "--serial-jobs must be at least 1"},

@@ -45,12 +45,12 @@ type benchTotals struct {
 }
 
 // benchScenarios are the scenarios of `batchclaim bench`, in the order `all` runs them.
-var benchScenarios = []string{"jobs", "serial", "ledger", "enqueue", "steady", "defaults", "latency", "many-claims", "failover", "scale", "churn", "cycle"}
+var benchScenarios = []string{"jobs", "serial", "ledger", "enqueue", "bulk", "steady", "defaults", "latency", "many-claims", "failover", "scale", "churn", "cycle"}
 
 // Command is `batchclaim bench`: it measures the scenarios args choose, each on scratch
 // databases, and writes the results to stdout (one JSON object a line with --json).
 func Command(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := cli.NewFlagSet("bench", "[--scenario jobs|serial|ledger|enqueue|steady|defaults|latency|many-claims|failover|scale|churn|cycle|all] [--json] [flags]",
+	fs := cli.NewFlagSet("bench", "[--scenario jobs|serial|ledger|enqueue|bulk|steady|defaults|latency|many-claims|failover|scale|churn|cycle|all] [--json] [flags]",
 		"Measures batchclaim on scratch databases (DATABASE_URL, else a throwaway local cluster):\n\n"+
 			"  jobs      the job-runner path: --nodes nodes in this process, --keys x --per-key jobs stored\n"+
 			"            up front, a Submitter that does nothing. Jobs per second, stored-to-done latency,\n"+
@@ -62,6 +62,8 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) error
 			"  enqueue   --producers goroutines call ingest.Enqueue (one job a call) as fast as they can for\n"+
 			"            --enqueue-duration over --producer-keys keys, on a pool of their own, while --producer-nodes\n"+
 			"            nodes with run's defaults (a Submitter that does nothing) work: jobs enqueued per second.\n"+
+			"  bulk      --bulk-runs calls of ingest.EnqueueMany, --bulk-jobs jobs each over --producer-keys keys,\n"+
+			"            no node working: seconds a call.\n"+
 			"  steady    the same producers at a fixed --steady-rate for --steady-duration: enqueue to start and\n"+
 			"            to done, p50/p99/max per --steady-window of arrival.\n"+
 			"  defaults  two `batchclaim run` processes with default flags against the simulator at zero\n"+
@@ -95,7 +97,7 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) error
 			"            Cycles per second, serialization retries, cycle latency, row updates.\n\n"+
 			"--json prints one object per line, each with a \"scenario\" field; everything else goes to\n"+
 			"stderr. See docs/performance.md.", stderr)
-	scenario := fs.String("scenario", "all", "jobs | serial | ledger | enqueue | steady | defaults | latency | many-claims | failover | scale | churn | cycle | all")
+	scenario := fs.String("scenario", "all", "jobs | serial | ledger | enqueue | bulk | steady | defaults | latency | many-claims | failover | scale | churn | cycle | all")
 	asJSON := fs.Bool("json", false, "print one JSON object per scenario, one a line")
 	keep := fs.Bool("keep", false, "keep the scratch databases (and the failover and scale instance logs)")
 	nodes := fs.Int("nodes", 2, "jobs, ledger: nodes, each with its own pool")
@@ -112,6 +114,8 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	enqueueFor := fs.Duration("enqueue-duration", 20*time.Second, "enqueue: how long the producers run")
 	fs.Float64Var(&pr.rate, "steady-rate", 600, "steady: jobs per second asked for")
 	steadyFor := fs.Duration("steady-duration", time.Minute, "steady: how long the producers run")
+	fs.IntVar(&pr.bulkJobs, "bulk-jobs", 10000, "bulk: jobs of one EnqueueMany call")
+	fs.IntVar(&pr.bulkRuns, "bulk-runs", 5, "bulk: calls, each timed")
 	fs.DurationVar(&pr.window, "steady-window", 10*time.Second, "steady: latencies are reported per window of this length")
 	var lc latencyConfig
 	fs.IntVar(&lc.batches, "latency-batches", 40, "latency: batches POSTed one at a time, in each of the two runs")
@@ -184,7 +188,7 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		run = benchScenarios
 	default:
 		if !slices.Contains(benchScenarios, *scenario) {
-			return fmt.Errorf("--scenario %q: want jobs, serial, ledger, enqueue, steady, defaults, latency, many-claims, failover, scale, churn, cycle or all", *scenario)
+			return fmt.Errorf("--scenario %q: want jobs, serial, ledger, enqueue, bulk, steady, defaults, latency, many-claims, failover, scale, churn, cycle or all", *scenario)
 		}
 		run = []string{*scenario}
 	}
@@ -206,8 +210,8 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if mc.claims < 1 || mc.last < 1 || mc.last > mc.claims || mc.limit <= 0 || mc.firstLimit <= 0 || mc.claimLimit <= 0 {
 		return fmt.Errorf("--many-claims and --many-claims-last must be at least 1, --many-claims-last at most --many-claims, the --many-claims durations positive")
 	}
-	if pr.producers < 1 || pr.keys < 1 || pr.nodes < 1 || *enqueueFor <= 0 || *steadyFor <= 0 || pr.rate <= 0 || pr.window <= 0 {
-		return fmt.Errorf("--producers, --producer-keys and --producer-nodes must be at least 1, --enqueue-duration, --steady-duration, --steady-rate and --steady-window positive")
+	if pr.producers < 1 || pr.keys < 1 || pr.nodes < 1 || pr.bulkJobs < 1 || pr.bulkRuns < 1 || *enqueueFor <= 0 || *steadyFor <= 0 || pr.rate <= 0 || pr.window <= 0 {
+		return fmt.Errorf("--producers, --producer-keys, --producer-nodes, --bulk-jobs and --bulk-runs must be at least 1, --enqueue-duration, --steady-duration, --steady-rate and --steady-window positive")
 	}
 	lc.runFlags, lc.offFlags = strings.Fields(*latencyRunFlags), strings.Fields(*latencyOffFlags)
 	dc.runFlags, mc.runFlags = strings.Fields(*defaultsRunFlags), strings.Fields(*manyClaimsRunFlags)
@@ -263,6 +267,14 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) error
 			r, err := benchEnqueue(ctx, c, info)
 			if err != nil {
 				return fmt.Errorf("enqueue: %w", err)
+			}
+			if err := emit(enc, *asJSON, r, r.print, stdout); err != nil {
+				return err
+			}
+		case "bulk":
+			r, err := benchBulk(ctx, pr, info)
+			if err != nil {
+				return fmt.Errorf("bulk: %w", err)
 			}
 			if err := emit(enc, *asJSON, r, r.print, stdout); err != nil {
 				return err

@@ -454,3 +454,58 @@ func benchSteady(ctx context.Context, c producerConfig, info io.Writer) (steadyR
 	r.Windows, r.All, err = steadyWindows(start, c.window, p.clock.sent, p.clock.started, p.clock.done)
 	return r, err
 }
+
+// bulkResult is the bulk scenario's JSON line.
+type bulkResult struct {
+	Scenario      string    `json:"scenario"`
+	Method        string    `json:"method"`
+	Keys          int       `json:"keys"`
+	JobsPerCall   int       `json:"jobs_per_call"`
+	Calls         int       `json:"calls"`
+	CallSeconds   []float64 `json:"call_seconds"`
+	BestSeconds   float64   `json:"best_seconds"`
+	MedianSeconds float64   `json:"median_seconds"`
+	JobsPerSecond float64   `json:"jobs_per_second"`
+}
+
+const bulkMethod = "ingest.EnqueueMany of jobs_per_call jobs over keys keys (jobs_per_call/keys each, the keys in turn) in one " +
+	"call, given the pool (its own transaction), no node working; each call timed from its start to its return; " +
+	"jobs_per_second from the median call"
+
+func (r bulkResult) print(w io.Writer) {
+	fmt.Fprintf(w, "bulk: ingest.EnqueueMany of %d jobs over %d keys in one call, %d calls\n", r.JobsPerCall, r.Keys, r.Calls)
+	fmt.Fprintf(w, "  seconds a call %v: best %.3f, median %.3f: %.0f jobs/s\n\n", r.CallSeconds, r.BestSeconds, r.MedianSeconds, r.JobsPerSecond)
+}
+
+// benchBulk times EnqueueMany calls of c.bulkJobs jobs each.
+func benchBulk(ctx context.Context, c producerConfig, info io.Writer) (bulkResult, error) {
+	r := bulkResult{Scenario: "bulk", Method: bulkMethod, Keys: c.keys, JobsPerCall: c.bulkJobs, Calls: c.bulkRuns}
+	db, admin, err := scratchWithAdmin(ctx, "batchclaim_bench_bulk", c.keep, info)
+	if err != nil {
+		return r, err
+	}
+	defer db.Close(ctx)
+	defer admin.Close()
+	keys := serviceIDs("key", c.keys)
+	for run := range c.bulkRuns {
+		jobs := make([]ingest.Job, c.bulkJobs)
+		for i := range jobs {
+			jobs[i] = ingest.Job{ServiceID: keys[i%len(keys)], BatchID: fmt.Sprintf("bulk-%d-%d", run, i), Payload: []byte("{}")}
+		}
+		t := time.Now()
+		stored, err := ingest.EnqueueMany(ctx, admin, jobs)
+		if err != nil {
+			return r, err
+		}
+		r.CallSeconds = append(r.CallSeconds, round3(time.Since(t).Seconds()))
+		for i, s := range stored {
+			if !s.New {
+				return r, fmt.Errorf("job %d reported as a duplicate", i)
+			}
+		}
+	}
+	sorted := slices.Sorted(slices.Values(r.CallSeconds))
+	r.BestSeconds, r.MedianSeconds = sorted[0], sorted[len(sorted)/2]
+	r.JobsPerSecond = round3(float64(c.bulkJobs) / r.MedianSeconds)
+	return r, nil
+}
