@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"unicode/utf8"
 
 	"github.com/google/uuid"
 
@@ -31,7 +32,15 @@ import (
 // The write is conditional on the state, not fenced on a claim: if the batch's owner marks it
 // in flight first, the cancel becomes a request to the running job; if its outcome is
 // recorded first, the cancel acts on the state that outcome left.
+//
+// reason is at most MaxCancelReason bytes of UTF-8 (an error otherwise, nothing changed).
 func Cancel(ctx context.Context, q pgdb.Querier, seq int64, reason string) (Change, error) {
+	switch {
+	case !utf8.ValidString(reason):
+		return Change{}, fmt.Errorf("cancel batch %d: the reason is not valid UTF-8", seq)
+	case len(reason) > MaxCancelReason:
+		return Change{}, fmt.Errorf("cancel batch %d: the reason is %d bytes, at most %d", seq, len(reason), MaxCancelReason)
+	}
 	r, err := db.New().BatchCancel(ctx, q, db.BatchCancelParams{Seq: seq, Detail: reason})
 	if err != nil {
 		return Change{}, fmt.Errorf("cancel batch %d: %w", seq, cancelRefused(ctx, q, seq, err))
@@ -39,6 +48,10 @@ func Cancel(ctx context.Context, q pgdb.Querier, seq int64, reason string) (Chan
 	return Change{Seq: r.Seq, ServiceID: r.ServiceID, From: batchclaim.State(r.FromState), To: batchclaim.State(r.ToState),
 		CancelRequested: r.Requested}, nil
 }
+
+// MaxCancelReason bounds Cancel's reason, in bytes. The reason is kept as the job's last
+// error and in its history of changes, and shown on the status page.
+const MaxCancelReason = 1000
 
 // ErrOutcomeUnknown is why Cancel refuses an UNKNOWN batch (with batchclaim.ErrStateChanged):
 // its last attempt's outcome is unknown, it may have taken effect or (on a ledger) still

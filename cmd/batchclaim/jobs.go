@@ -93,20 +93,16 @@ func batchCommand(ctx context.Context, name, help string, args []string, stdout,
 	return nil
 }
 
-// maxReason bounds cancel's --reason: it is kept as the batch's last error and on its history
-// line (two copies), and shown by the status page and status.
-const maxReason = 1000
-
 // checkReason refuses a reason that says nothing (empty, or blanks), one that is not UTF-8
-// (it is stored as text), or one over maxReason bytes.
+// (it is stored as text), or one over observer.MaxCancelReason bytes.
 func checkReason(r string) error {
 	switch {
 	case strings.TrimSpace(r) == "":
 		return errors.New("give a reason (it is kept with the batch and shown on the status page); leave --reason out for the default")
 	case !utf8.ValidString(r):
 		return errors.New("not valid UTF-8")
-	case len(r) > maxReason:
-		return fmt.Errorf("%d bytes, at most %d", len(r), maxReason)
+	case len(r) > observer.MaxCancelReason:
+		return fmt.Errorf("%d bytes, at most %d", len(r), observer.MaxCancelReason)
 	}
 	return nil
 }
