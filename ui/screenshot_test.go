@@ -441,6 +441,7 @@ func fixtures() (ui.Status, map[string]ui.ServicePage, map[int64]ui.BatchDetail,
 		}
 		return a
 	}
+	kinded := func(r ui.BatchRef, kind string) ui.BatchRef { r.Kind = kind; return r }
 	detail := func(ref ui.BatchRef) ui.BatchDetail {
 		return ui.BatchDetail{BatchRef: ref, Ledger: true, PayloadBytes: 18_432, SubmittedAt: ptr(ref.CreatedAt.Add(200 * time.Millisecond)), Owner: "node-b", Epoch: ptr(int64(3))}
 	}
@@ -463,7 +464,8 @@ func fixtures() (ui.Status, map[string]ui.ServicePage, map[int64]ui.BatchDetail,
 		transition(7*time.Minute+12*time.Second, 1042, "svc-halted", "PENDING", "INVALID", "node-a", 7, "ledger status INVALID"),
 	}
 
-	delayed := detail(ref(1057, "svc-billing", "DELAYED", 3, 6*time.Minute, 95*time.Second))
+	delayed := detail(kinded(ref(1057, "svc-billing", "DELAYED", 3, 6*time.Minute, 95*time.Second), "invoice.send"))
+	delayed.TimeoutMs = ptr(int64(30_000))
 	delayed.NextAttemptAt = ptr(fixedNow.Add(65 * time.Second))
 	delayed.LastError = "503 Service Unavailable: ledger busy"
 	delayed.Posts = []ui.Attempt{
@@ -480,7 +482,8 @@ func fixtures() (ui.Status, map[string]ui.ServicePage, map[int64]ui.BatchDetail,
 		transition(95*time.Second, 1057, "svc-billing", "INFLIGHT", "DELAYED", "node-b", 3, "503 Service Unavailable: ledger busy"),
 	}
 
-	discarded := detail(ref(1061, "svc-billing", "DISCARDED", 5, 40*time.Minute, 48*time.Second))
+	discarded := detail(kinded(ref(1061, "svc-billing", "DISCARDED", 5, 40*time.Minute, 48*time.Second), "invoice.send"))
+	discarded.Output = json.RawMessage(`{"sent":0,"rejected_by":"ledger","lines":42}`)
 	discarded.FinishedAt = agoPtr(48 * time.Second)
 	discarded.LastError = "attempts exhausted (5 of 5): 400 Bad Request: malformed batch list"
 	discarded.Posts = []ui.Attempt{
@@ -509,8 +512,8 @@ func fixtures() (ui.Status, map[string]ui.ServicePage, map[int64]ui.BatchDetail,
 		ref(1070, "svc-orders", "PENDING", 1, 3*time.Second, 1*time.Second),
 		ref(1068, "svc-payments", "COMMITTED", 1, 14*time.Second, 9*time.Second),
 		ref(1063, "svc-billing", "CANCELLED", 0, 50*time.Second, 31*time.Second),
-		ref(1061, "svc-billing", "DISCARDED", 5, 40*time.Minute, 48*time.Second),
-		ref(1057, "svc-billing", "DELAYED", 3, 6*time.Minute, 95*time.Second),
+		kinded(ref(1061, "svc-billing", "DISCARDED", 5, 40*time.Minute, 48*time.Second), "invoice.send"),
+		kinded(ref(1057, "svc-billing", "DELAYED", 3, 6*time.Minute, 95*time.Second), "invoice.send"),
 		ref(1053, "svc-halted", "NEW", 0, 120*time.Second, 120*time.Second),
 		ref(1042, "svc-halted", "INVALID", 2, 9*time.Minute, 7*time.Minute+12*time.Second),
 		ref(1031, "svc-payments", "VALID", 1, 40*time.Minute, 39*time.Minute),
