@@ -42,7 +42,11 @@ func Enqueue(ctx context.Context, q pgdb.Querier, serviceID, batchID string, pay
 	if err != nil {
 		return Stored{}, err
 	}
-	return enqueue(ctx, q, serviceID, batchID, payload, false, o)
+	st, err := enqueue(ctx, q, serviceID, batchID, payload, false, o)
+	if err == nil && !st.New {
+		err = durableRepeat(ctx, q)
+	}
+	return st, err
 }
 
 // resolveOptions applies opts and checks the result.
@@ -154,7 +158,7 @@ func enqueue(ctx context.Context, q pgdb.Querier, serviceID, batchID string, pay
 	// stored under another service_id.
 	old, err := qs.BatchLookup(ctx, q, db.BatchLookupParams{ServiceID: serviceID, BatchID: batchID})
 	if err == nil {
-		return Stored{BatchID: batchID, Seq: old.Seq}, durableRepeat(ctx, q)
+		return Stored{BatchID: batchID, Seq: old.Seq}, nil
 	}
 	if !pgdb.NoRows(err) {
 		return Stored{}, fmt.Errorf("look up stored batch: %w", err)
@@ -196,12 +200,19 @@ func EnqueueBatchList(ctx context.Context, q pgdb.Querier, serviceID string, lis
 // enqueueBatches stores decoded batches of serviceID in order (see EnqueueBatchList).
 func enqueueBatches(ctx context.Context, q pgdb.Querier, serviceID string, batches []dlt.Batch) ([]Stored, error) {
 	out := make([]Stored, 0, len(batches))
+	repeat := false
 	for _, b := range batches {
 		s, err := enqueue(ctx, q, serviceID, b.ID, b.List, true, enqueueOptions{})
 		if err != nil {
 			return nil, err
 		}
 		out = append(out, s)
+		repeat = repeat || !s.New
+	}
+	if repeat { // once for the whole list: one commit waits for all of it
+		if err := durableRepeat(ctx, q); err != nil {
+			return nil, err
+		}
 	}
 	return out, nil
 }
