@@ -73,7 +73,15 @@ func TestARepeatedEnqueueIsAsDurableAsTheFirst(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // no-op after commit
-		s, err := ingest.Enqueue(ctx, tx, "k", "job-1", []byte("payload"))
+		var s ingest.Stored
+		if name == "bulk repeat" {
+			var many []ingest.Stored
+			if many, err = ingest.EnqueueMany(ctx, tx, []ingest.Job{{ServiceID: "k", BatchID: "job-1", Payload: []byte("payload")}}); err == nil {
+				s = many[0]
+			}
+		} else {
+			s, err = ingest.Enqueue(ctx, tx, "k", "job-1", []byte("payload"))
+		}
 		if err != nil {
 			t.Fatalf("%s: enqueue: %v", name, err)
 		}
@@ -93,14 +101,20 @@ func TestARepeatedEnqueueIsAsDurableAsTheFirst(t *testing.T) {
 	if err := conn.QueryRow(ctx, "SELECT count(*) FROM batchclaim.batches WHERE batch_id = 'job-1'").Scan(&n); err != nil || n != 1 {
 		t.Fatalf("the given-up commit's job: %d rows, %v; want it visible on the primary", n, err)
 	}
-	s, err := enqueue("repeat")
-	if s.New {
-		t.Fatalf("the repeat stored the job again: %+v", s)
-	}
-	if err == nil {
-		t.Fatal("the repeated enqueue was reported stored before the standby had the job")
-	}
-	if !strings.Contains(err.Error(), "deadline") {
-		t.Fatalf("the repeat's commit failed otherwise than by waiting: %v", err)
+	for _, name := range []string{"repeat", "bulk repeat"} {
+		s, err := enqueue(name)
+		if s.New {
+			t.Fatalf("the %s stored the job again: %+v", name, s)
+		}
+		if err == nil {
+			t.Fatalf("the %s was reported stored before the standby had the job", name)
+		}
+		if !strings.Contains(err.Error(), "deadline") {
+			t.Fatalf("the %s's commit failed otherwise than by waiting: %v", name, err)
+		}
+		conn.Close(ctx)
+		if conn, err = pgx.Connect(ctx, cluster.URL()); err != nil {
+			t.Fatal(err)
+		}
 	}
 }

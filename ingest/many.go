@@ -120,6 +120,10 @@ func EnqueueMany(ctx context.Context, q pgdb.Querier, jobs []Job) (_ []Stored, e
 		if err := lookUpStored(ctx, qs, q, jobs, before, out); err != nil {
 			return nil, err
 		}
+		// Reported stored only once as durable as new ones would be (durable.go).
+		if err := durableRepeat(ctx, q); err != nil {
+			return nil, err
+		}
 	}
 	if len(rows) > 0 && p.WakeAfterCommit {
 		woken := make(map[string]struct{}, len(rows))
