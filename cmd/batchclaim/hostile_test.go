@@ -111,6 +111,7 @@ type answer struct {
 	status int
 	header http.Header
 	body   []byte
+	err    error // the request got no answer (status 0)
 }
 
 // apiError decodes the error body: its code and request id.
@@ -162,11 +163,11 @@ func (c *hostileClient) do(r request) answer {
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {
-		return answer{}
+		return answer{err: err}
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
-	return answer{resp.StatusCode, resp.Header, b}
+	return answer{status: resp.StatusCode, header: resp.Header, body: b}
 }
 
 func (c *hostileClient) waitStatus(path string, want int, within time.Duration) {
@@ -258,21 +259,32 @@ func TestHostile(t *testing.T) {
 		}
 		wg.Wait()
 		counts := map[int]int{}
+		resets := 0
 		for _, a := range answers {
 			counts[a.status]++
 			code, id, _ := a.apiError()
 			switch {
 			case a.status == http.StatusBadRequest && code == 35:
 			case a.status == http.StatusServiceUnavailable && code == 31 && a.header.Get("Retry-After") == "1":
+			case a.status == 0 && (errors.Is(a.err, syscall.ECONNRESET) || errors.Is(a.err, syscall.EPIPE)):
+				// Refused before its body was read (503, code 31): the server closes the
+				// connection with most of the 10 MiB unread, and the kernel resets it, which
+				// may reach the client before the answer does. Reading the body to the end
+				// instead is what the bound is there to avoid.
+				resets++
+				continue
 			default:
-				t.Errorf("answer %d code %d: %.200s", a.status, code, a.body)
+				t.Errorf("answer %d code %d: %.200s (%v)", a.status, code, a.body, a.err)
 			}
 			if id == "" || id != a.header.Get("X-Request-Id") {
 				t.Errorf("error answer without its request id: header %q, body %q", a.header.Get("X-Request-Id"), id)
 			}
 		}
 		peak := run.memKiB(t, "VmHWM")
-		t.Logf("answers %v; peak RSS %d MiB (before the burst %d MiB, limit %d MiB)", counts, peak>>10, baseline>>10, hostileRSSLimit>>20)
+		t.Logf("answers %v (%d of them connections reset before the answer arrived); peak RSS %d MiB (before the burst %d MiB, limit %d MiB)", counts, resets, peak>>10, baseline>>10, hostileRSSLimit>>20)
+		if resets > len(answers)/4 {
+			t.Errorf("%d of %d requests reset without an answer: the refusals should mostly reach the client", resets, len(answers))
+		}
 		if counts[http.StatusBadRequest] == 0 {
 			t.Error("no body was read and refused: the probe did not load the instance")
 		}
