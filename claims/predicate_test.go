@@ -177,7 +177,9 @@ func TestNonOwnerCannotRenewOrWrite(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
 	env := setupPredicate(t)
-	env.b.ShiftDBTime(2 * time.Second) // B renews later than A, still within A's expiry_1
+	// B renews later than A (by its view of the database clock), still well within A's
+	// expiry_1 (T1 = 3s) however slow the machine is between A's renewal and this cycle.
+	env.b.ShiftDBTime(500 * time.Millisecond)
 	cycle(t, env.b)
 
 	// B's renewal extended B's lease only: A's claims keep A's expiry.
