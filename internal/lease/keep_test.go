@@ -3,6 +3,7 @@ package lease_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -16,7 +17,7 @@ import (
 
 func TestMain(m *testing.M) { dbtest.Main(m) }
 
-const ttl = 300 * time.Millisecond
+const ttl = 600 * time.Millisecond // its quarter (a renewal's step) is well above a loaded machine's statement time
 
 // holder is a lease row of the shape every user has: an owner and an expiry by the database
 // clock, renewed only while the row is still the owner's and live.
@@ -29,8 +30,8 @@ type holder struct {
 func newLeaseRow(t *testing.T) *pgxpool.Pool {
 	t.Helper()
 	pool := dbtest.NewPool(t)
-	_, err := pool.Exec(context.Background(), `CREATE TABLE test_lease (name text PRIMARY KEY, owner text NOT NULL, expires_at timestamptz NOT NULL);
-		INSERT INTO test_lease VALUES ('l', 'a', now() + interval '300 milliseconds')`)
+	_, err := pool.Exec(context.Background(), fmt.Sprintf(`CREATE TABLE test_lease (name text PRIMARY KEY, owner text NOT NULL, expires_at timestamptz NOT NULL);
+		INSERT INTO test_lease VALUES ('l', 'a', now() + interval '%d milliseconds')`, ttl.Milliseconds()))
 	if err != nil {
 		t.Fatal(err)
 	}
