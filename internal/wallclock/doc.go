@@ -12,4 +12,9 @@
 // Retry-After. The chaos suite runs instances with the offset set (fault clock_skew) to show
 // that this changes nothing; docs/chaos.md lists the library's readings of the clock and why
 // each is monotonic.
+//
+// A second hook, BATCHCLAIM_TEST_CLOCK_RATE (rate.go), is about the monotonic clock's rate: a
+// schedule of rates at which the lease's local deadline counts (internal/lease measures its
+// window with Span), as on a host whose clock runs slow or fast. The chaos suite's clock_rate
+// operation runs instances with it. Without it every rate is 1 and Span returns its duration.
 package wallclock
