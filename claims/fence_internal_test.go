@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/batchclaim/batchclaim/internal/testutil"
+	"github.com/batchclaim/batchclaim/testkit/testutil"
 )
 
 // The local deadline's watchdog fences the engine only while no renewal has started the

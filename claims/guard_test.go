@@ -11,9 +11,9 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/batchclaim/batchclaim/claims"
-	"github.com/batchclaim/batchclaim/internal/pglocal"
-	"github.com/batchclaim/batchclaim/internal/tcpproxy"
 	"github.com/batchclaim/batchclaim/migrations"
+	"github.com/batchclaim/batchclaim/testkit/pglocal"
+	"github.com/batchclaim/batchclaim/testkit/tcpproxy"
 )
 
 // pair is a throwaway primary with an asynchronous standby that streams through a proxy (so

@@ -5,7 +5,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/batchclaim/batchclaim/internal/history"
+	"github.com/batchclaim/batchclaim/testkit/history"
 )
 
 // checkHistory fails the test unless claim_events shows one owner at a time per service_id,

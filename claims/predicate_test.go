@@ -9,7 +9,7 @@ import (
 
 	"github.com/batchclaim/batchclaim"
 	"github.com/batchclaim/batchclaim/claims"
-	"github.com/batchclaim/batchclaim/internal/dbtest"
+	"github.com/batchclaim/batchclaim/testkit/dbtest"
 )
 
 // predicateEnv: instance A (rank 0) holds svc-00000..svc-00003; instance B (rank 1) is

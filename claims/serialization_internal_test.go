@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/batchclaim/batchclaim/internal/dbtest"
+	"github.com/batchclaim/batchclaim/testkit/dbtest"
 )
 
 // TestLockedRowsDelayNoOne: rows another transaction holds locked (an expired owner's claim,

@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/batchclaim/batchclaim/claims"
-	"github.com/batchclaim/batchclaim/internal/dbtest"
+	"github.com/batchclaim/batchclaim/testkit/dbtest"
 )
 
 // TestCycleDurations: every cycle is counted in Stats().CycleSeconds, in cumulative buckets.

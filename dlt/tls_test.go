@@ -14,7 +14,7 @@ import (
 
 	"github.com/batchclaim/batchclaim"
 	"github.com/batchclaim/batchclaim/dlt"
-	"github.com/batchclaim/batchclaim/internal/testcert"
+	"github.com/batchclaim/batchclaim/testkit/testcert"
 )
 
 // The client trusts the CA file's certificates and presents its client certificate to a

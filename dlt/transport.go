@@ -18,7 +18,7 @@ import (
 	"time"
 
 	"github.com/batchclaim/batchclaim"
-	"github.com/batchclaim/batchclaim/internal/wallclock"
+	"github.com/batchclaim/batchclaim/wallclock"
 )
 
 // Body size limits: answers larger than this are cut (and then usually fail to decode).

@@ -10,9 +10,9 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/batchclaim/batchclaim/ingest"
-	"github.com/batchclaim/batchclaim/internal/pglocal"
-	"github.com/batchclaim/batchclaim/internal/testutil"
 	"github.com/batchclaim/batchclaim/migrations"
+	"github.com/batchclaim/batchclaim/testkit/pglocal"
+	"github.com/batchclaim/batchclaim/testkit/testutil"
 )
 
 // A commit that waits for the synchronous standby and is given up (its context ended) has

@@ -19,8 +19,8 @@ import (
 
 	"github.com/batchclaim/batchclaim"
 	"github.com/batchclaim/batchclaim/dlt"
+	"github.com/batchclaim/batchclaim/httpguard"
 	"github.com/batchclaim/batchclaim/internal/db"
-	"github.com/batchclaim/batchclaim/internal/httpguard"
 	"github.com/batchclaim/batchclaim/pgdb"
 )
 
@@ -84,7 +84,7 @@ type Config struct {
 	// answered 503 with nothing stored. Zero means StoreTimeoutDefault.
 	StoreTimeout time.Duration
 	// BaseURL, e.g. "https://ingest.example:8443", starts the status links of 202 answers.
-	// Empty means the request's Host when a listener guard (package internal/httpguard)
+	// Empty means the request's Host when a listener guard (package httpguard)
 	// checked it, else links relative to the server ("/batch_statuses?id=..."): a link is
 	// never built from an unchecked Host header.
 	BaseURL string

@@ -12,9 +12,9 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/batchclaim/batchclaim/dlt"
+	"github.com/batchclaim/batchclaim/httpguard"
 	"github.com/batchclaim/batchclaim/ingest"
-	"github.com/batchclaim/batchclaim/internal/dbtest"
-	"github.com/batchclaim/batchclaim/internal/httpguard"
+	"github.com/batchclaim/batchclaim/testkit/dbtest"
 )
 
 func setup(t *testing.T) (*httptest.Server, *pgxpool.Pool) {

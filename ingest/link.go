@@ -5,7 +5,7 @@ import (
 	"net/url"
 	"strings"
 
-	"github.com/batchclaim/batchclaim/internal/httpguard"
+	"github.com/batchclaim/batchclaim/httpguard"
 )
 
 // statusLinks returns the links at which the statuses of ids can be asked for, in order:

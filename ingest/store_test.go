@@ -10,7 +10,7 @@ import (
 
 	"github.com/batchclaim/batchclaim/dlt"
 	"github.com/batchclaim/batchclaim/ingest"
-	"github.com/batchclaim/batchclaim/internal/dbtest"
+	"github.com/batchclaim/batchclaim/testkit/dbtest"
 )
 
 // A database that stops answering while a request stores its batches costs the API its

@@ -9,9 +9,9 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/batchclaim/batchclaim/internal/dbtest"
-	"github.com/batchclaim/batchclaim/internal/testutil"
 	"github.com/batchclaim/batchclaim/pgdb"
+	"github.com/batchclaim/batchclaim/testkit/dbtest"
+	"github.com/batchclaim/batchclaim/testkit/testutil"
 )
 
 // listener listens on channel on a connection of its own.

@@ -6,10 +6,10 @@ import (
 	"time"
 
 	"github.com/batchclaim/batchclaim/claims"
-	"github.com/batchclaim/batchclaim/internal/dbtest"
 	"github.com/batchclaim/batchclaim/jobs"
 	"github.com/batchclaim/batchclaim/node"
 	"github.com/batchclaim/batchclaim/observer"
+	"github.com/batchclaim/batchclaim/testkit/dbtest"
 )
 
 type Welcome struct {

@@ -5,8 +5,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/batchclaim/batchclaim/internal/dbtest"
 	"github.com/batchclaim/batchclaim/migrations"
+	"github.com/batchclaim/batchclaim/testkit/dbtest"
 )
 
 func TestMain(m *testing.M) { dbtest.Main(m) }

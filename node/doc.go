@@ -6,7 +6,7 @@
 // The listener can serve HTTPS (Config.TLSCertFile, TLSKeyFile) and put an authentication
 // middleware in front of every route (Config.Auth: any func(http.Handler) http.Handler, such
 // as a bearer-token check; the daemon's --auth-token-file installs one).
-// In front of both sits the guard of internal/httpguard: a request id in every answer and log
+// In front of both sits the guard of httpguard: a request id in every answer and log
 // line, a Host check against the names the listener answers to (Config.AllowedHosts; a
 // defence against DNS rebinding) and the refusal of cross-origin state-changing requests.
 //

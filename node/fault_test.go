@@ -7,9 +7,9 @@ import (
 
 	"github.com/batchclaim/batchclaim/dlt"
 	"github.com/batchclaim/batchclaim/dlt/dltsim"
-	"github.com/batchclaim/batchclaim/internal/dbtest"
-	"github.com/batchclaim/batchclaim/internal/history"
-	"github.com/batchclaim/batchclaim/internal/testutil"
+	"github.com/batchclaim/batchclaim/testkit/dbtest"
+	"github.com/batchclaim/batchclaim/testkit/history"
+	"github.com/batchclaim/batchclaim/testkit/testutil"
 )
 
 // TestDatabaseLinkCutAndBackendsKilled: instance a loses its database link for longer than

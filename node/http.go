@@ -14,8 +14,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/batchclaim/batchclaim/httpguard"
 	"github.com/batchclaim/batchclaim/ingest"
-	"github.com/batchclaim/batchclaim/internal/httpguard"
 	"github.com/batchclaim/batchclaim/pgdb"
 	"github.com/batchclaim/batchclaim/submitter"
 	"github.com/batchclaim/batchclaim/ui"

@@ -12,8 +12,8 @@ import (
 
 	"github.com/batchclaim/batchclaim/dlt"
 	"github.com/batchclaim/batchclaim/dlt/dltsim"
-	"github.com/batchclaim/batchclaim/internal/testutil"
 	"github.com/batchclaim/batchclaim/node"
+	"github.com/batchclaim/batchclaim/testkit/testutil"
 )
 
 // The listener serves health, readiness and the metrics operators need.

@@ -14,10 +14,10 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/batchclaim/batchclaim"
-	"github.com/batchclaim/batchclaim/internal/dbtest"
-	"github.com/batchclaim/batchclaim/internal/testutil"
 	"github.com/batchclaim/batchclaim/node"
 	"github.com/batchclaim/batchclaim/submitter"
+	"github.com/batchclaim/batchclaim/testkit/dbtest"
+	"github.com/batchclaim/batchclaim/testkit/testutil"
 )
 
 // What a River user expects of a job runner: a returned error is retried with backoff, a job

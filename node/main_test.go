@@ -3,7 +3,7 @@ package node_test
 import (
 	"testing"
 
-	"github.com/batchclaim/batchclaim/internal/dbtest"
+	"github.com/batchclaim/batchclaim/testkit/dbtest"
 )
 
 func TestMain(m *testing.M) { dbtest.Main(m) }

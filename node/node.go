@@ -136,7 +136,7 @@ type Config struct {
 	// AllowedHosts are host names the listener answers to besides IP addresses, localhost and
 	// the host of Listen; a leading dot allows a domain and its subdomains, "*" every name.
 	// Other Host headers are answered 421 (a defence against DNS rebinding; see package
-	// internal/httpguard).
+	// httpguard).
 	AllowedHosts []string
 	// Pprof serves the runtime's profiles (net/http/pprof) on the listener under
 	// /debug/pprof/, behind Auth like the ingest API. It needs a listener, and Auth unless

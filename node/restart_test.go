@@ -10,10 +10,10 @@ import (
 
 	"github.com/batchclaim/batchclaim/dlt"
 	"github.com/batchclaim/batchclaim/dlt/dltsim"
-	"github.com/batchclaim/batchclaim/internal/history"
-	"github.com/batchclaim/batchclaim/internal/pglocal"
-	"github.com/batchclaim/batchclaim/internal/testutil"
 	"github.com/batchclaim/batchclaim/migrations"
+	"github.com/batchclaim/batchclaim/testkit/history"
+	"github.com/batchclaim/batchclaim/testkit/pglocal"
+	"github.com/batchclaim/batchclaim/testkit/testutil"
 )
 
 // TestPostgresRestart restarts the database server under two working instances. They lose

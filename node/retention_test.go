@@ -9,8 +9,8 @@ import (
 
 	"github.com/batchclaim/batchclaim/dlt"
 	"github.com/batchclaim/batchclaim/dlt/dltsim"
-	"github.com/batchclaim/batchclaim/internal/testutil"
 	"github.com/batchclaim/batchclaim/node"
+	"github.com/batchclaim/batchclaim/testkit/testutil"
 )
 
 // A node with Retention set runs the job: finished batches older than the age are deleted,

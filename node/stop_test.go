@@ -11,9 +11,9 @@ import (
 	"github.com/batchclaim/batchclaim/claims"
 	"github.com/batchclaim/batchclaim/dlt"
 	"github.com/batchclaim/batchclaim/dlt/dltsim"
-	"github.com/batchclaim/batchclaim/internal/testutil"
 	"github.com/batchclaim/batchclaim/node"
 	"github.com/batchclaim/batchclaim/submitter"
+	"github.com/batchclaim/batchclaim/testkit/testutil"
 )
 
 // A graceful stop whose drain times out must not release the claim of a submission that is

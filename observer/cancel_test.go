@@ -5,8 +5,8 @@ import (
 	"testing"
 
 	"github.com/batchclaim/batchclaim/ingest"
-	"github.com/batchclaim/batchclaim/internal/dbtest"
 	"github.com/batchclaim/batchclaim/observer"
+	"github.com/batchclaim/batchclaim/testkit/dbtest"
 )
 
 // A cancel's reason is bounded (it is kept twice and shown on the page): a longer one, or

@@ -6,8 +6,8 @@ import (
 	"time"
 
 	"github.com/batchclaim/batchclaim/ingest"
-	"github.com/batchclaim/batchclaim/internal/dbtest"
 	"github.com/batchclaim/batchclaim/periodic"
+	"github.com/batchclaim/batchclaim/testkit/dbtest"
 )
 
 // A job every second, stored by a Scheduler (node.Config.Periodic runs one on every node).

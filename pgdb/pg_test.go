@@ -10,8 +10,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/batchclaim/batchclaim"
-	"github.com/batchclaim/batchclaim/internal/dbtest"
 	"github.com/batchclaim/batchclaim/pgdb"
+	"github.com/batchclaim/batchclaim/testkit/dbtest"
 )
 
 func TestMain(m *testing.M) { dbtest.Main(m) }

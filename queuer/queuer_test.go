@@ -13,9 +13,9 @@ import (
 	"github.com/batchclaim/batchclaim"
 	"github.com/batchclaim/batchclaim/claims"
 	"github.com/batchclaim/batchclaim/ingest"
-	"github.com/batchclaim/batchclaim/internal/dbtest"
 	"github.com/batchclaim/batchclaim/observer"
 	"github.com/batchclaim/batchclaim/queuer"
+	"github.com/batchclaim/batchclaim/testkit/dbtest"
 )
 
 func TestMain(m *testing.M) { dbtest.Main(m) }

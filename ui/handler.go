@@ -19,7 +19,7 @@ import (
 	"time"
 
 	"github.com/batchclaim/batchclaim"
-	"github.com/batchclaim/batchclaim/internal/httpguard"
+	"github.com/batchclaim/batchclaim/httpguard"
 	"github.com/batchclaim/batchclaim/observer"
 	"github.com/batchclaim/batchclaim/pgdb"
 )

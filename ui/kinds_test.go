@@ -12,10 +12,10 @@ import (
 	"time"
 
 	"github.com/batchclaim/batchclaim/claims"
-	"github.com/batchclaim/batchclaim/internal/dbtest"
-	"github.com/batchclaim/batchclaim/internal/testutil"
 	"github.com/batchclaim/batchclaim/jobs"
 	"github.com/batchclaim/batchclaim/node"
+	"github.com/batchclaim/batchclaim/testkit/dbtest"
+	"github.com/batchclaim/batchclaim/testkit/testutil"
 	"github.com/batchclaim/batchclaim/ui"
 )
 

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/batchclaim/batchclaim/internal/dbtest"
+	"github.com/batchclaim/batchclaim/testkit/dbtest"
 )
 
 // Bad flags are usage errors (exit 2) that name what is wrong, before any database is used.

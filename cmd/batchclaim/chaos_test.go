@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/chaos"
-	"github.com/batchclaim/batchclaim/internal/pglocal"
+	"github.com/batchclaim/batchclaim/testkit/pglocal"
 )
 
 // TestChaosShort runs the short chaos runs that CI runs: about two minutes of every fault kind

@@ -9,8 +9,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/batchclaim/batchclaim/internal/dbtest"
 	"github.com/batchclaim/batchclaim/migrations"
+	"github.com/batchclaim/batchclaim/testkit/dbtest"
 )
 
 // The operator's commands on a real database: migrate version/down/up, enqueue, status.

@@ -11,7 +11,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/batchclaim/batchclaim/internal/pglocal"
+	"github.com/batchclaim/batchclaim/testkit/pglocal"
 )
 
 // The Patroni stack runs as the roles of deploy/roles.sql: the migration as the schema owner,

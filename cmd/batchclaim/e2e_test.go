@@ -19,8 +19,8 @@ import (
 
 	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/subproc"
 	"github.com/batchclaim/batchclaim/dlt"
-	"github.com/batchclaim/batchclaim/internal/dbtest"
-	"github.com/batchclaim/batchclaim/internal/history"
+	"github.com/batchclaim/batchclaim/testkit/dbtest"
+	"github.com/batchclaim/batchclaim/testkit/history"
 )
 
 type proc struct {

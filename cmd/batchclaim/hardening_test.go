@@ -15,8 +15,8 @@ import (
 	"time"
 
 	"github.com/batchclaim/batchclaim/dlt"
-	"github.com/batchclaim/batchclaim/internal/dbtest"
-	"github.com/batchclaim/batchclaim/internal/testutil"
+	"github.com/batchclaim/batchclaim/testkit/dbtest"
+	"github.com/batchclaim/batchclaim/testkit/testutil"
 )
 
 // The tests of issue 33's items 2, 3, 5 and 8 against real processes: token scopes and the

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/batchclaim/batchclaim/internal/dbtest"
+	"github.com/batchclaim/batchclaim/testkit/dbtest"
 )
 
 // `heartbeat demo --json`: three instance processes, the active one SIGKILLed, sources that

@@ -10,8 +10,8 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/batchclaim/batchclaim/internal/httpauth"
-	"github.com/batchclaim/batchclaim/internal/httpguard"
+	"github.com/batchclaim/batchclaim/httpauth"
+	"github.com/batchclaim/batchclaim/httpguard"
 )
 
 // loopbackOnly reports whether addr (host:port) accepts connections from this machine only

@@ -15,8 +15,8 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/batchclaim/batchclaim/internal/dbtest"
 	"github.com/batchclaim/batchclaim/patterns/heartbeat"
+	"github.com/batchclaim/batchclaim/testkit/dbtest"
 )
 
 // listenerSite is one place in the source that starts an HTTP server, and how the binary
@@ -83,7 +83,7 @@ func TestEveryServerIsGuarded(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		if rel != "internal/httpguard/listen.go" {
+		if rel != "httpguard/listen.go" {
 			for _, m := range serverPatterns.FindAllIndex(src, -1) {
 				line := 1 + strings.Count(string(src[:m[0]]), "\n")
 				t.Errorf("%s:%d starts an HTTP server with %q, not through httpguard.Listen: it lacks the listener guard or its limits",

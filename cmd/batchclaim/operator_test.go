@@ -20,7 +20,7 @@ import (
 	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/cli"
 
 	"github.com/batchclaim/batchclaim/ingest"
-	"github.com/batchclaim/batchclaim/internal/dbtest"
+	"github.com/batchclaim/batchclaim/testkit/dbtest"
 )
 
 // A mistyped flag is one line naming the flag and its closest spelling, not the whole usage.

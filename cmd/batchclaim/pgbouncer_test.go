@@ -15,8 +15,8 @@ import (
 	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/pgbouncer"
 	"github.com/batchclaim/batchclaim/dlt"
 	"github.com/batchclaim/batchclaim/ingest"
-	"github.com/batchclaim/batchclaim/internal/dbtest"
-	"github.com/batchclaim/batchclaim/internal/history"
+	"github.com/batchclaim/batchclaim/testkit/dbtest"
+	"github.com/batchclaim/batchclaim/testkit/history"
 )
 
 // poolerRunArgs are the run flags an instance needs behind a transaction-mode pooler, beyond

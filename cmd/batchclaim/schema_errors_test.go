@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/batchclaim/batchclaim/dlt"
-	"github.com/batchclaim/batchclaim/internal/dbtest"
+	"github.com/batchclaim/batchclaim/testkit/dbtest"
 )
 
 // Every command that works on batchclaim's tables, given a schema that has none, stops at

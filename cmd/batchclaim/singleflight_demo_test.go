@@ -6,7 +6,7 @@ import (
 	"os/exec"
 	"testing"
 
-	"github.com/batchclaim/batchclaim/internal/dbtest"
+	"github.com/batchclaim/batchclaim/testkit/dbtest"
 )
 
 // singleflight demo --json on a small shape: separate worker processes, one SIGKILLed

@@ -10,7 +10,7 @@ import (
 
 	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/cli"
 	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/database"
-	"github.com/batchclaim/batchclaim/internal/httpguard"
+	"github.com/batchclaim/batchclaim/httpguard"
 	"github.com/batchclaim/batchclaim/pgdb"
 	"github.com/batchclaim/batchclaim/ui"
 )

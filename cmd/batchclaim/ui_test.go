@@ -12,7 +12,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/batchclaim/batchclaim/internal/dbtest"
+	"github.com/batchclaim/batchclaim/testkit/dbtest"
 )
 
 // ui refuses a listener other hosts can reach unless a token file (or --insecure-listen)

@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/batchclaim/batchclaim/dlt"
-	"github.com/batchclaim/batchclaim/internal/httpguard"
+	"github.com/batchclaim/batchclaim/httpguard"
 )
 
 const commandUsage = `Usage: batchclaim dlt-sim [flags]

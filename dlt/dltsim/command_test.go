@@ -16,7 +16,7 @@ import (
 
 	"github.com/batchclaim/batchclaim/dlt"
 	"github.com/batchclaim/batchclaim/dlt/dltsim"
-	"github.com/batchclaim/batchclaim/internal/testutil"
+	"github.com/batchclaim/batchclaim/testkit/testutil"
 )
 
 // syncBuffer is a bytes.Buffer safe for one writer and concurrent readers.

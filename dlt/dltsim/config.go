@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/batchclaim/batchclaim/dlt"
-	"github.com/batchclaim/batchclaim/internal/httpguard"
+	"github.com/batchclaim/batchclaim/httpguard"
 )
 
 // Defaults applied to zero Config fields.

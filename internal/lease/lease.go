@@ -25,7 +25,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/batchclaim/batchclaim/internal/wallclock"
+	"github.com/batchclaim/batchclaim/wallclock"
 )
 
 // ErrExpired is returned by Keep when the local deadline passed without a confirmed renewal.

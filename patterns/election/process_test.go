@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/batchclaim/batchclaim/internal/testutil"
+	"github.com/batchclaim/batchclaim/testkit/testutil"
 )
 
 // A primary process is killed with SIGKILL: the standby is elected, with a greater epoch,

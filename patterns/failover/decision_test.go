@@ -7,8 +7,8 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/batchclaim/batchclaim/internal/dbtest"
 	"github.com/batchclaim/batchclaim/patterns/failover"
+	"github.com/batchclaim/batchclaim/testkit/dbtest"
 )
 
 // shardOf4 registers a primary p (progress 100, bootstrapped) and replicas a (50), b (90)

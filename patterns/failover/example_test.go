@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/batchclaim/batchclaim/internal/dbtest"
+	"github.com/batchclaim/batchclaim/testkit/dbtest"
 
 	"github.com/batchclaim/batchclaim/patterns/failover"
 )

@@ -9,8 +9,8 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/batchclaim/batchclaim/internal/dbtest"
-	"github.com/batchclaim/batchclaim/internal/testutil"
+	"github.com/batchclaim/batchclaim/testkit/dbtest"
+	"github.com/batchclaim/batchclaim/testkit/testutil"
 )
 
 // nodeProc is one node of a shard running as its own process (this test binary).

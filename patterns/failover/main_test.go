@@ -14,8 +14,8 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/batchclaim/batchclaim/internal/dbtest"
 	"github.com/batchclaim/batchclaim/patterns/failover"
+	"github.com/batchclaim/batchclaim/testkit/dbtest"
 )
 
 // childEnv, when set, makes the test binary one node of a shard for the fault tests instead

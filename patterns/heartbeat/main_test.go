@@ -12,8 +12,8 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/batchclaim/batchclaim/internal/dbtest"
 	"github.com/batchclaim/batchclaim/patterns/heartbeat"
+	"github.com/batchclaim/batchclaim/testkit/dbtest"
 )
 
 // envChild, when set in the environment, makes the test binary run one heartbeat-service

@@ -11,9 +11,9 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/batchclaim/batchclaim"
-	"github.com/batchclaim/batchclaim/internal/testutil"
 	"github.com/batchclaim/batchclaim/patterns/election"
 	"github.com/batchclaim/batchclaim/patterns/heartbeat"
+	"github.com/batchclaim/batchclaim/testkit/testutil"
 )
 
 // hookLog records what a Service's hook received; fail makes the hook refuse everything.

@@ -11,8 +11,8 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/batchclaim/batchclaim/internal/dbtest"
 	"github.com/batchclaim/batchclaim/patterns/lock"
+	"github.com/batchclaim/batchclaim/testkit/dbtest"
 )
 
 // childEnv, when set, makes the test binary a lock holder process for the fault tests

@@ -10,8 +10,8 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/batchclaim/batchclaim/internal/dbtest"
 	"github.com/batchclaim/batchclaim/patterns/singleflight"
+	"github.com/batchclaim/batchclaim/testkit/dbtest"
 )
 
 // New checks the timings and does no I/O (the pool connects on first use).

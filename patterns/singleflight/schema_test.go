@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/batchclaim/batchclaim/internal/dbtest"
-	"github.com/batchclaim/batchclaim/internal/testutil"
+	"github.com/batchclaim/batchclaim/testkit/dbtest"
+	"github.com/batchclaim/batchclaim/testkit/testutil"
 )
 
 // Caches in a schema other than batchclaim: the database has no batchclaim schema at all, so

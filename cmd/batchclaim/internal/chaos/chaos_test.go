@@ -14,7 +14,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/batchclaim/batchclaim/dlt/dltsim"
-	"github.com/batchclaim/batchclaim/internal/history"
+	"github.com/batchclaim/batchclaim/testkit/history"
 )
 
 func TestConfigValidate(t *testing.T) {

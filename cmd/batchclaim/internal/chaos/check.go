@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/batchclaim/batchclaim/dlt/dltsim"
-	"github.com/batchclaim/batchclaim/internal/history"
+	"github.com/batchclaim/batchclaim/testkit/history"
 )
 
 // check reads the history (from the current primary) and the ledger's record and counts

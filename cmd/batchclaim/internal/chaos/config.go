@@ -61,7 +61,7 @@ const (
 	HistoryGaps           = "history_gaps"
 	StalledWork           = "stalled_work"
 	SlowWakeups           = "slow_wakeups"
-	// The key's promise, checked from the jobs' recorded history (internal/history).
+	// The key's promise, checked from the jobs' recorded history (testkit/history).
 	DoubleInFlight      = "double_in_flight"
 	LostJobs            = "lost_jobs"
 	TerminalRegressions = "terminal_regressions"

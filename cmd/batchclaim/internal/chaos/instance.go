@@ -15,8 +15,8 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/batchclaim/batchclaim/internal/tcpproxy"
-	"github.com/batchclaim/batchclaim/internal/wallclock"
+	"github.com/batchclaim/batchclaim/testkit/tcpproxy"
+	"github.com/batchclaim/batchclaim/wallclock"
 )
 
 // instance is one slot of the fleet: a `run` process (replaced after a SIGKILL, with a new

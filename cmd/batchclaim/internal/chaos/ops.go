@@ -16,8 +16,8 @@ import (
 	"github.com/batchclaim/batchclaim"
 	"github.com/batchclaim/batchclaim/dlt"
 	"github.com/batchclaim/batchclaim/ingest"
-	"github.com/batchclaim/batchclaim/internal/history"
 	"github.com/batchclaim/batchclaim/observer"
+	"github.com/batchclaim/batchclaim/testkit/history"
 )
 
 // OpRecord is one operation as the run recorded it, in the report and in operations.jsonl in

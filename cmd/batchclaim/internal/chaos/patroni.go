@@ -9,8 +9,8 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/patroni"
-	"github.com/batchclaim/batchclaim/internal/pgsource"
 	"github.com/batchclaim/batchclaim/migrations"
+	"github.com/batchclaim/batchclaim/testkit/pgsource"
 )
 
 // patroniServers starts etcd and three Patroni members in synchronous_mode and creates and

@@ -10,7 +10,7 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/batchclaim/batchclaim/internal/wallclock"
+	"github.com/batchclaim/batchclaim/wallclock"
 )
 
 // ErrUsage marks errors for which the command's usage was already printed.

@@ -6,7 +6,7 @@ import (
 	"log/slog"
 	"strings"
 
-	"github.com/batchclaim/batchclaim/internal/httpguard"
+	"github.com/batchclaim/batchclaim/httpguard"
 )
 
 // CheckReadOnlyListen refuses a listener other hosts can reach for a command whose listener

@@ -8,7 +8,7 @@ import (
 	"os"
 	"strings"
 
-	"github.com/batchclaim/batchclaim/internal/wallclock"
+	"github.com/batchclaim/batchclaim/wallclock"
 )
 
 // LogFlags registers --log-level and --log-format and returns a constructor.

@@ -12,8 +12,8 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/redact"
-	"github.com/batchclaim/batchclaim/internal/pgsource"
 	"github.com/batchclaim/batchclaim/migrations"
+	"github.com/batchclaim/batchclaim/testkit/pgsource"
 )
 
 // Scratch is a migrated database created for one demo or bench run on whatever server

@@ -26,7 +26,7 @@ import (
 	"github.com/batchclaim/batchclaim/dlt/dltsim"
 	"github.com/batchclaim/batchclaim/ingest"
 	"github.com/batchclaim/batchclaim/internal/db"
-	"github.com/batchclaim/batchclaim/internal/history"
+	"github.com/batchclaim/batchclaim/testkit/history"
 )
 
 // Timings of the demo's instances: R = 200ms, T1 = 1.5s (D = 1s), T2 = 6s.

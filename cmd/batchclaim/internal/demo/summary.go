@@ -6,7 +6,7 @@ import (
 
 	"github.com/batchclaim/batchclaim/dlt/dltsim"
 	"github.com/batchclaim/batchclaim/internal/db"
-	"github.com/batchclaim/batchclaim/internal/history"
+	"github.com/batchclaim/batchclaim/testkit/history"
 )
 
 // summarize checks the run against the ledger's record.

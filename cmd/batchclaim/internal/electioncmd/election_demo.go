@@ -20,10 +20,10 @@ import (
 	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/database"
 	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/redact"
 	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/subproc"
-	"github.com/batchclaim/batchclaim/internal/tcpproxy"
 	"github.com/batchclaim/batchclaim/migrations"
 	"github.com/batchclaim/batchclaim/patterns/election"
 	"github.com/batchclaim/batchclaim/pgdb"
+	"github.com/batchclaim/batchclaim/testkit/tcpproxy"
 )
 
 // electionSummary is what `election demo --json` prints. The first three counters are the

@@ -17,7 +17,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/batchclaim/batchclaim/internal/pglocal"
+	"github.com/batchclaim/batchclaim/testkit/pglocal"
 )
 
 // scope is the Patroni cluster name (the etcd key prefix).

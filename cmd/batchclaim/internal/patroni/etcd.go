@@ -13,7 +13,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/batchclaim/batchclaim/internal/pglocal"
+	"github.com/batchclaim/batchclaim/testkit/pglocal"
 )
 
 // etcd is the cluster's one-node etcd (v3 API), on fixed ports so that a restart keeps its

@@ -6,7 +6,7 @@ import (
 	"os/exec"
 	"strings"
 
-	"github.com/batchclaim/batchclaim/internal/pglocal"
+	"github.com/batchclaim/batchclaim/testkit/pglocal"
 )
 
 // ErrNotFound means a program the cluster needs is not installed.

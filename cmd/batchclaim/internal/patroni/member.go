@@ -14,8 +14,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/batchclaim/batchclaim/internal/pglocal"
-	"github.com/batchclaim/batchclaim/internal/tcpproxy"
+	"github.com/batchclaim/batchclaim/testkit/pglocal"
+	"github.com/batchclaim/batchclaim/testkit/tcpproxy"
 )
 
 // Member is one Patroni member: a Patroni process and the Postgres it manages, reaching etcd

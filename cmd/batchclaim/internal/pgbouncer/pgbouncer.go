@@ -16,7 +16,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/batchclaim/batchclaim/internal/pglocal"
+	"github.com/batchclaim/batchclaim/testkit/pglocal"
 )
 
 // ErrNotFound means pgbouncer is not installed.

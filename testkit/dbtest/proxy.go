@@ -4,7 +4,7 @@ import (
 	"net/url"
 	"testing"
 
-	"github.com/batchclaim/batchclaim/internal/tcpproxy"
+	"github.com/batchclaim/batchclaim/testkit/tcpproxy"
 )
 
 // Proxied starts a TCP proxy in front of the server dbURL names, closed when the test ends,

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/batchclaim/batchclaim/internal/httpauth"
+	"github.com/batchclaim/batchclaim/httpauth"
 )
 
 func writeTokens(t *testing.T, path, content string) {

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/batchclaim/batchclaim"
-	"github.com/batchclaim/batchclaim/internal/history"
+	"github.com/batchclaim/batchclaim/testkit/history"
 )
 
 // Small histories built by hand: each check passes on a good one and counts the violation in

@@ -8,7 +8,7 @@ import (
 	"net/http/httptest"
 	"os"
 
-	"github.com/batchclaim/batchclaim/internal/testcert"
+	"github.com/batchclaim/batchclaim/testkit/testcert"
 )
 
 // A server with the certificate, a client that trusts it.

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/batchclaim/batchclaim/internal/pglocal"
+	"github.com/batchclaim/batchclaim/testkit/pglocal"
 )
 
 // Kinds of Source.

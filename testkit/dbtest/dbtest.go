@@ -13,9 +13,9 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/batchclaim/batchclaim/internal/pglocal"
-	"github.com/batchclaim/batchclaim/internal/pgsource"
 	"github.com/batchclaim/batchclaim/migrations"
+	"github.com/batchclaim/batchclaim/testkit/pglocal"
+	"github.com/batchclaim/batchclaim/testkit/pgsource"
 )
 
 const (

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/batchclaim/batchclaim/internal/tcpproxy"
+	"github.com/batchclaim/batchclaim/testkit/tcpproxy"
 )
 
 // echo serves an echo server on a loopback port until the test ends.

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/batchclaim/batchclaim/internal/testutil"
+	"github.com/batchclaim/batchclaim/testkit/testutil"
 )
 
 const childEnv = "TESTUTIL_TEST_CHILD"

@@ -8,7 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/batchclaim/batchclaim/internal/httpauth"
+	"github.com/batchclaim/batchclaim/httpauth"
 )
 
 // Guard a mux: the health check stays open, the ingest API needs a token.

@@ -5,7 +5,7 @@ import (
 	"io"
 	"net"
 
-	"github.com/batchclaim/batchclaim/internal/tcpproxy"
+	"github.com/batchclaim/batchclaim/testkit/tcpproxy"
 )
 
 // A proxy in front of a server: cut the link, see a connection fail, restore it.

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/batchclaim/batchclaim/internal/httpguard"
+	"github.com/batchclaim/batchclaim/httpguard"
 )
 
 func TestHostsAllowed(t *testing.T) {

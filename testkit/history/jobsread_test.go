@@ -7,8 +7,8 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/batchclaim/batchclaim"
-	"github.com/batchclaim/batchclaim/internal/dbtest"
-	"github.com/batchclaim/batchclaim/internal/history"
+	"github.com/batchclaim/batchclaim/testkit/dbtest"
+	"github.com/batchclaim/batchclaim/testkit/history"
 )
 
 // A history written by hand into a real schema with the audit installed: a job revived by a

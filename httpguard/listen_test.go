@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/batchclaim/batchclaim/internal/httpguard"
-	"github.com/batchclaim/batchclaim/internal/testutil"
+	"github.com/batchclaim/batchclaim/httpguard"
+	"github.com/batchclaim/batchclaim/testkit/testutil"
 )
 
 // start serves h through Listen on a free loopback port with cfg's limits.

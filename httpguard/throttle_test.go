@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/batchclaim/batchclaim/internal/httpguard"
+	"github.com/batchclaim/batchclaim/httpguard"
 )
 
 // timers are a Throttle's interval timers, ended by the test.
