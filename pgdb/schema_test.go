@@ -3,6 +3,8 @@ package pgdb
 import (
 	"strings"
 	"testing"
+
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 func TestRewriterMovesOnlyTheSchemaPrefix(t *testing.T) {
@@ -50,5 +52,30 @@ func TestValidateSchema(t *testing.T) {
 		if err := ValidateSchema(name); (err == nil) != ok {
 			t.Errorf("ValidateSchema(%q) = %v, want ok=%v", name, err, ok)
 		}
+	}
+}
+
+func TestOpen(t *testing.T) {
+	if _, err := Open(nil, ""); err == nil {
+		t.Fatal("Open(nil) must fail")
+	}
+	if (DB{}).Err() == nil {
+		t.Fatal("the zero DB must say it is not usable")
+	}
+	pool := new(pgxpool.Pool) // nothing is run
+	if _, err := Open(pool, "public"); err == nil {
+		t.Fatal("Open must check the schema's name")
+	}
+	d, err := Open(pool, "")
+	if err != nil || d.Schema() != SchemaDefault || d.Pool() != pool || d.Err() != nil || SchemaOf(d) != SchemaDefault {
+		t.Fatalf("Open(pool, \"\") = %+v, %v", d, err)
+	}
+	d, err = Open(pool, "jobs")
+	if err != nil || d.Schema() != "jobs" || SchemaOf(d) != "jobs" || SchemaOf(d.In(nil)) != "jobs" || Unwrap(d) != Querier(pool) {
+		t.Fatalf("Open(pool, jobs) = %+v, %v", d, err)
+	}
+	other := new(pgxpool.Pool)
+	if w := d.WithPool(other); w.Pool() != other || w.Schema() != "jobs" || d.Pool() != pool {
+		t.Fatal("WithPool must keep the schema and leave d as it was")
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/batchclaim/batchclaim/migrations"
+	"github.com/batchclaim/batchclaim/pgdb"
 )
 
 const (
@@ -122,4 +123,21 @@ func databaseURL(raw, name string) (string, error) {
 	u.Path = "/" + name
 	u.RawPath = ""
 	return u.String(), nil
+}
+
+// Open returns the pgdb.DB of pool in schema (empty: the default), failing the test if Open
+// refuses them.
+func Open(t testing.TB, pool *pgxpool.Pool, schema string) pgdb.DB {
+	t.Helper()
+	db, err := pgdb.Open(pool, schema)
+	if err != nil {
+		t.Fatalf("dbtest: %v", err)
+	}
+	return db
+}
+
+// NewOpen is NewPool's pool opened in the default schema: what most tests give a constructor.
+func NewOpen(t testing.TB) pgdb.DB {
+	t.Helper()
+	return Open(t, NewPool(t), "")
 }
