@@ -194,7 +194,22 @@ type transportConfig struct {
 	headers       map[string]string
 }
 
+// withDefaults returns c with the request timeout, the status concurrency, the HTTP client
+// and the logger set where they are zero: the one place the clients' defaults are applied.
+func (c transportConfig) withDefaults() transportConfig {
+	c.timeout = cmp.Or(c.timeout, RequestTimeoutDefault)
+	c.concurrency = cmp.Or(c.concurrency, StatusConcurrencyDefault)
+	if c.httpClient == nil {
+		c.httpClient = &http.Client{}
+	}
+	if c.logger == nil {
+		c.logger = slog.New(slog.DiscardHandler)
+	}
+	return c
+}
+
 func newTransport(c transportConfig) (*transport, error) {
+	c = c.withDefaults()
 	base, err := parseBaseURL(c.url)
 	if err != nil {
 		return nil, fmt.Errorf("dlt config: %w", err)
@@ -202,21 +217,13 @@ func newTransport(c transportConfig) (*transport, error) {
 	if err := checkLimits(c.timeout, c.concurrency); err != nil {
 		return nil, err
 	}
-	hc := c.httpClient
-	if hc == nil {
-		hc = &http.Client{}
-	}
-	log := c.logger
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
 	return &transport{
 		base:        base,
-		hc:          hc,
-		timeout:     cmp.Or(c.timeout, RequestTimeoutDefault),
-		concurrency: cmp.Or(c.concurrency, StatusConcurrencyDefault),
+		hc:          c.httpClient,
+		timeout:     c.timeout,
+		concurrency: c.concurrency,
 		auth:        c.authorization,
 		headers:     c.headers,
-		log:         log,
+		log:         c.logger,
 	}, nil
 }

@@ -62,6 +62,21 @@ type Config struct {
 	Logger *slog.Logger
 }
 
+// withDefaults returns c with every zero limit set to its default and a discarding Logger
+// when none is set.
+func (c Config) withDefaults() Config {
+	c.ReadTimeout = cmp.Or(c.ReadTimeout, ReadTimeoutDefault)
+	c.ReadHeaderTimeout = cmp.Or(c.ReadHeaderTimeout, ReadHeaderTimeoutDefault)
+	c.IdleTimeout = cmp.Or(c.IdleTimeout, IdleTimeoutDefault)
+	c.MaxHeaderBytes = cmp.Or(c.MaxHeaderBytes, MaxHeaderBytesDefault)
+	c.MaxConnections = cmp.Or(c.MaxConnections, MaxConnectionsDefault)
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	return c
+}
+
+// validate checks c after withDefaults.
 func (c Config) validate() error {
 	if c.Handler == nil {
 		return errors.New("listener: a handler is required")
@@ -79,6 +94,7 @@ func (c Config) validate() error {
 // than cfg.MaxConnections connections open. The caller may set the server's BaseContext and
 // RegisterOnShutdown before serving.
 func Listen(cfg Config) (*http.Server, net.Listener, error) {
+	cfg = cfg.withDefaults()
 	if err := cfg.validate(); err != nil {
 		return nil, nil, err
 	}
@@ -86,18 +102,14 @@ func Listen(cfg Config) (*http.Server, net.Listener, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	logger := cfg.Logger
-	if logger == nil {
-		logger = slog.New(slog.DiscardHandler)
-	}
 	srv := &http.Server{
 		Handler:           Guard{Hosts: hosts, OpenPaths: cfg.OpenPaths, CostlyGETs: cfg.CostlyGETs}.Wrap(cfg.Handler),
 		TLSConfig:         cfg.TLSConfig,
-		ReadTimeout:       cmp.Or(cfg.ReadTimeout, ReadTimeoutDefault),
-		ReadHeaderTimeout: cmp.Or(cfg.ReadHeaderTimeout, ReadHeaderTimeoutDefault),
-		IdleTimeout:       cmp.Or(cfg.IdleTimeout, IdleTimeoutDefault),
-		MaxHeaderBytes:    cmp.Or(cfg.MaxHeaderBytes, MaxHeaderBytesDefault),
-		ErrorLog:          ErrorLog(logger),
+		ReadTimeout:       cfg.ReadTimeout,
+		ReadHeaderTimeout: cfg.ReadHeaderTimeout,
+		IdleTimeout:       cfg.IdleTimeout,
+		MaxHeaderBytes:    cfg.MaxHeaderBytes,
+		ErrorLog:          ErrorLog(cfg.Logger),
 		ConnContext:       connContext,
 	}
 	ln, err := net.Listen("tcp", cfg.Addr)
@@ -108,7 +120,7 @@ func Listen(cfg Config) (*http.Server, net.Listener, error) {
 	if len(cfg.OpenPaths) > 0 {
 		reserve = ProbeConnections
 	}
-	ln = LimitConns(ln, cmp.Or(cfg.MaxConnections, MaxConnectionsDefault), reserve, ProbeTimeout)
+	ln = LimitConns(ln, cfg.MaxConnections, reserve, ProbeTimeout)
 	if cfg.TLSConfig != nil {
 		ln = tls.NewListener(ln, cfg.TLSConfig)
 	}
