@@ -118,7 +118,13 @@ func TestDropIdleFreeRows(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	drop := func(c *claims.Config) { c.DropIdleAfter = time.Minute }
+	// The engines do not run, so nothing renews their leases between the cycles below: the
+	// expiries are long enough that a slow cycle on a loaded machine does not let b take a's
+	// claims as expired.
+	drop := func(c *claims.Config) {
+		c.DropIdleAfter = time.Minute
+		c.Expiry1, c.Expiry2 = 40*time.Second, 50*time.Second
+	}
 	a, _ := newEngine(t, pool, 1, drop)
 	b, _ := newEngine(t, pool, 2, drop)
 
