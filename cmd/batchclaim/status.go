@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"sort"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -19,7 +18,7 @@ import (
 	"github.com/batchclaim/batchclaim/claims"
 	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/cli"
 	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/database"
-	"github.com/batchclaim/batchclaim/internal/db"
+	"github.com/batchclaim/batchclaim/inspect"
 	"github.com/batchclaim/batchclaim/pgdb"
 )
 
@@ -51,11 +50,11 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err != nil {
 		return database.Explain(*schema, err)
 	}
-	work, err := readBatchStatus(ctx, q, *listServices)
+	work, err := inspect.Batches(ctx, q, *listServices)
 	if err != nil {
 		return database.Explain(*schema, err)
 	}
-	ret, err := readRetention(ctx, q)
+	ret, err := inspect.Retention(ctx, q)
 	if err != nil {
 		return database.Explain(*schema, err)
 	}
@@ -63,7 +62,7 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err != nil {
 		return database.Explain(*schema, err)
 	}
-	kinds, err := readKinds(ctx, q)
+	kinds, err := inspect.Kinds(ctx, q)
 	if err != nil {
 		return database.Explain(*schema, err)
 	}
@@ -72,86 +71,22 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		enc.SetIndent("", "  ")
 		return enc.Encode(struct {
 			claims.Snapshot
-			Batches   batchStatus     `json:"batches"`
-			Kinds     []kindStatus    `json:"kinds"`
-			Retention retentionStatus `json:"retention"`
-			Database  databaseStatus  `json:"database"`
+			Batches   inspect.BatchStatus     `json:"batches"`
+			Kinds     []inspect.KindStatus    `json:"kinds"`
+			Retention inspect.RetentionStatus `json:"retention"`
+			Database  databaseStatus          `json:"database"`
 		}{snap, work, kinds, ret, dbs})
 	}
 	dbs.print(stdout)
 	printSnapshot(stdout, snap)
-	work.print(stdout)
+	printBatches(stdout, work)
 	printKinds(stdout, kinds)
-	ret.print(stdout)
+	printRetention(stdout, ret)
 	return nil
 }
 
-// batchStatus is the batch part of `status`.
-type batchStatus struct {
-	ByState           map[string]int64 `json:"by_state"`
-	OldestOpenSeconds float64          `json:"oldest_open_seconds"`
-	OpenServices      int              `json:"open_services"`
-	Services          []serviceStatus  `json:"services"`
-	Halted            []haltStatus     `json:"halted"`
-}
-
-type serviceStatus struct {
-	ServiceID         string           `json:"service_id"`
-	ByState           map[string]int64 `json:"by_state"`
-	OldestOpenSeconds float64          `json:"oldest_open_seconds"`
-}
-
-type haltStatus struct {
-	ServiceID string    `json:"service_id"`
-	Seq       int64     `json:"seq"`
-	Reason    string    `json:"reason"`
-	At        time.Time `json:"at"`
-}
-
-func readBatchStatus(ctx context.Context, q db.DBTX, maxServices int) (batchStatus, error) {
-	qs := db.New()
-	rows, err := qs.BatchStateCounts(ctx, q)
-	if err != nil {
-		return batchStatus{}, fmt.Errorf("count batches: %w", err)
-	}
-	out := batchStatus{ByState: map[string]int64{}, Services: []serviceStatus{}, Halted: []haltStatus{}}
-	per := map[string]*serviceStatus{}
-	var order []string
-	for _, r := range rows {
-		out.ByState[r.State] += r.Batches
-		s := per[r.ServiceID]
-		if s == nil {
-			s = &serviceStatus{ServiceID: r.ServiceID, ByState: map[string]int64{}}
-			per[r.ServiceID] = s
-			order = append(order, r.ServiceID)
-		}
-		s.ByState[r.State] = r.Batches
-		s.OldestOpenSeconds = max(s.OldestOpenSeconds, r.OldestOpenSeconds)
-	}
-	var open []serviceStatus
-	for _, id := range order {
-		if s := per[id]; s.OldestOpenSeconds > 0 {
-			open = append(open, *s)
-			out.OldestOpenSeconds = max(out.OldestOpenSeconds, s.OldestOpenSeconds)
-		}
-	}
-	sort.Slice(open, func(i, j int) bool { return open[i].OldestOpenSeconds > open[j].OldestOpenSeconds })
-	out.OpenServices = len(open)
-	if maxServices >= 0 && len(open) > maxServices {
-		open = open[:maxServices]
-	}
-	out.Services = append(out.Services, open...)
-	halts, err := qs.ServiceHalts(ctx, q)
-	if err != nil {
-		return out, fmt.Errorf("read halted services: %w", err)
-	}
-	for _, h := range halts {
-		out.Halted = append(out.Halted, haltStatus{h.ServiceID, h.Seq, h.Reason, h.At})
-	}
-	return out, nil
-}
-
-func (b batchStatus) print(w io.Writer) {
+// printBatches prints the batch part of `status`.
+func printBatches(w io.Writer, b inspect.BatchStatus) {
 	var parts []string
 	for _, st := range batchclaim.States {
 		if n := b.ByState[string(st)]; n > 0 {

@@ -11,32 +11,11 @@ import (
 	"time"
 
 	"github.com/batchclaim/batchclaim"
-	"github.com/batchclaim/batchclaim/internal/db"
+	"github.com/batchclaim/batchclaim/inspect"
 	"github.com/batchclaim/batchclaim/pgdb"
 )
 
-// kindStatus is one kind of typed jobs (package jobs) in `status`: its jobs by state.
-type kindStatus struct {
-	Kind    string           `json:"kind"`
-	ByState map[string]int64 `json:"by_state"`
-}
-
-func readKinds(ctx context.Context, q db.DBTX) ([]kindStatus, error) {
-	rows, err := db.New().BatchKindCounts(ctx, q)
-	if err != nil {
-		return nil, fmt.Errorf("count jobs by kind: %w", err)
-	}
-	out := []kindStatus{}
-	for _, r := range rows {
-		if len(out) == 0 || out[len(out)-1].Kind != r.Kind {
-			out = append(out, kindStatus{Kind: r.Kind, ByState: map[string]int64{}})
-		}
-		out[len(out)-1].ByState[r.State] = r.Batches
-	}
-	return out, nil
-}
-
-func printKinds(w io.Writer, kinds []kindStatus) {
+func printKinds(w io.Writer, kinds []inspect.KindStatus) {
 	if len(kinds) == 0 {
 		return
 	}
@@ -50,7 +29,7 @@ func printKinds(w io.Writer, kinds []kindStatus) {
 }
 
 // byStateText is "NEW 2, COMMITTED 5", in pipeline order.
-func byStateText(m map[string]int64) string {
+func byStateText(m inspect.StateCounts) string {
 	var parts []string
 	for _, st := range batchclaim.States {
 		if n := m[string(st)]; n > 0 {
@@ -60,50 +39,8 @@ func byStateText(m map[string]int64) string {
 	return strings.Join(parts, ", ")
 }
 
-// jobStatus is one job in `status --job SEQ`.
-type jobStatus struct {
-	Seq           int64           `json:"seq"`
-	ServiceID     string          `json:"service_id"`
-	BatchID       string          `json:"batch_id"`
-	Kind          string          `json:"kind,omitempty"`
-	State         string          `json:"state"`
-	Attempts      int32           `json:"attempts"`
-	TimeoutMs     *int64          `json:"timeout_ms,omitempty"`
-	CreatedAt     time.Time       `json:"created_at"`
-	UpdatedAt     time.Time       `json:"updated_at"`
-	NextAttemptAt *time.Time      `json:"next_attempt_at,omitempty"`
-	FinishedAt    *time.Time      `json:"finished_at,omitempty"`
-	LastError     string          `json:"last_error,omitempty"`
-	PayloadBytes  int64           `json:"payload_bytes"`
-	Output        json.RawMessage `json:"output,omitempty"`
-}
-
-func readJob(ctx context.Context, q db.DBTX, seq int64) (jobStatus, error) {
-	r, err := db.New().UIBatch(ctx, q, seq)
-	if pgdb.NoRows(err) {
-		return jobStatus{}, fmt.Errorf("job %d: %w", seq, batchclaim.ErrNotFound)
-	}
-	if err != nil {
-		return jobStatus{}, fmt.Errorf("read job %d: %w", seq, err)
-	}
-	j := jobStatus{Seq: r.Seq, ServiceID: r.ServiceID, BatchID: r.BatchID, State: r.State, Attempts: r.Attempts,
-		TimeoutMs: r.TimeoutMs, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt, FinishedAt: r.FinishedAt, PayloadBytes: r.PayloadBytes}
-	if r.Kind != nil {
-		j.Kind = *r.Kind
-	}
-	if r.LastError != nil {
-		j.LastError = *r.LastError
-	}
-	if r.FinishedAt == nil {
-		j.NextAttemptAt = r.NextAttemptAt
-	}
-	if len(r.Output) > 0 && json.Valid(r.Output) {
-		j.Output = r.Output
-	}
-	return j, nil
-}
-
-func (j jobStatus) print(w io.Writer) {
+// printJob prints `status --job SEQ`.
+func printJob(w io.Writer, j inspect.JobStatus) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	row := func(k, v string) {
 		if v != "" {
@@ -135,11 +72,11 @@ func (j jobStatus) print(w io.Writer) {
 }
 
 // runStatusJob is `status --job SEQ`.
-func runStatusJob(ctx context.Context, q db.DBTX, seq int64, asJSON bool, stdout io.Writer) error {
+func runStatusJob(ctx context.Context, q pgdb.Querier, seq int64, asJSON bool, stdout io.Writer) error {
 	if seq < 1 {
 		return errors.New("--job: give a job's seq (a positive integer)")
 	}
-	j, err := readJob(ctx, q, seq)
+	j, err := inspect.Job(ctx, q, seq)
 	if err != nil {
 		return err
 	}
@@ -148,6 +85,6 @@ func runStatusJob(ctx context.Context, q db.DBTX, seq int64, asJSON bool, stdout
 		enc.SetIndent("", "  ")
 		return enc.Encode(j)
 	}
-	j.print(stdout)
+	printJob(stdout, j)
 	return nil
 }

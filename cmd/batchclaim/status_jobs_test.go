@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/batchclaim/batchclaim/claims"
+	"github.com/batchclaim/batchclaim/inspect"
 	"github.com/batchclaim/batchclaim/jobs"
 	"github.com/batchclaim/batchclaim/node"
 	"github.com/batchclaim/batchclaim/testkit/dbtest"
@@ -87,7 +88,7 @@ func TestStatusShowsKindsAndOneJob(t *testing.T) {
 		}
 	}
 	var all struct {
-		Kinds []kindStatus `json:"kinds"`
+		Kinds []inspect.KindStatus `json:"kinds"`
 	}
 	if err := json.Unmarshal([]byte(status("--json")), &all); err != nil {
 		t.Fatal(err)
@@ -102,7 +103,7 @@ func TestStatusShowsKindsAndOneJob(t *testing.T) {
 			t.Errorf("status --job lacks a line matching %s:\n%s", re, one)
 		}
 	}
-	var j jobStatus
+	var j inspect.JobStatus
 	if err := json.Unmarshal([]byte(status("--job", fmt.Sprint(ping.Seq), "--json")), &j); err != nil {
 		t.Fatal(err)
 	}

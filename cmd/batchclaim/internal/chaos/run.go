@@ -18,10 +18,9 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/batchclaim/batchclaim"
 	"github.com/batchclaim/batchclaim/dlt"
 	"github.com/batchclaim/batchclaim/dlt/dltsim"
-	"github.com/batchclaim/batchclaim/internal/db"
+	"github.com/batchclaim/batchclaim/inspect"
 	"github.com/batchclaim/batchclaim/testkit/history"
 )
 
@@ -348,17 +347,12 @@ func (r *run) checkExited() {
 func (r *run) status(ctx context.Context) (finished, total int) {
 	qctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
-	totals, err := db.New().BatchStateTotals(qctx, r.pool)
+	totals, err := inspect.Totals(qctx, r.pool)
 	if err != nil {
 		r.say("status: database unreachable (%v)", err)
 		return -1, -1
 	}
-	for _, t := range totals {
-		total += int(t.Batches)
-		if batchclaim.State(t.State).Terminal() {
-			finished += int(t.Batches)
-		}
-	}
+	finished, total = int(totals.Finished()), int(totals.Total())
 	counts, _ := r.claimCounts(qctx)
 	var cells []string
 	for _, in := range r.instances {
@@ -521,15 +515,9 @@ func sumInts(v []int) int {
 func (r *run) progress(ctx context.Context) (finished, total int) {
 	qctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
-	totals, err := db.New().BatchStateTotals(qctx, r.pool)
+	totals, err := inspect.Totals(qctx, r.pool)
 	if err != nil {
 		return -1, -1
 	}
-	for _, t := range totals {
-		total += int(t.Batches)
-		if batchclaim.State(t.State).Terminal() {
-			finished += int(t.Batches)
-		}
-	}
-	return finished, total
+	return int(totals.Finished()), int(totals.Total())
 }

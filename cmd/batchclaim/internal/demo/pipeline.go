@@ -18,14 +18,13 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/batchclaim/batchclaim"
 	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/cli"
 	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/database"
 	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/subproc"
 	"github.com/batchclaim/batchclaim/dlt"
 	"github.com/batchclaim/batchclaim/dlt/dltsim"
 	"github.com/batchclaim/batchclaim/ingest"
-	"github.com/batchclaim/batchclaim/internal/db"
+	"github.com/batchclaim/batchclaim/inspect"
 	"github.com/batchclaim/batchclaim/testkit/history"
 )
 
@@ -181,7 +180,6 @@ func (d *demoRun) startInstances(dbURL string) error {
 // watch prints the live table each second, injects the faults as the work progresses, and
 // returns when every batch is terminal or the timeout passed.
 func (d *demoRun) watch(ctx context.Context) error {
-	q := db.New()
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	var stoppedAt, resumedAt, unreachable time.Time
@@ -201,7 +199,7 @@ func (d *demoRun) watch(ctx context.Context) error {
 				}
 			}
 		}
-		done, err := d.progress(ctx, q, total)
+		done, err := d.progress(ctx, total)
 		if err != nil {
 			// A failover or restart of the database: the instances ride through it, and so
 			// does the table, for a while.
@@ -245,13 +243,12 @@ func (d *demoRun) watch(ctx context.Context) error {
 }
 
 func (d *demoRun) fault(ctx context.Context, k *demoKid, sig syscall.Signal, state, what string) {
-	q := db.New()
-	at, err := q.ClockNow(ctx, d.pool)
+	at, err := inspect.Now(ctx, d.pool)
 	if err != nil {
 		at = time.Now()
 	}
 	var id uuid.UUID
-	if rows, err := q.InstanceProgress(ctx, d.pool); err == nil {
+	if rows, err := inspect.Instances(ctx, d.pool); err == nil {
 		for _, r := range rows {
 			if r.Name == k.Name {
 				id = r.ID
@@ -266,21 +263,16 @@ func (d *demoRun) fault(ctx context.Context, k *demoKid, sig syscall.Signal, sta
 }
 
 // progress prints one line of the live table and returns the number of finished batches.
-func (d *demoRun) progress(ctx context.Context, q *db.Queries, total int) (int, error) {
-	rows, err := q.InstanceProgress(ctx, d.pool)
+func (d *demoRun) progress(ctx context.Context, total int) (int, error) {
+	rows, err := inspect.Instances(ctx, d.pool)
 	if err != nil {
 		return 0, err
 	}
-	totals, err := q.BatchStateTotals(ctx, d.pool)
+	totals, err := inspect.Totals(ctx, d.pool)
 	if err != nil {
 		return 0, err
 	}
-	finished := 0
-	for _, t := range totals {
-		if batchclaim.State(t.State).Terminal() {
-			finished += int(t.Batches)
-		}
-	}
+	finished := int(totals.Finished())
 	state := map[string]string{}
 	for _, k := range d.kids {
 		state[k.Name] = k.state

@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/batchclaim/batchclaim/dlt/dltsim"
-	"github.com/batchclaim/batchclaim/internal/db"
+	"github.com/batchclaim/batchclaim/inspect"
 	"github.com/batchclaim/batchclaim/testkit/history"
 )
 
@@ -23,14 +23,13 @@ func (d *demoRun) summarize(ctx context.Context) (Summary, error) {
 	for _, k := range d.kids {
 		s.StaleWritesRejected += k.stale
 	}
-	q := db.New()
-	n, err := q.TakeoverCount(ctx, d.pool)
+	n, err := inspect.Takeovers(ctx, d.pool)
 	if err != nil {
 		return s, err
 	}
 	s.Takeovers = int(n)
 	for _, v := range d.victims {
-		delays, err := q.TakeoverDelays(ctx, d.pool, db.TakeoverDelaysParams{Since: v.at, InstanceID: v.id})
+		delays, err := inspect.TakeoverDelays(ctx, d.pool, v.id, v.at)
 		if err != nil {
 			return s, err
 		}
