@@ -74,201 +74,293 @@ func (r *run) outage(rng *rand.Rand) time.Duration {
 	return c.Expiry2 + 2*c.Renew + c.Allowance + time.Duration(rng.IntN(1000))*time.Millisecond
 }
 
+// faults are the fault kinds, each with the function that injects one fault of it (given
+// its kind, as kinds that share a function tell themselves apart by it). Which kinds a run
+// injects, and in which lane, is the config's: Kinds, hostKinds, ledgerKinds.
+var faults = map[string]func(r *run, ctx context.Context, kind string, rng *rand.Rand) error{
+	KindSIGKILL:            (*run).sigkill,
+	KindSIGSTOP:            (*run).sigstop,
+	KindLinkCut:            (*run).linkDown,
+	KindLinkBlackhole:      (*run).linkDown,
+	KindLinkFreeze:         (*run).linkFreeze,
+	KindLinkLatency:        (*run).linkLatency,
+	KindTerminateBackend:   (*run).terminateBackends,
+	KindClockSkew:          (*run).clockSkew,
+	KindPostgresRestart:    (*run).postgresRestart,
+	KindPostgresFailover:   (*run).postgresFailover,
+	KindLedger429:          (*run).ledger429,
+	KindLedger503:          (*run).ledger503,
+	KindLedgerTimeout:      (*run).ledgerTimeout,
+	KindLedgerDropResponse: (*run).ledgerDropResponse,
+	KindLedgerHiddenIntake: (*run).ledgerHiddenIntake,
+	KindLedgerRestart:      (*run).ledgerRestart,
+	KindConcurrentEnqueue:  (*run).enqueueConcurrently,
+
+	KindPatroniKillPostmaster: (*run).leaderFault,
+	KindPatroniKillPatroni:    (*run).leaderFault,
+	KindPatroniSwitchover:     (*run).leaderFault,
+	KindPatroniFailover:       (*run).leaderFault,
+	KindPatroniDCSCut:         (*run).leaderFault,
+	KindEtcdRestart:           (*run).leaderFault,
+}
+
 // inject runs one fault to its end.
 func (r *run) inject(ctx context.Context, kind string, rng *rand.Rand) error {
-	switch kind {
-	case KindSIGKILL:
-		in := r.pickRunning(rng)
-		if in == nil {
-			return nil
-		}
-		v := r.hit(ctx, kind, in)
-		in.kill()
-		r.held(ctx, v)
-		r.event(kind, "%s killed, holding %d claims", in.name, len(v.held))
-		r.leaseEnd(ctx, v, false)
-		r.sleep(ctx, time.Duration(1000+rng.IntN(2000))*time.Millisecond)
-		if err := in.start(r); err != nil {
-			return err
-		}
-		r.event(kind, "%s started in its place", in.name)
-		r.sleep(ctx, time.Until(v.wall.Add(r.outage(rng))))
-	case KindSIGSTOP:
-		in := r.pickRunning(rng)
-		if in == nil {
-			return nil
-		}
-		d := r.outage(rng)
-		v := r.hit(ctx, kind, in)
-		in.signal(syscall.SIGSTOP, stateStopped)
-		r.held(ctx, v)
-		r.event(kind, "%s stopped for %.1fs, holding %d claims", in.name, d.Seconds(), len(v.held))
-		r.sleep(ctx, d)
-		r.leaseEnd(ctx, v, true)
-		in.signal(syscall.SIGCONT, stateRunning)
-	case KindLinkCut, KindLinkBlackhole:
-		in := r.pickRunning(rng)
-		if in == nil {
-			return nil
-		}
-		d := r.outage(rng)
-		if rng.IntN(3) == 0 { // a short one, that the instance must ride out
-			d = time.Duration(100+rng.IntN(int(r.cfg.Expiry1/time.Millisecond/2))) * time.Millisecond
-		}
-		v := r.hit(ctx, kind, in)
-		for _, p := range in.proxies {
-			if kind == KindLinkCut {
-				p.Cut()
-			} else {
-				p.Blackhole()
-			}
-		}
-		r.held(ctx, v)
-		r.event(kind, "%s's database link down for %.1fs, holding %d claims", in.name, d.Seconds(), len(v.held))
-		r.sleep(ctx, d)
-		r.leaseEnd(ctx, v, true)
-		for _, p := range in.proxies {
-			p.Restore()
-		}
-	case KindLinkFreeze:
-		// Every connection the instance holds freezes, while new ones pass: its lease loop
-		// redials and keeps the lease alive, so nobody may take its claims, and it must give
-		// the frozen connections up by itself and go on working.
-		in := r.pickRunning(rng)
-		if in == nil {
-			return nil
-		}
-		d := r.cfg.Expiry2 + 2*r.cfg.Expiry1 + time.Duration(rng.IntN(2000))*time.Millisecond
-		r.count(kind)
-		id := in.lookupID(ctx, r.pool)
-		var since time.Time
-		if err := r.pool.QueryRow(ctx, `SELECT now()`).Scan(&since); err != nil {
-			return err
-		}
-		for _, p := range in.proxies {
-			p.Freeze()
-		}
-		r.event(kind, "%s's open database connections frozen for %.1fs (new ones pass)", in.name, d.Seconds())
-		r.sleep(ctx, d)
-		r.judgeStall(ctx, in.name, id, since.Add(r.cfg.Expiry1+r.cfg.Expiry1*2/3), "its connections frozen")
-		for _, p := range in.proxies {
-			p.Restore()
-		}
-	case KindLinkLatency:
-		in := r.pickRunning(rng)
-		if in == nil {
-			return nil
-		}
-		lat := time.Duration(20+rng.IntN(230)) * time.Millisecond
-		d := time.Duration(3000+rng.IntN(3000)) * time.Millisecond
-		r.count(kind)
-		for _, p := range in.proxies {
-			p.SetLatency(lat)
-		}
-		r.event(kind, "%s's database link delayed %v each way for %.1fs", in.name, lat, d.Seconds())
-		r.sleep(ctx, d)
-		for _, p := range in.proxies {
-			p.SetLatency(0)
-		}
-	case KindTerminateBackend:
-		in := r.pickRunning(rng)
-		if in == nil {
-			return nil
-		}
-		n, err := r.db.terminate(ctx, r.pool, in.name)
-		if err != nil {
-			return err
-		}
-		r.count(kind)
-		r.event(kind, "%d backends of %s terminated", n, in.name)
-	case KindClockSkew:
-		in := r.pickRunning(rng)
-		if in == nil {
-			return nil
-		}
-		skew := time.Duration(2+rng.IntN(9)) * time.Minute
-		if rng.IntN(2) == 0 {
-			skew = -skew
-		}
-		r.count(kind)
-		old, _, _ := in.snapshot()
-		in.stop(10 * time.Second) // gracefully: it gives its claims back
-		in.setSkew(skew)
-		if err := in.start(r); err != nil {
-			return err
-		}
-		name, _, _ := in.snapshot()
-		r.event(kind, "%s stopped; %s started in its place with its wall clock %v off the database's (for the rest of the run)", old, name, skew)
-		r.sleep(ctx, time.Duration(2000+rng.IntN(3000))*time.Millisecond)
-	case KindPostgresRestart:
-		down, streaming, err := r.db.restart(ctx)
-		if err != nil {
-			return err
-		}
-		r.count(kind)
-		r.event(kind, "primary restarted in %.1fs; standby streaming again after %.1fs", down.Seconds(), streaming.Seconds())
-	case KindPostgresFailover:
-		seen, down, total, err := r.db.failover(ctx)
-		r.mu.Lock()
-		r.beforeFailover = append(r.beforeFailover, seen...)
-		r.mu.Unlock()
-		if err != nil {
-			return err
-		}
-		r.count(kind)
-		kindOf := "synchronous"
-		if r.db.async {
-			kindOf = "asynchronous"
-		}
-		r.event(kind, "primary killed, standby promoted in %.1fs; new %s standby after %.1fs", down.Seconds(), kindOf, total.Seconds())
-	case KindPatroniKillPostmaster, KindPatroniKillPatroni, KindPatroniSwitchover, KindPatroniFailover,
-		KindPatroniDCSCut, KindEtcdRestart:
-		return r.leaderFault(ctx, kind, rng)
-	case KindLedger429:
-		n := 5 + rng.IntN(25)
-		r.sim.InjectStatus(http.StatusTooManyRequests, n)
-		r.count(kind)
-		r.event(kind, "next %d POSTs answer 429", n)
-		r.sleep(ctx, time.Duration(1000+rng.IntN(2000))*time.Millisecond)
-	case KindLedger503:
-		n, code := 3+rng.IntN(12), []int{15, 17, 18}[rng.IntN(3)]
-		r.sim.InjectError(http.StatusServiceUnavailable, code, n)
-		r.count(kind)
-		r.event(kind, "next %d POSTs answer 503 (code %d)", n, code)
-		r.sleep(ctx, time.Duration(1000+rng.IntN(2000))*time.Millisecond)
-	case KindLedgerTimeout:
-		n := 1 + rng.IntN(4)
-		hold := time.Duration(500+rng.IntN(int(r.cfg.Expiry2/time.Millisecond))) * time.Millisecond
-		r.sim.InjectTimeouts(n, hold)
-		r.count(kind)
-		r.event(kind, "next %d POSTs held unanswered for %.1fs", n, hold.Seconds())
-		r.sleep(ctx, hold+time.Second)
-	case KindLedgerDropResponse:
-		n := 1 + rng.IntN(5)
-		r.sim.InjectDroppedResponses(n)
-		r.count(kind)
-		r.event(kind, "next %d accepted POSTs lose their answer", n)
-		r.sleep(ctx, time.Duration(1000+rng.IntN(2000))*time.Millisecond)
-	case KindLedgerHiddenIntake:
-		// Batches the ledger took but reports UNKNOWN for a moment nobody can foresee: the
-		// instances resubmit them as their answers of the ledger run out, just as the
-		// ledger's COMMITTED answer may arrive, so a poll's write races a mark in flight.
-		n := 5 + rng.IntN(16)
-		r.sim.InjectHiddenIntake(n, 4*r.cfg.Renew+time.Second)
-		r.count(kind)
-		r.event(kind, "next %d accepted POSTs lose their answer and stay UNKNOWN for up to %v", n, 4*r.cfg.Renew+time.Second)
-		r.sleep(ctx, time.Duration(1500+rng.IntN(2000))*time.Millisecond)
-	case KindLedgerRestart:
-		r.sim.Restart()
-		r.count(kind)
-		r.event(kind, "ledger restarted: every batch not yet committed is forgotten")
-		r.sleep(ctx, time.Duration(1000+rng.IntN(2000))*time.Millisecond)
-	case KindConcurrentEnqueue:
-		r.count(kind)
-		r.event(kind, "%s", r.concurrentEnqueue(ctx, rng))
-	default:
+	f, ok := faults[kind]
+	if !ok {
 		return fmt.Errorf("unknown fault kind %q", kind)
 	}
+	return f(r, ctx, kind, rng)
+}
+
+// sigkill kills a running instance, starts it again after a moment, and waits out the
+// outage.
+func (r *run) sigkill(ctx context.Context, kind string, rng *rand.Rand) error {
+	in := r.pickRunning(rng)
+	if in == nil {
+		return nil
+	}
+	v := r.hit(ctx, kind, in)
+	in.kill()
+	r.held(ctx, v)
+	r.event(kind, "%s killed, holding %d claims", in.name, len(v.held))
+	r.leaseEnd(ctx, v, false)
+	r.sleep(ctx, time.Duration(1000+rng.IntN(2000))*time.Millisecond)
+	if err := in.start(r); err != nil {
+		return err
+	}
+	r.event(kind, "%s started in its place", in.name)
+	r.sleep(ctx, time.Until(v.wall.Add(r.outage(rng))))
+	return nil
+}
+
+// sigstop stops a running instance for an outage, then lets it go on.
+func (r *run) sigstop(ctx context.Context, kind string, rng *rand.Rand) error {
+	in := r.pickRunning(rng)
+	if in == nil {
+		return nil
+	}
+	d := r.outage(rng)
+	v := r.hit(ctx, kind, in)
+	in.signal(syscall.SIGSTOP, stateStopped)
+	r.held(ctx, v)
+	r.event(kind, "%s stopped for %.1fs, holding %d claims", in.name, d.Seconds(), len(v.held))
+	r.sleep(ctx, d)
+	r.leaseEnd(ctx, v, true)
+	in.signal(syscall.SIGCONT, stateRunning)
+	return nil
+}
+
+// linkDown cuts (KindLinkCut) or blackholes (KindLinkBlackhole) a running instance's
+// database link for an outage, or a third of the time for a moment it must ride out.
+func (r *run) linkDown(ctx context.Context, kind string, rng *rand.Rand) error {
+	in := r.pickRunning(rng)
+	if in == nil {
+		return nil
+	}
+	d := r.outage(rng)
+	if rng.IntN(3) == 0 { // a short one, that the instance must ride out
+		d = time.Duration(100+rng.IntN(int(r.cfg.Expiry1/time.Millisecond/2))) * time.Millisecond
+	}
+	v := r.hit(ctx, kind, in)
+	for _, p := range in.proxies {
+		if kind == KindLinkCut {
+			p.Cut()
+		} else {
+			p.Blackhole()
+		}
+	}
+	r.held(ctx, v)
+	r.event(kind, "%s's database link down for %.1fs, holding %d claims", in.name, d.Seconds(), len(v.held))
+	r.sleep(ctx, d)
+	r.leaseEnd(ctx, v, true)
+	for _, p := range in.proxies {
+		p.Restore()
+	}
+	return nil
+}
+
+// linkFreeze freezes every connection a running instance holds, while new ones pass: its
+// lease loop redials and keeps the lease alive, so nobody may take its claims, and it must
+// give the frozen connections up by itself and go on working.
+func (r *run) linkFreeze(ctx context.Context, kind string, rng *rand.Rand) error {
+	in := r.pickRunning(rng)
+	if in == nil {
+		return nil
+	}
+	d := r.cfg.Expiry2 + 2*r.cfg.Expiry1 + time.Duration(rng.IntN(2000))*time.Millisecond
+	r.count(kind)
+	id := in.lookupID(ctx, r.pool)
+	var since time.Time
+	if err := r.pool.QueryRow(ctx, `SELECT now()`).Scan(&since); err != nil {
+		return err
+	}
+	for _, p := range in.proxies {
+		p.Freeze()
+	}
+	r.event(kind, "%s's open database connections frozen for %.1fs (new ones pass)", in.name, d.Seconds())
+	r.sleep(ctx, d)
+	r.judgeStall(ctx, in.name, id, since.Add(r.cfg.Expiry1+r.cfg.Expiry1*2/3), "its connections frozen")
+	for _, p := range in.proxies {
+		p.Restore()
+	}
+	return nil
+}
+
+// linkLatency delays a running instance's database link for a few seconds.
+func (r *run) linkLatency(ctx context.Context, kind string, rng *rand.Rand) error {
+	in := r.pickRunning(rng)
+	if in == nil {
+		return nil
+	}
+	lat := time.Duration(20+rng.IntN(230)) * time.Millisecond
+	d := time.Duration(3000+rng.IntN(3000)) * time.Millisecond
+	r.count(kind)
+	for _, p := range in.proxies {
+		p.SetLatency(lat)
+	}
+	r.event(kind, "%s's database link delayed %v each way for %.1fs", in.name, lat, d.Seconds())
+	r.sleep(ctx, d)
+	for _, p := range in.proxies {
+		p.SetLatency(0)
+	}
+	return nil
+}
+
+// terminateBackends terminates the database backends of a running instance.
+func (r *run) terminateBackends(ctx context.Context, kind string, rng *rand.Rand) error {
+	in := r.pickRunning(rng)
+	if in == nil {
+		return nil
+	}
+	n, err := r.db.terminate(ctx, r.pool, in.name)
+	if err != nil {
+		return err
+	}
+	r.count(kind)
+	r.event(kind, "%d backends of %s terminated", n, in.name)
+	return nil
+}
+
+// clockSkew stops a running instance gracefully and starts one in its place with its wall
+// clock minutes off the database's, for the rest of the run.
+func (r *run) clockSkew(ctx context.Context, kind string, rng *rand.Rand) error {
+	in := r.pickRunning(rng)
+	if in == nil {
+		return nil
+	}
+	skew := time.Duration(2+rng.IntN(9)) * time.Minute
+	if rng.IntN(2) == 0 {
+		skew = -skew
+	}
+	r.count(kind)
+	old, _, _ := in.snapshot()
+	in.stop(10 * time.Second) // gracefully: it gives its claims back
+	in.setSkew(skew)
+	if err := in.start(r); err != nil {
+		return err
+	}
+	name, _, _ := in.snapshot()
+	r.event(kind, "%s stopped; %s started in its place with its wall clock %v off the database's (for the rest of the run)", old, name, skew)
+	r.sleep(ctx, time.Duration(2000+rng.IntN(3000))*time.Millisecond)
+	return nil
+}
+
+// postgresRestart restarts the local cluster's primary.
+func (r *run) postgresRestart(ctx context.Context, kind string, _ *rand.Rand) error {
+	down, streaming, err := r.db.restart(ctx)
+	if err != nil {
+		return err
+	}
+	r.count(kind)
+	r.event(kind, "primary restarted in %.1fs; standby streaming again after %.1fs", down.Seconds(), streaming.Seconds())
+	return nil
+}
+
+// postgresFailover kills the local cluster's primary and promotes its standby.
+func (r *run) postgresFailover(ctx context.Context, kind string, _ *rand.Rand) error {
+	seen, down, total, err := r.db.failover(ctx)
+	r.mu.Lock()
+	r.beforeFailover = append(r.beforeFailover, seen...)
+	r.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	r.count(kind)
+	kindOf := "synchronous"
+	if r.db.async {
+		kindOf = "asynchronous"
+	}
+	r.event(kind, "primary killed, standby promoted in %.1fs; new %s standby after %.1fs", down.Seconds(), kindOf, total.Seconds())
+	return nil
+}
+
+// ledger429 makes the ledger answer the next POSTs 429.
+func (r *run) ledger429(ctx context.Context, kind string, rng *rand.Rand) error {
+	n := 5 + rng.IntN(25)
+	r.sim.InjectStatus(http.StatusTooManyRequests, n)
+	r.count(kind)
+	r.event(kind, "next %d POSTs answer 429", n)
+	r.sleep(ctx, time.Duration(1000+rng.IntN(2000))*time.Millisecond)
+	return nil
+}
+
+// ledger503 makes the ledger answer the next POSTs 503 with one of its error codes.
+func (r *run) ledger503(ctx context.Context, kind string, rng *rand.Rand) error {
+	n, code := 3+rng.IntN(12), []int{15, 17, 18}[rng.IntN(3)]
+	r.sim.InjectError(http.StatusServiceUnavailable, code, n)
+	r.count(kind)
+	r.event(kind, "next %d POSTs answer 503 (code %d)", n, code)
+	r.sleep(ctx, time.Duration(1000+rng.IntN(2000))*time.Millisecond)
+	return nil
+}
+
+// ledgerTimeout makes the ledger hold the next POSTs unanswered.
+func (r *run) ledgerTimeout(ctx context.Context, kind string, rng *rand.Rand) error {
+	n := 1 + rng.IntN(4)
+	hold := time.Duration(500+rng.IntN(int(r.cfg.Expiry2/time.Millisecond))) * time.Millisecond
+	r.sim.InjectTimeouts(n, hold)
+	r.count(kind)
+	r.event(kind, "next %d POSTs held unanswered for %.1fs", n, hold.Seconds())
+	r.sleep(ctx, hold+time.Second)
+	return nil
+}
+
+// ledgerDropResponse makes the ledger accept the next POSTs and lose their answers.
+func (r *run) ledgerDropResponse(ctx context.Context, kind string, rng *rand.Rand) error {
+	n := 1 + rng.IntN(5)
+	r.sim.InjectDroppedResponses(n)
+	r.count(kind)
+	r.event(kind, "next %d accepted POSTs lose their answer", n)
+	r.sleep(ctx, time.Duration(1000+rng.IntN(2000))*time.Millisecond)
+	return nil
+}
+
+// ledgerHiddenIntake makes the ledger take batches but report them UNKNOWN for a moment
+// nobody can foresee: the instances resubmit them as their answers of the ledger run out,
+// just as the ledger's COMMITTED answer may arrive, so a poll's write races a mark in flight.
+func (r *run) ledgerHiddenIntake(ctx context.Context, kind string, rng *rand.Rand) error {
+	n := 5 + rng.IntN(16)
+	r.sim.InjectHiddenIntake(n, 4*r.cfg.Renew+time.Second)
+	r.count(kind)
+	r.event(kind, "next %d accepted POSTs lose their answer and stay UNKNOWN for up to %v", n, 4*r.cfg.Renew+time.Second)
+	r.sleep(ctx, time.Duration(1500+rng.IntN(2000))*time.Millisecond)
+	return nil
+}
+
+// ledgerRestart restarts the ledger, which forgets every batch not yet committed.
+func (r *run) ledgerRestart(ctx context.Context, kind string, rng *rand.Rand) error {
+	r.sim.Restart()
+	r.count(kind)
+	r.event(kind, "ledger restarted: every batch not yet committed is forgotten")
+	r.sleep(ctx, time.Duration(1000+rng.IntN(2000))*time.Millisecond)
+	return nil
+}
+
+// enqueueConcurrently has clients enqueue at once (concurrentEnqueue).
+func (r *run) enqueueConcurrently(ctx context.Context, kind string, rng *rand.Rand) error {
+	r.count(kind)
+	r.event(kind, "%s", r.concurrentEnqueue(ctx, rng))
 	return nil
 }
 

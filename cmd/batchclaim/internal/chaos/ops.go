@@ -87,19 +87,49 @@ func (r *run) opsLane(ctx context.Context, rng *rand.Rand, until time.Time) {
 // one drawn late would stretch the run.
 const fleetOpRoom = 30 * time.Second
 
-// pickOp draws the next operation of the random phase: the client operations more often
-// than those that act on the instances (and these only while fleet is true), and only kinds
-// that can still do something.
+// operation is one kind of operation, a row of operations.
+type operation struct {
+	// weight is how often the random phase draws the kind, against the others' weights; 0:
+	// never, the kind runs only in the first phase, where every configured kind runs once.
+	weight int
+	// fleet: the kind acts on the instances, and the random phase draws it only while the
+	// run has fleetOpRoom left.
+	fleet bool
+	// idle, when set, says the kind can do nothing now: the random phase does not draw it.
+	idle func(r *run) bool
+	// apply carries out one operation of the kind.
+	apply func(r *run, ctx context.Context, rng *rand.Rand) OpRecord
+}
+
+// operations are the operation kinds, each with how the random phase draws it and the
+// function that carries it out. Which kinds a run carries out is the config's (Ops): the
+// client operations are drawn more often than those that act on the instances.
+var operations = map[string]operation{
+	OpRetry:         {weight: 4, apply: (*run).opRetry},
+	OpCancel:        {weight: 3, apply: (*run).opCancel},
+	OpCancelRunning: {weight: 2, apply: (*run).opCancelRunning},
+	OpRunAt:         {weight: 3, apply: (*run).opRunAt},
+	OpResume:        {weight: 2, apply: (*run).opResume},
+	OpRetentionOn: {weight: 1, fleet: true, apply: (*run).opRetentionOn,
+		idle: func(r *run) bool { return r.slotWithoutRetention() == nil }},
+	OpDropIdleOn:   {apply: func(r *run, ctx context.Context, _ *rand.Rand) OpRecord { return r.opDropIdleOn(ctx) }},
+	OpPoolHog:      {weight: 1, fleet: true, apply: (*run).opPoolHog},
+	OpLongSnapshot: {weight: 1, idle: (*run).snapshotOpen, apply: (*run).opLongSnapshot},
+	OpClockDrift:   {weight: 1, fleet: true, apply: (*run).opClockDrift},
+	OpHeldEnqueue:  {weight: 1, fleet: true, apply: (*run).opHeldEnqueue},
+	OpClockRate: {weight: 1, fleet: true, apply: (*run).opClockRate,
+		idle: func(r *run) bool { return r.slotWithoutRate() == nil }},
+}
+
+// pickOp draws the next operation of the random phase among the configured kinds, each as
+// often as its weight says, those that act on the instances only while fleet is true, and
+// only kinds that can still do something.
 func (r *run) pickOp(rng *rand.Rand, fleet bool) string {
-	weights := map[string]int{OpRetry: 4, OpCancel: 3, OpCancelRunning: 2, OpRunAt: 3, OpResume: 2, OpRetentionOn: 1, OpPoolHog: 1, OpClockDrift: 1, OpLongSnapshot: 1, OpHeldEnqueue: 1, OpClockRate: 1}
 	var bag []string
 	for _, k := range r.cfg.Ops {
-		n := weights[k]
-		switch {
-		case !fleet && (k == OpRetentionOn || k == OpPoolHog || k == OpClockDrift || k == OpHeldEnqueue || k == OpClockRate),
-			k == OpClockRate && r.slotWithoutRate() == nil,
-			k == OpRetentionOn && r.slotWithoutRetention() == nil,
-			k == OpLongSnapshot && r.snapshotOpen():
+		op := operations[k]
+		n := op.weight
+		if (!fleet && op.fleet) || (op.idle != nil && op.idle(r)) {
 			n = 0
 		}
 		for range n {
@@ -114,33 +144,11 @@ func (r *run) pickOp(rng *rand.Rand, fleet bool) string {
 
 // operate carries out one operation.
 func (r *run) operate(ctx context.Context, kind string, rng *rand.Rand) OpRecord {
-	switch kind {
-	case OpRetry:
-		return r.opRetry(ctx, rng)
-	case OpCancel:
-		return r.opCancel(ctx, rng)
-	case OpCancelRunning:
-		return r.opCancelRunning(ctx, rng)
-	case OpRunAt:
-		return r.opRunAt(ctx, rng)
-	case OpResume:
-		return r.opResume(ctx, rng)
-	case OpRetentionOn:
-		return r.opRetentionOn(ctx, rng)
-	case OpDropIdleOn:
-		return r.opDropIdleOn(ctx)
-	case OpPoolHog:
-		return r.opPoolHog(ctx, rng)
-	case OpLongSnapshot:
-		return r.opLongSnapshot(ctx, rng)
-	case OpClockDrift:
-		return r.opClockDrift(ctx, rng)
-	case OpHeldEnqueue:
-		return r.opHeldEnqueue(ctx, rng)
-	case OpClockRate:
-		return r.opClockRate(ctx, rng)
+	op, ok := operations[kind]
+	if !ok {
+		return OpRecord{Kind: kind, Result: "unknown operation"}
 	}
-	return OpRecord{Kind: kind, Result: "unknown operation"}
+	return op.apply(r, ctx, rng)
 }
 
 // note records an operation and says what it did.
