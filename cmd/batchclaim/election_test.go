@@ -90,7 +90,7 @@ func TestPrimaryCommand(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(pool.Close)
-		el, err := election.New(pool, election.Config{Roles: []string{"scheduler"}, Name: name, Host: host, Schema: schema,
+		el, err := election.New(dbtest.Open(t, pool, schema), election.Config{Roles: []string{"scheduler"}, Name: name, Host: host,
 			HeartbeatInterval: 300 * time.Millisecond, Timeout: 1500 * time.Millisecond})
 		if err != nil {
 			t.Fatal(err)

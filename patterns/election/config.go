@@ -8,8 +8,6 @@ import (
 	"log/slog"
 	"os"
 	"time"
-
-	"github.com/batchclaim/batchclaim/pgdb"
 )
 
 // Defaults for the timing knobs: the source design's own example values.
@@ -48,11 +46,6 @@ type Config struct {
 	// context of a term was cancelled, with the reason.
 	OnSteppedDown func(t Term, why StepDownReason)
 
-	// Schema is the Postgres schema of batchclaim's tables, as migrations.Up was given it;
-	// empty means batchclaim (migrations.SchemaDefault); see docs/schema.md. Every instance
-	// standing for the same roles uses the same schema.
-	Schema string
-
 	// Logger receives the elector's logs. Nil discards them.
 	Logger *slog.Logger
 }
@@ -71,6 +64,7 @@ const (
 	StepDownStopped StepDownReason = "stopped"
 )
 
+// withDefaults returns c with every zero field set to its default.
 func (c Config) withDefaults() Config {
 	if c.Host == "" {
 		c.Host, _ = os.Hostname()
@@ -117,20 +111,15 @@ func (c Config) validate() error {
 	if len(c.Name) > 200 || len(c.Host) > 200 {
 		bad("name and host must be at most 200 bytes")
 	}
-	if c.Schema != "" {
-		if err := pgdb.ValidateSchema(c.Schema); err != nil {
-			errs = append(errs, err)
-		}
-	}
 	if len(errs) > 0 {
 		return fmt.Errorf("invalid election config: %w", errors.Join(errs...))
 	}
 	return nil
 }
 
-// Resolve applies the defaults and checks every rule, returning the interval and timeout in
-// force.
-func (c Config) Resolve() (interval, timeout time.Duration, err error) {
-	r := c.withDefaults()
-	return r.HeartbeatInterval, r.Timeout, r.validate()
+// Resolve applies the defaults and checks every rule, returning the configuration in force
+// (HeartbeatInterval and Timeout among it).
+func (c Config) Resolve() (Config, error) {
+	c = c.withDefaults()
+	return c, c.validate()
 }

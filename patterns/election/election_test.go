@@ -13,6 +13,7 @@ import (
 
 	"github.com/batchclaim/batchclaim"
 	"github.com/batchclaim/batchclaim/patterns/election"
+	"github.com/batchclaim/batchclaim/pgdb"
 	"github.com/batchclaim/batchclaim/testkit/dbtest"
 	"github.com/batchclaim/batchclaim/testkit/testutil"
 )
@@ -34,7 +35,7 @@ func TestConfigValidation(t *testing.T) {
 		{"role twice", election.Config{Roles: []string{"a", "b", "a"}}, `role "a" listed twice`},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			_, _, err := c.cfg.Resolve()
+			_, err := c.cfg.Resolve()
 			if c.want == "" {
 				if err != nil {
 					t.Fatalf("want valid, got %v", err)
@@ -44,17 +45,17 @@ func TestConfigValidation(t *testing.T) {
 			if err == nil || !strings.Contains(err.Error(), c.want) {
 				t.Fatalf("want an error containing %q, got %v", c.want, err)
 			}
-			if _, err := election.New(&pgxpool.Pool{}, c.cfg); err == nil || !strings.Contains(err.Error(), c.want) {
+			if _, err := election.New(pgdb.DB{}, c.cfg); err == nil || !strings.Contains(err.Error(), c.want) {
 				t.Fatalf("New: want an error containing %q, got %v", c.want, err)
 			}
 		})
 	}
-	if _, err := election.New(nil, election.Config{Roles: []string{"a"}}); err == nil {
-		t.Fatal("New accepted a nil pool")
+	if _, err := election.New(pgdb.DB{}, election.Config{Roles: []string{"a"}}); err == nil {
+		t.Fatal("New accepted the zero DB")
 	}
-	i, tt, err := election.Config{Roles: []string{"a"}, Timeout: 3 * time.Second}.Resolve()
-	if err != nil || i != 600*time.Millisecond || tt != 3*time.Second {
-		t.Fatalf("Resolve with T = 3s: I = %s, T = %s, %v; want I = T/5", i, tt, err)
+	r, err := election.Config{Roles: []string{"a"}, Timeout: 3 * time.Second}.Resolve()
+	if err != nil || r.HeartbeatInterval != 600*time.Millisecond || r.Timeout != 3*time.Second {
+		t.Fatalf("Resolve with T = 3s: I = %s, T = %s, %v; want I = T/5", r.HeartbeatInterval, r.Timeout, err)
 	}
 }
 
@@ -67,7 +68,7 @@ func TestOnePrimaryPerRole(t *testing.T) {
 	roles := []string{"scheduler", "broker", "reporter"}
 	var els []*election.Elector
 	for i := range 3 {
-		el, _, _ := startElector(t, pool, fmt.Sprintf("e%d", i), roles, nil)
+		el, _, _ := startElector(t, dbtest.Open(t, pool, ""), fmt.Sprintf("e%d", i), roles, nil)
 		els = append(els, el)
 	}
 	ctx := t.Context()
@@ -139,10 +140,10 @@ func TestStepDownBeforeReelection(t *testing.T) {
 	}
 	t.Cleanup(poolA.Close)
 
-	a, recA, _ := startElector(t, poolA, "a", []string{"r"}, nil)
+	a, recA, _ := startElector(t, dbtest.Open(t, poolA, ""), "a", []string{"r"}, nil)
 	testutil.WaitFor(t, 20*time.Second, "a elected", func() bool { _, ok := a.CheckPrimary("r"); return ok })
 	termA, _ := a.CheckPrimary("r")
-	b, recB, stopB := startElector(t, pool, "b", []string{"r"}, nil)
+	b, recB, stopB := startElector(t, dbtest.Open(t, pool, ""), "b", []string{"r"}, nil)
 
 	p.Blackhole()
 	// The hook that records an election may run just after CheckPrimary starts answering.
@@ -199,7 +200,7 @@ func TestFenceRejectsOldTerm(t *testing.T) {
 	t.Parallel()
 	pool, _ := testDB(t)
 	ctx := t.Context()
-	a, recA, _ := startElector(t, pool, "a", []string{"r"}, nil)
+	a, recA, _ := startElector(t, dbtest.Open(t, pool, ""), "a", []string{"r"}, nil)
 	testutil.WaitFor(t, 20*time.Second, "a elected", func() bool { _, ok := a.CheckPrimary("r"); return ok })
 	termA, _ := a.CheckPrimary("r")
 
@@ -215,7 +216,7 @@ func TestFenceRejectsOldTerm(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	b, _, _ := startElector(t, pool, "b", []string{"r"}, nil)
+	b, _, _ := startElector(t, dbtest.Open(t, pool, ""), "b", []string{"r"}, nil)
 	b.ShiftDBTime(testTimeout + time.Second)
 	// Keep the fenced transaction busy (Fence ends it on the server if it idles for I).
 	testutil.WaitFor(t, 20*time.Second, "b's takeovers blocked by the fenced transaction", func() bool {

@@ -15,7 +15,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/batchclaim/batchclaim"
-	"github.com/batchclaim/batchclaim/internal/db"
+	dbq "github.com/batchclaim/batchclaim/internal/db"
 	"github.com/batchclaim/batchclaim/internal/dbclock"
 	"github.com/batchclaim/batchclaim/internal/lease"
 	"github.com/batchclaim/batchclaim/pgdb"
@@ -32,9 +32,8 @@ const shutdownWait = 5 * time.Second
 // New does no I/O; Run does the work until its context ends.
 type Elector struct {
 	cfg   Config
-	pool  *pgxpool.Pool // for the elector's own connection
-	db    pgdb.Beginner // the pool in Config.Schema
-	q     *db.Queries
+	db    pgdb.DB // its Pool gives the elector's own connection
+	q     *dbq.Queries
 	log   *slog.Logger
 	id    uuid.UUID
 	clock dbclock.Clock // the database clock as this elector's statements see it (ShiftDBTime)
@@ -42,7 +41,7 @@ type Elector struct {
 
 	// Used only by the goroutine running Run (or Cycle).
 	conn    *pgxpool.Conn
-	connDB  pgdb.Beginner // conn in Config.Schema
+	connDB  pgdb.Beginner // conn in the DB's schema
 	ensured bool
 
 	// lease is the local deadline (send time of the last confirmed lease write + T - I) and
@@ -60,19 +59,20 @@ type heldTerm struct {
 	done   chan struct{} // closed when OnElected returned
 }
 
-// New checks cfg and returns an Elector with a random instance id. It does no I/O.
-func New(pool *pgxpool.Pool, cfg Config) (*Elector, error) {
-	if pool == nil {
-		return nil, errors.New("election: nil pool")
-	}
-	cfg = cfg.withDefaults()
-	if err := cfg.validate(); err != nil {
+// New checks cfg and returns an Elector on db, whose statements run in db's schema, with a
+// random instance id. It does no I/O.
+func New(db pgdb.DB, cfg Config) (*Elector, error) {
+	cfg, err := cfg.Resolve()
+	if err != nil {
 		return nil, err
+	}
+	if err := db.Err(); err != nil {
+		return nil, fmt.Errorf("election: %w", err)
 	}
 	cfg.Roles = append([]string(nil), cfg.Roles...)
 	id := uuid.New()
 	e := &Elector{
-		cfg: cfg, pool: pool, db: pgdb.InSchema(pool, cfg.Schema), q: db.New(), id: id,
+		cfg: cfg, db: db, q: dbq.New(), id: id,
 		// Fence judges the term inside the caller's transaction, which may have begun long
 		// before, by clock_timestamp(): a shifted time counts from the same reading.
 		clock: dbclock.Clock{Reading: dbclock.Statement},
@@ -140,8 +140,8 @@ func (e *Elector) Primaries() []Term {
 // Fence also sets idle_in_transaction_session_timeout = I for the rest of tx, so that if this
 // process is paused or cut off in the middle of it, the server ends the transaction and frees
 // the row instead of holding every successor off for as long as the pause lasts. Fence's own
-// statements in tx name the election's tables in Config.Schema; tx's other statements are the
-// caller's. It has the shape of lock.Locker.Fence and claims.Engine.Fence.
+// statements in tx name the election's tables in the DB's schema; tx's other statements are
+// the caller's. It has the shape of lock.Locker.Fence and claims.Engine.Fence.
 func (e *Elector) Fence(ctx context.Context, tx pgdb.Querier, t Term) error {
 	role := t.Role
 	if cur, ok := e.CheckPrimary(role); !ok || cur.Epoch != t.Epoch || cur.InstanceID != t.InstanceID {
@@ -151,7 +151,7 @@ func (e *Elector) Fence(ctx context.Context, tx pgdb.Querier, t Term) error {
 	if _, err := tx.Exec(ctx, "SELECT set_config('idle_in_transaction_session_timeout', $1, true)", ms(e.cfg.HeartbeatInterval)); err != nil {
 		return fmt.Errorf("fence %s: set transaction timeout: %w", role, err)
 	}
-	q := pgdb.QuerierInSchema(tx, e.cfg.Schema)
+	q := e.db.In(tx)
 	now, err := e.clock.Now(ctx, q)
 	if err != nil {
 		return fmt.Errorf("fence %s: %w", role, err)
@@ -164,13 +164,14 @@ func (e *Elector) Fence(ctx context.Context, tx pgdb.Querier, t Term) error {
 	return err
 }
 
-// WriteFenced runs fn in a transaction on the elector's pool that Fence makes conditional on t
-// (Fence runs first; fn does not run when t is over), so that fn's writes commit only while
-// this instance is t's primary. The transaction's lock waits are bounded by I. It returns an
-// error wrapping batchclaim.ErrClaimLost when t is over. It has the shape of
-// lock.Locker.WriteFenced and claims.Engine.WriteFenced.
+// WriteFenced runs fn in a transaction of the elector's DB (its statements run in the DB's
+// schema) that Fence makes conditional on t (Fence runs first; fn does not run when t is
+// over), so that fn's writes commit only while this instance is t's primary. The
+// transaction's lock waits are bounded by I. It returns an error wrapping
+// batchclaim.ErrClaimLost when t is over. It has the shape of lock.Locker.WriteFenced and
+// claims.Engine.WriteFenced.
 func (e *Elector) WriteFenced(ctx context.Context, t Term, fn func(pgx.Tx) error) error {
-	return pgdb.InTx(ctx, e.pool, pgx.TxOptions{}, func(tx pgx.Tx) error {
+	return pgdb.InTx(ctx, e.db, pgx.TxOptions{}, func(tx pgx.Tx) error {
 		if err := pgdb.GuardTx(ctx, tx, e.cfg.HeartbeatInterval, e.cfg.HeartbeatInterval); err != nil {
 			return err
 		}
@@ -264,7 +265,7 @@ func (e *Elector) cycle(ctx context.Context, conn pgdb.Beginner) error {
 	// sent, whichever of this loop and the watchdog runs first on waking.
 	if e.lease.Check() {
 		sent := time.Now()
-		rows, err := e.q.ElectionMemberRenew(ctx, conn, db.ElectionMemberRenewParams{
+		rows, err := e.q.ElectionMemberRenew(ctx, conn, dbq.ElectionMemberRenewParams{
 			InstanceID: e.id, TimeoutMs: e.cfg.Timeout.Milliseconds(), Now: now,
 		})
 		if err != nil {
@@ -284,7 +285,7 @@ func (e *Elector) cycle(ctx context.Context, conn pgdb.Beginner) error {
 		e.leaseLost()
 	}
 	sent := time.Now()
-	if _, err := e.q.ElectionMemberJoin(ctx, conn, db.ElectionMemberJoinParams{
+	if _, err := e.q.ElectionMemberJoin(ctx, conn, dbq.ElectionMemberJoinParams{
 		InstanceID: e.id, Name: e.cfg.Name, Host: e.cfg.Host, TimeoutMs: e.cfg.Timeout.Milliseconds(), Now: now,
 	}); err != nil {
 		return fmt.Errorf("join: %w", err)
@@ -362,7 +363,7 @@ const wakeSlack = 10 * time.Millisecond
 // raced reports a serialization failure or deadlock (the rows changed under the takeover),
 // after which a new attempt is worth making at once; a lock timeout (a fenced transaction of
 // the current primary holds the term row) is not, it is retried at the next cycle.
-func (e *Elector) acquire(ctx context.Context, conn pgdb.Beginner, roles []string, now *time.Time) (won []db.ElectionTermsAcquireRow, raced bool, err error) {
+func (e *Elector) acquire(ctx context.Context, conn pgdb.Beginner, roles []string, now *time.Time) (won []dbq.ElectionTermsAcquireRow, raced bool, err error) {
 	var begun, timeouts bool
 	err = pgdb.InTx(ctx, conn, pgx.TxOptions{IsoLevel: pgx.RepeatableRead}, func(tx pgx.Tx) error {
 		begun = true
@@ -370,9 +371,9 @@ func (e *Elector) acquire(ctx context.Context, conn pgdb.Beginner, roles []strin
 			timeouts = true
 			return err
 		}
-		_, err := e.q.ElectionMembersEvict(ctx, tx, db.ElectionMembersEvictParams{InstanceID: e.id, Roles: roles, Now: now})
+		_, err := e.q.ElectionMembersEvict(ctx, tx, dbq.ElectionMembersEvictParams{InstanceID: e.id, Roles: roles, Now: now})
 		if err == nil {
-			won, err = e.q.ElectionTermsAcquire(ctx, tx, db.ElectionTermsAcquireParams{InstanceID: e.id, Roles: roles, Now: now})
+			won, err = e.q.ElectionTermsAcquire(ctx, tx, dbq.ElectionTermsAcquireParams{InstanceID: e.id, Roles: roles, Now: now})
 		}
 		return err
 	})
@@ -397,18 +398,18 @@ func ms(d time.Duration) string { return fmt.Sprint(d.Milliseconds()) }
 
 // connection returns the elector's own connection, taken from the pool once and kept, so
 // that the heartbeat never waits behind the application's use of the pool; its statements
-// run in Config.Schema.
+// run in the DB's schema.
 func (e *Elector) connection(ctx context.Context) (pgdb.Beginner, error) {
 	if e.conn != nil {
 		return e.connDB, nil
 	}
 	actx, cancel := context.WithTimeout(ctx, e.cfg.Timeout-e.cfg.HeartbeatInterval)
 	defer cancel()
-	c, err := e.pool.Acquire(actx)
+	c, err := e.db.Pool().Acquire(actx)
 	if err != nil {
 		return nil, fmt.Errorf("acquire connection: %w", err)
 	}
-	e.conn, e.connDB = c, pgdb.InSchema(c.Conn(), e.cfg.Schema)
+	e.conn, e.connDB = c, pgdb.InSchema(c.Conn(), e.db.Schema())
 	return e.connDB, nil
 }
 

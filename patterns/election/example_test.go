@@ -7,21 +7,21 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/batchclaim/batchclaim"
 	"github.com/batchclaim/batchclaim/patterns/election"
+	"github.com/batchclaim/batchclaim/pgdb"
 )
 
 // The timeout must exceed twice the heartbeat interval; a knob left unset follows from the
 // other. An Elector with these timings steps down T - I after the send of its last
 // confirmed heartbeat.
 func ExampleConfig_Resolve() {
-	i, t, err := election.Config{Roles: []string{"scheduler"}, Timeout: 5 * time.Second}.Resolve()
-	fmt.Println(i, t, err)
-	fmt.Println("steps down after:", t-i)
+	c, err := election.Config{Roles: []string{"scheduler"}, Timeout: 5 * time.Second}.Resolve()
+	fmt.Println(c.HeartbeatInterval, c.Timeout, err)
+	fmt.Println("steps down after:", c.Timeout-c.HeartbeatInterval)
 
-	_, _, err = election.Config{Roles: []string{"scheduler", "broker"}, HeartbeatInterval: time.Second, Timeout: 2 * time.Second}.Resolve()
+	_, err = election.Config{Roles: []string{"scheduler", "broker"}, HeartbeatInterval: time.Second, Timeout: 2 * time.Second}.Resolve()
 	fmt.Println(err)
 	// Output:
 	// 1s 5s <nil>
@@ -32,9 +32,9 @@ func ExampleConfig_Resolve() {
 // Embedding: stand for a role, do the primary's work while the term's context lives, and
 // fence every write that only the primary may make.
 func ExampleNew() {
-	run := func(ctx context.Context, pool *pgxpool.Pool) error {
+	run := func(ctx context.Context, db pgdb.DB) error {
 		var el *election.Elector
-		el, err := election.New(pool, election.Config{
+		el, err := election.New(db, election.Config{
 			Roles:             []string{"scheduler"},
 			HeartbeatInterval: time.Second,
 			Timeout:           5 * time.Second,
@@ -42,7 +42,7 @@ func ExampleNew() {
 				// Primary of t.Role until ctx is cancelled, which happens before anyone else
 				// can be elected.
 				for ctx.Err() == nil {
-					err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+					err := pgx.BeginFunc(ctx, db.Pool(), func(tx pgx.Tx) error {
 						if err := el.Fence(ctx, tx, t); err != nil {
 							return err // wraps batchclaim.ErrClaimLost: this term is over
 						}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/batchclaim/batchclaim"
 	"github.com/batchclaim/batchclaim/patterns/election"
+	"github.com/batchclaim/batchclaim/pgdb"
 	"github.com/batchclaim/batchclaim/testkit/dbtest"
 	"github.com/batchclaim/batchclaim/testkit/testutil"
 )
@@ -77,7 +78,7 @@ func (r *recorder) snapshot() (elected, down []stamped) {
 }
 
 // startElector runs an elector for roles until the test ends (or stop is called).
-func startElector(t *testing.T, pool *pgxpool.Pool, name string, roles []string, tweak func(*election.Config)) (el *election.Elector, rec *recorder, stop func()) {
+func startElector(t *testing.T, db pgdb.DB, name string, roles []string, tweak func(*election.Config)) (el *election.Elector, rec *recorder, stop func()) {
 	t.Helper()
 	rec = newRecorder()
 	cfg := election.Config{Roles: roles, Name: name, HeartbeatInterval: testInterval, Timeout: testTimeout}
@@ -85,7 +86,7 @@ func startElector(t *testing.T, pool *pgxpool.Pool, name string, roles []string,
 	if tweak != nil {
 		tweak(&cfg)
 	}
-	el, err := election.New(pool, cfg)
+	el, err := election.New(db, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/batchclaim/batchclaim/patterns/election"
+	"github.com/batchclaim/batchclaim/pgdb"
 	"github.com/batchclaim/batchclaim/testkit/dbtest"
 )
 
@@ -39,8 +40,13 @@ func helperMain(url string) int {
 		return 2
 	}
 	defer pool.Close()
+	db, err := pgdb.Open(pool, "")
+	if err != nil {
+		fmt.Println("error", err)
+		return 2
+	}
 	var el *election.Elector
-	el, err = election.New(pool, election.Config{
+	el, err = election.New(db, election.Config{
 		Roles: []string{"r"}, Name: "helper", HeartbeatInterval: testInterval, Timeout: testTimeout,
 		OnElected: func(ctx context.Context, t election.Term) {
 			fmt.Printf("elected %d\n", t.Epoch)

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/batchclaim/batchclaim/testkit/dbtest"
 	"github.com/batchclaim/batchclaim/testkit/testutil"
 )
 
@@ -19,7 +20,7 @@ func TestSIGKILLOfPrimaryProcess(t *testing.T) {
 	ctx := t.Context()
 	h := startHelper(t, url)
 	testutil.WaitFor(t, 30*time.Second, "the helper process elected", func() bool { return h.SaidPrefix("elected ") })
-	b, _, _ := startElector(t, pool, "b", []string{"r"}, nil)
+	b, _, _ := startElector(t, dbtest.Open(t, pool, ""), "b", []string{"r"}, nil)
 	old, ok := primaryIs(t, pool, "r", "helper")
 	if !ok {
 		t.Fatalf("the helper is not the primary: %+v\n%s", old, h.Output())
@@ -62,7 +63,7 @@ func TestSIGSTOPOfPrimaryProcessPastExpiry(t *testing.T) {
 	ctx := t.Context()
 	h := startHelper(t, url)
 	testutil.WaitFor(t, 30*time.Second, "the helper process elected", func() bool { return h.SaidPrefix("elected ") })
-	b, _, _ := startElector(t, pool, "b", []string{"r"}, nil)
+	b, _, _ := startElector(t, dbtest.Open(t, pool, ""), "b", []string{"r"}, nil)
 	old, ok := primaryIs(t, pool, "r", "helper")
 	if !ok {
 		t.Fatalf("the helper is not the primary: %+v\n%s", old, h.Output())

@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/batchclaim/batchclaim/testkit/dbtest"
 	"github.com/batchclaim/batchclaim/testkit/testutil"
 	"github.com/google/uuid"
 )
@@ -34,7 +35,7 @@ func TestTakeoverConflictsWithLateRenewal(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	b, _, _ := startElector(t, pool, "b", []string{"r"}, nil)
+	b, _, _ := startElector(t, dbtest.Open(t, pool, ""), "b", []string{"r"}, nil)
 	testutil.WaitFor(t, 20*time.Second, "b's takeover held up by the renewal in flight (or b elected)", func() bool {
 		_, elected := b.CheckPrimary("r")
 		return b.Stats().RacesLost >= 1 || elected

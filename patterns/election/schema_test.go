@@ -28,7 +28,8 @@ func TestElectionInSchema(t *testing.T) {
 	if _, err := pool.Exec(ctx, `CREATE TABLE test_writes (id bigserial PRIMARY KEY, name text NOT NULL, epoch bigint NOT NULL)`); err != nil {
 		t.Fatal(err)
 	}
-	el, rec, stop := startElector(t, pool, "a", []string{"r"}, func(c *election.Config) { c.Schema = "pat" })
+	db := dbtest.Open(t, pool, "pat")
+	el, rec, stop := startElector(t, db, "a", []string{"r"}, nil)
 	testutil.WaitFor(t, 10*time.Second, "elected primary of r", func() bool {
 		elected, _ := rec.snapshot()
 		return len(elected) == 1
@@ -48,8 +49,8 @@ func TestElectionInSchema(t *testing.T) {
 	if err != nil {
 		t.Fatalf("fenced write: %v", err)
 	}
-	// The package functions take a Querier already in the schema.
-	if p, err := election.GetPrimary(ctx, pgdb.QuerierInSchema(pool, "pat"), "r"); err != nil || p.InstanceID != el.InstanceID() {
+	// The package functions take the DB, a Querier in its schema.
+	if p, err := election.GetPrimary(ctx, db, "r"); err != nil || p.InstanceID != el.InstanceID() {
 		t.Fatalf("GetPrimary: %+v %v", p, err)
 	}
 	stop() // resigns, in the schema
@@ -58,11 +59,7 @@ func TestElectionInSchema(t *testing.T) {
 		t.Fatalf("resigned events in pat: %d, %v; want 1", resigned, err)
 	}
 
-	cfg := election.Config{Roles: []string{"r"}, Schema: "public"}
-	if _, _, err := cfg.Resolve(); err == nil || !strings.Contains(err.Error(), `schema "public"`) {
-		t.Fatalf("Resolve with Schema public: %v, want it refused", err)
-	}
-	if _, err := election.New(pool, cfg); err == nil || !strings.Contains(err.Error(), `invalid election config: schema "public"`) {
-		t.Fatalf("New with Schema public: %v, want it refused", err)
+	if _, err := election.New(pgdb.DB{}, election.Config{Roles: []string{"r"}}); err == nil || !strings.Contains(err.Error(), "election: no database") {
+		t.Fatalf("New with the zero DB: %v, want it refused", err)
 	}
 }

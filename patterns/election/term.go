@@ -23,8 +23,8 @@ type Term struct {
 
 // GetPrimary returns the term of role's live primary: the source design's GetPrimary. The
 // primary is live while its lease has not expired by the database's clock. It returns an
-// error wrapping batchclaim.ErrNotFound when the role has no live primary. For a database
-// migrated into another schema, q is in that schema (pgdb.QuerierInSchema).
+// error wrapping batchclaim.ErrNotFound when the role has no live primary. q is the pgdb.DB
+// the electors use (or a transaction of the caller's moved into its schema by DB.In).
 func GetPrimary(ctx context.Context, q pgdb.Querier, role string) (Term, error) {
 	st, err := readTerms(ctx, q, []string{role}, nil)
 	if err != nil {
@@ -43,8 +43,8 @@ func GetPrimary(ctx context.Context, q pgdb.Querier, role string) (Term, error) 
 // database clock). It checks only the database; Elector.Fence also checks the instance's
 // own deadline. Call it first in the transaction, before the writes it guards, and bound
 // the transaction (idle_in_transaction_session_timeout, as Elector.Fence sets it): a
-// takeover waits for it. For a database migrated into another schema, tx is in that schema
-// (pgdb.QuerierInSchema).
+// takeover waits for it. tx is the caller's transaction moved into the electors' schema by
+// pgdb.DB.In.
 func FenceTerm(ctx context.Context, tx pgdb.Querier, t Term) error {
 	return fenceTerm(ctx, tx, t, nil)
 }

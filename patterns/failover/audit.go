@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/batchclaim/batchclaim/internal/db"
+	dbq "github.com/batchclaim/batchclaim/internal/db"
 	"github.com/batchclaim/batchclaim/patterns/lock"
 	"github.com/batchclaim/batchclaim/pgdb"
 )
@@ -43,50 +43,52 @@ func (a Audit) Violations() int {
 	return a.TwoPrimaries + a.NotMostUpToDate + a.OrphanedFailovers + a.LostCommands
 }
 
-// Check audits a shard's history. liveWindow says how recent a registration must be for its
-// node to count as live (use the nodes' Patience). For a database migrated into another
-// schema, q is in that schema (pgdb.QuerierInSchema).
-func Check(ctx context.Context, q pgdb.Querier, shard string, liveWindow time.Duration) (Audit, error) {
+// Check audits a shard's history in db. liveWindow says how recent a registration must be
+// for its node to count as live (use the nodes' Patience).
+func Check(ctx context.Context, db pgdb.DB, shard string, liveWindow time.Duration) (Audit, error) {
 	var a Audit
-	dq := db.New()
+	if err := db.Err(); err != nil {
+		return a, fmt.Errorf("failover: %w", err)
+	}
+	dq := dbq.New()
 	win := liveWindow.Milliseconds()
-	n, err := dq.FailoverAuditTwoPrimaries(ctx, q, shard)
+	n, err := dq.FailoverAuditTwoPrimaries(ctx, db, shard)
 	if err != nil {
 		return a, fmt.Errorf("audit two primaries: %w", err)
 	}
 	a.TwoPrimaries = int(n)
-	if n, err = dq.FailoverAuditNotMostUpToDate(ctx, q, shard); err != nil {
+	if n, err = dq.FailoverAuditNotMostUpToDate(ctx, db, shard); err != nil {
 		return a, fmt.Errorf("audit choice: %w", err)
 	}
 	a.NotMostUpToDate = int(n)
-	if n, err = dq.FailoverAuditLostCommands(ctx, q, db.FailoverAuditLostCommandsParams{Shard: shard, WindowMs: win}); err != nil {
+	if n, err = dq.FailoverAuditLostCommands(ctx, db, dbq.FailoverAuditLostCommandsParams{Shard: shard, WindowMs: win}); err != nil {
 		return a, fmt.Errorf("audit commands: %w", err)
 	}
 	a.LostCommands = int(n)
-	counts, err := dq.FailoverCommandCounts(ctx, q, shard)
+	counts, err := dq.FailoverCommandCounts(ctx, db, shard)
 	if err != nil {
 		return a, fmt.Errorf("audit commands: %w", err)
 	}
 	a.CommandsIssued, a.CommandsConsumed = counts.Issued, counts.Consumed
-	if s, err := dq.FailoverShardGet(ctx, q, shard); err == nil {
+	if s, err := Shard(ctx, db, shard); err == nil {
 		a.Epoch, a.Primary = s.Epoch, s.PrimaryID
 	}
-	decisions, err := dq.FailoverDecisions(ctx, q, shard)
+	decisions, err := Decisions(ctx, db, shard)
 	if err != nil {
 		return a, fmt.Errorf("audit decisions: %w", err)
 	}
 	var completions []time.Time
 	for _, d := range decisions {
 		a.Decisions++
-		if d.Outcome != nil && *d.Outcome == "completed" && d.CompletedAt != nil {
+		if d.Outcome == DecisionCompleted && d.CompletedAt != nil {
 			a.Completed++
 			completions = append(completions, *d.CompletedAt)
-			if d.CompletedBy != nil && *d.CompletedBy != d.DecidedBy {
+			if d.CompletedBy != "" && d.CompletedBy != d.DecidedBy {
 				a.Resumed++
 			}
 		}
 	}
-	locker, err := lock.New(q, lock.Config{})
+	locker, err := lock.New(db, lock.Config{})
 	if err != nil {
 		return a, err
 	}

@@ -127,8 +127,7 @@ func (n *Node) consumeOne(ctx context.Context) (Command, bool, error) {
 // on a connection taken out of the pool, unless DisableListen), right after the connection
 // listens (commands queued before are not notified again), and every PollInterval in any
 // case: the fallback when a notification is lost or the connection is down. The connection
-// runs LISTEN only, which names no table; the queue is read through the pool in
-// Config.Schema. The channel is the database's, shared by every schema's shards, and the
+// runs LISTEN only, which names no table; the queue is read through the DB, in its schema. The channel is the database's, shared by every schema's shards, and the
 // payload is a node id: a node of another schema with the same id drains its queue once for
 // nothing.
 func (n *Node) consumeLoop(ctx context.Context) {
@@ -145,7 +144,7 @@ func (n *Node) consumeLoop(ctx context.Context) {
 		wg.Go(func() {
 			_ = notify.Run(ctx, notify.Config{
 				Dial: func(ctx context.Context) (*pgx.Conn, error) {
-					pc, err := n.pool.Acquire(ctx)
+					pc, err := n.db.Pool().Acquire(ctx)
 					if err != nil {
 						return nil, err
 					}

@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"time"
-
-	"github.com/batchclaim/batchclaim/pgdb"
 )
 
 // Defaults for the timing knobs: the values in force when every knob is left at zero. A knob
@@ -73,11 +71,6 @@ type Config struct {
 	// Zero means PrimaryLease/10.
 	Margin time.Duration
 
-	// Schema is the Postgres schema of batchclaim's tables, as migrations.Up was given it;
-	// empty means batchclaim (migrations.SchemaDefault); see docs/schema.md. Every node of a
-	// shard uses the same schema.
-	Schema string
-
 	// Logger receives the node's logs. Nil discards them.
 	Logger *slog.Logger
 	// OnRole, when set, is called after every change of the node's role or epoch.
@@ -94,8 +87,8 @@ type Config struct {
 // Resolve applies the defaults and checks every rule, returning the configuration in force
 // (without the node's own jitter, which New draws).
 func (c Config) Resolve() (Config, error) {
-	r := c.withDefaults()
-	return r, r.validate()
+	c = c.withDefaults()
+	return c, c.validate()
 }
 
 // withDefaults returns a copy with every zero knob filled in from the ones set.
@@ -126,11 +119,6 @@ func (c Config) validate() error {
 	}
 	if c.NodeID == "" {
 		bad("node id is required")
-	}
-	if c.Schema != "" {
-		if err := pgdb.ValidateSchema(c.Schema); err != nil {
-			errs = append(errs, err)
-		}
 	}
 	for _, k := range []struct {
 		name string

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/batchclaim/batchclaim/patterns/failover"
+	"github.com/batchclaim/batchclaim/pgdb"
 )
 
 func TestConfigResolve(t *testing.T) {
@@ -39,8 +40,8 @@ func TestConfigResolve(t *testing.T) {
 		if _, err := tc.cfg.Resolve(); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: %v, want %q", tc.name, err, tc.want)
 		}
-		if _, err := failover.New(nil, tc.cfg); err == nil {
-			t.Errorf("%s: New accepted it", tc.name)
+		if _, err := failover.New(pgdb.DB{}, tc.cfg); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: New: %v, want %q", tc.name, err, tc.want)
 		}
 	}
 }

@@ -8,12 +8,13 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/batchclaim/batchclaim/patterns/failover"
+	"github.com/batchclaim/batchclaim/pgdb"
 	"github.com/batchclaim/batchclaim/testkit/dbtest"
 )
 
 // shardOf4 registers a primary p (progress 100, bootstrapped) and replicas a (50), b (90)
 // and c (95), each by one heartbeat, with the given confirm timeout.
-func shardOf4(t *testing.T, pool *pgxpool.Pool, confirm time.Duration, onCmd func(failover.Command)) map[string]*failover.Node {
+func shardOf4(t *testing.T, db pgdb.DB, confirm time.Duration, onCmd func(failover.Command)) map[string]*failover.Node {
 	t.Helper()
 	nodes := map[string]*failover.Node{}
 	for _, s := range []struct {
@@ -24,7 +25,7 @@ func shardOf4(t *testing.T, pool *pgxpool.Pool, confirm time.Duration, onCmd fun
 		cfg.Bootstrap = s.id == "p"
 		cfg.ConfirmTimeout = confirm
 		cfg.OnCommand = onCmd
-		nodes[s.id] = newNode(t, pool, cfg)
+		nodes[s.id] = newNode(t, db, cfg)
 		if err := nodes[s.id].Heartbeat(t.Context()); err != nil {
 			t.Fatal(err)
 		}
@@ -65,11 +66,12 @@ func deadNode(t *testing.T, pool *pgxpool.Pool, node string) {
 // down on the newer epoch and ignores a command of its old epoch.
 func TestFailoverPicksMostUpToDateLiveReplica(t *testing.T) {
 	t.Parallel()
-	pool := dbtest.NewPool(t)
+	db := dbtest.NewOpen(t)
+	pool := db.Pool()
 	ctx := t.Context()
 	var mu sync.Mutex
 	var consumed []failover.Command
-	nodes := shardOf4(t, pool, 300*time.Millisecond, func(c failover.Command) { mu.Lock(); consumed = append(consumed, c); mu.Unlock() })
+	nodes := shardOf4(t, db, 300*time.Millisecond, func(c failover.Command) { mu.Lock(); consumed = append(consumed, c); mu.Unlock() })
 
 	if out, err := nodes["a"].Watch(ctx); err != nil || out != failover.OutcomeNothing {
 		t.Fatalf("watch with a healthy primary: %v %v", out, err)
@@ -146,7 +148,7 @@ func TestFailoverPicksMostUpToDateLiveReplica(t *testing.T) {
 	if got := scalar[string](t, pool, `SELECT string_agg(role || '@' || epoch, ',' ORDER BY id) FROM batchclaim.failover_roles WHERE node_id = 'p'`); got != "primary@1,replica@2" {
 		t.Fatalf("old primary's role history %q", got)
 	}
-	a := audit(t, pool, "s")
+	a := audit(t, db, "s")
 	wantClean(t, a)
 	if a.Decisions != 1 || a.Completed != 1 || a.Resumed != 1 || a.Epoch != 2 || a.Primary != "b" {
 		t.Fatalf("audit: %+v", a)
@@ -157,9 +159,10 @@ func TestFailoverPicksMostUpToDateLiveReplica(t *testing.T) {
 // picks the next best live node at a newer epoch; the audit accepts both choices.
 func TestFailoverSupersedesDecisionWhoseNewPrimaryDied(t *testing.T) {
 	t.Parallel()
-	pool := dbtest.NewPool(t)
+	db := dbtest.NewOpen(t)
+	pool := db.Pool()
 	ctx := t.Context()
-	nodes := shardOf4(t, pool, 200*time.Millisecond, nil)
+	nodes := shardOf4(t, db, 200*time.Millisecond, nil)
 	primaryGone(t, pool, "p")
 	if out, err := nodes["a"].Failover(ctx); err != nil || out != failover.OutcomeUnconfirmed {
 		t.Fatalf("first failover: %v %v", out, err)
@@ -186,7 +189,7 @@ func TestFailoverSupersedesDecisionWhoseNewPrimaryDied(t *testing.T) {
 	if out, err := nodes["a"].Failover(ctx); err != nil || out != failover.OutcomeCompleted {
 		t.Fatalf("completing: %v %v", out, err)
 	}
-	a := audit(t, pool, "s")
+	a := audit(t, db, "s")
 	if a.TwoPrimaries+a.NotMostUpToDate+a.OrphanedFailovers != 0 || a.Decisions != 2 || a.Completed != 1 {
 		t.Fatalf("audit: %+v", a)
 	}
@@ -197,9 +200,10 @@ func TestFailoverSupersedesDecisionWhoseNewPrimaryDied(t *testing.T) {
 // without a completed failover are each counted.
 func TestAuditCountsViolations(t *testing.T) {
 	t.Parallel()
-	pool := dbtest.NewPool(t)
-	shardOf4(t, pool, 100*time.Millisecond, nil)
-	if a := audit(t, pool, "s"); a.Violations() != 0 {
+	db := dbtest.NewOpen(t)
+	pool := db.Pool()
+	shardOf4(t, db, 100*time.Millisecond, nil)
+	if a := audit(t, db, "s"); a.Violations() != 0 {
 		t.Fatalf("a fresh shard: %+v", a)
 	}
 	mustExec(t, pool, `INSERT INTO batchclaim.failover_roles (shard, node_id, epoch, role, primary_id, renewed_at, lease_until)
@@ -210,7 +214,7 @@ func TestAuditCountsViolations(t *testing.T) {
 		VALUES ('s', 9, 'p', 'a', 'a', 1, now() - interval '1 minute', 'completed')`)
 	mustExec(t, pool, `INSERT INTO batchclaim.failover_commands (node_id, shard, epoch, kind, primary_id, issued_by) VALUES ('b', 's', 9, 'replicaof', 'a', 'a')`)
 	mustExec(t, pool, `INSERT INTO batchclaim.owner_lock_events (name, epoch, event) VALUES ('failover:s', 1, 'acquired')`)
-	a := audit(t, pool, "s")
+	a := audit(t, db, "s")
 	if a.TwoPrimaries != 1 || a.NotMostUpToDate != 1 || a.LostCommands != 1 || a.OrphanedFailovers != 1 {
 		t.Fatalf("audit %+v: want one of each violation", a)
 	}

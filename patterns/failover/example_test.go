@@ -8,6 +8,7 @@ import (
 	"github.com/batchclaim/batchclaim/testkit/dbtest"
 
 	"github.com/batchclaim/batchclaim/patterns/failover"
+	"github.com/batchclaim/batchclaim/pgdb"
 )
 
 // A shard of three nodes: p is the primary, a (progress 90) and b (progress 95) replicate
@@ -17,6 +18,10 @@ import (
 func Example() {
 	pool, drop := dbtest.ExamplePool()
 	defer drop()
+	db, err := pgdb.Open(pool, "")
+	if err != nil {
+		panic(err)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 
@@ -27,15 +32,15 @@ func Example() {
 			Patience:          time.Second,            // a replica's patience this plus up to 500ms.
 		}
 	}
-	p := must(failover.New(pool, failover.Config{Shard: "users-1", NodeID: "p", Bootstrap: true, LastTxnID: 100,
+	p := must(failover.New(db, failover.Config{Shard: "users-1", NodeID: "p", Bootstrap: true, LastTxnID: 100,
 		HeartbeatInterval: 100 * time.Millisecond, Patience: time.Second}))
 	if err := p.Heartbeat(ctx); err != nil { // bootstraps the shard: p is primary at epoch 1
 		panic(err)
 	}
 	fmt.Printf("p: %s at epoch %d\n", p.State().Role, p.State().Epoch)
 
-	a := must(failover.New(pool, config("a", 90)))
-	b := must(failover.New(pool, config("b", 95)))
+	a := must(failover.New(db, config("a", 90)))
+	b := must(failover.New(db, config("b", 95)))
 	for _, n := range []*failover.Node{a, b} {
 		go n.Run(ctx) //nolint:errcheck // ends with ctx
 	}

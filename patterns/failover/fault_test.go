@@ -88,7 +88,7 @@ func TestPrimaryKilled(t *testing.T) {
 		t.Fatalf("new primary %q at epoch %d, want b (950, the most up to date)", primary, epoch)
 	}
 	settled(t, pool, "a", "b")
-	wantClean(t, audit(t, pool, "f"))
+	wantClean(t, audit(t, dbtest.Open(t, pool, ""), "f"))
 }
 
 // A primary frozen past its lease is replaced; when it runs again it finds the newer epoch
@@ -104,7 +104,7 @@ func TestPrimaryStoppedPastExpiry(t *testing.T) {
 	if r := scalar[string](t, pool, `SELECT role || '@' || epoch || ':' || primary_id FROM batchclaim.failover_nodes WHERE node_id = 'p'`); r != "replica@2:"+primary {
 		t.Fatalf("old primary after SIGCONT: %s", r)
 	}
-	wantClean(t, audit(t, pool, "f"))
+	wantClean(t, audit(t, dbtest.Open(t, pool, ""), "f"))
 }
 
 // The orchestrator dies between recording its decision and sending any command: its lock
@@ -124,7 +124,7 @@ func TestOrchestratorKilledMidFailover(t *testing.T) {
 	testutil.WaitFor(t, 30*time.Second, "the killed orchestrator's registration to go stale", func() bool {
 		return scalar[bool](t, pool, `SELECT last_updated < now() - interval '2 seconds' FROM batchclaim.failover_nodes WHERE node_id = $1`, x.id)
 	})
-	a := audit(t, pool, "f")
+	a := audit(t, dbtest.Open(t, pool, ""), "f")
 	wantClean(t, a)
 	if a.LockExpired == 0 || a.Resumed != 1 || a.Decisions != 1 {
 		t.Fatalf("audit %+v: want the killed orchestrator's lock expired and its decision completed by another node", a)
@@ -150,7 +150,7 @@ func TestOrchestratorStoppedPastLockTTL(t *testing.T) {
 	}
 	testutil.WaitFor(t, 30*time.Second, "the stale orchestrator to be refused", func() bool { return x.Said("lock not held") })
 	settled(t, pool, "a", "b", "c")
-	a := audit(t, pool, "f")
+	a := audit(t, dbtest.Open(t, pool, ""), "f")
 	wantClean(t, a)
 	if a.Resumed != 1 || a.Decisions != 1 {
 		t.Fatalf("audit %+v: want the one decision completed by another node", a)

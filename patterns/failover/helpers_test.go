@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/batchclaim/batchclaim/patterns/failover"
+	"github.com/batchclaim/batchclaim/pgdb"
 )
 
 // testConfig: timings small enough for tests, generous enough for a loaded machine.
@@ -25,9 +26,9 @@ func testConfig(shard, node string, progress int64) failover.Config {
 	}
 }
 
-func newNode(t *testing.T, pool *pgxpool.Pool, cfg failover.Config) *failover.Node {
+func newNode(t *testing.T, db pgdb.DB, cfg failover.Config) *failover.Node {
 	t.Helper()
-	n, err := failover.New(pool, cfg)
+	n, err := failover.New(db, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,9 +60,9 @@ func scalar[T any](t *testing.T, pool *pgxpool.Pool, sql string, args ...any) T 
 	return v
 }
 
-func audit(t *testing.T, pool *pgxpool.Pool, shard string) failover.Audit {
+func audit(t *testing.T, db pgdb.DB, shard string) failover.Audit {
 	t.Helper()
-	a, err := failover.Check(t.Context(), pool, shard, 2*time.Second)
+	a, err := failover.Check(t.Context(), db, shard, 2*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/batchclaim/batchclaim/patterns/failover"
+	"github.com/batchclaim/batchclaim/pgdb"
 	"github.com/batchclaim/batchclaim/testkit/dbtest"
 )
 
@@ -69,7 +70,12 @@ func runChild(spec string) int {
 			}
 		}
 	}
-	n, err := failover.New(pool, cfg)
+	db, err := pgdb.Open(pool, "")
+	if err != nil {
+		fmt.Println(err)
+		return 2
+	}
+	n, err := failover.New(db, cfg)
 	if err != nil {
 		fmt.Println(err)
 		return 2

@@ -9,9 +9,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/batchclaim/batchclaim/internal/db"
+	dbq "github.com/batchclaim/batchclaim/internal/db"
 	"github.com/batchclaim/batchclaim/internal/lease"
 	"github.com/batchclaim/batchclaim/patterns/lock"
 	"github.com/batchclaim/batchclaim/pgdb"
@@ -42,9 +41,8 @@ type State struct {
 // as a replica, starts a failover when the primary's heartbeat is older than its patience.
 type Node struct {
 	cfg      Config
-	pool     *pgxpool.Pool // for the LISTEN connection
-	db       pgdb.Beginner // the pool in Config.Schema: every statement goes through it
-	q        *db.Queries
+	db       pgdb.DB // every statement goes through it; its Pool gives the LISTEN connection
+	q        *dbq.Queries
 	locker   *lock.Locker
 	log      *slog.Logger
 	patience time.Duration
@@ -63,23 +61,26 @@ type Node struct {
 	failing sync.Mutex // held while this node orchestrates a failover
 }
 
-// New returns a Node on pool, whose statements run in cfg.Schema. It does no I/O.
-func New(pool *pgxpool.Pool, cfg Config) (*Node, error) {
-	cfg = cfg.withDefaults()
-	if err := cfg.validate(); err != nil {
-		return nil, err
-	}
-	inSchema := pgdb.InSchema(pool, cfg.Schema)
-	locker, err := lock.New(inSchema, lock.Config{TTL: cfg.LockTTL, Logger: cfg.Logger})
+// New checks cfg and returns a Node on db, whose statements run in db's schema. It does no
+// I/O. Every node of a shard uses the same schema.
+func New(db pgdb.DB, cfg Config) (*Node, error) {
+	cfg, err := cfg.Resolve()
 	if err != nil {
 		return nil, err
+	}
+	if err := db.Err(); err != nil {
+		return nil, fmt.Errorf("failover: %w", err)
+	}
+	locker, err := lock.New(db, lock.Config{TTL: cfg.LockTTL, Logger: cfg.Logger})
+	if err != nil {
+		return nil, fmt.Errorf("failover: %w", err)
 	}
 	patience := cfg.Patience
 	if cfg.PatienceJitter > 0 {
 		patience += rand.N(cfg.PatienceJitter)
 	}
 	return &Node{
-		cfg: cfg, pool: pool, db: inSchema, q: db.New(), locker: locker, patience: patience,
+		cfg: cfg, db: db, q: dbq.New(), locker: locker, patience: patience,
 		log:    cfg.Logger.With("node_id", cfg.NodeID, "shard", cfg.Shard),
 		st:     State{Role: RoleReplica},
 		acting: lease.NewDeadline(cfg.PrimaryLease-cfg.Margin, nil),
@@ -154,7 +155,7 @@ func (n *Node) Heartbeat(ctx context.Context) error {
 		case err != nil:
 			return err
 		case shard.PrimaryID == n.cfg.NodeID:
-			_, err := n.q.FailoverPrimaryRenew(ctx, tx, db.FailoverPrimaryRenewParams{
+			_, err := n.q.FailoverPrimaryRenew(ctx, tx, dbq.FailoverPrimaryRenewParams{
 				LeaseMs: n.cfg.PrimaryLease.Milliseconds(), Shard: n.cfg.Shard, NodeID: n.cfg.NodeID, Epoch: shard.Epoch})
 			switch {
 			case err == nil:
@@ -170,7 +171,7 @@ func (n *Node) Heartbeat(ctx context.Context) error {
 		if err := n.record(ctx, tx, next); err != nil {
 			return err
 		}
-		_, err = n.q.FailoverNodeRegister(ctx, tx, db.FailoverNodeRegisterParams{
+		_, err = n.q.FailoverNodeRegister(ctx, tx, dbq.FailoverNodeRegisterParams{
 			NodeID: n.cfg.NodeID, Shard: n.cfg.Shard, Address: n.cfg.Address, Role: string(next.Role),
 			PrimaryID: next.PrimaryID, Epoch: next.Epoch, LastTxnID: n.progress()})
 		return err
@@ -184,11 +185,11 @@ func (n *Node) Heartbeat(ctx context.Context) error {
 
 // bootstrap creates the shard with this node as primary at epoch 1 and its primary row.
 func (n *Node) bootstrap(ctx context.Context, tx pgx.Tx) error {
-	created, err := n.q.FailoverShardBootstrap(ctx, tx, db.FailoverShardBootstrapParams{Shard: n.cfg.Shard, PrimaryID: n.cfg.NodeID})
+	created, err := n.q.FailoverShardBootstrap(ctx, tx, dbq.FailoverShardBootstrapParams{Shard: n.cfg.Shard, PrimaryID: n.cfg.NodeID})
 	if err != nil || created == 0 {
 		return err
 	}
-	_, err = n.q.FailoverRoleRecord(ctx, tx, db.FailoverRoleRecordParams{Shard: n.cfg.Shard, NodeID: n.cfg.NodeID, Epoch: 1,
+	_, err = n.q.FailoverRoleRecord(ctx, tx, dbq.FailoverRoleRecordParams{Shard: n.cfg.Shard, NodeID: n.cfg.NodeID, Epoch: 1,
 		Role: string(RolePrimary), PrimaryID: n.cfg.NodeID, LeaseMs: n.cfg.PrimaryLease.Milliseconds()})
 	if err == nil {
 		n.log.Info("shard bootstrapped", "epoch", 1)
@@ -206,7 +207,7 @@ func (n *Node) record(ctx context.Context, tx pgx.Tx, next State) error {
 		(last.Role == next.Role && last.Epoch == next.Epoch && last.PrimaryID == next.PrimaryID) {
 		return nil
 	}
-	_, err := n.q.FailoverRoleRecord(ctx, tx, db.FailoverRoleRecordParams{Shard: n.cfg.Shard, NodeID: n.cfg.NodeID, Epoch: next.Epoch,
+	_, err := n.q.FailoverRoleRecord(ctx, tx, dbq.FailoverRoleRecordParams{Shard: n.cfg.Shard, NodeID: n.cfg.NodeID, Epoch: next.Epoch,
 		Role: string(RoleReplica), PrimaryID: next.PrimaryID})
 	return err
 }
@@ -234,7 +235,7 @@ func (n *Node) adopt(next State, renewed bool, sent time.Time) {
 }
 
 func (n *Node) addressOf(ctx context.Context, tx pgx.Tx, nodeID string) string {
-	r, err := n.q.FailoverNodeLive(ctx, tx, db.FailoverNodeLiveParams{NodeID: nodeID, WindowMs: n.cfg.Patience.Milliseconds()})
+	r, err := n.q.FailoverNodeLive(ctx, tx, dbq.FailoverNodeLiveParams{NodeID: nodeID, WindowMs: n.cfg.Patience.Milliseconds()})
 	if err != nil {
 		return ""
 	}

@@ -39,7 +39,7 @@ func TestCommandQueueDeliversExactlyOnce(t *testing.T) {
 				cfg := testConfig("q", "x", 1)
 				cfg.DisableListen, cfg.PollInterval = c.disableListen, c.poll
 				cfg.OnCommand = func(cmd failover.Command) { mu.Lock(); seen[cmd.ID]++; mu.Unlock() }
-				runNode(t, newNode(t, pool, cfg))
+				runNode(t, newNode(t, dbtest.Open(t, pool, ""), cfg))
 			}
 			if !c.disableListen {
 				testutil.WaitFor(t, 30*time.Second, "both consumers listening", func() bool {

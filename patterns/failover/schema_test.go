@@ -29,13 +29,13 @@ func TestFailoverInSchema(t *testing.T) {
 	quick := func(node string, progress int64) failover.Config {
 		c := testConfig("s", node, progress)
 		c.HeartbeatInterval, c.PrimaryLease, c.Patience, c.PatienceJitter, c.LockTTL = 100*time.Millisecond, 300*time.Millisecond, 500*time.Millisecond, -1, time.Second
-		c.Schema = "pat"
 		return c
 	}
 	n1cfg := quick("n1", 10)
 	n1cfg.Bootstrap = true
-	n1 := newNode(t, pool, n1cfg)
-	n2 := newNode(t, pool, quick("n2", 5))
+	db := dbtest.Open(t, pool, "pat")
+	n1 := newNode(t, db, n1cfg)
+	n2 := newNode(t, db, quick("n2", 5))
 	n1ctx, stopN1 := context.WithCancel(context.Background())
 	var n1wg sync.WaitGroup
 	n1wg.Go(func() { _ = n1.Run(n1ctx) })
@@ -53,7 +53,7 @@ func TestFailoverInSchema(t *testing.T) {
 	})
 	var a failover.Audit
 	testutil.WaitFor(t, 10*time.Second, "the failover marked completed", func() bool {
-		if a, err = failover.Check(ctx, pgdb.QuerierInSchema(pool, "pat"), "s", time.Second); err != nil {
+		if a, err = failover.Check(ctx, db, "s", time.Second); err != nil {
 			t.Fatal(err)
 		}
 		return a.Completed == 1
@@ -62,10 +62,17 @@ func TestFailoverInSchema(t *testing.T) {
 	if a.Decisions != 1 || a.Completed != 1 || a.Primary != "n2" || a.LockAcquisitions != 1 {
 		t.Fatalf("audit in pat: %+v", a)
 	}
+	if ds, err := failover.Decisions(ctx, db, "s"); err != nil || len(ds) != 1 || ds[0].NewPrimary != "n2" || ds[0].Outcome != failover.DecisionCompleted {
+		t.Fatalf("decisions in pat: %+v %v", ds, err)
+	}
+	if s, err := failover.Shard(ctx, db, "s"); err != nil || s.Epoch != 2 || s.PrimaryID != "n2" {
+		t.Fatalf("shard in pat: %+v %v", s, err)
+	}
+	if regs, err := failover.Nodes(ctx, db, "s", time.Minute); err != nil || len(regs) == 0 || regs[len(regs)-1].NodeID != "n2" || regs[len(regs)-1].Role != failover.RolePrimary {
+		t.Fatalf("nodes in pat: %+v %v, want n2 primary (and n1, unless deleted as the stale old primary)", regs, err)
+	}
 
-	bad := quick("n3", 1)
-	bad.Schema = "public"
-	if _, err := failover.New(pool, bad); err == nil || !strings.Contains(err.Error(), `invalid failover config: schema "public"`) {
-		t.Fatalf("New with Schema public: %v, want it refused", err)
+	if _, err := failover.New(pgdb.DB{}, quick("n3", 1)); err == nil || !strings.Contains(err.Error(), "failover: no database") {
+		t.Fatalf("New with the zero DB: %v, want it refused", err)
 	}
 }

@@ -15,8 +15,9 @@ import (
 // must be this very term's election (same epoch, same instance). The election records a new
 // term only after every transaction fenced on the previous one has committed, and an
 // instance learns it was elected only after its record is committed, so in a correct run
-// the list is empty. It is what `batchclaim heartbeat demo` counts as raised_by_standby. For
-// a database migrated into another schema, q is in that schema (pgdb.QuerierInSchema).
+// the list is empty. It is what `batchclaim heartbeat demo` counts as raised_by_standby. q is
+// the pgdb.DB of the instances (or a transaction of the caller's moved into its schema by
+// DB.In).
 func AuditWriters(ctx context.Context, q pgdb.Querier, role string) ([]Event, error) {
 	hist, err := db.New().HeartbeatTermHistory(ctx, q, role)
 	if err != nil {

@@ -8,8 +8,6 @@ import (
 	"log/slog"
 	"net/url"
 	"time"
-
-	"github.com/batchclaim/batchclaim/pgdb"
 )
 
 // Defaults applied with cmp.Or to Config fields left zero.
@@ -71,11 +69,6 @@ type Config struct {
 	// TxTimeout bounds one step's transaction. Zero means TxTimeoutDefault.
 	TxTimeout time.Duration
 
-	// Schema is the Postgres schema of batchclaim's tables, as migrations.Up was given it;
-	// empty means batchclaim (migrations.SchemaDefault); see docs/schema.md. Every instance
-	// of the role uses the same schema.
-	Schema string
-
 	// Logger receives the service's logs; nil discards them.
 	Logger *slog.Logger
 }
@@ -96,7 +89,7 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
-// validate checks a Config after withDefaults.
+// validate checks a Config after withDefaults; each error names the bad field.
 func (c Config) validate() error {
 	var errs []error
 	for _, d := range []struct {
@@ -114,11 +107,6 @@ func (c Config) validate() error {
 	}
 	if c.RetryMax < c.RetryBase {
 		errs = append(errs, fmt.Errorf("RetryMax (%s) is less than RetryBase (%s)", c.RetryMax, c.RetryBase))
-	}
-	if c.Schema != "" {
-		if err := pgdb.ValidateSchema(c.Schema); err != nil {
-			errs = append(errs, err)
-		}
 	}
 	if c.WebhookURL != "" {
 		u, err := url.Parse(c.WebhookURL)

@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/batchclaim/batchclaim/patterns/heartbeat"
+	"github.com/batchclaim/batchclaim/pgdb"
 )
 
 func TestNewRejectsBadConfigs(t *testing.T) {
@@ -18,6 +19,10 @@ func TestNewRejectsBadConfigs(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer pool.Close()
+	db, err := pgdb.Open(pool, "")
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct {
 		cfg  heartbeat.Config
 		want string
@@ -27,12 +32,15 @@ func TestNewRejectsBadConfigs(t *testing.T) {
 		{heartbeat.Config{StepInterval: -time.Second}, "StepInterval is -1s"},
 		{heartbeat.Config{ElectionInterval: time.Second, ElectionTimeout: 2 * time.Second}, "T > 2I violated"},
 	} {
-		_, err = heartbeat.New(pool, tc.cfg)
+		_, err = heartbeat.New(db, tc.cfg)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("New(%+v): err %v, want %q", tc.cfg, err, tc.want)
 		}
 	}
-	if _, err := heartbeat.New(pool, heartbeat.Config{}); err != nil {
+	if _, err := heartbeat.New(db, heartbeat.Config{}); err != nil {
 		t.Fatalf("the zero Config: %v", err)
+	}
+	if _, err := heartbeat.New(pgdb.DB{}, heartbeat.Config{}); err == nil || !strings.Contains(err.Error(), "heartbeat: no database") {
+		t.Fatalf("the zero DB: %v, want it refused", err)
 	}
 }

@@ -143,8 +143,7 @@
 // the configuration (`event-types`), and `batchclaim heartbeat demo` shows the whole with
 // faults. docs/patterns.md puts this design and the design it follows side by side.
 //
-// With batchclaim's tables in another schema (migrations.InSchema), set Config.Schema, and
+// The schema of batchclaim's tables (migrations.InSchema) is the pgdb.DB's, given to New:
 // give the package functions (Reconfigure, AddEventType, RemoveEventType, ListEventTypes,
-// Record, Handler, ListEvents, PendingDeliveries, AuditWriters) a pool or Querier in that
-// schema: pgdb.InSchema, pgdb.QuerierInSchema.
+// Record, Handler, ListEvents, PendingDeliveries, AuditWriters) the same DB.
 package heartbeat

@@ -91,9 +91,9 @@ func (t EventType) Validate() error {
 // procedure in one transaction: every entry is marked invalid, each entry of types is written
 // and marked valid again. Heartbeats of an event type left invalid are discarded from the
 // commit on; the active instance then clears the open events of its sources and deletes it.
-// It returns the new configuration generation. For a database migrated into another
-// schema, pool is in that schema (pgdb.InSchema), as for every function of this package
-// that takes a pool or a Querier.
+// It returns the new configuration generation. pool is the pgdb.DB of the instances, as for
+// every function of this package that takes a pgdb.Beginner or a pgdb.Querier (a Querier
+// may also be a transaction of the caller's moved into the DB's schema by DB.In).
 func Reconfigure(ctx context.Context, pool pgdb.Beginner, types []EventType) (int64, error) {
 	seen := map[string]bool{}
 	for _, t := range types {

@@ -27,8 +27,8 @@ const MaxBodyDefault = 64 << 10
 // a body that is not such JSON or lacks a field, 405 for another method, 413 for a body over
 // MaxBodyDefault, 422 for an eventName that is not configured (the heartbeat is discarded),
 // 500 when the database fails (logged through a throttle: a line, then a count every 10s
-// while it goes on, however many sources beat). For a database migrated into another schema, q is in that
-// schema (pgdb.QuerierInSchema); Service.Handler passes its own.
+// while it goes on, however many sources beat). q is the pgdb.DB of the instances;
+// Service.Handler passes its own.
 func Handler(q pgdb.Querier, logger *slog.Logger) http.Handler {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)

@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/batchclaim/batchclaim/patterns/heartbeat"
+	"github.com/batchclaim/batchclaim/pgdb"
 	"github.com/batchclaim/batchclaim/testkit/dbtest"
 )
 
@@ -39,7 +40,12 @@ func childMain() int {
 		return 1
 	}
 	defer pool.Close()
-	svc, err := heartbeat.New(pool, childConfig(os.Getenv("HEARTBEAT_TEST_NAME"), os.Getenv("HEARTBEAT_TEST_WEBHOOK"), logger))
+	db, err := pgdb.Open(pool, "")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	svc, err := heartbeat.New(db, childConfig(os.Getenv("HEARTBEAT_TEST_NAME"), os.Getenv("HEARTBEAT_TEST_WEBHOOK"), logger))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1

@@ -51,8 +51,8 @@ type Receipt struct {
 // Record stores a heartbeat. Any instance, active or standby, may call it (so may any
 // process with the database): a heartbeat only updates the source's row; raising and
 // clearing are the active instance's. It returns ErrUnknownEventName when the eventName is
-// not a valid configured event type. For a database migrated into another schema, q is in
-// that schema (pgdb.QuerierInSchema).
+// not a valid configured event type. q is the pgdb.DB of the instances (or a transaction of
+// the caller's moved into its schema by DB.In).
 func Record(ctx context.Context, q pgdb.Querier, h Heartbeat) (Receipt, error) {
 	if err := h.Validate(); err != nil {
 		return Receipt{}, fmt.Errorf("record heartbeat: %w", err)

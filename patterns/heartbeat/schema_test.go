@@ -27,14 +27,14 @@ func TestServiceInSchema(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(pool.Close)
-	inPat := pgdb.InSchema(pool, "pat")
+	inPat := dbtest.Open(t, pool, "pat")
 	if _, err := heartbeat.Reconfigure(ctx, inPat, []heartbeat.EventType{eventType("Heartbeat_vDNS", 100*time.Millisecond, 2)}); err != nil {
 		t.Fatal(err)
 	}
 	hooks := &hookLog{}
 	cfg := childConfig("a", "", nil)
-	cfg.OnEvent, cfg.Schema = hooks.hook, "pat"
-	svc, err := heartbeat.New(pool, cfg)
+	cfg.OnEvent = hooks.hook
+	svc, err := heartbeat.New(inPat, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,8 +69,7 @@ func TestServiceInSchema(t *testing.T) {
 		t.Fatalf("audit of the writers: %+v %v", bad, err)
 	}
 
-	cfg.Schema = "public"
-	if _, err := heartbeat.New(pool, cfg); err == nil || !strings.Contains(err.Error(), `heartbeat config: schema "public"`) {
-		t.Fatalf("New with Schema public: %v, want it refused", err)
+	if _, err := heartbeat.New(pgdb.DB{}, cfg); err == nil || !strings.Contains(err.Error(), "heartbeat: no database") {
+		t.Fatalf("New with the zero DB: %v, want it refused", err)
 	}
 }

@@ -9,8 +9,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-
 	"github.com/batchclaim/batchclaim"
 	"github.com/batchclaim/batchclaim/patterns/election"
 	"github.com/batchclaim/batchclaim/pgdb"
@@ -20,7 +18,7 @@ import (
 // Record); the one that is primary of Config.Role in the election is the active instance
 // and the only one that raises and clears events and delivers them.
 type Service struct {
-	db      pgdb.Beginner // the pool in Config.Schema: every statement goes through it
+	db      pgdb.DB // every statement goes through it
 	cfg     Config
 	elector *election.Elector
 	out     *deliverer
@@ -43,18 +41,21 @@ type Stats struct {
 	DeliveryFailures int64 // failed delivery attempts
 }
 
-// New returns a Service on pool, whose statements run in cfg.Schema; it does no I/O. Run
-// starts it.
-func New(pool *pgxpool.Pool, cfg Config) (*Service, error) {
+// New checks cfg and returns a Service on db, whose statements run in db's schema (every
+// instance of the role uses the same one); it does no I/O. Run starts it.
+func New(db pgdb.DB, cfg Config) (*Service, error) {
 	cfg = cfg.withDefaults()
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	s := &Service{db: pgdb.InSchema(pool, cfg.Schema), cfg: cfg, wake: make(chan struct{}, 1)}
-	el, err := election.New(pool, election.Config{
+	if err := db.Err(); err != nil {
+		return nil, fmt.Errorf("heartbeat: %w", err)
+	}
+	s := &Service{db: db, cfg: cfg, wake: make(chan struct{}, 1)}
+	el, err := election.New(db, election.Config{
 		Roles: []string{cfg.Role}, Name: cfg.Name, Host: cfg.Host,
 		HeartbeatInterval: cfg.ElectionInterval, Timeout: cfg.ElectionTimeout,
-		OnElected: s.lead, Schema: cfg.Schema, Logger: cfg.Logger,
+		OnElected: s.lead, Logger: cfg.Logger,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("heartbeat: %w", err)

@@ -13,6 +13,7 @@ import (
 	"github.com/batchclaim/batchclaim"
 	"github.com/batchclaim/batchclaim/patterns/election"
 	"github.com/batchclaim/batchclaim/patterns/heartbeat"
+	"github.com/batchclaim/batchclaim/testkit/dbtest"
 	"github.com/batchclaim/batchclaim/testkit/testutil"
 )
 
@@ -55,7 +56,7 @@ func startInstance(t *testing.T, pool *pgxpool.Pool, name string, hooks *hookLog
 	t.Helper()
 	cfg := childConfig(name, "", nil)
 	cfg.OnEvent = hooks.hook
-	svc, err := heartbeat.New(pool, cfg)
+	svc, err := heartbeat.New(dbtest.Open(t, pool, ""), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

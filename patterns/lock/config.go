@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"time"
-
-	"github.com/batchclaim/batchclaim/pgdb"
 )
 
 // TTLDefault is the lock's time to live when Config.TTL is zero: the source design's
@@ -24,14 +22,11 @@ type Config struct {
 	// to arrive: the holder stops trusting the lease Margin before the database's expiry could
 	// come by its own clock. Zero means TTL/10; it must be less than the TTL.
 	Margin time.Duration
-	// Schema is the Postgres schema of batchclaim's tables, as migrations.Up was given it;
-	// empty means batchclaim (migrations.SchemaDefault); see docs/schema.md. The Locker runs
-	// its statements, and Fence those in the caller's transaction, in it.
-	Schema string
 	// Logger receives the locker's logs. Nil discards them.
 	Logger *slog.Logger
 }
 
+// withDefaults returns c with every zero field set to its default.
 func (c Config) withDefaults() Config {
 	c.TTL = cmp.Or(c.TTL, TTLDefault)
 	c.Margin = cmp.Or(c.Margin, c.TTL/10)
@@ -41,7 +36,7 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
-// validate checks a Config with defaults applied.
+// validate checks a Config with defaults applied; each error names the bad field.
 func (c Config) validate() error {
 	switch {
 	case c.TTL < 0:
@@ -52,11 +47,6 @@ func (c Config) validate() error {
 		return errors.New("invalid lock config: ttl must be a whole number of milliseconds")
 	case c.Margin < 0 || c.Margin >= c.TTL:
 		return fmt.Errorf("invalid lock config: margin must be at least 0 and less than the ttl (%s), got %s", c.TTL, c.Margin)
-	}
-	if c.Schema != "" {
-		if err := pgdb.ValidateSchema(c.Schema); err != nil {
-			return fmt.Errorf("invalid lock config: %w", err)
-		}
 	}
 	return nil
 }

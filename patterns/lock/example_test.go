@@ -10,6 +10,7 @@ import (
 
 	"github.com/batchclaim/batchclaim"
 	"github.com/batchclaim/batchclaim/patterns/lock"
+	"github.com/batchclaim/batchclaim/pgdb"
 )
 
 // Two workers want the nightly report job; only the holder of the lock runs it, and only
@@ -19,8 +20,12 @@ func Example() {
 	pool, drop := dbtest.ExamplePool()
 	defer drop()
 	ctx := context.Background()
+	db, err := pgdb.Open(pool, "")
+	if err != nil {
+		panic(err)
+	}
 
-	locks, err := lock.New(pool, lock.Config{TTL: 30 * time.Second})
+	locks, err := lock.New(db, lock.Config{TTL: 30 * time.Second})
 	if err != nil {
 		panic(err)
 	}
@@ -49,13 +54,22 @@ func Example() {
 	// worker b: epoch 2 <nil>
 }
 
-// The TTL is validated when the Locker is made.
+// The TTL is validated when the Locker is made, and so is the database.
 func ExampleNew() {
-	_, err := lock.New(nil, lock.Config{TTL: time.Millisecond})
+	pool, drop := dbtest.ExamplePool()
+	defer drop()
+	db, err := pgdb.Open(pool, "")
+	if err != nil {
+		panic(err)
+	}
+	_, err = lock.New(db, lock.Config{TTL: time.Millisecond})
 	fmt.Println(err)
-	locks, _ := lock.New(nil, lock.Config{})
+	_, err = lock.New(pgdb.DB{}, lock.Config{})
+	fmt.Println(err)
+	locks, _ := lock.New(db, lock.Config{})
 	fmt.Println(locks.TTL())
 	// Output:
 	// invalid lock config: ttl must be at least 10ms, got 1ms
+	// lock: no database: make one with pgdb.Open(pool, schema)
 	// 1m0s
 }

@@ -14,13 +14,14 @@ import (
 
 	"github.com/batchclaim/batchclaim"
 	"github.com/batchclaim/batchclaim/patterns/lock"
+	"github.com/batchclaim/batchclaim/pgdb"
 	"github.com/batchclaim/batchclaim/testkit/dbtest"
 	"github.com/batchclaim/batchclaim/testkit/testutil"
 )
 
 func newLocker(t *testing.T, pool *pgxpool.Pool, ttl time.Duration) *lock.Locker {
 	t.Helper()
-	l, err := lock.New(pool, lock.Config{TTL: ttl})
+	l, err := lock.New(dbtest.Open(t, pool, ""), lock.Config{TTL: ttl})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -251,14 +252,14 @@ func TestConfig(t *testing.T) {
 		{5 * time.Millisecond, "at least 10ms"},
 		{10500 * time.Microsecond, "whole number of milliseconds"},
 	} {
-		if _, err := lock.New(nil, lock.Config{TTL: c.ttl}); err == nil || !strings.Contains(err.Error(), c.want) {
+		if _, err := lock.New(pgdb.DB{}, lock.Config{TTL: c.ttl}); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("ttl %s: %v, want %q", c.ttl, err, c.want)
 		}
 	}
-	if l, err := lock.New(nil, lock.Config{}); err != nil || l.TTL() != lock.TTLDefault {
+	if l, err := lock.New(dbtest.NewOpen(t), lock.Config{}); err != nil || l.TTL() != lock.TTLDefault {
 		t.Errorf("default: %v %v", l, err)
 	}
-	if _, err := lock.New(nil, lock.Config{TTL: time.Second, Margin: time.Second}); err == nil || !strings.Contains(err.Error(), "margin") {
+	if _, err := lock.New(pgdb.DB{}, lock.Config{TTL: time.Second, Margin: time.Second}); err == nil || !strings.Contains(err.Error(), "margin") {
 		t.Errorf("a margin as long as the ttl: %v, want an error naming the margin", err)
 	}
 }

@@ -9,7 +9,7 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/batchclaim/batchclaim/internal/db"
+	dbq "github.com/batchclaim/batchclaim/internal/db"
 	"github.com/batchclaim/batchclaim/internal/dbclock"
 	"github.com/batchclaim/batchclaim/internal/lease"
 	"github.com/batchclaim/batchclaim/pgdb"
@@ -18,21 +18,24 @@ import (
 
 // Locker takes, renews and releases owner-token locks in the owner_locks table.
 type Locker struct {
-	db    pgdb.Querier
+	db    pgdb.DB
 	cfg   Config
-	q     *db.Queries
+	q     *dbq.Queries
 	log   *slog.Logger
 	clock dbclock.Clock // the database clock as this locker's statements see it (ShiftDBTime)
 }
 
-// New returns a Locker on q, whose statements run in cfg.Schema. It does no I/O. With an
-// empty cfg.Schema, q may instead be one already in the schema (pgdb.QuerierInSchema).
-func New(q pgdb.Querier, cfg Config) (*Locker, error) {
+// New checks cfg and returns a Locker on db, whose statements run in db's schema. It does
+// no I/O.
+func New(db pgdb.DB, cfg Config) (*Locker, error) {
 	cfg = cfg.withDefaults()
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	return &Locker{db: pgdb.QuerierInSchema(q, cfg.Schema), cfg: cfg, q: db.New(), log: cfg.Logger}, nil
+	if err := db.Err(); err != nil {
+		return nil, fmt.Errorf("lock: %w", err)
+	}
+	return &Locker{db: db, cfg: cfg, q: dbq.New(), log: cfg.Logger}, nil
 }
 
 // TTL is the time to live of each acquisition and renewal.
@@ -78,7 +81,7 @@ func (l *Locker) Acquire(ctx context.Context, name string) (Lease, error) {
 		return Lease{}, fmt.Errorf("acquire lock %s: %w", name, err)
 	}
 	sent := time.Now()
-	row, err := l.q.LockAcquire(ctx, l.db, db.LockAcquireParams{Now: now, Name: name, Token: token, TtlMs: l.cfg.TTL.Milliseconds()})
+	row, err := l.q.LockAcquire(ctx, l.db, dbq.LockAcquireParams{Now: now, Name: name, Token: token, TtlMs: l.cfg.TTL.Milliseconds()})
 	if pgdb.NoRows(err) {
 		return Lease{}, fmt.Errorf("acquire lock %s: %w", name, ErrHeld)
 	}
@@ -99,7 +102,7 @@ func (l *Locker) Renew(ctx context.Context, s *Lease) error {
 		return fmt.Errorf("renew lock %s: %w", s.Name, err)
 	}
 	sent := time.Now()
-	exp, err := l.q.LockRenew(ctx, l.db, db.LockRenewParams{Now: now, Name: s.Name, Token: s.Token, Epoch: s.Epoch, TtlMs: l.cfg.TTL.Milliseconds()})
+	exp, err := l.q.LockRenew(ctx, l.db, dbq.LockRenewParams{Now: now, Name: s.Name, Token: s.Token, Epoch: s.Epoch, TtlMs: l.cfg.TTL.Milliseconds()})
 	if pgdb.NoRows(err) {
 		return fmt.Errorf("renew lock %s epoch %d: %w", s.Name, s.Epoch, ErrNotHeld)
 	}
@@ -122,7 +125,7 @@ func (l *Locker) Release(ctx context.Context, s Lease) error {
 	if err != nil {
 		return fmt.Errorf("release lock %s: %w", s.Name, err)
 	}
-	row, err := l.q.LockRelease(ctx, l.db, db.LockReleaseParams{Now: now, Name: s.Name, Token: s.Token, Epoch: s.Epoch})
+	row, err := l.q.LockRelease(ctx, l.db, dbq.LockReleaseParams{Now: now, Name: s.Name, Token: s.Token, Epoch: s.Epoch})
 	if pgdb.NoRows(err) {
 		return fmt.Errorf("release lock %s epoch %d: %w", s.Name, s.Epoch, ErrNotHeld)
 	}
@@ -140,15 +143,15 @@ func (l *Locker) Release(ctx context.Context, s Lease) error {
 // has not expired, and locks the lock's row FOR SHARE so that no other acquisition can
 // commit before tx ends. Writes made in tx after a successful Fence are made under the lock.
 // It returns an error wrapping ErrNotHeld when the lease is no longer valid. Fence's own
-// statement in tx names the lock's table in Config.Schema; tx's other statements are the
+// statement in tx names the lock's table in the DB's schema; tx's other statements are the
 // caller's.
 func (l *Locker) Fence(ctx context.Context, tx pgdb.Querier, s Lease) error {
-	tx = pgdb.QuerierInSchema(tx, l.cfg.Schema)
+	tx = l.db.In(tx)
 	now, err := l.clock.Now(ctx, tx)
 	if err != nil {
 		return fmt.Errorf("fence lock %s: %w", s.Name, err)
 	}
-	_, err = l.q.LockFence(ctx, tx, db.LockFenceParams{Now: now, Name: s.Name, Token: s.Token, Epoch: s.Epoch})
+	_, err = l.q.LockFence(ctx, tx, dbq.LockFenceParams{Now: now, Name: s.Name, Token: s.Token, Epoch: s.Epoch})
 	if pgdb.NoRows(err) {
 		return fmt.Errorf("fence lock %s epoch %d: %w", s.Name, s.Epoch, ErrNotHeld)
 	}
@@ -162,15 +165,11 @@ func (l *Locker) Fence(ctx context.Context, tx pgdb.Querier, s Lease) error {
 // fn does not run when s no longer holds the lock), so that fn's writes commit only under the
 // lock. The transaction's lock waits are bounded by a third of the TTL, and the server ends it
 // if this process stalls in the middle of it for as long. It returns an error wrapping
-// ErrNotHeld when s is no longer valid. The Locker must have been made on a pool or a
-// connection (a pgdb.Beginner); on a transaction it returns an error. It has the shape of
-// election.Elector.WriteFenced and claims.Engine.WriteFenced.
+// ErrNotHeld when s is no longer valid. The transaction is the DB's: its statements run in
+// the DB's schema. It has the shape of election.Elector.WriteFenced and
+// claims.Engine.WriteFenced.
 func (l *Locker) WriteFenced(ctx context.Context, s Lease, fn func(pgx.Tx) error) error {
-	b, ok := l.db.(pgdb.Beginner)
-	if !ok {
-		return fmt.Errorf("write fenced by lock %s: the locker's Querier starts no transactions: make it on a pool", s.Name)
-	}
-	return pgdb.InTx(ctx, b, pgx.TxOptions{}, func(tx pgx.Tx) error {
+	return pgdb.InTx(ctx, l.db, pgx.TxOptions{}, func(tx pgx.Tx) error {
 		if err := pgdb.GuardTx(ctx, tx, l.cfg.TTL/3, l.cfg.TTL/3); err != nil {
 			return err
 		}
@@ -219,7 +218,7 @@ func (l *Locker) Get(ctx context.Context, name string) (State, error) {
 	if err != nil {
 		return State{}, fmt.Errorf("get lock %s: %w", name, err)
 	}
-	row, err := l.q.LockGet(ctx, l.db, db.LockGetParams{Now: now, Name: name})
+	row, err := l.q.LockGet(ctx, l.db, dbq.LockGetParams{Now: now, Name: name})
 	if err != nil {
 		return State{}, fmt.Errorf("get lock %s: %w", name, pgdb.NotFound(err))
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/batchclaim/batchclaim/patterns/lock"
+	"github.com/batchclaim/batchclaim/pgdb"
 	"github.com/batchclaim/batchclaim/testkit/dbtest"
 )
 
@@ -42,7 +43,12 @@ func holder(spec string) int {
 		return 2
 	}
 	defer pool.Close()
-	locks, err := lock.New(pool, lock.Config{TTL: d})
+	db, err := pgdb.Open(pool, "")
+	if err != nil {
+		fmt.Println(err)
+		return 2
+	}
+	locks, err := lock.New(db, lock.Config{TTL: d})
 	if err != nil {
 		fmt.Println(err)
 		return 2

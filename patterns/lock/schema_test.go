@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/batchclaim/batchclaim/patterns/lock"
+	"github.com/batchclaim/batchclaim/pgdb"
 	"github.com/batchclaim/batchclaim/testkit/dbtest"
 )
 
@@ -27,7 +28,7 @@ func TestLockInSchema(t *testing.T) {
 	if _, err := pool.Exec(ctx, `CREATE TABLE public.guarded (epoch bigint NOT NULL)`); err != nil {
 		t.Fatal(err)
 	}
-	l, err := lock.New(pool, lock.Config{TTL: time.Minute, Schema: "pat"})
+	l, err := lock.New(dbtest.Open(t, pool, "pat"), lock.Config{TTL: time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,7 +61,7 @@ func TestLockInSchema(t *testing.T) {
 		t.Fatalf("rows in pat.owner_locks and public.guarded: %d, %v; want 2", rows, err)
 	}
 
-	if _, err := lock.New(pool, lock.Config{Schema: "public"}); err == nil || !strings.Contains(err.Error(), `invalid lock config: schema "public"`) {
-		t.Fatalf("Schema public: %v, want it refused", err)
+	if _, err := lock.New(pgdb.DB{}, lock.Config{}); err == nil || !strings.Contains(err.Error(), "lock: no database") {
+		t.Fatalf("the zero DB: %v, want it refused", err)
 	}
 }

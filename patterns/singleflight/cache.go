@@ -7,9 +7,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-
-	"github.com/batchclaim/batchclaim/internal/db"
+	dbq "github.com/batchclaim/batchclaim/internal/db"
 	"github.com/batchclaim/batchclaim/pgdb"
 )
 
@@ -26,11 +24,10 @@ var errLeaseLost = errors.New("fetch lease lost")
 // Cache is one instance's view of the shared per-key cache. Many instances (processes) share
 // one database; each key is fetched from the Source by at most one of them at a time.
 type Cache struct {
-	pool   *pgxpool.Pool // for the LISTEN connection
-	db     pgdb.Beginner // the pool in Config.Schema: every statement goes through it
+	db     pgdb.DB // every statement goes through it; its Pool gives the LISTEN connection
 	source Source
-	cfg    resolved
-	q      *db.Queries
+	cfg    Config // with defaults applied and checked
+	q      *dbq.Queries
 	stats  counters
 
 	mu      sync.Mutex
@@ -51,25 +48,28 @@ type flight struct {
 	err   error
 }
 
-// New returns a Cache over pool, whose statements run in cfg.Schema, that fetches missing
-// keys from source. It does no I/O; call Run to have waiters woken by notifications (without
-// Run they poll).
-func New(pool *pgxpool.Pool, source Source, cfg Config) (*Cache, error) {
-	if pool == nil || source == nil {
-		return nil, errors.New("singleflight: pool and source are required")
-	}
-	r, err := cfg.resolve()
-	if err != nil {
+// New checks cfg and returns a Cache over db, whose statements run in db's schema (every
+// instance sharing the cache uses the same one), that fetches missing keys from source. It
+// does no I/O; call Run to have waiters woken by notifications (without Run they poll).
+func New(db pgdb.DB, source Source, cfg Config) (*Cache, error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
+	if err := db.Err(); err != nil {
+		return nil, fmt.Errorf("singleflight: %w", err)
+	}
+	if source == nil {
+		return nil, errors.New("singleflight: a source is required")
+	}
 	return &Cache{
-		pool: pool, db: pgdb.InSchema(pool, r.schema), source: source, cfg: r, q: db.New(),
+		db: db, source: source, cfg: cfg, q: dbq.New(),
 		flights: map[string]*flight{}, waiters: map[string]map[chan struct{}]struct{}{},
 	}, nil
 }
 
 // Holder is the name this cache writes into the lease rows it holds.
-func (c *Cache) Holder() string { return c.cfg.holder }
+func (c *Cache) Holder() string { return c.cfg.Holder }
 
 // Stats returns the cache's counters.
 func (c *Cache) Stats() Stats { return c.stats.snapshot() }
@@ -149,7 +149,7 @@ func (c *Cache) answer(ctx context.Context, st state, awaited int64, o getOption
 		c.stats.staleServed.Add(1)
 		if !st.fetching && !st.errorFresh {
 			if _, err := c.tryFetch(ctx, st.key); err != nil {
-				c.cfg.logger.Warn("singleflight: start refresh", "key", st.key, "error", err)
+				c.cfg.Logger.Warn("singleflight: start refresh", "key", st.key, "error", err)
 			}
 		}
 		return st.entry(true), true, nil
@@ -195,7 +195,7 @@ func (c *Cache) awaitLocal(ctx context.Context, f *flight) (Entry, bool, error) 
 // it (leaseLeft), the poll interval, or ctx, whichever comes first.
 func (c *Cache) wait(ctx context.Context, wake <-chan struct{}, leaseLeft time.Duration) error {
 	c.stats.waits.Add(1)
-	d := c.cfg.pollPeriod
+	d := c.cfg.PollInterval
 	if until := leaseLeft + leaseSlack; until < d {
 		d = max(until, time.Millisecond)
 	}

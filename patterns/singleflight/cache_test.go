@@ -138,7 +138,7 @@ func TestLeaseExpiryTakeoverAndOldEpochRejected(t *testing.T) {
 	url := dbtest.NewDB(t)
 	lease := 800 * time.Millisecond
 	ghost := newCache(t, url, newFakeSource(t, false), Config{Holder: "ghost", LeaseTTL: lease}, false)
-	ghostRow, err := ghost.q.SingleflightAcquire(t.Context(), ghost.pool, db.SingleflightAcquireParams{
+	ghostRow, err := ghost.q.SingleflightAcquire(t.Context(), ghost.db, db.SingleflightAcquireParams{
 		Key: "k", Holder: "ghost", LeaseUs: lease.Microseconds(), TtlUs: time.Minute.Microseconds()})
 	if err != nil {
 		t.Fatal(err)
@@ -210,7 +210,7 @@ func TestNotifyWakesWaiters(t *testing.T) {
 	b := newCache(t, url, src, cfg, true)
 	for round, key := range []string{"before", "after-reconnect"} {
 		if round == 1 {
-			if _, err := a.pool.Exec(t.Context(), `SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+			if _, err := a.db.Exec(t.Context(), `SELECT pg_terminate_backend(pid) FROM pg_stat_activity
 				WHERE datname = current_database() AND query LIKE 'LISTEN%'`); err != nil {
 				t.Fatal(err)
 			}
@@ -349,7 +349,7 @@ func TestStopReleasesLease(t *testing.T) {
 	t.Parallel()
 	url := dbtest.NewDB(t)
 	src := newFakeSource(t, true)
-	a, err := New(open(t, url), src, Config{LeaseTTL: time.Hour, RenewInterval: time.Second})
+	a, err := New(openDB(t, url, ""), src, Config{LeaseTTL: time.Hour, RenewInterval: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

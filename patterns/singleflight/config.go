@@ -10,8 +10,6 @@ import (
 	"os"
 	"strings"
 	"time"
-
-	"github.com/batchclaim/batchclaim/pgdb"
 )
 
 // Defaults for the Config fields left zero.
@@ -64,79 +62,58 @@ type Config struct {
 	// PollIntervalDefault.
 	PollInterval time.Duration
 
-	// Schema is the Postgres schema of batchclaim's tables, as migrations.Up was given it;
-	// empty means batchclaim (migrations.SchemaDefault); see docs/schema.md. Every instance
-	// sharing the cache uses the same schema.
-	Schema string
-
 	// Logger receives the cache's logs. Nil discards them.
 	Logger *slog.Logger
 }
 
-// resolved is a Config with defaults applied and every rule checked.
-type resolved struct {
-	holder                                  string
-	ttl, errorTTL, leaseTTL, renewInterval  time.Duration
-	localDeadline, maxFetchTime, pollPeriod time.Duration
-	schema                                  string
-	logger                                  *slog.Logger
+// withDefaults returns c with every zero field set to its default.
+func (c Config) withDefaults() Config {
+	if c.Holder == "" {
+		c.Holder = defaultHolder()
+	}
+	c.TTL = cmp.Or(c.TTL, TTLDefault)
+	c.ErrorTTL = cmp.Or(c.ErrorTTL, ErrorTTLDefault)
+	c.LeaseTTL = cmp.Or(c.LeaseTTL, LeaseTTLDefault)
+	c.RenewInterval = cmp.Or(c.RenewInterval, c.LeaseTTL/4)
+	c.MaxFetchTime = cmp.Or(c.MaxFetchTime, MaxFetchTimeDefault)
+	c.PollInterval = cmp.Or(c.PollInterval, PollIntervalDefault)
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	return c
 }
 
-func (c Config) resolve() (resolved, error) {
-	r := resolved{
-		holder:       c.Holder,
-		ttl:          cmp.Or(c.TTL, TTLDefault),
-		errorTTL:     cmp.Or(c.ErrorTTL, ErrorTTLDefault),
-		leaseTTL:     cmp.Or(c.LeaseTTL, LeaseTTLDefault),
-		maxFetchTime: cmp.Or(c.MaxFetchTime, MaxFetchTimeDefault),
-		pollPeriod:   cmp.Or(c.PollInterval, PollIntervalDefault),
-		schema:       c.Schema,
-		logger:       c.Logger,
-	}
-	r.renewInterval = cmp.Or(c.RenewInterval, r.leaseTTL/4)
-	// A fetcher that has not renewed for this long (monotonic, from sending its last
-	// successful renewal) cancels its source call: the lease it wrote then ends at least
-	// LeaseTTL after the send, so the fetcher stops before anyone may take over.
-	r.localDeadline = r.leaseTTL * 2 / 3
-	if r.holder == "" {
-		r.holder = defaultHolder()
-	}
-	if r.logger == nil {
-		r.logger = slog.New(slog.DiscardHandler)
-	}
-	return r, r.validate()
-}
-
-func (r resolved) validate() error {
+// validate checks a Config with defaults applied; each error names the bad field.
+func (c Config) validate() error {
 	var errs []error
 	for _, d := range []struct {
 		name string
 		v    time.Duration
-	}{{"TTL", r.ttl}, {"ErrorTTL", r.errorTTL}, {"LeaseTTL", r.leaseTTL}, {"RenewInterval", r.renewInterval},
-		{"MaxFetchTime", r.maxFetchTime}, {"PollInterval", r.pollPeriod}} {
+	}{{"TTL", c.TTL}, {"ErrorTTL", c.ErrorTTL}, {"LeaseTTL", c.LeaseTTL}, {"RenewInterval", c.RenewInterval},
+		{"MaxFetchTime", c.MaxFetchTime}, {"PollInterval", c.PollInterval}} {
 		if d.v < time.Millisecond {
 			errs = append(errs, fmt.Errorf("%s must be at least 1ms, got %s", d.name, d.v))
 		}
 	}
-	if r.errorTTL > r.ttl {
-		errs = append(errs, fmt.Errorf("ErrorTTL must be at most TTL: ErrorTTL = %s, TTL = %s", r.errorTTL, r.ttl))
+	if c.ErrorTTL > c.TTL {
+		errs = append(errs, fmt.Errorf("ErrorTTL must be at most TTL: ErrorTTL = %s, TTL = %s", c.ErrorTTL, c.TTL))
 	}
-	if r.renewInterval > r.leaseTTL/3 {
-		errs = append(errs, fmt.Errorf("RenewInterval must be at most LeaseTTL/3: RenewInterval = %s, LeaseTTL = %s", r.renewInterval, r.leaseTTL))
+	if c.RenewInterval > c.LeaseTTL/3 {
+		errs = append(errs, fmt.Errorf("RenewInterval must be at most LeaseTTL/3: RenewInterval = %s, LeaseTTL = %s", c.RenewInterval, c.LeaseTTL))
 	}
-	if len(r.holder) > 200 || strings.TrimSpace(r.holder) == "" {
-		errs = append(errs, fmt.Errorf("Holder must be 1 to 200 characters and not blank, got %q", r.holder))
-	}
-	if r.schema != "" {
-		if err := pgdb.ValidateSchema(r.schema); err != nil {
-			errs = append(errs, err)
-		}
+	if len(c.Holder) > 200 || strings.TrimSpace(c.Holder) == "" {
+		errs = append(errs, fmt.Errorf("Holder must be 1 to 200 characters and not blank, got %q", c.Holder))
 	}
 	if len(errs) > 0 {
 		return fmt.Errorf("invalid singleflight config: %w", errors.Join(errs...))
 	}
 	return nil
 }
+
+// localDeadline is how long a fetcher goes on without a successful renewal (monotonic, from
+// sending its last one) before it cancels its source call: the lease it wrote then ends at
+// least LeaseTTL after the send, so the fetcher stops before anyone may take over.
+func (c Config) localDeadline() time.Duration { return c.LeaseTTL * 2 / 3 }
 
 func defaultHolder() string {
 	host, _ := os.Hostname()

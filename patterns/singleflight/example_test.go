@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/batchclaim/batchclaim/patterns/singleflight"
+	"github.com/batchclaim/batchclaim/pgdb"
 	"github.com/batchclaim/batchclaim/testkit/dbtest"
 )
 
@@ -21,14 +22,18 @@ func ExampleNew() {
 		log.Fatal(err)
 	}
 	defer pool.Close()
+	db, err := pgdb.Open(pool, "") // batchclaim's tables in the default schema
+	if err != nil {
+		log.Fatal(err)
+	}
 	source := singleflight.SourceFunc(func(ctx context.Context, req singleflight.Request) ([]byte, error) {
 		return []byte("rates for " + req.Key), nil
 	})
 
-	_, err = singleflight.New(pool, source, singleflight.Config{LeaseTTL: 3 * time.Second, RenewInterval: 2 * time.Second})
+	_, err = singleflight.New(db, source, singleflight.Config{LeaseTTL: 3 * time.Second, RenewInterval: 2 * time.Second})
 	fmt.Println(err)
 
-	cache, err := singleflight.New(pool, source, singleflight.Config{Holder: "api-1", LeaseTTL: 3 * time.Second})
+	cache, err := singleflight.New(db, source, singleflight.Config{Holder: "api-1", LeaseTTL: 3 * time.Second})
 	fmt.Println(cache.Holder(), err)
 	// Output:
 	// invalid singleflight config: RenewInterval must be at most LeaseTTL/3: RenewInterval = 2s, LeaseTTL = 3s
@@ -43,6 +48,10 @@ func ExampleCache_Get() {
 	defer stop()
 	pool, drop := dbtest.ExamplePool() // your service's *pgxpool.Pool
 	defer drop()
+	db, err := pgdb.Open(pool, "")
+	if err != nil {
+		log.Fatal(err)
+	}
 	var calls atomic.Int32
 	source := singleflight.SourceFunc(func(ctx context.Context, req singleflight.Request) ([]byte, error) {
 		calls.Add(1)
@@ -50,7 +59,7 @@ func ExampleCache_Get() {
 	})
 	var caches []*singleflight.Cache
 	for _, holder := range []string{"api-1", "api-2"} {
-		cache, err := singleflight.New(pool, source, singleflight.Config{Holder: holder, TTL: 10 * time.Minute})
+		cache, err := singleflight.New(db, source, singleflight.Config{Holder: holder, TTL: 10 * time.Minute})
 		if err != nil {
 			log.Fatal(err)
 		}

@@ -69,7 +69,7 @@ func (s state) sourceError() error {
 func (c *Cache) tryFetch(ctx context.Context, key string) (bool, error) {
 	sent := time.Now()
 	r, err := c.q.SingleflightAcquire(ctx, c.db, db.SingleflightAcquireParams{
-		Key: key, Holder: c.cfg.holder, LeaseUs: c.cfg.leaseTTL.Microseconds(), TtlUs: c.cfg.ttl.Microseconds(),
+		Key: key, Holder: c.cfg.Holder, LeaseUs: c.cfg.LeaseTTL.Microseconds(), TtlUs: c.cfg.TTL.Microseconds(),
 	})
 	if pgdb.NoRows(err) {
 		return false, nil
@@ -78,7 +78,7 @@ func (c *Cache) tryFetch(ctx context.Context, key string) (bool, error) {
 		return false, fmt.Errorf("singleflight: take fetch lease of %q: %w", key, err)
 	}
 	c.stats.fetches.Add(1)
-	log := c.cfg.logger.With("key", key, "epoch", r.FetchEpoch)
+	log := c.cfg.Logger.With("key", key, "epoch", r.FetchEpoch)
 	if r.TakenOverFrom != nil {
 		c.stats.takeovers.Add(1)
 		log.Info("singleflight: took over an expired fetch lease", "previous_holder", *r.TakenOverFrom)
@@ -124,7 +124,7 @@ func (c *Cache) fetch(base context.Context, f *flight, sent time.Time) {
 	}()
 	ctx, cancel := context.WithCancelCause(base)
 	defer cancel(nil)
-	callCtx, cancelCall := context.WithTimeoutCause(ctx, c.cfg.maxFetchTime, errFetchTimeout)
+	callCtx, cancelCall := context.WithTimeoutCause(ctx, c.cfg.MaxFetchTime, errFetchTimeout)
 	defer cancelCall()
 	renewed := make(chan struct{})
 	go func() { // renewals stop with the call, or at MaxFetchTime if the source ignores ctx
@@ -137,7 +137,7 @@ func (c *Cache) fetch(base context.Context, f *flight, sent time.Time) {
 	cancel(errFetchDone)
 	<-renewed
 
-	wctx, wcancel := context.WithTimeout(context.WithoutCancel(base), c.cfg.leaseTTL)
+	wctx, wcancel := context.WithTimeout(context.WithoutCancel(base), c.cfg.LeaseTTL)
 	defer wcancel()
 	switch {
 	case err == nil:
@@ -149,7 +149,7 @@ func (c *Cache) fetch(base context.Context, f *flight, sent time.Time) {
 		f.err = ErrStopped
 	default:
 		if errors.Is(cause, errFetchTimeout) {
-			err = fmt.Errorf("no result within MaxFetchTime %s: %w", c.cfg.maxFetchTime, err)
+			err = fmt.Errorf("no result within MaxFetchTime %s: %w", c.cfg.MaxFetchTime, err)
 		}
 		c.storeError(wctx, f, err)
 	}
@@ -171,15 +171,15 @@ func (c *Cache) callSource(ctx context.Context, f *flight) (value []byte, err er
 // passes without a renewal, it cancels the fetch with errLeaseLost: at the deadline itself,
 // even while a renewal hangs.
 func (c *Cache) renew(ctx context.Context, f *flight, sent time.Time, cancel context.CancelCauseFunc) {
-	log := c.cfg.logger.With("key", f.key, "epoch", f.epoch)
+	log := c.cfg.Logger.With("key", f.key, "epoch", f.epoch)
 	err := lease.Keep(ctx, lease.Loop{
-		Every: c.cfg.renewInterval, Step: c.cfg.renewInterval, Window: c.cfg.localDeadline, Sent: sent,
+		Every: c.cfg.RenewInterval, Step: c.cfg.RenewInterval, Window: c.cfg.localDeadline(), Sent: sent,
 		OnExpire: func() { cancel(errLeaseLost) },
 		OnError:  func(err error) { log.Warn("singleflight: renew fetch lease", "error", err) },
 	}, func(rctx context.Context) (time.Time, bool, error) {
 		s := time.Now()
 		n, err := c.q.SingleflightRenew(rctx, c.db, db.SingleflightRenewParams{
-			Key: f.key, Epoch: f.epoch, Holder: c.cfg.holder, LeaseUs: c.cfg.leaseTTL.Microseconds(),
+			Key: f.key, Epoch: f.epoch, Holder: c.cfg.Holder, LeaseUs: c.cfg.LeaseTTL.Microseconds(),
 		})
 		if err == nil && n != 1 {
 			return s, true, errLeaseLost
@@ -200,15 +200,15 @@ func (c *Cache) renew(ctx context.Context, f *flight, sent time.Time, cancel con
 // store writes the value if the fetch's epoch is still the key's current one.
 func (c *Cache) store(ctx context.Context, f *flight, value []byte) {
 	r, err := c.q.SingleflightStore(ctx, c.db, db.SingleflightStoreParams{
-		Key: f.key, Epoch: f.epoch, Holder: c.cfg.holder, Value: value,
+		Key: f.key, Epoch: f.epoch, Holder: c.cfg.Holder, Value: value,
 	})
 	switch {
 	case pgdb.NoRows(err):
 		c.stats.rejected.Add(1)
-		c.cfg.logger.Info("singleflight: result of a fetch whose lease was taken over dropped", "key", f.key, "epoch", f.epoch)
+		c.cfg.Logger.Info("singleflight: result of a fetch whose lease was taken over dropped", "key", f.key, "epoch", f.epoch)
 		f.err = errLeaseLost
 	case err != nil:
-		c.cfg.logger.Warn("singleflight: store result", "key", f.key, "epoch", f.epoch, "error", err)
+		c.cfg.Logger.Warn("singleflight: store result", "key", f.key, "epoch", f.epoch, "error", err)
 		f.err = errLeaseLost // unknown whether it was stored: the callers read the key again
 	default:
 		e := Entry{Key: f.key, Value: value, Epoch: f.epoch}
@@ -224,14 +224,14 @@ func (c *Cache) store(ctx context.Context, f *flight, value []byte) {
 func (c *Cache) storeError(ctx context.Context, f *flight, srcErr error) {
 	c.stats.fetchErrors.Add(1)
 	_, err := c.q.SingleflightStoreError(ctx, c.db, db.SingleflightStoreErrorParams{
-		Key: f.key, Epoch: f.epoch, Holder: c.cfg.holder, Error: srcErr.Error(), ErrorTtlUs: c.cfg.errorTTL.Microseconds(),
+		Key: f.key, Epoch: f.epoch, Holder: c.cfg.Holder, Error: srcErr.Error(), ErrorTtlUs: c.cfg.ErrorTTL.Microseconds(),
 	})
 	switch {
 	case pgdb.NoRows(err):
 		c.stats.rejected.Add(1)
 		f.err = errLeaseLost
 	case err != nil:
-		c.cfg.logger.Warn("singleflight: store source error", "key", f.key, "epoch", f.epoch, "error", err)
+		c.cfg.Logger.Warn("singleflight: store source error", "key", f.key, "epoch", f.epoch, "error", err)
 		f.err = errLeaseLost
 	default:
 		f.err = &SourceError{Key: f.key, Epoch: f.epoch, Message: srcErr.Error(), err: srcErr}
@@ -240,8 +240,8 @@ func (c *Cache) storeError(ctx context.Context, f *flight, srcErr error) {
 
 // release gives the lease up without a result, so that a waiter takes over at once.
 func (c *Cache) release(ctx context.Context, f *flight) {
-	if _, err := c.q.SingleflightRelease(ctx, c.db, db.SingleflightReleaseParams{Key: f.key, Epoch: f.epoch, Holder: c.cfg.holder}); err != nil {
-		c.cfg.logger.Warn("singleflight: release fetch lease", "key", f.key, "epoch", f.epoch, "error", err)
+	if _, err := c.q.SingleflightRelease(ctx, c.db, db.SingleflightReleaseParams{Key: f.key, Epoch: f.epoch, Holder: c.cfg.Holder}); err != nil {
+		c.cfg.Logger.Warn("singleflight: release fetch lease", "key", f.key, "epoch", f.epoch, "error", err)
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/batchclaim/batchclaim/pgdb"
 	"github.com/batchclaim/batchclaim/testkit/dbtest"
 	"github.com/batchclaim/batchclaim/testkit/testutil"
 )
@@ -90,10 +91,23 @@ func open(t testing.TB, url string) *pgxpool.Pool {
 	return pool
 }
 
-// newCache makes a cache on its own pool; run starts its listener until the test ends.
+// openDB returns the DB of a pool of its own on url (open) in schema ("": the default).
+func openDB(t testing.TB, url, schema string) pgdb.DB {
+	t.Helper()
+	return dbtest.Open(t, open(t, url), schema)
+}
+
+// newCache makes a cache on its own pool in the default schema; run starts its listener
+// until the test ends.
 func newCache(t testing.TB, url string, src Source, cfg Config, run bool) *Cache {
 	t.Helper()
-	c, err := New(open(t, url), src, cfg)
+	return newCacheIn(t, openDB(t, url, ""), src, cfg, run)
+}
+
+// newCacheIn is newCache on db.
+func newCacheIn(t testing.TB, db pgdb.DB, src Source, cfg Config, run bool) *Cache {
+	t.Helper()
+	c, err := New(db, src, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -45,7 +45,7 @@ func (c *Cache) Run(ctx context.Context) error {
 	}()
 	return notify.Run(ctx, notify.Config{
 		Dial: func(ctx context.Context) (*pgx.Conn, error) {
-			pc, err := c.pool.Acquire(ctx)
+			pc, err := c.db.Pool().Acquire(ctx)
 			if err != nil {
 				return nil, fmt.Errorf("acquire listen connection: %w", err)
 			}
@@ -62,7 +62,7 @@ func (c *Cache) Run(ctx context.Context) error {
 			c.setNotify(false)
 			c.stats.reconnects.Add(1)
 			c.broadcast() // a notification may have been missed: every waiter reads its key again
-			c.cfg.logger.Warn("singleflight: LISTEN connection lost; waiters poll until it is back", "error", err, "retry_in", wait)
+			c.cfg.Logger.Warn("singleflight: LISTEN connection lost; waiters poll until it is back", "error", err, "retry_in", wait)
 		},
 	})
 }

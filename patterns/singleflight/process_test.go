@@ -13,6 +13,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/batchclaim/batchclaim/pgdb"
 	"github.com/batchclaim/batchclaim/testkit/dbtest"
 	"github.com/batchclaim/batchclaim/testkit/testutil"
 )
@@ -42,7 +43,12 @@ func fetcherMain(url string) int {
 		_, _ = stdin.ReadString('\n') // deaf to ctx: the result comes back late, whatever happens
 		return []byte("from-helper"), nil
 	})
-	c, err := New(pool, src, Config{Holder: "helper", LeaseTTL: helperLease})
+	db, err := pgdb.Open(pool, "")
+	if err != nil {
+		fmt.Println("ERR", err)
+		return 1
+	}
+	c, err := New(db, src, Config{Holder: "helper", LeaseTTL: helperLease})
 	if err != nil {
 		fmt.Println("ERR", err)
 		return 1

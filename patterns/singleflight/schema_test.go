@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/batchclaim/batchclaim/pgdb"
 	"github.com/batchclaim/batchclaim/testkit/dbtest"
 	"github.com/batchclaim/batchclaim/testkit/testutil"
 )
@@ -17,8 +18,8 @@ func TestCacheInSchema(t *testing.T) {
 	src := newFakeSource(t, true)
 	// A lease long enough that the fetch held behind the gate keeps it however slow the
 	// machine is: the test is about the schema, not about a lease expiring.
-	cfg := Config{Schema: "pat", LeaseTTL: 30 * time.Second}
-	a, b := newCache(t, url, src, cfg, true), newCache(t, url, src, cfg, true)
+	cfg := Config{LeaseTTL: 30 * time.Second}
+	a, b := newCacheIn(t, openDB(t, url, "pat"), src, cfg, true), newCacheIn(t, openDB(t, url, "pat"), src, cfg, true)
 	var chans []<-chan result
 	for range 3 {
 		chans = append(chans, getAsync(t.Context(), a, "k"), getAsync(t.Context(), b, "k"))
@@ -54,7 +55,7 @@ func TestCacheInSchema(t *testing.T) {
 		t.Fatalf("rows in pat.singleflight_entries: %d, %v; want 1", rows, err)
 	}
 
-	if _, err := New(open(t, url), src, Config{Schema: "public"}); err == nil || !strings.Contains(err.Error(), `invalid singleflight config: schema "public"`) {
-		t.Fatalf("New with Schema public: %v, want it refused", err)
+	if _, err := New(pgdb.DB{}, src, Config{}); err == nil || !strings.Contains(err.Error(), "singleflight: no database") {
+		t.Fatalf("New with the zero DB: %v, want it refused", err)
 	}
 }

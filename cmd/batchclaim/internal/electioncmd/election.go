@@ -88,29 +88,33 @@ func electionRun(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		return err
 	}
 	cli.WarnReachable(logger, *listen, false, false)
-	cfg.Logger, cfg.Schema = logger, *schema
-	if _, _, err := cfg.Resolve(); err != nil {
+	cfg.Logger = logger
+	if _, err := cfg.Resolve(); err != nil {
 		return err
 	}
-	pool, err := database.OpenSchema(ctx, *dbURL, cfg.Schema, 8)
+	pool, err := database.OpenSchema(ctx, *dbURL, *schema, 8)
 	if err != nil {
 		return err
 	}
 	defer pool.Close()
+	db, err := pgdb.Open(pool, *schema)
+	if err != nil {
+		return err
+	}
 	var w *demoWorker
 	if *demoWrites {
-		w = &demoWorker{pool: pool, schema: cfg.Schema, log: logger}
+		w = &demoWorker{db: db, log: logger}
 		if *workURL != "" {
 			work, err := database.Open(ctx, *workURL, 8)
 			if err != nil {
 				return err
 			}
 			defer work.Close()
-			w.pool = work
+			w.db = db.WithPool(work)
 		}
 		cfg.OnElected = w.act
 	}
-	el, err := election.New(pool, cfg)
+	el, err := election.New(db, cfg)
 	if err != nil {
 		return err
 	}
@@ -118,7 +122,7 @@ func electionRun(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		w.el = el
 	}
 	if *listen != "" {
-		srv, err := servePrimary(ctx, *listen, cli.SplitList(*allowedHosts), el, pgdb.InSchema(pool, cfg.Schema), logger)
+		srv, err := servePrimary(ctx, *listen, cli.SplitList(*allowedHosts), el, db, logger)
 		if err != nil {
 			return err
 		}
@@ -126,12 +130,12 @@ func electionRun(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	}
 	i, t := el.Timings()
 	logger.Info("standing for election", "roles", strings.Join(cfg.Roles, ","), "name", el.Name(), "host", el.Host(),
-		"interval", i, "timeout", t, "instance_id", el.InstanceID(), "schema", cfg.Schema)
+		"interval", i, "timeout", t, "instance_id", el.InstanceID(), "schema", db.Schema())
 	err = el.Run(ctx)
 	if errors.Is(err, context.Canceled) {
 		return nil
 	}
-	return database.Explain(cfg.Schema, err)
+	return database.Explain(db.Schema(), err)
 }
 
 // primaryJSON is the answer of GET /primary?role=R.
@@ -148,7 +152,7 @@ type primaryJSON struct {
 
 // servePrimary serves GET /primary?role=R and GET /healthz on addr until ctx ends, behind
 // the listener guard.
-func servePrimary(ctx context.Context, addr string, allowedHosts []string, el *election.Elector, db pgdb.Querier, logger *slog.Logger) (*http.Server, error) {
+func servePrimary(ctx context.Context, addr string, allowedHosts []string, el *election.Elector, db pgdb.DB, logger *slog.Logger) (*http.Server, error) {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") })
 	mux.HandleFunc("GET /primary", func(w http.ResponseWriter, r *http.Request) {

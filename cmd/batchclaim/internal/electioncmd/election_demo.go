@@ -72,7 +72,7 @@ var electionDemoRoles = []string{"scheduler", "broker"}
 type electionDemoRun struct {
 	out      io.Writer
 	pool     *pgxpool.Pool
-	db       pgdb.Beginner // pool in schema: every statement goes through it
+	db       pgdb.DB // every statement goes through it
 	schema   string
 	dbURL    *url.URL
 	logDir   string
@@ -104,8 +104,11 @@ func electionDemo(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
-	if _, _, err := (election.Config{Roles: electionDemoRoles, HeartbeatInterval: *interval, Timeout: *timeout, Schema: *schema}).Resolve(); err != nil {
+	if _, err := (election.Config{Roles: electionDemoRoles, HeartbeatInterval: *interval, Timeout: *timeout}).Resolve(); err != nil {
 		return err
+	}
+	if err := pgdb.ValidateSchema(*schema); err != nil {
+		return fmt.Errorf("--schema: %w", err)
 	}
 	out := stdout
 	if *asJSON {
@@ -126,7 +129,9 @@ func electionDemo(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		return err
 	}
 	defer d.pool.Close()
-	d.db = pgdb.InSchema(d.pool, d.schema)
+	if d.db, err = pgdb.Open(d.pool, d.schema); err != nil {
+		return err
+	}
 	if _, err := d.db.Exec(ctx, electionDemoSchema); err != nil {
 		return fmt.Errorf("create the demo's tables: %w", err)
 	}

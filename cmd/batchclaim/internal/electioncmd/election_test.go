@@ -13,6 +13,7 @@ import (
 
 	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/subproc"
 	"github.com/batchclaim/batchclaim/patterns/election"
+	"github.com/batchclaim/batchclaim/pgdb"
 	"github.com/batchclaim/batchclaim/testkit/dbtest"
 )
 
@@ -30,7 +31,11 @@ func TestPrimaryEndpoint(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer pool.Close()
-	el, err := election.New(pool, election.Config{Roles: []string{"scheduler"}, Name: "s1", Host: "host-a",
+	db, err := pgdb.Open(pool, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	el, err := election.New(db, election.Config{Roles: []string{"scheduler"}, Name: "s1", Host: "host-a",
 		HeartbeatInterval: 300 * time.Millisecond, Timeout: 1500 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
@@ -53,7 +58,7 @@ func TestPrimaryEndpoint(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := servePrimary(ctx, addr, nil, el, pool, slog.New(slog.DiscardHandler))
+	srv, err := servePrimary(ctx, addr, nil, el, db, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}

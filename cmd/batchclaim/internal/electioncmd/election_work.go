@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/batchclaim/batchclaim"
 	"github.com/batchclaim/batchclaim/patterns/election"
@@ -35,10 +34,9 @@ const actEvery = 50 * time.Millisecond
 
 // demoWorker is what a process of `election demo` does while it is primary of a role.
 type demoWorker struct {
-	pool   *pgxpool.Pool
-	schema string // of batchclaim's tables; the demo's own are in the connection's search_path
-	el     *election.Elector
-	log    *slog.Logger
+	db  pgdb.DB // batchclaim's tables are in its schema; the demo's own in its pool's search_path
+	el  *election.Elector
+	log *slog.Logger
 }
 
 // act runs for one term, until its context is cancelled (the process stepped down). Then a
@@ -69,7 +67,7 @@ func (w *demoWorker) act(ctx context.Context, t election.Term) {
 // database timestamp is taken between two checks that both said "primary of this epoch",
 // and the transaction is rolled back unless the second check passes.
 func (w *demoWorker) evidence(ctx context.Context, t election.Term) error {
-	tx, err := w.pool.Begin(ctx)
+	tx, err := w.db.Pool().Begin(ctx)
 	if err != nil {
 		return err
 	}
@@ -88,7 +86,7 @@ func (w *demoWorker) evidence(ctx context.Context, t election.Term) error {
 
 // fencedWrite makes one write that only the primary may make.
 func (w *demoWorker) fencedWrite(ctx context.Context, t election.Term) error {
-	return pgx.BeginFunc(ctx, w.pool, func(tx pgx.Tx) error {
+	return pgx.BeginFunc(ctx, w.db.Pool(), func(tx pgx.Tx) error {
 		if cur, ok := w.el.CheckPrimary(t.Role); !ok || cur.Epoch != t.Epoch {
 			return nil
 		}
@@ -108,7 +106,7 @@ func (w *demoWorker) probe(ctx context.Context, t election.Term) {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	for {
-		cur, err := election.GetPrimary(ctx, pgdb.InSchema(w.pool, w.schema), t.Role)
+		cur, err := election.GetPrimary(ctx, w.db, t.Role)
 		if err == nil && cur.Epoch > t.Epoch {
 			break
 		}
@@ -118,8 +116,8 @@ func (w *demoWorker) probe(ctx context.Context, t election.Term) {
 		case <-time.After(actEvery):
 		}
 	}
-	err := pgx.BeginFunc(ctx, w.pool, func(tx pgx.Tx) error {
-		if err := election.FenceTerm(ctx, pgdb.QuerierInSchema(tx, w.schema), t); err != nil {
+	err := pgx.BeginFunc(ctx, w.db.Pool(), func(tx pgx.Tx) error {
+		if err := election.FenceTerm(ctx, w.db.In(tx), t); err != nil {
 			return err
 		}
 		_, err := tx.Exec(ctx, `INSERT INTO election_demo_writes (role, epoch, name, probe) VALUES ($1, $2, $3, true)`, t.Role, t.Epoch, t.Name)
@@ -131,7 +129,7 @@ func (w *demoWorker) probe(ctx context.Context, t election.Term) {
 		return
 	}
 	w.log.Info("stale-term probe", "role", t.Role, "epoch", t.Epoch, "rejected", rejected)
-	if _, err := w.pool.Exec(ctx, `INSERT INTO election_demo_probes (role, epoch, name, rejected) VALUES ($1, $2, $3, $4)`,
+	if _, err := w.db.Pool().Exec(ctx, `INSERT INTO election_demo_probes (role, epoch, name, rejected) VALUES ($1, $2, $3, $4)`,
 		t.Role, t.Epoch, t.Name, rejected); err != nil {
 		w.log.Warn("record probe", "error", err)
 	}

@@ -53,7 +53,11 @@ func Primary(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return cli.ExitError{Code: 2, Msg: err.Error()}
 	}
 	defer pool.Close()
-	t, err := election.GetPrimary(ctx, pgdb.InSchema(pool, *schema), *role)
+	db, err := pgdb.Open(pool, *schema)
+	if err != nil {
+		return cli.ExitError{Code: 2, Msg: err.Error()}
+	}
+	t, err := election.GetPrimary(ctx, db, *role)
 	switch {
 	case errors.Is(err, batchclaim.ErrNotFound):
 		fmt.Fprintf(stdout, "role %s has no live primary\n", *role)

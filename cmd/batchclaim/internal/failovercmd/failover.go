@@ -10,6 +10,7 @@ import (
 	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/cli"
 	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/database"
 	"github.com/batchclaim/batchclaim/patterns/failover"
+	"github.com/batchclaim/batchclaim/pgdb"
 )
 
 // Command is `batchclaim failover node|demo`.
@@ -70,7 +71,7 @@ func failoverNode(ctx context.Context, args []string, _, stderr io.Writer) error
 	if err != nil {
 		return err
 	}
-	cfg.Logger, cfg.Schema = logger.With("node_id", cfg.NodeID), *schema
+	cfg.Logger = logger.With("node_id", cfg.NodeID)
 	if *stallAt > 0 {
 		cfg.AfterDecision = func(ctx context.Context, d failover.Decision) {
 			if d.Epoch == *stallAt {
@@ -79,21 +80,25 @@ func failoverNode(ctx context.Context, args []string, _, stderr io.Writer) error
 			}
 		}
 	}
-	if _, err := failover.New(nil, cfg); err != nil { // checks the configuration before connecting
+	if _, err := cfg.Resolve(); err != nil { // checks the configuration before connecting
 		return err
 	}
-	pool, err := database.OpenSchema(ctx, *dbURL, cfg.Schema, 4)
+	pool, err := database.OpenSchema(ctx, *dbURL, *schema, 4)
 	if err != nil {
 		return err
 	}
 	defer pool.Close()
-	n, err := failover.New(pool, cfg)
+	db, err := pgdb.Open(pool, *schema)
 	if err != nil {
 		return err
 	}
-	cfg.Logger.Info("node starting", "shard", cfg.Shard, "progress", cfg.LastTxnID, "patience", n.Patience().Round(time.Millisecond), "schema", cfg.Schema)
+	n, err := failover.New(db, cfg)
+	if err != nil {
+		return err
+	}
+	cfg.Logger.Info("node starting", "shard", cfg.Shard, "progress", cfg.LastTxnID, "patience", n.Patience().Round(time.Millisecond), "schema", db.Schema())
 	if err := n.Run(ctx); err != nil && ctx.Err() == nil {
-		return database.Explain(cfg.Schema, err)
+		return database.Explain(db.Schema(), err)
 	}
 	return nil
 }

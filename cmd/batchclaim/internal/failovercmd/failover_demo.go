@@ -1,6 +1,7 @@
 package failovercmd
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -17,7 +18,6 @@ import (
 	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/database"
 	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/redact"
 	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/subproc"
-	"github.com/batchclaim/batchclaim/internal/db"
 	"github.com/batchclaim/batchclaim/migrations"
 	"github.com/batchclaim/batchclaim/patterns/failover"
 	"github.com/batchclaim/batchclaim/pgdb"
@@ -104,7 +104,11 @@ func failoverDemo(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if err != nil {
 		return err
 	}
-	d := &foDemo{pool: pgdb.InSchema(pool, *schema), schema: *schema, url: sdb.URL, logDir: logDir, out: out, kids: map[string]*subproc.Child{}, start: time.Now()}
+	db, err := pgdb.Open(pool, *schema)
+	if err != nil {
+		return err
+	}
+	d := &foDemo{db: db, schema: *schema, url: sdb.URL, logDir: logDir, out: out, kids: map[string]*subproc.Child{}, start: time.Now()}
 	defer d.stopAll()
 	sum, err := d.run(ctx)
 	if err != nil {
@@ -139,7 +143,7 @@ const (
 )
 
 type foDemo struct {
-	pool   pgdb.Beginner // in schema
+	db     pgdb.DB
 	schema string
 	url    string
 	logDir string
@@ -215,7 +219,7 @@ func (d *foDemo) run(ctx context.Context) (foSummary, error) {
 
 	// Quiescence: the killed orchestrator is dead by the database clock, every live queue drained.
 	if err := d.waitFor(ctx, "the killed orchestrator's record to go stale and the queues to drain", func() (bool, error) {
-		nodes, err := db.New().FailoverNodes(ctx, d.pool, db.FailoverNodesParams{Shard: foShard, WindowMs: foPatience.Milliseconds()})
+		nodes, err := failover.Nodes(ctx, d.db, foShard, foPatience)
 		if err != nil {
 			return false, err
 		}
@@ -224,8 +228,8 @@ func (d *foDemo) run(ctx context.Context) (foSummary, error) {
 				return false, nil
 			}
 		}
-		lost, err := db.New().FailoverAuditLostCommands(ctx, d.pool, db.FailoverAuditLostCommandsParams{Shard: foShard, WindowMs: foPatience.Milliseconds()})
-		return lost == 0, err
+		a, err := failover.Check(ctx, d.db, foShard, foPatience)
+		return a.LostCommands == 0, err
 	}); err != nil {
 		return foSummary{}, err
 	}
@@ -268,20 +272,19 @@ func (d *foDemo) say(format string, a ...any) {
 // the role the decision gives it.
 func (d *foDemo) settled(ctx context.Context, ids ...string) error {
 	return d.waitFor(ctx, fmt.Sprintf("%s to follow the shard's decision", strings.Join(ids, ", ")), func() (bool, error) {
-		q := db.New()
-		shard, err := q.FailoverShardGet(ctx, d.pool, foShard)
+		shard, err := failover.Shard(ctx, d.db, foShard)
 		if err != nil {
 			return false, nil //nolint:nilerr // not bootstrapped yet
 		}
-		nodes, err := q.FailoverNodes(ctx, d.pool, db.FailoverNodesParams{Shard: foShard, WindowMs: foPatience.Milliseconds()})
+		nodes, err := failover.Nodes(ctx, d.db, foShard, foPatience)
 		if err != nil {
 			return false, err
 		}
 		ok := 0
 		for _, n := range nodes {
-			want := "replica"
+			want := failover.RoleReplica
 			if n.NodeID == shard.PrimaryID {
-				want = "primary"
+				want = failover.RolePrimary
 			}
 			if slices.Contains(ids, n.NodeID) && n.Live && n.Epoch == shard.Epoch && n.PrimaryID == shard.PrimaryID && n.Role == want {
 				ok++
@@ -296,12 +299,12 @@ func (d *foDemo) completed(ctx context.Context, minEpoch int64, notBy string) (i
 	var epoch int64
 	var primary string
 	err := d.waitFor(ctx, fmt.Sprintf("a completed failover to epoch %d or later", minEpoch), func() (bool, error) {
-		ds, err := db.New().FailoverDecisions(ctx, d.pool, foShard)
+		ds, err := failover.Decisions(ctx, d.db, foShard)
 		if err != nil {
 			return false, err
 		}
 		for _, x := range ds {
-			if x.Epoch >= minEpoch && x.Outcome != nil && *x.Outcome == "completed" && x.CompletedBy != nil && *x.CompletedBy != notBy {
+			if x.Epoch >= minEpoch && x.Outcome == failover.DecisionCompleted && x.CompletedBy != "" && x.CompletedBy != notBy {
 				epoch, primary = x.Epoch, x.NewPrimary
 				return true, nil
 			}
@@ -315,7 +318,7 @@ func (d *foDemo) completed(ctx context.Context, minEpoch int64, notBy string) (i
 func (d *foDemo) decidedBy(ctx context.Context, epoch int64) (string, error) {
 	var by string
 	err := d.waitFor(ctx, fmt.Sprintf("a replica to decide epoch %d", epoch), func() (bool, error) {
-		ds, err := db.New().FailoverDecisions(ctx, d.pool, foShard)
+		ds, err := failover.Decisions(ctx, d.db, foShard)
 		if err != nil {
 			return false, err
 		}
@@ -351,7 +354,7 @@ func (d *foDemo) waitFor(ctx context.Context, what string, cond func() (bool, er
 }
 
 func (d *foDemo) summarize(ctx context.Context) (foSummary, error) {
-	a, err := failover.Check(ctx, d.pool, foShard, foPatience)
+	a, err := failover.Check(ctx, d.db, foShard, foPatience)
 	if err != nil {
 		return foSummary{}, err
 	}
@@ -363,19 +366,13 @@ func (d *foDemo) summarize(ctx context.Context) (foSummary, error) {
 		FinalEpoch: a.Epoch, FinalPrimary: a.Primary, Faults: d.faults,
 		DurationSeconds: time.Since(d.start).Seconds(),
 	}
-	ds, err := db.New().FailoverDecisions(ctx, d.pool, foShard)
+	ds, err := failover.Decisions(ctx, d.db, foShard)
 	if err != nil {
 		return s, err
 	}
 	for _, x := range ds {
-		fd := foDecision{Epoch: x.Epoch, OldPrimary: x.OldPrimary, NewPrimary: x.NewPrimary, DecidedBy: x.DecidedBy, Outcome: "open"}
-		if x.Outcome != nil {
-			fd.Outcome = *x.Outcome
-		}
-		if x.CompletedBy != nil {
-			fd.CompletedBy = *x.CompletedBy
-		}
-		s.Failovers = append(s.Failovers, fd)
+		s.Failovers = append(s.Failovers, foDecision{Epoch: x.Epoch, OldPrimary: x.OldPrimary, NewPrimary: x.NewPrimary,
+			DecidedBy: x.DecidedBy, Outcome: cmp.Or(x.Outcome, "open"), CompletedBy: x.CompletedBy})
 	}
 	return s, nil
 }

@@ -87,7 +87,7 @@ func heartbeatRun(ctx context.Context, args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	cfg.Logger, cfg.Schema = logger, *schema
+	cfg.Logger = logger
 	cfg.OnEvent = func(_ context.Context, e heartbeat.Event) error {
 		logger.Info("control-loop event", "status", e.ClosedLoopEventStatus, "event_name", e.EventName,
 			"source_name", e.SourceName, "episode", e.Episode, "reason", e.Reason, "event_id", e.ID)
@@ -98,7 +98,11 @@ func heartbeatRun(ctx context.Context, args []string, stderr io.Writer) error {
 		return err
 	}
 	defer pool.Close()
-	svc, err := heartbeat.New(pool, cfg)
+	db, err := pgdb.Open(pool, *schema)
+	if err != nil {
+		return err
+	}
+	svc, err := heartbeat.New(db, cfg)
 	if err != nil {
 		return err
 	}
@@ -110,7 +114,7 @@ func heartbeatRun(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	defer func() { _ = httpguard.Shutdown(ctx, srv, 2*time.Second) }()
 	logger.Info("heartbeat service starting", "name", cfg.Name, "pid", os.Getpid(), "listen", bound,
-		"role", cfg.Role, "step_interval", cfg.StepInterval, "webhook", cfg.WebhookURL != "", "schema", cfg.Schema)
+		"role", cfg.Role, "step_interval", cfg.StepInterval, "webhook", cfg.WebhookURL != "", "schema", db.Schema())
 	return database.Explain(*schema, svc.Run(ctx))
 }
 

@@ -20,7 +20,7 @@ const (
 // check compares each source's accepted heartbeats with the stored events. end is the
 // database time up to which pauses are judged; a removed type's pauses end at its removal.
 func (d *hbDemo) check(ctx context.Context, end, removedAt time.Time) error {
-	events, err := heartbeat.ListEvents(ctx, d.pool, 0, 100000)
+	events, err := heartbeat.ListEvents(ctx, d.db, 0, 100000)
 	if err != nil {
 		return err
 	}
@@ -56,7 +56,7 @@ func (d *hbDemo) check(ctx context.Context, end, removedAt time.Time) error {
 		}
 		d.checkSource(s, beats, bySource[key{s.event, s.name}], stop)
 	}
-	bad, err := heartbeat.AuditWriters(ctx, d.pool, heartbeat.RoleDefault)
+	bad, err := heartbeat.AuditWriters(ctx, d.db, heartbeat.RoleDefault)
 	if err != nil {
 		return err
 	}
@@ -64,7 +64,7 @@ func (d *hbDemo) check(ctx context.Context, end, removedAt time.Time) error {
 	for _, e := range bad {
 		d.sum.problem("%s written by %s (epoch %d) at %s while it was not the active instance", e.Key(), e.InstanceID, e.TermEpoch, e.WrittenAt.Format(time.RFC3339Nano))
 	}
-	if err := d.pool.QueryRow(ctx, "SELECT count(*) FROM batchclaim.election_events WHERE role = $1 AND event = 'elected'", heartbeat.RoleDefault).Scan(&d.sum.Terms); err != nil {
+	if err := d.db.QueryRow(ctx, "SELECT count(*) FROM batchclaim.election_events WHERE role = $1 AND event = 'elected'", heartbeat.RoleDefault).Scan(&d.sum.Terms); err != nil {
 		return err
 	}
 	d.hook.mu.Lock()

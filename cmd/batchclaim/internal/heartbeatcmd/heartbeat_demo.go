@@ -195,7 +195,7 @@ func (h *hbWebhook) received(key string) int {
 
 // hbDemo is one run of the demo.
 type hbDemo struct {
-	pool    pgdb.Beginner // in schema
+	db      pgdb.DB
 	url     string
 	schema  string
 	out     io.Writer
@@ -255,7 +255,11 @@ func heartbeatDemo(ctx context.Context, args []string, stdout, stderr io.Writer)
 		return err
 	}
 	defer pool.Close()
-	d := &hbDemo{pool: pgdb.InSchema(pool, *schema), url: db.URL, schema: *schema, out: out, kids: map[string]*subproc.Child{}, sources: hbDemoSources(),
+	pdb, err := pgdb.Open(pool, *schema)
+	if err != nil {
+		return err
+	}
+	d := &hbDemo{db: pdb, url: db.URL, schema: *schema, out: out, kids: map[string]*subproc.Child{}, sources: hbDemoSources(),
 		hook:   &hbWebhook{got: map[string]int{}},
 		client: &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 32}}}
 	d.sum.Database, d.sum.Instances, d.sum.Sources = redact.URL(db.URL), *instances, len(d.sources)
@@ -279,7 +283,7 @@ func (d *hbDemo) run(ctx context.Context, instances int) error {
 		{Name: "Heartbeat_vFW", Interval: 300 * time.Millisecond, MissedCount: 2, ControlLoop: heartbeat.ControlLoop{PolicyName: "vFW", ClosedLoopControlName: "ControlLoop-vFW"}},
 		{Name: "Heartbeat_old", Interval: 200 * time.Millisecond, MissedCount: 3},
 	}
-	if _, err := heartbeat.Reconfigure(ctx, d.pool, types); err != nil {
+	if _, err := heartbeat.Reconfigure(ctx, d.db, types); err != nil {
 		return err
 	}
 	hookSrv, hookAddr, err := httpguard.Start(httpguard.Config{Addr: "127.0.0.1:0", Handler: d.hook})
@@ -334,7 +338,7 @@ func (d *hbDemo) waitReady(ctx context.Context) error {
 				ready++
 			}
 		}
-		_, err := election.GetPrimary(ctx, d.pool, heartbeat.RoleDefault)
+		_, err := election.GetPrimary(ctx, d.db, heartbeat.RoleDefault)
 		if ready == len(d.addrs) && err == nil {
 			return nil
 		}
@@ -404,7 +408,7 @@ func (d *hbDemo) timeline(ctx context.Context) error {
 		case <-tick.C:
 		}
 		t := elapsed()
-		active, _ := election.GetPrimary(ctx, d.pool, heartbeat.RoleDefault)
+		active, _ := election.GetPrimary(ctx, d.db, heartbeat.RoleDefault)
 		switch {
 		case killed == "" && t >= hbKillAt && active.Name != "":
 			killed = active.Name
@@ -424,17 +428,17 @@ func (d *hbDemo) timeline(ctx context.Context) error {
 			fmt.Fprintf(d.out, ">>> %.1fs %s is the active instance (epoch %d), %.1fs after the kill\n", t, active.Name, active.Epoch, d.sum.FailoverSeconds)
 		case !added && t >= hbAddAt:
 			added = true
-			if err := heartbeat.AddEventType(ctx, d.pool, heartbeat.EventType{Name: "Heartbeat_vLB", Interval: 250 * time.Millisecond, MissedCount: 2}); err != nil {
+			if err := heartbeat.AddEventType(ctx, d.db, heartbeat.EventType{Name: "Heartbeat_vLB", Interval: 250 * time.Millisecond, MissedCount: 2}); err != nil {
 				return err
 			}
 			d.sum.Faults = append(d.sum.Faults, fmt.Sprintf("event type Heartbeat_vLB added at %.1fs", t))
 			fmt.Fprintf(d.out, ">>> %.1fs reconfiguration: event type Heartbeat_vLB added\n", t)
 		case !removed && t >= hbRemoveAt:
 			removed = true
-			if err := heartbeat.RemoveEventType(ctx, d.pool, "Heartbeat_old"); err != nil {
+			if err := heartbeat.RemoveEventType(ctx, d.db, "Heartbeat_old"); err != nil {
 				return err
 			}
-			if err := d.pool.QueryRow(ctx, "SELECT now()").Scan(&removedAt); err != nil {
+			if err := d.db.QueryRow(ctx, "SELECT now()").Scan(&removedAt); err != nil {
 				return err
 			}
 			d.sum.Faults = append(d.sum.Faults, fmt.Sprintf("event type Heartbeat_old removed at %.1fs", t))
@@ -518,7 +522,7 @@ func (d *hbDemo) post(ctx context.Context, s *hbDemoSource, body []byte, next in
 
 // progress prints one line: the active instance and the events so far.
 func (d *hbDemo) progress(ctx context.Context, t float64, active election.Term) {
-	es, err := heartbeat.ListEvents(ctx, d.pool, 0, 10000)
+	es, err := heartbeat.ListEvents(ctx, d.db, 0, 10000)
 	if err != nil {
 		fmt.Fprintf(d.out, "t=%4.1fs  (%v)\n", t, err)
 		return
@@ -557,15 +561,15 @@ func (d *hbDemo) settle(ctx context.Context) (time.Time, error) {
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		var now time.Time
-		if err := d.pool.QueryRow(ctx, "SELECT now()").Scan(&now); err != nil {
+		if err := d.db.QueryRow(ctx, "SELECT now()").Scan(&now); err != nil {
 			return now, err
 		}
-		pending, err := heartbeat.PendingDeliveries(ctx, d.pool)
+		pending, err := heartbeat.PendingDeliveries(ctx, d.db)
 		if err != nil {
 			return now, err
 		}
 		var open int
-		if err := d.pool.QueryRow(ctx, "SELECT count(*) FROM batchclaim.heartbeat_sources WHERE raised AND heartbeats > raised_heartbeat").Scan(&open); err != nil {
+		if err := d.db.QueryRow(ctx, "SELECT count(*) FROM batchclaim.heartbeat_sources WHERE raised AND heartbeats > raised_heartbeat").Scan(&open); err != nil {
 			return now, err
 		}
 		if (pending == 0 && open == 0) || time.Now().After(deadline) {

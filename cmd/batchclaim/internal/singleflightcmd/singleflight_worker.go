@@ -17,6 +17,7 @@ import (
 	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/cli"
 	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/database"
 	"github.com/batchclaim/batchclaim/patterns/singleflight"
+	"github.com/batchclaim/batchclaim/pgdb"
 )
 
 // sfWorker is one process of `singleflight demo`: callers Get the demo's keys through a
@@ -43,9 +44,13 @@ func sfWorker(ctx context.Context, args []string, _, stderr io.Writer) error {
 	}
 	defer pool.Close()
 
+	db, err := pgdb.Open(pool, *schema)
+	if err != nil {
+		return err
+	}
 	src := &sfDemoSource{pool: pool, worker: *name, fetchTime: *fetchTime, hangKey: *hangKey}
-	cache, err := singleflight.New(pool, src, singleflight.Config{
-		Holder: *name, TTL: *ttl, LeaseTTL: *lease, ErrorTTL: *ttl / 4, Schema: *schema, Logger: logger,
+	cache, err := singleflight.New(db, src, singleflight.Config{
+		Holder: *name, TTL: *ttl, LeaseTTL: *lease, ErrorTTL: *ttl / 4, Logger: logger,
 	})
 	if err != nil {
 		return err
