@@ -18,7 +18,7 @@ func TestConfigDefaults(t *testing.T) {
 		RenewInterval: 5 * time.Second, LocalDeadline: 20 * time.Second, Expiry1: 30 * time.Second,
 		Expiry2: 120 * time.Second, MaxSubmission: 60 * time.Second, StopTime: 3 * time.Second, Margin: 3 * time.Second,
 	}
-	if got != want {
+	if got := got.Timings(); got != want {
 		t.Fatalf("defaults = %+v, want %+v", got, want)
 	}
 }
@@ -63,7 +63,7 @@ func TestConfigRejectsEveryBrokenRule(t *testing.T) {
 			if !strings.Contains(err.Error(), tt.want) {
 				t.Fatalf("error %q does not contain %q", err, tt.want)
 			}
-			if _, err := claims.New(nopPool{}, tt.cfg); err == nil || !strings.Contains(err.Error(), tt.want) {
+			if _, err := claims.New(noDB(t), tt.cfg); err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Fatalf("New error = %v, want it to contain %q", err, tt.want)
 			}
 		})

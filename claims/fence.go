@@ -92,7 +92,7 @@ func (e *Engine) GuardTx(ctx context.Context, q pgdb.Querier) error {
 // a fenced write that merely lost a race must not be given up, or a recorded outcome turns into
 // an adoption. fn must be safe to run again: everything it did in a failed try is rolled back.
 func (e *Engine) WriteTx(ctx context.Context, fn func(pgx.Tx) error) error {
-	return retryTx(ctx, e.pool, pgx.TxOptions{}, e.cfg.MaxSerializationRetries, e.GuardTx,
+	return retryTx(ctx, e.db, pgx.TxOptions{}, e.cfg.MaxSerializationRetries, e.GuardTx,
 		func() { e.stats.writeRetries.Add(1) }, fn)
 }
 

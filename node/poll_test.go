@@ -56,7 +56,7 @@ func TestPollPacksStatusGETsAcrossServiceIDs(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	eng, err := claims.New(pool, claims.Config{Name: "a"})
+	eng, err := claims.New(dbtest.Open(t, pool, ""), claims.Config{Name: "a"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/batchclaim/batchclaim"
 	"github.com/batchclaim/batchclaim/claims"
@@ -208,9 +209,9 @@ func TestCommitsWriteWhatOutcomesWrite(t *testing.T) {
 }
 
 // claimAll returns a registered engine that has claimed every service_id with a batch.
-func claimAll(t *testing.T, pool pgdb.Beginner) *claims.Engine {
+func claimAll(t *testing.T, pool *pgxpool.Pool) *claims.Engine {
 	t.Helper()
-	eng, err := claims.New(pool, claims.Config{Name: t.Name()})
+	eng, err := claims.New(dbtest.Open(t, pool, ""), claims.Config{Name: t.Name()})
 	if err != nil {
 		t.Fatal(err)
 	}

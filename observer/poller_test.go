@@ -61,7 +61,7 @@ func TestPollerRecordsAnswersForClaimedServiceIDsOnly(t *testing.T) {
 		}
 	}
 	newEngine := func(name string) *claims.Engine {
-		e, err := claims.New(pool, claims.Config{Name: name})
+		e, err := claims.New(dbtest.Open(t, pool, ""), claims.Config{Name: name})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -137,7 +137,7 @@ func claimedPending(t *testing.T, pool *pgxpool.Pool, services int, perService f
 			ids = append(ids, id)
 		}
 	}
-	e, err := claims.New(pool, claims.Config{Name: "me"})
+	e, err := claims.New(dbtest.Open(t, pool, ""), claims.Config{Name: "me"})
 	if err != nil {
 		t.Fatal(err)
 	}

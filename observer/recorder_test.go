@@ -24,7 +24,7 @@ func recorderSetup(t *testing.T) (*pgxpool.Pool, *claims.Engine, *observer.Recor
 	if err != nil {
 		t.Fatal(err)
 	}
-	eng, err := claims.New(pool, claims.Config{Name: "rec", RenewInterval: 100 * time.Millisecond})
+	eng, err := claims.New(dbtest.Open(t, pool, ""), claims.Config{Name: "rec", RenewInterval: 100 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/batchclaim/batchclaim/claims"
 	"github.com/batchclaim/batchclaim/ingest"
 	"github.com/batchclaim/batchclaim/observer"
+	"github.com/batchclaim/batchclaim/pgdb"
 	"github.com/batchclaim/batchclaim/queuer"
 	"github.com/batchclaim/batchclaim/submitter"
 	"github.com/batchclaim/batchclaim/testkit/dbtest"
@@ -45,10 +46,14 @@ func (s *shipper) Submit(_ context.Context, b batchclaim.Batch) (batchclaim.Resu
 func ExampleQueuer() {
 	pool, drop := dbtest.ExamplePool()
 	defer drop()
+	db, err := pgdb.Open(pool, "")
+	if err != nil {
+		panic(err)
+	}
 	ctx := context.Background()
 
 	// Two orders, three jobs each, stored in one transaction: all or none of them.
-	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+	err = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
 		for _, job := range []string{"reserve", "charge", "ship"} {
 			for _, order := range []string{"order-2", "order-1"} {
 				if _, err := ingest.Enqueue(ctx, tx, order, job, []byte(job)); err != nil {
@@ -63,7 +68,7 @@ func ExampleQueuer() {
 	}
 
 	var q *queuer.Queuer // set below; the hooks run only once the parts run
-	eng, err := claims.New(pool, claims.Config{
+	eng, err := claims.New(db, claims.Config{
 		RenewInterval: 100 * time.Millisecond, Expiry1: time.Second,
 		OnGained: func(c claims.Claim) { q.Dirty(c.ServiceID) },
 	})

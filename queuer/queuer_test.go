@@ -215,7 +215,7 @@ func TestFetchIsBoundedOneAtATimeAndRoundRobin(t *testing.T) {
 
 func engine(t *testing.T, pool *pgxpool.Pool) *claims.Engine {
 	t.Helper()
-	eng, err := claims.New(pool, claims.Config{Name: "q"})
+	eng, err := claims.New(dbtest.Open(t, pool, ""), claims.Config{Name: "q"})
 	if err != nil {
 		t.Fatal(err)
 	}

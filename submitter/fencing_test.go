@@ -24,7 +24,7 @@ func TestClaimLostMidPost(t *testing.T) {
 	newEngine := func(name string) *claims.Engine {
 		c := timings
 		c.Name = name
-		e, err := claims.New(pool, c)
+		e, err := claims.New(dbtest.Open(t, pool, ""), c)
 		if err != nil {
 			t.Fatal(err)
 		}

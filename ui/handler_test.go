@@ -58,7 +58,7 @@ func setup(t *testing.T, auth bool) *bundle {
 		}
 	}
 	engine := func(name string) *claims.Engine {
-		e, err := claims.New(pool, claims.Config{Name: name, Host: "test-host", RenewInterval: time.Second, Expiry1: 3 * time.Second, Expiry2: 6 * time.Second})
+		e, err := claims.New(dbtest.Open(t, pool, ""), claims.Config{Name: name, Host: "test-host", RenewInterval: time.Second, Expiry1: 3 * time.Second, Expiry2: 6 * time.Second})
 		if err != nil {
 			t.Fatal(err)
 		}
