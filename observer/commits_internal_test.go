@@ -73,7 +73,7 @@ func TestCommitsWriteWhatOutcomesWrite(t *testing.T) {
 		}
 	}
 	eng := claimAll(t, pool)
-	rec, err := NewRecorder(pool, eng, RecorderConfig{})
+	rec, err := NewRecorder(dbtest.Open(t, pool, ""), eng, RecorderConfig{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -262,11 +262,12 @@ func TestFinishPicksTheStatementByTheGroup(t *testing.T) {
 	eng := claimAll(t, pool)
 	finish := func(cfg RecorderConfig, svc string, res batchclaim.Result) string {
 		t.Helper()
-		q := &named{Querier: pool}
-		rec, err := NewRecorder(q, eng, cfg)
+		rec, err := NewRecorder(dbtest.Open(t, pool, ""), eng, cfg)
 		if err != nil {
 			t.Fatal(err)
 		}
+		q := &named{Querier: rec.db}
+		rec.db = q
 		c, _ := eng.Holds(svc)
 		var seq int64
 		if err := pool.QueryRow(ctx, `SELECT seq FROM batchclaim.batches WHERE service_id = $1`, svc).Scan(&seq); err != nil {

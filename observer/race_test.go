@@ -79,7 +79,7 @@ func TestMarkRacingAPollAnswer(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer tx.Rollback(ctx) //nolint:errcheck // committed below
-	poll := mustRecorder(t, tx, eng, observer.RecorderConfig{})
+	poll := rec.OnTx(dbtest.Open(t, pool, ""), tx)
 	if err := poll.RecordStatuses(ctx, []observer.StatusUpdate{{Claim: c, Seq: b.Seq, BatchID: b.BatchID, Attempt: 1,
 		From: batchclaim.StateUnknown, Status: batchclaim.StatusCommitted}}); err != nil {
 		t.Fatal(err)

@@ -10,7 +10,6 @@ import (
 	"github.com/batchclaim/batchclaim/claims"
 	"github.com/batchclaim/batchclaim/ingest"
 	"github.com/batchclaim/batchclaim/observer"
-	"github.com/batchclaim/batchclaim/pgdb"
 	"github.com/batchclaim/batchclaim/testkit/dbtest"
 )
 
@@ -43,9 +42,9 @@ func recorderSetup(t *testing.T) (*pgxpool.Pool, *claims.Engine, *observer.Recor
 }
 
 // mustRecorder is observer.NewRecorder for a test.
-func mustRecorder(t testing.TB, pool pgdb.Querier, fence observer.Fencer, cfg observer.RecorderConfig) *observer.Recorder {
+func mustRecorder(t testing.TB, pool *pgxpool.Pool, fence observer.Fencer, cfg observer.RecorderConfig) *observer.Recorder {
 	t.Helper()
-	rec, err := observer.NewRecorder(pool, fence, cfg)
+	rec, err := observer.NewRecorder(dbtest.Open(t, pool, ""), fence, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

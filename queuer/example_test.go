@@ -78,7 +78,7 @@ func ExampleQueuer() {
 	timings := eng.Timings()
 
 	committed := make(chan string, 6)
-	rec, err := observer.NewRecorder(pool, eng, observer.RecorderConfig{
+	rec, err := observer.NewRecorder(db, eng, observer.RecorderConfig{
 		FlushTimeout: timings.LocalDeadline,
 		Events: &observer.Events{StatusChanged: func(tr observer.Transition) {
 			if tr.To == batchclaim.StateCommitted {
@@ -100,7 +100,7 @@ func ExampleQueuer() {
 	if err != nil {
 		panic(err)
 	}
-	q, err = queuer.New(pool, eng, workers, rec, queuer.Config{
+	q, err = queuer.New(db, eng, workers, rec, queuer.Config{
 		Interval: timings.RenewInterval, StatementTimeout: timings.LocalDeadline, SweepAll: true,
 	})
 	if err != nil {

@@ -76,7 +76,7 @@ type recorder struct {
 
 func newRecorder(t testing.TB, pool *pgxpool.Pool, eng *claims.Engine) *recorder {
 	t.Helper()
-	rec, err := observer.NewRecorder(pool, eng, observer.RecorderConfig{})
+	rec, err := observer.NewRecorder(dbtest.Open(t, pool, ""), eng, observer.RecorderConfig{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -135,7 +135,7 @@ func TestFetchPolicy(t *testing.T) {
 			}
 			eng := engine(t, pool)
 			d, a := &dispatcher{free: 10}, newRecorder(t, pool, eng)
-			q, err := queuer.New(pool, eng, d, a, queuer.Config{Interval: time.Second, UnknownAnswers: 3, UnknownGrace: time.Minute})
+			q, err := queuer.New(dbtest.Open(t, pool, ""), eng, d, a, queuer.Config{Interval: time.Second, UnknownAnswers: 3, UnknownGrace: time.Minute})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -179,7 +179,7 @@ func TestFetchIsBoundedOneAtATimeAndRoundRobin(t *testing.T) {
 	}
 	d := &dispatcher{free: 2}
 	eng := engine(t, pool)
-	q, err := queuer.New(pool, eng, d, newRecorder(t, pool, eng), queuer.Config{Interval: time.Second})
+	q, err := queuer.New(dbtest.Open(t, pool, ""), eng, d, newRecorder(t, pool, eng), queuer.Config{Interval: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -266,7 +266,7 @@ func TestWorkBeyondTheFirstFetchIsFound(t *testing.T) {
 
 	t.Run("told", func(t *testing.T) {
 		d := &dispatcher{free: 10}
-		q, err := queuer.New(pool, eng, d, newRecorder(t, pool, eng), queuer.Config{Interval: time.Hour, FetchLimit: 100})
+		q, err := queuer.New(dbtest.Open(t, pool, ""), eng, d, newRecorder(t, pool, eng), queuer.Config{Interval: time.Hour, FetchLimit: 100})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -287,7 +287,7 @@ func TestWorkBeyondTheFirstFetchIsFound(t *testing.T) {
 	})
 	t.Run("not told", func(t *testing.T) {
 		d := &dispatcher{free: 10}
-		q, err := queuer.New(pool, eng, d, newRecorder(t, pool, eng), queuer.Config{Interval: time.Hour, FetchLimit: 100})
+		q, err := queuer.New(dbtest.Open(t, pool, ""), eng, d, newRecorder(t, pool, eng), queuer.Config{Interval: time.Hour, FetchLimit: 100})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -322,7 +322,7 @@ func TestFetchKeepsPayloadsWithinMemory(t *testing.T) {
 	}
 	eng := engine(t, pool)
 	d := &dispatcher{free: 10, mem: 25}
-	q, err := queuer.New(pool, eng, d, newRecorder(t, pool, eng), queuer.Config{Interval: time.Hour})
+	q, err := queuer.New(dbtest.Open(t, pool, ""), eng, d, newRecorder(t, pool, eng), queuer.Config{Interval: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -45,7 +45,7 @@ func TestClaimLostMidPost(t *testing.T) {
 	if !ok {
 		t.Fatal("a does not hold svc")
 	}
-	rec, err := observer.NewRecorder(pool, a, observer.RecorderConfig{})
+	rec, err := observer.NewRecorder(dbtest.Open(t, pool, ""), a, observer.RecorderConfig{})
 	if err != nil {
 		t.Fatal(err)
 	}
