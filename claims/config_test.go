@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/batchclaim/batchclaim/claims"
+	"github.com/batchclaim/batchclaim/pgdb"
 )
 
 func TestConfigDefaults(t *testing.T) {
@@ -67,5 +68,13 @@ func TestConfigRejectsEveryBrokenRule(t *testing.T) {
 				t.Fatalf("New error = %v, want it to contain %q", err, tt.want)
 			}
 		})
+	}
+}
+
+// An engine needs a DB made by pgdb.Open.
+func TestNewRefusesTheZeroDB(t *testing.T) {
+	t.Parallel()
+	if _, err := claims.New(pgdb.DB{}, claims.Config{}); err == nil || !strings.Contains(err.Error(), "pgdb.Open") {
+		t.Fatalf("New(zero DB) = %v, want an error saying to use pgdb.Open", err)
 	}
 }

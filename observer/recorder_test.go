@@ -1,6 +1,7 @@
 package observer_test
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -10,6 +11,7 @@ import (
 	"github.com/batchclaim/batchclaim/claims"
 	"github.com/batchclaim/batchclaim/ingest"
 	"github.com/batchclaim/batchclaim/observer"
+	"github.com/batchclaim/batchclaim/pgdb"
 	"github.com/batchclaim/batchclaim/testkit/dbtest"
 )
 
@@ -140,5 +142,16 @@ func TestRecordingRetriesLockTimeouts(t *testing.T) {
 	}
 	if eng.Stats().WriteRetries == before {
 		t.Fatal("the recording did not have to be retried: the test did not provoke a lock timeout")
+	}
+}
+
+// The recorder and the poller need a DB made by pgdb.Open.
+func TestConstructorsRefuseTheZeroDB(t *testing.T) {
+	t.Parallel()
+	if _, err := observer.NewRecorder(pgdb.DB{}, nil, observer.RecorderConfig{}); err == nil || !strings.Contains(err.Error(), "pgdb.Open") {
+		t.Errorf("NewRecorder(zero DB) = %v, want an error saying to use pgdb.Open", err)
+	}
+	if _, err := observer.NewPoller(pgdb.DB{}, nil, nil, nil, observer.PollerConfig{}); err == nil || !strings.Contains(err.Error(), "pgdb.Open") {
+		t.Errorf("NewPoller(zero DB) = %v, want an error saying to use pgdb.Open", err)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -14,6 +15,7 @@ import (
 	"github.com/batchclaim/batchclaim/claims"
 	"github.com/batchclaim/batchclaim/ingest"
 	"github.com/batchclaim/batchclaim/observer"
+	"github.com/batchclaim/batchclaim/pgdb"
 	"github.com/batchclaim/batchclaim/queuer"
 	"github.com/batchclaim/batchclaim/testkit/dbtest"
 )
@@ -344,5 +346,17 @@ func TestFetchKeepsPayloadsWithinMemory(t *testing.T) {
 	}
 	if fmt.Sprint(later) != "[[svc-2] [svc-big]]" {
 		t.Fatalf("next fetches handed out %v, want svc-2 (the 100-byte batch waits for it), then svc-big alone", later)
+	}
+}
+
+// A queuer needs a DB made by pgdb.Open, and an Interval.
+func TestNewRefusesTheZeroDBAndNoInterval(t *testing.T) {
+	t.Parallel()
+	if _, err := queuer.New(pgdb.DB{}, nil, nil, nil, queuer.Config{Interval: time.Second}); err == nil || !strings.Contains(err.Error(), "pgdb.Open") {
+		t.Errorf("New(zero DB) = %v, want an error saying to use pgdb.Open", err)
+	}
+	db := dbtest.Open(t, &pgxpool.Pool{}, "") // never used: New does no I/O
+	if _, err := queuer.New(db, nil, nil, nil, queuer.Config{}); err == nil || !strings.Contains(err.Error(), "Interval must be positive") {
+		t.Errorf("New without an Interval = %v, want it refused", err)
 	}
 }
