@@ -211,13 +211,15 @@ type Timings struct {
 	RenewInterval, LocalDeadline, Expiry1, Expiry2, MaxSubmission, StopTime, Margin time.Duration
 }
 
-// Resolve applies the defaults and checks every rule, returning the timings in force.
-func (c Config) Resolve() (Timings, error) {
-	r := c.withDefaults()
-	return r.timings(), r.validate()
+// Resolve applies the defaults and checks every rule, returning the Config an Engine would
+// use; its Timings are the timings in force.
+func (c Config) Resolve() (Config, error) {
+	c = c.withDefaults()
+	return c, c.validate()
 }
 
-func (c Config) timings() Timings {
+// Timings is c's timing knobs: the timings in force when c was returned by Resolve.
+func (c Config) Timings() Timings {
 	return Timings{c.RenewInterval, c.LocalDeadline, c.Expiry1, c.Expiry2, c.MaxSubmission, c.StopTime, c.Margin}
 }
 

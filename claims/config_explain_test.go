@@ -48,7 +48,7 @@ func TestConfigErrorNamesWhatWasSet(t *testing.T) {
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Fatalf("error %q\nwant it to contain %q", err, tt.want)
 			}
-			if _, err := claims.New(nopPool{}, tt.cfg); err == nil || !strings.Contains(err.Error(), tt.want) {
+			if _, err := claims.New(noDB(t), tt.cfg); err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Fatalf("New: error %v, want the same explanation", err)
 			}
 		})

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/batchclaim/batchclaim/claims"
+	"github.com/batchclaim/batchclaim/pgdb"
 )
 
 func TestConfigDefaults(t *testing.T) {
@@ -18,7 +19,7 @@ func TestConfigDefaults(t *testing.T) {
 		RenewInterval: 5 * time.Second, LocalDeadline: 20 * time.Second, Expiry1: 30 * time.Second,
 		Expiry2: 120 * time.Second, MaxSubmission: 60 * time.Second, StopTime: 3 * time.Second, Margin: 3 * time.Second,
 	}
-	if got != want {
+	if got := got.Timings(); got != want {
 		t.Fatalf("defaults = %+v, want %+v", got, want)
 	}
 }
@@ -63,9 +64,17 @@ func TestConfigRejectsEveryBrokenRule(t *testing.T) {
 			if !strings.Contains(err.Error(), tt.want) {
 				t.Fatalf("error %q does not contain %q", err, tt.want)
 			}
-			if _, err := claims.New(nopPool{}, tt.cfg); err == nil || !strings.Contains(err.Error(), tt.want) {
+			if _, err := claims.New(noDB(t), tt.cfg); err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Fatalf("New error = %v, want it to contain %q", err, tt.want)
 			}
 		})
+	}
+}
+
+// An engine needs a DB made by pgdb.Open.
+func TestNewRefusesTheZeroDB(t *testing.T) {
+	t.Parallel()
+	if _, err := claims.New(pgdb.DB{}, claims.Config{}); err == nil || !strings.Contains(err.Error(), "pgdb.Open") {
+		t.Fatalf("New(zero DB) = %v, want an error saying to use pgdb.Open", err)
 	}
 }

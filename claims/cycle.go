@@ -59,17 +59,17 @@ func (e *Engine) Cycle(ctx context.Context) (CycleReport, error) {
 func (e *Engine) cycle(ctx context.Context) (CycleReport, error) {
 	var rep CycleReport
 	if !e.leaseRunning() { // driven by Cycle alone: renew here
-		if err := e.heartbeat(ctx, e.pool); err != nil {
+		if err := e.heartbeat(ctx, e.db); err != nil {
 			return rep, err
 		}
 	}
-	now, err := e.clock.Now(ctx, e.pool)
+	now, err := e.clock.Now(ctx, e.db)
 	if err != nil {
 		return rep, err
 	}
 	sctx, cancel := e.stmtCtx(ctx)
 	defer cancel()
-	sv, err := e.q.ClaimsSurvey(sctx, e.pool, db.ClaimsSurveyParams{
+	sv, err := e.q.ClaimsSurvey(sctx, e.db, db.ClaimsSurveyParams{
 		Claimant: e.cfg.InstanceID, Nonce: e.nonce, Now: now, IdleMs: e.cfg.DropIdleAfter.Milliseconds(),
 	})
 	if err != nil {
@@ -204,7 +204,7 @@ func (e *Engine) reportVoided(voided []Voided) {
 func (e *Engine) readHeld(ctx context.Context) ([]db.ClaimsHeldRow, error) {
 	ctx, cancel := e.stmtCtx(ctx)
 	defer cancel()
-	rows, err := e.q.ClaimsHeld(ctx, e.pool, e.cfg.InstanceID)
+	rows, err := e.q.ClaimsHeld(ctx, e.db, e.cfg.InstanceID)
 	if err != nil {
 		return nil, fmt.Errorf("read own claims: %w", err)
 	}
@@ -270,7 +270,7 @@ func (e *Engine) voidExpired(ctx context.Context, now *time.Time, rep *CycleRepo
 		)
 		err := e.retried(ctx, rep, "void expired claims", func(ctx context.Context) error {
 			voided, locked = nil, 0
-			return runTx(ctx, e.pool, pgx.TxOptions{}, e.GuardTx, func(tx pgx.Tx) error {
+			return runTx(ctx, e.db, pgx.TxOptions{}, e.GuardTx, func(tx pgx.Tx) error {
 				cand, err := e.q.ClaimsLockVoidable(ctx, tx, db.ClaimsLockVoidableParams{Now: now, Max: int32(e.cfg.ChunkSize)})
 				if err != nil || len(cand) == 0 {
 					return err
@@ -308,7 +308,7 @@ func (e *Engine) acquire(ctx context.Context, now *time.Time, want int, rep *Cyc
 		n := min(want-got, e.cfg.ChunkSize)
 		var rows []db.ClaimsAcquireRow
 		err := e.retried(ctx, rep, "acquire claims", func(ctx context.Context) (err error) {
-			rows, err = e.q.ClaimsAcquire(ctx, e.pool, db.ClaimsAcquireParams{
+			rows, err = e.q.ClaimsAcquire(ctx, e.db, db.ClaimsAcquireParams{
 				Max: int32(n), Start: rand.Int64() - rand.Int64(), Claimant: e.cfg.InstanceID, Now: now,
 			})
 			return err
@@ -329,7 +329,7 @@ func (e *Engine) acquire(ctx context.Context, now *time.Time, want int, rep *Cyc
 func (e *Engine) acquireWithWork(ctx context.Context, now *time.Time, want, live int, rep *CycleReport) (int, error) {
 	var rows []db.ClaimsAcquireWithWorkRow
 	err := e.retried(ctx, rep, "acquire claims with work", func(ctx context.Context) (err error) {
-		rows, err = e.q.ClaimsAcquireWithWork(ctx, e.pool, db.ClaimsAcquireWithWorkParams{
+		rows, err = e.q.ClaimsAcquireWithWork(ctx, e.db, db.ClaimsAcquireWithWorkParams{
 			Max: int32(min(want, e.cfg.ChunkSize)), Live: int32(max(live, 1)), Claimant: e.cfg.InstanceID, Now: now,
 		})
 		return err
@@ -353,7 +353,7 @@ func (e *Engine) releaseSurplus(ctx context.Context, held []db.ClaimsHeldRow, n 
 	}
 	var released int
 	err := e.retried(ctx, rep, "release surplus", func(ctx context.Context) error {
-		return runTx(ctx, e.pool, pgx.TxOptions{}, e.GuardTx, func(tx pgx.Tx) (err error) {
+		return runTx(ctx, e.db, pgx.TxOptions{}, e.GuardTx, func(tx pgx.Tx) (err error) {
 			released, err = e.release(ctx, tx, give, "surplus_released", true)
 			return err
 		})
@@ -396,7 +396,7 @@ func (e *Engine) dropIdleChunk(ctx context.Context, now *time.Time, rep *CycleRe
 	idleMs := e.cfg.DropIdleAfter.Milliseconds()
 	err = e.retried(ctx, rep, "drop idle claims", func(ctx context.Context) error {
 		dropped, full = dropped[:0], false
-		return runTx(ctx, e.pool, pgx.TxOptions{}, e.GuardTx, func(tx pgx.Tx) error {
+		return runTx(ctx, e.db, pgx.TxOptions{}, e.GuardTx, func(tx pgx.Tx) error {
 			p := db.ClaimsDropIdleParams{}
 			candidates := 0
 			add := func(id string, epoch int64, locked bool) {
@@ -495,10 +495,10 @@ func (e *Engine) reconcile(rows []db.ClaimsHeldRow) (gained, lost []Claim) {
 func (e *Engine) prune(ctx context.Context) {
 	ctx, cancel := e.stmtCtx(ctx)
 	defer cancel()
-	now, err := e.clock.Now(ctx, e.pool)
+	now, err := e.clock.Now(ctx, e.db)
 	if err == nil {
 		var n int64
-		n, err = e.q.InstancesPrune(ctx, e.pool, db.InstancesPruneParams{Now: now, OlderThanMs: e.cfg.PruneAfter.Milliseconds()})
+		n, err = e.q.InstancesPrune(ctx, e.db, db.InstancesPruneParams{Now: now, OlderThanMs: e.cfg.PruneAfter.Milliseconds()})
 		if n > 0 {
 			e.log.Info("pruned dead instances from the registry", "instances", n)
 		}

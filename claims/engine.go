@@ -28,7 +28,7 @@ var ErrInstanceIDInUse = errors.New("instance id in use")
 // the lease and the claims; Shutdown releases everything and removes the instance row.
 type Engine struct {
 	cfg   Config
-	pool  pgdb.Beginner
+	db    pgdb.DB
 	q     *db.Queries
 	log   *slog.Logger
 	nonce uuid.UUID // random per Engine: only this process can use its instance row
@@ -53,24 +53,28 @@ type Engine struct {
 	cycles     int
 }
 
+// queries are the engine's statements; they hold no state (New's db parameter hides the
+// package's name).
+var queries = db.New()
+
 type heldClaim struct {
 	claim  Claim
 	cancel context.CancelFunc
 }
 
-// New checks cfg and returns an Engine. It does no I/O.
-func New(pool pgdb.Beginner, cfg Config) (*Engine, error) {
-	if pool == nil {
-		return nil, errors.New("claims: nil pool")
+// New checks cfg and returns an Engine working in db. It does no I/O.
+func New(db pgdb.DB, cfg Config) (*Engine, error) {
+	if err := db.Err(); err != nil {
+		return nil, fmt.Errorf("claims: %w", err)
 	}
-	cfg = cfg.withDefaults()
-	if err := cfg.validate(); err != nil {
-		return nil, err
+	cfg, err := cfg.Resolve()
+	if err != nil {
+		return nil, fmt.Errorf("claims: %w", err)
 	}
 	e := &Engine{
 		cfg:   cfg,
-		pool:  pool,
-		q:     db.New(),
+		db:    db,
+		q:     queries,
 		log:   cfg.Logger.With("instance_id", cfg.InstanceID.String()),
 		nonce: uuid.New(),
 		held:  map[string]*heldClaim{},
@@ -87,7 +91,7 @@ func (e *Engine) InstanceID() uuid.UUID { return e.cfg.InstanceID }
 func (e *Engine) Name() string { return e.cfg.Name }
 
 // Timings returns the timing knobs in force.
-func (e *Engine) Timings() Timings { return e.cfg.timings() }
+func (e *Engine) Timings() Timings { return e.cfg.Timings() }
 
 // ShiftDBTime makes every statement of this engine judge time as the database's now() + d.
 // It exists so that tests and drills can move the database's view of time instead of
@@ -104,7 +108,7 @@ func (e *Engine) ShiftDBTime(d time.Duration) { e.clock.Shift(d) }
 // row is replaced.
 func (e *Engine) Register(ctx context.Context) error {
 	sent := time.Now()
-	err := serializable(ctx, e.pool, e.cfg.MaxSerializationRetries, e.GuardTx, func() {},
+	err := serializable(ctx, e.db, e.cfg.MaxSerializationRetries, e.GuardTx, func() {},
 		func(tx pgx.Tx) error { return e.registerTx(ctx, tx) })
 	if isUniqueViolation(err) {
 		err = fmt.Errorf("%w: %s was registered by another process at the same moment", ErrInstanceIDInUse, e.cfg.InstanceID)
@@ -368,7 +372,7 @@ func (e *Engine) ShutdownKeeping(ctx context.Context, busy []string) error {
 		busy = []string{}
 	}
 	released := 0
-	err := runTx(ctx, e.pool, pgx.TxOptions{}, e.GuardTx, func(tx pgx.Tx) error {
+	err := runTx(ctx, e.db, pgx.TxOptions{}, e.GuardTx, func(tx pgx.Tx) error {
 		released = 0
 		if len(busy) == 0 {
 			if _, err := e.q.InstanceLockForRegister(ctx, tx, db.InstanceLockForRegisterParams{ID: e.cfg.InstanceID}); err != nil && !pgdb.NoRows(err) {

@@ -10,20 +10,21 @@ import (
 
 	"github.com/batchclaim/batchclaim"
 	"github.com/batchclaim/batchclaim/claims"
+	"github.com/batchclaim/batchclaim/pgdb"
 	"github.com/batchclaim/batchclaim/testkit/dbtest"
 )
 
-// Knobs left unset follow from the ones set; Resolve shows the timings an Engine would use
+// Knobs left unset follow from the ones set; Resolve shows the Config an Engine would use
 // and checks every rule.
 func ExampleConfig_Resolve() {
-	t, err := claims.Config{
+	c, err := claims.Config{
 		RenewInterval: 500 * time.Millisecond,
 		Expiry1:       3 * time.Second,
 		Expiry2:       15 * time.Second,
 	}.Resolve()
 	fmt.Println(err)
-	fmt.Println("local deadline:", t.LocalDeadline)
-	fmt.Println("max submission:", t.MaxSubmission)
+	fmt.Println("local deadline:", c.Timings().LocalDeadline)
+	fmt.Println("max submission:", c.Timings().MaxSubmission)
 
 	_, err = claims.Config{RenewInterval: 2 * time.Second, Expiry1: 3 * time.Second}.Resolve()
 	fmt.Println(err)
@@ -42,6 +43,10 @@ func ExampleConfig_Resolve() {
 func Example_fencedWrites() {
 	pool, drop := dbtest.ExamplePool()
 	defer drop()
+	db, err := pgdb.Open(pool, "")
+	if err != nil {
+		panic(err)
+	}
 	ctx := context.Background()
 	if _, err := pool.Exec(ctx, `CREATE TABLE shipments (service_id text, epoch bigint)`); err != nil {
 		panic(err)
@@ -50,7 +55,7 @@ func Example_fencedWrites() {
 		panic(err)
 	}
 	newEngine := func(name string) *claims.Engine {
-		e, err := claims.New(pool, claims.Config{Name: name})
+		e, err := claims.New(db, claims.Config{Name: name})
 		if err != nil {
 			panic(err)
 		}
@@ -74,7 +79,7 @@ func Example_fencedWrites() {
 	fmt.Println("a holds order-42:", held)
 	fmt.Println("a ships:", ship(a, c))
 
-	b, err := claims.New(pool, claims.Config{Name: "b"})
+	b, err := claims.New(db, claims.Config{Name: "b"})
 	if err != nil {
 		panic(err)
 	}

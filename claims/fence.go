@@ -92,7 +92,7 @@ func (e *Engine) GuardTx(ctx context.Context, q pgdb.Querier) error {
 // a fenced write that merely lost a race must not be given up, or a recorded outcome turns into
 // an adoption. fn must be safe to run again: everything it did in a failed try is rolled back.
 func (e *Engine) WriteTx(ctx context.Context, fn func(pgx.Tx) error) error {
-	return retryTx(ctx, e.pool, pgx.TxOptions{}, e.cfg.MaxSerializationRetries, e.GuardTx,
+	return retryTx(ctx, e.db, pgx.TxOptions{}, e.cfg.MaxSerializationRetries, e.GuardTx,
 		func() { e.stats.writeRetries.Add(1) }, fn)
 }
 
@@ -184,7 +184,7 @@ func (e *Engine) Retry(ctx context.Context, fn func() error) error {
 // before it hands out a connection that sat idle, and the wait for a connection given up to
 // close (see boundedDeadlines). Unbounded, each ping used up a statement's whole budget and
 // each connection given up held its place for 15 seconds, so that a claim cycle failed every
-// T1 for as long. Call it with the timings in force (Config.Resolve) before
+// T1 for as long. Call it with the timings in force (Config.Resolve, then Timings) before
 // pgxpool.NewWithConfig.
 func ConfigurePool(pc *pgxpool.Config, t Timings) {
 	pc.PingTimeout = PingTimeout(t)

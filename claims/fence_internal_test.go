@@ -14,7 +14,7 @@ import (
 // arrives after the fence revives the engine without bringing back the claims it dropped.
 func TestFenceSparesClaimsOfALaterRenewal(t *testing.T) {
 	t.Parallel()
-	e, err := New(noPool{}, Config{})
+	e, err := New(noDB(t), Config{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -164,7 +164,7 @@ func (e *Engine) checkSurvey(ctx context.Context, sv db.ClaimsSurveyRow) string 
 	if sv.HeartbeatAt.After(time.Unix(0, 0)) {
 		o.heartbeat = &sv.HeartbeatAt
 	}
-	e.judge(ctx, e.pool, o)
+	e.judge(ctx, e.db, o)
 	return e.Refusal()
 }
 

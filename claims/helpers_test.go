@@ -1,32 +1,32 @@
 package claims_test
 
 import (
-	"context"
 	"fmt"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/batchclaim/batchclaim/claims"
+	"github.com/batchclaim/batchclaim/pgdb"
+	"github.com/batchclaim/batchclaim/testkit/dbtest"
 )
 
-// nopPool satisfies pgdb.Beginner for tests that never reach the database.
-type nopPool struct{}
-
-func (nopPool) Exec(context.Context, string, ...any) (pgconn.CommandTag, error) {
-	return pgconn.CommandTag{}, fmt.Errorf("nopPool")
-}
-func (nopPool) Query(context.Context, string, ...any) (pgx.Rows, error) {
-	return nil, fmt.Errorf("nopPool")
-}
-func (nopPool) QueryRow(context.Context, string, ...any) pgx.Row { return nil }
-func (nopPool) BeginTx(context.Context, pgx.TxOptions) (pgx.Tx, error) {
-	return nil, fmt.Errorf("nopPool")
+// noDB is a DB on a pool that has not connected and is never asked to.
+func noDB(t *testing.T) pgdb.DB {
+	t.Helper()
+	pool, err := pgxpool.New(t.Context(), "postgres://127.0.0.1:1/unused")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	db, err := pgdb.Open(pool, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return db
 }
 
 // Small timings for tests: R = 200ms, T1 = 3s, T2 = 15s.
@@ -61,7 +61,7 @@ func newEngine(t testing.TB, pool *pgxpool.Pool, n int, tweak func(*claims.Confi
 	if tweak != nil {
 		tweak(&cfg)
 	}
-	e, err := claims.New(pool, cfg)
+	e, err := claims.New(dbtest.Open(t, pool, ""), cfg)
 	if err != nil {
 		t.Fatalf("new engine: %v", err)
 	}

@@ -29,7 +29,7 @@ func TestFixedInstanceIDCannotBeShared(t *testing.T) {
 
 	cfg := testTimings
 	cfg.InstanceID, cfg.Name = old.InstanceID(), "successor"
-	succ, err := claims.New(pool, cfg)
+	succ, err := claims.New(dbtest.Open(t, pool, ""), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/batchclaim/batchclaim/internal/db"
 	"github.com/batchclaim/batchclaim/pgdb"
@@ -20,12 +19,6 @@ import (
 // Run starts it; it runs until Shutdown (not until Run's context ends), so that a stopping
 // instance keeps its claims alive while its submissions drain. An engine driven by calls to
 // Cycle alone (tests, tools) has no lease loop, and each Cycle renews the lease first.
-
-// poolConfig is implemented by *pgxpool.Pool: the lease loop dials its own connection with
-// the pool's settings. A pgdb.Beginner without it renews through the pool.
-type poolConfig interface {
-	Config() *pgxpool.Config
-}
 
 // leaseLoop is the running lease loop.
 type leaseLoop struct {
@@ -142,20 +135,13 @@ func (e *Engine) renewOn(ctx context.Context, conn *pgx.Conn) (*pgx.Conn, error)
 	return e.onLeaseConn(ctx, conn, e.heartbeat)
 }
 
-// onLeaseConn runs fn on the lease's connection conn, dialled first when nil, or through the
-// pool when the pool cannot dial one of its own; fn and the dial may each take up to the
-// local deadline. It returns the connection to use next time: nil after an error, so that
+// onLeaseConn runs fn on the lease's connection conn, dialled first (with the pool's settings)
+// when nil; fn and the dial may each take up to the local deadline. It returns the connection to use next time: nil after an error, so that
 // the next call dials afresh.
 func (e *Engine) onLeaseConn(ctx context.Context, conn *pgx.Conn, fn func(context.Context, pgdb.Querier) error) (*pgx.Conn, error) {
-	pc, ok := pgdb.Unwrap(e.pool).(poolConfig)
-	if !ok {
-		rctx, cancel := context.WithTimeout(ctx, e.cfg.LocalDeadline)
-		defer cancel()
-		return nil, fn(rctx, e.pool)
-	}
 	if conn == nil {
 		dctx, cancel := context.WithTimeout(ctx, e.cfg.LocalDeadline)
-		c, err := pgx.ConnectConfig(dctx, pc.Config().ConnConfig.Copy())
+		c, err := pgx.ConnectConfig(dctx, e.db.Pool().Config().ConnConfig.Copy())
 		cancel()
 		if err != nil {
 			return nil, fmt.Errorf("connect for lease renewal: %w", err)
@@ -164,7 +150,7 @@ func (e *Engine) onLeaseConn(ctx context.Context, conn *pgx.Conn, fn func(contex
 	}
 	rctx, cancel := context.WithTimeout(ctx, e.cfg.LocalDeadline)
 	defer cancel()
-	if err := fn(rctx, pgdb.QuerierInSchema(conn, pgdb.SchemaOf(e.pool))); err != nil {
+	if err := fn(rctx, e.db.In(conn)); err != nil {
 		_ = conn.Close(context.WithoutCancel(ctx))
 		return nil, err
 	}

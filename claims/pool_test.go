@@ -21,10 +21,11 @@ import (
 // first ping takes the whole budget, and a closed connection keeps its place for 15 seconds.
 func TestConfiguredPoolGivesUpFrozenConnections(t *testing.T) {
 	t.Parallel()
-	timings, err := claims.Config{RenewInterval: 200 * time.Millisecond, Expiry1: 2 * time.Second, Expiry2: 8 * time.Second}.Resolve()
+	cfg, err := claims.Config{RenewInterval: 200 * time.Millisecond, Expiry1: 2 * time.Second, Expiry2: 8 * time.Second}.Resolve()
 	if err != nil {
 		t.Fatal(err)
 	}
+	timings := cfg.Timings()
 	if got := claims.PingTimeout(timings); got != 250*time.Millisecond {
 		t.Fatalf("PingTimeout %s, want 250ms (T1/8 of 2s)", got)
 	}

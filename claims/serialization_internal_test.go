@@ -24,7 +24,7 @@ func TestLockedRowsDelayNoOne(t *testing.T) {
 	if err := RegisterServiceIDs(ctx, pool, ids...); err != nil {
 		t.Fatal(err)
 	}
-	a, err := New(pool, Config{Name: "a"})
+	a, err := New(dbtest.Open(t, pool, ""), Config{Name: "a"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -44,7 +44,7 @@ func TestLockedRowsDelayNoOne(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	b, err := New(pool, Config{Name: "b"})
+	b, err := New(dbtest.Open(t, pool, ""), Config{Name: "b"})
 	if err != nil {
 		t.Fatal(err)
 	}

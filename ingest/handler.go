@@ -94,7 +94,8 @@ type Config struct {
 	Logger *slog.Logger
 }
 
-func (c *Config) applyDefaults() {
+// withDefaults returns c with every zero field filled in.
+func (c Config) withDefaults() Config {
 	c.MaxBody = cmp.Or(c.MaxBody, MaxBodyDefault)
 	c.MaxMemory = cmp.Or(c.MaxMemory, MaxMemoryDefault)
 	c.MaxRequests = cmp.Or(c.MaxRequests, MaxRequestsDefault)
@@ -104,32 +105,36 @@ func (c *Config) applyDefaults() {
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
+	return c
 }
 
-// Validate checks the limits after defaults are applied to the zero ones.
-func (c Config) Validate() error {
-	c.applyDefaults()
+// Resolve applies the defaults and checks the limits, returning the Config a Handler would
+// use.
+func (c Config) Resolve() (Config, error) {
+	c = c.withDefaults()
+	return c, c.validate()
+}
+
+// validate checks c with its defaults filled in.
+func (c Config) validate() error {
 	var errs []error
 	if c.MaxBody < 0 || c.MaxMemory < 0 || c.MaxRequests < 0 || c.MaxConns < 0 || c.MaxWait < 0 || c.StoreTimeout < 0 {
-		errs = append(errs, fmt.Errorf("limits must not be negative (zero means the default), got max body %d, max memory %d, max requests %d, max conns %d, max wait %s, store timeout %s",
+		errs = append(errs, fmt.Errorf("limits must not be negative (zero means the default), got MaxBody %d, MaxMemory %d, MaxRequests %d, MaxConns %d, MaxWait %s, StoreTimeout %s",
 			c.MaxBody, c.MaxMemory, c.MaxRequests, c.MaxConns, c.MaxWait, c.StoreTimeout))
 	} else if c.MaxMemory < 2*c.MaxBody {
-		errs = append(errs, fmt.Errorf("max memory %d is under 2 x max body %d: a body of the largest size and its decoded batches could never be held", c.MaxMemory, c.MaxBody))
+		errs = append(errs, fmt.Errorf("MaxMemory %d is under 2 x MaxBody %d: a body of the largest size and its decoded batches could never be held", c.MaxMemory, c.MaxBody))
 	}
 	if c.BaseURL != "" {
 		if u, err := url.Parse(c.BaseURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || (u.Path != "" && u.Path != "/") || u.RawQuery != "" {
-			errs = append(errs, fmt.Errorf("base URL %q: want scheme://host[:port]", c.BaseURL))
+			errs = append(errs, fmt.Errorf("BaseURL %q: want scheme://host[:port]", c.BaseURL))
 		}
 	}
-	if len(errs) > 0 {
-		return fmt.Errorf("ingest: %w", errors.Join(errs...))
-	}
-	return nil
+	return errors.Join(errs...)
 }
 
 // Handler serves the ingest API.
 type Handler struct {
-	pool  pgdb.Beginner
+	db    pgdb.DB
 	cfg   Config
 	log   *slog.Logger
 	mem   *budget
@@ -141,14 +146,17 @@ type Handler struct {
 	quiet *httpguard.Throttle
 }
 
-// NewHandler returns the ingest API's handler. It does no I/O.
-func NewHandler(pool pgdb.Beginner, cfg Config) (*Handler, error) {
-	if err := cfg.Validate(); err != nil {
-		return nil, err
+// NewHandler returns the ingest API's handler, storing in db. It does no I/O.
+func NewHandler(db pgdb.DB, cfg Config) (*Handler, error) {
+	if err := db.Err(); err != nil {
+		return nil, fmt.Errorf("ingest: %w", err)
 	}
-	cfg.applyDefaults()
+	cfg, err := cfg.Resolve()
+	if err != nil {
+		return nil, fmt.Errorf("ingest: %w", err)
+	}
 	cfg.BaseURL = strings.TrimSuffix(cfg.BaseURL, "/")
-	return &Handler{pool: pool, cfg: cfg, log: cfg.Logger, mem: &budget{size: cfg.MaxMemory},
+	return &Handler{db: db, cfg: cfg, log: cfg.Logger, mem: &budget{size: cfg.MaxMemory},
 		slots: make(slots, cfg.MaxRequests), conns: make(slots, cfg.MaxConns), quiet: httpguard.NewThrottle(cfg.Logger, httpguard.LogIntervalDefault)}, nil
 }
 
@@ -296,7 +304,7 @@ func (h *Handler) store(ctx context.Context, serviceID string, batches []dlt.Bat
 	sctx, cancel := context.WithTimeout(ctx, h.cfg.StoreTimeout)
 	defer cancel()
 	var stored []Stored
-	err = pgdb.InTx(sctx, h.pool, pgx.TxOptions{}, func(tx pgx.Tx) (err error) {
+	err = pgdb.InTx(sctx, h.db, pgx.TxOptions{}, func(tx pgx.Tx) (err error) {
 		stored, err = enqueueBatches(sctx, tx, serviceID, batches)
 		return err
 	})
@@ -409,7 +417,7 @@ func (h *Handler) readStatuses(ctx context.Context, ids []string) ([]db.BatchSta
 		return nil, errors.Join(errWaited, err)
 	}
 	defer h.conns.release()
-	return db.New().BatchStatusesByID(ctx, h.pool, ids)
+	return db.New().BatchStatusesByID(ctx, h.db, ids)
 }
 
 // onlyParams rejects query parameters other than the allowed ones, and any given twice

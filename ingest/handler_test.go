@@ -35,7 +35,7 @@ func setupHandler(t *testing.T, cfg ingest.Config) (*httptest.Server, *pgxpool.P
 	t.Helper()
 	pool := dbtest.NewPool(t)
 	mux := http.NewServeMux()
-	h, err := ingest.NewHandler(pool, cfg)
+	h, err := ingest.NewHandler(dbtest.Open(t, pool, ""), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/batchclaim/batchclaim/dlt"
 	"github.com/batchclaim/batchclaim/httpguard"
 	"github.com/batchclaim/batchclaim/ingest"
+	"github.com/batchclaim/batchclaim/pgdb"
 	"github.com/batchclaim/batchclaim/testkit/dbtest"
 	"github.com/batchclaim/batchclaim/testkit/testutil"
 )
@@ -227,7 +228,7 @@ func TestStatusLinksOfLargeLists(t *testing.T) {
 func TestStatusLinkWithoutGuardIsRelative(t *testing.T) {
 	t.Parallel()
 	pool := dbtest.NewPool(t)
-	h, err := ingest.NewHandler(pool, ingest.Config{})
+	h, err := ingest.NewHandler(dbtest.Open(t, pool, ""), ingest.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -242,7 +243,7 @@ func TestStatusLinkWithoutGuardIsRelative(t *testing.T) {
 	if rec.Code != http.StatusAccepted || !strings.Contains(rec.Body.String(), `"link":"/batch_statuses?id=`) {
 		t.Fatalf("%d %s", rec.Code, rec.Body)
 	}
-	h, err = ingest.NewHandler(pool, ingest.Config{BaseURL: "https://ingest.example:8443/"})
+	h, err = ingest.NewHandler(dbtest.Open(t, pool, ""), ingest.Config{BaseURL: "https://ingest.example:8443/"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -256,12 +257,15 @@ func TestStatusLinkWithoutGuardIsRelative(t *testing.T) {
 		t.Fatalf("with a base URL: %s", rec.Body)
 	}
 	for _, bad := range []string{"ingest.example", "ftp://x", "https://x/path", "https://x?q=1"} {
-		if _, err := ingest.NewHandler(pool, ingest.Config{BaseURL: bad}); err == nil {
+		if _, err := ingest.NewHandler(dbtest.Open(t, pool, ""), ingest.Config{BaseURL: bad}); err == nil {
 			t.Errorf("base URL %q accepted", bad)
 		}
 	}
-	if _, err := ingest.NewHandler(pool, ingest.Config{MaxBody: 10 << 20, MaxMemory: 16 << 20}); err == nil {
+	if _, err := ingest.NewHandler(dbtest.Open(t, pool, ""), ingest.Config{MaxBody: 10 << 20, MaxMemory: 16 << 20}); err == nil {
 		t.Error("a memory limit under twice the body limit was accepted")
+	}
+	if _, err := ingest.NewHandler(pgdb.DB{}, ingest.Config{}); err == nil {
+		t.Error("the zero DB was accepted")
 	}
 }
 

@@ -16,6 +16,7 @@ import (
 	"github.com/batchclaim/batchclaim/dlt"
 	"github.com/batchclaim/batchclaim/httpguard"
 	"github.com/batchclaim/batchclaim/ingest"
+	"github.com/batchclaim/batchclaim/testkit/dbtest"
 	"github.com/batchclaim/batchclaim/testkit/testutil"
 )
 
@@ -48,7 +49,7 @@ func TestOutageLogsAreBounded(t *testing.T) {
 	}
 	t.Cleanup(pool.Close)
 	var logs lockedBuffer
-	h, err := ingest.NewHandler(pool, ingest.Config{Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
+	h, err := ingest.NewHandler(dbtest.Open(t, pool, ""), ingest.Config{Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -30,7 +30,7 @@ func TestStoreTimeoutFreesTheConnection(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(pool.Close)
-	h, err := ingest.NewHandler(pool, ingest.Config{MaxConns: 1, StoreTimeout: 500 * time.Millisecond, MaxWait: time.Minute})
+	h, err := ingest.NewHandler(dbtest.Open(t, pool, ""), ingest.Config{MaxConns: 1, StoreTimeout: 500 * time.Millisecond, MaxWait: time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -151,7 +151,7 @@ func TestCancelRunningJob(t *testing.T) {
 			}
 			const reason = "operator: stop it"
 			if tc.http {
-				h, err := ui.New(other, ui.Config{})
+				h, err := ui.New(dbtest.Open(t, other, ""), ui.Config{})
 				if err != nil {
 					t.Fatal(err)
 				}

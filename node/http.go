@@ -51,8 +51,8 @@ func (c Config) validate() error {
 	if c.MaxHeaderBytes < 0 || c.MaxIngestRequests < 0 || c.MaxBody < 0 || c.MaxIngestMemory < 0 || c.MaxConnections < 0 {
 		errs = append(errs, fmt.Errorf("listener limits must not be negative, got max header bytes %d, max ingest requests %d, max body %d, max ingest memory %d, max connections %d",
 			c.MaxHeaderBytes, c.MaxIngestRequests, c.MaxBody, c.MaxIngestMemory, c.MaxConnections))
-	} else if err := c.ingestConfig(1).Validate(); err != nil {
-		errs = append(errs, err)
+	} else if _, err := c.ingestConfig(1).Resolve(); err != nil {
+		errs = append(errs, fmt.Errorf("ingest: %w", err))
 	}
 	if c.Pprof && c.Listen == "" {
 		errs = append(errs, errors.New("pprof is served on the listener: set Listen too"))
@@ -149,7 +149,7 @@ func (n *Node) listen(ctx context.Context) (*http.Server, error) {
 		return nil, fmt.Errorf("probe pool: %w", err)
 	}
 	closePools := func() { probe.Close(); prober.pool.Close() }
-	page, err := ui.New(pgdb.InSchema(probe, n.cfg.Schema), ui.Config{Logger: n.log})
+	page, err := ui.New(n.db.WithPool(probe), ui.Config{Logger: n.log})
 	if err != nil {
 		closePools()
 		return nil, err

@@ -165,7 +165,7 @@ type Node struct {
 	cfg      Config
 	pool     *pgxpool.Pool // for its settings and statistics
 	ownPool  bool          // pool was made by New (Config.SharePool false); Run closes it
-	db       pgdb.Beginner // the pool in the configured schema: every statement goes through it
+	db       pgdb.DB       // the pool in the configured schema: every statement goes through it
 	engine   *claims.Engine
 	queuer   *queuer.Queuer
 	workers  *submitter.Pool
@@ -238,7 +238,11 @@ func New(pool *pgxpool.Pool, cfg Config) (*Node, error) {
 		}
 		pool = own
 	}
-	n := &Node{cfg: cfg, pool: pool, ownPool: !cfg.SharePool, db: pgdb.InSchema(pool, cfg.Schema), log: cfg.Logger, registry: cmp.Or(cfg.Registry, prometheus.NewRegistry())}
+	db, err := pgdb.Open(pool, cfg.Schema)
+	if err != nil {
+		return nil, fmt.Errorf("node: %w", err)
+	}
+	n := &Node{cfg: cfg, pool: pool, ownPool: !cfg.SharePool, db: db, log: cfg.Logger, registry: cmp.Or(cfg.Registry, prometheus.NewRegistry())}
 	var q *queuer.Queuer // set below; the hooks run only once Run starts
 	cc := cfg.Claims
 	cc.Logger = cmp.Or(cc.Logger, cfg.Logger)

@@ -52,7 +52,7 @@ func TestPeriodicJobsOnNodes(t *testing.T) {
 	}
 	mu.Unlock()
 
-	h, err := ui.New(admin, ui.Config{})
+	h, err := ui.New(dbtest.Open(t, admin, ""), ui.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}

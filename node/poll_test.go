@@ -56,7 +56,7 @@ func TestPollPacksStatusGETsAcrossServiceIDs(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	eng, err := claims.New(pool, claims.Config{Name: "a"})
+	eng, err := claims.New(dbtest.Open(t, pool, ""), claims.Config{Name: "a"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,11 +69,11 @@ func TestPollPacksStatusGETsAcrossServiceIDs(t *testing.T) {
 	if _, err := eng.Cycle(ctx); err != nil {
 		t.Fatal(err)
 	}
-	rec, err := observer.NewRecorder(pool, eng, observer.RecorderConfig{})
+	rec, err := observer.NewRecorder(dbtest.Open(t, pool, ""), eng, observer.RecorderConfig{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := observer.NewPoller(pool, eng, rec, client, observer.PollerConfig{})
+	p, err := observer.NewPoller(dbtest.Open(t, pool, ""), eng, rec, client, observer.PollerConfig{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -101,7 +101,7 @@ func TestWakeFollowsTheKeyToItsNewOwner(t *testing.T) {
 	case <-time.After(20 * time.Second):
 		t.Fatal("the warm-up never ran")
 	}
-	x, err := claims.New(admin, claims.Config{Name: "x", RenewInterval: 10 * time.Second, Expiry1: time.Minute, Expiry2: 2 * time.Minute})
+	x, err := claims.New(dbtest.Open(t, admin, ""), claims.Config{Name: "x", RenewInterval: 10 * time.Second, Expiry1: time.Minute, Expiry2: 2 * time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}

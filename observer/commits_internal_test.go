@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/batchclaim/batchclaim"
 	"github.com/batchclaim/batchclaim/claims"
@@ -72,7 +73,7 @@ func TestCommitsWriteWhatOutcomesWrite(t *testing.T) {
 		}
 	}
 	eng := claimAll(t, pool)
-	rec, err := NewRecorder(pool, eng, RecorderConfig{})
+	rec, err := NewRecorder(dbtest.Open(t, pool, ""), eng, RecorderConfig{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -208,9 +209,9 @@ func TestCommitsWriteWhatOutcomesWrite(t *testing.T) {
 }
 
 // claimAll returns a registered engine that has claimed every service_id with a batch.
-func claimAll(t *testing.T, pool pgdb.Beginner) *claims.Engine {
+func claimAll(t *testing.T, pool *pgxpool.Pool) *claims.Engine {
 	t.Helper()
-	eng, err := claims.New(pool, claims.Config{Name: t.Name()})
+	eng, err := claims.New(dbtest.Open(t, pool, ""), claims.Config{Name: t.Name()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -261,11 +262,12 @@ func TestFinishPicksTheStatementByTheGroup(t *testing.T) {
 	eng := claimAll(t, pool)
 	finish := func(cfg RecorderConfig, svc string, res batchclaim.Result) string {
 		t.Helper()
-		q := &named{Querier: pool}
-		rec, err := NewRecorder(q, eng, cfg)
+		rec, err := NewRecorder(dbtest.Open(t, pool, ""), eng, cfg)
 		if err != nil {
 			t.Fatal(err)
 		}
+		q := &named{Querier: rec.db}
+		rec.db = q
 		c, _ := eng.Holds(svc)
 		var seq int64
 		if err := pool.QueryRow(ctx, `SELECT seq FROM batchclaim.batches WHERE service_id = $1`, svc).Scan(&seq); err != nil {

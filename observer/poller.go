@@ -72,10 +72,39 @@ type PollerConfig struct {
 	Logger *slog.Logger
 }
 
+// withDefaults returns c with every zero field filled in.
+func (c PollerConfig) withDefaults() PollerConfig {
+	c.Interval = cmp.Or(c.Interval, PollIntervalDefault)
+	c.Concurrency = cmp.Or(c.Concurrency, PollConcurrency)
+	c.MaxBatches = cmp.Or(c.MaxBatches, PollMaxBatches)
+	c.IDsPerRequest = cmp.Or(c.IDsPerRequest, PollIDsPerRequestDefault)
+	c.Wait = cmp.Or(c.Wait, PollWaitDefault)
+	c.StatementTimeout = cmp.Or(c.StatementTimeout, 30*time.Second)
+	c.SweepInterval = cmp.Or(c.SweepInterval, 30*time.Second)
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	return c
+}
+
+// validate checks c with its defaults filled in.
 func (c PollerConfig) validate() error {
-	if c.Interval < 0 || c.Concurrency < 0 || c.MaxBatches < 0 || c.IDsPerRequest < 0 || c.StatementTimeout < 0 || c.SweepInterval < 0 {
-		return fmt.Errorf("poller: interval %s, concurrency %d, max batches %d, ids per request %d, statement timeout %s and sweep interval %s must not be negative",
-			c.Interval, c.Concurrency, c.MaxBatches, c.IDsPerRequest, c.StatementTimeout, c.SweepInterval)
+	var errs []error
+	for _, f := range []struct {
+		name string
+		bad  bool
+		val  any
+	}{
+		{"Interval", c.Interval < 0, c.Interval}, {"Concurrency", c.Concurrency < 0, c.Concurrency},
+		{"MaxBatches", c.MaxBatches < 0, c.MaxBatches}, {"IDsPerRequest", c.IDsPerRequest < 0, c.IDsPerRequest},
+		{"StatementTimeout", c.StatementTimeout < 0, c.StatementTimeout}, {"SweepInterval", c.SweepInterval < 0, c.SweepInterval},
+	} {
+		if f.bad {
+			errs = append(errs, fmt.Errorf("%s must not be negative, got %v", f.name, f.val))
+		}
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("poller: %w", errors.Join(errs...))
 	}
 	return nil
 }
@@ -84,7 +113,7 @@ func (c PollerConfig) validate() error {
 // known, and records the answers through a Recorder.
 type Poller struct {
 	cfg   PollerConfig
-	pool  pgdb.Querier
+	db    pgdb.DB
 	fence Fencer
 	rec   *Recorder
 	src   StatusSource
@@ -113,22 +142,16 @@ func (c pollCursor) before(r db.BatchesToPollRow) bool {
 	return c.serviceID < r.ServiceID || (c.serviceID == r.ServiceID && c.seq < r.Seq)
 }
 
-// NewPoller returns a Poller. It does no I/O.
-func NewPoller(pool pgdb.Querier, fence Fencer, rec *Recorder, src StatusSource, cfg PollerConfig) (*Poller, error) {
+// NewPoller returns a Poller that reads in db. It does no I/O.
+func NewPoller(db pgdb.DB, fence Fencer, rec *Recorder, src StatusSource, cfg PollerConfig) (*Poller, error) {
+	if err := db.Err(); err != nil {
+		return nil, fmt.Errorf("observer: %w", err)
+	}
+	cfg = cfg.withDefaults()
 	if err := cfg.validate(); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("observer: %w", err)
 	}
-	cfg.Interval = cmp.Or(cfg.Interval, PollIntervalDefault)
-	cfg.Concurrency = cmp.Or(cfg.Concurrency, PollConcurrency)
-	cfg.MaxBatches = cmp.Or(cfg.MaxBatches, PollMaxBatches)
-	cfg.IDsPerRequest = cmp.Or(cfg.IDsPerRequest, PollIDsPerRequestDefault)
-	cfg.Wait = cmp.Or(cfg.Wait, PollWaitDefault)
-	cfg.StatementTimeout = cmp.Or(cfg.StatementTimeout, 30*time.Second)
-	cfg.SweepInterval = cmp.Or(cfg.SweepInterval, 30*time.Second)
-	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.DiscardHandler)
-	}
-	return &Poller{cfg: cfg, pool: pool, fence: fence, rec: rec, src: src, q: db.New(), log: cfg.Logger,
+	return &Poller{cfg: cfg, db: db, fence: fence, rec: rec, src: src, q: queries, log: cfg.Logger,
 		wake: make(chan struct{}, 1), keys: map[string]bool{}}, nil
 }
 
@@ -304,7 +327,7 @@ func (p *Poller) nextPage(ctx context.Context, svcs []string) ([]db.BatchesToPol
 	read := func(keys []string, after pollCursor, limit int) ([]db.BatchesToPollRow, error) {
 		ctx, cancel := context.WithTimeout(ctx, p.cfg.StatementTimeout)
 		defer cancel()
-		rows, err := p.q.BatchesToPoll(ctx, p.pool, db.BatchesToPollParams{
+		rows, err := p.q.BatchesToPoll(ctx, p.db, db.BatchesToPollParams{
 			ServiceIds: keys, AfterServiceID: after.serviceID, AfterSeq: after.seq, MaxRows: int32(limit),
 		})
 		if err != nil {

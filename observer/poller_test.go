@@ -61,7 +61,7 @@ func TestPollerRecordsAnswersForClaimedServiceIDsOnly(t *testing.T) {
 		}
 	}
 	newEngine := func(name string) *claims.Engine {
-		e, err := claims.New(pool, claims.Config{Name: name})
+		e, err := claims.New(dbtest.Open(t, pool, ""), claims.Config{Name: name})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -88,7 +88,7 @@ func TestPollerRecordsAnswersForClaimedServiceIDsOnly(t *testing.T) {
 	src := &source{answer: map[string]batchclaim.Status{
 		"p1": batchclaim.StatusCommitted, "p2": batchclaim.StatusPending, "u1": batchclaim.StatusUnknown,
 	}, extra: "o1"}
-	p, err := observer.NewPoller(pool, me, rec, src, observer.PollerConfig{})
+	p, err := observer.NewPoller(dbtest.Open(t, pool, ""), me, rec, src, observer.PollerConfig{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -137,7 +137,7 @@ func claimedPending(t *testing.T, pool *pgxpool.Pool, services int, perService f
 			ids = append(ids, id)
 		}
 	}
-	e, err := claims.New(pool, claims.Config{Name: "me"})
+	e, err := claims.New(dbtest.Open(t, pool, ""), claims.Config{Name: "me"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -167,7 +167,7 @@ func TestPollerRotatesThroughAllServiceIDs(t *testing.T) {
 	me, ids := claimedPending(t, pool, 40, func(i int) int { return 1 + 2*btoi(i%5 == 0) })
 	const perPoll = 7
 	src := &source{answer: map[string]batchclaim.Status{}} // no answer: everything stays PENDING
-	p, err := observer.NewPoller(pool, me, mustRecorder(t, pool, me, observer.RecorderConfig{}), src,
+	p, err := observer.NewPoller(dbtest.Open(t, pool, ""), me, mustRecorder(t, pool, me, observer.RecorderConfig{}), src,
 		observer.PollerConfig{MaxBatches: perPoll})
 	if err != nil {
 		t.Fatal(err)
@@ -213,7 +213,7 @@ func TestPollerPacksIDsOfSeveralServiceIDsPerRequest(t *testing.T) {
 		answer[id] = batchclaim.StatusCommitted
 	}
 	src := &source{answer: answer}
-	p, err := observer.NewPoller(pool, me, mustRecorder(t, pool, me, observer.RecorderConfig{}), src, observer.PollerConfig{})
+	p, err := observer.NewPoller(dbtest.Open(t, pool, ""), me, mustRecorder(t, pool, me, observer.RecorderConfig{}), src, observer.PollerConfig{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -260,7 +260,7 @@ func TestPollerAsksAboutServiceIDsItKnowsOf(t *testing.T) {
 	pool := dbtest.NewPool(t)
 	me, ids := claimedPending(t, pool, 2, func(int) int { return 1 }) // svc-0000-b0, svc-0001-b0
 	src := &source{answer: map[string]batchclaim.Status{ids[0]: batchclaim.StatusCommitted, ids[1]: batchclaim.StatusPending}}
-	p, err := observer.NewPoller(pool, me, mustRecorder(t, pool, me, observer.RecorderConfig{}), src,
+	p, err := observer.NewPoller(dbtest.Open(t, pool, ""), me, mustRecorder(t, pool, me, observer.RecorderConfig{}), src,
 		observer.PollerConfig{SweepInterval: time.Hour})
 	if err != nil {
 		t.Fatal(err)

@@ -28,7 +28,7 @@ func TestRetentionSparesAJobARetryRevived(t *testing.T) {
 	if c, err := observer.Retry(ctx, tx, seq); err != nil || c.To != "NEW" {
 		t.Fatalf("Retry = %+v, %v; want INVALID -> NEW", c, err)
 	}
-	r, err := observer.NewRetention(pool, observer.RetentionConfig{MaxAge: time.Hour, InstanceID: uuid.New()})
+	r, err := observer.NewRetention(dbtest.Open(t, pool, ""), observer.RetentionConfig{MaxAge: time.Hour, InstanceID: uuid.New()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/batchclaim/batchclaim/ingest"
 	"github.com/batchclaim/batchclaim/internal/db"
 	"github.com/batchclaim/batchclaim/observer"
+	"github.com/batchclaim/batchclaim/testkit/dbtest"
 )
 
 // waitLockWait polls (with a deadline) until a statement whose text contains name waits for a
@@ -78,7 +79,7 @@ func TestMarkRacingAPollAnswer(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer tx.Rollback(ctx) //nolint:errcheck // committed below
-	poll := mustRecorder(t, tx, eng, observer.RecorderConfig{})
+	poll := rec.OnTx(dbtest.Open(t, pool, ""), tx)
 	if err := poll.RecordStatuses(ctx, []observer.StatusUpdate{{Claim: c, Seq: b.Seq, BatchID: b.BatchID, Attempt: 1,
 		From: batchclaim.StateUnknown, Status: batchclaim.StatusCommitted}}); err != nil {
 		t.Fatal(err)
@@ -110,7 +111,7 @@ func TestMarkRacingAPollAnswer(t *testing.T) {
 		t.Fatal("the claim is busy with nothing in flight")
 	}
 	// Past the owner's expiry-1 (30s) and before its expiry-2, an idle claim goes at once.
-	other, err := claims.New(pool, claims.Config{Name: "other"})
+	other, err := claims.New(dbtest.Open(t, pool, ""), claims.Config{Name: "other"})
 	if err != nil {
 		t.Fatal(err)
 	}

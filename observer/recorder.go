@@ -78,7 +78,7 @@ type RecorderConfig struct {
 
 // Recorder makes the fenced, synchronous writes about batches, a set at a time.
 type Recorder struct {
-	pool  pgdb.Querier // the recorder starts no transaction: a pgx.Tx will do
+	db    pgdb.Querier // the DB given to NewRecorder: the recorder starts no transaction
 	fence Fencer
 	cfg   RecorderConfig
 	q     *db.Queries
@@ -88,18 +88,26 @@ type Recorder struct {
 	leading bool // a Finish is writing pending outcomes
 }
 
-// NewRecorder returns a Recorder that writes through pool, fenced by fence's claims.
-func NewRecorder(pool pgdb.Querier, fence Fencer, cfg RecorderConfig) (*Recorder, error) {
+// queries are the observer's statements; they hold no state (the constructors' db parameter
+// hides the package's name).
+var queries = db.New()
+
+// NewRecorder returns a Recorder that writes in db, fenced by fence's claims. It does no I/O.
+func NewRecorder(db pgdb.DB, fence Fencer, cfg RecorderConfig) (*Recorder, error) {
+	if err := db.Err(); err != nil {
+		return nil, fmt.Errorf("observer: %w", err)
+	}
+	if fence == nil {
+		return nil, errors.New("observer: the recorder needs a fencer")
+	}
 	cfg = cfg.withDefaults()
 	if err := cfg.validate(); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("observer: %w", err)
 	}
-	if pool == nil || fence == nil {
-		return nil, errors.New("observer: the recorder needs a pool and a fencer")
-	}
-	return &Recorder{pool: pool, fence: fence, cfg: cfg, q: db.New()}, nil
+	return &Recorder{db: db, fence: fence, cfg: cfg, q: queries}, nil
 }
 
+// withDefaults returns c with every zero field filled in.
 func (c RecorderConfig) withDefaults() RecorderConfig {
 	c.FlushTimeout = cmp.Or(c.FlushTimeout, FlushTimeoutDefault)
 	if c.Logger == nil {
@@ -108,9 +116,10 @@ func (c RecorderConfig) withDefaults() RecorderConfig {
 	return c
 }
 
+// validate checks c with its defaults filled in.
 func (c RecorderConfig) validate() error {
 	if c.FlushTimeout < 0 {
-		return fmt.Errorf("observer: the recorder's flush timeout must not be negative, got %s", c.FlushTimeout)
+		return fmt.Errorf("the recorder's FlushTimeout must not be negative, got %s", c.FlushTimeout)
 	}
 	return nil
 }
@@ -137,7 +146,7 @@ func (r *Recorder) Mark(ctx context.Context, jobs []batchclaim.Job) ([]batchclai
 }
 
 func (r *Recorder) mark(ctx context.Context, jobs []batchclaim.Job) ([]batchclaim.Job, error) {
-	now, err := r.fence.DBNow(ctx, r.pool)
+	now, err := r.fence.DBNow(ctx, r.db)
 	if err != nil {
 		return nil, err
 	}
@@ -151,7 +160,7 @@ func (r *Recorder) mark(ctx context.Context, jobs []batchclaim.Job) ([]batchclai
 	}
 	var rows []db.BatchesMarkInflightRow
 	if err := r.fence.Retry(ctx, func() (err error) {
-		rows, err = r.q.BatchesMarkInflight(ctx, r.pool, p)
+		rows, err = r.q.BatchesMarkInflight(ctx, r.db, p)
 		return err
 	}); err != nil {
 		return nil, fmt.Errorf("mark in flight: %w", err)
@@ -283,7 +292,7 @@ func (r *Recorder) writeOutcomeChunk(ctx context.Context, batch []*outcome) {
 	var rows []db.BatchesRecordOutcomesRow
 	err := r.fence.Retry(ctx, func() (err error) {
 		if chain { // the chained marks judge the lease by the engine's clock
-			if p.Now, err = r.fence.DBNow(ctx, r.pool); err != nil {
+			if p.Now, err = r.fence.DBNow(ctx, r.db); err != nil {
 				return err
 			}
 		}
@@ -291,7 +300,7 @@ func (r *Recorder) writeOutcomeChunk(ctx context.Context, batch []*outcome) {
 			rows, err = r.recordCommits(ctx, p)
 			return err
 		}
-		rows, err = r.q.BatchesRecordOutcomes(ctx, r.pool, p)
+		rows, err = r.q.BatchesRecordOutcomes(ctx, r.db, p)
 		return err
 	})
 	if err != nil {
@@ -342,7 +351,7 @@ func (r *Recorder) writeOutcomeChunk(ctx context.Context, batch []*outcome) {
 // statement without the parts it would not write through. sqlc gives each statement its own
 // row type; the two have the same columns, so the rows are handed out as one.
 func (r *Recorder) recordCommits(ctx context.Context, p db.BatchesRecordOutcomesParams) ([]db.BatchesRecordOutcomesRow, error) {
-	rows, err := r.q.BatchesRecordCommits(ctx, r.pool, db.BatchesRecordCommitsParams{
+	rows, err := r.q.BatchesRecordCommits(ctx, r.db, db.BatchesRecordCommitsParams{
 		Seqs: p.Seqs, ServiceIds: p.ServiceIds, Epochs: p.Epochs, Attempts: p.Attempts, RetryAfterMs: p.RetryAfterMs,
 		HttpStatuses: p.HttpStatuses, LatenciesMs: p.LatenciesMs, Chain: p.Chain, ChainMaxBytes: p.ChainMaxBytes, Outputs: p.Outputs,
 		Claimant: p.Claimant, Nonce: p.Nonce, Now: p.Now, SkipValid: p.SkipValid,
@@ -442,7 +451,7 @@ func (r *Recorder) recordStatuses(ctx context.Context, ups []StatusUpdate) error
 	}
 	var rows []db.BatchesRecordStatusesRow
 	if err := r.fence.Retry(ctx, func() (err error) {
-		rows, err = r.q.BatchesRecordStatuses(ctx, r.pool, p)
+		rows, err = r.q.BatchesRecordStatuses(ctx, r.db, p)
 		return err
 	}); err != nil {
 		return fmt.Errorf("record statuses: %w", err)

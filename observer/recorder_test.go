@@ -1,6 +1,7 @@
 package observer_test
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -24,7 +25,7 @@ func recorderSetup(t *testing.T) (*pgxpool.Pool, *claims.Engine, *observer.Recor
 	if err != nil {
 		t.Fatal(err)
 	}
-	eng, err := claims.New(pool, claims.Config{Name: "rec", RenewInterval: 100 * time.Millisecond})
+	eng, err := claims.New(dbtest.Open(t, pool, ""), claims.Config{Name: "rec", RenewInterval: 100 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,9 +44,9 @@ func recorderSetup(t *testing.T) (*pgxpool.Pool, *claims.Engine, *observer.Recor
 }
 
 // mustRecorder is observer.NewRecorder for a test.
-func mustRecorder(t testing.TB, pool pgdb.Querier, fence observer.Fencer, cfg observer.RecorderConfig) *observer.Recorder {
+func mustRecorder(t testing.TB, pool *pgxpool.Pool, fence observer.Fencer, cfg observer.RecorderConfig) *observer.Recorder {
 	t.Helper()
-	rec, err := observer.NewRecorder(pool, fence, cfg)
+	rec, err := observer.NewRecorder(dbtest.Open(t, pool, ""), fence, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -141,5 +142,16 @@ func TestRecordingRetriesLockTimeouts(t *testing.T) {
 	}
 	if eng.Stats().WriteRetries == before {
 		t.Fatal("the recording did not have to be retried: the test did not provoke a lock timeout")
+	}
+}
+
+// The recorder and the poller need a DB made by pgdb.Open.
+func TestConstructorsRefuseTheZeroDB(t *testing.T) {
+	t.Parallel()
+	if _, err := observer.NewRecorder(pgdb.DB{}, nil, observer.RecorderConfig{}); err == nil || !strings.Contains(err.Error(), "pgdb.Open") {
+		t.Errorf("NewRecorder(zero DB) = %v, want an error saying to use pgdb.Open", err)
+	}
+	if _, err := observer.NewPoller(pgdb.DB{}, nil, nil, nil, observer.PollerConfig{}); err == nil || !strings.Contains(err.Error(), "pgdb.Open") {
+		t.Errorf("NewPoller(zero DB) = %v, want an error saying to use pgdb.Open", err)
 	}
 }

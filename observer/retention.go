@@ -48,13 +48,31 @@ type RetentionConfig struct {
 	Logger *slog.Logger
 }
 
+// withDefaults returns c with every zero field filled in (MaxAge has no default).
+func (c RetentionConfig) withDefaults() RetentionConfig {
+	c.Interval = cmp.Or(c.Interval, RetentionIntervalDefault)
+	c.Chunk = cmp.Or(c.Chunk, RetentionChunkDefault)
+	c.MaxChunks = cmp.Or(c.MaxChunks, RetentionMaxChunksDefault)
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	return c
+}
+
+// validate checks c with its defaults filled in.
 func (c RetentionConfig) validate() error {
 	var errs []error
 	if c.MaxAge <= 0 {
-		errs = append(errs, fmt.Errorf("max age %s must be positive", c.MaxAge))
+		errs = append(errs, fmt.Errorf("MaxAge must be positive, got %s", c.MaxAge))
 	}
-	if c.Interval < 0 || c.Chunk < 0 || c.MaxChunks < 0 {
-		errs = append(errs, fmt.Errorf("interval %s, chunk %d and max chunks %d must not be negative", c.Interval, c.Chunk, c.MaxChunks))
+	if c.Interval < 0 {
+		errs = append(errs, fmt.Errorf("Interval must not be negative, got %s", c.Interval))
+	}
+	if c.Chunk < 0 {
+		errs = append(errs, fmt.Errorf("Chunk must not be negative, got %d", c.Chunk))
+	}
+	if c.MaxChunks < 0 {
+		errs = append(errs, fmt.Errorf("MaxChunks must not be negative, got %d", c.MaxChunks))
 	}
 	if len(errs) > 0 {
 		return fmt.Errorf("retention: %w", errors.Join(errs...))
@@ -86,10 +104,10 @@ type RetentionRun struct {
 // connection returns to the pool, so it can never be left held. Even without the lock two
 // instances could not delete a batch twice; it spares them contending for the same rows.
 type Retention struct {
-	cfg  RetentionConfig
-	pool pgdb.Beginner
-	q    *db.Queries
-	log  *slog.Logger
+	cfg RetentionConfig
+	db  pgdb.DB
+	q   *db.Queries
+	log *slog.Logger
 
 	mu      sync.Mutex
 	pruned  int64
@@ -102,18 +120,16 @@ type RetentionStats struct {
 	LastRun time.Time // database time of this instance's last run that got to work; zero if none
 }
 
-// NewRetention returns a Retention job. It does no I/O.
-func NewRetention(pool pgdb.Beginner, cfg RetentionConfig) (*Retention, error) {
+// NewRetention returns a Retention job that deletes in db. It does no I/O.
+func NewRetention(db pgdb.DB, cfg RetentionConfig) (*Retention, error) {
+	if err := db.Err(); err != nil {
+		return nil, fmt.Errorf("observer: %w", err)
+	}
+	cfg = cfg.withDefaults()
 	if err := cfg.validate(); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("observer: %w", err)
 	}
-	cfg.Interval = cmp.Or(cfg.Interval, RetentionIntervalDefault)
-	cfg.Chunk = cmp.Or(cfg.Chunk, RetentionChunkDefault)
-	cfg.MaxChunks = cmp.Or(cfg.MaxChunks, RetentionMaxChunksDefault)
-	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.DiscardHandler)
-	}
-	return &Retention{cfg: cfg, pool: pool, q: db.New(), log: cfg.Logger}, nil
+	return &Retention{cfg: cfg, db: db, q: queries, log: cfg.Logger}, nil
 }
 
 // Run runs the job at once and then every Interval until ctx ends.
@@ -175,7 +191,7 @@ func (r *Retention) PruneOnce(ctx context.Context, now *time.Time) (RetentionRun
 // chunk deletes one chunk under the lock and records it; locked is false when another
 // instance holds the lock.
 func (r *Retention) chunk(ctx context.Context, now *time.Time, before int64) (n int64, at time.Time, locked bool, err error) {
-	err = pgdb.InTx(ctx, r.pool, pgx.TxOptions{}, func(tx pgx.Tx) error {
+	err = pgdb.InTx(ctx, r.db, pgx.TxOptions{}, func(tx pgx.Tx) error {
 		if locked, err = r.q.RetentionTryLock(ctx, tx); err != nil || !locked {
 			return err
 		}

@@ -12,11 +12,11 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/batchclaim/batchclaim/ingest"
 	"github.com/batchclaim/batchclaim/observer"
+	"github.com/batchclaim/batchclaim/pgdb"
 	"github.com/batchclaim/batchclaim/testkit/dbtest"
 )
 
@@ -93,7 +93,7 @@ func TestRetentionPrunesOldFinishedBatchesInChunks(t *testing.T) {
 	}
 
 	me := uuid.New()
-	r, err := observer.NewRetention(pool, observer.RetentionConfig{MaxAge: 7 * day, Chunk: 4, MaxChunks: 2, InstanceID: me})
+	r, err := observer.NewRetention(dbtest.Open(t, pool, ""), observer.RetentionConfig{MaxAge: 7 * day, Chunk: 4, MaxChunks: 2, InstanceID: me})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -149,7 +149,7 @@ func TestRetentionRunsOnOneInstanceAtATime(t *testing.T) {
 		seqs = append(seqs, storeAged(t, pool, "svc", fmt.Sprintf("b%d", i), "COMMITTED", 2*time.Hour))
 	}
 	newRetention := func() *observer.Retention {
-		r, err := observer.NewRetention(pool, observer.RetentionConfig{MaxAge: time.Hour, InstanceID: uuid.New()})
+		r, err := observer.NewRetention(dbtest.Open(t, pool, ""), observer.RetentionConfig{MaxAge: time.Hour, InstanceID: uuid.New()})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -196,19 +196,22 @@ func TestRetentionRunsOnOneInstanceAtATime(t *testing.T) {
 	}
 }
 
-// Retention needs a positive age.
+// Retention needs a positive age, and a DB.
 func TestRetentionConfig(t *testing.T) {
 	t.Parallel()
+	if _, err := observer.NewRetention(pgdb.DB{}, observer.RetentionConfig{MaxAge: time.Hour}); err == nil {
+		t.Error("NewRetention accepted the zero DB")
+	}
+	db := dbtest.Open(t, &pgxpool.Pool{}, "") // never used: New does no I/O
 	for _, c := range []observer.RetentionConfig{{}, {MaxAge: -time.Hour}, {MaxAge: time.Hour, Chunk: -1}} {
-		if _, err := observer.NewRetention(nil, c); err == nil {
-			t.Errorf("NewRetention(%+v) accepted it", c)
+		if _, err := observer.NewRetention(db, c); err == nil || !strings.Contains(err.Error(), "observer: retention: ") {
+			t.Errorf("NewRetention(%+v) = %v, want the config refused", c, err)
 		}
 	}
 }
 
-// sqlPool records the statements run in its transactions.
-type sqlPool struct {
-	*pgxpool.Pool
+// sqlTrace records the statements run on a pool it traces.
+type sqlTrace struct {
 	mu   sync.Mutex
 	stmt []recorded
 }
@@ -218,39 +221,14 @@ type recorded struct {
 	args []any
 }
 
-type sqlTx struct {
-	pgx.Tx
-	p *sqlPool
+func (r *sqlTrace) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.stmt = append(r.stmt, recorded{d.SQL, d.Args})
+	return ctx
 }
 
-func (p *sqlPool) BeginTx(ctx context.Context, opts pgx.TxOptions) (pgx.Tx, error) {
-	tx, err := p.Pool.BeginTx(ctx, opts)
-	if err != nil {
-		return nil, err
-	}
-	return sqlTx{tx, p}, nil
-}
-
-func (p *sqlPool) record(sql string, args []any) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.stmt = append(p.stmt, recorded{sql, args})
-}
-
-func (t sqlTx) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
-	t.p.record(sql, args)
-	return t.Tx.Exec(ctx, sql, args...)
-}
-
-func (t sqlTx) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
-	t.p.record(sql, args)
-	return t.Tx.Query(ctx, sql, args...)
-}
-
-func (t sqlTx) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
-	t.p.record(sql, args)
-	return t.Tx.QueryRow(ctx, sql, args...)
-}
+func (r *sqlTrace) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
 
 // A chunk reads only the rows it deletes: over 20,000 old finished batches, the plan of the
 // DELETE reads batches through batches_finished_idx and the primary key, never by a
@@ -268,9 +246,16 @@ func TestRetentionChunkReadsOnlyItsRows(t *testing.T) {
 		ANALYZE batchclaim.batches;`); err != nil {
 		t.Fatal(err)
 	}
-	rec := &sqlPool{Pool: pool}
+	rec := &sqlTrace{}
+	pc := pool.Config()
+	pc.ConnConfig.Tracer = rec
+	traced, err := pgxpool.NewWithConfig(ctx, pc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer traced.Close()
 	const chunk = 100
-	r, err := observer.NewRetention(rec, observer.RetentionConfig{MaxAge: 24 * time.Hour, Chunk: chunk, MaxChunks: 1, InstanceID: uuid.New()})
+	r, err := observer.NewRetention(dbtest.Open(t, traced, ""), observer.RetentionConfig{MaxAge: 24 * time.Hour, Chunk: chunk, MaxChunks: 1, InstanceID: uuid.New()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -33,7 +33,7 @@ func TestSetWritesFencePerRow(t *testing.T) {
 		}
 		stored[svc] = s
 	}
-	eng, err := claims.New(pool, claims.Config{Name: "rec"})
+	eng, err := claims.New(dbtest.Open(t, pool, ""), claims.Config{Name: "rec"})
 	if err != nil {
 		t.Fatal(err)
 	}

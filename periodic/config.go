@@ -69,6 +69,7 @@ type Config struct {
 	Logger *slog.Logger
 }
 
+// withDefaults returns c with every zero field filled in.
 func (c Config) withDefaults() Config {
 	c.Interval = cmp.Or(c.Interval, IntervalDefault)
 	c.LockTimeout = cmp.Or(c.LockTimeout, 5*time.Second)
@@ -79,6 +80,7 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
+// validate checks c with its defaults filled in.
 func (c Config) validate() error {
 	var errs []error
 	names := map[string]bool{}
@@ -107,10 +109,7 @@ func (c Config) validate() error {
 		}
 	}
 	if c.Interval < 0 || c.LockTimeout < 0 || c.IdleTimeout < 0 {
-		errs = append(errs, fmt.Errorf("interval, lock timeout and idle timeout must not be negative"))
+		errs = append(errs, fmt.Errorf("Interval %s, LockTimeout %s and IdleTimeout %s must not be negative", c.Interval, c.LockTimeout, c.IdleTimeout))
 	}
-	if len(errs) > 0 {
-		return fmt.Errorf("periodic: %w", errors.Join(errs...))
-	}
-	return nil
+	return errors.Join(errs...)
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/batchclaim/batchclaim/ingest"
 	"github.com/batchclaim/batchclaim/periodic"
+	"github.com/batchclaim/batchclaim/pgdb"
 	"github.com/batchclaim/batchclaim/testkit/dbtest"
 )
 
@@ -16,9 +17,13 @@ import (
 func Example() {
 	pool, drop := dbtest.ExamplePool()
 	defer drop()
+	db, err := pgdb.Open(pool, "")
+	if err != nil {
+		panic(err)
+	}
 
 	stored := make(chan string, 8)
-	s, err := periodic.New(pool, periodic.Config{
+	s, err := periodic.New(db, periodic.Config{
 		Jobs: []periodic.Job{
 			{Name: "heartbeat", Schedule: periodic.Every(time.Second), Payload: []byte(`{"ping":true}`)},
 			{Name: "nightly-report", Schedule: periodic.MustCron("0 2 * * *"), ServiceID: "reports"},

@@ -13,6 +13,7 @@ import (
 
 	"github.com/batchclaim/batchclaim/ingest"
 	"github.com/batchclaim/batchclaim/periodic"
+	"github.com/batchclaim/batchclaim/pgdb"
 	"github.com/batchclaim/batchclaim/testkit/dbtest"
 	"github.com/batchclaim/batchclaim/testkit/testutil"
 )
@@ -71,7 +72,7 @@ func newPool(t testing.TB, url string) *pgxpool.Pool {
 // start runs a Scheduler for job on its own pool until the test ends or stop is called.
 func start(t *testing.T, url string, job periodic.Job, rec *record, name string) (s *periodic.Scheduler, stop func()) {
 	t.Helper()
-	s, err := periodic.New(newPool(t, url), periodic.Config{Jobs: []periodic.Job{job}, Enqueued: rec.enqueued(name),
+	s, err := periodic.New(dbtest.Open(t, newPool(t, url), ""), periodic.Config{Jobs: []periodic.Job{job}, Enqueued: rec.enqueued(name),
 		Interval: time.Second, LockTimeout: 2 * time.Second})
 	if err != nil {
 		t.Fatal(err)
@@ -163,7 +164,7 @@ func TestMissedTicksAndRestart(t *testing.T) {
 	url := dbtest.NewDB(t)
 	admin := newPool(t, url)
 	job := periodic.Job{Name: "report", Schedule: periodic.Every(time.Minute), ServiceID: "reports"}
-	s, err := periodic.New(admin, periodic.Config{Jobs: []periodic.Job{job}})
+	s, err := periodic.New(dbtest.Open(t, admin, ""), periodic.Config{Jobs: []periodic.Job{job}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -187,7 +188,7 @@ func TestMissedTicksAndRestart(t *testing.T) {
 		t.Fatalf("after ten missed ticks: jobs %v, last tick %s; want one job, for the latest tick", ids, last)
 	}
 	// A second instance starting now, and the first one again: nothing more until the next tick.
-	other, err := periodic.New(newPool(t, url), periodic.Config{Jobs: []periodic.Job{job}})
+	other, err := periodic.New(dbtest.Open(t, newPool(t, url), ""), periodic.Config{Jobs: []periodic.Job{job}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -245,7 +246,7 @@ func TestLeaderKilledMidTick(t *testing.T) {
 	testutil.WaitFor(t, 30*time.Second, "the tick stored by another instance", func() bool { return len(jobs(t, admin, "periodic/nightly")) > 0 })
 	// Give the other instance every chance to store it a second time.
 	for _, s := range []string{"b2", "c2"} {
-		x, err := periodic.New(newPool(t, url), periodic.Config{Jobs: []periodic.Job{job}, Enqueued: rec.enqueued(s)})
+		x, err := periodic.New(dbtest.Open(t, newPool(t, url), ""), periodic.Config{Jobs: []periodic.Job{job}, Enqueued: rec.enqueued(s)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -280,7 +281,11 @@ func runChild() {
 		panic(err)
 	}
 	job := periodic.Job{Name: "nightly", Schedule: ticks{tick, tick.Add(24 * time.Hour)}, Payload: []byte("x")}
-	s, err := periodic.New(pool, periodic.Config{Jobs: []periodic.Job{job}, IdleTimeout: time.Hour})
+	db, err := pgdb.Open(pool, "")
+	if err != nil {
+		panic(err)
+	}
+	s, err := periodic.New(db, periodic.Config{Jobs: []periodic.Job{job}, IdleTimeout: time.Hour})
 	if err != nil {
 		panic(err)
 	}

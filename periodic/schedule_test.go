@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/batchclaim/batchclaim/periodic"
+	"github.com/batchclaim/batchclaim/pgdb"
 )
 
 func at(s string) time.Time {
@@ -66,7 +67,7 @@ func TestCronRefusesWhatDiffersBetweenInstances(t *testing.T) {
 			t.Errorf("Cron(%q) accepted", expr)
 		}
 	}
-	if _, err := periodic.New(nil, periodic.Config{}); err == nil {
+	if _, err := periodic.New(pgdb.DB{}, periodic.Config{}); err == nil {
 		t.Error("New without a database accepted")
 	}
 }

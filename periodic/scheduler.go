@@ -18,7 +18,7 @@ import (
 // Scheduler stores the ticks of its periodic jobs, once across every instance running one
 // with the same jobs (see the package documentation).
 type Scheduler struct {
-	db  pgdb.Beginner
+	db  pgdb.DB
 	cfg Config
 	q   *db.Queries
 	log *slog.Logger
@@ -28,17 +28,20 @@ type Scheduler struct {
 	midTick func(name string, tick time.Time)
 }
 
-// New returns a Scheduler for cfg's jobs on b (a pool; in a schema other than batchclaim's
-// default, pgdb.InSchema). It does no I/O.
-func New(b pgdb.Beginner, cfg Config) (*Scheduler, error) {
-	if b == nil {
-		return nil, errors.New("periodic: the scheduler needs a database")
+// queries are the scheduler's statements; they hold no state (New's db parameter hides the
+// package's name).
+var queries = db.New()
+
+// New returns a Scheduler for cfg's jobs in db. It does no I/O.
+func New(db pgdb.DB, cfg Config) (*Scheduler, error) {
+	if err := db.Err(); err != nil {
+		return nil, fmt.Errorf("periodic: %w", err)
 	}
 	cfg = cfg.withDefaults()
 	if err := cfg.validate(); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("periodic: %w", err)
 	}
-	return &Scheduler{db: b, cfg: cfg, q: db.New(), log: cfg.Logger}, nil
+	return &Scheduler{db: db, cfg: cfg, q: queries, log: cfg.Logger}, nil
 }
 
 // Run registers the jobs and stores their ticks as they come until ctx ends. A failed look

@@ -14,6 +14,7 @@ import (
 	"github.com/batchclaim/batchclaim/claims"
 	"github.com/batchclaim/batchclaim/ingest"
 	"github.com/batchclaim/batchclaim/observer"
+	"github.com/batchclaim/batchclaim/pgdb"
 	"github.com/batchclaim/batchclaim/queuer"
 	"github.com/batchclaim/batchclaim/submitter"
 	"github.com/batchclaim/batchclaim/testkit/dbtest"
@@ -45,10 +46,14 @@ func (s *shipper) Submit(_ context.Context, b batchclaim.Batch) (batchclaim.Resu
 func ExampleQueuer() {
 	pool, drop := dbtest.ExamplePool()
 	defer drop()
+	db, err := pgdb.Open(pool, "")
+	if err != nil {
+		panic(err)
+	}
 	ctx := context.Background()
 
 	// Two orders, three jobs each, stored in one transaction: all or none of them.
-	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+	err = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
 		for _, job := range []string{"reserve", "charge", "ship"} {
 			for _, order := range []string{"order-2", "order-1"} {
 				if _, err := ingest.Enqueue(ctx, tx, order, job, []byte(job)); err != nil {
@@ -63,7 +68,7 @@ func ExampleQueuer() {
 	}
 
 	var q *queuer.Queuer // set below; the hooks run only once the parts run
-	eng, err := claims.New(pool, claims.Config{
+	eng, err := claims.New(db, claims.Config{
 		RenewInterval: 100 * time.Millisecond, Expiry1: time.Second,
 		OnGained: func(c claims.Claim) { q.Dirty(c.ServiceID) },
 	})
@@ -73,7 +78,7 @@ func ExampleQueuer() {
 	timings := eng.Timings()
 
 	committed := make(chan string, 6)
-	rec, err := observer.NewRecorder(pool, eng, observer.RecorderConfig{
+	rec, err := observer.NewRecorder(db, eng, observer.RecorderConfig{
 		FlushTimeout: timings.LocalDeadline,
 		Events: &observer.Events{StatusChanged: func(tr observer.Transition) {
 			if tr.To == batchclaim.StateCommitted {
@@ -95,7 +100,7 @@ func ExampleQueuer() {
 	if err != nil {
 		panic(err)
 	}
-	q, err = queuer.New(pool, eng, workers, rec, queuer.Config{
+	q, err = queuer.New(db, eng, workers, rec, queuer.Config{
 		Interval: timings.RenewInterval, StatementTimeout: timings.LocalDeadline, SweepAll: true,
 	})
 	if err != nil {

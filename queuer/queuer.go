@@ -89,21 +89,37 @@ type Config struct {
 	Logger *slog.Logger
 }
 
-func (c Config) withDefaults() (Config, error) {
+// withDefaults returns c with every zero field filled in (Interval has no default).
+func (c Config) withDefaults() Config {
 	c.FetchLimit = cmp.Or(c.FetchLimit, FetchLimitDefault)
 	c.UnknownGrace = cmp.Or(c.UnknownGrace, UnknownGraceDefault)
 	c.UnknownAnswers = cmp.Or(c.UnknownAnswers, UnknownAnswersDefault)
 	c.StatementTimeout = cmp.Or(c.StatementTimeout, 4*c.Interval)
-	switch {
-	case c.Interval <= 0:
-		return c, errors.New("queuer: interval must be positive")
-	case c.FetchLimit < 0 || c.UnknownGrace < 0 || c.UnknownAnswers < 0 || c.StatementTimeout < 0:
-		return c, errors.New("queuer: fetch limit, statement timeout, unknown grace and unknown answers must not be negative")
-	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
-	return c, nil
+	return c
+}
+
+// validate checks c with its defaults filled in.
+func (c Config) validate() error {
+	var errs []error
+	if c.Interval <= 0 {
+		errs = append(errs, fmt.Errorf("Interval must be positive, got %s", c.Interval))
+	}
+	for _, f := range []struct {
+		name string
+		bad  bool
+		val  any
+	}{
+		{"FetchLimit", c.FetchLimit < 0, c.FetchLimit}, {"StatementTimeout", c.StatementTimeout < 0, c.StatementTimeout},
+		{"UnknownGrace", c.UnknownGrace < 0, c.UnknownGrace}, {"UnknownAnswers", c.UnknownAnswers < 0, c.UnknownAnswers},
+	} {
+		if f.bad {
+			errs = append(errs, fmt.Errorf("%s must not be negative, got %v", f.name, f.val))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // Queuer is one instance's loop: it hands the next batch of each claimed service_id that has
@@ -116,7 +132,7 @@ func (c Config) withDefaults() (Config, error) {
 // Config.SweepAll and the Interval's safety sweep cover what nobody told it about.
 type Queuer struct {
 	cfg  Config
-	pool pgdb.Querier
+	db   pgdb.DB
 	eng  Engine
 	disp Dispatcher
 	rec  Recorder
@@ -141,13 +157,20 @@ type Queuer struct {
 	progress bool   // the last fetch took keys off the queue
 }
 
-// New returns a Queuer. It does no I/O.
-func New(pool pgdb.Querier, eng Engine, disp Dispatcher, rec Recorder, cfg Config) (*Queuer, error) {
-	cfg, err := cfg.withDefaults()
-	if err != nil {
-		return nil, err
+// queries are the queuer's statements; they hold no state (New's db parameter hides the
+// package's name).
+var queries = db.New()
+
+// New returns a Queuer that reads in db. It does no I/O.
+func New(db pgdb.DB, eng Engine, disp Dispatcher, rec Recorder, cfg Config) (*Queuer, error) {
+	if err := db.Err(); err != nil {
+		return nil, fmt.Errorf("queuer: %w", err)
 	}
-	return &Queuer{cfg: cfg, pool: pool, eng: eng, disp: disp, rec: rec, q: db.New(), log: cfg.Logger,
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, fmt.Errorf("queuer: %w", err)
+	}
+	return &Queuer{cfg: cfg, db: db, eng: eng, disp: disp, rec: rec, q: queries, log: cfg.Logger,
 		wake: make(chan struct{}, 1), inflight: map[string]int64{}, queued: map[string]bool{}, swept: map[string]bool{},
 		dueAt: map[string]time.Time{}, all: true}, nil
 }
@@ -321,7 +344,7 @@ func (q *Queuer) Fetch(ctx context.Context) (int, error) {
 	defer cancel()
 	ctx, span := tracing.Start(ctx, tracing.Fetch, tracing.Claims.Int(len(ids)))
 	defer span.End()
-	heads, err := q.q.BatchHeads(ctx, q.pool, db.BatchHeadsParams{ServiceIds: ids, SkipValid: q.cfg.SkipValid})
+	heads, err := q.q.BatchHeads(ctx, q.db, db.BatchHeadsParams{ServiceIds: ids, SkipValid: q.cfg.SkipValid})
 	if err == nil {
 		q.round.Store(time.Now().UnixNano())
 	}
@@ -429,7 +452,7 @@ func (q *Queuer) Fetch(ctx context.Context) (int, error) {
 func (q *Queuer) wakeHolders(ctx context.Context, ids []string) {
 	ctx, cancel := context.WithTimeout(ctx, q.cfg.StatementTimeout)
 	defer cancel()
-	if _, err := q.q.ClaimsWakeHolders(ctx, q.pool, db.ClaimsWakeHoldersParams{ServiceIds: ids, Claimant: q.eng.InstanceID()}); err != nil && ctx.Err() == nil {
+	if _, err := q.q.ClaimsWakeHolders(ctx, q.db, db.ClaimsWakeHoldersParams{ServiceIds: ids, Claimant: q.eng.InstanceID()}); err != nil && ctx.Err() == nil {
 		q.log.Warn("could not pass wake-ups on to the service_ids' holders; their safety sweep finds the work", "service_ids", len(ids), "error", err)
 	}
 }

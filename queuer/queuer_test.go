@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -14,6 +15,7 @@ import (
 	"github.com/batchclaim/batchclaim/claims"
 	"github.com/batchclaim/batchclaim/ingest"
 	"github.com/batchclaim/batchclaim/observer"
+	"github.com/batchclaim/batchclaim/pgdb"
 	"github.com/batchclaim/batchclaim/queuer"
 	"github.com/batchclaim/batchclaim/testkit/dbtest"
 )
@@ -76,7 +78,7 @@ type recorder struct {
 
 func newRecorder(t testing.TB, pool *pgxpool.Pool, eng *claims.Engine) *recorder {
 	t.Helper()
-	rec, err := observer.NewRecorder(pool, eng, observer.RecorderConfig{})
+	rec, err := observer.NewRecorder(dbtest.Open(t, pool, ""), eng, observer.RecorderConfig{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -135,7 +137,7 @@ func TestFetchPolicy(t *testing.T) {
 			}
 			eng := engine(t, pool)
 			d, a := &dispatcher{free: 10}, newRecorder(t, pool, eng)
-			q, err := queuer.New(pool, eng, d, a, queuer.Config{Interval: time.Second, UnknownAnswers: 3, UnknownGrace: time.Minute})
+			q, err := queuer.New(dbtest.Open(t, pool, ""), eng, d, a, queuer.Config{Interval: time.Second, UnknownAnswers: 3, UnknownGrace: time.Minute})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -179,7 +181,7 @@ func TestFetchIsBoundedOneAtATimeAndRoundRobin(t *testing.T) {
 	}
 	d := &dispatcher{free: 2}
 	eng := engine(t, pool)
-	q, err := queuer.New(pool, eng, d, newRecorder(t, pool, eng), queuer.Config{Interval: time.Second})
+	q, err := queuer.New(dbtest.Open(t, pool, ""), eng, d, newRecorder(t, pool, eng), queuer.Config{Interval: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -215,7 +217,7 @@ func TestFetchIsBoundedOneAtATimeAndRoundRobin(t *testing.T) {
 
 func engine(t *testing.T, pool *pgxpool.Pool) *claims.Engine {
 	t.Helper()
-	eng, err := claims.New(pool, claims.Config{Name: "q"})
+	eng, err := claims.New(dbtest.Open(t, pool, ""), claims.Config{Name: "q"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -266,7 +268,7 @@ func TestWorkBeyondTheFirstFetchIsFound(t *testing.T) {
 
 	t.Run("told", func(t *testing.T) {
 		d := &dispatcher{free: 10}
-		q, err := queuer.New(pool, eng, d, newRecorder(t, pool, eng), queuer.Config{Interval: time.Hour, FetchLimit: 100})
+		q, err := queuer.New(dbtest.Open(t, pool, ""), eng, d, newRecorder(t, pool, eng), queuer.Config{Interval: time.Hour, FetchLimit: 100})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -287,7 +289,7 @@ func TestWorkBeyondTheFirstFetchIsFound(t *testing.T) {
 	})
 	t.Run("not told", func(t *testing.T) {
 		d := &dispatcher{free: 10}
-		q, err := queuer.New(pool, eng, d, newRecorder(t, pool, eng), queuer.Config{Interval: time.Hour, FetchLimit: 100})
+		q, err := queuer.New(dbtest.Open(t, pool, ""), eng, d, newRecorder(t, pool, eng), queuer.Config{Interval: time.Hour, FetchLimit: 100})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -322,7 +324,7 @@ func TestFetchKeepsPayloadsWithinMemory(t *testing.T) {
 	}
 	eng := engine(t, pool)
 	d := &dispatcher{free: 10, mem: 25}
-	q, err := queuer.New(pool, eng, d, newRecorder(t, pool, eng), queuer.Config{Interval: time.Hour})
+	q, err := queuer.New(dbtest.Open(t, pool, ""), eng, d, newRecorder(t, pool, eng), queuer.Config{Interval: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -344,5 +346,17 @@ func TestFetchKeepsPayloadsWithinMemory(t *testing.T) {
 	}
 	if fmt.Sprint(later) != "[[svc-2] [svc-big]]" {
 		t.Fatalf("next fetches handed out %v, want svc-2 (the 100-byte batch waits for it), then svc-big alone", later)
+	}
+}
+
+// A queuer needs a DB made by pgdb.Open, and an Interval.
+func TestNewRefusesTheZeroDBAndNoInterval(t *testing.T) {
+	t.Parallel()
+	if _, err := queuer.New(pgdb.DB{}, nil, nil, nil, queuer.Config{Interval: time.Second}); err == nil || !strings.Contains(err.Error(), "pgdb.Open") {
+		t.Errorf("New(zero DB) = %v, want an error saying to use pgdb.Open", err)
+	}
+	db := dbtest.Open(t, &pgxpool.Pool{}, "") // never used: New does no I/O
+	if _, err := queuer.New(db, nil, nil, nil, queuer.Config{}); err == nil || !strings.Contains(err.Error(), "Interval must be positive") {
+		t.Errorf("New without an Interval = %v, want it refused", err)
 	}
 }

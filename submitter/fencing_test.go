@@ -24,7 +24,7 @@ func TestClaimLostMidPost(t *testing.T) {
 	newEngine := func(name string) *claims.Engine {
 		c := timings
 		c.Name = name
-		e, err := claims.New(pool, c)
+		e, err := claims.New(dbtest.Open(t, pool, ""), c)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -45,7 +45,7 @@ func TestClaimLostMidPost(t *testing.T) {
 	if !ok {
 		t.Fatal("a does not hold svc")
 	}
-	rec, err := observer.NewRecorder(pool, a, observer.RecorderConfig{})
+	rec, err := observer.NewRecorder(dbtest.Open(t, pool, ""), a, observer.RecorderConfig{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -132,7 +132,7 @@ type Pool struct {
 func New(sub Submitter, rec Recorder, done func(Job), cfg Config) (*Pool, error) {
 	cfg = cfg.withDefaults()
 	if err := cfg.validate(); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("submitter: %w", err)
 	}
 	if sub == nil || rec == nil {
 		return nil, errors.New("submitter: nil Submitter or Recorder")
@@ -175,10 +175,7 @@ func (c Config) validate() error {
 	if c.BackoffBase < 0 || c.BackoffMax < c.BackoffBase {
 		errs = append(errs, fmt.Errorf("need 0 <= backoff base <= backoff max, got %s and %s", c.BackoffBase, c.BackoffMax))
 	}
-	if len(errs) > 0 {
-		return fmt.Errorf("submitter: %w", errors.Join(errs...))
-	}
-	return nil
+	return errors.Join(errs...)
 }
 
 // Free is the number of idle workers.

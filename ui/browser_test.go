@@ -69,7 +69,7 @@ func TestPageInBrowser(t *testing.T) {
 	if err := claims.RegisterServiceIDs(ctx, pool, services...); err != nil {
 		t.Fatal(err)
 	}
-	ghost, err := claims.New(pool, testTimings("node-gone"))
+	ghost, err := claims.New(dbtest.Open(t, pool, ""), testTimings("node-gone"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/batchclaim/batchclaim/pgdb"
 	"github.com/batchclaim/batchclaim/ui"
 )
 
@@ -19,8 +20,13 @@ func ExampleHandler_Register() {
 	cfg, _ := pgxpool.ParseConfig("postgres://postgres@127.0.0.1:5432/postgres")
 	pool, _ := pgxpool.NewWithConfig(context.Background(), cfg) // connects on first use
 	defer pool.Close()
+	db, err := pgdb.Open(pool, "")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
 
-	page, err := ui.New(pool, ui.Config{})
+	page, err := ui.New(db, ui.Config{})
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -48,7 +54,7 @@ func ExampleHandler_Register() {
 		fmt.Println(r.Method, r.URL.Path, w.Code, strings.Split(w.Header().Get("Content-Type"), ";")[0])
 	}
 
-	_, err = ui.New(pool, ui.Config{Refresh: 10_000_000}) // 10ms
+	_, err = ui.New(db, ui.Config{Refresh: 10_000_000}) // 10ms
 	fmt.Println(err)
 	// Output:
 	// GET / 200 text/html

@@ -61,7 +61,8 @@ type Config struct {
 	Logger *slog.Logger
 }
 
-func (c *Config) applyDefaults() {
+// withDefaults returns c with every zero field filled in.
+func (c Config) withDefaults() Config {
 	c.Refresh = cmp.Or(c.Refresh, RefreshDefault)
 	c.Window = cmp.Or(c.Window, WindowDefault)
 	c.Buckets = cmp.Or(c.Buckets, BucketsDefault)
@@ -71,23 +72,25 @@ func (c *Config) applyDefaults() {
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
+	return c
 }
 
+// validate checks c with its defaults filled in.
 func (c Config) validate() error {
 	switch {
 	case c.Refresh < 100*time.Millisecond:
-		return fmt.Errorf("ui: refresh %s is under 100ms", c.Refresh)
+		return fmt.Errorf("refresh %s is under 100ms", c.Refresh)
 	case c.Buckets < 1 || c.Recent < 1 || c.Services < 1 || c.Scan < 1:
-		return errors.New("ui: buckets, recent, services and scan must be positive (zero means the default)")
+		return fmt.Errorf("buckets %d, recent %d, services %d and scan %d must be positive (zero means the default)", c.Buckets, c.Recent, c.Services, c.Scan)
 	case c.Window/time.Duration(c.Buckets) < time.Second:
-		return fmt.Errorf("ui: window %s over %d buckets is under a second a bucket", c.Window, c.Buckets)
+		return fmt.Errorf("window %s over %d buckets is under a second a bucket", c.Window, c.Buckets)
 	}
 	return nil
 }
 
 // Handler serves the status page and its JSON API.
 type Handler struct {
-	pool   pgdb.Querier
+	db     pgdb.DB
 	cfg    Config
 	log    *slog.Logger
 	page   []byte
@@ -102,14 +105,14 @@ type Handler struct {
 	lastAt time.Time
 }
 
-// New returns the status page's handler over the database behind pool. It does no I/O.
-func New(pool pgdb.Querier, cfg Config) (*Handler, error) {
-	if pool == nil {
-		return nil, errors.New("ui: a pool is required")
+// New returns the status page's handler over db. It does no I/O.
+func New(db pgdb.DB, cfg Config) (*Handler, error) {
+	if err := db.Err(); err != nil {
+		return nil, fmt.Errorf("ui: %w", err)
 	}
-	cfg.applyDefaults()
+	cfg = cfg.withDefaults()
 	if err := cfg.validate(); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("ui: %w", err)
 	}
 	page, err := renderPage(cfg.Refresh)
 	if err != nil {
@@ -119,7 +122,7 @@ func New(pool pgdb.Querier, cfg Config) (*Handler, error) {
 	if err != nil {
 		return nil, fmt.Errorf("ui: assets: %w", err)
 	}
-	return &Handler{pool: pool, cfg: cfg, log: cfg.Logger, page: page, static: static,
+	return &Handler{db: db, cfg: cfg, log: cfg.Logger, page: page, static: static,
 		quiet: httpguard.NewThrottle(cfg.Logger, httpguard.LogIntervalDefault)}, nil
 }
 
@@ -230,7 +233,7 @@ func (h *Handler) read(ctx context.Context) ([]byte, error) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, max(h.cfg.Refresh, 2*time.Second))
 	defer cancel()
-	st, err := readStatus(ctx, h.pool, readOptions{
+	st, err := readStatus(ctx, h.db, readOptions{
 		services: h.cfg.Services, recent: h.cfg.Recent, scan: h.cfg.Scan, buckets: h.cfg.Buckets, window: h.cfg.Window,
 	})
 	if err != nil {
@@ -283,7 +286,7 @@ func onceEach(next http.HandlerFunc) http.HandlerFunc {
 func (h *Handler) search(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := h.readContext(r)
 	defer cancel()
-	res, err := search(ctx, h.pool, r.URL.Query().Get("q"))
+	res, err := search(ctx, h.db, r.URL.Query().Get("q"))
 	h.answer(w, r, "search", res, err)
 }
 
@@ -295,7 +298,7 @@ func (h *Handler) batch(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := h.readContext(r)
 	defer cancel()
-	d, err := readBatch(ctx, h.pool, seq)
+	d, err := readBatch(ctx, h.db, seq)
 	h.answer(w, r, "batch", d, err)
 }
 
@@ -308,7 +311,7 @@ func (h *Handler) batches(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := h.readContext(r)
 	defer cancel()
-	l, err := listBatches(ctx, h.pool, o)
+	l, err := listBatches(ctx, h.db, o)
 	h.answer(w, r, "batch list", l, err)
 }
 
@@ -333,7 +336,7 @@ func (h *Handler) service(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := h.readContext(r)
 	defer cancel()
-	p, err := readService(ctx, h.pool, id, after, limit)
+	p, err := readService(ctx, h.db, id, after, limit)
 	h.answer(w, r, "service_id", p, err)
 }
 
@@ -348,7 +351,7 @@ func (h *Handler) resume(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	log := httpguard.Logger(r.Context(), h.log)
-	halt, err := observer.Resume(r.Context(), h.pool, id)
+	halt, err := observer.Resume(r.Context(), h.db, id)
 	switch {
 	case errors.Is(err, batchclaim.ErrNotFound):
 		writeError(w, http.StatusNotFound, "not halted", fmt.Sprintf("service_id %q is not halted", id))
@@ -382,7 +385,7 @@ func (h *Handler) change(action string, do func(context.Context, pgdb.Querier, i
 			return
 		}
 		log := httpguard.Logger(r.Context(), h.log)
-		c, err := do(r.Context(), h.pool, seq)
+		c, err := do(r.Context(), h.db, seq)
 		switch {
 		case errors.Is(err, batchclaim.ErrNotFound):
 			writeError(w, http.StatusNotFound, "no such batch", fmt.Sprintf("there is no batch #%d", seq))
@@ -411,7 +414,7 @@ func (h *Handler) change(action string, do func(context.Context, pgdb.Querier, i
 // 403 naming the grant, since trying again cannot help. The read-only role of
 // deploy/roles.sql, which the documentation gives the status page, meets it.
 func (h *Handler) refused(w http.ResponseWriter, r *http.Request, action string, err error) {
-	grant := pgdb.MissingGrant(err, pgdb.SchemaOf(h.pool))
+	grant := pgdb.MissingGrant(err, h.db.Schema())
 	h.quiet.Log(r.Context(), slog.LevelWarn, "status page: the database role may not "+action, "missing_grant", grant, "error", err)
 	writeError(w, http.StatusForbidden, "permission denied",
 		fmt.Sprintf("The database refused the %s: the role this page connects as lacks GRANT %s. Serve the page as a role that may write "+

@@ -21,6 +21,7 @@ import (
 	"github.com/batchclaim/batchclaim/claims"
 	"github.com/batchclaim/batchclaim/httpauth"
 	"github.com/batchclaim/batchclaim/ingest"
+	"github.com/batchclaim/batchclaim/pgdb"
 	"github.com/batchclaim/batchclaim/testkit/dbtest"
 	"github.com/batchclaim/batchclaim/testkit/testutil"
 	"github.com/batchclaim/batchclaim/ui"
@@ -58,7 +59,7 @@ func setup(t *testing.T, auth bool) *bundle {
 		}
 	}
 	engine := func(name string) *claims.Engine {
-		e, err := claims.New(pool, claims.Config{Name: name, Host: "test-host", RenewInterval: time.Second, Expiry1: 3 * time.Second, Expiry2: 6 * time.Second})
+		e, err := claims.New(dbtest.Open(t, pool, ""), claims.Config{Name: name, Host: "test-host", RenewInterval: time.Second, Expiry1: 3 * time.Second, Expiry2: 6 * time.Second})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -81,7 +82,7 @@ func setup(t *testing.T, auth bool) *bundle {
 		b.seqs["svc-a"][0], b.beta.InstanceID())
 	execSQL(t, pool, `INSERT INTO batchclaim.service_halts (service_id, seq, reason) VALUES ('svc-c', $1, 'batch INVALID: bad signature')`, b.seqs["svc-c"][0])
 
-	h, err := ui.New(pool, ui.Config{Refresh: 200 * time.Millisecond})
+	h, err := ui.New(dbtest.Open(t, pool, ""), ui.Config{Refresh: 200 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -333,7 +334,7 @@ func TestPageAndAssets(t *testing.T) {
 
 func TestConfigValidation(t *testing.T) {
 	t.Parallel()
-	pool := &pgxpool.Pool{} // never used: New does no I/O
+	db := dbtest.Open(t, &pgxpool.Pool{}, "") // never used: New does no I/O
 	for _, c := range []struct {
 		name string
 		cfg  ui.Config
@@ -345,7 +346,7 @@ func TestConfigValidation(t *testing.T) {
 		{"buckets under a second", ui.Config{Window: 10 * time.Second, Buckets: 20}, "under a second"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			_, err := ui.New(pool, c.cfg)
+			_, err := ui.New(db, c.cfg)
 			switch {
 			case c.want == "" && err != nil:
 				t.Fatalf("unexpected error %v", err)
@@ -354,8 +355,8 @@ func TestConfigValidation(t *testing.T) {
 			}
 		})
 	}
-	if _, err := ui.New(nil, ui.Config{}); err == nil {
-		t.Error("a nil pool was accepted")
+	if _, err := ui.New(pgdb.DB{}, ui.Config{}); err == nil {
+		t.Error("the zero DB was accepted")
 	}
 }
 
@@ -376,7 +377,7 @@ func TestStatusDuringOutage(t *testing.T) {
 	}
 	t.Cleanup(pool.Close)
 	var logs syncBuffer
-	h, err := ui.New(pool, ui.Config{Refresh: 100 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	h, err := ui.New(dbtest.Open(t, pool, ""), ui.Config{Refresh: 100 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}

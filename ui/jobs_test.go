@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/batchclaim/batchclaim/testkit/dbtest"
 	"github.com/batchclaim/batchclaim/ui"
 )
 
@@ -457,7 +458,7 @@ func TestStatusTransitionsLinkBatches(t *testing.T) {
 func TestBatchListScanBound(t *testing.T) {
 	t.Parallel()
 	b := setup(t, false)
-	h, err := ui.New(b.pool, ui.Config{Scan: 2})
+	h, err := ui.New(dbtest.Open(t, b.pool, ""), ui.Config{Scan: 2})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/batchclaim/batchclaim/httpguard"
+	"github.com/batchclaim/batchclaim/testkit/dbtest"
 	"github.com/batchclaim/batchclaim/testkit/testutil"
 	"github.com/batchclaim/batchclaim/ui"
 )
@@ -26,7 +27,7 @@ func TestOutageLogsAreBounded(t *testing.T) {
 	}
 	t.Cleanup(pool.Close)
 	var logs syncBuffer
-	h, err := ui.New(pool, ui.Config{Refresh: 100 * time.Millisecond, Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
+	h, err := ui.New(dbtest.Open(t, pool, ""), ui.Config{Refresh: 100 * time.Millisecond, Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}

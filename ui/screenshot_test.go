@@ -5,7 +5,6 @@ import (
 	"crypto/sha512"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"net/http"
@@ -21,11 +20,12 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/batchclaim/batchclaim/claims"
 	"github.com/batchclaim/batchclaim/observer"
+	"github.com/batchclaim/batchclaim/pgdb"
+	"github.com/batchclaim/batchclaim/testkit/dbtest"
 	"github.com/batchclaim/batchclaim/ui"
 )
 
@@ -241,7 +241,7 @@ type fixtureChange struct {
 // GET /api/... the views make.
 func fixtureServer(t *testing.T, change fixtureChange) *httptest.Server {
 	t.Helper()
-	h, err := ui.New(noDB{}, ui.Config{})
+	h, err := ui.New(noDB(t), ui.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -601,18 +601,14 @@ func mainOf(dom string) string {
 	return regexp.MustCompile(`(?s)<main id="overview".*?</main>`).FindString(dom)
 }
 
-// noDB is the pool of the screenshots' handler: only the page and its assets are served
-// from the handler, so a query is a mistake of the test.
-type noDB struct{}
-
-var errNoDB = errors.New("the screenshot test has no database; every /api/ answer is a fixture")
-
-func (noDB) Exec(context.Context, string, ...any) (pgconn.CommandTag, error) {
-	return pgconn.CommandTag{}, errNoDB
+// noDB is the database of the screenshots' handler: only the page and its assets are served
+// from the handler, so a query is a mistake of the test, and fails (nothing listens there).
+func noDB(t *testing.T) pgdb.DB {
+	t.Helper()
+	pool, err := pgxpool.New(t.Context(), "postgres://nobody@127.0.0.1:1/none?connect_timeout=1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	return dbtest.Open(t, pool, "")
 }
-func (noDB) Query(context.Context, string, ...any) (pgx.Rows, error) { return nil, errNoDB }
-func (noDB) QueryRow(context.Context, string, ...any) pgx.Row        { return noRow{} }
-
-type noRow struct{}
-
-func (noRow) Scan(...any) error { return errNoDB }

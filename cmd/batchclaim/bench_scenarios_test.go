@@ -172,7 +172,7 @@ func TestStmtMetricCountsLeaseRenewals(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer pool.Close()
-	eng, err := claims.New(pool, claims.Config{Name: "stmt-metric", RenewInterval: 100 * time.Millisecond, Expiry1: time.Second, Expiry2: 4 * time.Second})
+	eng, err := claims.New(dbtest.Open(t, pool, ""), claims.Config{Name: "stmt-metric", RenewInterval: 100 * time.Millisecond, Expiry1: time.Second, Expiry2: 4 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -53,8 +53,8 @@ func TestRunDefaultsAreTheLibrarysZeroValues(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if runTimings != libTimings {
-		t.Errorf("claim timings: run %+v, library %+v", runTimings, libTimings)
+	if runTimings.Timings() != libTimings.Timings() {
+		t.Errorf("claim timings: run %+v, library %+v", runTimings.Timings(), libTimings.Timings())
 	}
 	if cc.DropIdleAfter != 0 || cc.ShareSlack != 0 || cc.Name != "" {
 		t.Errorf("claims: run's defaults drop idle after %s, share slack %d, name %q; the library's zero values are 0, 0, \"\"", cc.DropIdleAfter, cc.ShareSlack, cc.Name)

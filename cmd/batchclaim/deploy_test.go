@@ -84,11 +84,11 @@ func checkInvocation(t *testing.T, where string, args []string, env map[string]s
 	if cmd != "run" {
 		return 0
 	}
-	timings, err := cfg.Resolve()
+	resolved, err := cfg.Resolve()
 	if err != nil {
 		t.Fatalf("%s: timings: %v", where, err)
 	}
-	return node.StopBudget(timings)
+	return node.StopBudget(resolved.Timings())
 }
 
 func readYAML(t *testing.T, name string) []map[string]any {

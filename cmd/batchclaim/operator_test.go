@@ -187,7 +187,7 @@ func TestResumeAndUnmigratedStatus(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer pool.Close()
-	eng, err := claims.New(pool, claims.Config{Name: "inst-v", Version: "9.9.9+abc"})
+	eng, err := claims.New(dbtest.Open(t, pool, ""), claims.Config{Name: "inst-v", Version: "9.9.9+abc"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -153,10 +153,11 @@ func runDaemon(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if !flagGiven(fs, "require-sync-standby") {
 		cfg.Claims.RequireSyncStandby = multiHost(*dbURL)
 	}
-	timings, err := cfg.Claims.Resolve()
+	resolved, err := cfg.Claims.Resolve()
 	if err != nil {
 		return err
 	}
+	timings := resolved.Timings()
 	if err := checkResolvedTimings(timings); err != nil {
 		return err
 	}
@@ -238,7 +239,11 @@ func runDaemon(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		if !flagGiven(fs, "listen") {
 			cfg.Listen = ""
 		}
-		return database.Explain(cfg.Schema, runClaimsOnly(ctx, pgdb.InSchema(pool, cfg.Schema), cfg.Claims, logger, cfg.Listen, cfg.AllowedHosts, cfg.Registry))
+		db, err := pgdb.Open(pool, cfg.Schema)
+		if err != nil {
+			return err
+		}
+		return database.Explain(cfg.Schema, runClaimsOnly(ctx, db, cfg.Claims, logger, cfg.Listen, cfg.AllowedHosts, cfg.Registry))
 	}
 	cfg.Submitter, cfg.Statuses, cfg.SkipValid = client, client, client.OrderedOnValid()
 	cfg.SharePool = true // the pool is the node's alone: --db-max-conns is its budget
@@ -258,8 +263,8 @@ func runDaemon(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	return database.Explain(cfg.Schema, n.Run(ctx))
 }
 
-func runClaimsOnly(ctx context.Context, pool pgdb.Beginner, cfg claims.Config, logger *slog.Logger, listen string, allowedHosts []string, reg *prometheus.Registry) error {
-	engine, err := claims.New(pool, cfg)
+func runClaimsOnly(ctx context.Context, db pgdb.DB, cfg claims.Config, logger *slog.Logger, listen string, allowedHosts []string, reg *prometheus.Registry) error {
+	engine, err := claims.New(db, cfg)
 	if err != nil {
 		return err
 	}

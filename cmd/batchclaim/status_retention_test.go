@@ -41,7 +41,7 @@ func TestStatusShowsRetention(t *testing.T) {
 		SELECT 'svc', 'b' || i, '\x00', 'COMMITTED', now() - interval '2 days' FROM generate_series(1, 3) i`); err != nil {
 		t.Fatal(err)
 	}
-	r, err := observer.NewRetention(pool, observer.RetentionConfig{MaxAge: 24 * time.Hour, InstanceID: uuid.New()})
+	r, err := observer.NewRetention(dbtest.Open(t, pool, ""), observer.RetentionConfig{MaxAge: 24 * time.Hour, InstanceID: uuid.New()})
 	if err != nil {
 		t.Fatal(err)
 	}

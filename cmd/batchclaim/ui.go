@@ -60,7 +60,11 @@ func runUI(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer pool.Close()
-	page, err := ui.New(pgdb.InSchema(pool, *schema), ui.Config{Refresh: *refresh, Logger: logger})
+	db, err := pgdb.Open(pool, *schema)
+	if err != nil {
+		return err
+	}
+	page, err := ui.New(db, ui.Config{Refresh: *refresh, Logger: logger})
 	if err != nil {
 		return err
 	}

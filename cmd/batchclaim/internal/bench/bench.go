@@ -14,6 +14,7 @@ import (
 
 	"github.com/batchclaim/batchclaim/claims"
 	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/database"
+	"github.com/batchclaim/batchclaim/pgdb"
 )
 
 // benchPhase is what one phase of `batchclaim bench` measured.
@@ -104,7 +105,11 @@ func benchCycle(ctx context.Context, instances, serviceIDs int, duration time.Du
 			return err
 		}
 		pools = append(pools, pool)
-		if engines[i], err = claims.New(pool, claims.Config{Name: fmt.Sprintf("bench-%d", i)}); err != nil {
+		pdb, err := pgdb.Open(pool, "")
+		if err != nil {
+			return err
+		}
+		if engines[i], err = claims.New(pdb, claims.Config{Name: fmt.Sprintf("bench-%d", i)}); err != nil {
 			return err
 		}
 		if err := engines[i].Register(ctx); err != nil {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/batchclaim/batchclaim/claims"
 	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/database"
+	"github.com/batchclaim/batchclaim/pgdb"
 )
 
 // churnConfig is the shape of a churn run.
@@ -263,7 +264,11 @@ func churnRun(ctx context.Context, c churnConfig, keys int, dropIdle time.Durati
 			return p, err
 		}
 		pools = append(pools, pool)
-		engines[i], err = claims.New(pool, claims.Config{Name: fmt.Sprintf("churn-%d", i), RenewInterval: c.renew,
+		pdb, err := pgdb.Open(pool, "")
+		if err != nil {
+			return p, err
+		}
+		engines[i], err = claims.New(pdb, claims.Config{Name: fmt.Sprintf("churn-%d", i), RenewInterval: c.renew,
 			Expiry1: 6 * c.renew, Expiry2: 24 * c.renew, DropIdleAfter: dropIdle, ChunkSize: c.chunk, Logger: logger})
 		if err != nil {
 			return p, err

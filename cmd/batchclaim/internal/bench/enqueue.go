@@ -101,11 +101,12 @@ func startProducerNodes(ctx context.Context, c producerConfig, prefix string, id
 	p.stop = stop
 	for i := range c.nodes {
 		cc := claims.Config{Name: fmt.Sprintf("bench-%d", i)}
-		timings, err := cc.Resolve()
+		resolved, err := cc.Resolve()
 		if err != nil {
 			p.close(ctx)
 			return nil, err
 		}
+		timings := resolved.Timings()
 		pool, err := database.Open(ctx, db.URL, int32(max(4, runtime.NumCPU())), func(pc *pgxpool.Config) { claims.ConfigurePool(pc, timings) })
 		if err != nil {
 			p.close(ctx)

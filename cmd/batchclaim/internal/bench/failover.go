@@ -102,11 +102,12 @@ func benchFailover(ctx context.Context, c failoverConfig, info io.Writer) (failo
 	r := failoverResult{Scenario: "failover", Instances: c.instances, ServiceIDs: c.serviceIDs, Repeat: c.repeat,
 		RenewMs: c.renew.Milliseconds(), Expiry1Ms: c.expiry1.Milliseconds(), Expiry2Ms: c.expiry2.Milliseconds(),
 		UnknownGraceMs: c.renew.Milliseconds()}
-	timings, err := claims.Config{RenewInterval: c.renew, Expiry1: c.expiry1, Expiry2: c.expiry2,
+	resolved, err := claims.Config{RenewInterval: c.renew, Expiry1: c.expiry1, Expiry2: c.expiry2,
 		KnobNames: map[string]string{"RenewInterval": "--failover-renew-interval", "Expiry1": "--failover-expiry-1", "Expiry2": "--failover-expiry-2"}}.Resolve()
 	if err != nil {
 		return r, err
 	}
+	timings := resolved.Timings()
 	sec := func(d time.Duration) float64 { return round3(d.Seconds()) }
 	r.Idle = failoverMeasure{Target: sec(timings.Expiry1 + 2*timings.RenewInterval), TargetFormula: "T1 + 2R"}
 	r.Busy = failoverMeasure{Target: sec(timings.Expiry2 + 2*timings.RenewInterval), TargetFormula: "T2 + 2R"}

@@ -187,10 +187,11 @@ func benchPath(ctx context.Context, c pathConfig, prefix string, stderr io.Write
 	var nodes []*node.Node
 	for i := range c.nodes {
 		cc := benchClaims(fmt.Sprintf("bench-%d", i))
-		timings, err := cc.Resolve()
+		resolved, err := cc.Resolve()
 		if err != nil {
 			return r, err
 		}
+		timings := resolved.Timings()
 		pool, err := openCountedPool(ctx, db.URL, int32(c.conns), counter, func(pc *pgxpool.Config) { claims.ConfigurePool(pc, timings) })
 		if err != nil {
 			return r, err
