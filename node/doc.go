@@ -44,8 +44,12 @@
 // (bounded by the submit timeout), then the claims are released with an epoch check and the instance leaves the
 // registry, so other instances take its service_ids on their next cycle.
 //
-// A zero Config field means what the run command's flag of the same name defaults to (see
-// Config.WithDefaults), so an embedded node and the daemon behave alike; Retention, for
+// A node works in the pgdb.DB given to New: its pool (or, unless Config.SharePool, a pool
+// made with that pool's settings) and its schema, the one migrations.Up was given.
+//
+// A zero Config field means what the run command's flag of the same name defaults to
+// (Config.Resolve returns the values a node works with), so an embedded node and the daemon
+// behave alike; Retention, for
 // one, is 7 days unless set (negative disables it). Listen is the exception: empty serves no
 // HTTP, where run listens on 127.0.0.1:8080.
 package node

@@ -26,18 +26,15 @@ import (
 )
 
 // Config configures a Node. Claims holds the claim engine's identity and timings; the
-// submit timeout of the pool is the engine's MaxSubmission (S).
+// submit timeout of the pool is the engine's MaxSubmission (S). The schema of batchclaim's
+// tables is not here: it is the one of the pgdb.DB given to New (docs/schema.md).
 type Config struct {
 	Claims claims.Config
-	// Schema is the Postgres schema of batchclaim's tables, as migrations.Up was given it.
-	// Empty means batchclaim (migrations.SchemaDefault). Every instance and
-	// command on one database uses the same schema; see docs/schema.md.
-	Schema string
-	// SharePool runs the node on the pool given to New itself, shared with whatever else
-	// uses it: right when the pool is the node's alone (the run command's case). False (the
-	// default) gives the node a pool of its own, made with the given pool's settings (its
-	// MaxConns too) and closed when Run returns, so that an application's own work on the
-	// pool it passed cannot starve the node. A node on a shared pool that its owner's work
+	// SharePool runs the node on the pool of the DB given to New itself, shared with whatever
+	// else uses it: right when the pool is the node's alone (the run command's case). False
+	// (the default) gives the node a pool of its own, made with the given pool's settings (its
+	// MaxConns too), in the DB's schema, and closed when Run returns, so that an
+	// application's own work on the pool it passed cannot starve the node. A node on a shared pool that its owner's work
 	// holds whole gives its claims up (docs/claims.md, "The key's promise") rather than
 	// hold them idle.
 	SharePool bool
@@ -163,9 +160,8 @@ func StopBudget(t claims.Timings) time.Duration {
 // Node is one running instance.
 type Node struct {
 	cfg      Config
-	pool     *pgxpool.Pool // for its settings and statistics
-	ownPool  bool          // pool was made by New (Config.SharePool false); Run closes it
-	db       pgdb.Beginner // the pool in the configured schema: every statement goes through it
+	db       pgdb.DB // the node's pool in its schema: every statement goes through it
+	ownPool  bool    // db's pool was made by New (Config.SharePool false); Run closes it
 	engine   *claims.Engine
 	queuer   *queuer.Queuer
 	workers  *submitter.Pool
@@ -184,15 +180,14 @@ type Node struct {
 	addr string
 }
 
-// WithDefaults returns c with every zero value replaced by the value it stands for. These are
+// withDefaults returns c with every zero value replaced by the value it stands for. These are
 // the defaults of the run command's flags: an embedded node and a daemon given no options
 // behave alike. Two fields differ on purpose: Listen (empty: an embedder serves no HTTP unless
 // it asks; run listens on 127.0.0.1:8080) and Claims.RequireSyncStandby (false; run turns it on
 // when its URL lists several hosts). MaxAttempts depends on Statuses: run is a ledger
-// pipeline (no limit), a node without Statuses a job runner (MaxAttemptsDefault). Claims' own zero values are resolved by the claim engine
-// (claims.Config.Resolve), the same for both.
-func (c Config) WithDefaults() Config {
-	c.Schema = cmp.Or(c.Schema, pgdb.SchemaDefault)
+// pipeline (no limit), a node without Statuses a job runner (MaxAttemptsDefault). Claims' own
+// zero values are resolved by the claim engine (claims.Config.Resolve), the same for both.
+func (c Config) withDefaults() Config {
 	c.Workers = cmp.Or(c.Workers, submitter.WorkersDefault)
 	c.MaxSubmitMemory = cmp.Or(c.MaxSubmitMemory, submitter.MaxMemoryDefault)
 	c.PollInterval = cmp.Or(c.PollInterval, observer.PollIntervalDefault)
@@ -212,23 +207,37 @@ func (c Config) WithDefaults() Config {
 	c.MaxConnections = cmp.Or(c.MaxConnections, MaxConnectionsDefault)
 	c.MaxIngestRequests = cmp.Or(c.MaxIngestRequests, MaxIngestRequestsDefault)
 	c.MaxIngestMemory = cmp.Or(c.MaxIngestMemory, ingest.MaxMemoryDefault)
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
 	return c
 }
 
-// New builds a Node. It does no I/O.
-func New(pool *pgxpool.Pool, cfg Config) (*Node, error) {
-	if pool == nil || cfg.Submitter == nil {
-		return nil, errors.New("node: a pool and a Submitter are required")
+// Resolve returns c with its defaults filled in (see withDefaults), checked: the values a node
+// made with c works with. Claims is left as given; claims.Config.Resolve resolves it.
+func (c Config) Resolve() (Config, error) {
+	c = c.withDefaults()
+	if err := c.validate(); err != nil {
+		return Config{}, err
 	}
-	if err := cfg.validate(); err != nil {
+	return c, nil
+}
+
+// New builds a Node working in db (its pool, or one made with its settings: Config.SharePool,
+// and its schema). It does no I/O.
+func New(db pgdb.DB, cfg Config) (*Node, error) {
+	if err := db.Err(); err != nil {
+		return nil, fmt.Errorf("node: %w", err)
+	}
+	if cfg.Submitter == nil {
+		return nil, errors.New("node: a Submitter is required")
+	}
+	cfg, err := cfg.Resolve()
+	if err != nil {
 		return nil, err
 	}
-	cfg = cfg.WithDefaults()
-	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.DiscardHandler)
-	}
 	if !cfg.SharePool {
-		pc := pool.Config() // a copy
+		pc := db.Pool().Config() // a copy
 		pc.MinConns, pc.MinIdleConns = 0, 0
 		// With no connection kept open, making the pool does no I/O (its context would bound
 		// only the dials of those connections): the first statement dials, once Run starts.
@@ -236,9 +245,9 @@ func New(pool *pgxpool.Pool, cfg Config) (*Node, error) {
 		if err != nil {
 			return nil, fmt.Errorf("node: a pool of its own: %w", err)
 		}
-		pool = own
+		db = db.WithPool(own)
 	}
-	n := &Node{cfg: cfg, pool: pool, ownPool: !cfg.SharePool, db: pgdb.InSchema(pool, cfg.Schema), log: cfg.Logger, registry: cmp.Or(cfg.Registry, prometheus.NewRegistry())}
+	n := &Node{cfg: cfg, ownPool: !cfg.SharePool, db: db, log: cfg.Logger, registry: cmp.Or(cfg.Registry, prometheus.NewRegistry())}
 	var q *queuer.Queuer // set below; the hooks run only once Run starts
 	cc := cfg.Claims
 	cc.Logger = cmp.Or(cc.Logger, cfg.Logger)
@@ -310,7 +319,7 @@ func New(pool *pgxpool.Pool, cfg Config) (*Node, error) {
 	}
 	n.queuer = q
 	if !cfg.NoListen {
-		if n.waker, err = newWaker(pool, cfg.ListenConnString, eng, q, cfg.Logger); err != nil {
+		if n.waker, err = newWaker(db.Pool(), cfg.ListenConnString, eng, q, cfg.Logger); err != nil {
 			return nil, err
 		}
 	}
@@ -341,7 +350,7 @@ func New(pool *pgxpool.Pool, cfg Config) (*Node, error) {
 		}
 	}
 	n.metrics = newMetrics(n.registry, eng, n.db, n.workers.Busy, n.retentionStats)
-	n.registry.MustRegister(buildInfo(cc.Version), poolStats{node: pool, probe: n.metrics.states.probe.Load, readiness: n.metrics.readiness.Load})
+	n.registry.MustRegister(buildInfo(cc.Version), poolStats{node: db.Pool(), probe: n.metrics.states.probe.Load, readiness: n.metrics.readiness.Load})
 	if cfg.Registry == nil {
 		n.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	}
@@ -364,7 +373,7 @@ func (n *Node) InFlight() int { return n.workers.Busy() }
 // Run registers the instance and works until ctx ends, then stops gracefully.
 func (n *Node) Run(ctx context.Context) error {
 	if n.ownPool {
-		defer n.pool.Close()
+		defer n.db.Pool().Close()
 	}
 	n.metrics.states.ctx.Store(&ctx)
 	if err := n.engine.Register(ctx); err != nil {
