@@ -44,17 +44,17 @@ type waker struct {
 		Dirty(serviceIDs ...string)
 		DirtyAll()
 	}
-	log *slog.Logger
 	// cancels is told of a cancel of a job this instance runs (notified on its cancel
 	// channel), and after every (re)connection, when one may have gone unheard (cancel.go).
 	cancels func()
+	log     *slog.Logger
 }
 
 // newWaker prepares a waker; it does no I/O.
 func newWaker(pool *pgxpool.Pool, connString string, eng *claims.Engine, q interface {
 	Dirty(...string)
 	DirtyAll()
-}, log *slog.Logger) (*waker, error) {
+}, cancels func(), log *slog.Logger) (*waker, error) {
 	var cc *pgx.ConnConfig
 	if connString == "" {
 		cc = pool.Config().ConnConfig.Copy()
@@ -73,7 +73,7 @@ func newWaker(pool *pgxpool.Pool, connString string, eng *claims.Engine, q inter
 		return &pgconn.DeadlineContextWatcherHandler{Conn: c.Conn()}
 	}
 	return &waker{conn: cc, channel: workChannel(eng.InstanceID()), every: eng.Timings().RenewInterval,
-		eng: eng, q: q, log: log}, nil
+		eng: eng, q: q, cancels: cancels, log: log}, nil
 }
 
 // run listens until ctx ends.
@@ -97,7 +97,7 @@ func (w *waker) listening() {
 	w.log.Debug("listening for new work", "channel", w.channel)
 	w.q.DirtyAll()
 	w.eng.Kick()
-	w.cancelled()
+	w.cancels()
 }
 
 // notified passes one notification on.
@@ -106,14 +106,8 @@ func (w *waker) notified(n *pgconn.Notification) {
 	case n.Channel == freeChannel:
 		w.eng.Kick()
 	case strings.HasPrefix(n.Channel, cancelChannelPrefix):
-		w.cancelled()
+		w.cancels()
 	default:
 		w.q.Dirty(n.Payload)
-	}
-}
-
-func (w *waker) cancelled() {
-	if w.cancels != nil {
-		w.cancels()
 	}
 }
