@@ -328,7 +328,7 @@ func runningInstanceMetrics(t *testing.T) map[string]family {
 	}
 	t.Cleanup(pool.Close)
 	reg := prometheus.NewRegistry()
-	n, err := node.New(pool, node.Config{
+	n, err := node.New(dbtest.Open(t, pool, ""), node.Config{
 		Claims:    claims.Config{Name: "metrics", RenewInterval: 100 * time.Millisecond, Expiry1: time.Second, Expiry2: 4 * time.Second},
 		Submitter: client, Statuses: client, PollInterval: 50 * time.Millisecond,
 		Listen: "127.0.0.1:0", Registry: reg,

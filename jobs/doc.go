@@ -15,7 +15,8 @@
 //	jobs.AddWorker(workers, jobs.WorkFunc(func(ctx context.Context, j *jobs.Job[SendEmail]) error {
 //		return mailer.Send(ctx, j.Args.To, j.Args.Subject)
 //	}))
-//	n, err := node.New(pool, node.Config{Submitter: workers})
+//	db, err := pgdb.Open(pool, "") // the default schema
+//	n, err := node.New(db, node.Config{Submitter: workers})
 //
 //	// in the application's transaction:
 //	_, err = jobs.Insert(ctx, tx, "customer-42", "", SendEmail{To: "a@example.com", Subject: "Hi"})

@@ -9,6 +9,7 @@ import (
 	"github.com/batchclaim/batchclaim/jobs"
 	"github.com/batchclaim/batchclaim/node"
 	"github.com/batchclaim/batchclaim/observer"
+	"github.com/batchclaim/batchclaim/pgdb"
 	"github.com/batchclaim/batchclaim/testkit/dbtest"
 )
 
@@ -59,7 +60,11 @@ func Example() {
 	}
 
 	finished := make(chan struct{}, 2)
-	n, err := node.New(pool, node.Config{
+	db, err := pgdb.Open(pool, "") // the default schema
+	if err != nil {
+		panic(err)
+	}
+	n, err := node.New(db, node.Config{
 		Claims:    claims.Config{RenewInterval: 100 * time.Millisecond, Expiry1: 5 * time.Second},
 		Submitter: workers,
 		Events: observer.Events{StatusChanged: func(t observer.Transition) {

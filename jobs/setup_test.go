@@ -52,7 +52,7 @@ func (b *bundle) run(name string, w *jobs.Workers, tweak func(*node.Config)) *no
 	if tweak != nil {
 		tweak(&cfg)
 	}
-	n, err := node.New(newPool(b.t, b.url), cfg)
+	n, err := node.New(dbtest.Open(b.t, newPool(b.t, b.url), ""), cfg)
 	if err != nil {
 		b.t.Fatal(err)
 	}

@@ -115,7 +115,7 @@ func TestCancelRunningJob(t *testing.T) {
 				cfg := node.Config{Claims: cc, Submitter: jobs, NoListen: !tc.listen,
 					BackoffBase: 10 * time.Millisecond, BackoffMax: 50 * time.Millisecond, UnknownGrace: time.Second,
 					Logger: slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))}
-				n, err := node.New(pool, cfg)
+				n, err := node.New(dbtest.Open(t, pool, ""), cfg)
 				if err != nil {
 					t.Fatal(err)
 				}

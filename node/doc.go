@@ -44,8 +44,24 @@
 // (bounded by the submit timeout), then the claims are released with an epoch check and the instance leaves the
 // registry, so other instances take its service_ids on their next cycle.
 //
-// A zero Config field means what the run command's flag of the same name defaults to (see
-// Config.WithDefaults), so an embedded node and the daemon behave alike; Retention, for
+// Wiring: New builds the parts in dependency order, each given the parts it needs, built
+// before it: the metrics, the claim engine, the recorder (on the engine), the submitter pool
+// (on the recorder), the queuer (on the engine, the pool and the recorder), the status poller,
+// the canceller (on the pool), the waker (on the engine, the queuer and the canceller), the
+// periodic scheduler and the retention job. One edge points back: the hooks of the engine
+// (a claim gained, the progress check before each lease renewal), of the recorder (an outcome
+// stored, a state changed) and of the pool (a job over, may the next job of its service_id
+// follow it) tell the queuer and the poller, built after them. Those hooks are the methods of
+// one value, the back edge (wiring.go), which New connects to the queuer, the poller and the
+// pool, through interfaces naming what the hooks need of them, once they exist; no hook runs
+// before Run.
+//
+// A node works in the pgdb.DB given to New: its pool (or, unless Config.SharePool, a pool
+// made with that pool's settings) and its schema, the one migrations.Up was given.
+//
+// A zero Config field means what the run command's flag of the same name defaults to
+// (Config.Resolve returns the values a node works with), so an embedded node and the daemon
+// behave alike; Retention, for
 // one, is 7 days unless set (negative disables it). Listen is the exception: empty serves no
 // HTTP, where run listens on 127.0.0.1:8080.
 package node

@@ -42,7 +42,7 @@ func TestEnqueueManyRunsEveryKeyInOrder(t *testing.T) {
 		return batchclaim.Result{Verdict: batchclaim.Done}, nil
 	})
 	for _, name := range []string{"a", "b"} {
-		n, err := node.New(newPool(t, url), node.Config{Claims: testClaims(name), Submitter: job, Workers: 4, UnknownGrace: time.Second})
+		n, err := node.New(dbtest.Open(t, newPool(t, url), ""), node.Config{Claims: testClaims(name), Submitter: job, Workers: 4, UnknownGrace: time.Second})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -10,6 +10,7 @@ import (
 	"github.com/batchclaim/batchclaim/claims"
 	"github.com/batchclaim/batchclaim/node"
 	"github.com/batchclaim/batchclaim/observer"
+	"github.com/batchclaim/batchclaim/pgdb"
 	"github.com/batchclaim/batchclaim/submitter"
 	"github.com/batchclaim/batchclaim/testkit/dbtest"
 )
@@ -34,7 +35,11 @@ func Example_middleware() {
 		fmt.Println("error:", err)
 	}}
 	done := make(chan struct{})
-	n, err := node.New(pool, node.Config{
+	db, err := pgdb.Open(pool, "") // the default schema
+	if err != nil {
+		panic(err)
+	}
+	n, err := node.New(db, node.Config{
 		Claims:      claims.Config{RenewInterval: 100 * time.Millisecond, Expiry1: 5 * time.Second},
 		BackoffBase: 10 * time.Millisecond,
 		Middleware:  []submitter.Middleware{logAttempts, onError},

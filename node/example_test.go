@@ -14,6 +14,7 @@ import (
 	"github.com/batchclaim/batchclaim/ingest"
 	"github.com/batchclaim/batchclaim/node"
 	"github.com/batchclaim/batchclaim/observer"
+	"github.com/batchclaim/batchclaim/pgdb"
 	"github.com/batchclaim/batchclaim/submitter"
 	"github.com/batchclaim/batchclaim/testkit/dbtest"
 )
@@ -36,7 +37,11 @@ func Example_jobRunner() {
 	var mu sync.Mutex
 	var ran []string
 	done := make(chan struct{})
-	n, err := node.New(pool, node.Config{
+	db, err := pgdb.Open(pool, "") // the default schema
+	if err != nil {
+		panic(err)
+	}
+	n, err := node.New(db, node.Config{
 		Claims: claims.Config{RenewInterval: 100 * time.Millisecond, Expiry1: time.Second},
 		Submitter: submitter.SubmitterFunc(func(ctx context.Context, b batchclaim.Batch) (batchclaim.Result, error) {
 			mu.Lock()
@@ -88,7 +93,11 @@ func Example_retries() {
 	var mu sync.Mutex
 	cardValid := false
 	finished := make(chan string, 10) // a job's id when it finished, printed by the event itself
-	n, err := node.New(pool, node.Config{
+	db, err := pgdb.Open(pool, "")    // the default schema
+	if err != nil {
+		panic(err)
+	}
+	n, err := node.New(db, node.Config{
 		Claims:      claims.Config{RenewInterval: 100 * time.Millisecond, Expiry1: time.Second},
 		BackoffBase: 10 * time.Millisecond,
 		Submitter: submitter.SubmitterFunc(func(ctx context.Context, b batchclaim.Batch) (batchclaim.Result, error) {
@@ -166,7 +175,11 @@ func Example_ledger() {
 		}
 	}
 	committed := make(chan string, 3)
-	n, err := node.New(pool, node.Config{
+	db, err := pgdb.Open(pool, "") // the default schema
+	if err != nil {
+		panic(err)
+	}
+	n, err := node.New(db, node.Config{
 		Claims:    claims.Config{RenewInterval: 100 * time.Millisecond, Expiry1: time.Second},
 		Submitter: client, Statuses: client,
 		Events: observer.Events{StatusChanged: func(t observer.Transition) {
@@ -214,7 +227,11 @@ func ExampleEnqueueMany() {
 	var mu sync.Mutex
 	ran := map[string][]string{}
 	done := make(chan struct{})
-	n, err := node.New(pool, node.Config{
+	db, err := pgdb.Open(pool, "") // the default schema
+	if err != nil {
+		panic(err)
+	}
+	n, err := node.New(db, node.Config{
 		Claims: claims.Config{RenewInterval: 100 * time.Millisecond, Expiry1: time.Second},
 		Submitter: submitter.SubmitterFunc(func(ctx context.Context, b batchclaim.Batch) (batchclaim.Result, error) {
 			mu.Lock()

@@ -16,7 +16,6 @@ import (
 
 	"github.com/batchclaim/batchclaim/httpguard"
 	"github.com/batchclaim/batchclaim/ingest"
-	"github.com/batchclaim/batchclaim/pgdb"
 	"github.com/batchclaim/batchclaim/submitter"
 	"github.com/batchclaim/batchclaim/ui"
 )
@@ -34,14 +33,9 @@ const (
 	httpShutdownTimeout = 2 * time.Second
 )
 
-// validate checks the listener's settings.
+// validate checks c once defaulted (withDefaults): the listener's settings.
 func (c Config) validate() error {
 	var errs []error
-	if c.Schema != "" {
-		if err := pgdb.ValidateSchema(c.Schema); err != nil {
-			errs = append(errs, err)
-		}
-	}
 	if (c.TLSCertFile == "") != (c.TLSKeyFile == "") {
 		errs = append(errs, errors.New("a TLS certificate and key go together: set both or neither"))
 	}
@@ -131,14 +125,14 @@ func (n *Node) listen(ctx context.Context) (*http.Server, error) {
 		}
 		tlsCfg = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
 	}
-	pc := n.pool.Config()
+	pc := n.db.Pool().Config()
 	icfg := n.cfg.ingestConfig(IngestConns(pc.MaxConns))
 	icfg.OnStored = func(k int) { n.metrics.ingested.Add(float64(k)) }
 	api, err := ingest.NewHandler(n.db, icfg)
 	if err != nil {
 		return nil, err
 	}
-	prober, err := newDBProber(ctx, n.pool.Config(), n.log)
+	prober, err := newDBProber(ctx, n.db.Pool().Config(), n.log)
 	if err != nil {
 		return nil, err
 	}
@@ -192,7 +186,7 @@ func (n *Node) listen(ctx context.Context) (*http.Server, error) {
 	n.addr = ln.Addr().String()
 	n.mu.Unlock()
 	n.log.Info("listening", "addr", n.addr, "tls", tlsCfg != nil, "auth", n.cfg.Auth != nil,
-		"ingest_conns", IngestConns(n.pool.Config().MaxConns), "probe_conns", ProbeConns, "readiness_conns", ReadinessConns)
+		"ingest_conns", IngestConns(n.db.Pool().Config().MaxConns), "probe_conns", ProbeConns, "readiness_conns", ReadinessConns)
 	go func() {
 		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			n.log.Error("http server", "error", err)

@@ -28,8 +28,10 @@ type metrics struct {
 	readiness     atomic.Pointer[pgxpool.Pool] // the readiness pings' pool while the listener runs
 }
 
-func newMetrics(reg prometheus.Registerer, eng *claims.Engine, pool pgdb.Querier, busy func() int, retention func() observer.RetentionStats) *metrics {
-	m := &metrics{
+// newMetrics makes the instance's own metrics, reading the batches through pool; register
+// adds them to a registry.
+func newMetrics(pool pgdb.Querier) *metrics {
+	return &metrics{
 		states: &batchStates{pool: pool},
 		submitLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "batchclaim_submit_latency_seconds", Help: "Duration of one submission (POST) by verdict.",
@@ -49,6 +51,17 @@ func newMetrics(reg prometheus.Registerer, eng *claims.Engine, pool pgdb.Querier
 			Name: "batchclaim_batches_ingested_total", Help: "New batches stored through the ingest API.",
 		}),
 	}
+}
+
+// register adds m to reg, with the claim engine's metrics (ClaimMetrics), the submissions
+// running (busy) and the retention job's counters (retain, nil when retention is off).
+func (m *metrics) register(reg prometheus.Registerer, eng *claims.Engine, busy func() int, retain *observer.Retention) {
+	retention := func() observer.RetentionStats {
+		if retain == nil {
+			return observer.RetentionStats{}
+		}
+		return retain.Stats()
+	}
 	reg.MustRegister(ClaimMetrics(eng)...)
 	reg.MustRegister(m.submitLatency, m.commitLatency, m.responses, m.transitions, m.ingested,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "batchclaim_submissions_in_flight", Help: "Submissions running now."},
@@ -65,7 +78,6 @@ func newMetrics(reg prometheus.Registerer, eng *claims.Engine, pool pgdb.Querier
 			}),
 		m.states,
 	)
-	return m
 }
 
 // ClaimMetrics are the claim engine's metrics (claims held, gained, lost, cycles and their
@@ -115,22 +127,22 @@ func (c cycleHistogram) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstHistogram(c.desc, h.Count, h.Sum, buckets)
 }
 
-// retentionStats are the retention job's counters (zero when retention is off).
-func (n *Node) retentionStats() observer.RetentionStats {
-	if n.retain == nil {
-		return observer.RetentionStats{}
-	}
-	return n.retain.Stats()
-}
-
 // measure is the node's middleware around every job: its duration by verdict and its HTTP
 // status.
-func (n *Node) measure(ctx context.Context, _ submitter.Job, next func(context.Context) (batchclaim.Result, error)) (batchclaim.Result, error) {
+func (m *metrics) measure(ctx context.Context, _ submitter.Job, next func(context.Context) (batchclaim.Result, error)) (batchclaim.Result, error) {
 	start := time.Now()
 	r, err := next(ctx)
-	n.metrics.submitLatency.WithLabelValues(r.Verdict.String()).Observe(time.Since(start).Seconds())
-	n.metrics.responses.WithLabelValues(strconv.Itoa(r.HTTPStatus)).Inc()
+	m.submitLatency.WithLabelValues(r.Verdict.String()).Observe(time.Since(start).Seconds())
+	m.responses.WithLabelValues(strconv.Itoa(r.HTTPStatus)).Inc()
 	return r, err
+}
+
+// transition counts a batch's state change, and for a commit the time since it was stored.
+func (m *metrics) transition(t observer.Transition) {
+	m.transitions.WithLabelValues(string(t.To)).Inc()
+	if t.To == batchclaim.StateCommitted {
+		m.commitLatency.Observe(t.AgeSeconds)
+	}
 }
 
 // batchStates reports unfinished batches by state, read from the database at scrape time

@@ -8,14 +8,12 @@ import (
 	"log/slog"
 	"net/http"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
-	"github.com/batchclaim/batchclaim"
 	"github.com/batchclaim/batchclaim/claims"
 	"github.com/batchclaim/batchclaim/ingest"
 	"github.com/batchclaim/batchclaim/observer"
@@ -26,18 +24,15 @@ import (
 )
 
 // Config configures a Node. Claims holds the claim engine's identity and timings; the
-// submit timeout of the pool is the engine's MaxSubmission (S).
+// submit timeout of the pool is the engine's MaxSubmission (S). The schema of batchclaim's
+// tables is not here: it is the one of the pgdb.DB given to New (docs/schema.md).
 type Config struct {
 	Claims claims.Config
-	// Schema is the Postgres schema of batchclaim's tables, as migrations.Up was given it.
-	// Empty means batchclaim (migrations.SchemaDefault). Every instance and
-	// command on one database uses the same schema; see docs/schema.md.
-	Schema string
-	// SharePool runs the node on the pool given to New itself, shared with whatever else
-	// uses it: right when the pool is the node's alone (the run command's case). False (the
-	// default) gives the node a pool of its own, made with the given pool's settings (its
-	// MaxConns too) and closed when Run returns, so that an application's own work on the
-	// pool it passed cannot starve the node. A node on a shared pool that its owner's work
+	// SharePool runs the node on the pool of the DB given to New itself, shared with whatever
+	// else uses it: right when the pool is the node's alone (the run command's case). False
+	// (the default) gives the node a pool of its own, made with the given pool's settings (its
+	// MaxConns too), in the DB's schema, and closed when Run returns, so that an
+	// application's own work on the pool it passed cannot starve the node. A node on a shared pool that its owner's work
 	// holds whole gives its claims up (docs/claims.md, "The key's promise") rather than
 	// hold them idle.
 	SharePool bool
@@ -163,36 +158,33 @@ func StopBudget(t claims.Timings) time.Duration {
 // Node is one running instance.
 type Node struct {
 	cfg      Config
-	pool     *pgxpool.Pool // for its settings and statistics
-	ownPool  bool          // pool was made by New (Config.SharePool false); Run closes it
-	db       pgdb.DB       // the pool in the configured schema: every statement goes through it
+	db       pgdb.DB   // the node's pool in its schema: every statement goes through it
+	ownPool  bool      // db's pool was made by New (Config.SharePool false); Run closes it
+	back     *backEdge // the hooks of the parts built first (wiring.go)
 	engine   *claims.Engine
 	queuer   *queuer.Queuer
 	workers  *submitter.Pool
-	recorder *observer.Recorder
-	poller   *observer.Poller
-	retain   *observer.Retention
-	waker    *waker
-	cancels  *canceller // passes cancels of running jobs on to them (cancel.go)
-	periodic *periodic.Scheduler
+	poller   *observer.Poller    // nil without Config.Statuses
+	retain   *observer.Retention // nil with retention off
+	waker    *waker              // nil with Config.NoListen
+	cancels  *canceller          // passes cancels of running jobs on to them (cancel.go)
+	periodic *periodic.Scheduler // nil without Config.Periodic
 	metrics  *metrics
 	registry *prometheus.Registry
 	log      *slog.Logger
-	stopping atomic.Bool // stop began: running jobs drain, the lease lasts (progress)
 
 	mu   sync.Mutex
 	addr string
 }
 
-// WithDefaults returns c with every zero value replaced by the value it stands for. These are
+// withDefaults returns c with every zero value replaced by the value it stands for. These are
 // the defaults of the run command's flags: an embedded node and a daemon given no options
 // behave alike. Two fields differ on purpose: Listen (empty: an embedder serves no HTTP unless
 // it asks; run listens on 127.0.0.1:8080) and Claims.RequireSyncStandby (false; run turns it on
 // when its URL lists several hosts). MaxAttempts depends on Statuses: run is a ledger
-// pipeline (no limit), a node without Statuses a job runner (MaxAttemptsDefault). Claims' own zero values are resolved by the claim engine
-// (claims.Config.Resolve), the same for both.
-func (c Config) WithDefaults() Config {
-	c.Schema = cmp.Or(c.Schema, pgdb.SchemaDefault)
+// pipeline (no limit), a node without Statuses a job runner (MaxAttemptsDefault). Claims' own
+// zero values are resolved by the claim engine (claims.Config.Resolve), the same for both.
+func (c Config) withDefaults() Config {
 	c.Workers = cmp.Or(c.Workers, submitter.WorkersDefault)
 	c.MaxSubmitMemory = cmp.Or(c.MaxSubmitMemory, submitter.MaxMemoryDefault)
 	c.PollInterval = cmp.Or(c.PollInterval, observer.PollIntervalDefault)
@@ -212,23 +204,37 @@ func (c Config) WithDefaults() Config {
 	c.MaxConnections = cmp.Or(c.MaxConnections, MaxConnectionsDefault)
 	c.MaxIngestRequests = cmp.Or(c.MaxIngestRequests, MaxIngestRequestsDefault)
 	c.MaxIngestMemory = cmp.Or(c.MaxIngestMemory, ingest.MaxMemoryDefault)
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
 	return c
 }
 
-// New builds a Node. It does no I/O.
-func New(pool *pgxpool.Pool, cfg Config) (*Node, error) {
-	if pool == nil || cfg.Submitter == nil {
-		return nil, errors.New("node: a pool and a Submitter are required")
+// Resolve returns c with its defaults filled in (see withDefaults), checked: the values a node
+// made with c works with. Claims is left as given; claims.Config.Resolve resolves it.
+func (c Config) Resolve() (Config, error) {
+	c = c.withDefaults()
+	if err := c.validate(); err != nil {
+		return Config{}, err
 	}
-	if err := cfg.validate(); err != nil {
+	return c, nil
+}
+
+// New builds a Node working in db (its pool, or one made with its settings: Config.SharePool,
+// and its schema). It does no I/O.
+func New(db pgdb.DB, cfg Config) (*Node, error) {
+	if err := db.Err(); err != nil {
+		return nil, fmt.Errorf("node: %w", err)
+	}
+	if cfg.Submitter == nil {
+		return nil, errors.New("node: a Submitter is required")
+	}
+	cfg, err := cfg.Resolve()
+	if err != nil {
 		return nil, err
 	}
-	cfg = cfg.WithDefaults()
-	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.DiscardHandler)
-	}
 	if !cfg.SharePool {
-		pc := pool.Config() // a copy
+		pc := db.Pool().Config() // a copy
 		pc.MinConns, pc.MinIdleConns = 0, 0
 		// With no connection kept open, making the pool does no I/O (its context would bound
 		// only the dials of those connections): the first statement dials, once Run starts.
@@ -236,119 +242,103 @@ func New(pool *pgxpool.Pool, cfg Config) (*Node, error) {
 		if err != nil {
 			return nil, fmt.Errorf("node: a pool of its own: %w", err)
 		}
-		pool = own
+		db = db.WithPool(own)
 	}
-	db, err := pgdb.Open(pool, cfg.Schema)
-	if err != nil {
-		return nil, fmt.Errorf("node: %w", err)
-	}
-	n := &Node{cfg: cfg, pool: pool, ownPool: !cfg.SharePool, db: db, log: cfg.Logger, registry: cmp.Or(cfg.Registry, prometheus.NewRegistry())}
-	var q *queuer.Queuer // set below; the hooks run only once Run starts
+	// The parts in dependency order; the hooks that point back are back's (wiring.go).
+	back := &backEdge{}
+	m := newMetrics(db)
 	cc := cfg.Claims
 	cc.Logger = cmp.Or(cc.Logger, cfg.Logger)
-	cc.OnGained = chain1(cc.OnGained, cfg.Events.ClaimGained, func(c claims.Claim) {
-		q.Dirty(c.ServiceID)
-		if n.poller != nil {
-			n.poller.Note(c.ServiceID) // a previous owner may have left batches for the ledger to tell about
-		}
-	})
+	cc.OnGained = chain1(cc.OnGained, cfg.Events.ClaimGained, back.gained)
 	cc.OnLost = chain2(cc.OnLost, cfg.Events.ClaimLost)
-	cc.Progress = func() error { return n.progress() }
+	cc.Progress = back.progress
 	if cfg.Events.InstancePresumedDead != nil {
 		dead := cfg.Events.InstancePresumedDead
 		cc.OnVoided = func(v claims.Voided) { dead(v.Owner, v.ServiceID, v.Phase) }
 	}
-	eng, err := claims.New(n.db, cc)
+	eng, err := claims.New(db, cc)
 	if err != nil {
 		return nil, err
 	}
-	n.engine = eng
 	timings := eng.Timings()
 
 	events := cfg.Events
 	events.StatusChanged = func(t observer.Transition) {
-		n.metrics.transitions.WithLabelValues(string(t.To)).Inc()
-		if t.To == batchclaim.StateCommitted {
-			n.metrics.commitLatency.Observe(t.AgeSeconds)
-		}
+		m.transition(t)
 		if cfg.Events.StatusChanged != nil {
 			cfg.Events.StatusChanged(t)
 		}
-		if n.poller != nil {
-			switch t.To {
-			case batchclaim.StatePending:
-				n.poller.Note(t.ServiceID)
-				n.poller.Wake() // ask the ledger about it now, not at the next poll tick
-			case batchclaim.StateValid, batchclaim.StateUnknown:
-				n.poller.Note(t.ServiceID)
-			}
-		}
+		back.statusChanged(t)
 	}
-	n.recorder, err = observer.NewRecorder(n.db, eng, observer.RecorderConfig{
+	recorder, err := observer.NewRecorder(db, eng, observer.RecorderConfig{
 		HaltOnInvalid: cfg.HaltOnInvalid, SkipValid: cfg.SkipValid, TrackIdle: cc.DropIdleAfter > 0,
-		FlushTimeout: timings.LocalDeadline, Events: &events,
-		Recorded: func(serviceID string) { q.Dirty(serviceID) }, Logger: cfg.Logger,
+		FlushTimeout: timings.LocalDeadline, Events: &events, Recorded: back.recorded, Logger: cfg.Logger,
 	})
 	if err != nil {
 		return nil, err
 	}
-	n.workers, err = submitter.New(cfg.Submitter, n.recorder, func(j batchclaim.Job) { q.Done(j) }, submitter.Config{
+	workers, err := submitter.New(cfg.Submitter, recorder, back.done, submitter.Config{
 		Workers: cfg.Workers, MaxMemory: cfg.MaxSubmitMemory, Timeout: timings.MaxSubmission,
 		BackoffBase: cfg.BackoffBase, BackoffMax: cfg.BackoffMax,
 		RetryErrors: cfg.Statuses == nil, MaxAttempts: max(cfg.MaxAttempts, 0),
 		Lease:      eng,
-		Middleware: append([]submitter.Middleware{submitter.MiddlewareFunc(n.measure)}, cfg.Middleware...),
-		MayChain:   func(j batchclaim.Job, run int) bool { return q.MayChain(j, run) },
-		Chained:    func(prev, next batchclaim.Job) { q.Chained(prev, next) },
+		Middleware: append([]submitter.Middleware{submitter.MiddlewareFunc(m.measure)}, cfg.Middleware...),
+		MayChain:   back.mayChain,
+		Chained:    back.chained,
 		Logger:     cfg.Logger,
 	})
 	if err != nil {
 		return nil, err
 	}
-	q, err = queuer.New(n.db, eng, n.workers, n.recorder, queuer.Config{
+	q, err := queuer.New(db, eng, workers, recorder, queuer.Config{
 		Interval: timings.RenewInterval, SweepAll: cfg.NoListen, StatementTimeout: timings.LocalDeadline,
 		UnknownGrace: cfg.UnknownGrace, UnknownAnswers: cfg.UnknownAnswers, SkipValid: cfg.SkipValid, Logger: cfg.Logger,
 	})
 	if err != nil {
 		return nil, err
 	}
-	n.queuer = q
-	if !cfg.NoListen {
-		if n.waker, err = newWaker(pool, cfg.ListenConnString, eng, q, cfg.Logger); err != nil {
-			return nil, err
-		}
-	}
-	n.cancels = newCanceller(n.db, eng.InstanceID(), n.workers, timings.RenewInterval, cfg.Logger)
-	if n.waker != nil {
-		n.waker.cancels = n.cancels.kick
-	}
-	if len(cfg.Periodic) > 0 {
-		n.periodic, err = periodic.New(n.db, periodic.Config{Jobs: cfg.Periodic, LockTimeout: timings.RenewInterval,
-			IdleTimeout: timings.Expiry1 / 5, Logger: cfg.Logger})
-		if err != nil {
-			return nil, err
-		}
-	}
+	var poller *observer.Poller // none without Statuses
 	if cfg.Statuses != nil {
-		n.poller, err = observer.NewPoller(n.db, eng, n.recorder, cfg.Statuses, observer.PollerConfig{Interval: cfg.PollInterval, Wait: pollWait(cfg.SkipValid),
+		poller, err = observer.NewPoller(db, eng, recorder, cfg.Statuses, observer.PollerConfig{Interval: cfg.PollInterval, Wait: pollWait(cfg.SkipValid),
 			StatementTimeout: timings.LocalDeadline, Logger: cfg.Logger})
 		if err != nil {
 			return nil, err
 		}
 	}
+	cancels := newCanceller(db, eng.InstanceID(), workers, timings.RenewInterval, cfg.Logger)
+	var wake *waker // none with NoListen
+	if !cfg.NoListen {
+		if wake, err = newWaker(db.Pool(), cfg.ListenConnString, eng, q, cancels.kick, cfg.Logger); err != nil {
+			return nil, err
+		}
+	}
+	var sched *periodic.Scheduler // none without Periodic
+	if len(cfg.Periodic) > 0 {
+		sched, err = periodic.New(db, periodic.Config{Jobs: cfg.Periodic, LockTimeout: timings.RenewInterval,
+			IdleTimeout: timings.Expiry1 / 5, Logger: cfg.Logger})
+		if err != nil {
+			return nil, err
+		}
+	}
+	var retain *observer.Retention // none with a negative Retention
 	if cfg.Retention > 0 {
-		n.retain, err = observer.NewRetention(n.db, observer.RetentionConfig{
+		retain, err = observer.NewRetention(db, observer.RetentionConfig{
 			MaxAge: cfg.Retention, Interval: cfg.RetentionInterval, InstanceID: eng.InstanceID(), Logger: cfg.Logger,
 		})
 		if err != nil {
 			return nil, err
 		}
 	}
-	n.metrics = newMetrics(n.registry, eng, n.db, n.workers.Busy, n.retentionStats)
-	n.registry.MustRegister(buildInfo(cc.Version), poolStats{node: pool, probe: n.metrics.states.probe.Load, readiness: n.metrics.readiness.Load})
+	back.connect(eng, workers, q, poller)
+
+	registry := cmp.Or(cfg.Registry, prometheus.NewRegistry())
+	m.register(registry, eng, workers.Busy, retain)
+	registry.MustRegister(buildInfo(cc.Version), poolStats{node: db.Pool(), probe: m.states.probe.Load, readiness: m.readiness.Load})
 	if cfg.Registry == nil {
-		n.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+		registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	}
+	n := &Node{cfg: cfg, db: db, ownPool: !cfg.SharePool, back: back, engine: eng, queuer: q, workers: workers, poller: poller,
+		retain: retain, waker: wake, cancels: cancels, periodic: sched, metrics: m, registry: registry, log: cfg.Logger}
 	return n, nil
 }
 
@@ -368,7 +358,7 @@ func (n *Node) InFlight() int { return n.workers.Busy() }
 // Run registers the instance and works until ctx ends, then stops gracefully.
 func (n *Node) Run(ctx context.Context) error {
 	if n.ownPool {
-		defer n.pool.Close()
+		defer n.db.Pool().Close()
 	}
 	n.metrics.states.ctx.Store(&ctx)
 	if err := n.engine.Register(ctx); err != nil {
@@ -411,7 +401,7 @@ func (n *Node) Run(ctx context.Context) error {
 // to expire: releasing it would let another instance adopt and resend the batch while the old
 // POST may still reach the ledger.
 func (n *Node) stop(ctx context.Context, srv *http.Server) error {
-	n.stopping.Store(true)
+	n.back.stopping.Store(true)
 	t := n.engine.Timings()
 	n.log.Info("stopping: no new work; waiting for submissions in flight", "in_flight", n.workers.Busy())
 	base := context.WithoutCancel(ctx) // the engine's lease loop keeps renewing meanwhile

@@ -22,6 +22,7 @@ import (
 	"github.com/batchclaim/batchclaim/httpauth"
 	"github.com/batchclaim/batchclaim/node"
 	"github.com/batchclaim/batchclaim/submitter"
+	"github.com/batchclaim/batchclaim/testkit/dbtest"
 	"github.com/batchclaim/batchclaim/testkit/testutil"
 )
 
@@ -231,7 +232,7 @@ func TestPprofConfigRefused(t *testing.T) {
 		if tt.auth {
 			cfg.Auth = tokenAuth(t)
 		}
-		_, err := node.New(pool, cfg)
+		_, err := node.New(dbtest.Open(t, pool, ""), cfg)
 		switch {
 		case tt.want == "" && err != nil:
 			t.Errorf("listen %q auth %v: %v", tt.listen, tt.auth, err)

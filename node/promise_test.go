@@ -38,7 +38,7 @@ func runJobsOn(t *testing.T, pool *pgxpool.Pool, name string, job submitter.Subm
 	if tweak != nil {
 		tweak(&cfg)
 	}
-	n, err := node.New(pool, cfg)
+	n, err := node.New(dbtest.Open(t, pool, ""), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -51,7 +51,7 @@ func TestJobRunnerBesideAnApplication(t *testing.T) {
 	}
 	var nodes []*node.Node
 	for _, schema := range []string{"", "jobs"} {
-		n, err := node.New(newPool(t, url), node.Config{Claims: testClaims("n" + schema), Schema: schema, Submitter: runner(schema)})
+		n, err := node.New(dbtest.Open(t, newPool(t, url), schema), node.Config{Claims: testClaims("n" + schema), Submitter: runner(schema)})
 		if err != nil {
 			t.Fatal(err)
 		}

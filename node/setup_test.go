@@ -93,7 +93,7 @@ func (e *env) startPool(pool *pgxpool.Pool, name string, tweak func(*node.Config
 	if tweak != nil {
 		tweak(&cfg)
 	}
-	n, err = node.New(pool, cfg)
+	n, err = node.New(dbtest.Open(e.t, pool, ""), cfg)
 	if err != nil {
 		e.t.Fatal(err)
 	}

@@ -2,13 +2,11 @@ package node
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
 	"time"
 
-	"github.com/cenkalti/backoff/v4"
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -16,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/batchclaim/batchclaim/claims"
+	"github.com/batchclaim/batchclaim/internal/notify"
 )
 
 // The channels the database notifies on (the trigger batchclaim_notify_work of the
@@ -31,31 +30,31 @@ func workChannel(id uuid.UUID) string {
 	return workChannelPrefix + strings.ReplaceAll(id.String(), "-", "")
 }
 
-// waker listens for new work on a connection of its own and tells the queuer which
-// service_ids have it, and the claim engine when a service_id nobody holds does. When the
-// connection fails it reconnects with backoff; every (re)connection asks the queuer to look
-// at all held claims, so a notification missed while not listening delays work by the
-// reconnection, never loses it.
+// waker listens for new work on a connection of its own (internal/notify's loop) and tells
+// the queuer which service_ids have it, and the claim engine when a service_id nobody holds
+// does. When the connection fails notify makes it again with backoff; every (re)connection
+// asks the queuer to look at all held claims, so a notification missed while not listening
+// delays work by the reconnection, never loses it.
 type waker struct {
 	conn    *pgx.ConnConfig
 	channel string
-	every   time.Duration // how often a silent connection is checked
+	every   time.Duration // how long a connection may be silent before it is checked
 	eng     *claims.Engine
 	q       interface {
 		Dirty(serviceIDs ...string)
 		DirtyAll()
 	}
-	log *slog.Logger
 	// cancels is told of a cancel of a job this instance runs (notified on its cancel
 	// channel), and after every (re)connection, when one may have gone unheard (cancel.go).
 	cancels func()
+	log     *slog.Logger
 }
 
 // newWaker prepares a waker; it does no I/O.
 func newWaker(pool *pgxpool.Pool, connString string, eng *claims.Engine, q interface {
 	Dirty(...string)
 	DirtyAll()
-}, log *slog.Logger) (*waker, error) {
+}, cancels func(), log *slog.Logger) (*waker, error) {
 	var cc *pgx.ConnConfig
 	if connString == "" {
 		cc = pool.Config().ConnConfig.Copy()
@@ -74,86 +73,41 @@ func newWaker(pool *pgxpool.Pool, connString string, eng *claims.Engine, q inter
 		return &pgconn.DeadlineContextWatcherHandler{Conn: c.Conn()}
 	}
 	return &waker{conn: cc, channel: workChannel(eng.InstanceID()), every: eng.Timings().RenewInterval,
-		eng: eng, q: q, log: log}, nil
+		eng: eng, q: q, cancels: cancels, log: log}, nil
 }
 
 // run listens until ctx ends.
 func (w *waker) run(ctx context.Context) {
-	b := backoff.NewExponentialBackOff()
-	b.InitialInterval, b.MaxInterval, b.MaxElapsedTime = 100*time.Millisecond, 5*time.Second, 0
-	b.Reset()
-	for ctx.Err() == nil {
-		listening, err := w.listen(ctx)
-		if ctx.Err() != nil {
-			return
-		}
-		if listening {
-			b.Reset()
-		}
-		wait := b.NextBackOff()
-		w.log.Warn("listening for new work failed; polling until it is back", "error", err, "retry_in", wait)
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(wait):
-		}
-	}
+	// Run fails only for a Config without Dial, OnNotify or a channel: this one has them all.
+	_ = notify.Run(ctx, notify.Config{
+		Dial:     func(ctx context.Context) (*pgx.Conn, error) { return pgx.ConnectConfig(ctx, w.conn) },
+		Channels: []string{w.channel, freeChannel, cancelChannel(w.eng.InstanceID())},
+		Quiet:    w.every,
+		OnListen: w.listening,
+		OnNotify: w.notified,
+		OnLost: func(err error, retryIn time.Duration) {
+			w.log.Warn("listening for new work failed; polling until it is back", "error", err, "retry_in", retryIn)
+		},
+	})
 }
 
-// listen connects, listens and passes notifications on until the connection fails. listening
-// says whether it got as far as listening.
-func (w *waker) listen(ctx context.Context) (listening bool, err error) {
-	dctx, cancel := context.WithTimeout(ctx, max(w.every, 5*time.Second))
-	conn, err := pgx.ConnectConfig(dctx, w.conn)
-	cancel()
-	if err != nil {
-		return false, fmt.Errorf("connect: %w", err)
-	}
-	defer conn.Close(context.WithoutCancel(ctx)) //nolint:errcheck // closing a failed connection
-	lctx, cancel := context.WithTimeout(ctx, max(w.every, 5*time.Second))
-	_, err = conn.Exec(lctx, "LISTEN "+pgx.Identifier{w.channel}.Sanitize()+"; LISTEN "+pgx.Identifier{freeChannel}.Sanitize()+
-		"; LISTEN "+pgx.Identifier{cancelChannel(w.eng.InstanceID())}.Sanitize())
-	cancel()
-	if err != nil {
-		return false, fmt.Errorf("listen: %w", err)
-	}
+// listening runs each time the connection listens: whatever was notified before now went
+// unheard.
+func (w *waker) listening() {
 	w.log.Debug("listening for new work", "channel", w.channel)
-	// Whatever was notified before now went unheard.
 	w.q.DirtyAll()
 	w.eng.Kick()
-	w.cancelled()
-	for {
-		wctx, cancel := context.WithTimeout(ctx, w.every)
-		n, err := conn.WaitForNotification(wctx)
-		cancel()
-		switch {
-		case err == nil:
-			switch {
-			case n.Channel == freeChannel:
-				w.eng.Kick()
-			case strings.HasPrefix(n.Channel, cancelChannelPrefix):
-				w.cancelled()
-			default:
-				w.q.Dirty(n.Payload)
-			}
-			continue
-		case ctx.Err() != nil:
-			return true, ctx.Err()
-		case !errors.Is(err, context.DeadlineExceeded) && !pgconn.Timeout(err):
-			return true, fmt.Errorf("wait for notifications: %w", err)
-		}
-		// Silent for a while: make sure the connection still answers.
-		pctx, cancel := context.WithTimeout(ctx, w.every)
-		err = conn.Ping(pctx)
-		cancel()
-		if err != nil {
-			return true, fmt.Errorf("check the listening connection: %w", err)
-		}
-	}
+	w.cancels()
 }
 
-func (w *waker) cancelled() {
-	if w.cancels != nil {
+// notified passes one notification on.
+func (w *waker) notified(n *pgconn.Notification) {
+	switch {
+	case n.Channel == freeChannel:
+		w.eng.Kick()
+	case strings.HasPrefix(n.Channel, cancelChannelPrefix):
 		w.cancels()
+	default:
+		w.q.Dirty(n.Payload)
 	}
 }

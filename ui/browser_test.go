@@ -472,7 +472,7 @@ func startNode(t *testing.T, pool *pgxpool.Pool, simURL, name string, auth func(
 	if err != nil {
 		t.Fatal(err)
 	}
-	n, err := node.New(pool, node.Config{
+	n, err := node.New(dbtest.Open(t, pool, ""), node.Config{
 		Claims: testTimings(name), Submitter: client, Statuses: client,
 		Workers: 4, PollInterval: 50 * time.Millisecond, Listen: "127.0.0.1:0", Auth: auth,
 	})

@@ -48,7 +48,7 @@ func TestJobViewShowsKindAndOutput(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	n, err := node.New(pool, node.Config{Submitter: w, Listen: "127.0.0.1:0",
+	n, err := node.New(dbtest.Open(t, pool, ""), node.Config{Submitter: w, Listen: "127.0.0.1:0",
 		Claims: claims.Config{Name: "a", RenewInterval: 100 * time.Millisecond, Expiry1: time.Second, Expiry2: 4 * time.Second}})
 	if err != nil {
 		t.Fatal(err)

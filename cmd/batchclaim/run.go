@@ -54,7 +54,7 @@ type runFlags struct {
 	dltCA, dltCert, dltKey, tokenFile, allowedHosts *string
 	insecure, notify, claimsOnly                    *bool
 	dbMaxConns                                      *int
-	notifyURL                                       *string
+	notifyURL, schema                               *string
 	newLogger                                       func(w io.Writer) (*slog.Logger, error)
 }
 
@@ -99,7 +99,7 @@ func newRunFlags(stderr io.Writer) *runFlags {
 	fs.DurationVar(&cfg.PollInterval, "poll-interval", observer.PollIntervalDefault, "how often the ledger is asked about accepted batches")
 	f.notify = fs.Bool("notify", true, "wake on new work through LISTEN/NOTIFY on a connection of its own, so a new batch goes out within milliseconds;\n"+
 		"false: poll every held claim each --renew-interval instead (behind a pooler in transaction mode without --notify-database-url)")
-	fs.StringVar(&cfg.Schema, "schema", pgdb.SchemaDefault, "Postgres schema of batchclaim's tables, as migrate created it (docs/schema.md)")
+	f.schema = fs.String("schema", pgdb.SchemaDefault, "Postgres schema of batchclaim's tables, as migrate created it (docs/schema.md)")
 	notifyURL := cli.SecretFlag(fs, "notify-database-url", "direct (not pooled) Postgres URL for the LISTEN connection, when --database-url goes through a pooler (default: --database-url)", redact.HasSecret)
 	fs.DurationVar(&cfg.UnknownGrace, "unknown-grace", queuer.UnknownGraceDefault, "resubmit a batch the ledger does not know once its last POST is this old")
 	fs.IntVar(&cfg.UnknownAnswers, "unknown-answers", queuer.UnknownAnswersDefault, "... or after this many consecutive UNKNOWN answers about its last POST")
@@ -141,7 +141,8 @@ func runDaemon(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if cfg.MaxIngestMemory < 2*cfg.MaxBody {
 		return fmt.Errorf("--max-ingest-memory %d is under 2 x --max-body %d: a body of the largest size and its decoded batches could never be held", cfg.MaxIngestMemory, cfg.MaxBody)
 	}
-	if err := pgdb.ValidateSchema(cfg.Schema); err != nil {
+	schema := *f.schema
+	if err := pgdb.ValidateSchema(schema); err != nil {
 		return fmt.Errorf("--schema: %w", err)
 	}
 	if cfg.Retention == 0 { // --retention 0 disables; the library's zero is the default
@@ -224,7 +225,11 @@ func runDaemon(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return err
 	}
 	defer pool.Close()
-	if err := database.CheckSchema(ctx, pool, cfg.Schema); err != nil {
+	if err := database.CheckSchema(ctx, pool, schema); err != nil {
+		return err
+	}
+	db, err := pgdb.Open(pool, schema)
+	if err != nil {
 		return err
 	}
 	if pooled && !cfg.NoListen && cfg.ListenConnString == "" {
@@ -239,15 +244,11 @@ func runDaemon(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		if !flagGiven(fs, "listen") {
 			cfg.Listen = ""
 		}
-		db, err := pgdb.Open(pool, cfg.Schema)
-		if err != nil {
-			return err
-		}
-		return database.Explain(cfg.Schema, runClaimsOnly(ctx, db, cfg.Claims, logger, cfg.Listen, cfg.AllowedHosts, cfg.Registry))
+		return database.Explain(schema, runClaimsOnly(ctx, db, cfg.Claims, logger, cfg.Listen, cfg.AllowedHosts, cfg.Registry))
 	}
 	cfg.Submitter, cfg.Statuses, cfg.SkipValid = client, client, client.OrderedOnValid()
 	cfg.SharePool = true // the pool is the node's alone: --db-max-conns is its budget
-	n, err := node.New(pool, *cfg)
+	n, err := node.New(db, *cfg)
 	if err != nil {
 		return err
 	}
@@ -258,9 +259,9 @@ func runDaemon(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		"renew_interval", timings.RenewInterval, "local_deadline", timings.LocalDeadline,
 		"expiry_1", timings.Expiry1, "expiry_2", timings.Expiry2, "submit_timeout", timings.MaxSubmission,
 		"stop_budget", node.StopBudget(timings), "workers", cfg.Workers, "db_max_conns", *dbMaxConns,
-		"schema", cfg.Schema, "notify", !cfg.NoListen, "memory_bound", bound, "memory_limit", limit)
+		"schema", schema, "notify", !cfg.NoListen, "memory_bound", bound, "memory_limit", limit)
 	reloadOnSIGHUP(ctx, tokens, logger)
-	return database.Explain(cfg.Schema, n.Run(ctx))
+	return database.Explain(schema, n.Run(ctx))
 }
 
 func runClaimsOnly(ctx context.Context, db pgdb.DB, cfg claims.Config, logger *slog.Logger, listen string, allowedHosts []string, reg *prometheus.Registry) error {

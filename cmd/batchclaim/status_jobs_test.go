@@ -63,7 +63,7 @@ func TestStatusShowsKindsAndOneJob(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	n, err := node.New(pool, node.Config{Submitter: w,
+	n, err := node.New(dbtest.Open(t, pool, ""), node.Config{Submitter: w,
 		Claims: claims.Config{Name: "a", RenewInterval: 100 * time.Millisecond, Expiry1: 3 * time.Second, Expiry2: 12 * time.Second}})
 	if err != nil {
 		t.Fatal(err)

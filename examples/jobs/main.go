@@ -22,6 +22,7 @@ import (
 	"github.com/batchclaim/batchclaim/node"
 	"github.com/batchclaim/batchclaim/observer"
 	"github.com/batchclaim/batchclaim/periodic"
+	"github.com/batchclaim/batchclaim/pgdb"
 	"github.com/batchclaim/batchclaim/submitter"
 )
 
@@ -197,7 +198,11 @@ func run(ctx context.Context, databaseURL string, stdout io.Writer) error {
 		return err
 	}
 	finished := make(chan string, 64)
-	n, err := node.New(pool, node.Config{
+	db, err := pgdb.Open(pool, "") // the default schema
+	if err != nil {
+		return err
+	}
+	n, err := node.New(db, node.Config{
 		Claims:      claims.Config{Name: "example", RenewInterval: 200 * time.Millisecond, Expiry1: 5 * time.Second},
 		Submitter:   workers,
 		Middleware:  []submitter.Middleware{logJobs},

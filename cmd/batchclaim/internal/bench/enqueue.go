@@ -20,6 +20,7 @@ import (
 	"github.com/batchclaim/batchclaim/ingest"
 	"github.com/batchclaim/batchclaim/node"
 	"github.com/batchclaim/batchclaim/observer"
+	"github.com/batchclaim/batchclaim/pgdb"
 	"github.com/batchclaim/batchclaim/submitter"
 )
 
@@ -115,9 +116,17 @@ func startProducerNodes(ctx context.Context, c producerConfig, prefix string, id
 		p.pools = append(p.pools, pool)
 		cfg := node.Config{Claims: cc, SharePool: true, Submitter: sub, Events: events, Logger: logger}
 		if i == 0 {
-			p.nodeCfg = cfg.WithDefaults()
+			if p.nodeCfg, err = cfg.Resolve(); err != nil {
+				p.close(ctx)
+				return nil, err
+			}
 		}
-		n, err := node.New(pool, cfg)
+		nodeDB, err := pgdb.Open(pool, "")
+		if err != nil {
+			p.close(ctx)
+			return nil, err
+		}
+		n, err := node.New(nodeDB, cfg)
 		if err != nil {
 			p.close(ctx)
 			return nil, err

@@ -22,6 +22,7 @@ import (
 	"github.com/batchclaim/batchclaim/ingest"
 	"github.com/batchclaim/batchclaim/node"
 	"github.com/batchclaim/batchclaim/observer"
+	"github.com/batchclaim/batchclaim/pgdb"
 	"github.com/batchclaim/batchclaim/submitter"
 )
 
@@ -201,7 +202,11 @@ func benchPath(ctx context.Context, c pathConfig, prefix string, stderr io.Write
 		cfg := node.Config{Claims: cc, SharePool: true, Submitter: sub, Workers: c.workers,
 			BackoffBase: 10 * time.Millisecond, BackoffMax: 100 * time.Millisecond, Events: events, Logger: logger}
 		tweak(&cfg)
-		n, err := node.New(pool, cfg)
+		nodeDB, err := pgdb.Open(pool, "")
+		if err != nil {
+			return r, err
+		}
+		n, err := node.New(nodeDB, cfg)
 		if err != nil {
 			return r, err
 		}
