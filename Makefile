@@ -96,19 +96,27 @@ bench: build ## Measure every `batchclaim bench` scenario and River (at its own 
 # runs both targets.
 LONG_TESTS := ^(TestChaosShort|TestFaults|TestDemoRidesThroughFailover)$$
 
-# Parallel tests at once in the program's module (go test's default is GOMAXPROCS): its tests
-# mostly wait on the processes they start (demos, bench scenarios, a hostile instance), so on
-# 2 cores four at a time halve its wall time and leave each test's own time as it was. The
-# library's tests keep the default: they are CPU-bound.
-CLI_TEST_PARALLEL ?= 4
+# The two modules' tests run at once: the library's are mostly CPU (the race detector), the
+# program's mostly wait on the processes they start (demos, bench scenarios, a hostile
+# instance), so side by side they fill 2 cores where one after the other each left one idle.
+# Each line is prefixed with its module ([lib] or [cli]) so the two streams stay readable.
+# Parallel tests at once within a package (go test's default is GOMAXPROCS): LIB_TEST_PARALLEL
+# for the library, CLI_TEST_PARALLEL for the program, whose tests mostly sleep.
+LIB_TEST_PARALLEL ?= 4
+CLI_TEST_PARALLEL ?= 8
 
 .PHONY: test
 test: ## Run every test of both modules but the long scenarios (make test-long), with the race detector, against a real Postgres (TEST_DATABASE_URL, else a throwaway local cluster)
-	@failed=; for m in $(MODULES); do \
-	  par=; if [ "$$m" = $(CLI) ]; then par="-parallel $(CLI_TEST_PARALLEL)"; fi; \
-	  echo "== go test in $$m"; $(GO) -C $$m test -race -count=1 -timeout 30m $$par -skip '$(LONG_TESTS)' $(PKGS) || failed="$$failed $$m"; \
-	done; \
-	if [ -n "$$failed" ]; then echo "tests failed in:$$failed"; exit 1; fi
+	@start=$$(date +%s); dir=$$(mktemp -d); trap 'rm -rf '$$dir EXIT; \
+	for m in $(MODULES); do \
+	  if [ "$$m" = $(CLI) ]; then tag=cli; par=$(CLI_TEST_PARALLEL); else tag=lib; par=$(LIB_TEST_PARALLEL); fi; \
+	  ( set -o pipefail; echo "== go test in $$m"; \
+	    $(GO) -C $$m test -race -count=1 -timeout 30m -parallel $$par -skip '$(LONG_TESTS)' $(PKGS) 2>&1 | sed -u "s/^/[$$tag] /"; \
+	    echo $$? > $$dir/$$tag ) & \
+	done; wait; \
+	failed=; for t in lib cli; do [ "$$(cat $$dir/$$t 2>/dev/null)" = 0 ] || failed="$$failed $$t"; done; \
+	echo "== make test: $$(( $$(date +%s) - start )) s"; \
+	if [ -n "$$failed" ]; then echo "tests failed in:$$failed (lines prefixed [$${failed# }])"; exit 1; fi
 
 .PHONY: test-long
 test-long: ## Run the long scenarios make test leaves out (CI runs both): short chaos runs, the Patroni harness's faults, the demo through a Patroni failover
