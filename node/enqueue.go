@@ -57,13 +57,6 @@ func Retry(ctx context.Context, q pgdb.Querier, seq int64) (Change, error) {
 	return observer.Retry(ctx, q, seq)
 }
 
-// QuerierInSchema returns q with batchclaim's tables in schema (Config.Schema), for Enqueue,
-// Cancel and Retry in an application's transaction on a database migrated with
-// migrations.InSchema. See pgdb.QuerierInSchema.
-func QuerierInSchema(q pgdb.Querier, schema string) pgdb.Querier {
-	return pgdb.QuerierInSchema(q, schema)
-}
-
 // Job is one job for EnqueueMany (ingest.Job).
 type Job = ingest.Job
 

@@ -13,6 +13,7 @@ import (
 	"github.com/batchclaim/batchclaim"
 	"github.com/batchclaim/batchclaim/migrations"
 	"github.com/batchclaim/batchclaim/node"
+	"github.com/batchclaim/batchclaim/pgdb"
 	"github.com/batchclaim/batchclaim/submitter"
 	"github.com/batchclaim/batchclaim/testkit/dbtest"
 	"github.com/batchclaim/batchclaim/testkit/testutil"
@@ -50,8 +51,10 @@ func TestJobRunnerBesideAnApplication(t *testing.T) {
 		})
 	}
 	var nodes []*node.Node
+	dbs := map[string]pgdb.DB{}
 	for _, schema := range []string{"", "jobs"} {
-		n, err := node.New(dbtest.Open(t, newPool(t, url), schema), node.Config{Claims: testClaims("n" + schema), Submitter: runner(schema)})
+		dbs[schema] = dbtest.Open(t, newPool(t, url), schema)
+		n, err := node.New(dbs[schema], node.Config{Claims: testClaims("n" + schema), Submitter: runner(schema)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -68,7 +71,7 @@ func TestJobRunnerBesideAnApplication(t *testing.T) {
 				if _, err := tx.Exec(ctx, `INSERT INTO batches (id, note) VALUES ($1, $2)`, 10*i+len(schema), "order "+schema); err != nil {
 					return err
 				}
-				_, err := node.Enqueue(ctx, node.QuerierInSchema(tx, schema), "key", fmt.Sprintf("job-%d", i), nil)
+				_, err := node.Enqueue(ctx, dbs[schema].In(tx), "key", fmt.Sprintf("job-%d", i), nil)
 				return err
 			})
 			if err != nil {
