@@ -163,12 +163,17 @@ func enqueue(ctx context.Context, q pgdb.Querier, serviceID, batchID string, pay
 	if !pgdb.NoRows(err) {
 		return Stored{}, fmt.Errorf("look up stored batch: %w", err)
 	}
+	return Stored{}, ledgerTaken(ctx, qs, q, serviceID, batchID)
+}
+
+// ledgerTaken is the error of a ledger batch id refused for serviceID: it is stored under
+// another service_id, or by a transaction this one's snapshot does not see.
+func ledgerTaken(ctx context.Context, qs *db.Queries, q pgdb.Querier, serviceID, batchID string) error {
 	other, err := qs.BatchLedgerOwner(ctx, q, batchID)
 	if err != nil {
-		// Stored by a transaction this one's snapshot does not see.
-		return Stored{}, &takenError{batchID, fmt.Errorf("batch %s: %w (stored by a concurrent transaction)", batchID, ErrBatchIDTaken)}
+		return &takenError{batchID, fmt.Errorf("batch %s: %w (stored by a concurrent transaction)", batchID, ErrBatchIDTaken)}
 	}
-	return Stored{}, &takenError{batchID, fmt.Errorf("batch %s: %w %q (seq %d); not stored under %q", batchID, ErrBatchIDTaken, other.ServiceID, other.Seq, serviceID)}
+	return &takenError{batchID, fmt.Errorf("batch %s: %w %q (seq %d); not stored under %q", batchID, ErrBatchIDTaken, other.ServiceID, other.Seq, serviceID)}
 }
 
 // takenError is ErrBatchIDTaken with the batch it is about. Its message names the other
@@ -197,22 +202,23 @@ func EnqueueBatchList(ctx context.Context, q pgdb.Querier, serviceID string, lis
 	return enqueueBatches(ctx, q, serviceID, batches)
 }
 
-// enqueueBatches stores decoded batches of serviceID in order (see EnqueueBatchList).
+// enqueueBatches stores decoded batches of serviceID in order (see EnqueueBatchList): one
+// statement for each MaxEnqueueMany of them, as EnqueueMany does, so that a list of thousands
+// of batches costs a few round trips rather than one per batch.
 func enqueueBatches(ctx context.Context, q pgdb.Querier, serviceID string, batches []dlt.Batch) ([]Stored, error) {
 	out := make([]Stored, 0, len(batches))
-	repeat := false
-	for _, b := range batches {
-		s, err := enqueue(ctx, q, serviceID, b.ID, b.List, true, enqueueOptions{})
+	for len(batches) > 0 {
+		chunk := batches[:min(len(batches), MaxEnqueueMany)]
+		batches = batches[len(chunk):]
+		jobs := make([]Job, len(chunk))
+		for i, b := range chunk {
+			jobs[i] = Job{ServiceID: serviceID, BatchID: b.ID, Payload: b.List}
+		}
+		stored, err := insertMany(ctx, q, jobs, true)
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, s)
-		repeat = repeat || !s.New
-	}
-	if repeat { // once for the whole list: one commit waits for all of it
-		if err := durableRepeat(ctx, q); err != nil {
-			return nil, err
-		}
+		out = append(out, stored...)
 	}
 	return out, nil
 }

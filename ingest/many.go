@@ -58,7 +58,15 @@ func EnqueueMany(ctx context.Context, q pgdb.Querier, jobs []Job) (_ []Stored, e
 	if len(jobs) > MaxEnqueueMany {
 		return nil, fmt.Errorf("%d jobs in one call; at most %d", len(jobs), MaxEnqueueMany)
 	}
+	return insertMany(ctx, q, jobs, false)
+}
+
+// insertMany is EnqueueMany, and with ledger true the ingest API's list of ledger batches:
+// each batch id is then registered across service_ids too, and one stored under another
+// service_id fails the call with ErrBatchIDTaken (a takenError naming it).
+func insertMany(ctx context.Context, q pgdb.Querier, jobs []Job, ledger bool) ([]Stored, error) {
 	p := db.BatchesInsertManyParams{
+		Ledger:     ledger,
 		ServiceIds: make([]string, len(jobs)), BatchIds: make([]string, len(jobs)), Payloads: make([][]byte, len(jobs)),
 		RunAts: make([]time.Time, len(jobs)), MaxAttempts: make([]int32, len(jobs)), Kinds: make([]string, len(jobs)),
 		TimeoutsMs: make([]int64, len(jobs)), WakeAfterCommit: commitsAlone(q),
@@ -117,7 +125,7 @@ func EnqueueMany(ctx context.Context, q pgdb.Querier, jobs []Job) (_ []Stored, e
 		}
 	}
 	if len(before) > 0 {
-		if err := lookUpStored(ctx, qs, q, jobs, before, out); err != nil {
+		if err := lookUpStored(ctx, qs, q, jobs, before, out, ledger); err != nil {
 			return nil, err
 		}
 		// Reported stored only once as durable as new ones would be (durable.go).
@@ -142,8 +150,9 @@ func EnqueueMany(ctx context.Context, q pgdb.Querier, jobs []Job) (_ []Stored, e
 // errStoredUnseen: a job's pair was stored by a transaction this one's snapshot does not see.
 var errStoredUnseen = errors.New("stored by a concurrent transaction this transaction's snapshot does not see")
 
-// lookUpStored fills in the Seq of the jobs (by index) that were stored before.
-func lookUpStored(ctx context.Context, qs *db.Queries, q pgdb.Querier, jobs []Job, idx []int, out []Stored) error {
+// lookUpStored fills in the Seq of the jobs (by index) that were stored before. With ledger,
+// a job whose pair is not stored had its batch id refused: stored under another service_id.
+func lookUpStored(ctx context.Context, qs *db.Queries, q pgdb.Querier, jobs []Job, idx []int, out []Stored, ledger bool) error {
 	svcs, ids := make([]string, len(idx)), make([]string, len(idx))
 	for n, i := range idx {
 		svcs[n], ids[n] = jobs[i].ServiceID, jobs[i].BatchID
@@ -159,6 +168,9 @@ func lookUpStored(ctx context.Context, qs *db.Queries, q pgdb.Querier, jobs []Jo
 	}
 	for _, i := range idx {
 		seq, ok := seqs[pair{jobs[i].ServiceID, jobs[i].BatchID}]
+		if !ok && ledger {
+			return ledgerTaken(ctx, qs, q, jobs[i].ServiceID, jobs[i].BatchID)
+		}
 		if !ok {
 			return fmt.Errorf("job %d (service_id %q, batch %q): %w", i, jobs[i].ServiceID, jobs[i].BatchID, errStoredUnseen)
 		}

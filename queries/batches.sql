@@ -43,7 +43,9 @@ RETURNING seq, created_at;
 -- under the locks; the rows are then inserted in the order given, which draws seq and pos in
 -- that order. A pair stored before, or earlier in the list, is skipped by the trigger
 -- batches_key and not returned. A run-at time of year 1 (Go's zero time), an attempt limit of
--- 0, an empty kind and a timeout of 0 mean none. wake_after_commit as for BatchInsert.
+-- 0, an empty kind and a timeout of 0 mean none. wake_after_commit as for BatchInsert. ledger
+-- marks every row a ledger batch (the ingest API's lists), whose id batches_key also registers
+-- across service_ids.
 WITH input AS (
     SELECT unnest(sqlc.arg(service_ids)::text[]) AS service_id, unnest(sqlc.arg(batch_ids)::text[]) AS batch_id,
            unnest(sqlc.arg(payloads)::bytea[]) AS payload,
@@ -64,7 +66,7 @@ registered AS (
     ON CONFLICT (service_id) DO NOTHING
 )
 INSERT INTO batchclaim.batches (service_id, batch_id, payload, ledger, next_attempt_at, max_attempts, kind, timeout_ms)
-SELECT i.service_id, i.batch_id, i.payload, false, i.run_at, i.max_attempts, i.kind, i.timeout_ms
+SELECT i.service_id, i.batch_id, i.payload, sqlc.arg(ledger)::bool, i.run_at, i.max_attempts, i.kind, i.timeout_ms
 FROM input i, serial
 ORDER BY i.ord
 ON CONFLICT DO NOTHING

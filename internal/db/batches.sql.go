@@ -652,17 +652,17 @@ func (q *Queries) BatchesCancelRequested(ctx context.Context, db DBTX, arg Batch
 
 const batchesInsertMany = `-- name: BatchesInsertMany :many
 WITH input AS (
-    SELECT unnest($1::text[]) AS service_id, unnest($2::text[]) AS batch_id,
-           unnest($3::bytea[]) AS payload,
-           NULLIF(unnest($4::timestamptz[]), '0001-01-01 00:00:00+00') AS run_at,
-           NULLIF(unnest($5::int[]), 0) AS max_attempts,
-           NULLIF(unnest($6::text[]), '') AS kind,
-           NULLIF(unnest($7::bigint[]), 0) AS timeout_ms,
-           generate_series(1, cardinality($1::text[])) AS ord
+    SELECT unnest($2::text[]) AS service_id, unnest($3::text[]) AS batch_id,
+           unnest($4::bytea[]) AS payload,
+           NULLIF(unnest($5::timestamptz[]), '0001-01-01 00:00:00+00') AS run_at,
+           NULLIF(unnest($6::int[]), 0) AS max_attempts,
+           NULLIF(unnest($7::text[]), '') AS kind,
+           NULLIF(unnest($8::bigint[]), 0) AS timeout_ms,
+           generate_series(1, cardinality($2::text[])) AS ord
 ),
 serial AS (
     SELECT count(pg_advisory_xact_lock(hashtext('batchclaim.enqueue'), k.h)) AS locked,
-           CASE WHEN $8::bool THEN set_config('batchclaim_ingest.wake', 'after_commit', true) END AS wake
+           CASE WHEN $9::bool THEN set_config('batchclaim_ingest.wake', 'after_commit', true) END AS wake
     FROM (SELECT hashtext(service_id) AS h FROM input GROUP BY 1 ORDER BY 1) k
 ),
 registered AS (
@@ -671,7 +671,7 @@ registered AS (
     ON CONFLICT (service_id) DO NOTHING
 )
 INSERT INTO batchclaim.batches (service_id, batch_id, payload, ledger, next_attempt_at, max_attempts, kind, timeout_ms)
-SELECT i.service_id, i.batch_id, i.payload, false, i.run_at, i.max_attempts, i.kind, i.timeout_ms
+SELECT i.service_id, i.batch_id, i.payload, $1::bool, i.run_at, i.max_attempts, i.kind, i.timeout_ms
 FROM input i, serial
 ORDER BY i.ord
 ON CONFLICT DO NOTHING
@@ -679,6 +679,7 @@ RETURNING seq, service_id, batch_id
 `
 
 type BatchesInsertManyParams struct {
+	Ledger          bool
 	ServiceIds      []string
 	BatchIds        []string
 	Payloads        [][]byte
@@ -703,9 +704,12 @@ type BatchesInsertManyRow struct {
 // under the locks; the rows are then inserted in the order given, which draws seq and pos in
 // that order. A pair stored before, or earlier in the list, is skipped by the trigger
 // batches_key and not returned. A run-at time of year 1 (Go's zero time), an attempt limit of
-// 0, an empty kind and a timeout of 0 mean none. wake_after_commit as for BatchInsert.
+// 0, an empty kind and a timeout of 0 mean none. wake_after_commit as for BatchInsert. ledger
+// marks every row a ledger batch (the ingest API's lists), whose id batches_key also registers
+// across service_ids.
 func (q *Queries) BatchesInsertMany(ctx context.Context, db DBTX, arg BatchesInsertManyParams) ([]BatchesInsertManyRow, error) {
 	rows, err := db.Query(ctx, batchesInsertMany,
+		arg.Ledger,
 		arg.ServiceIds,
 		arg.BatchIds,
 		arg.Payloads,
