@@ -101,9 +101,12 @@ LONG_TESTS := ^(TestChaosShort|TestFaults|TestDemoRidesThroughFailover)$$
 # instance), so side by side they fill 2 cores where one after the other each left one idle.
 # Each line is prefixed with its module ([lib] or [cli]) so the two streams stay readable.
 # Parallel tests at once within a package (go test's default is GOMAXPROCS): LIB_TEST_PARALLEL
-# for the library, CLI_TEST_PARALLEL for the program, whose tests mostly sleep.
+# for the library, CLI_TEST_PARALLEL for the program, whose tests mostly sleep; and test
+# binaries at once in each module (TEST_PACKAGES; go test's default is GOMAXPROCS): with two,
+# the last packages to build (ui's browser tests among them) started only as the others ended.
 LIB_TEST_PARALLEL ?= 4
 CLI_TEST_PARALLEL ?= 8
+TEST_PACKAGES ?= 4
 
 .PHONY: test
 test: ## Run every test of both modules but the long scenarios (make test-long), with the race detector, against a real Postgres (TEST_DATABASE_URL, else a throwaway local cluster)
@@ -111,7 +114,7 @@ test: ## Run every test of both modules but the long scenarios (make test-long),
 	for m in $(MODULES); do \
 	  if [ "$$m" = $(CLI) ]; then tag=cli; par=$(CLI_TEST_PARALLEL); else tag=lib; par=$(LIB_TEST_PARALLEL); fi; \
 	  ( set -o pipefail; echo "== go test in $$m"; \
-	    $(GO) -C $$m test -race -count=1 -timeout 30m -parallel $$par -skip '$(LONG_TESTS)' $(PKGS) 2>&1 | sed -u "s/^/[$$tag] /"; \
+	    $(GO) -C $$m test -race -count=1 -timeout 30m -p $(TEST_PACKAGES) -parallel $$par -skip '$(LONG_TESTS)' $(PKGS) 2>&1 | sed -u "s/^/[$$tag] /"; \
 	    echo $$? > $$dir/$$tag ) & \
 	done; wait; \
 	failed=; for t in lib cli; do [ "$$(cat $$dir/$$t 2>/dev/null)" = 0 ] || failed="$$failed $$t"; done; \
