@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/batchclaim/batchclaim/claims"
+	"github.com/batchclaim/batchclaim/testkit/dbtest"
 )
 
 // flagNames are the run command's names of the timing knobs.
@@ -48,7 +49,7 @@ func TestConfigErrorNamesWhatWasSet(t *testing.T) {
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Fatalf("error %q\nwant it to contain %q", err, tt.want)
 			}
-			if _, err := claims.New(noDB(t), tt.cfg); err == nil || !strings.Contains(err.Error(), tt.want) {
+			if _, err := claims.New(dbtest.Unreachable(t), tt.cfg); err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Fatalf("New: error %v, want the same explanation", err)
 			}
 		})

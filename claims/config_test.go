@@ -7,6 +7,7 @@ import (
 
 	"github.com/batchclaim/batchclaim/claims"
 	"github.com/batchclaim/batchclaim/pgdb"
+	"github.com/batchclaim/batchclaim/testkit/dbtest"
 )
 
 func TestConfigDefaults(t *testing.T) {
@@ -64,7 +65,7 @@ func TestConfigRejectsEveryBrokenRule(t *testing.T) {
 			if !strings.Contains(err.Error(), tt.want) {
 				t.Fatalf("error %q does not contain %q", err, tt.want)
 			}
-			if _, err := claims.New(noDB(t), tt.cfg); err == nil || !strings.Contains(err.Error(), tt.want) {
+			if _, err := claims.New(dbtest.Unreachable(t), tt.cfg); err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Fatalf("New error = %v, want it to contain %q", err, tt.want)
 			}
 		})

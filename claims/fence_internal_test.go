@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/batchclaim/batchclaim/testkit/dbtest"
 	"github.com/batchclaim/batchclaim/testkit/testutil"
 )
 
@@ -14,7 +15,7 @@ import (
 // arrives after the fence revives the engine without bringing back the claims it dropped.
 func TestFenceSparesClaimsOfALaterRenewal(t *testing.T) {
 	t.Parallel()
-	e, err := New(noDB(t), Config{})
+	e, err := New(dbtest.Unreachable(t), Config{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,10 +6,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/batchclaim/batchclaim/pgdb"
+	"github.com/batchclaim/batchclaim/testkit/dbtest"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
-	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // noPool is a pgdb.Beginner no statement reaches.
@@ -22,28 +21,13 @@ func (noPool) Query(context.Context, string, ...any) (pgx.Rows, error) { return 
 func (noPool) QueryRow(context.Context, string, ...any) pgx.Row        { return nil }
 func (noPool) BeginTx(context.Context, pgx.TxOptions) (pgx.Tx, error)  { return nil, nil }
 
-// noDB is a DB on a pool that has not connected and is never asked to.
-func noDB(t *testing.T) pgdb.DB {
-	t.Helper()
-	pool, err := pgxpool.New(t.Context(), "postgres://127.0.0.1:1/unused")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	db, err := pgdb.Open(pool, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return db
-}
-
 // The guard's verdicts from what it observes: a new timeline with this instance's commits is
 // fine; an older timeline (a former primary still taking sessions) refuses while it is
 // reached; a new timeline without the last renewal refuses for good; a missing synchronous
 // standby refuses while it is missing, when one is required.
 func TestGuardJudge(t *testing.T) {
 	t.Parallel()
-	e, err := New(noDB(t), Config{RequireSyncStandby: true})
+	e, err := New(dbtest.Unreachable(t), Config{RequireSyncStandby: true})
 	if err != nil {
 		t.Fatal(err)
 	}

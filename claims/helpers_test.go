@@ -10,24 +10,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/batchclaim/batchclaim/claims"
-	"github.com/batchclaim/batchclaim/pgdb"
 	"github.com/batchclaim/batchclaim/testkit/dbtest"
 )
-
-// noDB is a DB on a pool that has not connected and is never asked to.
-func noDB(t *testing.T) pgdb.DB {
-	t.Helper()
-	pool, err := pgxpool.New(t.Context(), "postgres://127.0.0.1:1/unused")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	db, err := pgdb.Open(pool, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return db
-}
 
 // Small timings for tests: R = 200ms, T1 = 3s, T2 = 15s.
 var testTimings = claims.Config{RenewInterval: 200 * time.Millisecond, Expiry1: 3 * time.Second, Expiry2: 15 * time.Second}

@@ -20,11 +20,9 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/batchclaim/batchclaim/claims"
 	"github.com/batchclaim/batchclaim/observer"
-	"github.com/batchclaim/batchclaim/pgdb"
 	"github.com/batchclaim/batchclaim/testkit/dbtest"
 	"github.com/batchclaim/batchclaim/ui"
 )
@@ -241,7 +239,7 @@ type fixtureChange struct {
 // GET /api/... the views make.
 func fixtureServer(t *testing.T, change fixtureChange) *httptest.Server {
 	t.Helper()
-	h, err := ui.New(noDB(t), ui.Config{})
+	h, err := ui.New(dbtest.Unreachable(t), ui.Config{}) // only the page and its assets: a query would fail
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -599,16 +597,4 @@ func mainOf(dom string) string {
 		return m
 	}
 	return regexp.MustCompile(`(?s)<main id="overview".*?</main>`).FindString(dom)
-}
-
-// noDB is the database of the screenshots' handler: only the page and its assets are served
-// from the handler, so a query is a mistake of the test, and fails (nothing listens there).
-func noDB(t *testing.T) pgdb.DB {
-	t.Helper()
-	pool, err := pgxpool.New(t.Context(), "postgres://nobody@127.0.0.1:1/none?connect_timeout=1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	return dbtest.Open(t, pool, "")
 }

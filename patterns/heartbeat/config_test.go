@@ -5,24 +5,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-
 	"github.com/batchclaim/batchclaim/patterns/heartbeat"
 	"github.com/batchclaim/batchclaim/pgdb"
+	"github.com/batchclaim/batchclaim/testkit/dbtest"
 )
 
 func TestNewRejectsBadConfigs(t *testing.T) {
 	t.Parallel()
-	// New does no I/O: a pool that was never connected will do.
-	pool, err := pgxpool.New(t.Context(), "postgres://nobody@127.0.0.1:1/none")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
-	db, err := pgdb.Open(pool, "")
-	if err != nil {
-		t.Fatal(err)
-	}
+	db := dbtest.Unreachable(t) // New does no I/O
 	for _, tc := range []struct {
 		cfg  heartbeat.Config
 		want string
@@ -32,7 +22,7 @@ func TestNewRejectsBadConfigs(t *testing.T) {
 		{heartbeat.Config{StepInterval: -time.Second}, "StepInterval is -1s"},
 		{heartbeat.Config{ElectionInterval: time.Second, ElectionTimeout: 2 * time.Second}, "T > 2I violated"},
 	} {
-		_, err = heartbeat.New(db, tc.cfg)
+		_, err := heartbeat.New(db, tc.cfg)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("New(%+v): err %v, want %q", tc.cfg, err, tc.want)
 		}

@@ -141,3 +141,16 @@ func NewOpen(t testing.TB) pgdb.DB {
 	t.Helper()
 	return Open(t, NewPool(t), "")
 }
+
+// Unreachable returns a DB on a pool that has not connected and cannot (nothing listens at
+// its address): for constructors, which do no I/O, and for handlers that must not query. A
+// query through it fails within a second.
+func Unreachable(t testing.TB) pgdb.DB {
+	t.Helper()
+	pool, err := pgxpool.New(t.Context(), "postgres://nobody@127.0.0.1:1/none?connect_timeout=1")
+	if err != nil {
+		t.Fatalf("dbtest: %v", err)
+	}
+	t.Cleanup(pool.Close)
+	return Open(t, pool, "")
+}
