@@ -136,8 +136,8 @@ func (e *Engine) renewOn(ctx context.Context, conn *pgx.Conn) (*pgx.Conn, error)
 }
 
 // onLeaseConn runs fn on the lease's connection conn, dialled first (with the pool's settings)
-// when nil; fn and the dial may each take up to the local deadline. It returns the connection to use next time: nil after an error, so that
-// the next call dials afresh.
+// when nil; fn and the dial may each take up to the local deadline. It returns the connection
+// to use next time: nil after an error, so that the next call dials afresh.
 func (e *Engine) onLeaseConn(ctx context.Context, conn *pgx.Conn, fn func(context.Context, pgdb.Querier) error) (*pgx.Conn, error) {
 	if conn == nil {
 		dctx, cancel := context.WithTimeout(ctx, e.cfg.LocalDeadline)

@@ -222,15 +222,14 @@ func (c Config) Resolve() (Config, error) {
 
 // New builds a Node working in db (its pool, or one made with its settings: Config.SharePool,
 // and its schema). It does no I/O.
-func New(db pgdb.DB, cfg Config) (*Node, error) {
+func New(db pgdb.DB, cfg Config) (_ *Node, err error) {
 	if err := db.Err(); err != nil {
 		return nil, fmt.Errorf("node: %w", err)
 	}
 	if cfg.Submitter == nil {
 		return nil, errors.New("node: a Submitter is required")
 	}
-	cfg, err := cfg.Resolve()
-	if err != nil {
+	if cfg, err = cfg.Resolve(); err != nil {
 		return nil, err
 	}
 	if !cfg.SharePool {
@@ -238,10 +237,15 @@ func New(db pgdb.DB, cfg Config) (*Node, error) {
 		pc.MinConns, pc.MinIdleConns = 0, 0
 		// With no connection kept open, making the pool does no I/O (its context would bound
 		// only the dials of those connections): the first statement dials, once Run starts.
-		own, err := pgxpool.NewWithConfig(context.Background(), pc)
-		if err != nil {
-			return nil, fmt.Errorf("node: a pool of its own: %w", err)
+		own, perr := pgxpool.NewWithConfig(context.Background(), pc)
+		if perr != nil {
+			return nil, fmt.Errorf("node: a pool of its own: %w", perr)
 		}
+		defer func() {
+			if err != nil { // New failed: Run, which would close it, never will
+				own.Close()
+			}
+		}()
 		db = db.WithPool(own)
 	}
 	// The parts in dependency order; the hooks that point back are back's (wiring.go).

@@ -127,9 +127,9 @@ func (n *Node) consumeOne(ctx context.Context) (Command, bool, error) {
 // on a connection taken out of the pool, unless DisableListen), right after the connection
 // listens (commands queued before are not notified again), and every PollInterval in any
 // case: the fallback when a notification is lost or the connection is down. The connection
-// runs LISTEN only, which names no table; the queue is read through the DB, in its schema. The channel is the database's, shared by every schema's shards, and the
-// payload is a node id: a node of another schema with the same id drains its queue once for
-// nothing.
+// runs LISTEN only, which names no table; the queue is read through the DB, in its schema.
+// The channel is the database's, shared by every schema's shards, and the payload is a node
+// id: a node of another schema with the same id drains its queue once for nothing.
 func (n *Node) consumeLoop(ctx context.Context) {
 	wake := make(chan struct{}, 1)
 	poke := func() {
