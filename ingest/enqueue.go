@@ -42,7 +42,7 @@ func Enqueue(ctx context.Context, q pgdb.Querier, serviceID, batchID string, pay
 	if err != nil {
 		return Stored{}, err
 	}
-	st, err := enqueue(ctx, q, serviceID, batchID, payload, false, o)
+	st, err := enqueue(ctx, q, serviceID, batchID, payload, o)
 	if err == nil && !st.New {
 		err = durableRepeat(ctx, q)
 	}
@@ -123,7 +123,7 @@ func Timeout(d time.Duration) EnqueueOption {
 	}
 }
 
-func enqueue(ctx context.Context, q pgdb.Querier, serviceID, batchID string, payload []byte, ledger bool, o enqueueOptions) (st Stored, err error) {
+func enqueue(ctx context.Context, q pgdb.Querier, serviceID, batchID string, payload []byte, o enqueueOptions) (st Stored, err error) {
 	ctx, span := tracing.Start(ctx, tracing.Enqueue, tracing.ServiceID.String(serviceID), tracing.BatchID.String(batchID))
 	defer func() {
 		span.SetAttributes(tracing.Seq.Int64(st.Seq), tracing.New.Bool(st.New))
@@ -143,7 +143,8 @@ func enqueue(ctx context.Context, q pgdb.Querier, serviceID, batchID string, pay
 	// A statement that commits alone wakes the holder after its commit (see wake.go).
 	qs := db.New()
 	alone := commitsAlone(q)
-	row, err := qs.BatchInsert(ctx, q, db.BatchInsertParams{ServiceID: serviceID, BatchID: batchID, Payload: payload, Ledger: ledger,
+	// Ledger false: the ingest API's ledger batches are stored by enqueueBatches.
+	row, err := qs.BatchInsert(ctx, q, db.BatchInsertParams{ServiceID: serviceID, BatchID: batchID, Payload: payload,
 		RunAt: o.runAt, MaxAttempts: o.maxAttempts, Kind: o.kind, TimeoutMs: o.timeoutMs, WakeAfterCommit: alone})
 	if err == nil {
 		if alone {
@@ -154,8 +155,7 @@ func enqueue(ctx context.Context, q pgdb.Querier, serviceID, batchID string, pay
 	if !pgdb.NoRows(err) {
 		return Stored{}, fmt.Errorf("store batch: %w", err)
 	}
-	// A conflict: the same batch stored before (an idempotent repeat), or a ledger batch id
-	// stored under another service_id.
+	// A conflict: the same batch stored before (an idempotent repeat).
 	old, err := qs.BatchLookup(ctx, q, db.BatchLookupParams{ServiceID: serviceID, BatchID: batchID})
 	if err == nil {
 		return Stored{BatchID: batchID, Seq: old.Seq}, nil
@@ -163,7 +163,7 @@ func enqueue(ctx context.Context, q pgdb.Querier, serviceID, batchID string, pay
 	if !pgdb.NoRows(err) {
 		return Stored{}, fmt.Errorf("look up stored batch: %w", err)
 	}
-	return Stored{}, ledgerTaken(ctx, qs, q, serviceID, batchID)
+	return Stored{}, fmt.Errorf("batch %s of %q: %w", batchID, serviceID, errStoredUnseen)
 }
 
 // ledgerTaken is the error of a ledger batch id refused for serviceID: it is stored under
