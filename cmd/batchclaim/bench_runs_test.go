@@ -3,13 +3,15 @@ package main
 import (
 	"slices"
 	"testing"
+
+	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/testbin"
 )
 
 // The serial scenario on 20 jobs of one key: every job counted, and each took statements
 // and commits.
 func TestBenchSerialScenario(t *testing.T) {
 	t.Parallel()
-	bin := buildBinary(t)
+	bin := testbin.Path(t)
 	m := benchJSON(t, bin, "--scenario", "serial", "--serial-jobs", "20")
 	if m["scenario"] != "serial" {
 		t.Fatalf("scenario %v", m["scenario"])
@@ -32,7 +34,7 @@ func TestBenchSerialScenario(t *testing.T) {
 // flags that turn listening off when run has them (here a flag run has).
 func TestBenchLatencyScenario(t *testing.T) {
 	t.Parallel()
-	bin := buildBinary(t)
+	bin := testbin.Path(t)
 	m := benchJSON(t, bin, "--scenario", "latency", "--latency-batches", "4", "--latency-service-ids", "3",
 		"--latency-run-flags", "--renew-interval 300ms", "--latency-off-flags", "--halt-on-invalid=false")
 	if m["scenario"] != "latency" {
@@ -90,7 +92,7 @@ func TestBenchLatencyScenario(t *testing.T) {
 // counters agree with one another.
 func TestBenchManyClaimsScenario(t *testing.T) {
 	t.Parallel()
-	bin := buildBinary(t)
+	bin := testbin.Path(t)
 	m := benchJSON(t, bin, "--scenario", "many-claims", "--many-claims", "30", "--many-claims-last", "5",
 		"--many-claims-timeout", "20s", "--many-claims-run-flags", "--renew-interval 300ms")
 	if m["scenario"] != "many-claims" {
@@ -128,7 +130,7 @@ func TestBenchManyClaimsScenario(t *testing.T) {
 // /readyz probed and counted.
 func TestBenchDefaultsScenario(t *testing.T) {
 	t.Parallel()
-	bin := buildBinary(t)
+	bin := testbin.Path(t)
 	m := benchJSON(t, bin, "--scenario", "defaults", "--defaults-service-ids", "20", "--defaults-per-key", "3",
 		"--defaults-run-flags", "--renew-interval 300ms", "--defaults-readyz-interval", "20ms")
 	if m["scenario"] != "defaults" {

@@ -16,6 +16,7 @@ import (
 	"github.com/batchclaim/batchclaim/claims"
 	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/bench"
 	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/database"
+	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/testbin"
 	"github.com/batchclaim/batchclaim/testkit/dbtest"
 )
 
@@ -64,7 +65,7 @@ func num(m map[string]any, field string) float64 {
 // by another instance after the fault) and reported beside its target.
 func TestBenchFailoverScenario(t *testing.T) {
 	t.Parallel()
-	bin := buildBinary(t)
+	bin := testbin.Path(t)
 	m := benchJSON(t, bin, "--scenario", "failover", "--failover-instances", "2", "--failover-service-ids", "6", "--failover-repeat", "1")
 	if m["scenario"] != "failover" {
 		t.Fatalf("scenario %v", m["scenario"])
@@ -96,7 +97,7 @@ func TestBenchFailoverScenario(t *testing.T) {
 // read, the cycle-duration histogram among them.
 func TestBenchScaleScenario(t *testing.T) {
 	t.Parallel()
-	bin := buildBinary(t)
+	bin := testbin.Path(t)
 	m := benchJSON(t, bin, "--scenario", "scale", "--scale-processes", "4", "--scale-service-ids", "2000", "--scale-intervals", "3")
 	if m["scenario"] != "scale" {
 		t.Fatalf("scenario %v", m["scenario"])
@@ -219,7 +220,7 @@ func TestStmtMetricCountsLeaseRenewals(t *testing.T) {
 // dropped down to the keys with work, and every side reports its cycles and statements.
 func TestBenchChurnScenario(t *testing.T) {
 	t.Parallel()
-	bin := buildBinary(t)
+	bin := testbin.Path(t)
 	m := benchJSON(t, bin, "--scenario", "churn", "--churn-keys", "5000", "--churn-active", "250", "--churn-engines", "2",
 		"--churn-chunk-size", "500", "--churn-renew-interval", "500ms", "--churn-drop-idle-after", "1s", "--churn-window", "1500ms")
 	if m["scenario"] != "churn" {
@@ -264,7 +265,7 @@ func TestBenchChurnScenario(t *testing.T) {
 // reports every job's latencies by window, each job started and done after its enqueue began.
 func TestBenchProducerScenarios(t *testing.T) {
 	t.Parallel()
-	bin := buildBinary(t)
+	bin := testbin.Path(t)
 	shape := []string{"--producers", "4", "--producer-keys", "20"}
 	m := benchJSON(t, bin, append([]string{"--scenario", "enqueue", "--enqueue-duration", "2s"}, shape...)...)
 	hasFields(t, m, "producers", "keys", "nodes", "workers_per_node", "method", "jobs", "seconds", "jobs_per_second",

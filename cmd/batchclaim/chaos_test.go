@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/chaos"
+	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/testbin"
 	"github.com/batchclaim/batchclaim/testkit/pglocal"
 )
 
@@ -31,7 +32,7 @@ func TestChaosShort(t *testing.T) {
 		t.Skipf("no local PostgreSQL binaries: %v", err)
 	}
 	t.Parallel()
-	bin := buildBinary(t)
+	bin := testbin.Path(t)
 	seed := os.Getenv("CHAOS_SEED")
 	if seed == "" {
 		seed = "1"

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/testbin"
 	"github.com/batchclaim/batchclaim/migrations"
 	"github.com/batchclaim/batchclaim/testkit/dbtest"
 )
@@ -98,7 +99,7 @@ func TestMigrateEnqueueStatus(t *testing.T) {
 // demo --json on a small shape: the main job end to end, checked by its own summary.
 func TestDemoJSON(t *testing.T) {
 	t.Parallel()
-	bin := buildBinary(t)
+	bin := testbin.Path(t)
 	for _, flavor := range []string{"sawtooth", "scabbard"} {
 		t.Run(flavor, func(t *testing.T) {
 			t.Parallel()

@@ -14,6 +14,7 @@ import (
 
 	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/demo"
 	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/patroni"
+	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/testbin"
 )
 
 // TestDemoRidesThroughFailover runs the demo against a Patroni cluster (its multi-host URL as
@@ -37,7 +38,7 @@ func TestDemoRidesThroughFailover(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Stop(context.Background())
-	bin := buildBinary(t)
+	bin := testbin.Path(t)
 	cmd := exec.Command(bin, "demo", "--json")
 	for _, kv := range os.Environ() {
 		if !strings.HasPrefix(kv, "DATABASE_URL=") && !strings.HasPrefix(kv, "BATCHCLAIM_") {

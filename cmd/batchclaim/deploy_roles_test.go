@@ -11,6 +11,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/testbin"
 	"github.com/batchclaim/batchclaim/testkit/pglocal"
 )
 
@@ -61,7 +62,7 @@ func TestPatroniPostBootstrap(t *testing.T) {
 		t.Skipf("no psql: %v", err)
 	}
 	t.Parallel()
-	bin := buildBinary(t)
+	bin := testbin.Path(t)
 	ctx := context.Background()
 	cluster, err := pglocal.Start(ctx, pglocal.Options{})
 	if err != nil {

@@ -18,6 +18,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/subproc"
+	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/testbin"
 	"github.com/batchclaim/batchclaim/dlt"
 	"github.com/batchclaim/batchclaim/testkit/dbtest"
 	"github.com/batchclaim/batchclaim/testkit/history"
@@ -58,7 +59,7 @@ func startProc(t *testing.T, bin string, args ...string) *proc {
 // the ingest API, one run process SIGKILLed midway; everything must be committed in order.
 func TestEndToEnd(t *testing.T) {
 	t.Parallel()
-	bin := buildBinary(t)
+	bin := testbin.Path(t)
 	dbURL := dbtest.NewDB(t)
 	ctx := context.Background()
 

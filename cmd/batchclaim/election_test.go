@@ -13,6 +13,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/testbin"
 	"github.com/batchclaim/batchclaim/patterns/election"
 	"github.com/batchclaim/batchclaim/testkit/dbtest"
 	"github.com/batchclaim/batchclaim/testkit/testutil"
@@ -22,7 +23,7 @@ import (
 // test server and reports every invariant counter at 0, with the three faults staged.
 func TestElectionDemoJSON(t *testing.T) {
 	t.Parallel()
-	bin := buildBinary(t)
+	bin := testbin.Path(t)
 	// In a schema of its own: the scratch database has no batchclaim schema, so a statement
 	// or a process left in the default one fails the run.
 	cmd := exec.Command(bin, "election", "demo", "--json", "--schema", "ha")

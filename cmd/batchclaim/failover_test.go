@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"testing"
 
+	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/testbin"
 	"github.com/batchclaim/batchclaim/testkit/dbtest"
 )
 
@@ -14,7 +15,7 @@ import (
 // four invariant counters at 0 and shows the failover finished by another replica.
 func TestFailoverDemoJSON(t *testing.T) {
 	t.Parallel()
-	bin := buildBinary(t)
+	bin := testbin.Path(t)
 	cmd := exec.Command(bin, "failover", "demo", "--json", "--schema", "ha") // no batchclaim schema in its database
 	cmd.Env = append(cmd.Environ(), "DATABASE_URL="+dbtest.AdminURL(t))
 	var stdout, stderr bytes.Buffer

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/testbin"
 )
 
 // numericFlag is a numeric flag of one command as its --help lists it.
@@ -81,7 +83,7 @@ func numericFlags(t *testing.T, bin string) []numericFlag {
 // flags from the commands' --help, so a flag added without a bound fails here.
 func TestEveryNumericFlagIsBounded(t *testing.T) {
 	t.Parallel()
-	bin := buildBinary(t)
+	bin := testbin.Path(t)
 	flags := numericFlags(t, bin)
 	if len(flags) < 100 {
 		t.Fatalf("found %d numeric flags: is --help parsed?", len(flags))
@@ -142,7 +144,7 @@ func TestRunFlagBounds(t *testing.T) {
 		}
 	}
 	// From the environment, the variable is named.
-	cmd := exec.Command(buildBinary(t), base...)
+	cmd := exec.Command(testbin.Path(t), base...)
 	cmd.Env = append(cmd.Environ(), "BATCHCLAIM_WORKERS=99999999999")
 	out, err := cmd.CombinedOutput()
 	if !strings.Contains(string(out), "environment BATCHCLAIM_WORKERS 99999999999: at most 100000") {

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/testbin"
 	"github.com/batchclaim/batchclaim/dlt"
 	"github.com/batchclaim/batchclaim/testkit/dbtest"
 	"github.com/batchclaim/batchclaim/testkit/testutil"
@@ -49,7 +50,7 @@ func startSim(t *testing.T, bin string) string {
 // The profiles' command line shows no secret given as a flag.
 func TestTokenScopes(t *testing.T) {
 	t.Parallel()
-	bin := buildBinary(t)
+	bin := testbin.Path(t)
 	dir := t.TempDir()
 	tokens := map[string]string{"ingest": "tok-ingest", "read": "tok-read", "operate": "tok-operate", "debug": "tok-debug", "old": "tok-old-form"}
 	file := filepath.Join(dir, "tokens")
@@ -120,7 +121,7 @@ func TestTokenScopes(t *testing.T) {
 // environment.
 func TestSecretsOutOfArgv(t *testing.T) {
 	t.Parallel()
-	bin := buildBinary(t)
+	bin := testbin.Path(t)
 	dir := t.TempDir()
 	password, dltSecret := randomSecret(t, "pw"), randomSecret(t, "dlt")
 	dbURL := withPassword(t, dbtest.NewDB(t), password)
@@ -245,7 +246,7 @@ func TestSecretsOutOfArgv(t *testing.T) {
 // answer (the probes' reserve), while one more POST gets 503 code 31.
 func TestIngestMemoryAndProbesUnderSlowBodies(t *testing.T) {
 	t.Parallel()
-	bin := buildBinary(t)
+	bin := testbin.Path(t)
 	simAddr, addr := startSim(t, bin), mustFreeAddr(t)
 	startHostile(t, bin, "run", "--database-url", dbtest.NewDB(t), "--dlt-url", "http://"+simAddr, "--listen", addr,
 		"--max-body", "1048576", "--max-ingest-memory", "2097152", "--max-connections", "16",
@@ -313,7 +314,7 @@ func TestIngestMemoryAndProbesUnderSlowBodies(t *testing.T) {
 // Item 8: the smaller ones, each against the process that had it.
 func TestSmallerRefusals(t *testing.T) {
 	t.Parallel()
-	bin := buildBinary(t)
+	bin := testbin.Path(t)
 	nowhere := "postgres://x@127.0.0.1:1/x?connect_timeout=1"
 
 	t.Run("cancel --reason empty, or too long", func(t *testing.T) {

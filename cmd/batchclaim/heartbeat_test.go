@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/testbin"
 	"github.com/batchclaim/batchclaim/testkit/dbtest"
 )
 
@@ -15,7 +16,7 @@ import (
 // run exercised what it claims.
 func TestHeartbeatDemoJSON(t *testing.T) {
 	t.Parallel()
-	bin := buildBinary(t)
+	bin := testbin.Path(t)
 	cmd := exec.Command(bin, "heartbeat", "demo", "--json", "--schema", "ha") // no batchclaim schema in its database
 	cmd.Env = append(cmd.Environ(), "DATABASE_URL="+dbtest.AdminURL(t))
 	var stdout, stderr bytes.Buffer

@@ -15,6 +15,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/testbin"
 	"github.com/batchclaim/batchclaim/patterns/heartbeat"
 	"github.com/batchclaim/batchclaim/testkit/dbtest"
 )
@@ -123,7 +124,7 @@ func TestEveryServerIsGuarded(t *testing.T) {
 // The forged heartbeat of a page the operator opens is not stored.
 func TestEveryServerRefusesRebindingAndCrossSite(t *testing.T) {
 	t.Parallel()
-	bin := buildBinary(t)
+	bin := testbin.Path(t)
 	ctx := context.Background()
 	dbURL := dbtest.NewDB(t)
 	pool, err := pgxpool.New(ctx, dbURL)

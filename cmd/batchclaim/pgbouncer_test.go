@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/pgbouncer"
+	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/testbin"
 	"github.com/batchclaim/batchclaim/dlt"
 	"github.com/batchclaim/batchclaim/ingest"
 	"github.com/batchclaim/batchclaim/testkit/dbtest"
@@ -41,7 +42,7 @@ func TestPipelineThroughPgBouncer(t *testing.T) {
 	}
 	t.Parallel()
 	ctx := context.Background()
-	bin := buildBinary(t)
+	bin := testbin.Path(t)
 	direct, err := url.Parse(dbtest.NewDB(t))
 	if err != nil {
 		t.Fatal(err)

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/testbin"
 	"github.com/batchclaim/batchclaim/dlt"
 	"github.com/batchclaim/batchclaim/testkit/dbtest"
 )
@@ -21,7 +22,7 @@ import (
 // each, so that one that starts serving instead shows as a process still running.
 func TestEveryCommandSaysRunMigrateUp(t *testing.T) {
 	t.Parallel()
-	bin := buildBinary(t)
+	bin := testbin.Path(t)
 	dbURL := dbtest.NewDB(t) // migrated into the default schema: "nope" has no tables
 	list := filepath.Join(t.TempDir(), "list")
 	_, l := dlt.FakeBatch("svc", 0)

@@ -22,6 +22,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/testbin"
 	"github.com/batchclaim/batchclaim/dlt"
 	"github.com/batchclaim/batchclaim/testkit/dbtest"
 	"github.com/batchclaim/batchclaim/testkit/testcert"
@@ -80,7 +81,7 @@ func TestVersionCommand(t *testing.T) {
 
 // binaryWithVCS is the package's one build of the command (buildBinary), which carries the
 // VCS stamp.
-func binaryWithVCS(t *testing.T) string { return buildBinary(t) }
+func binaryWithVCS(t *testing.T) string { return testbin.Path(t) }
 
 // The built binary names the commit it was built from (the repository's VCS stamp).
 func TestVersionOfBuiltBinary(t *testing.T) {

@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"testing"
 
+	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/testbin"
 	"github.com/batchclaim/batchclaim/testkit/dbtest"
 )
 
@@ -14,7 +15,7 @@ import (
 // the takeover.
 func TestSingleflightDemoJSON(t *testing.T) {
 	t.Parallel()
-	bin := buildBinary(t)
+	bin := testbin.Path(t)
 	cmd := exec.Command(bin, "singleflight", "demo", "--json", "--processes", "3", "--keys", "3", "--duration", "6s",
 		"--schema", "ha") // no batchclaim schema in its database
 	cmd.Env = append(cmd.Environ(), "DATABASE_URL="+dbtest.AdminURL(t))

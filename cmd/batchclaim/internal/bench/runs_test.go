@@ -1,25 +1,24 @@
 package bench
 
 import (
-	"os/exec"
-	"path/filepath"
+	"fmt"
+	"os"
 	"testing"
+
+	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/testbin"
 )
 
-// buildProgram compiles batchclaim, whose run command the bench starts as processes.
-func buildProgram(t *testing.T) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), "batchclaim")
-	if out, err := exec.Command("go", "build", "-o", bin, "github.com/batchclaim/batchclaim/cmd/batchclaim").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
+func TestMain(m *testing.M) {
+	m.Run() // its exit code is the binary's when TestMain returns
+	if err := testbin.Cleanup(); err != nil {
+		fmt.Fprintln(os.Stderr, "remove the built program:", err)
 	}
-	return bin
 }
 
 // runHasFlag reads run's flags from the binary's help.
 func TestRunHasFlag(t *testing.T) {
 	t.Parallel()
-	bin := buildProgram(t)
+	bin := testbin.Path(t)
 	for name, want := range map[string]bool{"workers": true, "renew-interval": true, "no-such-flag": false, "work": false} {
 		got, err := runHasFlag(bin, name)
 		if err != nil || got != want {
