@@ -67,28 +67,14 @@ func (e *Engine) cycle(ctx context.Context) (CycleReport, error) {
 	if err != nil {
 		return rep, err
 	}
-	sctx, cancel := e.stmtCtx(ctx)
-	defer cancel()
-	sv, err := e.q.ClaimsSurvey(sctx, e.db, db.ClaimsSurveyParams{
-		Claimant: e.cfg.InstanceID, Nonce: e.nonce, Now: now, IdleMs: e.cfg.DropIdleAfter.Milliseconds(),
-	})
+	sv, fig, err := e.survey(ctx, now)
 	if err != nil {
-		return rep, fmt.Errorf("survey: %w", err)
-	}
-	e.stats.surveyHeld.Store(sv.Held)
-	e.stats.surveyAt.Store(time.Now().UnixNano())
-	if !sv.Owned {
-		return rep, fmt.Errorf("%w: the registry row of %s belongs to another process", ErrInstanceIDInUse, e.cfg.InstanceID)
+		return rep, err
 	}
 	if e.checkSurvey(ctx, sv) != "" { // guard.go: no new work
 		return rep, nil
 	}
-	live := make([]string, len(sv.Live))
-	for i, id := range sv.Live {
-		live[i] = id.String()
-	}
-	p := newPlan(figures{ServiceIDs: int(sv.ServiceIds), Free: int(sv.Free), Held: int(sv.Held), Idle: int(sv.Idle), Live: live},
-		e.cfg.InstanceID.String(), e.cfg.ShareSlack, e.cfg.DropIdleAfter > 0)
+	p := newPlan(fig, e.cfg.InstanceID.String(), e.cfg.ShareSlack, e.cfg.DropIdleAfter > 0)
 	rep.Share = p.share
 
 	if sv.Voidable {
@@ -123,13 +109,21 @@ func (e *Engine) cycle(ctx context.Context) (CycleReport, error) {
 	var rows []db.ClaimsHeldRow // our claims as the database lists them, once read
 	switch kind, n := p.take(draining, overBefore); kind {
 	case takeWithWork:
-		got, err := e.acquireWithWork(ctx, now, n, len(live), &rep)
+		got, err := e.acquireWithWork(ctx, now, n, len(fig.Live), &rep)
 		if err != nil {
 			return rep, err
 		}
 		wrote = got > 0
 	case takeFree:
-		got, err := e.acquire(ctx, now, n, &rep)
+		got, err := e.acquire(ctx, now, n, &rep, func(ctx context.Context) (int, error) {
+			sv, fig, err := e.survey(ctx, now)
+			if err != nil || e.checkSurvey(ctx, sv) != "" {
+				return 0, err
+			}
+			left := p.retake(fig)
+			rep.Share = p.share
+			return left, nil
+		})
 		if err != nil {
 			return rep, err
 		}
@@ -187,6 +181,29 @@ func (e *Engine) cycle(ctx context.Context) (CycleReport, error) {
 		e.prune(ctx)
 	}
 	return rep, nil
+}
+
+// survey reads what the cycle plans from, in one statement (ClaimsSurvey), and refuses a
+// registry row that another process took over.
+func (e *Engine) survey(ctx context.Context, now *time.Time) (db.ClaimsSurveyRow, figures, error) {
+	sctx, cancel := e.stmtCtx(ctx)
+	defer cancel()
+	sv, err := e.q.ClaimsSurvey(sctx, e.db, db.ClaimsSurveyParams{
+		Claimant: e.cfg.InstanceID, Nonce: e.nonce, Now: now, IdleMs: e.cfg.DropIdleAfter.Milliseconds(),
+	})
+	if err != nil {
+		return sv, figures{}, fmt.Errorf("survey: %w", err)
+	}
+	e.stats.surveyHeld.Store(sv.Held)
+	e.stats.surveyAt.Store(time.Now().UnixNano())
+	if !sv.Owned {
+		return sv, figures{}, fmt.Errorf("%w: the registry row of %s belongs to another process", ErrInstanceIDInUse, e.cfg.InstanceID)
+	}
+	live := make([]string, len(sv.Live))
+	for i, id := range sv.Live {
+		live[i] = id.String()
+	}
+	return sv, figures{ServiceIDs: int(sv.ServiceIds), Free: int(sv.Free), Held: int(sv.Held), Idle: int(sv.Idle), Live: live}, nil
 }
 
 // reportVoided counts, logs and hands to OnVoided the claims a cycle voided.
@@ -301,11 +318,12 @@ func (e *Engine) voidExpired(ctx context.Context, now *time.Time, rep *CycleRepo
 
 // acquire takes up to want free claims, a chunk at a time, each chunk starting at a random
 // point of the free index so that concurrent acquirers mostly read different rows. It stops
-// when a chunk comes back short.
-func (e *Engine) acquire(ctx context.Context, now *time.Time, want int, rep *CycleReport) (int, error) {
+// when a chunk comes back short. Before each chunk after the first, left says how many are
+// still to take, from a fresh survey: instances that joined meanwhile lower the target.
+func (e *Engine) acquire(ctx context.Context, now *time.Time, want int, rep *CycleReport, left func(context.Context) (int, error)) (int, error) {
 	got := 0
-	for got < want {
-		n := min(want-got, e.cfg.ChunkSize)
+	for want > 0 {
+		n := min(want, e.cfg.ChunkSize)
 		var rows []db.ClaimsAcquireRow
 		err := e.retried(ctx, rep, "acquire claims", func(ctx context.Context) (err error) {
 			rows, err = e.q.ClaimsAcquire(ctx, e.db, db.ClaimsAcquireParams{
@@ -319,6 +337,11 @@ func (e *Engine) acquire(ctx context.Context, now *time.Time, want int, rep *Cyc
 		got += len(rows)
 		if len(rows) < n {
 			break
+		}
+		if want -= n; want > 0 {
+			if want, err = left(ctx); err != nil {
+				return got, err
+			}
 		}
 	}
 	return got, nil

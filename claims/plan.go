@@ -106,6 +106,20 @@ func (p *plan) take(draining, overBefore bool) (takeKind, int) {
 	return takeNothing, 0
 }
 
+// retake is what is left to take after a chunk of takeFree, by a fresh survey's figures: the
+// target over the instances live now, less what this instance holds now. An instance that
+// started beside many others sees few of them live in its first survey, and a target read
+// once would have it take the share of all the others that had not registered yet, only to
+// give the surplus back cycles later.
+func (p *plan) retake(fig figures) int {
+	p.fig, p.free = fig, fig.Free
+	p.share = fairShare(fig.ServiceIDs, fig.Live, p.self)
+	if p.share.Rank < 0 || p.free == 0 {
+		return 0
+	}
+	return max(p.share.Target-fig.Held, 0)
+}
+
 // dropOwnIdle reports whether to drop this instance's idle claim rows (step 4).
 func (p *plan) dropOwnIdle() bool { return p.dropIdle && p.fig.Idle > 0 }
 

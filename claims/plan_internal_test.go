@@ -120,3 +120,27 @@ func TestPlan(t *testing.T) {
 		})
 	}
 }
+
+// retake: what is left to take after a chunk, by a fresh survey.
+func TestPlanRetake(t *testing.T) {
+	t.Parallel()
+	alone := figures{ServiceIDs: 100, Free: 100, Live: []string{"a"}}
+	for _, tc := range []struct {
+		name   string
+		fig    figures
+		self   string
+		left   int
+		target int
+	}{
+		{"a peer joined: the share of two, less what is held", figures{ServiceIDs: 100, Free: 90, Held: 10, Live: []string{"a", "b"}}, "a", 40, 50},
+		{"nobody joined: the rest of the share", figures{ServiceIDs: 100, Free: 90, Held: 10, Live: []string{"a"}}, "a", 90, 100},
+		{"already over the new share: nothing", figures{ServiceIDs: 100, Free: 60, Held: 40, Live: []string{"a", "b", "c"}}, "a", 0, 34},
+		{"no free row left: nothing", figures{ServiceIDs: 100, Free: 0, Held: 30, Live: []string{"a", "b"}}, "a", 0, 50},
+		{"our lease left phase one: nothing", figures{ServiceIDs: 100, Free: 90, Held: 10, Live: []string{"b"}}, "a", 0, 0},
+	} {
+		p := newPlan(alone, tc.self, 0, false)
+		if left := p.retake(tc.fig); left != tc.left || p.share.Target != tc.target {
+			t.Errorf("%s: retake = %d with target %d, want %d with target %d", tc.name, left, p.share.Target, tc.left, tc.target)
+		}
+	}
+}
