@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -33,6 +34,9 @@ type producerConfig struct {
 	window    time.Duration
 	bulkJobs  int
 	bulkRuns  int
+	// steady: a session holds one REPEATABLE READ snapshot from before the producers start
+	// until every job completed, so no dead row of the run can be vacuumed
+	holdSnapshot bool
 }
 
 // idArgs is a job that carries the id the producer gave it, so that its start and end can
@@ -322,6 +326,7 @@ type steadyResult struct {
 	Rate          float64        `json:"rate_asked"`
 	RateAchieved  float64        `json:"rate_achieved"`
 	WindowSeconds float64        `json:"window_s"`
+	HeldSnapshot  bool           `json:"held_snapshot"`
 	All           steadyWindow   `json:"all"`
 	Windows       []steadyWindow `json:"windows"`
 }
@@ -342,6 +347,14 @@ func runSteady(ctx context.Context, serverURL string, c config, pc producerConfi
 	if err := rig.start(ctx); err != nil {
 		return r, err
 	}
+	if pc.holdSnapshot {
+		release, err := holdSnapshot(ctx, rig.pool)
+		if err != nil {
+			return r, err
+		}
+		defer release()
+		r.HeldSnapshot = true
+	}
 	start := time.Now()
 	n, calls, err := produce(ctx, pc.producers, pc.duration, pc.rate, rig.clock, func(ctx context.Context, id string) error {
 		_, err := rig.insert.Insert(ctx, idArgs{ID: id}, nil)
@@ -360,6 +373,33 @@ func runSteady(ctx context.Context, serverURL string, c config, pc producerConfi
 	defer rig.clock.mu.Unlock()
 	r.Windows, r.All, err = steadyWindows(start, pc.window, rig.clock.sent, rig.clock.started, rig.clock.done)
 	return r, err
+}
+
+// holdSnapshot opens a REPEATABLE READ transaction on a connection of its own and reads in
+// it, so the session holds one snapshot (its backend_xmin) until release (as batchclaim's
+// steady scenario does with --steady-hold-snapshot).
+func holdSnapshot(ctx context.Context, pool *pgxpool.Pool) (release func(), err error) {
+	conn, err := pgx.ConnectConfig(ctx, pool.Config().ConnConfig.Copy())
+	if err != nil {
+		return nil, fmt.Errorf("hold a snapshot: %w", err)
+	}
+	tx, err := conn.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
+	var held bool
+	if err == nil {
+		err = tx.QueryRow(ctx, `SELECT backend_xmin IS NOT NULL FROM pg_stat_activity WHERE pid = pg_backend_pid()`).Scan(&held)
+	}
+	if err == nil && !held {
+		err = errors.New("the session shows no backend_xmin")
+	}
+	if err != nil {
+		_ = conn.Close(context.WithoutCancel(ctx))
+		return nil, fmt.Errorf("hold a snapshot: %w", err)
+	}
+	return func() {
+		ctx := context.WithoutCancel(ctx)
+		_ = tx.Rollback(ctx)
+		_ = conn.Close(ctx)
+	}, nil
 }
 
 // bulkResult is the river-bulk line.

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -12,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/batchclaim/batchclaim"
@@ -38,7 +40,10 @@ type producerConfig struct {
 	window    time.Duration // steady: the latencies are reported per window of arrival
 	bulkJobs  int           // bulk: jobs of one call
 	bulkRuns  int           // bulk: calls, each timed
-	keep      bool
+	// steady: a session of the scratch database holds one REPEATABLE READ snapshot from before
+	// the producers start until every job ended, so no dead row of the run can be vacuumed
+	holdSnapshot bool
+	keep         bool
 }
 
 // producerNodes is the scenario's scratch database with its nodes running, and what they
@@ -403,6 +408,7 @@ type steadyResult struct {
 	CallP99Ms     float64        `json:"call_p99_ms"`
 	CallMaxMs     float64        `json:"call_max_ms"`
 	WindowSeconds float64        `json:"window_s"`
+	HeldSnapshot  bool           `json:"held_snapshot"`
 	All           steadyWindow   `json:"all"`
 	Windows       []steadyWindow `json:"windows"`
 }
@@ -416,6 +422,9 @@ const steadyMethod = "producers goroutines enqueue (ingest.Enqueue, one job a ca
 func (r steadyResult) print(w io.Writer) {
 	fmt.Fprintf(w, "steady: %.0f jobs/s asked (%.0f achieved) by %d producers over %d keys, %d nodes (run's defaults, %d workers each)\n",
 		r.Rate, r.RateAchieved, r.Producers, r.Keys, r.Nodes, r.NodeWorkers)
+	if r.HeldSnapshot {
+		fmt.Fprintln(w, "  a REPEATABLE READ snapshot held for the whole run: no dead row of it could be vacuumed")
+	}
 	fmt.Fprintf(w, "  enqueue call p50 %.2f ms, p99 %.2f ms, max %.1f ms\n", r.CallP50Ms, r.CallP99Ms, r.CallMaxMs)
 	fmt.Fprintf(w, "  %-8s %6s %22s %22s\n", "from s", "jobs", "start p50/p99/max ms", "done p50/p99/max ms")
 	for i, x := range append(slices.Clip(r.Windows), r.All) {
@@ -445,6 +454,14 @@ func benchSteady(ctx context.Context, c producerConfig, info io.Writer) (steadyR
 		return r, err
 	}
 	defer pool.Close()
+	if c.holdSnapshot {
+		release, err := holdSnapshot(ctx, pool)
+		if err != nil {
+			return r, err
+		}
+		defer release()
+		r.HeldSnapshot = true
+	}
 	start := time.Now()
 	n, calls, err := produce(ctx, c.producers, keys, c.duration, c.rate, p.clock, func(ctx context.Context, key, id string) error {
 		_, err := ingest.Enqueue(ctx, pool, key, id, []byte("{}"))
@@ -463,6 +480,34 @@ func benchSteady(ctx context.Context, c producerConfig, info io.Writer) (steadyR
 	defer p.clock.mu.Unlock()
 	r.Windows, r.All, err = steadyWindows(start, c.window, p.clock.sent, p.clock.started, p.clock.done)
 	return r, err
+}
+
+// holdSnapshot opens a REPEATABLE READ transaction on a connection of its own and reads in
+// it, so the session holds one snapshot (its backend_xmin) until release: what a long report
+// or a forgotten transaction does to a queue's table, whose dead rows vacuum may not remove
+// while the snapshot could still see them.
+func holdSnapshot(ctx context.Context, pool *pgxpool.Pool) (release func(), err error) {
+	conn, err := pgx.ConnectConfig(ctx, pool.Config().ConnConfig.Copy())
+	if err != nil {
+		return nil, fmt.Errorf("hold a snapshot: %w", err)
+	}
+	tx, err := conn.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
+	var held bool
+	if err == nil {
+		err = tx.QueryRow(ctx, `SELECT backend_xmin IS NOT NULL FROM pg_stat_activity WHERE pid = pg_backend_pid()`).Scan(&held)
+	}
+	if err == nil && !held {
+		err = errors.New("the session shows no backend_xmin")
+	}
+	if err != nil {
+		_ = conn.Close(context.WithoutCancel(ctx))
+		return nil, fmt.Errorf("hold a snapshot: %w", err)
+	}
+	return func() {
+		ctx := context.WithoutCancel(ctx)
+		_ = tx.Rollback(ctx)
+		_ = conn.Close(ctx)
+	}, nil
 }
 
 // bulkResult is the bulk scenario's JSON line.

@@ -69,6 +69,7 @@ func (s *settings) define(fs *flag.FlagSet) {
 	fs.IntVar(&s.producer.bulkJobs, "bulk-jobs", 10000, "bulk: jobs of one EnqueueMany call")
 	fs.IntVar(&s.producer.bulkRuns, "bulk-runs", 5, "bulk: calls, each timed")
 	fs.DurationVar(&s.producer.window, "steady-window", 10*time.Second, "steady: latencies are reported per window of this length")
+	fs.BoolVar(&s.producer.holdSnapshot, "steady-hold-snapshot", false, "steady: a session holds one REPEATABLE READ snapshot for the whole run, so no dead row of it can be vacuumed")
 
 	fs.IntVar(&s.latency.batches, "latency-batches", 40, "latency: batches POSTed one at a time, in each of the two runs")
 	fs.IntVar(&s.latency.serviceIDs, "latency-service-ids", 10, "latency: service_ids the batches go to, in turn")

@@ -6,10 +6,11 @@ import (
 	"testing"
 
 	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/testbin"
+	"github.com/batchclaim/batchclaim/testkit/dbtest"
 )
 
 func TestMain(m *testing.M) {
-	m.Run() // its exit code is the binary's when TestMain returns
+	dbtest.Main(m) // m.Run's exit code is the binary's when TestMain returns
 	if err := testbin.Cleanup(); err != nil {
 		fmt.Fprintln(os.Stderr, "remove the built program:", err)
 	}

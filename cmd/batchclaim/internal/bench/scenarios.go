@@ -44,7 +44,7 @@ var scenarios = []scenario{
 	{name: "bulk", help: "timed calls of ingest.EnqueueMany, no node working: seconds a call",
 		flags: []string{"bulk-jobs", "bulk-runs", "producer-keys"}, run: runBulk},
 	{name: "steady", help: "producers at a fixed rate: enqueue to start and to done, p50/p99/max per window",
-		flags: []string{"steady-rate", "steady-duration", "steady-window", "producers", "producer-keys", "producer-nodes"}, run: runSteady},
+		flags: []string{"steady-rate", "steady-duration", "steady-window", "steady-hold-snapshot", "producers", "producer-keys", "producer-nodes"}, run: runSteady},
 	{name: "defaults", help: "two `run` processes with default flags: batches per second, /readyz probed meanwhile",
 		flags: []string{"defaults-service-ids", "defaults-per-key", "defaults-run-flags", "defaults-readyz-interval", "defaults-timeout"}, run: runDefaults},
 	{name: "latency", help: "idle latency of two `run` processes, enqueue to POST and to done: listening, polling",
