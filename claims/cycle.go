@@ -2,6 +2,7 @@ package claims
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -33,7 +34,8 @@ type CycleReport struct {
 //     the number of service_ids and free ones, whether any claim waits to be voided, a
 //     fingerprint of our own claims and how many of them are idle past DropIdleAfter;
 //  3. only if the survey says there is something to do: void expired claims (two-phase),
-//     take free ones up to the fair-share target, give back idle surplus once we have been
+//     take free ones up to the fair-share target (surveying again between chunks of a large
+//     acquisition, so peers that registered meanwhile count), give back idle surplus once we have been
 //     over the target for two cycles in a row, drop idle claim rows. Each is a READ COMMITTED
 //     statement over a bounded chunk of rows that skips rows others have locked, so one
 //     locked row delays no one and no statement holds many locks for long;
@@ -117,8 +119,14 @@ func (e *Engine) cycle(ctx context.Context) (CycleReport, error) {
 	case takeFree:
 		got, err := e.acquire(ctx, now, n, &rep, func(ctx context.Context) (int, error) {
 			sv, fig, err := e.survey(ctx, now)
-			if err != nil || e.checkSurvey(ctx, sv) != "" {
+			if errors.Is(err, ErrInstanceIDInUse) {
 				return 0, err
+			}
+			if err != nil || e.checkSurvey(ctx, sv) != "" {
+				// Stop taking; the cycle still adopts what it took. The next cycle's survey
+				// meets the error again if it lasts.
+				e.log.Debug("claim cycle: stopped acquiring after a survey failed", "error", err)
+				return 0, nil
 			}
 			left := p.retake(fig)
 			rep.Share = p.share
@@ -318,11 +326,13 @@ func (e *Engine) voidExpired(ctx context.Context, now *time.Time, rep *CycleRepo
 
 // acquire takes up to want free claims, a chunk at a time, each chunk starting at a random
 // point of the free index so that concurrent acquirers mostly read different rows. It stops
-// when a chunk comes back short. Before each chunk after the first, left says how many are
-// still to take, from a fresh survey: instances that joined meanwhile lower the target.
+// when a chunk comes back short. After the 1st, 2nd, 4th, 8th... full chunk, when more are
+// wanted, left says how many are still to take, from a fresh survey: instances that joined
+// meanwhile lower the target. (The survey counts the claims table; spacing them out bounds
+// an acquisition of many chunks to a logarithm of them.)
 func (e *Engine) acquire(ctx context.Context, now *time.Time, want int, rep *CycleReport, left func(context.Context) (int, error)) (int, error) {
 	got := 0
-	for want > 0 {
+	for chunks := 1; want > 0; chunks++ {
 		n := min(want, e.cfg.ChunkSize)
 		var rows []db.ClaimsAcquireRow
 		err := e.retried(ctx, rep, "acquire claims", func(ctx context.Context) (err error) {
@@ -338,7 +348,7 @@ func (e *Engine) acquire(ctx context.Context, now *time.Time, want int, rep *Cyc
 		if len(rows) < n {
 			break
 		}
-		if want -= n; want > 0 {
+		if want -= n; want > 0 && chunks&(chunks-1) == 0 {
 			if want, err = left(ctx); err != nil {
 				return got, err
 			}

@@ -43,8 +43,9 @@ type figures struct {
 //  2. dropFreeFirst: drop idle free rows before anyone takes them, since acquiring a row only
 //     to drop it later costs an epoch, two claim events and a place in someone's set;
 //  3. take: acquire up to the fair-share target (only rows with work while idle free rows
-//     are still being dropped), or give back surplus idle claims once over the target by
-//     more than the slack for two cycles in a row;
+//     are still being dropped; retake recomputes what is left from a survey between chunks),
+//     or give back surplus idle claims once over the target by more than the slack for two
+//     cycles in a row;
 //  4. dropOwnIdle: drop this instance's idle claim rows;
 //  5. over: whether this cycle ends over the target, for the next cycle's step 3.
 type plan struct {
@@ -52,7 +53,7 @@ type plan struct {
 	slack    int  // Config.ShareSlack
 	dropIdle bool // Config.DropIdleAfter > 0
 	fig      figures
-	free     int // free rows: the survey's, plus those this cycle voided, less those it dropped
+	free     int // free rows: the survey's, plus those this cycle voided, less those it dropped (a retake's survey replaces it)
 	share    Share
 }
 

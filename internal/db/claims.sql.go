@@ -150,8 +150,8 @@ before_start AS (
 ),
 pick AS (
     -- The rows after the start point, then (only if those were too few: the LIMIT stops the
-    -- Append before it reads its second part) those before it: a chunk locks no more rows
-    -- than it takes.
+    -- Append before it reads its second part) those before it: a chunk locks at most max free
+    -- rows, not max on each side of the start.
     (SELECT a.service_id FROM after_start a)
     UNION ALL
     (SELECT b.service_id FROM before_start b)
