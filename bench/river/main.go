@@ -109,7 +109,7 @@ func main() {
 	scenario := fs.String("scenario", "river", "river (the backlog of no-op jobs) | enqueue | steady | bulk (the producer scenarios of `batchclaim bench`)")
 	var pc producerConfig
 	fs.IntVar(&pc.producers, "producers", 16, "enqueue, steady: goroutines that insert, through a client and a pool of their own (one connection each)")
-	fs.DurationVar(&pc.duration, "duration", 20*time.Second, "enqueue, steady: how long the producers run")
+	fs.DurationVar(&pc.duration, "duration", 0, "enqueue, steady: how long the producers run (0: 20s for enqueue, 1m for steady, as batchclaim bench's --enqueue-duration and --steady-duration)")
 	fs.Float64Var(&pc.rate, "rate", 600, "steady: jobs per second asked for")
 	fs.DurationVar(&pc.window, "window", 10*time.Second, "steady: latencies are reported per window of this length")
 	fs.IntVar(&pc.bulkJobs, "bulk-jobs", 10000, "bulk: jobs of one InsertManyFast call")
@@ -131,8 +131,14 @@ func main() {
 		usage("--jobs must be at least 1, --workers and --conns not negative")
 	case *cooldown < 0 || *pollInterval < 0 || *timeout <= 0:
 		usage("--fetch-cooldown and --fetch-poll-interval must not be negative, --timeout positive")
-	case pc.producers < 1 || pc.duration <= 0 || pc.rate <= 0 || pc.window <= 0 || pc.bulkJobs < 1 || pc.bulkRuns < 1:
-		usage("--producers, --bulk-jobs and --bulk-runs must be at least 1, --duration, --rate and --window positive")
+	case pc.producers < 1 || pc.duration < 0 || pc.rate <= 0 || pc.window <= 0 || pc.bulkJobs < 1 || pc.bulkRuns < 1:
+		usage("--producers, --bulk-jobs and --bulk-runs must be at least 1, --duration not negative, --rate and --window positive")
+	}
+	if pc.duration == 0 {
+		pc.duration = 20 * time.Second
+		if *scenario == "steady" {
+			pc.duration = time.Minute
+		}
 	}
 	c := config{tuning: *name, t: tuning{fetchCooldown: cmp.Or(*cooldown, t.fetchCooldown),
 		fetchPollInterval: cmp.Or(*pollInterval, t.fetchPollInterval), workers: cmp.Or(*workers, t.workers)},

@@ -21,7 +21,7 @@ var (
 	reHelpFlag = regexp.MustCompile(`(?m)^\s+-{1,2}([a-z][a-z0-9-]*)\b`)
 	reUsage    = regexp.MustCompile(`Usage: batchclaim [a-z-]+ ([a-z-]+(?:\|[a-z-]+)+)`)
 	reDocFlag  = regexp.MustCompile(`(?:^|[^A-Za-z0-9_-])--([a-z][a-z0-9-]*)`)
-	reRiverArg = regexp.MustCompile(`fs\.[A-Za-z]+\("([a-z][a-z0-9-]*)"`)
+	reRiverArg = regexp.MustCompile(`fs\.[A-Za-z0-9]+\((?:&[A-Za-z.]+, )?"([a-z][a-z0-9-]*)"`)
 )
 
 // helpFlags returns every flag the binary's help lists, for every command and subcommand
