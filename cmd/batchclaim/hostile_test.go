@@ -23,6 +23,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/testbin"
 	"github.com/batchclaim/batchclaim/dlt"
 	"github.com/batchclaim/batchclaim/testkit/dbtest"
 	"github.com/batchclaim/batchclaim/testkit/testcert"
@@ -225,7 +226,7 @@ func bigList(svc string, size int, bad bool) []byte {
 // tokens (as most first deployments run), its database link through a proxy that can cut it.
 func TestHostile(t *testing.T) {
 	t.Parallel()
-	bin := binaryWithVCS(t)
+	bin := testbin.Path(t)
 	ctx := t.Context()
 	dbURL := dbtest.NewDB(t)
 	admin, err := pgxpool.New(ctx, dbURL)
@@ -574,7 +575,7 @@ func TestHostile(t *testing.T) {
 // token longer than 64 KiB), TLS, and its ledger credential in a file.
 func TestHostileWithTokens(t *testing.T) {
 	t.Parallel()
-	bin := binaryWithVCS(t)
+	bin := testbin.Path(t)
 	dir := t.TempDir()
 	long := strings.Repeat("k", 70<<10)
 	tokenFile := filepath.Join(dir, "tokens")
@@ -683,7 +684,7 @@ func TestHostileWithTokens(t *testing.T) {
 // start with one line naming the flag; `status` prints stored text escaped.
 func TestHostileCommands(t *testing.T) {
 	t.Parallel()
-	bin := binaryWithVCS(t)
+	bin := testbin.Path(t)
 	dir := t.TempDir()
 	list := filepath.Join(dir, "list")
 	_, l := dlt.FakeBatch("svc", 0)
@@ -754,7 +755,7 @@ func TestHostileCommands(t *testing.T) {
 // which cannot write.
 func TestLeastPrivilegeRoles(t *testing.T) {
 	t.Parallel()
-	bin := binaryWithVCS(t)
+	bin := testbin.Path(t)
 	ctx := context.Background()
 	adminURL, err := url.Parse(dbtest.AdminURL(t))
 	if err != nil {

@@ -79,10 +79,6 @@ func TestVersionCommand(t *testing.T) {
 	}
 }
 
-// binaryWithVCS is the package's one build of the command (buildBinary), which carries the
-// VCS stamp.
-func binaryWithVCS(t *testing.T) string { return testbin.Path(t) }
-
 // The built binary names the commit it was built from (the repository's VCS stamp).
 func TestVersionOfBuiltBinary(t *testing.T) {
 	t.Parallel()
@@ -92,7 +88,7 @@ func TestVersionOfBuiltBinary(t *testing.T) {
 	if err := exec.Command("git", "rev-parse", "--git-dir").Run(); err != nil {
 		t.Skip("not in a git work tree: builds carry no VCS stamp")
 	}
-	out, err := exec.Command(binaryWithVCS(t), "version").CombinedOutput()
+	out, err := exec.Command(testbin.Path(t), "version").CombinedOutput()
 	if err != nil {
 		t.Fatalf("version: %v %s", err, out)
 	}
@@ -116,7 +112,7 @@ func randomSecret(t *testing.T, prefix string) string {
 // process, nor any command output, holds a secret.
 func TestSecretsNeverLogged(t *testing.T) {
 	t.Parallel()
-	bin := binaryWithVCS(t)
+	bin := testbin.Path(t)
 	ctx := t.Context()
 	password, token, token2, dltSecret, dltPassword := randomSecret(t, "pw"), randomSecret(t, "tok"), randomSecret(t, "tok"), randomSecret(t, "dlt"), randomSecret(t, "dltpw")
 
