@@ -42,7 +42,7 @@ func Example_jobRunner() {
 		panic(err)
 	}
 	n, err := node.New(db, node.Config{
-		Claims: claims.Config{RenewInterval: 100 * time.Millisecond, Expiry1: time.Second},
+		Claims: claims.Config{RenewInterval: 100 * time.Millisecond, Expiry1: 5 * time.Second},
 		Submitter: submitter.SubmitterFunc(func(ctx context.Context, b batchclaim.Batch) (batchclaim.Result, error) {
 			mu.Lock()
 			defer mu.Unlock()
@@ -98,7 +98,7 @@ func Example_retries() {
 		panic(err)
 	}
 	n, err := node.New(db, node.Config{
-		Claims:      claims.Config{RenewInterval: 100 * time.Millisecond, Expiry1: time.Second},
+		Claims:      claims.Config{RenewInterval: 100 * time.Millisecond, Expiry1: 5 * time.Second},
 		BackoffBase: 10 * time.Millisecond,
 		Submitter: submitter.SubmitterFunc(func(ctx context.Context, b batchclaim.Batch) (batchclaim.Result, error) {
 			mu.Lock()
@@ -180,7 +180,7 @@ func Example_ledger() {
 		panic(err)
 	}
 	n, err := node.New(db, node.Config{
-		Claims:    claims.Config{RenewInterval: 100 * time.Millisecond, Expiry1: time.Second},
+		Claims:    claims.Config{RenewInterval: 100 * time.Millisecond, Expiry1: 5 * time.Second},
 		Submitter: client, Statuses: client,
 		Events: observer.Events{StatusChanged: func(t observer.Transition) {
 			if t.To == batchclaim.StateCommitted {
@@ -232,7 +232,7 @@ func ExampleEnqueueMany() {
 		panic(err)
 	}
 	n, err := node.New(db, node.Config{
-		Claims: claims.Config{RenewInterval: 100 * time.Millisecond, Expiry1: time.Second},
+		Claims: claims.Config{RenewInterval: 100 * time.Millisecond, Expiry1: 5 * time.Second},
 		Submitter: submitter.SubmitterFunc(func(ctx context.Context, b batchclaim.Batch) (batchclaim.Result, error) {
 			mu.Lock()
 			defer mu.Unlock()

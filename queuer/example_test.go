@@ -69,7 +69,7 @@ func ExampleQueuer() {
 
 	var q *queuer.Queuer // set below; the hooks run only once the parts run
 	eng, err := claims.New(db, claims.Config{
-		RenewInterval: 100 * time.Millisecond, Expiry1: time.Second,
+		RenewInterval: 100 * time.Millisecond, Expiry1: 5 * time.Second,
 		OnGained: func(c claims.Claim) { q.Dirty(c.ServiceID) },
 	})
 	if err != nil {
