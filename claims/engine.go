@@ -182,9 +182,8 @@ func (e *Engine) Run(ctx context.Context) error {
 	e.startLease()
 	t := time.NewTicker(e.cfg.RenewInterval)
 	defer t.Stop()
-	gap := min(max(e.cfg.RenewInterval/10, 20*time.Millisecond), 250*time.Millisecond)
+	early := kickPacer{gap: min(max(e.cfg.RenewInterval/10, 20*time.Millisecond), 250*time.Millisecond)}
 	for {
-		last := time.Now()
 		if _, err := e.Cycle(ctx); err != nil && ctx.Err() == nil {
 			e.log.Warn("claim cycle failed", "error", err)
 		}
@@ -193,15 +192,31 @@ func (e *Engine) Run(ctx context.Context) error {
 			return ctx.Err()
 		case <-t.C:
 		case <-e.kick:
-			// Early, but not more often than every RenewInterval/10 (at least 20ms apart,
-			// at most 250ms): a burst of new service_ids costs a few cycles, not one each.
 			select {
 			case <-ctx.Done():
 				return ctx.Err()
-			case <-time.After(time.Until(last.Add(gap))):
+			case <-time.After(early.wait(time.Now())):
 			}
 		}
 	}
+}
+
+// kickPacer spaces the cycles Run runs early on a Kick: at least gap apart (RenewInterval/10,
+// at least 20ms and at most 250ms), so that a burst of new service_ids costs a few cycles, not
+// one each. The gap runs from the last early cycle, not from the last cycle: a Kick just after
+// a cycle on the ticker (claims another instance gave back at its own cycle, when instances
+// that started together run their cycles at the same moments) runs a cycle at once, so the
+// jobs of those claims wait for one cycle, not for the gap.
+type kickPacer struct {
+	gap  time.Duration
+	last time.Time // when the last early cycle was due
+}
+
+// wait returns how long after now the early cycle a Kick asks for may run, and counts it run.
+func (p *kickPacer) wait(now time.Time) time.Duration {
+	d := max(p.last.Add(p.gap).Sub(now), 0)
+	p.last = now.Add(d)
+	return d
 }
 
 // Kick asks Run for a claim cycle soon rather than at the next RenewInterval: a service_id
