@@ -81,7 +81,7 @@ func (c *jobClock) note(m map[string]time.Time, id string, t time.Time) {
 
 // startProducerNodes creates the scratch database, registers the keys, starts the nodes with
 // run's defaults (a Submitter that does nothing and says Done) and waits until they hold
-// every key, so that the producers measure the steady state.
+// every key, each its fair share, so that the producers measure the steady state.
 func startProducerNodes(ctx context.Context, c producerConfig, prefix string, ids []string, info io.Writer) (*producerNodes, error) {
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	db, admin, err := scratchWithAdmin(ctx, prefix, c.keep, info)
@@ -144,14 +144,21 @@ func startProducerNodes(ctx context.Context, c producerConfig, prefix string, id
 			}
 		}()
 	}
-	deadline := time.Now().Add(2 * time.Minute)
+	began := time.Now()
+	deadline := began.Add(2 * time.Minute)
 	for {
-		var held int
-		if err := admin.QueryRow(ctx, `SELECT count(*) FROM batchclaim.service_id_claims WHERE claimant IS NOT NULL`).Scan(&held); err != nil {
+		// Every key held, by every node, each holding its fair share (within one): a node that
+		// started first takes every key and gives half back at a later cycle, and jobs of the
+		// keys in between wait for the handover; the scenarios measure what comes after.
+		var held, holders, most, least int
+		if err := admin.QueryRow(ctx, `SELECT COALESCE(sum(n), 0), count(*), COALESCE(max(n), 0), COALESCE(min(n), 0)
+			FROM (SELECT count(*) AS n FROM batchclaim.service_id_claims WHERE claimant IS NOT NULL GROUP BY claimant) h`).
+			Scan(&held, &holders, &most, &least); err != nil {
 			p.close(ctx)
 			return nil, err
 		}
-		if held == len(ids) {
+		if held == len(ids) && holders == c.nodes && most-least <= 1 {
+			fmt.Fprintf(info, "the %d nodes hold the %d keys, %d to %d each, after %.1f s\n", holders, held, least, most, time.Since(began).Seconds())
 			return p, nil
 		}
 		if err := p.failed(); err != nil {
@@ -160,7 +167,7 @@ func startProducerNodes(ctx context.Context, c producerConfig, prefix string, id
 		}
 		if time.Now().After(deadline) {
 			p.close(ctx)
-			return nil, fmt.Errorf("the nodes hold %d of %d keys after 2 minutes", held, len(ids))
+			return nil, fmt.Errorf("after 2 minutes the %d nodes hold %d of %d keys, %d nodes %d to %d each", c.nodes, held, len(ids), holders, least, most)
 		}
 		select {
 		case <-ctx.Done():
@@ -349,7 +356,7 @@ type enqueueResult struct {
 
 const enqueueMethod = "producers goroutines call ingest.Enqueue (one job, no transaction of their own) as fast as they can " +
 	"on a pool of their own (one connection each), to the keys in turn, while the nodes (run's defaults, a Submitter " +
-	"that does nothing) hold every key and work the jobs off; jobs enqueued over the seconds they ran"
+	"that does nothing) hold every key, each its fair share, and work the jobs off; jobs enqueued over the seconds they ran"
 
 func (r enqueueResult) print(w io.Writer) {
 	fmt.Fprintf(w, "enqueue: %d producers calling ingest.Enqueue as fast as they can over %d keys, %d nodes (run's defaults, %d workers each) working\n",
@@ -415,7 +422,7 @@ type steadyResult struct {
 
 const steadyMethod = "producers goroutines enqueue (ingest.Enqueue, one job a call) at a fixed arrival rate (job n due n/rate " +
 	"seconds from the start, a late one at once), to the keys in turn, while the nodes (run's defaults, a Submitter that " +
-	"does nothing) hold every key; each job's latency runs from the start of its enqueue call to its Submitter's call " +
+	"does nothing) hold every key, each its fair share; each job's latency runs from the start of its enqueue call to its Submitter's call " +
 	"(start) and to the StatusChanged event of its COMMITTED write (done), in this process's clock, grouped by the " +
 	"window its enqueue began in"
 
