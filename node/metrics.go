@@ -64,7 +64,7 @@ func (m *metrics) register(reg prometheus.Registerer, eng *claims.Engine, busy f
 	}
 	reg.MustRegister(ClaimMetrics(eng)...)
 	reg.MustRegister(m.submitLatency, m.commitLatency, m.responses, m.transitions, m.ingested,
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "batchclaim_submissions_in_flight", Help: "Submissions running now."},
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "batchclaim_submissions_in_flight", Help: "Submitter calls running now (an outcome being written holds no worker)."},
 			func() float64 { return float64(busy()) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "batchclaim_batches_pruned_total", Help: "Finished batches this instance deleted (retention)."},
 			func() float64 { return float64(retention().Pruned) }),

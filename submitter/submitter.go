@@ -61,8 +61,10 @@ const (
 
 // Config configures a Pool.
 type Config struct {
-	// Workers bounds concurrent submissions. At most one batch of a service_id is in flight,
-	// so more workers than service_ids with work add nothing. Zero means 256.
+	// Workers bounds concurrent submissions: calls to the Submitter. A submission's outcome is
+	// written after its worker is free again (a worker waits for no database write). At most
+	// one batch of a service_id is in flight, so more workers than service_ids with work add
+	// nothing. Zero means 256.
 	Workers int
 	// MaxMemory bounds the bytes of the payloads the running submissions hold: a job is handed
 	// out (or chained) only while its payload fits, except one at a time when nothing else
@@ -213,17 +215,19 @@ func (p *Pool) TrySubmit(j Job) bool {
 			}
 			p.held -= int64(len(last.Batch.Payload))
 			p.mu.Unlock()
-			<-p.slots
 			p.wg.Done()
 			if p.done != nil {
 				p.done(last)
 			}
 		}()
 		for run := 1; ; run++ {
-			next, ok := p.run(last, run)
+			next, ok := p.run(last, run) // gives the slot back
 			if !ok {
 				return
 			}
+			// next is marked in flight already: wait for a slot (a waiting send is served
+			// before any TrySubmit that comes after it).
+			p.slots <- struct{}{}
 			if p.cfg.Chained != nil {
 				p.cfg.Chained(last, next)
 			}
@@ -280,7 +284,9 @@ func (p *Pool) Wait(ctx context.Context) error {
 
 // run performs one submission of a job marked in flight: the call under the claim's context,
 // then the fenced outcome. It returns the service_id's next job when the outcome's write
-// marked one in flight for this worker (chaining).
+// marked one in flight for this worker (chaining). It gives the worker's slot back as soon as
+// the call has returned (or was not made): the outcome's write, which waits for the
+// recorder's next statement, takes no slot another job could use for its call.
 func (p *Pool) run(j Job, run int) (Job, bool) {
 	log := jobLogger{p.log, j}
 	claimCtx, stop := p.jobContext(j.Claim.Context())
@@ -289,6 +295,7 @@ func (p *Pool) run(j Job, run int) (Job, bool) {
 	// this process paused past its local deadline without its watchdog having run yet).
 	deadline, ok := p.mayPost(j)
 	if !ok {
+		<-p.slots
 		log.Info("claim lost or local deadline passed after the in-flight mark; not posting (the next owner asks the ledger)")
 		return Job{}, false
 	}
@@ -301,6 +308,7 @@ func (p *Pool) run(j Job, run int) (Job, bool) {
 	p.posting[j.Batch.Seq] = deadline
 	p.mu.Unlock()
 	res := p.call(ctx, j)
+	<-p.slots
 	latency := time.Since(start)
 	p.mu.Lock()
 	delete(p.posting, j.Batch.Seq)

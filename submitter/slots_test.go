@@ -1,0 +1,92 @@
+package submitter_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/batchclaim/batchclaim"
+	"github.com/batchclaim/batchclaim/claims"
+	"github.com/batchclaim/batchclaim/submitter"
+)
+
+// heldRecorder holds every outcome's write until released, and chains to next (once) when
+// asked to.
+type heldRecorder struct {
+	writing chan int64    // the seq of each outcome whose write began
+	release chan struct{} // closed: the writes go through
+	mu      sync.Mutex
+	next    *submitter.Job
+}
+
+func (r *heldRecorder) Finish(_ context.Context, o batchclaim.Outcome) (submitter.Job, bool, error) {
+	r.writing <- o.Job.Batch.Seq
+	<-r.release
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if n := r.next; n != nil && o.Chain && n.Batch.ServiceID == o.Job.Batch.ServiceID {
+		r.next = nil
+		return *n, true, nil
+	}
+	return submitter.Job{}, false, nil
+}
+
+func slotJob(svc string, seq int64) submitter.Job {
+	return submitter.Job{Claim: claims.Claim{ServiceID: svc, Epoch: 1}, Batch: batchclaim.Batch{Seq: seq, ServiceID: svc, BatchID: svc}}
+}
+
+// A worker is free as soon as its Submitter call returned: the outcome's write, which waits
+// for the recorder, takes no slot; Workers bounds the calls. A job chained by that write (the
+// service_id's next batch, marked in flight already) waits for a slot and then runs.
+func TestOutcomeWriteHoldsNoWorker(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	var calls []int64
+	sub := submitter.SubmitterFunc(func(_ context.Context, b batchclaim.Batch) (batchclaim.Result, error) {
+		mu.Lock()
+		calls = append(calls, b.Seq)
+		mu.Unlock()
+		return batchclaim.Result{Verdict: batchclaim.Done}, nil
+	})
+	chained := slotJob("a", 3)
+	rec := &heldRecorder{writing: make(chan int64, 4), release: make(chan struct{}), next: &chained}
+	p, err := submitter.New(sub, rec, nil, submitter.Config{Workers: 1, Timeout: time.Minute,
+		MayChain: func(submitter.Job, int) bool { return true }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !p.TrySubmit(slotJob("a", 1)) {
+		t.Fatal("no free worker for the first job")
+	}
+	if seq := <-rec.writing; seq != 1 {
+		t.Fatalf("outcome of seq %d written first, want 1", seq)
+	}
+	// Job 1's outcome is being written: the one worker is free for another service_id.
+	if f := p.Free(); f != 1 {
+		t.Fatalf("Free() = %d while only an outcome is being written, want 1", f)
+	}
+	if !p.TrySubmit(slotJob("b", 2)) {
+		t.Fatal("no free worker while only an outcome was being written")
+	}
+	if seq := <-rec.writing; seq != 2 {
+		t.Fatalf("outcome of seq %d written second, want 2", seq)
+	}
+	close(rec.release)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := p.Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if <-rec.writing != 3 {
+		t.Fatal("the chained job's outcome was not written")
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(calls) != 3 || calls[0] != 1 || calls[1] != 2 || calls[2] != 3 {
+		t.Fatalf("calls %v, want [1 2 3]: the chained job runs once a slot is free", calls)
+	}
+	if f := p.Free(); f != 1 {
+		t.Fatalf("Free() = %d after every job ended, want 1", f)
+	}
+}
