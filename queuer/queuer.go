@@ -36,6 +36,8 @@ type Dispatcher interface {
 	// FreeMemory is how many more payload bytes the running jobs may hold, and whether they
 	// hold none (a job of any size may then go).
 	FreeMemory() (free int64, empty bool)
+	// TrySubmit runs a job marked in flight, and reports whether it will; the queuer asks
+	// for at most Free jobs at a time.
 	TrySubmit(j batchclaim.Job) bool
 }
 
@@ -431,10 +433,9 @@ func (q *Queuer) Fetch(ctx context.Context) (int, error) {
 			handed++
 			continue
 		}
-		// Only this queuer hands out work and it asked for at most Free jobs, so this does
-		// not happen; if it did, the batch stays INFLIGHT and is adopted (the ledger is asked
-		// before it is sent again).
-		q.log.Warn("no free worker for a batch marked in flight", "service_id", j.Claim.ServiceID, "seq", j.Batch.Seq)
+		// The pool refuses only once it is cancelled (the instance is stopping): the batch
+		// stays INFLIGHT and is adopted (the ledger is asked before it is sent again).
+		q.log.Warn("the workers are stopping: a batch marked in flight is left for adoption", "service_id", j.Claim.ServiceID, "seq", j.Batch.Seq)
 		q.mu.Lock()
 		delete(q.inflight, j.Claim.ServiceID)
 		q.mu.Unlock()

@@ -90,3 +90,94 @@ func TestOutcomeWriteHoldsNoWorker(t *testing.T) {
 		t.Fatalf("Free() = %d after every job ended, want 1", f)
 	}
 }
+
+// The queuer counts Free, marks that many heads in flight, then hands them out; meanwhile a
+// job chained by an outcome's write may take the worker it counted. The job handed out then
+// waits for the next worker instead of being turned away (it is marked in flight), and Free
+// counts it as waiting, so no more are handed out than can run.
+func TestHandOutWaitsForAWorkerAChainTook(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	var calls []int64
+	entered := make(chan int64, 4)
+	hold := map[int64]chan struct{}{3: make(chan struct{})}
+	sub := submitter.SubmitterFunc(func(_ context.Context, b batchclaim.Batch) (batchclaim.Result, error) {
+		mu.Lock()
+		calls = append(calls, b.Seq)
+		mu.Unlock()
+		entered <- b.Seq
+		if h, ok := hold[b.Seq]; ok {
+			<-h
+		}
+		return batchclaim.Result{Verdict: batchclaim.Done}, nil
+	})
+	chained := slotJob("a", 3)
+	rec := &heldRecorder{writing: make(chan int64, 4), release: make(chan struct{}), next: &chained}
+	p, err := submitter.New(sub, rec, nil, submitter.Config{Workers: 1, Timeout: time.Minute,
+		MayChain: func(submitter.Job, int) bool { return true }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !p.TrySubmit(slotJob("a", 1)) {
+		t.Fatal("no worker for the first job")
+	}
+	<-entered
+	<-rec.writing // job 1's call returned; its outcome is being written
+	if f := p.Free(); f != 1 {
+		t.Fatalf("Free() = %d while job 1's outcome is written, want 1", f)
+	}
+	// The queuer counted that worker. Before it hands its job out, the write chains job 3,
+	// which takes the worker and runs (held).
+	close(rec.release)
+	if seq := <-entered; seq != 3 {
+		t.Fatalf("seq %d called, want the chained job 3", seq)
+	}
+	if !p.TrySubmit(slotJob("b", 2)) {
+		t.Fatal("a job marked in flight was turned away because a chained job took its worker")
+	}
+	if f, b := p.Free(), p.Busy(); f != 0 || b != 1 {
+		t.Fatalf("Free() = %d, Busy() = %d with job 3 running and job 2 waiting, want 0 and 1", f, b)
+	}
+	select {
+	case seq := <-entered:
+		t.Fatalf("seq %d called while the one worker runs job 3", seq)
+	default:
+	}
+	close(hold[3])
+	if seq := <-entered; seq != 2 {
+		t.Fatalf("seq %d called, want job 2 once job 3's call returned", seq)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := p.Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(calls) != 3 || calls[0] != 1 || calls[1] != 3 || calls[2] != 2 {
+		t.Fatalf("calls %v, want [1 3 2]", calls)
+	}
+	if f := p.Free(); f != 1 {
+		t.Fatalf("Free() = %d after every job ended, want 1", f)
+	}
+}
+
+// A cancelled pool starts nothing more.
+func TestCancelledPoolStartsNothing(t *testing.T) {
+	t.Parallel()
+	sub := submitter.SubmitterFunc(func(context.Context, batchclaim.Batch) (batchclaim.Result, error) {
+		t.Error("a cancelled pool called the Submitter")
+		return batchclaim.Result{Verdict: batchclaim.Done}, nil
+	})
+	p, err := submitter.New(sub, &fakeRecorder{}, nil, submitter.Config{Workers: 1, Timeout: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Cancel()
+	if p.TrySubmit(slotJob("a", 1)) {
+		t.Fatal("a cancelled pool took a job")
+	}
+	if err := p.Wait(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
@@ -117,8 +118,9 @@ type Pool struct {
 	log      *slog.Logger
 	done     func(j Job)
 
-	slots chan struct{}
-	wg    sync.WaitGroup
+	slots   chan struct{} // one per Submitter call running
+	waiting atomic.Int64  // jobs marked in flight waiting for a slot
+	wg      sync.WaitGroup
 
 	stopped context.Context // ended by Cancel: ends every running submission
 	cancel  context.CancelFunc
@@ -180,8 +182,10 @@ func (c Config) validate() error {
 	return errors.Join(errs...)
 }
 
-// Free is the number of idle workers.
-func (p *Pool) Free() int { return cap(p.slots) - len(p.slots) }
+// Free is the number of idle workers no job waits for.
+func (p *Pool) Free() int {
+	return max(cap(p.slots)-len(p.slots)-int(p.waiting.Load()), 0)
+}
 
 // FreeMemory is how many more payload bytes the running submissions may hold (Config.MaxMemory
 // less what they hold), and whether they hold none: a job of any size may then go.
@@ -191,16 +195,18 @@ func (p *Pool) FreeMemory() (free int64, empty bool) {
 	return p.cfg.MaxMemory - p.held, p.held == 0
 }
 
-// Busy is the number of running submissions.
+// Busy is the number of Submitter calls running.
 func (p *Pool) Busy() int { return len(p.slots) }
 
-// TrySubmit starts j on an idle worker and reports whether one was free.
+// TrySubmit starts j, a job marked in flight, and reports whether it did: it does not once
+// the pool is cancelled. Call it for at most Free jobs at a time. j runs at once on an idle
+// worker; if a job chained by an outcome's write took the worker Free counted, j waits for
+// the next worker to be free (a job marked in flight is never turned away for that).
 func (p *Pool) TrySubmit(j Job) bool {
-	select {
-	case p.slots <- struct{}{}:
-	default:
+	if p.stopped.Err() != nil {
 		return false
 	}
+	idle := p.tryAcquire()
 	p.wg.Add(1)
 	p.mu.Lock()
 	p.running[j.Batch.ServiceID]++
@@ -220,14 +226,18 @@ func (p *Pool) TrySubmit(j Job) bool {
 				p.done(last)
 			}
 		}()
+		if !idle {
+			p.acquire()
+		}
 		for run := 1; ; run++ {
 			next, ok := p.run(last, run) // gives the slot back
 			if !ok {
 				return
 			}
-			// next is marked in flight already: wait for a slot (a waiting send is served
-			// before any TrySubmit that comes after it).
-			p.slots <- struct{}{}
+			// next is marked in flight already: it waits for a worker if none is idle.
+			if !p.tryAcquire() {
+				p.acquire()
+			}
 			if p.cfg.Chained != nil {
 				p.cfg.Chained(last, next)
 			}
@@ -238,6 +248,25 @@ func (p *Pool) TrySubmit(j Job) bool {
 		}
 	}()
 	return true
+}
+
+// tryAcquire takes an idle worker's slot, if there is one. A slot is held for a Submitter
+// call only: run gives it back as the call returns.
+func (p *Pool) tryAcquire() bool {
+	select {
+	case p.slots <- struct{}{}:
+		return true
+	default:
+		return false
+	}
+}
+
+// acquire waits for a slot, counted in Free meanwhile so that the queuer hands out no job
+// for the worker this one will take.
+func (p *Pool) acquire() {
+	p.waiting.Add(1)
+	defer p.waiting.Add(-1)
+	p.slots <- struct{}{}
 }
 
 // Overdue is how many Submit calls are still running more than grace past their deadline: a
