@@ -207,6 +207,9 @@ func (p *Pool) TrySubmit(j Job) bool {
 		return false
 	}
 	idle := p.tryAcquire()
+	if !idle {
+		p.waiting.Add(1) // before TrySubmit returns: the caller's next Free counts j
+	}
 	p.wg.Add(1)
 	p.mu.Lock()
 	p.running[j.Batch.ServiceID]++
@@ -227,7 +230,8 @@ func (p *Pool) TrySubmit(j Job) bool {
 			}
 		}()
 		if !idle {
-			p.acquire()
+			p.slots <- struct{}{}
+			p.waiting.Add(-1)
 		}
 		for run := 1; ; run++ {
 			next, ok := p.run(last, run) // gives the slot back
