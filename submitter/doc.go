@@ -6,7 +6,10 @@
 // marked by the write of the previous outcome); the call itself (Submitter.Submit), run under
 // the claim's context so that losing the claim or passing the local deadline cancels it, and
 // bounded by the submit timeout; and the recording of its outcome, fenced again
-// (Recorder.Finish), so that a late answer after a takeover is refused.
+// (Recorder.Finish), so that a late answer after a takeover is refused. A worker (one of
+// Config.Workers) is held for the call alone: the outcome's write, which waits for the
+// recorder's next statement, holds none, and a job that write chains waits for a free worker
+// like any other.
 //
 // Submitter is the small interface a user implements to run any per-key serial job; the DLT
 // adapters are one implementation (wired in package node). Results say what to do next:
