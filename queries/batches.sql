@@ -111,7 +111,13 @@ WHERE k.service_id = sqlc.arg(service_id) AND k.batch_id = sqlc.arg(batch_id);
 -- the queuer needs to decide whether it can go now, judged by the database clock. With
 -- skip_valid, VALID batches count as done for ordering (adapters whose VALID fixes order).
 -- The payload is not read here: the in-flight mark returns it for the batches that go.
-SELECT h.seq, h.service_id, h.batch_id, h.state, h.attempts, h.claim_epoch, h.claimant,
+-- floors (one per service_id, 0 for none) is a pos no unfinished batch of the service_id is
+-- below: the pos of a head read before, since nothing ever takes a place before an unfinished
+-- batch (BatchRetry). The probe starts there, instead of at the service_id's first entry of
+-- the open index: the entries of batches that finished stay there until vacuum removes them,
+-- which it cannot while a snapshot older than their finish is held open, and each costs a
+-- heap visit. Not used with skip_valid, whose VALID batches stay unfinished behind the head.
+SELECT h.seq, h.service_id, h.batch_id, h.state, h.attempts, h.claim_epoch, h.claimant, h.pos,
        h.unknown_count, octet_length(h.payload)::bigint AS size,
        (h.next_attempt_at IS NULL OR h.next_attempt_at <= now())::bool AS due,
        -- How long until a DELAYED head, or a NEW one with a run-at time, is due (0 when it is).
@@ -119,10 +125,11 @@ SELECT h.seq, h.service_id, h.batch_id, h.state, h.attempts, h.claim_epoch, h.cl
        -- The UNKNOWN grace runs from when the batch became UNKNOWN (its POST's outcome, or its
        -- adoption from a previous owner), not from the last status answer (every poll writes one).
        EXTRACT(EPOCH FROM now() - COALESCE(h.unknown_since, h.submitted_at, h.created_at))::float8 AS unknown_seconds
-FROM unnest(sqlc.arg(service_ids)::text[]) AS s(service_id)
+FROM (SELECT unnest(sqlc.arg(service_ids)::text[]) AS service_id, unnest(sqlc.arg(floors)::bigint[]) AS floor) s
 CROSS JOIN LATERAL (
     SELECT b.* FROM batchclaim.batches b
     WHERE b.service_id = s.service_id
+      AND b.pos >= s.floor
       AND b.unfinished
       AND NOT (sqlc.arg(skip_valid)::bool AND b.state = 'VALID')
     ORDER BY b.pos
@@ -276,7 +283,7 @@ recorded AS (
       AND b.claimant = sqlc.arg(claimant)::uuid AND b.claim_epoch = o.epoch AND b.attempts = o.attempt
     -- What the CTEs below need comes from here, so that none of them joins o with recorded
     -- (the planner cannot know how many rows recorded returns, and would loop over both).
-    RETURNING b.seq, b.service_id, b.batch_id, b.submitted_at, b.attempt_reason, b.attempt_from, o.epoch, b.state AS new_state,
+    RETURNING b.seq, b.service_id, b.batch_id, b.pos, b.submitted_at, b.attempt_reason, b.attempt_from, o.epoch, b.state AS new_state,
               o.chain, o.chain_max_bytes, o.http_status, o.latency_ms, o.outcome, o.last_error,
               EXTRACT(EPOCH FROM now() - b.created_at)::float8 AS age_seconds
 ),
@@ -296,7 +303,12 @@ halted AS (
     ON CONFLICT (service_id) DO NOTHING
 ),
 finished AS (
-    SELECT r.seq, r.service_id, r.epoch, r.chain, r.chain_max_bytes,
+    -- floor: every other unfinished batch of the service_id comes after this one, which was
+    -- its head (the batch in flight is), so a probe for the next starts past it and reads
+    -- none of the finished batches' index entries vacuum has not removed (BatchHeads). Not
+    -- with skip_valid: VALID batches before the head are unfinished.
+    SELECT r.seq, r.service_id, CASE WHEN sqlc.arg(skip_valid)::bool THEN 0 ELSE r.pos END AS floor,
+           r.epoch, r.chain, r.chain_max_bytes,
            (r.new_state <> 'INVALID' OR NOT sqlc.arg(halt_on_invalid)::bool) AS frees,
            sqlc.arg(track_idle)::bool AS track_idle
     FROM recorded r
@@ -312,7 +324,7 @@ next_head AS (
     FROM finished f
     CROSS JOIN LATERAL (
         SELECT b.seq, b.state, b.next_attempt_at, octet_length(b.payload) AS size FROM batchclaim.batches b
-        WHERE b.service_id = f.service_id AND b.unfinished AND b.seq <> f.seq
+        WHERE b.service_id = f.service_id AND b.pos > f.floor AND b.unfinished AND b.seq <> f.seq
           AND NOT (sqlc.arg(skip_valid)::bool AND b.state = 'VALID')
         ORDER BY b.pos
         LIMIT 1
@@ -338,7 +350,7 @@ drained AS (
     FROM finished f
     WHERE f.track_idle
       AND c.service_id = f.service_id AND c.epoch = f.epoch AND c.claimant = sqlc.arg(claimant)::uuid
-      AND NOT EXISTS (SELECT 1 FROM batchclaim.batches b WHERE b.service_id = f.service_id AND b.unfinished AND b.seq <> f.seq)
+      AND NOT EXISTS (SELECT 1 FROM batchclaim.batches b WHERE b.service_id = f.service_id AND b.pos > f.floor AND b.unfinished AND b.seq <> f.seq)
 )
 SELECT o.seq::bigint AS seq, (f.service_id IS NOT NULL)::bool AS fenced, (r.seq IS NOT NULL)::bool AS recorded,
        COALESCE(r.new_state, '')::text AS new_state, COALESCE(r.age_seconds, 0)::float8 AS age_seconds,
@@ -388,6 +400,8 @@ recorded AS (
     WHERE b.seq = o.seq AND b.service_id = o.service_id AND b.state = 'INFLIGHT'
       AND b.claimant = sqlc.arg(claimant)::uuid AND b.claim_epoch = o.epoch AND b.attempts = o.attempt
     RETURNING b.seq, b.service_id, o.epoch, o.chain, o.chain_max_bytes,
+              -- floor: as in BatchesRecordOutcomes' finished
+              CASE WHEN sqlc.arg(skip_valid)::bool THEN 0 ELSE b.pos END AS floor,
               EXTRACT(EPOCH FROM now() - b.created_at)::float8 AS age_seconds
 ),
 lease AS (
@@ -400,7 +414,7 @@ next_head AS (
     FROM recorded f
     CROSS JOIN LATERAL (
         SELECT b.seq, b.state, b.next_attempt_at, octet_length(b.payload) AS size FROM batchclaim.batches b
-        WHERE b.service_id = f.service_id AND b.unfinished AND b.seq <> f.seq
+        WHERE b.service_id = f.service_id AND b.pos > f.floor AND b.unfinished AND b.seq <> f.seq
           AND NOT (sqlc.arg(skip_valid)::bool AND b.state = 'VALID')
         ORDER BY b.pos
         LIMIT 1

@@ -147,6 +147,7 @@ type Queuer struct {
 
 	mu       sync.Mutex
 	inflight map[string]int64 // service_id -> seq handed to the dispatcher and not yet done
+	floors   map[string]int64 // service_id -> pos of the last head read: no unfinished batch comes before it (BatchHeads)
 	queue    []string         // service_ids to look at, in the order they were asked for
 	queued   map[string]bool
 	sweeps   []string // held claims to look at when nothing else waits (start, safety sweep)
@@ -173,7 +174,7 @@ func New(db pgdb.DB, eng Engine, disp Dispatcher, rec Recorder, cfg Config) (*Qu
 		return nil, fmt.Errorf("queuer: %w", err)
 	}
 	return &Queuer{cfg: cfg, db: db, eng: eng, disp: disp, rec: rec, q: queries, log: cfg.Logger,
-		wake: make(chan struct{}, 1), inflight: map[string]int64{}, queued: map[string]bool{}, swept: map[string]bool{},
+		wake: make(chan struct{}, 1), inflight: map[string]int64{}, floors: map[string]int64{}, queued: map[string]bool{}, swept: map[string]bool{},
 		dueAt: map[string]time.Time{}, all: true}, nil
 }
 
@@ -346,7 +347,15 @@ func (q *Queuer) Fetch(ctx context.Context) (int, error) {
 	defer cancel()
 	ctx, span := tracing.Start(ctx, tracing.Fetch, tracing.Claims.Int(len(ids)))
 	defer span.End()
-	heads, err := q.q.BatchHeads(ctx, q.db, db.BatchHeadsParams{ServiceIds: ids, SkipValid: q.cfg.SkipValid})
+	floors := make([]int64, len(ids))
+	if !q.cfg.SkipValid {
+		q.mu.Lock()
+		for i, id := range ids {
+			floors[i] = q.floors[id]
+		}
+		q.mu.Unlock()
+	}
+	heads, err := q.q.BatchHeads(ctx, q.db, db.BatchHeadsParams{ServiceIds: ids, Floors: floors, SkipValid: q.cfg.SkipValid})
 	if err == nil {
 		q.round.Store(time.Now().UnixNano())
 	}
@@ -398,6 +407,11 @@ func (q *Queuer) Fetch(ctx context.Context) (int, error) {
 	q.mu.Lock()
 	q.progress = true
 	q.starved = len(waiting) > 0
+	if !q.cfg.SkipValid {
+		for _, h := range heads {
+			q.floors[h.ServiceID] = max(q.floors[h.ServiceID], h.Pos)
+		}
+	}
 	for _, j := range jobs {
 		q.inflight[j.Claim.ServiceID] = j.Batch.Seq
 	}
@@ -548,11 +562,14 @@ func (q *Queuer) requeueFront(ids []string) {
 // FetchLimit held claims after the sweep's cursor (wrapping around), so that every claim is
 // looked at now and then even if nothing said it had work.
 func (q *Queuer) sweepTick() {
+	held := q.eng.Held()
+	q.mu.Lock()
+	q.pruneFloorsLocked(held)
+	q.mu.Unlock()
 	if q.cfg.SweepAll {
 		q.DirtyAll()
 		return
 	}
-	held := q.eng.Held()
 	if len(held) == 0 {
 		return
 	}
@@ -565,6 +582,24 @@ func (q *Queuer) sweepTick() {
 		q.sweep = id
 	}
 	q.mu.Unlock()
+}
+
+// pruneFloorsLocked forgets the floors of service_ids no longer held, once there are more
+// floors than held claims. A floor stays true after its claim moves (it is the database's
+// order, not this instance's), so keeping one only costs memory.
+func (q *Queuer) pruneFloorsLocked(held []claims.Claim) {
+	if len(q.floors) <= len(held) {
+		return
+	}
+	keep := make(map[string]bool, len(held))
+	for _, c := range held {
+		keep[c.ServiceID] = true
+	}
+	for id := range q.floors {
+		if !keep[id] {
+			delete(q.floors, id)
+		}
+	}
 }
 
 // decision is what to do with a head now.

@@ -115,7 +115,7 @@ func (q *Queries) BatchCancel(ctx context.Context, db DBTX, arg BatchCancelParam
 }
 
 const batchHeads = `-- name: BatchHeads :many
-SELECT h.seq, h.service_id, h.batch_id, h.state, h.attempts, h.claim_epoch, h.claimant,
+SELECT h.seq, h.service_id, h.batch_id, h.state, h.attempts, h.claim_epoch, h.claimant, h.pos,
        h.unknown_count, octet_length(h.payload)::bigint AS size,
        (h.next_attempt_at IS NULL OR h.next_attempt_at <= now())::bool AS due,
        -- How long until a DELAYED head, or a NEW one with a run-at time, is due (0 when it is).
@@ -123,12 +123,13 @@ SELECT h.seq, h.service_id, h.batch_id, h.state, h.attempts, h.claim_epoch, h.cl
        -- The UNKNOWN grace runs from when the batch became UNKNOWN (its POST's outcome, or its
        -- adoption from a previous owner), not from the last status answer (every poll writes one).
        EXTRACT(EPOCH FROM now() - COALESCE(h.unknown_since, h.submitted_at, h.created_at))::float8 AS unknown_seconds
-FROM unnest($1::text[]) AS s(service_id)
+FROM (SELECT unnest($1::text[]) AS service_id, unnest($2::bigint[]) AS floor) s
 CROSS JOIN LATERAL (
     SELECT b.seq, b.service_id, b.batch_id, b.payload, b.created_at, b.state, b.attempts, b.claimant, b.claim_epoch, b.submitted_at, b.next_attempt_at, b.last_error, b.dlt_status, b.status_updated_at, b.unknown_count, b.invalid_details, b.updated_at, b.ledger, b.finished_at, b.unknown_since, b.unfinished, b.max_attempts, b.attempt_reason, b.attempt_from, b.attempt_xid, b.attempt_http_status, b.attempt_latency_ms, b.pos, b.attempt_base, b.cancel_attempt, b.cancel_requested_at, b.cancel_reason, b.kind, b.timeout_ms, b.output FROM batchclaim.batches b
     WHERE b.service_id = s.service_id
+      AND b.pos >= s.floor
       AND b.unfinished
-      AND NOT ($2::bool AND b.state = 'VALID')
+      AND NOT ($3::bool AND b.state = 'VALID')
     ORDER BY b.pos
     LIMIT 1
 ) h
@@ -137,6 +138,7 @@ WHERE NOT EXISTS (SELECT 1 FROM batchclaim.service_halts x WHERE x.service_id = 
 
 type BatchHeadsParams struct {
 	ServiceIds []string
+	Floors     []int64
 	SkipValid  bool
 }
 
@@ -148,6 +150,7 @@ type BatchHeadsRow struct {
 	Attempts       int32
 	ClaimEpoch     *int64
 	Claimant       *uuid.UUID
+	Pos            int64
 	UnknownCount   int32
 	Size           int64
 	Due            bool
@@ -159,8 +162,14 @@ type BatchHeadsRow struct {
 // the queuer needs to decide whether it can go now, judged by the database clock. With
 // skip_valid, VALID batches count as done for ordering (adapters whose VALID fixes order).
 // The payload is not read here: the in-flight mark returns it for the batches that go.
+// floors (one per service_id, 0 for none) is a pos no unfinished batch of the service_id is
+// below: the pos of a head read before, since nothing ever takes a place before an unfinished
+// batch (BatchRetry). The probe starts there, instead of at the service_id's first entry of
+// the open index: the entries of batches that finished stay there until vacuum removes them,
+// which it cannot while a snapshot older than their finish is held open, and each costs a
+// heap visit. Not used with skip_valid, whose VALID batches stay unfinished behind the head.
 func (q *Queries) BatchHeads(ctx context.Context, db DBTX, arg BatchHeadsParams) ([]BatchHeadsRow, error) {
-	rows, err := db.Query(ctx, batchHeads, arg.ServiceIds, arg.SkipValid)
+	rows, err := db.Query(ctx, batchHeads, arg.ServiceIds, arg.Floors, arg.SkipValid)
 	if err != nil {
 		return nil, err
 	}
@@ -176,6 +185,7 @@ func (q *Queries) BatchHeads(ctx context.Context, db DBTX, arg BatchHeadsParams)
 			&i.Attempts,
 			&i.ClaimEpoch,
 			&i.Claimant,
+			&i.Pos,
 			&i.UnknownCount,
 			&i.Size,
 			&i.Due,
@@ -930,20 +940,22 @@ recorded AS (
     WHERE b.seq = o.seq AND b.service_id = o.service_id AND b.state = 'INFLIGHT'
       AND b.claimant = $11::uuid AND b.claim_epoch = o.epoch AND b.attempts = o.attempt
     RETURNING b.seq, b.service_id, o.epoch, o.chain, o.chain_max_bytes,
+              -- floor: as in BatchesRecordOutcomes' finished
+              CASE WHEN $13::bool THEN 0 ELSE b.pos END AS floor,
               EXTRACT(EPOCH FROM now() - b.created_at)::float8 AS age_seconds
 ),
 lease AS (
     SELECT i.id FROM batchclaim.instances i
     WHERE i.id = $11::uuid AND i.nonce = $12::uuid
-      AND i.expiry_1 > COALESCE($13::timestamptz, now())
+      AND i.expiry_1 > COALESCE($14::timestamptz, now())
 ),
 next_head AS (
     SELECT f.seq AS prev_seq, n.seq, f.service_id, f.epoch
     FROM recorded f
     CROSS JOIN LATERAL (
         SELECT b.seq, b.state, b.next_attempt_at, octet_length(b.payload) AS size FROM batchclaim.batches b
-        WHERE b.service_id = f.service_id AND b.unfinished AND b.seq <> f.seq
-          AND NOT ($14::bool AND b.state = 'VALID')
+        WHERE b.service_id = f.service_id AND b.pos > f.floor AND b.unfinished AND b.seq <> f.seq
+          AND NOT ($13::bool AND b.state = 'VALID')
         ORDER BY b.pos
         LIMIT 1
     ) n
@@ -987,8 +999,8 @@ type BatchesRecordCommitsParams struct {
 	Outputs       []string
 	Claimant      uuid.UUID
 	Nonce         uuid.UUID
-	Now           *time.Time
 	SkipValid     bool
+	Now           *time.Time
 }
 
 type BatchesRecordCommitsRow struct {
@@ -1026,8 +1038,8 @@ func (q *Queries) BatchesRecordCommits(ctx context.Context, db DBTX, arg Batches
 		arg.Outputs,
 		arg.Claimant,
 		arg.Nonce,
-		arg.Now,
 		arg.SkipValid,
+		arg.Now,
 	)
 	if err != nil {
 		return nil, err
@@ -1113,7 +1125,7 @@ recorded AS (
       AND b.claimant = $16::uuid AND b.claim_epoch = o.epoch AND b.attempts = o.attempt
     -- What the CTEs below need comes from here, so that none of them joins o with recorded
     -- (the planner cannot know how many rows recorded returns, and would loop over both).
-    RETURNING b.seq, b.service_id, b.batch_id, b.submitted_at, b.attempt_reason, b.attempt_from, o.epoch, b.state AS new_state,
+    RETURNING b.seq, b.service_id, b.batch_id, b.pos, b.submitted_at, b.attempt_reason, b.attempt_from, o.epoch, b.state AS new_state,
               o.chain, o.chain_max_bytes, o.http_status, o.latency_ms, o.outcome, o.last_error,
               EXTRACT(EPOCH FROM now() - b.created_at)::float8 AS age_seconds
 ),
@@ -1133,24 +1145,29 @@ halted AS (
     ON CONFLICT (service_id) DO NOTHING
 ),
 finished AS (
-    SELECT r.seq, r.service_id, r.epoch, r.chain, r.chain_max_bytes,
+    -- floor: every other unfinished batch of the service_id comes after this one, which was
+    -- its head (the batch in flight is), so a probe for the next starts past it and reads
+    -- none of the finished batches' index entries vacuum has not removed (BatchHeads). Not
+    -- with skip_valid: VALID batches before the head are unfinished.
+    SELECT r.seq, r.service_id, CASE WHEN $19::bool THEN 0 ELSE r.pos END AS floor,
+           r.epoch, r.chain, r.chain_max_bytes,
            (r.new_state <> 'INVALID' OR NOT $18::bool) AS frees,
-           $19::bool AS track_idle
+           $20::bool AS track_idle
     FROM recorded r
     WHERE r.new_state IN ('COMMITTED', 'INVALID', 'DISCARDED', 'CANCELLED')
 ),
 lease AS (
     SELECT i.id FROM batchclaim.instances i
     WHERE i.id = $16::uuid AND i.nonce = $17::uuid
-      AND i.expiry_1 > COALESCE($20::timestamptz, now())
+      AND i.expiry_1 > COALESCE($21::timestamptz, now())
 ),
 next_head AS (
     SELECT f.seq AS prev_seq, n.seq, f.service_id, f.epoch
     FROM finished f
     CROSS JOIN LATERAL (
         SELECT b.seq, b.state, b.next_attempt_at, octet_length(b.payload) AS size FROM batchclaim.batches b
-        WHERE b.service_id = f.service_id AND b.unfinished AND b.seq <> f.seq
-          AND NOT ($21::bool AND b.state = 'VALID')
+        WHERE b.service_id = f.service_id AND b.pos > f.floor AND b.unfinished AND b.seq <> f.seq
+          AND NOT ($19::bool AND b.state = 'VALID')
         ORDER BY b.pos
         LIMIT 1
     ) n
@@ -1175,7 +1192,7 @@ drained AS (
     FROM finished f
     WHERE f.track_idle
       AND c.service_id = f.service_id AND c.epoch = f.epoch AND c.claimant = $16::uuid
-      AND NOT EXISTS (SELECT 1 FROM batchclaim.batches b WHERE b.service_id = f.service_id AND b.unfinished AND b.seq <> f.seq)
+      AND NOT EXISTS (SELECT 1 FROM batchclaim.batches b WHERE b.service_id = f.service_id AND b.pos > f.floor AND b.unfinished AND b.seq <> f.seq)
 )
 SELECT o.seq::bigint AS seq, (f.service_id IS NOT NULL)::bool AS fenced, (r.seq IS NOT NULL)::bool AS recorded,
        COALESCE(r.new_state, '')::text AS new_state, COALESCE(r.age_seconds, 0)::float8 AS age_seconds,
@@ -1208,9 +1225,9 @@ type BatchesRecordOutcomesParams struct {
 	Claimant       uuid.UUID
 	Nonce          uuid.UUID
 	HaltOnInvalid  bool
+	SkipValid      bool
 	TrackIdle      bool
 	Now            *time.Time
-	SkipValid      bool
 }
 
 type BatchesRecordOutcomesRow struct {
@@ -1278,9 +1295,9 @@ func (q *Queries) BatchesRecordOutcomes(ctx context.Context, db DBTX, arg Batche
 		arg.Claimant,
 		arg.Nonce,
 		arg.HaltOnInvalid,
+		arg.SkipValid,
 		arg.TrackIdle,
 		arg.Now,
-		arg.SkipValid,
 	)
 	if err != nil {
 		return nil, err
