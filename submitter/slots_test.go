@@ -2,6 +2,7 @@ package submitter_test
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -36,30 +37,69 @@ func slotJob(svc string, seq int64) submitter.Job {
 	return submitter.Job{Claim: claims.Claim{ServiceID: svc, Epoch: 1}, Batch: batchclaim.Batch{Seq: seq, ServiceID: svc, BatchID: svc}}
 }
 
+// slotPool is a one-worker pool whose Submitter logs each call (and, for the seqs in hold,
+// waits until that channel is closed), whose recorder holds the writes, and whose first
+// outcome written for service_id "a" chains job 3 of "a".
+type slotPool struct {
+	*submitter.Pool
+	rec     *heldRecorder
+	entered chan int64 // the seq of each call, as it starts
+	mu      sync.Mutex
+	calls   []int64
+}
+
+func newSlotPool(t *testing.T, hold map[int64]chan struct{}) *slotPool {
+	t.Helper()
+	chained := slotJob("a", 3)
+	sp := &slotPool{rec: &heldRecorder{writing: make(chan int64, 4), release: make(chan struct{}), next: &chained},
+		entered: make(chan int64, 4)}
+	sub := submitter.SubmitterFunc(func(_ context.Context, b batchclaim.Batch) (batchclaim.Result, error) {
+		sp.mu.Lock()
+		sp.calls = append(sp.calls, b.Seq)
+		sp.mu.Unlock()
+		sp.entered <- b.Seq
+		if h, ok := hold[b.Seq]; ok {
+			<-h
+		}
+		return batchclaim.Result{Verdict: batchclaim.Done}, nil
+	})
+	p, err := submitter.New(sub, sp.rec, nil, submitter.Config{Workers: 1, Timeout: time.Minute,
+		MayChain: func(submitter.Job, int) bool { return true }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sp.Pool = p
+	return sp
+}
+
+// ended waits for every job to end and checks the calls' order and that the worker is free.
+func (sp *slotPool) ended(t *testing.T, want ...int64) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := sp.Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	sp.mu.Lock()
+	defer sp.mu.Unlock()
+	if !slices.Equal(sp.calls, want) {
+		t.Fatalf("calls %v, want %v", sp.calls, want)
+	}
+	if f := sp.Free(); f != 1 {
+		t.Fatalf("Free() = %d after every job ended, want 1", f)
+	}
+}
+
 // A worker is free as soon as its Submitter call returned: the outcome's write, which waits
 // for the recorder, takes no slot; Workers bounds the calls. A job chained by that write (the
 // service_id's next batch, marked in flight already) waits for a slot and then runs.
 func TestOutcomeWriteHoldsNoWorker(t *testing.T) {
 	t.Parallel()
-	var mu sync.Mutex
-	var calls []int64
-	sub := submitter.SubmitterFunc(func(_ context.Context, b batchclaim.Batch) (batchclaim.Result, error) {
-		mu.Lock()
-		calls = append(calls, b.Seq)
-		mu.Unlock()
-		return batchclaim.Result{Verdict: batchclaim.Done}, nil
-	})
-	chained := slotJob("a", 3)
-	rec := &heldRecorder{writing: make(chan int64, 4), release: make(chan struct{}), next: &chained}
-	p, err := submitter.New(sub, rec, nil, submitter.Config{Workers: 1, Timeout: time.Minute,
-		MayChain: func(submitter.Job, int) bool { return true }})
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := newSlotPool(t, nil)
 	if !p.TrySubmit(slotJob("a", 1)) {
 		t.Fatal("no free worker for the first job")
 	}
-	if seq := <-rec.writing; seq != 1 {
+	if seq := <-p.rec.writing; seq != 1 {
 		t.Fatalf("outcome of seq %d written first, want 1", seq)
 	}
 	// Job 1's outcome is being written: the one worker is free for another service_id.
@@ -69,25 +109,13 @@ func TestOutcomeWriteHoldsNoWorker(t *testing.T) {
 	if !p.TrySubmit(slotJob("b", 2)) {
 		t.Fatal("no free worker while only an outcome was being written")
 	}
-	if seq := <-rec.writing; seq != 2 {
+	if seq := <-p.rec.writing; seq != 2 {
 		t.Fatalf("outcome of seq %d written second, want 2", seq)
 	}
-	close(rec.release)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if err := p.Wait(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if <-rec.writing != 3 {
+	close(p.rec.release)
+	p.ended(t, 1, 2, 3) // the chained job runs once the worker is free
+	if <-p.rec.writing != 3 {
 		t.Fatal("the chained job's outcome was not written")
-	}
-	mu.Lock()
-	defer mu.Unlock()
-	if len(calls) != 3 || calls[0] != 1 || calls[1] != 2 || calls[2] != 3 {
-		t.Fatalf("calls %v, want [1 2 3]: the chained job runs once a slot is free", calls)
-	}
-	if f := p.Free(); f != 1 {
-		t.Fatalf("Free() = %d after every job ended, want 1", f)
 	}
 }
 
@@ -97,39 +125,20 @@ func TestOutcomeWriteHoldsNoWorker(t *testing.T) {
 // counts it as waiting, so no more are handed out than can run.
 func TestHandOutWaitsForAWorkerAChainTook(t *testing.T) {
 	t.Parallel()
-	var mu sync.Mutex
-	var calls []int64
-	entered := make(chan int64, 4)
 	hold := map[int64]chan struct{}{3: make(chan struct{})}
-	sub := submitter.SubmitterFunc(func(_ context.Context, b batchclaim.Batch) (batchclaim.Result, error) {
-		mu.Lock()
-		calls = append(calls, b.Seq)
-		mu.Unlock()
-		entered <- b.Seq
-		if h, ok := hold[b.Seq]; ok {
-			<-h
-		}
-		return batchclaim.Result{Verdict: batchclaim.Done}, nil
-	})
-	chained := slotJob("a", 3)
-	rec := &heldRecorder{writing: make(chan int64, 4), release: make(chan struct{}), next: &chained}
-	p, err := submitter.New(sub, rec, nil, submitter.Config{Workers: 1, Timeout: time.Minute,
-		MayChain: func(submitter.Job, int) bool { return true }})
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := newSlotPool(t, hold)
 	if !p.TrySubmit(slotJob("a", 1)) {
 		t.Fatal("no worker for the first job")
 	}
-	<-entered
-	<-rec.writing // job 1's call returned; its outcome is being written
+	<-p.entered
+	<-p.rec.writing // job 1's call returned; its outcome is being written
 	if f := p.Free(); f != 1 {
 		t.Fatalf("Free() = %d while job 1's outcome is written, want 1", f)
 	}
 	// The queuer counted that worker. Before it hands its job out, the write chains job 3,
 	// which takes the worker and runs (held).
-	close(rec.release)
-	if seq := <-entered; seq != 3 {
+	close(p.rec.release)
+	if seq := <-p.entered; seq != 3 {
 		t.Fatalf("seq %d called, want the chained job 3", seq)
 	}
 	if !p.TrySubmit(slotJob("b", 2)) {
@@ -139,27 +148,15 @@ func TestHandOutWaitsForAWorkerAChainTook(t *testing.T) {
 		t.Fatalf("Free() = %d, Busy() = %d with job 3 running and job 2 waiting, want 0 and 1", f, b)
 	}
 	select {
-	case seq := <-entered:
+	case seq := <-p.entered:
 		t.Fatalf("seq %d called while the one worker runs job 3", seq)
 	default:
 	}
 	close(hold[3])
-	if seq := <-entered; seq != 2 {
+	if seq := <-p.entered; seq != 2 {
 		t.Fatalf("seq %d called, want job 2 once job 3's call returned", seq)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if err := p.Wait(ctx); err != nil {
-		t.Fatal(err)
-	}
-	mu.Lock()
-	defer mu.Unlock()
-	if len(calls) != 3 || calls[0] != 1 || calls[1] != 3 || calls[2] != 2 {
-		t.Fatalf("calls %v, want [1 3 2]", calls)
-	}
-	if f := p.Free(); f != 1 {
-		t.Fatalf("Free() = %d after every job ended, want 1", f)
-	}
+	p.ended(t, 1, 3, 2)
 }
 
 // A cancelled pool starts nothing more.
