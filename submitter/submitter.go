@@ -206,10 +206,7 @@ func (p *Pool) TrySubmit(j Job) bool {
 	if p.stopped.Err() != nil {
 		return false
 	}
-	idle := p.tryAcquire()
-	if !idle {
-		p.waiting.Add(1) // before TrySubmit returns: the caller's next Free counts j
-	}
+	idle := p.reserve() // before TrySubmit returns: the caller's next Free counts j
 	p.wg.Add(1)
 	p.mu.Lock()
 	p.running[j.Batch.ServiceID]++
@@ -229,19 +226,14 @@ func (p *Pool) TrySubmit(j Job) bool {
 				p.done(last)
 			}
 		}()
-		if !idle {
-			p.slots <- struct{}{}
-			p.waiting.Add(-1)
-		}
+		p.take(idle)
 		for run := 1; ; run++ {
 			next, ok := p.run(last, run) // gives the slot back
 			if !ok {
 				return
 			}
 			// next is marked in flight already: it waits for a worker if none is idle.
-			if !p.tryAcquire() {
-				p.acquire()
-			}
+			p.take(p.reserve())
 			if p.cfg.Chained != nil {
 				p.cfg.Chained(last, next)
 			}
@@ -254,23 +246,26 @@ func (p *Pool) TrySubmit(j Job) bool {
 	return true
 }
 
-// tryAcquire takes an idle worker's slot, if there is one. A slot is held for a Submitter
-// call only: run gives it back as the call returns.
-func (p *Pool) tryAcquire() bool {
+// reserve takes an idle worker's slot and reports true, or, with none idle, counts one more
+// job waiting for a slot (Free leaves its worker out, so that the queuer hands out no job for
+// it) and reports false. A slot is held for a Submitter call only: run gives it back as the
+// call returns.
+func (p *Pool) reserve() (idle bool) {
 	select {
 	case p.slots <- struct{}{}:
 		return true
 	default:
+		p.waiting.Add(1)
 		return false
 	}
 }
 
-// acquire waits for a slot, counted in Free meanwhile so that the queuer hands out no job
-// for the worker this one will take.
-func (p *Pool) acquire() {
-	p.waiting.Add(1)
-	defer p.waiting.Add(-1)
-	p.slots <- struct{}{}
+// take completes reserve: with no idle slot then, it waits for one.
+func (p *Pool) take(idle bool) {
+	if !idle {
+		p.slots <- struct{}{}
+		p.waiting.Add(-1)
+	}
 }
 
 // Overdue is how many Submit calls are still running more than grace past their deadline: a
