@@ -487,6 +487,7 @@ func (q *Queuer) take(free int) (held map[string]claims.Claim, ids, elsewhere []
 	if all {
 		held := q.eng.Held() // the engine is never asked while q.mu is held
 		q.mu.Lock()
+		q.pruneFloorsLocked(held)
 		for _, c := range held {
 			q.sweepLocked(c.ServiceID)
 		}
@@ -562,18 +563,14 @@ func (q *Queuer) requeueFront(ids []string) {
 // FetchLimit held claims after the sweep's cursor (wrapping around), so that every claim is
 // looked at now and then even if nothing said it had work.
 func (q *Queuer) sweepTick() {
-	held := q.eng.Held()
-	q.mu.Lock()
-	q.pruneFloorsLocked(held)
-	q.mu.Unlock()
 	if q.cfg.SweepAll {
 		q.DirtyAll()
 		return
 	}
-	if len(held) == 0 {
-		return
-	}
+	held := q.eng.Held()
 	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.pruneFloorsLocked(held)
 	start := sort.Search(len(held), func(i int) bool { return held[i].ServiceID > q.sweep })
 	n := min(q.cfg.FetchLimit, len(held))
 	for i := range n {
@@ -581,7 +578,6 @@ func (q *Queuer) sweepTick() {
 		q.sweepLocked(id)
 		q.sweep = id
 	}
-	q.mu.Unlock()
 }
 
 // pruneFloorsLocked forgets the floors of service_ids no longer held, once there are more
