@@ -211,6 +211,36 @@ func TestMissedTicksAndRestart(t *testing.T) {
 	}
 }
 
+// An instance stopped in the middle of a tick (Run's context ends after it took the tick and
+// before it committed) finishes the tick: the job is stored once and Enqueued is called for
+// it, instead of a commit cut off by the cancellation leaving a stored job nobody reported.
+func TestStopMidTickFinishesTheTick(t *testing.T) {
+	t.Parallel()
+	url := dbtest.NewDB(t)
+	admin := newPool(t, url)
+	rec := &record{}
+	job := periodic.Job{Name: "beat", Schedule: periodic.Every(time.Second)}
+	s, err := periodic.New(dbtest.Open(t, newPool(t, url), ""), periodic.Config{Jobs: []periodic.Job{job}, Enqueued: rec.enqueued("a")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	periodic.SetMidTick(s, func(string, time.Time) { cancel() })
+	if err := s.Run(ctx); err != context.Canceled {
+		t.Fatalf("Run: %v; want context.Canceled", err)
+	}
+	ids, stored := jobs(t, admin, "periodic/beat"), rec.get()
+	if len(ids) != 1 || len(stored) != 1 {
+		t.Fatalf("stopped mid-tick: jobs %v, Enqueued calls %v; want one job, reported once", ids, stored)
+	}
+	for tick, by := range stored {
+		if ids[0] != periodic.TickID("beat", tick) || len(by) != 1 {
+			t.Errorf("job %s, Enqueued for %s by %v; want the same tick, once", ids[0], tick.Format(time.RFC3339), by)
+		}
+	}
+}
+
 // An instance killed in the middle of a tick (it took the tick and stored its job, and had
 // not committed) loses nothing: its transaction rolls back, the instances waiting on the
 // tick's row go on, and exactly one of them stores the tick.

@@ -45,7 +45,9 @@ func New(db pgdb.DB, cfg Config) (*Scheduler, error) {
 }
 
 // Run registers the jobs and stores their ticks as they come until ctx ends. A failed look
-// is logged and tried again after a while; Run returns only ctx's error.
+// is logged and tried again after a while; Run returns only ctx's error. A tick being stored
+// when ctx ends is finished first (within LockTimeout + IdleTimeout), so that a job stored is
+// never one whose Enqueued call was skipped.
 func (s *Scheduler) Run(ctx context.Context) error {
 	if len(s.cfg.Jobs) == 0 {
 		<-ctx.Done()
@@ -150,6 +152,12 @@ func (s *Scheduler) store(ctx context.Context, j Job, tick time.Time) error {
 	}
 	var stored ingest.Stored
 	taken := false
+	// The tick is due: once begun, its transaction is finished even if ctx ends meanwhile
+	// (Run stopped), bounded by the lock and idle timeouts. Cancelled mid-commit, the
+	// transaction could commit on the server while this instance saw an error and skipped
+	// Enqueued for a job it stored.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.LockTimeout+s.cfg.IdleTimeout)
+	defer cancel()
 	err := pgdb.InTx(ctx, s.db, pgx.TxOptions{}, func(tx pgx.Tx) error {
 		if err := pgdb.GuardTx(ctx, tx, s.cfg.LockTimeout, s.cfg.IdleTimeout); err != nil {
 			return err
