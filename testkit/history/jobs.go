@@ -193,6 +193,55 @@ func (j Job) flights(end time.Time) []flight {
 	return out
 }
 
+// unfinished returns the stretches in which the job was unfinished (stored and in no
+// terminal state), by the database clock: from when it was stored to its first terminal
+// state, and from each Retry that revived it to the next.
+func (j Job) unfinished(end time.Time) [][2]time.Time {
+	if !j.Deleted.IsZero() {
+		end = j.Deleted
+	}
+	var out [][2]time.Time
+	from := j.Stored
+	for _, c := range timeline(j) {
+		switch {
+		case c.To.Terminal() && !from.IsZero():
+			out = append(out, [2]time.Time{from, c.At})
+			from = time.Time{}
+		case !c.To.Terminal() && from.IsZero():
+			from = c.At
+		}
+	}
+	if !from.IsZero() && end.After(from) {
+		out = append(out, [2]time.Time{from, end})
+	}
+	return out
+}
+
+// IdleBetween reports whether service had, at some instant in [from, to] (database clock), no
+// unfinished job: a moment its claim row could be dropped as idle.
+func (h JobHistory) IdleBetween(service string, from, to time.Time) bool {
+	var spans [][2]time.Time
+	for _, j := range h.Jobs {
+		if j.Service == service {
+			spans = append(spans, j.unfinished(h.End)...)
+		}
+	}
+	slices.SortFunc(spans, func(a, b [2]time.Time) int { return a[0].Compare(b[0]) })
+	t := from
+	for _, s := range spans {
+		if s[0].After(t) {
+			break // nothing covers t
+		}
+		if s[1].After(t) {
+			t = s[1]
+		}
+		if t.After(to) {
+			return false
+		}
+	}
+	return !t.After(to)
+}
+
 // CheckInFlight counts the pairs of jobs of one service_id that were in flight (INFLIGHT,
 // UNKNOWN or PENDING) at one database instant. A stretch in flight runs from the change
 // that entered the state to the next change of the job (or the end, or its deletion); one

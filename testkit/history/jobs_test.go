@@ -186,3 +186,39 @@ func TestCheckJobs(t *testing.T) {
 		t.Fatalf("report: %+v", r)
 	}
 }
+
+// A key is idle at an instant none of its jobs is stored and unfinished; a Retry makes its
+// job unfinished again and retention's deletion ends it.
+func TestIdleBetween(t *testing.T) {
+	t.Parallel()
+	revived := history.Job{Seq: 3, Service: "s", Stored: ms(600), Final: sCommitted, Changes: []history.JobChange{
+		change(610, sNew, sInflight), change(620, sInflight, sInvalid), retry(800, sInvalid, sNew),
+		change(810, sNew, sInflight), {At: ms(900), From: sInflight, To: sCommitted, Src: "transition"}}}
+	open := history.Job{Seq: 4, Service: "s", Stored: ms(1000), Final: sNew, Deleted: ms(1100)}
+	h := history.JobHistory{End: ms(2000), Jobs: []history.Job{
+		committed(1, "s", 100, 300), // unfinished 0-300
+		{Seq: 2, Service: "s", Stored: ms(250), Final: sNew, // stored at 250, cancelled at 500
+			Changes: []history.JobChange{{At: ms(500), From: sNew, To: sCancelled, Src: "transition"}}},
+		revived, open,
+		committed(5, "t", 100, 1900), // another key's work counts for nothing
+	}}
+	for _, tc := range []struct {
+		from, to int
+		want     bool
+	}{
+		{0, 499, false},   // job 1, then job 2 from 250
+		{0, 500, true},    // job 2 cancelled at 500
+		{100, 650, true},  // idle from 500 to 600
+		{610, 619, false}, // job 3 runs until it is invalid at 620
+		{610, 700, true},  // idle from 620
+		{630, 790, true},
+		{810, 899, false},
+		{1000, 1099, false}, // job 4 stored, deleted at 1100
+		{1050, 1200, true},
+		{2000, 3000, true}, // after everything
+	} {
+		if got := h.IdleBetween("s", ms(tc.from), ms(tc.to)); got != tc.want {
+			t.Errorf("IdleBetween(%d, %d) = %t, want %t", tc.from, tc.to, got, tc.want)
+		}
+	}
+}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/batchclaim/batchclaim"
 	"github.com/batchclaim/batchclaim/dlt/dltsim"
 	"github.com/batchclaim/batchclaim/testkit/history"
 )
@@ -170,7 +171,17 @@ func TestJudgeTakeovers(t *testing.T) {
 	// Lease: expiry-1 at 2s, expiry-2 at 8s. Bounds: idle 3.4s, busy 9.4s.
 	r.victims = []*victim{{kind: KindSIGKILL, name: "i1-1", id: victimID, at: at(0), e1: at(2000), e2: at(8000),
 		held: []heldClaim{{"fast", 1, false, true}, {"slow", 1, false, true}, {"busy", 1, true, true}, {"released", 1, false, true},
-			{"never", 1, false, false}, {"dropped", 1, false, false}}}}
+			{"never", 1, false, false}, {"dropped", 1, false, false}, {"cancelled", 1, false, true}}}}
+	// Every key has a job unfinished throughout but "cancelled", whose only job an operator
+	// cancelled 1s after the fault (it had work when the victim's claims were read).
+	jobs := history.JobHistory{End: at(30000)}
+	for i, svc := range []string{"fast", "slow", "busy", "released", "never", "dropped", "cancelled"} {
+		j := history.Job{Seq: int64(i + 1), Service: svc, Stored: at(-1000), Final: batchclaim.StateNew}
+		if svc == "cancelled" {
+			j.Final, j.Changes = batchclaim.StateCancelled, []history.JobChange{{At: at(1000), From: batchclaim.StateNew, To: batchclaim.StateCancelled}}
+		}
+		jobs.Jobs = append(jobs.Jobs, j)
+	}
 	owned := func(svc string, end string, takenMS int) []history.Ownership {
 		o := []history.Ownership{{Service: svc, Instance: victimID, Epoch: 1, From: at(-5000), To: at(takenMS), End: end}}
 		if takenMS > 0 {
@@ -179,33 +190,35 @@ func TestJudgeTakeovers(t *testing.T) {
 		return o
 	}
 	owns := map[string][]history.Ownership{
-		"fast":     owned("fast", "voided_idle", 3000),
-		"slow":     owned("slow", "voided_idle", 4000),
-		"busy":     owned("busy", "voided_expired", 9000),
-		"released": owned("released", "released", 20000),
-		"never":    {{Service: "never", Instance: victimID, Epoch: 1, From: at(-5000)}},
-		"dropped":  owned("dropped", "dropped", 2500),
+		"fast":      owned("fast", "voided_idle", 3000),
+		"slow":      owned("slow", "voided_idle", 4000),
+		"busy":      owned("busy", "voided_expired", 9000),
+		"released":  owned("released", "released", 20000),
+		"never":     {{Service: "never", Instance: victimID, Epoch: 1, From: at(-5000)}},
+		"dropped":   owned("dropped", "dropped", 2500),
+		"cancelled": {{Service: "cancelled", Instance: victimID, Epoch: 1, From: at(-5000)}},
 	}
-	slow, judged, problems := r.judgeTakeovers(owns)
-	if slow != 2 || judged != 4 {
-		t.Fatalf("slow %d judged %d, want 2 of 4: %v", slow, judged, problems)
+	slow, judged, problems := r.judgeTakeovers(owns, jobs)
+	if slow != 3 || judged != 5 {
+		t.Fatalf("slow %d judged %d, want 3 of 5: %v", slow, judged, problems)
 	}
 	// With idle rows dropped, a claim without unfinished work may be voided and its free row
-	// dropped, never taken: only the claims with work are judged ("never" had none).
+	// dropped, never taken: only the claims with work until their bound are judged ("never"
+	// had none, "cancelled" none from 1s).
 	r.cfg.DropIdleAfter = time.Second
-	slow, judged, problems = r.judgeTakeovers(owns)
+	slow, judged, problems = r.judgeTakeovers(owns, jobs)
 	if slow != 1 || judged != 3 {
 		t.Fatalf("dropping idle rows: slow %d judged %d, want 1 of 3: %v", slow, judged, problems)
 	}
 	// drop_idle_on turned it on before the claims' bounds: judged as with the flag.
 	r.cfg.DropIdleAfter = 0
 	r.dropIdleFrom = at(1000)
-	if slow, judged, problems = r.judgeTakeovers(owns); slow != 1 || judged != 3 {
+	if slow, judged, problems = r.judgeTakeovers(owns, jobs); slow != 1 || judged != 3 {
 		t.Fatalf("drop_idle_on: slow %d judged %d, want 1 of 3: %v", slow, judged, problems)
 	}
 	r.dropIdleFrom = time.Time{}
 	r.victims[0].until = at(3000) // back before any bound
-	if slow, judged, _ := r.judgeTakeovers(owns); slow != 0 || judged != 0 {
+	if slow, judged, _ := r.judgeTakeovers(owns, jobs); slow != 0 || judged != 0 {
 		t.Fatalf("short outage: slow %d judged %d, want none judged", slow, judged)
 	}
 }

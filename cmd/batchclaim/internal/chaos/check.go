@@ -113,7 +113,11 @@ func (r *run) check(ctx context.Context) (Report, error) {
 	if err != nil {
 		return rep, fmt.Errorf("read ownerships: %w", err)
 	}
-	slow, judged, problems := r.judgeTakeovers(owns)
+	jobs, err := history.ReadJobs(ctx, r.pool)
+	if err != nil {
+		return rep, fmt.Errorf("read the jobs' history: %w", err)
+	}
+	slow, judged, problems := r.judgeTakeovers(owns, jobs)
 	rep.Violations[SlowTakeovers], rep.TakeoversJudged = slow, judged
 	rep.Problems = append(rep.Problems, problems...)
 	rep.LeaderTakeovers = r.leaderTakeovers
@@ -126,9 +130,7 @@ func (r *run) check(ctx context.Context) (Report, error) {
 	rep.Violations[HistoryGaps] += gaps
 	rep.Problems = append(rep.Problems, problems...)
 
-	if err := r.checkJobs(ctx, &rep); err != nil {
-		return rep, err
-	}
+	r.checkJobs(jobs, &rep)
 
 	if r.unbalanced != "" {
 		rep.Violations[Unbalanced] = 1
@@ -250,10 +252,11 @@ func ledgerEvents(posts []dltsim.Post, settled []dltsim.Settlement) []history.Le
 // stood when the outage ended, plus two renew intervals plus the scheduling allowance. A
 // claim is judged only when the outage outlasted its bound and the victim did not give the
 // claim back itself (released, or dropped as idle). When the instances drop idle claim rows,
-// a claim whose service_id had no unfinished batch at the fault is not judged either: once
+// a claim whose service_id had no unfinished batch at some instant between the fault and its
+// bound (jobs' history; an operator's cancel can end its last one) is not judged either: once
 // voided, its free row may be dropped (which records no claim event) instead of taken, and
 // the next acquisition waits for the next batch; drop_idle_on counts from when it began.
-func (r *run) judgeTakeovers(owns map[string][]history.Ownership) (slow, judged int, problems []string) {
+func (r *run) judgeTakeovers(owns map[string][]history.Ownership, jobs history.JobHistory) (slow, judged int, problems []string) {
 	c := r.cfg
 	slack := 2*c.Renew + c.Allowance
 	for _, v := range r.victims {
@@ -285,8 +288,9 @@ func (r *run) judgeTakeovers(owns map[string][]history.Ownership) (slow, judged 
 			if mine.End == "released" || mine.End == "surplus_released" || mine.End == "dropped" {
 				continue // given back, not orphaned
 			}
-			if (c.DropIdleAfter > 0 || !r.dropIdleFrom.IsZero() && r.dropIdleFrom.Before(bound)) && !h.work {
-				continue // nothing to take over; the row may be dropped
+			if (c.DropIdleAfter > 0 || !r.dropIdleFrom.IsZero() && r.dropIdleFrom.Before(bound)) &&
+				(!h.work || jobs.IdleBetween(h.service, v.at, bound)) {
+				continue // nothing to take over at some point; the row may have been dropped
 			}
 			judged++
 			switch {
@@ -307,11 +311,7 @@ func (r *run) judgeTakeovers(owns map[string][]history.Ownership) (slow, judged 
 // checkJobs checks the key's promise from the jobs' history: at most one job of a service_id
 // in flight at a time, every job stored or revived run, no terminal state left but by a
 // recorded Retry, no attempt number drawn twice.
-func (r *run) checkJobs(ctx context.Context, rep *Report) error {
-	h, err := history.ReadJobs(ctx, r.pool)
-	if err != nil {
-		return fmt.Errorf("check jobs: %w", err)
-	}
+func (r *run) checkJobs(h history.JobHistory, rep *Report) {
 	r.mu.Lock()
 	promises := slices.Clone(r.promises)
 	for id := range r.stores {
@@ -329,7 +329,6 @@ func (r *run) checkJobs(ctx context.Context, rep *Report) error {
 			rep.Problems = append(rep.Problems, c.name+": "+p)
 		}
 	}
-	return nil
 }
 
 func clock(t time.Time) string { return t.Format("15:04:05.000") }
