@@ -65,11 +65,13 @@ func EnqueueMany(ctx context.Context, q pgdb.Querier, jobs []Job) (_ []Stored, e
 // each batch id is then registered across service_ids too, and one stored under another
 // service_id fails the call with ErrBatchIDTaken (a takenError naming it).
 func insertMany(ctx context.Context, q pgdb.Querier, jobs []Job, ledger bool) ([]Stored, error) {
+	// An option's array stays empty when no job sets it: the statement reads an empty one as
+	// none for every job, and the call sends and encodes nothing for it.
 	p := db.BatchesInsertManyParams{
 		Ledger:     ledger,
 		ServiceIds: make([]string, len(jobs)), BatchIds: make([]string, len(jobs)), Payloads: make([][]byte, len(jobs)),
-		RunAts: make([]time.Time, len(jobs)), MaxAttempts: make([]int32, len(jobs)), Kinds: make([]string, len(jobs)),
-		TimeoutsMs: make([]int64, len(jobs)), WakeAfterCommit: commitsAlone(q),
+		RunAts: []time.Time{}, MaxAttempts: []int32{}, Kinds: []string{}, TimeoutsMs: []int64{},
+		WakeAfterCommit: commitsAlone(q),
 	}
 	for i, j := range jobs {
 		if err := batchclaim.ValidateServiceID(j.ServiceID); err != nil {
@@ -87,16 +89,16 @@ func insertMany(ctx context.Context, q pgdb.Querier, jobs []Job, ledger bool) ([
 			p.Payloads[i] = []byte{} // stored empty, not NULL
 		}
 		if o.runAt != nil {
-			p.RunAts[i] = *o.runAt // the zero time stands for none
+			setAt(&p.RunAts, len(jobs), i, *o.runAt) // the zero time stands for none
 		}
 		if o.maxAttempts != nil {
-			p.MaxAttempts[i] = *o.maxAttempts // 0 stands for none
+			setAt(&p.MaxAttempts, len(jobs), i, *o.maxAttempts) // 0 stands for none
 		}
 		if o.kind != nil {
-			p.Kinds[i] = *o.kind // "" stands for none
+			setAt(&p.Kinds, len(jobs), i, *o.kind) // "" stands for none
 		}
 		if o.timeoutMs != nil {
-			p.TimeoutsMs[i] = *o.timeoutMs // 0 stands for none
+			setAt(&p.TimeoutsMs, len(jobs), i, *o.timeoutMs) // 0 stands for none
 		}
 	}
 	qs := db.New()
@@ -145,6 +147,14 @@ func insertMany(ctx context.Context, q pgdb.Querier, jobs []Job, ledger bool) ([
 		wakeAfterCommit(ctx, q, ids...)
 	}
 	return out, nil
+}
+
+// setAt sets (*a)[i] to v, first making *a n zero values long if it is still empty.
+func setAt[T any](a *[]T, n, i int, v T) {
+	if len(*a) == 0 {
+		*a = make([]T, n)
+	}
+	(*a)[i] = v
 }
 
 // errStoredUnseen: a job's pair was stored by a transaction this one's snapshot does not see.

@@ -285,6 +285,64 @@ func TestEnqueueMany(t *testing.T) {
 		}
 	})
 
+	t.Run("the set registers its keys itself; later inserts of its transaction still go through the key trigger", func(t *testing.T) {
+		t.Parallel()
+		ctx, pool := t.Context(), dbtest.NewPool(t)
+		tx, err := pool.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer tx.Rollback(ctx) //nolint:errcheck
+		if _, err := tx.Exec(ctx, `SET LOCAL track_functions = 'pl'`); err != nil {
+			t.Fatal(err)
+		}
+		triggerCalls := func() (n int64) {
+			t.Helper()
+			if err := tx.QueryRow(ctx, `SELECT coalesce(pg_stat_get_xact_function_calls('batchclaim.batchclaim_batch_key'::regproc), 0)`).Scan(&n); err != nil {
+				t.Fatal(err)
+			}
+			return n
+		}
+		jobs := make([]ingest.Job, 100)
+		for i := range jobs {
+			jobs[i] = ingest.Job{ServiceID: fmt.Sprintf("k%d", i%7), BatchID: fmt.Sprint(i)}
+		}
+		jobs = append(jobs, jobs[3]) // a duplicate within the set: the registration's second path
+		stored, err := ingest.EnqueueMany(ctx, tx, jobs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := triggerCalls(); n != 0 || !stored[3].New || stored[100].New || stored[100].Seq != stored[3].Seq {
+			t.Fatalf("the set called the per-row key trigger %d times (want 0); job 3 %+v, its repeat %+v", n, stored[3], stored[100])
+		}
+		// The same pairs again in the same transaction: a single enqueue, an application's
+		// own INSERT and a second set all find them taken.
+		again, err := ingest.Enqueue(ctx, tx, "k3", "3", nil)
+		if err != nil || again.New || again.Seq != stored[3].Seq {
+			t.Fatalf("single enqueue of a pair the set stored: %+v, %v; want it reported stored", again, err)
+		}
+		tag, err := tx.Exec(ctx, `INSERT INTO batchclaim.batches (service_id, batch_id, payload) VALUES ('k4', '4', '')`)
+		if err != nil || tag.RowsAffected() != 0 {
+			t.Fatalf("an application's INSERT of a pair the set stored: %v rows, %v; want none", tag.RowsAffected(), err)
+		}
+		if n := triggerCalls(); n != 2 {
+			t.Errorf("the key trigger ran %d times for the two later inserts, want 2", n)
+		}
+		second, err := ingest.EnqueueMany(ctx, tx, jobs[:10])
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, st := range second {
+			if st.New || st.Seq != stored[i].Seq {
+				t.Errorf("second set, job %d: %+v; want it reported stored as %d", i, st, stored[i].Seq)
+			}
+		}
+		var rows int
+		if err := tx.QueryRow(ctx, `SELECT count(*) FROM batchclaim.batches`).Scan(&rows); err != nil || rows != 100 {
+			t.Errorf("%d rows stored (%v), want 100", rows, err)
+		}
+	})
+
 	t.Run("a pair stored by a transaction this one cannot see fails the call", func(t *testing.T) {
 		t.Parallel()
 		ctx, pool := t.Context(), dbtest.NewPool(t)

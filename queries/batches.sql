@@ -40,12 +40,18 @@ RETURNING seq, created_at;
 -- Each service_id's enqueue lock is taken first, in the order of the lock's own key, so that
 -- two such statements wait for each other instead of deadlocking (one entry of the server's
 -- lock table per service_id, held to the end of the transaction); the claim rows are created
--- under the locks; the rows are then inserted in the order given, which draws seq and pos in
--- that order. A pair stored before, or earlier in the list, is skipped by the trigger
--- batches_key and not returned. A run-at time of year 1 (Go's zero time), an attempt limit of
--- 0, an empty kind and a timeout of 0 mean none. wake_after_commit as for BatchInsert. ledger
--- marks every row a ledger batch (the ingest API's lists), whose id batches_key also registers
--- across service_ids.
+-- under the locks. The rows' seqs are drawn in the order given, and their pairs registered in
+-- batch_keys in one insert (batchclaim_register_keys): a pair stored before, or earlier in the
+-- list, is skipped and not returned. The rows whose pair was registered are then inserted in
+-- the order given (which draws pos in that order), and batchclaim_keys_registered_through
+-- keeps the per-row trigger batches_key from registering them again (migration 20). A ledger
+-- list (ledger) leaves the registration to the trigger, which also registers each id across
+-- service_ids. No unique index of batches can refuse a row whose pair (and ledger id) is
+-- registered, so the insert has no ON CONFLICT, whose speculative insertion would probe each
+-- unique index once more per row. A run-at
+-- time of year 1 (Go's zero time), an attempt limit of 0, an empty kind and a timeout of 0
+-- mean none; an empty array of them, none for every job. wake_after_commit as for
+-- BatchInsert.
 WITH input AS (
     SELECT unnest(sqlc.arg(service_ids)::text[]) AS service_id, unnest(sqlc.arg(batch_ids)::text[]) AS batch_id,
            unnest(sqlc.arg(payloads)::bytea[]) AS payload,
@@ -64,12 +70,23 @@ registered AS (
     INSERT INTO batchclaim.service_id_claims (service_id)
     SELECT DISTINCT i.service_id FROM input i, serial
     ON CONFLICT (service_id) DO NOTHING
+),
+numbered AS (
+    SELECT i.*, nextval('batchclaim.batches_seq_seq') AS seq FROM input i, serial ORDER BY i.ord
+),
+keyed AS (
+    SELECT unnest(batchclaim.batchclaim_register_keys(array_agg(n.service_id ORDER BY n.ord), array_agg(n.batch_id ORDER BY n.ord),
+                                                      array_agg(n.seq ORDER BY n.ord))) AS seq
+    FROM numbered n WHERE NOT sqlc.arg(ledger)::bool
+),
+marked AS (
+    SELECT CASE WHEN sqlc.arg(ledger)::bool THEN 0 ELSE batchclaim.batchclaim_keys_registered_through(max(seq)) END AS through FROM numbered
 )
-INSERT INTO batchclaim.batches (service_id, batch_id, payload, ledger, next_attempt_at, max_attempts, kind, timeout_ms)
-SELECT i.service_id, i.batch_id, i.payload, sqlc.arg(ledger)::bool, i.run_at, i.max_attempts, i.kind, i.timeout_ms
-FROM input i, serial
-ORDER BY i.ord
-ON CONFLICT DO NOTHING
+INSERT INTO batchclaim.batches (seq, service_id, batch_id, payload, ledger, next_attempt_at, max_attempts, kind, timeout_ms)
+SELECT n.seq, n.service_id, n.batch_id, n.payload, sqlc.arg(ledger)::bool, n.run_at, n.max_attempts, n.kind, n.timeout_ms
+FROM numbered n, marked m
+WHERE sqlc.arg(ledger)::bool OR m.through IS NOT NULL AND n.seq IN (SELECT k.seq FROM keyed k)
+ORDER BY n.ord
 RETURNING seq, service_id, batch_id;
 
 -- name: BatchesLookupMany :many
