@@ -140,6 +140,8 @@ func (r *run) check(ctx context.Context) (Report, error) {
 	rep.Problems = append(rep.Problems, r.stalled...)
 	rep.Violations[SlowWakeups] = len(r.slowWakeups)
 	rep.Problems = append(rep.Problems, r.slowWakeups...)
+	rep.Violations[BulkReports] = len(r.bulkReports)
+	rep.Problems = append(rep.Problems, r.bulkReports...)
 	return rep, nil
 }
 

@@ -61,6 +61,7 @@ const (
 	HistoryGaps           = "history_gaps"
 	StalledWork           = "stalled_work"
 	SlowWakeups           = "slow_wakeups"
+	BulkReports           = "bulk_reports"
 	// The key's promise, checked from the jobs' recorded history (testkit/history).
 	DoubleInFlight      = "double_in_flight"
 	LostJobs            = "lost_jobs"
@@ -122,7 +123,7 @@ func Kinds() []string { return slices.Concat(hostKinds, ledgerKinds) }
 // Invariants returns every invariant the check counts.
 func Invariants() []string {
 	return []string{Lost, OrderViolations, DoubleOutstanding, DoubleOwner, EpochRegressions,
-		StaleWritesAccepted, UnexplainedDuplicates, SlowTakeovers, Unbalanced, HistoryGaps, StalledWork, SlowWakeups,
+		StaleWritesAccepted, UnexplainedDuplicates, SlowTakeovers, Unbalanced, HistoryGaps, StalledWork, SlowWakeups, BulkReports,
 		DoubleInFlight, LostJobs, TerminalRegressions, RepeatedAttempts}
 }
 

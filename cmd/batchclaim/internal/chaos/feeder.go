@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/http"
+	"slices"
 	"sync"
 	"time"
 
@@ -105,6 +106,48 @@ func (r *run) enqueueDirect(ctx context.Context, svc string, n int, hold time.Du
 	return nil
 }
 
+// enqueueBulk stores one batch of each service_id (numbers ns) in one call of
+// ingest.EnqueueMany, with the first one repeated at the end, inside a transaction held open
+// for hold: a bulk enqueue racing the single ones of the same service_ids. The repeat must be
+// reported a duplicate of the first, with its seq.
+func (r *run) enqueueBulk(ctx context.Context, svcs []string, ns []int, hold time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, hold+5*time.Second)
+	defer cancel()
+	tx, err := r.pool.Begin(ctx)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // no-op after commit
+	jobs := make([]ingest.Job, 0, len(svcs)+1)
+	for i, svc := range svcs {
+		id, list := dlt.FakeBatch(svc, ns[i])
+		jobs = append(jobs, ingest.Job{ServiceID: svc, BatchID: id, Payload: list})
+	}
+	jobs = append(jobs, jobs[0])
+	st, err := ingest.EnqueueMany(ctx, tx, jobs)
+	if err != nil {
+		return err
+	}
+	if last := st[len(st)-1]; last.New || last.Seq != st[0].Seq {
+		r.mu.Lock()
+		r.bulkReports = append(r.bulkReports, fmt.Sprintf("%s: the repeat of batch %s in one EnqueueMany came back %+v, want a duplicate of seq %d",
+			jobs[0].ServiceID, jobs[0].BatchID, last, st[0].Seq))
+		r.mu.Unlock()
+	}
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(hold):
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return err
+	}
+	for i, svc := range svcs {
+		r.noteStored(svc, ns[i], stored{done: time.Now(), held: hold, via: "bulk enqueue (EnqueueMany)"})
+	}
+	return nil
+}
+
 // enqueueVia stores one batch through an instance's ingest API.
 func (r *run) enqueueVia(ctx context.Context, in *instance, svc string, n int) error {
 	in.mu.Lock()
@@ -158,16 +201,22 @@ func (r *run) feed(ctx context.Context, rng *rand.Rand) {
 }
 
 // concurrentEnqueue has several clients store batches of the same service_ids at once:
-// through the ingest APIs of different instances, and straight in the database inside
-// transactions held open for a while. It returns a description.
+// through the ingest APIs of different instances, straight in the database inside
+// transactions held open for a while, and one bulk enqueue of a batch of each service_id in
+// a transaction held open too. It returns a description.
 func (r *run) concurrentEnqueue(ctx context.Context, rng *rand.Rand) string {
 	services := 1 + rng.IntN(3)
 	clients := 3 + rng.IntN(3)
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	stored, long := 0, 0
+	var bulkSvcs []string
+	var bulkNs []int
 	for range services {
 		svc := serviceID(rng.IntN(r.cfg.ServiceIDs))
+		if !slices.Contains(bulkSvcs, svc) {
+			bulkSvcs, bulkNs = append(bulkSvcs, svc), append(bulkNs, r.numbers.take(svc))
+		}
 		for c := range clients {
 			n := r.numbers.take(svc)
 			hold := time.Duration(0)
@@ -199,6 +248,16 @@ func (r *run) concurrentEnqueue(ctx context.Context, rng *rand.Rand) string {
 			}()
 		}
 	}
+	bulk := "stored"
+	if err := r.enqueueBulk(ctx, bulkSvcs, bulkNs, bulkHold); err != nil {
+		bulk = "not stored: " + err.Error()
+	} else {
+		r.arrived.Add(int64(len(bulkSvcs)))
+	}
 	wg.Wait()
-	return fmt.Sprintf("%d clients x %d service_ids, %d stored (%d in transactions held open)", clients, services, stored, long)
+	return fmt.Sprintf("%d clients x %d service_ids, %d stored (%d in transactions held open); a bulk enqueue of one batch each %s",
+		clients, services, stored, long, bulk)
 }
+
+// bulkHold is how long concurrentEnqueue's bulk enqueue holds its transaction open.
+const bulkHold = 500 * time.Millisecond

@@ -65,6 +65,7 @@ type run struct {
 	problems        []string
 	stalled         []string // link_freeze and pool_hog victims that did not go on working
 	slowWakeups     []string // held_enqueue batches their service_id's holder did not hear of
+	bulkReports     []string // bulk enqueues that reported a repeat as new or under another seq
 	unbalanced      string   // why the claims never balanced; empty when they did
 	skipped         []string
 	// dropIdleFrom: database time drop_idle_on began (zero: it did not run).
