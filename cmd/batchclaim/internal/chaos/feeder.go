@@ -111,7 +111,9 @@ func (r *run) enqueueDirect(ctx context.Context, svc string, n int, hold time.Du
 // for hold: a bulk enqueue racing the single ones of the same service_ids. The repeat must be
 // reported a duplicate of the first, with its seq.
 func (r *run) enqueueBulk(ctx context.Context, svcs []string, ns []int, hold time.Duration) error {
-	ctx, cancel := context.WithTimeout(ctx, hold+5*time.Second)
+	// Its statement waits for the enqueue locks of every service_id, which the held single
+	// enqueues (up to 5 of up to 2 s each per service_id) keep in turn.
+	ctx, cancel := context.WithTimeout(ctx, hold+20*time.Second)
 	defer cancel()
 	tx, err := r.pool.Begin(ctx)
 	if err != nil {
