@@ -37,7 +37,9 @@ type Config struct {
 	// Authorization, when set, is sent as the Authorization header of every request.
 	Authorization string
 	// HTTPClient sends the requests. Nil means a client with no overall timeout (each request
-	// is bounded by RequestTimeout through its context) and the TLS settings below. A client's
+	// is bounded by RequestTimeout through its context), the TLS settings below, and up to
+	// IdleConnsDefault idle connections kept for reuse (net/http's default keeps 2 per host,
+	// fewer than the submitter's workers use at once). A client's
 	// own Timeout also bounds status requests that ask the ledger to wait (StatusesWait): keep
 	// it above RequestTimeout plus the longest wait, or leave it zero.
 	HTTPClient *http.Client
@@ -200,7 +202,7 @@ func (c transportConfig) withDefaults() transportConfig {
 	c.timeout = cmp.Or(c.timeout, RequestTimeoutDefault)
 	c.concurrency = cmp.Or(c.concurrency, StatusConcurrencyDefault)
 	if c.httpClient == nil {
-		c.httpClient = &http.Client{}
+		c.httpClient = &http.Client{Transport: ledgerTransport()}
 	}
 	if c.logger == nil {
 		c.logger = slog.New(slog.DiscardHandler)

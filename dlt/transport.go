@@ -62,9 +62,25 @@ func tlsHTTPClient(caFile, certFile, keyFile string) (*http.Client, error) {
 		}
 		cfg.Certificates = []tls.Certificate{cert}
 	}
-	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr := ledgerTransport()
 	tr.TLSClientConfig = cfg
 	return &http.Client{Transport: tr}, nil
+}
+
+// IdleConnsDefault is how many idle connections to the ledger the default client keeps for
+// reuse: more than the submitter's workers (256 by default) POST at once, so that a burst's
+// connections stay open for the next one.
+const IdleConnsDefault = 1024
+
+// ledgerTransport is http.DefaultTransport's settings with room for IdleConnsDefault idle
+// connections to the one ledger host. The default transport keeps 2 per host: after every
+// burst of concurrent POSTs all but 2 of their connections were closed, and the next burst
+// dialed again (and left the closed ones in TIME_WAIT).
+func ledgerTransport() *http.Transport {
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.MaxIdleConns = IdleConnsDefault
+	tr.MaxIdleConnsPerHost = IdleConnsDefault
+	return tr
 }
 
 // transport holds what the flavours share: the base URL, the HTTP client, the headers sent
