@@ -77,14 +77,7 @@ func TestOutcomeLooksForTheNextHeadPastTheFinishedOne(t *testing.T) {
 		}
 		seqs[i] = s.Seq
 	}
-	snap, err := pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead}) // a report's snapshot
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer snap.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck
-	if _, err := snap.Exec(ctx, "SELECT count(*) FROM batchclaim.batches"); err != nil {
-		t.Fatal(err)
-	}
+	dbtest.HoldSnapshot(t, pool)
 	for _, s := range seqs[:n-1] { // finished one write at a time, as workers would
 		for _, st := range []string{"INFLIGHT", "COMMITTED"} {
 			if _, err := pool.Exec(ctx, "UPDATE batchclaim.batches SET state = $2 WHERE seq = $1", s, st); err != nil {

@@ -90,20 +90,7 @@ func TestFetchStartsAtTheLastHead(t *testing.T) {
 		}
 		seqs[i] = s.Seq
 	}
-	// A report's snapshot, held while everything below happens.
-	holder, err := pgx.Connect(ctx, u)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer holder.Close(context.WithoutCancel(ctx))
-	snap, err := holder.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer snap.Rollback(context.WithoutCancel(ctx))
-	if _, err := snap.Exec(ctx, "SELECT count(*) FROM batchclaim.batches"); err != nil {
-		t.Fatal(err)
-	}
+	dbtest.HoldSnapshot(t, pool) // a report's snapshot, held while everything below happens
 
 	eng := engine(t, pool)
 	d := &dispatcher{free: 1}

@@ -154,3 +154,19 @@ func Unreachable(t testing.TB) pgdb.DB {
 	t.Cleanup(pool.Close)
 	return Open(t, pool, "")
 }
+
+// HoldSnapshot opens a REPEATABLE READ transaction on b and takes its snapshot, as a long
+// report would, and keeps it until the test ends: no row version that was live when it was
+// taken, nor its index entries, can be removed by vacuum meanwhile.
+func HoldSnapshot(t testing.TB, b pgdb.Beginner) {
+	t.Helper()
+	ctx := context.WithoutCancel(t.Context())
+	tx, err := b.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead})
+	if err != nil {
+		t.Fatalf("dbtest: hold a snapshot: %v", err)
+	}
+	t.Cleanup(func() { _ = tx.Rollback(ctx) })
+	if _, err := tx.Exec(ctx, "SELECT 1"); err != nil {
+		t.Fatalf("dbtest: hold a snapshot: %v", err)
+	}
+}

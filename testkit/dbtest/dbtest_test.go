@@ -130,3 +130,36 @@ func hasTable(t *testing.T, pool *pgxpool.Pool, name string) bool {
 	}
 	return ok
 }
+
+// A held snapshot keeps a row version it saw from vacuum: after an update and a VACUUM the
+// table still has the dead version; once the test that held it ended, VACUUM removes it.
+func TestHoldSnapshot(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	pool := dbtest.NewPool(t)
+	if _, err := pool.Exec(ctx, `CREATE TABLE held (id int PRIMARY KEY, v int); INSERT INTO held VALUES (1, 0)`); err != nil {
+		t.Fatal(err)
+	}
+	dead := func() (n int64) {
+		t.Helper()
+		if _, err := pool.Exec(ctx, `VACUUM held`); err != nil {
+			t.Fatal(err)
+		}
+		if err := pool.QueryRow(ctx, `SELECT n_dead_tup FROM pg_stat_user_tables WHERE relname = 'held'`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	t.Run("held", func(t *testing.T) {
+		dbtest.HoldSnapshot(t, pool)
+		if _, err := pool.Exec(ctx, `UPDATE held SET v = 1`); err != nil {
+			t.Fatal(err)
+		}
+		if n := dead(); n != 1 {
+			t.Fatalf("%d dead row versions after VACUUM while the snapshot is held, want 1", n)
+		}
+	})
+	if n := dead(); n != 0 {
+		t.Fatalf("%d dead row versions after VACUUM once the snapshot was let go, want 0", n)
+	}
+}

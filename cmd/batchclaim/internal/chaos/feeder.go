@@ -10,6 +10,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/batchclaim/batchclaim/dlt"
 	"github.com/batchclaim/batchclaim/ingest"
 )
@@ -81,25 +83,12 @@ func (r *run) enqueueInitial(ctx context.Context) error {
 // enqueueDirect stores one batch straight in the database, holding the transaction open for
 // hold before it commits (a slow client).
 func (r *run) enqueueDirect(ctx context.Context, svc string, n int, hold time.Duration) error {
-	ctx, cancel := context.WithTimeout(ctx, hold+5*time.Second)
-	defer cancel()
-	tx, err := r.pool.Begin(ctx)
+	err := r.heldTx(ctx, hold+5*time.Second, hold, func(ctx context.Context, tx pgx.Tx) error {
+		id, list := dlt.FakeBatch(svc, n)
+		_, err := ingest.Enqueue(ctx, tx, svc, id, list)
+		return err
+	})
 	if err != nil {
-		return err
-	}
-	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // no-op after commit
-	id, list := dlt.FakeBatch(svc, n)
-	if _, err := ingest.Enqueue(ctx, tx, svc, id, list); err != nil {
-		return err
-	}
-	if hold > 0 {
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(hold):
-		}
-	}
-	if err := tx.Commit(ctx); err != nil {
 		return err
 	}
 	r.noteStored(svc, n, stored{done: time.Now(), held: hold, via: "database"})
@@ -113,41 +102,55 @@ func (r *run) enqueueDirect(ctx context.Context, svc string, n int, hold time.Du
 func (r *run) enqueueBulk(ctx context.Context, svcs []string, ns []int, hold time.Duration) error {
 	// Its statement waits for the enqueue locks of every service_id, which the held single
 	// enqueues (up to 5 of up to 2 s each per service_id) keep in turn.
-	ctx, cancel := context.WithTimeout(ctx, hold+20*time.Second)
-	defer cancel()
-	tx, err := r.pool.Begin(ctx)
+	err := r.heldTx(ctx, hold+20*time.Second, hold, func(ctx context.Context, tx pgx.Tx) error {
+		jobs := make([]ingest.Job, 0, len(svcs)+1)
+		for i, svc := range svcs {
+			id, list := dlt.FakeBatch(svc, ns[i])
+			jobs = append(jobs, ingest.Job{ServiceID: svc, BatchID: id, Payload: list})
+		}
+		jobs = append(jobs, jobs[0])
+		st, err := ingest.EnqueueMany(ctx, tx, jobs)
+		if err != nil {
+			return err
+		}
+		if last := st[len(st)-1]; last.New || last.Seq != st[0].Seq {
+			r.mu.Lock()
+			r.bulkReports = append(r.bulkReports, fmt.Sprintf("%s: the repeat of batch %s in one EnqueueMany came back %+v, want a duplicate of seq %d",
+				jobs[0].ServiceID, jobs[0].BatchID, last, st[0].Seq))
+			r.mu.Unlock()
+		}
+		return nil
+	})
 	if err != nil {
-		return err
-	}
-	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // no-op after commit
-	jobs := make([]ingest.Job, 0, len(svcs)+1)
-	for i, svc := range svcs {
-		id, list := dlt.FakeBatch(svc, ns[i])
-		jobs = append(jobs, ingest.Job{ServiceID: svc, BatchID: id, Payload: list})
-	}
-	jobs = append(jobs, jobs[0])
-	st, err := ingest.EnqueueMany(ctx, tx, jobs)
-	if err != nil {
-		return err
-	}
-	if last := st[len(st)-1]; last.New || last.Seq != st[0].Seq {
-		r.mu.Lock()
-		r.bulkReports = append(r.bulkReports, fmt.Sprintf("%s: the repeat of batch %s in one EnqueueMany came back %+v, want a duplicate of seq %d",
-			jobs[0].ServiceID, jobs[0].BatchID, last, st[0].Seq))
-		r.mu.Unlock()
-	}
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-time.After(hold):
-	}
-	if err := tx.Commit(ctx); err != nil {
 		return err
 	}
 	for i, svc := range svcs {
 		r.noteStored(svc, ns[i], stored{done: time.Now(), held: hold, via: "bulk enqueue (EnqueueMany)"})
 	}
 	return nil
+}
+
+// heldTx runs store in a transaction, holds the transaction open for hold and commits it,
+// all within timeout.
+func (r *run) heldTx(ctx context.Context, timeout, hold time.Duration, store func(context.Context, pgx.Tx) error) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	tx, err := r.pool.Begin(ctx)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // no-op after commit
+	if err := store(ctx, tx); err != nil {
+		return err
+	}
+	if hold > 0 {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(hold):
+		}
+	}
+	return tx.Commit(ctx)
 }
 
 // enqueueVia stores one batch through an instance's ingest API.
