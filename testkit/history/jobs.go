@@ -135,7 +135,11 @@ func CheckJobs(h JobHistory, promises []Promise) JobReport {
 
 // timeline returns a job's changes in the order they happened: by time, and within one
 // instant in the order their states chain (a change that leaves the state the one before
-// entered comes next).
+// entered comes next). A change's time is its transaction's now(), which is when the
+// transaction began, not when it wrote: an operator's transaction that began before an
+// outcome committed and then changed the state that outcome wrote (a Cancel of the DELAYED
+// job) carries the earlier time. So a change that says it left a state the job has not
+// entered yet goes after the later change that enters that state from the current one.
 func timeline(j Job) []JobChange {
 	cs := slices.Clone(j.Changes)
 	slices.SortStableFunc(cs, func(a, b JobChange) int { return a.At.Compare(b.At) })
@@ -146,6 +150,14 @@ func timeline(j Job) []JobChange {
 			if cs[k].From == cur {
 				best = k
 				break
+			}
+		}
+		if best == i && cs[i].From != "" && cs[i].From != cur {
+			for k := i + 1; k < len(cs); k++ {
+				if cs[k].From == cur && cs[k].To == cs[i].From {
+					best = k
+					break
+				}
 			}
 		}
 		if best != i {

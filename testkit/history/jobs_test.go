@@ -134,6 +134,12 @@ func TestCheckTerminal(t *testing.T) {
 		{"a late outcome after the commit", job(sUnknown, change(10, sNew, sInflight), change(20, sInflight, sCommitted), change(30, sInflight, sUnknown)), 1},
 		{"cancelled, then marked without a retry", job(sCancelled, change(10, sNew, sCancelled), change(20, sNew, sInflight), change(30, sInflight, sCancelled)), 1},
 		{"the table left the terminal state unrecorded", job(sNew, change(10, sNew, sInflight), change(20, sInflight, sInvalid)), 1},
+		// A Cancel in a transaction that began (its now()) before the outcome it cancelled
+		// committed: recorded earlier than the DELAYED it left.
+		{"a cancel begun before the outcome it cancelled", job(sCancelled, change(10, sNew, sInflight),
+			change(20, sDelayed, sCancelled), change(22, sInflight, sDelayed)), 0},
+		{"an outcome written over a cancel", job(sDelayed, change(10, sNew, sInflight),
+			change(20, sInflight, sCancelled), change(22, sInflight, sDelayed)), 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
