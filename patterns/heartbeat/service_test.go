@@ -150,6 +150,9 @@ func TestTheStandbyNeverRaises(t *testing.T) {
 	if st := s.svc.Stats(); st.Terms != 0 || st.Raised != 0 || st.Cleared != 0 || st.Steps != 0 {
 		t.Fatalf("standby stats %+v: it acted as the active instance", st)
 	}
+	// The active instance counts a raise once its step committed: the event can be read a
+	// moment before the count moves.
+	testutil.WaitFor(t, 10*time.Second, "the active instance to count 2 raises", func() bool { return a.svc.Stats().Raised >= 2 })
 	if st := a.svc.Stats(); st.Raised != 2 {
 		t.Fatalf("active stats %+v, want 2 raises", st)
 	}
