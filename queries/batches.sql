@@ -103,12 +103,18 @@ JOIN (SELECT unnest(sqlc.arg(service_ids)::text[]) AS service_id, unnest(sqlc.ar
 -- Its transaction writes nothing but the notifications, so its commit does not wait for the
 -- flush of its record (synchronous_commit off for it alone): Postgres holds the lock that
 -- orders notifying commits for no flush, and a notification lost in a crash delays a job
--- until its holder's safety sweep, as one missed while not listening does.
+-- until its holder's safety sweep, as one missed while not listening does. The array is read
+-- through a sub-select and each claim row by its key (LIMIT 1 keeps the probe from becoming
+-- a join), so that Postgres keeps one plan, which never scans the claims table, instead of
+-- planning every call (see BatchHeads).
 SELECT count(pg_notify(CASE WHEN c.claimant IS NULL THEN 'batchclaim_free'
                             ELSE 'batchclaim_work_' || replace(c.claimant::text, '-', '') END,
                        CASE WHEN c.claimant IS NULL THEN '' ELSE c.service_id END))
-FROM (SELECT set_config('synchronous_commit', 'off', true)) s, batchclaim.service_id_claims c
-WHERE c.service_id = ANY(sqlc.arg(service_ids)::text[]);
+FROM (SELECT set_config('synchronous_commit', 'off', true)) s,
+     unnest((SELECT sqlc.arg(service_ids)::text[])) w(service_id)
+CROSS JOIN LATERAL (
+    SELECT c.service_id, c.claimant FROM batchclaim.service_id_claims c WHERE c.service_id = w.service_id LIMIT 1
+) c;
 
 -- name: BatchLedgerOwner :one
 -- The service_id a ledger batch id is stored under.
@@ -134,6 +140,11 @@ WHERE k.service_id = sqlc.arg(service_id) AND k.batch_id = sqlc.arg(batch_id);
 -- the open index: the entries of batches that finished stay there until vacuum removes them,
 -- which it cannot while a snapshot older than their finish is held open, and each costs a
 -- heap visit. Not used with skip_valid, whose VALID batches stay unfinished behind the head.
+-- The arrays are read through sub-selects, and the halt is probed per service_id (OFFSET 0
+-- keeps that probe from becoming a join): a plan for given arrays then looks no cheaper than
+-- the generic one, so Postgres keeps one plan instead of planning every call (a call for one
+-- service_id, the common one, cost about three times as much, planned); the generic plan
+-- looks up each service_id's halt on its own, not by a join that reads every halt per call.
 SELECT h.seq, h.service_id, h.batch_id, h.state, h.attempts, h.claim_epoch, h.claimant, h.pos,
        h.unknown_count, octet_length(h.payload)::bigint AS size,
        (h.next_attempt_at IS NULL OR h.next_attempt_at <= now())::bool AS due,
@@ -142,7 +153,7 @@ SELECT h.seq, h.service_id, h.batch_id, h.state, h.attempts, h.claim_epoch, h.cl
        -- The UNKNOWN grace runs from when the batch became UNKNOWN (its POST's outcome, or its
        -- adoption from a previous owner), not from the last status answer (every poll writes one).
        EXTRACT(EPOCH FROM now() - COALESCE(h.unknown_since, h.submitted_at, h.created_at))::float8 AS unknown_seconds
-FROM (SELECT unnest(sqlc.arg(service_ids)::text[]) AS service_id, unnest(sqlc.arg(floors)::bigint[]) AS floor) s
+FROM (SELECT unnest((SELECT sqlc.arg(service_ids)::text[])) AS service_id, unnest((SELECT sqlc.arg(floors)::bigint[])) AS floor) s
 CROSS JOIN LATERAL (
     SELECT b.* FROM batchclaim.batches b
     WHERE b.service_id = s.service_id
@@ -152,7 +163,7 @@ CROSS JOIN LATERAL (
     ORDER BY b.pos
     LIMIT 1
 ) h
-WHERE NOT EXISTS (SELECT 1 FROM batchclaim.service_halts x WHERE x.service_id = s.service_id);
+WHERE NOT EXISTS (SELECT 1 FROM batchclaim.service_halts x WHERE x.service_id = s.service_id OFFSET 0);
 
 -- The data path writes sets: one statement marks every batch a round hands out, one records
 -- every outcome that arrived (and marks the next batch of each service_id it frees), one

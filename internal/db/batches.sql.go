@@ -123,7 +123,7 @@ SELECT h.seq, h.service_id, h.batch_id, h.state, h.attempts, h.claim_epoch, h.cl
        -- The UNKNOWN grace runs from when the batch became UNKNOWN (its POST's outcome, or its
        -- adoption from a previous owner), not from the last status answer (every poll writes one).
        EXTRACT(EPOCH FROM now() - COALESCE(h.unknown_since, h.submitted_at, h.created_at))::float8 AS unknown_seconds
-FROM (SELECT unnest($1::text[]) AS service_id, unnest($2::bigint[]) AS floor) s
+FROM (SELECT unnest((SELECT $1::text[])) AS service_id, unnest((SELECT $2::bigint[])) AS floor) s
 CROSS JOIN LATERAL (
     SELECT b.seq, b.service_id, b.batch_id, b.payload, b.created_at, b.state, b.attempts, b.claimant, b.claim_epoch, b.submitted_at, b.next_attempt_at, b.last_error, b.dlt_status, b.status_updated_at, b.unknown_count, b.invalid_details, b.updated_at, b.ledger, b.finished_at, b.unknown_since, b.unfinished, b.max_attempts, b.attempt_reason, b.attempt_from, b.attempt_xid, b.attempt_http_status, b.attempt_latency_ms, b.pos, b.attempt_base, b.cancel_attempt, b.cancel_requested_at, b.cancel_reason, b.kind, b.timeout_ms, b.output FROM batchclaim.batches b
     WHERE b.service_id = s.service_id
@@ -133,7 +133,7 @@ CROSS JOIN LATERAL (
     ORDER BY b.pos
     LIMIT 1
 ) h
-WHERE NOT EXISTS (SELECT 1 FROM batchclaim.service_halts x WHERE x.service_id = s.service_id)
+WHERE NOT EXISTS (SELECT 1 FROM batchclaim.service_halts x WHERE x.service_id = s.service_id OFFSET 0)
 `
 
 type BatchHeadsParams struct {
@@ -168,6 +168,11 @@ type BatchHeadsRow struct {
 // the open index: the entries of batches that finished stay there until vacuum removes them,
 // which it cannot while a snapshot older than their finish is held open, and each costs a
 // heap visit. Not used with skip_valid, whose VALID batches stay unfinished behind the head.
+// The arrays are read through sub-selects, and the halt is probed per service_id (OFFSET 0
+// keeps that probe from becoming a join): a plan for given arrays then looks no cheaper than
+// the generic one, so Postgres keeps one plan instead of planning every call (a call for one
+// service_id, the common one, cost about three times as much, planned); the generic plan
+// looks up each service_id's halt on its own, not by a join that reads every halt per call.
 func (q *Queries) BatchHeads(ctx context.Context, db DBTX, arg BatchHeadsParams) ([]BatchHeadsRow, error) {
 	rows, err := db.Query(ctx, batchHeads, arg.ServiceIds, arg.Floors, arg.SkipValid)
 	if err != nil {
@@ -1579,8 +1584,11 @@ const batchesWake = `-- name: BatchesWake :exec
 SELECT count(pg_notify(CASE WHEN c.claimant IS NULL THEN 'batchclaim_free'
                             ELSE 'batchclaim_work_' || replace(c.claimant::text, '-', '') END,
                        CASE WHEN c.claimant IS NULL THEN '' ELSE c.service_id END))
-FROM (SELECT set_config('synchronous_commit', 'off', true)) s, batchclaim.service_id_claims c
-WHERE c.service_id = ANY($1::text[])
+FROM (SELECT set_config('synchronous_commit', 'off', true)) s,
+     unnest((SELECT $1::text[])) w(service_id)
+CROSS JOIN LATERAL (
+    SELECT c.service_id, c.claimant FROM batchclaim.service_id_claims c WHERE c.service_id = w.service_id LIMIT 1
+) c
 `
 
 // Wakes the holders of service_ids whose enqueues committed without notifying
@@ -1589,7 +1597,10 @@ WHERE c.service_id = ANY($1::text[])
 // Its transaction writes nothing but the notifications, so its commit does not wait for the
 // flush of its record (synchronous_commit off for it alone): Postgres holds the lock that
 // orders notifying commits for no flush, and a notification lost in a crash delays a job
-// until its holder's safety sweep, as one missed while not listening does.
+// until its holder's safety sweep, as one missed while not listening does. The array is read
+// through a sub-select and each claim row by its key (LIMIT 1 keeps the probe from becoming
+// a join), so that Postgres keeps one plan, which never scans the claims table, instead of
+// planning every call (see BatchHeads).
 func (q *Queries) BatchesWake(ctx context.Context, db DBTX, serviceIds []string) error {
 	_, err := db.Exec(ctx, batchesWake, serviceIds)
 	return err

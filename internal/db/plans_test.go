@@ -3,6 +3,7 @@ package db_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/google/uuid"
@@ -95,4 +96,117 @@ func TestSetWritesKeepAGenericPlan(t *testing.T) {
 			t.Errorf("%s: %d custom plans and no generic one after 8 executions: Postgres plans it at every execution", name, custom)
 		}
 	}
+}
+
+// Between a job's enqueue and its start at a steady arrival rate, each statement carries one
+// service_id: the enqueue, the wake-up, the read of the head, the in-flight mark and the
+// outcome. A statement whose plan for a one-element array looks cheaper than its generic plan
+// is planned at every call: BatchHeads cost about three times as much that way. Each must
+// keep one generic plan for one-element calls, on tables never analyzed (as in a new
+// deployment, or with autovacuum off) and once analyzed.
+func TestOneKeyCallsKeepAGenericPlan(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	url := dbtest.NewDB(t)
+	setup, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer setup.Close(context.Background())
+	if _, err := setup.Exec(ctx, `INSERT INTO batchclaim.service_id_claims (service_id)
+		SELECT 'key-' || i FROM generate_series(0, 999) i`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := setup.Exec(ctx, `INSERT INTO batchclaim.batches (service_id, batch_id, payload)
+		SELECT 'key-' || (i % 1000), 'job-' || i, '\x7b7d' FROM generate_series(1, 10000) i`); err != nil {
+		t.Fatal(err)
+	}
+	q := db.New()
+	claimant, nonce := uuid.New(), uuid.New()
+	call := 0
+	// Eight one-key calls of each statement on a new connection (so planned afresh), then
+	// how each was planned.
+	phase := func(when string) {
+		conn, err := pgx.Connect(ctx, url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close(context.Background())
+		for range 8 {
+			call++
+			svc := fmt.Sprintf("key-%d", call%1000)
+			if _, err := q.BatchInsert(ctx, conn, db.BatchInsertParams{ServiceID: svc, BatchID: fmt.Sprintf("new-%d", call),
+				Payload: []byte("{}"), WakeAfterCommit: true}); err != nil {
+				t.Fatal(err)
+			}
+			if err := q.BatchesWake(ctx, conn, []string{svc}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := q.BatchHeads(ctx, conn, db.BatchHeadsParams{ServiceIds: []string{svc}, Floors: []int64{0}}); err != nil {
+				t.Fatal(err)
+			}
+			// No claim is held by claimant: the writes are fenced off and write nothing.
+			if _, err := q.BatchesMarkInflight(ctx, conn, db.BatchesMarkInflightParams{Seqs: []int64{1}, ServiceIds: []string{svc},
+				Epochs: []int64{1}, FromStates: []string{"NEW"}, Reasons: []string{"first"}, Claimant: claimant, Nonce: nonce}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := q.BatchesRecordCommits(ctx, conn, db.BatchesRecordCommitsParams{Seqs: []int64{1}, ServiceIds: []string{svc},
+				Epochs: []int64{1}, Attempts: []int32{1}, RetryAfterMs: []int64{0}, HttpStatuses: []int32{200},
+				LatenciesMs: []float64{1}, Chain: []bool{true}, ChainMaxBytes: []int64{-1}, Outputs: []string{""},
+				Claimant: claimant, Nonce: nonce}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := q.BatchesRecordOutcomes(ctx, conn, db.BatchesRecordOutcomesParams{Seqs: []int64{1}, ServiceIds: []string{svc},
+				Epochs: []int64{1}, Attempts: []int32{1}, NewStates: []string{"DELAYED"}, DltStatuses: []string{""},
+				RetryAfterMs: []int64{1000}, LastErrors: []string{"e"}, InvalidDetails: []string{""}, HttpStatuses: []int32{500},
+				LatenciesMs: []float64{1}, Outcomes: []string{"retry"}, Chain: []bool{false}, ChainMaxBytes: []int64{-1},
+				Outputs: []string{""}, Claimant: claimant, Nonce: nonce}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for _, name := range []string{"BatchInsert", "BatchesWake", "BatchHeads", "BatchesMarkInflight", "BatchesRecordCommits", "BatchesRecordOutcomes"} {
+			var generic, custom int64
+			if err := conn.QueryRow(ctx, `SELECT generic_plans, custom_plans FROM pg_prepared_statements
+				WHERE statement LIKE '-- name: ' || $1 || ' %'`, name).Scan(&generic, &custom); err != nil {
+				t.Fatalf("%s: %v", name, err)
+			}
+			if generic == 0 {
+				t.Errorf("%s, %s: %d custom plans and no generic one for one-key calls: Postgres plans it at every call", name, when, custom)
+			}
+		}
+		// The generic plans probe batches and claims by key: neither table is read whole per call
+		// (service_halts, usually empty, may be).
+		for name, args := range map[string]string{"BatchHeads": `'{key-1}', '{0}', false`, "BatchesWake": `'{key-1}'`} {
+			var stmt string
+			if err := conn.QueryRow(ctx, `SELECT name FROM pg_prepared_statements
+				WHERE statement LIKE '-- name: ' || $1 || ' %'`, name).Scan(&stmt); err != nil {
+				t.Fatalf("%s: %v", name, err)
+			}
+			if _, err := conn.Exec(ctx, `SET plan_cache_mode = force_generic_plan`); err != nil {
+				t.Fatal(err)
+			}
+			rows, err := conn.Query(ctx, `EXPLAIN EXECUTE `+stmt+`(`+args+`)`, pgx.QueryExecModeSimpleProtocol)
+			if err != nil {
+				t.Fatalf("%s: %v", name, err)
+			}
+			lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+			if err != nil {
+				t.Fatalf("%s: %v", name, err)
+			}
+			for _, l := range lines {
+				if strings.Contains(l, "Seq Scan on batches") || strings.Contains(l, "Seq Scan on service_id_claims") {
+					t.Errorf("%s, %s: the generic plan scans a whole table:\n%s", name, when, strings.Join(lines, "\n"))
+					break
+				}
+			}
+			if _, err := conn.Exec(ctx, `RESET plan_cache_mode`); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	phase("tables never analyzed")
+	if _, err := setup.Exec(ctx, `ANALYZE batchclaim.batches, batchclaim.service_id_claims, batchclaim.service_halts`); err != nil {
+		t.Fatal(err)
+	}
+	phase("tables analyzed")
 }
