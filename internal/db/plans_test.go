@@ -23,20 +23,8 @@ import (
 func TestSetWritesKeepAGenericPlan(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	conn, err := pgx.Connect(ctx, dbtest.NewDB(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(context.Background())
 	// Tables the size of a busy job runner's: 1,000 service_ids with 50 batches each.
-	if _, err := conn.Exec(ctx, `INSERT INTO batchclaim.service_id_claims (service_id)
-		SELECT 'key-' || i FROM generate_series(0, 999) i`); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := conn.Exec(ctx, `INSERT INTO batchclaim.batches (service_id, batch_id, payload)
-		SELECT 'key-' || (i % 1000), 'job-' || i, '\x7b7d' FROM generate_series(1, 50000) i`); err != nil {
-		t.Fatal(err)
-	}
+	conn := connectWithJobs(t, dbtest.NewDB(t), 50)
 	const rows = 150 // about what one group write carries on the job path
 	q := db.New()
 	claimant, nonce := uuid.New(), uuid.New()
@@ -108,19 +96,7 @@ func TestOneKeyCallsKeepAGenericPlan(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
 	url := dbtest.NewDB(t)
-	setup, err := pgx.Connect(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer setup.Close(context.Background())
-	if _, err := setup.Exec(ctx, `INSERT INTO batchclaim.service_id_claims (service_id)
-		SELECT 'key-' || i FROM generate_series(0, 999) i`); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := setup.Exec(ctx, `INSERT INTO batchclaim.batches (service_id, batch_id, payload)
-		SELECT 'key-' || (i % 1000), 'job-' || i, '\x7b7d' FROM generate_series(1, 10000) i`); err != nil {
-		t.Fatal(err)
-	}
+	setup := connectWithJobs(t, url, 10)
 	q := db.New()
 	claimant, nonce := uuid.New(), uuid.New()
 	call := 0
@@ -209,4 +185,25 @@ func TestOneKeyCallsKeepAGenericPlan(t *testing.T) {
 		t.Fatal(err)
 	}
 	phase("tables analyzed")
+}
+
+// connectWithJobs connects to url, stores perKey batches for each of 1,000 service_ids
+// (key-0 to key-999) with their claim rows, and closes the connection when t ends.
+func connectWithJobs(t *testing.T, url string, perKey int) *pgx.Conn {
+	t.Helper()
+	ctx := t.Context()
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close(context.Background()) })
+	if _, err := conn.Exec(ctx, `INSERT INTO batchclaim.service_id_claims (service_id)
+		SELECT 'key-' || i FROM generate_series(0, 999) i`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Exec(ctx, `INSERT INTO batchclaim.batches (service_id, batch_id, payload)
+		SELECT 'key-' || (i % 1000), 'job-' || i, '\x7b7d' FROM generate_series(1, $1 * 1000) i`, perKey); err != nil {
+		t.Fatal(err)
+	}
+	return conn
 }
