@@ -89,7 +89,7 @@ func TestSetWritesKeepAGenericPlan(t *testing.T) {
 // Between a job's enqueue and its start at a steady arrival rate, each statement carries one
 // service_id: the enqueue, the wake-up, the read of the head, the in-flight mark and the
 // outcome. A statement whose plan for a one-element array looks cheaper than its generic plan
-// is planned at every call: BatchHeads cost about three times as much that way. Each must
+// is planned at every call: the head read cost about three times as much that way. Each must
 // keep one generic plan for one-element calls, on tables never analyzed (as in a new
 // deployment, or with autovacuum off) and once analyzed.
 func TestOneKeyCallsKeepAGenericPlan(t *testing.T) {
@@ -118,10 +118,11 @@ func TestOneKeyCallsKeepAGenericPlan(t *testing.T) {
 			if err := q.BatchesWake(ctx, conn, []string{svc}); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := q.BatchHeads(ctx, conn, db.BatchHeadsParams{ServiceIds: []string{svc}, Floors: []int64{0}}); err != nil {
+			// No claim is held by claimant: the marks and writes are fenced off and write nothing.
+			if _, err := q.BatchesTakeHeads(ctx, conn, db.BatchesTakeHeadsParams{ServiceIds: []string{svc}, Floors: []int64{0},
+				Epochs: []int64{1}, MaxJobs: 1, MaxBytes: 1 << 20, AnySize: true, Claimant: claimant, Nonce: nonce}); err != nil {
 				t.Fatal(err)
 			}
-			// No claim is held by claimant: the writes are fenced off and write nothing.
 			if _, err := q.BatchesMarkInflight(ctx, conn, db.BatchesMarkInflightParams{Seqs: []int64{1}, ServiceIds: []string{svc},
 				Epochs: []int64{1}, FromStates: []string{"NEW"}, Reasons: []string{"first"}, Claimant: claimant, Nonce: nonce}); err != nil {
 				t.Fatal(err)
@@ -140,7 +141,7 @@ func TestOneKeyCallsKeepAGenericPlan(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		for _, name := range []string{"BatchInsert", "BatchesWake", "BatchHeads", "BatchesMarkInflight", "BatchesRecordCommits", "BatchesRecordOutcomes"} {
+		for _, name := range []string{"BatchInsert", "BatchesWake", "BatchesTakeHeads", "BatchesMarkInflight", "BatchesRecordCommits", "BatchesRecordOutcomes"} {
 			var generic, custom int64
 			if err := conn.QueryRow(ctx, `SELECT generic_plans, custom_plans FROM pg_prepared_statements
 				WHERE statement LIKE '-- name: ' || $1 || ' %'`, name).Scan(&generic, &custom); err != nil {
@@ -152,7 +153,7 @@ func TestOneKeyCallsKeepAGenericPlan(t *testing.T) {
 		}
 		// The generic plans probe batches and claims by key: neither table is read whole per call
 		// (service_halts, usually empty, may be).
-		for name, args := range map[string]string{"BatchHeads": `'{key-1}', '{0}', false`, "BatchesWake": `'{key-1}'`} {
+		for name, args := range map[string]string{"BatchesTakeHeads": `'{key-1}', '{0}', '{1}', false, 1, 1048576, true, '` + claimant.String() + `', '` + nonce.String() + `', NULL`, "BatchesWake": `'{key-1}'`} {
 			var stmt string
 			if err := conn.QueryRow(ctx, `SELECT name FROM pg_prepared_statements
 				WHERE statement LIKE '-- name: ' || $1 || ' %'`, name).Scan(&stmt); err != nil {
