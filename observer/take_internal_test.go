@@ -67,7 +67,9 @@ func TestTakeMarksWhatMarkMarks(t *testing.T) {
 		return fmt.Sprintf("%+v", j)
 	}
 	for _, m := range marked {
-		i := slices.IndexFunc(taken, func(j batchclaim.Job) bool { return strings.HasSuffix(j.Claim.ServiceID, strings.TrimPrefix(m.Claim.ServiceID, "mark")) })
+		i := slices.IndexFunc(taken, func(j batchclaim.Job) bool {
+			return strings.HasSuffix(j.Claim.ServiceID, strings.TrimPrefix(m.Claim.ServiceID, "mark"))
+		})
 		if i < 0 {
 			t.Fatalf("Take did not mark the twin of %s", m.Claim.ServiceID)
 		}
