@@ -25,7 +25,9 @@ ON CONFLICT (service_id) DO NOTHING;
 -- that follows re-checks its rows. The last four columns are for the failover guard
 -- (claims/guard.go): the server's timeline, whether its commits wait for a synchronous
 -- standby, the epoch sequence, and this instance's last renewal (the epoch when there is
--- none).
+-- none). The idle switch is read through a sub-select: as a parameter, a custom plan for
+-- idle_ms = 0 (the default) folds the idle count away and looks cheaper than the generic
+-- plan, and Postgres planned the survey at every cycle.
 SELECT
     EXISTS (SELECT 1 FROM batchclaim.instances i WHERE i.id = sqlc.arg(claimant)::uuid AND i.nonce = sqlc.arg(nonce)::uuid)::bool AS owned,
     ARRAY(SELECT i.id FROM batchclaim.instances i WHERE i.expiry_1 > COALESCE(sqlc.narg(now)::timestamptz, now()) ORDER BY i.id)::uuid[] AS live,
@@ -44,7 +46,7 @@ SELECT
     COALESCE((SELECT i.heartbeat_at FROM batchclaim.instances i WHERE i.id = sqlc.arg(claimant)::uuid AND i.nonce = sqlc.arg(nonce)::uuid), 'epoch'::timestamptz)::timestamptz AS heartbeat_at
 FROM (
     SELECT count(*)::bigint AS held, COALESCE(sum(c.epoch), 0)::bigint AS epoch_sum,
-           count(*) FILTER (WHERE sqlc.arg(idle_ms)::bigint > 0 AND c.submitting_since IS NULL
+           count(*) FILTER (WHERE (SELECT sqlc.arg(idle_ms)::bigint) > 0 AND c.submitting_since IS NULL
                AND COALESCE(c.active_at, c.claimed_at, c.registered_at)
                    <= COALESCE(sqlc.narg(now)::timestamptz, now()) - sqlc.arg(idle_ms)::bigint * interval '1 millisecond'
                AND NOT EXISTS (SELECT 1 FROM batchclaim.batches b WHERE b.service_id = c.service_id AND b.unfinished))::bigint AS idle

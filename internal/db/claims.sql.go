@@ -826,7 +826,7 @@ SELECT
     COALESCE((SELECT i.heartbeat_at FROM batchclaim.instances i WHERE i.id = $1::uuid AND i.nonce = $2::uuid), 'epoch'::timestamptz)::timestamptz AS heartbeat_at
 FROM (
     SELECT count(*)::bigint AS held, COALESCE(sum(c.epoch), 0)::bigint AS epoch_sum,
-           count(*) FILTER (WHERE $4::bigint > 0 AND c.submitting_since IS NULL
+           count(*) FILTER (WHERE (SELECT $4::bigint) > 0 AND c.submitting_since IS NULL
                AND COALESCE(c.active_at, c.claimed_at, c.registered_at)
                    <= COALESCE($3::timestamptz, now()) - $4::bigint * interval '1 millisecond'
                AND NOT EXISTS (SELECT 1 FROM batchclaim.batches b WHERE b.service_id = c.service_id AND b.unfinished))::bigint AS idle
@@ -867,7 +867,9 @@ type ClaimsSurveyRow struct {
 // that follows re-checks its rows. The last four columns are for the failover guard
 // (claims/guard.go): the server's timeline, whether its commits wait for a synchronous
 // standby, the epoch sequence, and this instance's last renewal (the epoch when there is
-// none).
+// none). The idle switch is read through a sub-select: as a parameter, a custom plan for
+// idle_ms = 0 (the default) folds the idle count away and looks cheaper than the generic
+// plan, and Postgres planned the survey at every cycle.
 func (q *Queries) ClaimsSurvey(ctx context.Context, db DBTX, arg ClaimsSurveyParams) (ClaimsSurveyRow, error) {
 	row := db.QueryRow(ctx, claimsSurvey,
 		arg.Claimant,
