@@ -201,11 +201,14 @@ lease AS (
 -- fenced by a hashed IN, so that no step loops over one CTE for each row of another (which
 -- cost 60 ms for 256 heads).
 fenced AS (
-    SELECT w.seq, c.service_id, c.epoch FROM want w
-    JOIN batchclaim.service_id_claims c ON c.service_id = w.service_id AND c.epoch = w.epoch
-    WHERE c.claimant = (SELECT id FROM lease)
-    ORDER BY c.service_id
-    FOR SHARE OF c
+    SELECT w.seq, c.service_id, c.epoch
+    FROM (SELECT w.seq, w.service_id, w.epoch FROM want w ORDER BY w.service_id) w
+    CROSS JOIN LATERAL (
+        SELECT c.service_id, c.epoch FROM batchclaim.service_id_claims c
+        WHERE c.service_id = w.service_id AND c.epoch = w.epoch AND (c.claimant = (SELECT id FROM lease)) IS TRUE
+        LIMIT 1
+        FOR SHARE OF c
+    ) c
 ),
 marked AS (
     UPDATE batchclaim.batches b
@@ -244,7 +247,13 @@ ORDER BY h.n;
 -- batch_transitions; batch_history shows all of them. The claim rows are locked FOR SHARE in
 -- service_id order and never written on the way: a takeover (which locks a claim row FOR UPDATE, skipping locked ones, and then judges it
 -- with a snapshot taken after the lock) cannot commit in between, and these statements never
--- wait for one another. Whether a claim is busy (has a POST in flight) is read from its head
+-- wait for one another. Each claim row is probed by its key (a LATERAL LIMIT 1 the planner
+-- cannot turn into a join, with the claimant compared in a form no index answers, IS TRUE):
+-- as a join, a generic plan on tables never analyzed read every claim the instance holds
+-- through the claimant index at each call, most of an outcome's cost at one row a call; and
+-- statistics taken while the claims were free would send a probe down the claimant index.
+-- The arrays are read through sub-selects, so that a plan for one row looks no cheaper than
+-- the generic one (see BatchesTakeHeads). Whether a claim is busy (has a POST in flight) is read from its head
 -- batch, not stored on the claim.
 
 -- name: BatchesMarkInflight :many
@@ -257,11 +266,11 @@ ORDER BY h.n;
 -- ('': none) and own timeout (0: none). The attempt's reason and from-state are kept
 -- on the batch row for the attempt log's row, which the outcome writes.
 WITH want AS (
-    SELECT unnest(sqlc.arg(seqs)::bigint[]) AS seq,
-           unnest(sqlc.arg(service_ids)::text[]) AS service_id,
-           unnest(sqlc.arg(epochs)::bigint[]) AS epoch,
-           unnest(sqlc.arg(from_states)::text[]) AS from_state,
-           unnest(sqlc.arg(reasons)::text[]) AS reason
+    SELECT unnest((SELECT sqlc.arg(seqs)::bigint[])) AS seq,
+           unnest((SELECT sqlc.arg(service_ids)::text[])) AS service_id,
+           unnest((SELECT sqlc.arg(epochs)::bigint[])) AS epoch,
+           unnest((SELECT sqlc.arg(from_states)::text[])) AS from_state,
+           unnest((SELECT sqlc.arg(reasons)::text[])) AS reason
 ),
 lease AS (
     SELECT i.id FROM batchclaim.instances i
@@ -269,11 +278,14 @@ lease AS (
       AND i.expiry_1 > COALESCE(sqlc.narg(now)::timestamptz, now())
 ),
 fenced AS (
-    SELECT c.service_id, c.epoch FROM batchclaim.service_id_claims c
-    JOIN (SELECT DISTINCT w.service_id, w.epoch FROM want w) w ON w.service_id = c.service_id AND w.epoch = c.epoch
-    WHERE c.claimant = (SELECT id FROM lease)
-    ORDER BY c.service_id
-    FOR SHARE OF c
+    SELECT c.service_id, c.epoch
+    FROM (SELECT DISTINCT w.service_id, w.epoch FROM want w ORDER BY w.service_id, w.epoch) w
+    CROSS JOIN LATERAL (
+        SELECT c.service_id, c.epoch FROM batchclaim.service_id_claims c
+        WHERE c.service_id = w.service_id AND c.epoch = w.epoch AND (c.claimant = (SELECT id FROM lease)) IS TRUE
+        LIMIT 1
+        FOR SHARE OF c
+    ) c
 ),
 marked AS (
     UPDATE batchclaim.batches b
@@ -324,29 +336,32 @@ LEFT JOIN marked m ON m.seq = w.seq;
 -- BatchesRecordCommits below writes a group of successes the same way: a change here is made
 -- there too (TestCommitsWriteWhatOutcomesWrite compares the two).
 WITH o AS (
-    SELECT unnest(sqlc.arg(seqs)::bigint[]) AS seq,
-           unnest(sqlc.arg(service_ids)::text[]) AS service_id,
-           unnest(sqlc.arg(epochs)::bigint[]) AS epoch,
-           unnest(sqlc.arg(attempts)::int[]) AS attempt,
-           unnest(sqlc.arg(new_states)::text[]) AS new_state,
-           unnest(sqlc.arg(dlt_statuses)::text[]) AS dlt_status,
-           unnest(sqlc.arg(retry_after_ms)::bigint[]) AS retry_after_ms,
-           unnest(sqlc.arg(last_errors)::text[]) AS last_error,
-           unnest(sqlc.arg(invalid_details)::text[]) AS invalid,
-           unnest(sqlc.arg(http_statuses)::int[]) AS http_status,
-           unnest(sqlc.arg(latencies_ms)::float8[]) AS latency_ms,
-           unnest(sqlc.arg(outcomes)::text[]) AS outcome,
-           unnest(sqlc.arg(chain)::bool[]) AS chain,
-           unnest(sqlc.arg(chain_max_bytes)::bigint[]) AS chain_max_bytes,
-           unnest(sqlc.arg(outputs)::text[]) AS output
+    SELECT unnest((SELECT sqlc.arg(seqs)::bigint[])) AS seq,
+           unnest((SELECT sqlc.arg(service_ids)::text[])) AS service_id,
+           unnest((SELECT sqlc.arg(epochs)::bigint[])) AS epoch,
+           unnest((SELECT sqlc.arg(attempts)::int[])) AS attempt,
+           unnest((SELECT sqlc.arg(new_states)::text[])) AS new_state,
+           unnest((SELECT sqlc.arg(dlt_statuses)::text[])) AS dlt_status,
+           unnest((SELECT sqlc.arg(retry_after_ms)::bigint[])) AS retry_after_ms,
+           unnest((SELECT sqlc.arg(last_errors)::text[])) AS last_error,
+           unnest((SELECT sqlc.arg(invalid_details)::text[])) AS invalid,
+           unnest((SELECT sqlc.arg(http_statuses)::int[])) AS http_status,
+           unnest((SELECT sqlc.arg(latencies_ms)::float8[])) AS latency_ms,
+           unnest((SELECT sqlc.arg(outcomes)::text[])) AS outcome,
+           unnest((SELECT sqlc.arg(chain)::bool[])) AS chain,
+           unnest((SELECT sqlc.arg(chain_max_bytes)::bigint[])) AS chain_max_bytes,
+           unnest((SELECT sqlc.arg(outputs)::text[])) AS output
 ),
 fenced AS (
-    SELECT c.service_id, c.epoch FROM batchclaim.service_id_claims c
-    JOIN (SELECT DISTINCT o.service_id, o.epoch FROM o) w ON w.service_id = c.service_id AND w.epoch = c.epoch
-    WHERE c.claimant = sqlc.arg(claimant)::uuid
-      AND EXISTS (SELECT 1 FROM batchclaim.instances i WHERE i.id = sqlc.arg(claimant)::uuid AND i.nonce = sqlc.arg(nonce)::uuid)
-    ORDER BY c.service_id
-    FOR SHARE OF c
+    SELECT c.service_id, c.epoch
+    FROM (SELECT DISTINCT o.service_id, o.epoch FROM o ORDER BY o.service_id, o.epoch) w
+    CROSS JOIN LATERAL (
+        SELECT c.service_id, c.epoch FROM batchclaim.service_id_claims c
+        WHERE c.service_id = w.service_id AND c.epoch = w.epoch AND (c.claimant = sqlc.arg(claimant)::uuid) IS TRUE
+        LIMIT 1
+        FOR SHARE OF c
+    ) c
+    WHERE EXISTS (SELECT 1 FROM batchclaim.instances i WHERE i.id = sqlc.arg(claimant)::uuid AND i.nonce = sqlc.arg(nonce)::uuid)
 ),
 recorded AS (
     UPDATE batchclaim.batches b
@@ -440,7 +455,7 @@ drained AS (
     SET active_at = now()
     FROM finished f
     WHERE f.track_idle
-      AND c.service_id = f.service_id AND c.epoch = f.epoch AND c.claimant = sqlc.arg(claimant)::uuid
+      AND c.service_id = f.service_id AND c.epoch = f.epoch AND (c.claimant = sqlc.arg(claimant)::uuid) IS TRUE
       AND NOT EXISTS (SELECT 1 FROM batchclaim.batches b WHERE b.service_id = f.service_id AND b.pos > f.floor AND b.unfinished AND b.seq <> f.seq)
 )
 SELECT o.seq::bigint AS seq, (f.service_id IS NOT NULL)::bool AS fenced, (r.seq IS NOT NULL)::bool AS recorded,
@@ -461,24 +476,27 @@ LEFT JOIN chained c ON c.prev_seq = o.seq;
 -- execution whether it writes or not, and a run of successes is the common case. A change
 -- to BatchesRecordOutcomes is made here too (TestCommitsWriteWhatOutcomesWrite compares them).
 WITH o AS (
-    SELECT unnest(sqlc.arg(seqs)::bigint[]) AS seq,
-           unnest(sqlc.arg(service_ids)::text[]) AS service_id,
-           unnest(sqlc.arg(epochs)::bigint[]) AS epoch,
-           unnest(sqlc.arg(attempts)::int[]) AS attempt,
-           unnest(sqlc.arg(retry_after_ms)::bigint[]) AS retry_after_ms,
-           unnest(sqlc.arg(http_statuses)::int[]) AS http_status,
-           unnest(sqlc.arg(latencies_ms)::float8[]) AS latency_ms,
-           unnest(sqlc.arg(chain)::bool[]) AS chain,
-           unnest(sqlc.arg(chain_max_bytes)::bigint[]) AS chain_max_bytes,
-           unnest(sqlc.arg(outputs)::text[]) AS output
+    SELECT unnest((SELECT sqlc.arg(seqs)::bigint[])) AS seq,
+           unnest((SELECT sqlc.arg(service_ids)::text[])) AS service_id,
+           unnest((SELECT sqlc.arg(epochs)::bigint[])) AS epoch,
+           unnest((SELECT sqlc.arg(attempts)::int[])) AS attempt,
+           unnest((SELECT sqlc.arg(retry_after_ms)::bigint[])) AS retry_after_ms,
+           unnest((SELECT sqlc.arg(http_statuses)::int[])) AS http_status,
+           unnest((SELECT sqlc.arg(latencies_ms)::float8[])) AS latency_ms,
+           unnest((SELECT sqlc.arg(chain)::bool[])) AS chain,
+           unnest((SELECT sqlc.arg(chain_max_bytes)::bigint[])) AS chain_max_bytes,
+           unnest((SELECT sqlc.arg(outputs)::text[])) AS output
 ),
 fenced AS (
-    SELECT c.service_id, c.epoch FROM batchclaim.service_id_claims c
-    JOIN (SELECT DISTINCT o.service_id, o.epoch FROM o) w ON w.service_id = c.service_id AND w.epoch = c.epoch
-    WHERE c.claimant = sqlc.arg(claimant)::uuid
-      AND EXISTS (SELECT 1 FROM batchclaim.instances i WHERE i.id = sqlc.arg(claimant)::uuid AND i.nonce = sqlc.arg(nonce)::uuid)
-    ORDER BY c.service_id
-    FOR SHARE OF c
+    SELECT c.service_id, c.epoch
+    FROM (SELECT DISTINCT o.service_id, o.epoch FROM o ORDER BY o.service_id, o.epoch) w
+    CROSS JOIN LATERAL (
+        SELECT c.service_id, c.epoch FROM batchclaim.service_id_claims c
+        WHERE c.service_id = w.service_id AND c.epoch = w.epoch AND (c.claimant = sqlc.arg(claimant)::uuid) IS TRUE
+        LIMIT 1
+        FOR SHARE OF c
+    ) c
+    WHERE EXISTS (SELECT 1 FROM batchclaim.instances i WHERE i.id = sqlc.arg(claimant)::uuid AND i.nonce = sqlc.arg(nonce)::uuid)
 ),
 recorded AS (
     UPDATE batchclaim.batches b
@@ -549,24 +567,27 @@ LEFT JOIN chained c ON c.prev_seq = o.seq;
 -- active_at = now(). Callers leave out answers that change nothing, so a poll that learns
 -- nothing writes nothing.
 WITH u AS (
-    SELECT unnest(sqlc.arg(seqs)::bigint[]) AS seq,
-           unnest(sqlc.arg(service_ids)::text[]) AS service_id,
-           unnest(sqlc.arg(epochs)::bigint[]) AS epoch,
-           unnest(sqlc.arg(attempts)::int[]) AS attempt,
-           unnest(sqlc.arg(from_states)::text[]) AS from_state,
-           unnest(sqlc.arg(new_states)::text[]) AS new_state,
-           unnest(sqlc.arg(dlt_statuses)::text[]) AS dlt_status,
-           unnest(sqlc.arg(answers)::bool[]) AS answer,
-           unnest(sqlc.arg(invalid_details)::text[]) AS invalid,
-           unnest(sqlc.arg(details)::text[]) AS detail
+    SELECT unnest((SELECT sqlc.arg(seqs)::bigint[])) AS seq,
+           unnest((SELECT sqlc.arg(service_ids)::text[])) AS service_id,
+           unnest((SELECT sqlc.arg(epochs)::bigint[])) AS epoch,
+           unnest((SELECT sqlc.arg(attempts)::int[])) AS attempt,
+           unnest((SELECT sqlc.arg(from_states)::text[])) AS from_state,
+           unnest((SELECT sqlc.arg(new_states)::text[])) AS new_state,
+           unnest((SELECT sqlc.arg(dlt_statuses)::text[])) AS dlt_status,
+           unnest((SELECT sqlc.arg(answers)::bool[])) AS answer,
+           unnest((SELECT sqlc.arg(invalid_details)::text[])) AS invalid,
+           unnest((SELECT sqlc.arg(details)::text[])) AS detail
 ),
 fenced AS (
-    SELECT c.service_id, c.epoch FROM batchclaim.service_id_claims c
-    JOIN (SELECT DISTINCT u.service_id, u.epoch FROM u) w ON w.service_id = c.service_id AND w.epoch = c.epoch
-    WHERE c.claimant = sqlc.arg(claimant)::uuid
-      AND EXISTS (SELECT 1 FROM batchclaim.instances i WHERE i.id = sqlc.arg(claimant)::uuid AND i.nonce = sqlc.arg(nonce)::uuid)
-    ORDER BY c.service_id
-    FOR SHARE OF c
+    SELECT c.service_id, c.epoch
+    FROM (SELECT DISTINCT u.service_id, u.epoch FROM u ORDER BY u.service_id, u.epoch) w
+    CROSS JOIN LATERAL (
+        SELECT c.service_id, c.epoch FROM batchclaim.service_id_claims c
+        WHERE c.service_id = w.service_id AND c.epoch = w.epoch AND (c.claimant = sqlc.arg(claimant)::uuid) IS TRUE
+        LIMIT 1
+        FOR SHARE OF c
+    ) c
+    WHERE EXISTS (SELECT 1 FROM batchclaim.instances i WHERE i.id = sqlc.arg(claimant)::uuid AND i.nonce = sqlc.arg(nonce)::uuid)
 ),
 recorded AS (
     UPDATE batchclaim.batches b
@@ -621,7 +642,7 @@ drained AS (
     FROM (SELECT r.service_id, r.epoch, r.seq, r.track_idle FROM recorded r
           WHERE r.new_state IN ('COMMITTED', 'INVALID', 'DISCARDED', 'CANCELLED')) d
     WHERE d.track_idle
-      AND c.service_id = d.service_id AND c.epoch = d.epoch AND c.claimant = sqlc.arg(claimant)::uuid
+      AND c.service_id = d.service_id AND c.epoch = d.epoch AND (c.claimant = sqlc.arg(claimant)::uuid) IS TRUE
       AND NOT EXISTS (SELECT 1 FROM batchclaim.batches b WHERE b.service_id = d.service_id AND b.unfinished AND b.seq <> d.seq)
 )
 SELECT u.seq::bigint AS seq, (f.service_id IS NOT NULL)::bool AS fenced, (r.seq IS NOT NULL)::bool AS recorded,

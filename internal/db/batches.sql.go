@@ -712,11 +712,11 @@ func (q *Queries) BatchesLookupMany(ctx context.Context, db DBTX, arg BatchesLoo
 const batchesMarkInflight = `-- name: BatchesMarkInflight :many
 
 WITH want AS (
-    SELECT unnest($1::bigint[]) AS seq,
-           unnest($2::text[]) AS service_id,
-           unnest($3::bigint[]) AS epoch,
-           unnest($4::text[]) AS from_state,
-           unnest($5::text[]) AS reason
+    SELECT unnest((SELECT $1::bigint[])) AS seq,
+           unnest((SELECT $2::text[])) AS service_id,
+           unnest((SELECT $3::bigint[])) AS epoch,
+           unnest((SELECT $4::text[])) AS from_state,
+           unnest((SELECT $5::text[])) AS reason
 ),
 lease AS (
     SELECT i.id FROM batchclaim.instances i
@@ -724,11 +724,14 @@ lease AS (
       AND i.expiry_1 > COALESCE($8::timestamptz, now())
 ),
 fenced AS (
-    SELECT c.service_id, c.epoch FROM batchclaim.service_id_claims c
-    JOIN (SELECT DISTINCT w.service_id, w.epoch FROM want w) w ON w.service_id = c.service_id AND w.epoch = c.epoch
-    WHERE c.claimant = (SELECT id FROM lease)
-    ORDER BY c.service_id
-    FOR SHARE OF c
+    SELECT c.service_id, c.epoch
+    FROM (SELECT DISTINCT w.service_id, w.epoch FROM want w ORDER BY w.service_id, w.epoch) w
+    CROSS JOIN LATERAL (
+        SELECT c.service_id, c.epoch FROM batchclaim.service_id_claims c
+        WHERE c.service_id = w.service_id AND c.epoch = w.epoch AND (c.claimant = (SELECT id FROM lease)) IS TRUE
+        LIMIT 1
+        FOR SHARE OF c
+    ) c
 ),
 marked AS (
     UPDATE batchclaim.batches b
@@ -788,7 +791,13 @@ type BatchesMarkInflightRow struct {
 // batch_transitions; batch_history shows all of them. The claim rows are locked FOR SHARE in
 // service_id order and never written on the way: a takeover (which locks a claim row FOR UPDATE, skipping locked ones, and then judges it
 // with a snapshot taken after the lock) cannot commit in between, and these statements never
-// wait for one another. Whether a claim is busy (has a POST in flight) is read from its head
+// wait for one another. Each claim row is probed by its key (a LATERAL LIMIT 1 the planner
+// cannot turn into a join, with the claimant compared in a form no index answers, IS TRUE):
+// as a join, a generic plan on tables never analyzed read every claim the instance holds
+// through the claimant index at each call, most of an outcome's cost at one row a call; and
+// statistics taken while the claims were free would send a probe down the claimant index.
+// The arrays are read through sub-selects, so that a plan for one row looks no cheaper than
+// the generic one (see BatchesTakeHeads). Whether a claim is busy (has a POST in flight) is read from its head
 // batch, not stored on the claim.
 // Marks the given heads in flight before their POSTs, each only if its claim is held with its
 // epoch while the lease is in phase one by the database clock (fenced), and the batch is still
@@ -839,24 +848,27 @@ func (q *Queries) BatchesMarkInflight(ctx context.Context, db DBTX, arg BatchesM
 
 const batchesRecordCommits = `-- name: BatchesRecordCommits :many
 WITH o AS (
-    SELECT unnest($1::bigint[]) AS seq,
-           unnest($2::text[]) AS service_id,
-           unnest($3::bigint[]) AS epoch,
-           unnest($4::int[]) AS attempt,
-           unnest($5::bigint[]) AS retry_after_ms,
-           unnest($6::int[]) AS http_status,
-           unnest($7::float8[]) AS latency_ms,
-           unnest($8::bool[]) AS chain,
-           unnest($9::bigint[]) AS chain_max_bytes,
-           unnest($10::text[]) AS output
+    SELECT unnest((SELECT $1::bigint[])) AS seq,
+           unnest((SELECT $2::text[])) AS service_id,
+           unnest((SELECT $3::bigint[])) AS epoch,
+           unnest((SELECT $4::int[])) AS attempt,
+           unnest((SELECT $5::bigint[])) AS retry_after_ms,
+           unnest((SELECT $6::int[])) AS http_status,
+           unnest((SELECT $7::float8[])) AS latency_ms,
+           unnest((SELECT $8::bool[])) AS chain,
+           unnest((SELECT $9::bigint[])) AS chain_max_bytes,
+           unnest((SELECT $10::text[])) AS output
 ),
 fenced AS (
-    SELECT c.service_id, c.epoch FROM batchclaim.service_id_claims c
-    JOIN (SELECT DISTINCT o.service_id, o.epoch FROM o) w ON w.service_id = c.service_id AND w.epoch = c.epoch
-    WHERE c.claimant = $11::uuid
-      AND EXISTS (SELECT 1 FROM batchclaim.instances i WHERE i.id = $11::uuid AND i.nonce = $12::uuid)
-    ORDER BY c.service_id
-    FOR SHARE OF c
+    SELECT c.service_id, c.epoch
+    FROM (SELECT DISTINCT o.service_id, o.epoch FROM o ORDER BY o.service_id, o.epoch) w
+    CROSS JOIN LATERAL (
+        SELECT c.service_id, c.epoch FROM batchclaim.service_id_claims c
+        WHERE c.service_id = w.service_id AND c.epoch = w.epoch AND (c.claimant = $11::uuid) IS TRUE
+        LIMIT 1
+        FOR SHARE OF c
+    ) c
+    WHERE EXISTS (SELECT 1 FROM batchclaim.instances i WHERE i.id = $11::uuid AND i.nonce = $12::uuid)
 ),
 recorded AS (
     UPDATE batchclaim.batches b
@@ -1004,29 +1016,32 @@ func (q *Queries) BatchesRecordCommits(ctx context.Context, db DBTX, arg Batches
 
 const batchesRecordOutcomes = `-- name: BatchesRecordOutcomes :many
 WITH o AS (
-    SELECT unnest($1::bigint[]) AS seq,
-           unnest($2::text[]) AS service_id,
-           unnest($3::bigint[]) AS epoch,
-           unnest($4::int[]) AS attempt,
-           unnest($5::text[]) AS new_state,
-           unnest($6::text[]) AS dlt_status,
-           unnest($7::bigint[]) AS retry_after_ms,
-           unnest($8::text[]) AS last_error,
-           unnest($9::text[]) AS invalid,
-           unnest($10::int[]) AS http_status,
-           unnest($11::float8[]) AS latency_ms,
-           unnest($12::text[]) AS outcome,
-           unnest($13::bool[]) AS chain,
-           unnest($14::bigint[]) AS chain_max_bytes,
-           unnest($15::text[]) AS output
+    SELECT unnest((SELECT $1::bigint[])) AS seq,
+           unnest((SELECT $2::text[])) AS service_id,
+           unnest((SELECT $3::bigint[])) AS epoch,
+           unnest((SELECT $4::int[])) AS attempt,
+           unnest((SELECT $5::text[])) AS new_state,
+           unnest((SELECT $6::text[])) AS dlt_status,
+           unnest((SELECT $7::bigint[])) AS retry_after_ms,
+           unnest((SELECT $8::text[])) AS last_error,
+           unnest((SELECT $9::text[])) AS invalid,
+           unnest((SELECT $10::int[])) AS http_status,
+           unnest((SELECT $11::float8[])) AS latency_ms,
+           unnest((SELECT $12::text[])) AS outcome,
+           unnest((SELECT $13::bool[])) AS chain,
+           unnest((SELECT $14::bigint[])) AS chain_max_bytes,
+           unnest((SELECT $15::text[])) AS output
 ),
 fenced AS (
-    SELECT c.service_id, c.epoch FROM batchclaim.service_id_claims c
-    JOIN (SELECT DISTINCT o.service_id, o.epoch FROM o) w ON w.service_id = c.service_id AND w.epoch = c.epoch
-    WHERE c.claimant = $16::uuid
-      AND EXISTS (SELECT 1 FROM batchclaim.instances i WHERE i.id = $16::uuid AND i.nonce = $17::uuid)
-    ORDER BY c.service_id
-    FOR SHARE OF c
+    SELECT c.service_id, c.epoch
+    FROM (SELECT DISTINCT o.service_id, o.epoch FROM o ORDER BY o.service_id, o.epoch) w
+    CROSS JOIN LATERAL (
+        SELECT c.service_id, c.epoch FROM batchclaim.service_id_claims c
+        WHERE c.service_id = w.service_id AND c.epoch = w.epoch AND (c.claimant = $16::uuid) IS TRUE
+        LIMIT 1
+        FOR SHARE OF c
+    ) c
+    WHERE EXISTS (SELECT 1 FROM batchclaim.instances i WHERE i.id = $16::uuid AND i.nonce = $17::uuid)
 ),
 recorded AS (
     UPDATE batchclaim.batches b
@@ -1120,7 +1135,7 @@ drained AS (
     SET active_at = now()
     FROM finished f
     WHERE f.track_idle
-      AND c.service_id = f.service_id AND c.epoch = f.epoch AND c.claimant = $16::uuid
+      AND c.service_id = f.service_id AND c.epoch = f.epoch AND (c.claimant = $16::uuid) IS TRUE
       AND NOT EXISTS (SELECT 1 FROM batchclaim.batches b WHERE b.service_id = f.service_id AND b.pos > f.floor AND b.unfinished AND b.seq <> f.seq)
 )
 SELECT o.seq::bigint AS seq, (f.service_id IS NOT NULL)::bool AS fenced, (r.seq IS NOT NULL)::bool AS recorded,
@@ -1262,24 +1277,27 @@ func (q *Queries) BatchesRecordOutcomes(ctx context.Context, db DBTX, arg Batche
 
 const batchesRecordStatuses = `-- name: BatchesRecordStatuses :many
 WITH u AS (
-    SELECT unnest($1::bigint[]) AS seq,
-           unnest($2::text[]) AS service_id,
-           unnest($3::bigint[]) AS epoch,
-           unnest($4::int[]) AS attempt,
-           unnest($5::text[]) AS from_state,
-           unnest($6::text[]) AS new_state,
-           unnest($7::text[]) AS dlt_status,
-           unnest($8::bool[]) AS answer,
-           unnest($9::text[]) AS invalid,
-           unnest($10::text[]) AS detail
+    SELECT unnest((SELECT $1::bigint[])) AS seq,
+           unnest((SELECT $2::text[])) AS service_id,
+           unnest((SELECT $3::bigint[])) AS epoch,
+           unnest((SELECT $4::int[])) AS attempt,
+           unnest((SELECT $5::text[])) AS from_state,
+           unnest((SELECT $6::text[])) AS new_state,
+           unnest((SELECT $7::text[])) AS dlt_status,
+           unnest((SELECT $8::bool[])) AS answer,
+           unnest((SELECT $9::text[])) AS invalid,
+           unnest((SELECT $10::text[])) AS detail
 ),
 fenced AS (
-    SELECT c.service_id, c.epoch FROM batchclaim.service_id_claims c
-    JOIN (SELECT DISTINCT u.service_id, u.epoch FROM u) w ON w.service_id = c.service_id AND w.epoch = c.epoch
-    WHERE c.claimant = $11::uuid
-      AND EXISTS (SELECT 1 FROM batchclaim.instances i WHERE i.id = $11::uuid AND i.nonce = $12::uuid)
-    ORDER BY c.service_id
-    FOR SHARE OF c
+    SELECT c.service_id, c.epoch
+    FROM (SELECT DISTINCT u.service_id, u.epoch FROM u ORDER BY u.service_id, u.epoch) w
+    CROSS JOIN LATERAL (
+        SELECT c.service_id, c.epoch FROM batchclaim.service_id_claims c
+        WHERE c.service_id = w.service_id AND c.epoch = w.epoch AND (c.claimant = $11::uuid) IS TRUE
+        LIMIT 1
+        FOR SHARE OF c
+    ) c
+    WHERE EXISTS (SELECT 1 FROM batchclaim.instances i WHERE i.id = $11::uuid AND i.nonce = $12::uuid)
 ),
 recorded AS (
     UPDATE batchclaim.batches b
@@ -1330,7 +1348,7 @@ drained AS (
     FROM (SELECT r.service_id, r.epoch, r.seq, r.track_idle FROM recorded r
           WHERE r.new_state IN ('COMMITTED', 'INVALID', 'DISCARDED', 'CANCELLED')) d
     WHERE d.track_idle
-      AND c.service_id = d.service_id AND c.epoch = d.epoch AND c.claimant = $11::uuid
+      AND c.service_id = d.service_id AND c.epoch = d.epoch AND (c.claimant = $11::uuid) IS TRUE
       AND NOT EXISTS (SELECT 1 FROM batchclaim.batches b WHERE b.service_id = d.service_id AND b.unfinished AND b.seq <> d.seq)
 )
 SELECT u.seq::bigint AS seq, (f.service_id IS NOT NULL)::bool AS fenced, (r.seq IS NOT NULL)::bool AS recorded,
@@ -1462,11 +1480,14 @@ lease AS (
       AND i.expiry_1 > COALESCE($10::timestamptz, now())
 ),
 fenced AS (
-    SELECT w.seq, c.service_id, c.epoch FROM want w
-    JOIN batchclaim.service_id_claims c ON c.service_id = w.service_id AND c.epoch = w.epoch
-    WHERE c.claimant = (SELECT id FROM lease)
-    ORDER BY c.service_id
-    FOR SHARE OF c
+    SELECT w.seq, c.service_id, c.epoch
+    FROM (SELECT w.seq, w.service_id, w.epoch FROM want w ORDER BY w.service_id) w
+    CROSS JOIN LATERAL (
+        SELECT c.service_id, c.epoch FROM batchclaim.service_id_claims c
+        WHERE c.service_id = w.service_id AND c.epoch = w.epoch AND (c.claimant = (SELECT id FROM lease)) IS TRUE
+        LIMIT 1
+        FOR SHARE OF c
+    ) c
 ),
 marked AS (
     UPDATE batchclaim.batches b
