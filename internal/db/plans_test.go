@@ -75,12 +75,7 @@ func TestSetWritesKeepAGenericPlan(t *testing.T) {
 		}
 	}
 	for _, name := range []string{"BatchesRecordOutcomes", "BatchesRecordStatuses", "BatchesRecordCommits"} {
-		var generic, custom int64
-		if err := conn.QueryRow(ctx, `SELECT generic_plans, custom_plans FROM pg_prepared_statements
-			WHERE statement LIKE '-- name: ' || $1 || ' %'`, name).Scan(&generic, &custom); err != nil {
-			t.Fatalf("%s: %v", name, err)
-		}
-		if generic == 0 {
+		if generic, custom := plans(t, conn, name); generic == 0 {
 			t.Errorf("%s: %d custom plans and no generic one after 8 executions: Postgres plans it at every execution", name, custom)
 		}
 	}
@@ -147,12 +142,7 @@ func TestOneKeyCallsKeepAGenericPlan(t *testing.T) {
 			}
 		}
 		for _, name := range []string{"BatchInsert", "BatchesWake", "BatchHeads", "BatchesMarkInflight", "BatchesRecordCommits", "BatchesRecordOutcomes", "BatchesRecordStatuses"} {
-			var generic, custom int64
-			if err := conn.QueryRow(ctx, `SELECT generic_plans, custom_plans FROM pg_prepared_statements
-				WHERE statement LIKE '-- name: ' || $1 || ' %'`, name).Scan(&generic, &custom); err != nil {
-				t.Fatalf("%s: %v", name, err)
-			}
-			if generic == 0 {
+			if generic, custom := plans(t, conn, name); generic == 0 {
 				t.Errorf("%s, %s: %d custom plans and no generic one for one-key calls: Postgres plans it at every call", name, when, custom)
 			}
 		}
@@ -257,14 +247,20 @@ func TestClaimsSurveyKeepsAGenericPlan(t *testing.T) {
 				t.Fatalf("the survey saw %d claims held (owned %t), want 1000", s.Held, s.Owned)
 			}
 		}
-		var generic, custom int64
-		if err := conn.QueryRow(ctx, `SELECT generic_plans, custom_plans FROM pg_prepared_statements
-			WHERE statement LIKE '-- name: ClaimsSurvey %'`).Scan(&generic, &custom); err != nil {
-			t.Fatal(err)
-		}
+		generic, custom := plans(t, conn, "ClaimsSurvey")
 		conn.Close(context.Background())
 		if generic == 0 {
 			t.Errorf("%s: %d custom plans and no generic one after 8 surveys: Postgres plans it at every cycle", when, custom)
 		}
 	}
+}
+
+// plans returns how many generic and custom plans conn made of the statement named name.
+func plans(t *testing.T, conn *pgx.Conn, name string) (generic, custom int64) {
+	t.Helper()
+	if err := conn.QueryRow(t.Context(), `SELECT generic_plans, custom_plans FROM pg_prepared_statements
+		WHERE statement LIKE '-- name: ' || $1 || ' %'`, name).Scan(&generic, &custom); err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	return generic, custom
 }
