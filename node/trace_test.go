@@ -79,10 +79,20 @@ func TestTraceSpans(t *testing.T) {
 			t.Errorf("span %s of scope %q", s.Name, s.InstrumentationScope.Name)
 		}
 	}
-	for _, name := range []string{tracing.ClaimCycle, tracing.Fetch, tracing.Mark, tracing.Poll} {
+	for _, name := range []string{tracing.ClaimCycle, tracing.Fetch, tracing.Poll} {
 		if names[name] == 0 {
 			t.Errorf("no %s span; spans: %v", name, names)
 		}
+	}
+	// The NEW batches were marked in flight by the fetches that read them.
+	marked := int64(0)
+	for _, s := range spans {
+		if s.Name == tracing.Fetch {
+			marked += attrs(s)[tracing.Batches].AsInt64()
+		}
+	}
+	if marked != int64(len(ids)) {
+		t.Errorf("fetch spans marked %d batches, want %d", marked, len(ids))
 	}
 	for seq, id := range ids {
 		want := map[string]map[attribute.Key]attribute.Value{

@@ -1,8 +1,9 @@
 // Package observer records what happens to batches and finds out what the ledger did with
 // them.
 //
-// Recorder makes every write about a batch, a set at a time: Mark marks the heads a queuer
-// round hands out in flight in one statement, Finish records POST outcomes (those that arrive
+// Recorder makes every write about a batch, a set at a time: Take reads the heads of a queuer
+// round and marks the NEW ones that go in flight in the same statement, Mark marks the other
+// heads the round hands out (retries, resubmissions) in one statement, Finish records POST outcomes (those that arrive
 // while another is being written are written together by it, a group commit), and
 // RecordStatuses records a poll's answers (and Adopt the adoption of batches left in flight)
 // in one statement. Each statement is fenced per row through the claim row (claimant, epoch

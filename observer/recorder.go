@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"sync"
 	"time"
 
@@ -187,6 +188,71 @@ func (r *Recorder) mark(ctx context.Context, jobs []batchclaim.Job) ([]batchclai
 	return out, nil
 }
 
+// Take is what Recorder.Take reads and marks: the heads of the claims' service_ids, in
+// order, with a budget for the heads marked at once.
+type Take struct {
+	Claims []claims.Claim
+	// Floors, one per claim (0: none), is a pos no unfinished batch of the service_id is
+	// below (the queuer's, from the heads it read before). Not used with SkipValid.
+	Floors []int64
+	// MaxJobs and MaxBytes bound the heads marked and their payload bytes in all; AnySize lets
+	// the first one go whatever its size (the workers hold nothing).
+	MaxJobs  int
+	MaxBytes int64
+	AnySize  bool
+}
+
+// Take reads the head (oldest unfinished batch) of each of t.Claims' service_ids and, in the
+// same statement, marks in flight the heads that are NEW and due, in order, within t's
+// budget, each fenced on its own claim as Mark fences (a job whose claim is no longer held
+// with its epoch is left out and its claim dropped). It returns every head read (the queuer
+// decides on the ones not marked: Wanted is false for them) and the jobs marked, in order,
+// with their payload and attempt count filled in.
+func (r *Recorder) Take(ctx context.Context, t Take) ([]db.BatchesTakeHeadsRow, []batchclaim.Job, error) {
+	now, err := r.fence.DBNow(ctx, r.db)
+	if err != nil {
+		return nil, nil, err
+	}
+	p := db.BatchesTakeHeadsParams{Floors: t.Floors, SkipValid: r.cfg.SkipValid, MaxJobs: int32(min(t.MaxJobs, math.MaxInt32)),
+		MaxBytes: t.MaxBytes, AnySize: t.AnySize, Claimant: r.fence.InstanceID(), Nonce: r.fence.Nonce(), Now: now}
+	byID := make(map[string]claims.Claim, len(t.Claims))
+	for _, c := range t.Claims {
+		p.ServiceIds = append(p.ServiceIds, c.ServiceID)
+		p.Epochs = append(p.Epochs, c.Epoch)
+		byID[c.ServiceID] = c
+	}
+	if p.Floors == nil || r.cfg.SkipValid {
+		p.Floors = make([]int64, len(t.Claims))
+	}
+	var rows []db.BatchesTakeHeadsRow
+	if err := r.fence.Retry(ctx, func() (err error) {
+		rows, err = r.q.BatchesTakeHeads(ctx, r.db, p)
+		return err
+	}); err != nil {
+		return nil, nil, fmt.Errorf("read head batches: %w", err)
+	}
+	var jobs []batchclaim.Job
+	for _, row := range rows {
+		c := byID[row.ServiceID]
+		switch {
+		case row.Marked:
+			jobs = append(jobs, firstJob(c, row.Seq, row.BatchID, row.Payload, row.MarkedAttempts, row.MaxAttempts, row.AttemptBase, row.Kind, row.TimeoutMs))
+		case row.Wanted && !row.Fenced:
+			r.fence.Fenced(c)
+		}
+	}
+	return rows, jobs, nil
+}
+
+// firstJob is the first attempt of a NEW batch of c's service_id that a statement marked in
+// flight, from the columns the mark returned (attempts: the count after the mark).
+func firstJob(c claims.Claim, seq int64, batchID string, payload []byte, attempts, maxAttempts, attemptBase int32, kind string, timeoutMs int64) batchclaim.Job {
+	return batchclaim.Job{Claim: c, FromState: batchclaim.StateNew, Reason: batchclaim.ReasonFirst,
+		Batch: batchclaim.Batch{Seq: seq, ServiceID: c.ServiceID, BatchID: batchID,
+			Payload: payload, Attempts: int(attempts) - 1, MaxAttempts: int(maxAttempts), AttemptBase: int(attemptBase),
+			Kind: kind, Timeout: time.Duration(timeoutMs) * time.Millisecond}}
+}
+
 // outcome is one submission's result waiting to be written.
 type outcome struct {
 	ctx context.Context // the caller's: an outcome whose caller gave up is not written
@@ -337,10 +403,8 @@ func (r *Recorder) writeOutcomeChunk(ctx context.Context, batch []*outcome) {
 			}
 			r.recorded(j.Claim.ServiceID)
 			if row.NextSeq != 0 {
-				o.next = batchclaim.Job{Claim: j.Claim, FromState: batchclaim.StateNew, Reason: batchclaim.ReasonFirst,
-					Batch: batchclaim.Batch{Seq: row.NextSeq, ServiceID: j.Claim.ServiceID, BatchID: row.NextBatchID,
-						Payload: row.NextPayload, Attempts: int(row.NextAttempts) - 1, MaxAttempts: int(row.NextMaxAttempts), AttemptBase: int(row.NextAttemptBase),
-						Kind: row.NextKind, Timeout: time.Duration(row.NextTimeoutMs) * time.Millisecond}}
+				o.next = firstJob(j.Claim, row.NextSeq, row.NextBatchID, row.NextPayload, row.NextAttempts,
+					row.NextMaxAttempts, row.NextAttemptBase, row.NextKind, row.NextTimeoutMs)
 			}
 		}
 	}

@@ -17,7 +17,7 @@ import (
 	"github.com/batchclaim/batchclaim/testkit/dbtest"
 )
 
-// headsTracer keeps the text and arguments of the last BatchHeads statement a pool ran.
+// headsTracer keeps the text and arguments of the last BatchesTakeHeads statement a pool ran.
 type headsTracer struct {
 	mu   sync.Mutex
 	sql  string
@@ -25,7 +25,7 @@ type headsTracer struct {
 }
 
 func (h *headsTracer) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
-	if strings.HasPrefix(d.SQL, "-- name: BatchHeads ") {
+	if strings.HasPrefix(d.SQL, "-- name: BatchesTakeHeads ") {
 		h.mu.Lock()
 		h.sql, h.args = d.SQL, d.Args
 		h.mu.Unlock()
@@ -35,7 +35,7 @@ func (h *headsTracer) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.Tr
 
 func (h *headsTracer) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
 
-// buffers runs the last BatchHeads statement again under EXPLAIN (ANALYZE, BUFFERS) and
+// buffers runs the last BatchesTakeHeads statement again under EXPLAIN (ANALYZE, BUFFERS) and
 // returns the shared buffers it read.
 func (h *headsTracer) buffers(t *testing.T, pool *pgxpool.Pool) int {
 	t.Helper()
@@ -43,7 +43,7 @@ func (h *headsTracer) buffers(t *testing.T, pool *pgxpool.Pool) int {
 	sql, args := h.sql, h.args
 	h.mu.Unlock()
 	if sql == "" {
-		t.Fatal("no BatchHeads statement ran")
+		t.Fatal("no BatchesTakeHeads statement ran")
 	}
 	var plan []struct {
 		Plan struct {

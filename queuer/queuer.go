@@ -18,6 +18,7 @@ import (
 	"github.com/batchclaim/batchclaim/claims"
 	"github.com/batchclaim/batchclaim/internal/db"
 	"github.com/batchclaim/batchclaim/internal/tracing"
+	"github.com/batchclaim/batchclaim/observer"
 	"github.com/batchclaim/batchclaim/pgdb"
 )
 
@@ -44,6 +45,10 @@ type Dispatcher interface {
 // Recorder makes the queuer's writes (observer.Recorder): the in-flight marks of the heads a
 // round hands out, and the adoptions of batches left in flight, each set in one statement.
 type Recorder interface {
+	// Take reads the heads of the claims' service_ids and marks in flight, in the same
+	// statement, those that are NEW and due, within the budget; it returns every head read and
+	// the jobs marked.
+	Take(ctx context.Context, t observer.Take) ([]db.BatchesTakeHeadsRow, []batchclaim.Job, error)
 	// Mark marks the jobs' batches in flight, each fenced on its own claim, and returns the
 	// ones marked with their payload and attempt count filled in.
 	Mark(ctx context.Context, jobs []batchclaim.Job) ([]batchclaim.Job, error)
@@ -147,7 +152,7 @@ type Queuer struct {
 
 	mu       sync.Mutex
 	inflight map[string]int64 // service_id -> seq handed to the dispatcher and not yet done
-	floors   map[string]int64 // service_id -> pos of the last head read: no unfinished batch comes before it (BatchHeads)
+	floors   map[string]int64 // service_id -> pos of the last head read: no unfinished batch comes before it (BatchesTakeHeads)
 	queue    []string         // service_ids to look at, in the order they were asked for
 	queued   map[string]bool
 	sweeps   []string // held claims to look at when nothing else waits (start, safety sweep)
@@ -319,9 +324,10 @@ func (q *Queuer) more() bool {
 }
 
 // Fetch looks at the heads of queued service_ids (every held claim's the first time and
-// after DirtyAll), marks the ones that may go now in flight (one statement for all of them,
-// fenced per row) and hands them out; it adopts heads left in flight by someone else, and
-// notes when waiting heads become ready. It returns how many jobs it handed out.
+// after DirtyAll), marks the ones that may go now in flight, fenced per row, and hands them
+// out: the NEW ones in the statement that reads the heads, the others (a retry, a
+// resubmission) in a second one for all of them. It adopts heads left in flight by someone
+// else, and notes when waiting heads become ready. It returns how many jobs it handed out.
 func (q *Queuer) Fetch(ctx context.Context) (int, error) {
 	q.mu.Lock()
 	q.progress = false
@@ -347,33 +353,43 @@ func (q *Queuer) Fetch(ctx context.Context) (int, error) {
 	defer cancel()
 	ctx, span := tracing.Start(ctx, tracing.Fetch, tracing.Claims.Int(len(ids)))
 	defer span.End()
-	floors := make([]int64, len(ids))
+	take := observer.Take{Claims: make([]claims.Claim, len(ids)), MaxJobs: free}
+	take.MaxBytes, take.AnySize = q.disp.FreeMemory()
 	if !q.cfg.SkipValid {
-		q.mu.Lock()
-		for i, id := range ids {
-			floors[i] = q.floors[id]
+		take.Floors = make([]int64, len(ids))
+	}
+	q.mu.Lock()
+	for i, id := range ids {
+		take.Claims[i] = claimsByID[id]
+		if take.Floors != nil {
+			take.Floors[i] = q.floors[id]
 		}
-		q.mu.Unlock()
 	}
-	heads, err := q.q.BatchHeads(ctx, q.db, db.BatchHeadsParams{ServiceIds: ids, Floors: floors, SkipValid: q.cfg.SkipValid})
-	if err == nil {
-		q.round.Store(time.Now().UnixNano())
-	}
+	q.mu.Unlock()
+	heads, taken, err := q.rec.Take(ctx, take)
 	if err != nil {
 		q.requeue(ids)
-		return 0, fmt.Errorf("read head batches: %w", err)
+		return 0, err
 	}
-	// Keep the queue's order (the query does not promise one).
-	order := make(map[string]int, len(ids))
-	for i, id := range ids {
-		order[id] = i
-	}
-	sort.Slice(heads, func(a, b int) bool { return order[heads[a].ServiceID] < order[heads[b].ServiceID] })
+	q.round.Store(time.Now().UnixNano())
+	span.SetAttributes(tracing.Batches.Int(len(taken)))
+	// The heads come in the queue's order; the NEW and due ones within the budget are marked
+	// already (taken), the others are decided on here with what is left of it.
 	var jobs, adopt []batchclaim.Job
-	var waiting []string // ready heads beyond the free workers or memory
-	room, empty := q.disp.FreeMemory()
+	var waiting, retry []string // ready heads beyond the free workers or memory; heads the mark missed
+	room, empty := take.MaxBytes, take.AnySize
+	for _, j := range taken {
+		room -= int64(len(j.Batch.Payload))
+		empty = false
+	}
 	now := time.Now()
 	for _, h := range heads {
+		if h.Wanted {
+			if h.Fenced && !h.Marked {
+				retry = append(retry, h.ServiceID) // its head moved on meanwhile
+			}
+			continue
+		}
 		c := claimsByID[h.ServiceID]
 		j := batchclaim.Job{Claim: c, Batch: batchOf(h), FromState: batchclaim.State(h.State)}
 		switch d := q.decide(c, h); {
@@ -384,7 +400,7 @@ func (q *Queuer) Fetch(ctx context.Context) (int, error) {
 			if d.wait > 0 {
 				q.at(h.ServiceID, now.Add(d.wait))
 			}
-		case len(jobs) < free && (h.Size <= room || empty && len(jobs) == 0):
+		case len(taken)+len(jobs) < free && (h.Size <= room || empty && len(jobs) == 0):
 			j.Reason = d.reason
 			jobs = append(jobs, j)
 			room -= h.Size
@@ -412,14 +428,19 @@ func (q *Queuer) Fetch(ctx context.Context) (int, error) {
 			q.floors[h.ServiceID] = max(q.floors[h.ServiceID], h.Pos)
 		}
 	}
+	for _, j := range taken {
+		q.inflight[j.Claim.ServiceID] = j.Batch.Seq
+	}
 	for _, j := range jobs {
 		q.inflight[j.Claim.ServiceID] = j.Batch.Seq
 	}
 	q.mu.Unlock()
 	q.requeueFront(waiting)
 	q.requeue(adopted)
+	q.requeue(retry)
+	handed := q.hand(taken)
 	if len(jobs) == 0 {
-		return 0, nil
+		return handed, nil
 	}
 	mctx, mspan := tracing.Start(ctx, tracing.Mark, tracing.Batches.Int(len(jobs)))
 	marked, err := q.rec.Mark(mctx, jobs)
@@ -428,7 +449,7 @@ func (q *Queuer) Fetch(ctx context.Context) (int, error) {
 	for _, j := range marked {
 		going[j.Batch.Seq] = true
 	}
-	var retry []string
+	retry = retry[:0]
 	q.mu.Lock()
 	for _, j := range jobs {
 		if !going[j.Batch.Seq] {
@@ -441,8 +462,17 @@ func (q *Queuer) Fetch(ctx context.Context) (int, error) {
 	}
 	q.mu.Unlock()
 	q.requeue(retry)
+	handed += q.hand(marked)
+	if err != nil {
+		return handed, fmt.Errorf("mark heads in flight: %w", err)
+	}
+	return handed, nil
+}
+
+// hand gives jobs marked in flight to the dispatcher and returns how many it took.
+func (q *Queuer) hand(jobs []batchclaim.Job) int {
 	handed := 0
-	for _, j := range marked {
+	for _, j := range jobs {
 		if q.disp.TrySubmit(j) {
 			handed++
 			continue
@@ -454,10 +484,7 @@ func (q *Queuer) Fetch(ctx context.Context) (int, error) {
 		delete(q.inflight, j.Claim.ServiceID)
 		q.mu.Unlock()
 	}
-	if err != nil {
-		return handed, fmt.Errorf("mark heads in flight: %w", err)
-	}
-	return handed, nil
+	return handed
 }
 
 // wakeHolders passes the wake-ups of service_ids this instance was told about but does not
@@ -606,7 +633,7 @@ type decision struct {
 }
 
 // decide says whether the head h of c's service_id may go now, and why.
-func (q *Queuer) decide(c claims.Claim, h db.BatchHeadsRow) decision {
+func (q *Queuer) decide(c claims.Claim, h db.BatchesTakeHeadsRow) decision {
 	switch batchclaim.State(h.State) {
 	case batchclaim.StateNew:
 		if !h.Due { // a run-at time ahead
@@ -673,7 +700,7 @@ func (q *Queuer) fireDue(now time.Time) {
 	q.mu.Unlock()
 }
 
-func batchOf(h db.BatchHeadsRow) batchclaim.Batch {
+func batchOf(h db.BatchesTakeHeadsRow) batchclaim.Batch {
 	return batchclaim.Batch{Seq: h.Seq, ServiceID: h.ServiceID, BatchID: h.BatchID, Attempts: int(h.Attempts)}
 }
 

@@ -1,8 +1,8 @@
 // Package submitter posts batches with a bounded pool of workers.
 //
 // A submission is three steps: the in-flight mark, fenced on the claim's epoch and committed
-// before anything leaves the process (the queuer marks a round's heads in one statement,
-// observer.Recorder.Mark; a worker that goes on with its service_id's next batch gets it
+// before anything leaves the process (the queuer marks a round's NEW heads in the statement
+// that reads them, observer.Recorder.Take, and its retries in one more, Recorder.Mark; a worker that goes on with its service_id's next batch gets it
 // marked by the write of the previous outcome); the call itself (Submitter.Submit), run under
 // the claim's context so that losing the claim or passing the local deadline cancels it, and
 // bounded by the submit timeout; and the recording of its outcome, fenced again

@@ -114,99 +114,6 @@ func (q *Queries) BatchCancel(ctx context.Context, db DBTX, arg BatchCancelParam
 	return i, err
 }
 
-const batchHeads = `-- name: BatchHeads :many
-SELECT h.seq, h.service_id, h.batch_id, h.state, h.attempts, h.claim_epoch, h.claimant, h.pos,
-       h.unknown_count, octet_length(h.payload)::bigint AS size,
-       (h.next_attempt_at IS NULL OR h.next_attempt_at <= now())::bool AS due,
-       -- How long until a DELAYED head, or a NEW one with a run-at time, is due (0 when it is).
-       GREATEST(COALESCE(EXTRACT(EPOCH FROM h.next_attempt_at - now()), 0), 0)::float8 AS due_in_seconds,
-       -- The UNKNOWN grace runs from when the batch became UNKNOWN (its POST's outcome, or its
-       -- adoption from a previous owner), not from the last status answer (every poll writes one).
-       EXTRACT(EPOCH FROM now() - COALESCE(h.unknown_since, h.submitted_at, h.created_at))::float8 AS unknown_seconds
-FROM (SELECT unnest((SELECT $1::text[])) AS service_id, unnest((SELECT $2::bigint[])) AS floor) s
-CROSS JOIN LATERAL (
-    SELECT b.seq, b.service_id, b.batch_id, b.payload, b.created_at, b.state, b.attempts, b.claimant, b.claim_epoch, b.submitted_at, b.next_attempt_at, b.last_error, b.dlt_status, b.status_updated_at, b.unknown_count, b.invalid_details, b.updated_at, b.ledger, b.finished_at, b.unknown_since, b.unfinished, b.max_attempts, b.attempt_reason, b.attempt_from, b.attempt_xid, b.attempt_http_status, b.attempt_latency_ms, b.pos, b.attempt_base, b.cancel_attempt, b.cancel_requested_at, b.cancel_reason, b.kind, b.timeout_ms, b.output FROM batchclaim.batches b
-    WHERE b.service_id = s.service_id
-      AND b.pos >= s.floor
-      AND b.unfinished
-      AND NOT ($3::bool AND b.state = 'VALID')
-    ORDER BY b.pos
-    LIMIT 1
-) h
-WHERE NOT EXISTS (SELECT 1 FROM batchclaim.service_halts x WHERE x.service_id = s.service_id OFFSET 0)
-`
-
-type BatchHeadsParams struct {
-	ServiceIds []string
-	Floors     []int64
-	SkipValid  bool
-}
-
-type BatchHeadsRow struct {
-	Seq            int64
-	ServiceID      string
-	BatchID        string
-	State          string
-	Attempts       int32
-	ClaimEpoch     *int64
-	Claimant       *uuid.UUID
-	Pos            int64
-	UnknownCount   int32
-	Size           int64
-	Due            bool
-	DueInSeconds   float64
-	UnknownSeconds float64
-}
-
-// The oldest unfinished batch of each given service_id (one index probe each), with what
-// the queuer needs to decide whether it can go now, judged by the database clock. With
-// skip_valid, VALID batches count as done for ordering (adapters whose VALID fixes order).
-// The payload is not read here: the in-flight mark returns it for the batches that go.
-// floors (one per service_id, 0 for none) is a pos no unfinished batch of the service_id is
-// below: the pos of a head read before, since nothing ever takes a place before an unfinished
-// batch (BatchRetry). The probe starts there, instead of at the service_id's first entry of
-// the open index: the entries of batches that finished stay there until vacuum removes them,
-// which it cannot while a snapshot older than their finish is held open, and each costs a
-// heap visit. Not used with skip_valid, whose VALID batches stay unfinished behind the head.
-// The arrays are read through sub-selects, and the halt is probed per service_id (OFFSET 0
-// keeps that probe from becoming a join): a plan for given arrays then looks no cheaper than
-// the generic one, so Postgres keeps one plan instead of planning every call (a call for one
-// service_id, the common one, cost about three times as much, planned); the generic plan
-// looks up each service_id's halt on its own, not by a join that reads every halt per call.
-func (q *Queries) BatchHeads(ctx context.Context, db DBTX, arg BatchHeadsParams) ([]BatchHeadsRow, error) {
-	rows, err := db.Query(ctx, batchHeads, arg.ServiceIds, arg.Floors, arg.SkipValid)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	items := []BatchHeadsRow{}
-	for rows.Next() {
-		var i BatchHeadsRow
-		if err := rows.Scan(
-			&i.Seq,
-			&i.ServiceID,
-			&i.BatchID,
-			&i.State,
-			&i.Attempts,
-			&i.ClaimEpoch,
-			&i.Claimant,
-			&i.Pos,
-			&i.UnknownCount,
-			&i.Size,
-			&i.Due,
-			&i.DueInSeconds,
-			&i.UnknownSeconds,
-		); err != nil {
-			return nil, err
-		}
-		items = append(items, i)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return items, nil
-}
-
 const batchInsert = `-- name: BatchInsert :one
 
 WITH serial AS (
@@ -890,7 +797,7 @@ type BatchesMarkInflightRow struct {
 // through the claimant index at each call, most of an outcome's cost at one row a call; and
 // statistics taken while the claims were free would send a probe down the claimant index.
 // The arrays are read through sub-selects, so that a plan for one row looks no cheaper than
-// the generic one (see BatchHeads). Whether a claim is busy (has a POST in flight) is read from its head
+// the generic one (see BatchesTakeHeads). Whether a claim is busy (has a POST in flight) is read from its head
 // batch, not stored on the claim.
 // Marks the given heads in flight before their POSTs, each only if its claim is held with its
 // epoch while the lease is in phase one by the database clock (fenced), and the batch is still
@@ -1184,7 +1091,7 @@ halted AS (
 finished AS (
     -- floor: every other unfinished batch of the service_id comes after this one, which was
     -- its head (the batch in flight is), so a probe for the next starts past it and reads
-    -- none of the finished batches' index entries vacuum has not removed (BatchHeads). Not
+    -- none of the finished batches' index entries vacuum has not removed (BatchesTakeHeads). Not
     -- with skip_valid: VALID batches before the head are unfinished.
     SELECT r.seq, r.service_id, CASE WHEN $19::bool THEN 0 ELSE r.pos END AS floor,
            r.epoch, r.chain, r.chain_max_bytes,
@@ -1530,6 +1437,209 @@ func (q *Queries) BatchesRecordStatuses(ctx context.Context, db DBTX, arg Batche
 	return items, nil
 }
 
+const batchesTakeHeads = `-- name: BatchesTakeHeads :many
+WITH heads AS (
+    SELECT h.seq, h.service_id, h.batch_id, h.state, h.attempts, h.claim_epoch, h.claimant, h.pos,
+           h.unknown_count, h.size, s.epoch AS want_epoch, s.n,
+           (h.next_attempt_at IS NULL OR h.next_attempt_at <= now()) AS due,
+           -- How long until a DELAYED head, or a NEW one with a run-at time, is due (0 when it is).
+           GREATEST(COALESCE(EXTRACT(EPOCH FROM h.next_attempt_at - now()), 0), 0)::float8 AS due_in_seconds,
+           -- The UNKNOWN grace runs from when the batch became UNKNOWN (its POST's outcome, or its
+           -- adoption from a previous owner), not from the last status answer (every poll writes one).
+           EXTRACT(EPOCH FROM now() - COALESCE(h.unknown_since, h.submitted_at, h.created_at))::float8 AS unknown_seconds
+    FROM (SELECT unnest((SELECT $1::text[])) AS service_id, unnest((SELECT $2::bigint[])) AS floor,
+                 unnest((SELECT $3::bigint[])) AS epoch,
+                 generate_series(1, cardinality((SELECT $1::text[]))) AS n) s
+    CROSS JOIN LATERAL (
+        SELECT b.seq, b.service_id, b.batch_id, b.state, b.attempts, b.claim_epoch, b.claimant, b.pos,
+               b.unknown_count, b.unknown_since, b.submitted_at, b.created_at, b.next_attempt_at,
+               octet_length(b.payload)::bigint AS size
+        FROM batchclaim.batches b
+        WHERE b.service_id = s.service_id
+          AND b.pos >= s.floor
+          AND b.unfinished
+          AND NOT ($4::bool AND b.state = 'VALID')
+        ORDER BY b.pos
+        LIMIT 1
+    ) h
+    WHERE NOT EXISTS (SELECT 1 FROM batchclaim.service_halts x WHERE x.service_id = s.service_id OFFSET 0)
+),
+want AS (
+    SELECT r.seq, r.service_id, r.epoch FROM (
+        SELECT h.seq, h.service_id, h.want_epoch AS epoch,
+               row_number() OVER (ORDER BY h.n) AS rn, sum(h.size) OVER (ORDER BY h.n) AS bytes
+        FROM heads h
+        WHERE h.state = 'NEW' AND h.due
+    ) r
+    WHERE r.rn <= $5::int
+      AND (r.bytes <= $6::bigint OR r.rn = 1 AND $7::bool)
+),
+lease AS (
+    SELECT i.id FROM batchclaim.instances i
+    WHERE i.id = $8::uuid AND i.nonce = $9::uuid
+      AND i.expiry_1 > COALESCE($10::timestamptz, now())
+),
+fenced AS (
+    SELECT w.seq, c.service_id, c.epoch
+    FROM (SELECT w.seq, w.service_id, w.epoch FROM want w ORDER BY w.service_id) w
+    CROSS JOIN LATERAL (
+        SELECT c.service_id, c.epoch FROM batchclaim.service_id_claims c
+        WHERE c.service_id = w.service_id AND c.epoch = w.epoch AND (c.claimant = (SELECT id FROM lease)) IS TRUE
+        LIMIT 1
+        FOR SHARE OF c
+    ) c
+),
+stamp AS MATERIALIZED (
+    SELECT clock_timestamp() AS at
+),
+marked AS (
+    UPDATE batchclaim.batches b
+    SET state = 'INFLIGHT', attempts = b.attempts + 1, claimant = $8::uuid,
+        claim_epoch = f.epoch, submitted_at = (SELECT s.at FROM stamp s), updated_at = (SELECT s.at FROM stamp s),
+        next_attempt_at = NULL, unknown_count = 0, unknown_since = NULL,
+        attempt_reason = 'first', attempt_from = 'NEW', attempt_xid = pg_current_xact_id()
+    FROM fenced f
+    WHERE b.seq = f.seq AND b.service_id = f.service_id AND b.state = 'NEW'
+    RETURNING b.seq, b.payload, b.attempts, b.max_attempts, b.attempt_base, b.kind, b.timeout_ms
+)
+SELECT h.seq, h.service_id, h.batch_id, h.state, h.attempts, h.claim_epoch, h.claimant, h.pos,
+       h.unknown_count, h.size, h.due::bool AS due, h.due_in_seconds, h.unknown_seconds,
+       (h.seq IN (SELECT w.seq FROM want w))::bool AS wanted, (h.seq IN (SELECT f.seq FROM fenced f))::bool AS fenced,
+       (m.seq IS NOT NULL)::bool AS marked,
+       COALESCE(m.payload, ''::bytea)::bytea AS payload, COALESCE(m.attempts, 0)::int AS marked_attempts,
+       COALESCE(m.max_attempts, 0)::int AS max_attempts, COALESCE(m.attempt_base, 0)::int AS attempt_base,
+       COALESCE(m.kind, '')::text AS kind, COALESCE(m.timeout_ms, 0)::bigint AS timeout_ms
+FROM heads h
+LEFT JOIN marked m ON m.seq = h.seq
+ORDER BY h.n
+`
+
+type BatchesTakeHeadsParams struct {
+	ServiceIds []string
+	Floors     []int64
+	Epochs     []int64
+	SkipValid  bool
+	MaxJobs    int32
+	MaxBytes   int64
+	AnySize    bool
+	Claimant   uuid.UUID
+	Nonce      uuid.UUID
+	Now        *time.Time
+}
+
+type BatchesTakeHeadsRow struct {
+	Seq            int64
+	ServiceID      string
+	BatchID        string
+	State          string
+	Attempts       int32
+	ClaimEpoch     *int64
+	Claimant       *uuid.UUID
+	Pos            int64
+	UnknownCount   int32
+	Size           int64
+	Due            bool
+	DueInSeconds   float64
+	UnknownSeconds float64
+	Wanted         bool
+	Fenced         bool
+	Marked         bool
+	Payload        []byte
+	MarkedAttempts int32
+	MaxAttempts    int32
+	AttemptBase    int32
+	Kind           string
+	TimeoutMs      int64
+}
+
+// The oldest unfinished batch of each given service_id (one index probe each), with what
+// the queuer needs to decide whether it can go now, judged by the database clock; and, in the
+// same statement, the in-flight mark of the heads that are NEW and due (the common case: a
+// job enqueued and not yet run), so that a job starts one statement after its wake-up.
+// Those are marked in the order given, up to max_jobs of them and max_bytes of payload in all
+// (the first of any size with any_size: the workers hold none), each only if its claim is
+// held with the given epoch while the lease is in phase one by the database clock, as
+// BatchesMarkInflight marks (fenced; a change there is made here too). The other heads
+// (DELAYED, UNKNOWN, left in flight, a run-at time ahead, past the budget) are returned
+// unmarked for the queuer to decide on, and BatchesMarkInflight marks those that go.
+// wanted says a head was to be marked; fenced, whether its claim held; marked, whether it
+// was, and then payload and the rest are the mark's.
+// With skip_valid, VALID batches count as done for ordering (adapters whose VALID fixes
+// order). floors (one per service_id, 0 for none) is a pos no unfinished batch of the
+// service_id is below: the pos of a head read before, since nothing ever takes a place before
+// an unfinished batch (BatchRetry). The probe starts there, instead of at the service_id's
+// first entry of the open index: the entries of batches that finished stay there until vacuum
+// removes them, which it cannot while a snapshot older than their finish is held open, and
+// each costs a heap visit. Not used with skip_valid, whose VALID batches stay unfinished
+// behind the head.
+// The arrays are read through sub-selects, and the halt is probed per service_id (OFFSET 0
+// keeps that probe from becoming a join): a plan for given arrays then looks no cheaper than
+// the generic one, so Postgres keeps one plan instead of planning every call (a call for one
+// service_id, the common one, cost about three times as much, planned); the generic plan
+// looks up each service_id's halt on its own, not by a join that reads every halt per call.
+// The planner cannot know how many heads are wanted, and takes it for one: every step below
+// goes from one CTE to a table by key, and the final select finds a head in want and
+// fenced by a hashed IN, so that no step loops over one CTE for each row of another (which
+// cost 60 ms for 256 heads).
+// The mark's time is read once, after the statement's snapshot was taken (clock_timestamp()),
+// not at its transaction's start (now()): the snapshot is taken after the statement is
+// planned, so a head that became the head by a commit just before it (its predecessor's
+// outcome, a poll's COMMITTED) would otherwise carry a mark older than that commit's time,
+// and the record would show two batches of one service_id in flight at once.
+func (q *Queries) BatchesTakeHeads(ctx context.Context, db DBTX, arg BatchesTakeHeadsParams) ([]BatchesTakeHeadsRow, error) {
+	rows, err := db.Query(ctx, batchesTakeHeads,
+		arg.ServiceIds,
+		arg.Floors,
+		arg.Epochs,
+		arg.SkipValid,
+		arg.MaxJobs,
+		arg.MaxBytes,
+		arg.AnySize,
+		arg.Claimant,
+		arg.Nonce,
+		arg.Now,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []BatchesTakeHeadsRow{}
+	for rows.Next() {
+		var i BatchesTakeHeadsRow
+		if err := rows.Scan(
+			&i.Seq,
+			&i.ServiceID,
+			&i.BatchID,
+			&i.State,
+			&i.Attempts,
+			&i.ClaimEpoch,
+			&i.Claimant,
+			&i.Pos,
+			&i.UnknownCount,
+			&i.Size,
+			&i.Due,
+			&i.DueInSeconds,
+			&i.UnknownSeconds,
+			&i.Wanted,
+			&i.Fenced,
+			&i.Marked,
+			&i.Payload,
+			&i.MarkedAttempts,
+			&i.MaxAttempts,
+			&i.AttemptBase,
+			&i.Kind,
+			&i.TimeoutMs,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const batchesToPoll = `-- name: BatchesToPoll :many
 SELECT p.seq, p.service_id, p.batch_id, p.state, p.attempts
 FROM unnest($1::text[]) AS s(service_id)
@@ -1618,7 +1728,7 @@ CROSS JOIN LATERAL (
 // until its holder's safety sweep, as one missed while not listening does. The array is read
 // through a sub-select and each claim row by its key (LIMIT 1 keeps the probe from becoming
 // a join), so that Postgres keeps one plan, which never scans the claims table, instead of
-// planning every call (see BatchHeads).
+// planning every call (see BatchesTakeHeads).
 func (q *Queries) BatchesWake(ctx context.Context, db DBTX, serviceIds []string) error {
 	_, err := db.Exec(ctx, batchesWake, serviceIds)
 	return err

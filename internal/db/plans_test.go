@@ -2,6 +2,7 @@ package db_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
@@ -113,10 +114,11 @@ func TestOneKeyCallsKeepAGenericPlan(t *testing.T) {
 			if err := q.BatchesWake(ctx, conn, []string{svc}); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := q.BatchHeads(ctx, conn, db.BatchHeadsParams{ServiceIds: []string{svc}, Floors: []int64{0}}); err != nil {
+			// No claim is held by claimant: the marks and writes are fenced off and write nothing.
+			if _, err := q.BatchesTakeHeads(ctx, conn, db.BatchesTakeHeadsParams{ServiceIds: []string{svc}, Floors: []int64{0},
+				Epochs: []int64{1}, MaxJobs: 1, MaxBytes: 1 << 20, AnySize: true, Claimant: claimant, Nonce: nonce}); err != nil {
 				t.Fatal(err)
 			}
-			// No claim is held by claimant: the writes are fenced off and write nothing.
 			if _, err := q.BatchesMarkInflight(ctx, conn, db.BatchesMarkInflightParams{Seqs: []int64{1}, ServiceIds: []string{svc},
 				Epochs: []int64{1}, FromStates: []string{"NEW"}, Reasons: []string{"first"}, Claimant: claimant, Nonce: nonce}); err != nil {
 				t.Fatal(err)
@@ -141,7 +143,7 @@ func TestOneKeyCallsKeepAGenericPlan(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		for _, name := range []string{"BatchInsert", "BatchesWake", "BatchHeads", "BatchesMarkInflight", "BatchesRecordCommits", "BatchesRecordOutcomes", "BatchesRecordStatuses"} {
+		for _, name := range []string{"BatchInsert", "BatchesWake", "BatchesTakeHeads", "BatchesMarkInflight", "BatchesRecordCommits", "BatchesRecordOutcomes", "BatchesRecordStatuses"} {
 			if generic, custom := plans(t, conn, name); generic == 0 {
 				t.Errorf("%s, %s: %d custom plans and no generic one for one-key calls: Postgres plans it at every call", name, when, custom)
 			}
@@ -151,7 +153,7 @@ func TestOneKeyCallsKeepAGenericPlan(t *testing.T) {
 		// index, which would read every claim the instance holds. The analyzed phase is the
 		// case of statistics taken while every claim was free. EXPLAIN shows the generic plan
 		// whatever the arguments: all NULL.
-		for _, name := range []string{"BatchHeads", "BatchesWake", "BatchesMarkInflight", "BatchesRecordCommits",
+		for _, name := range []string{"BatchesTakeHeads", "BatchesWake", "BatchesMarkInflight", "BatchesRecordCommits",
 			"BatchesRecordOutcomes", "BatchesRecordStatuses"} {
 			var stmt string
 			var params int
@@ -264,3 +266,107 @@ func plans(t *testing.T, conn *pgx.Conn, name string) (generic, custom int64) {
 	}
 	return generic, custom
 }
+
+// The planner cannot know how many heads BatchesTakeHeads will want to mark, and takes it for
+// one; a step that joined two of its CTEs then scanned one of them once for each row of the
+// other, which cost 60 ms for 256 heads. Each CTE must be scanned once in each place it is
+// read, however many heads a call marks, in the generic plan and in a custom one.
+func TestTakeHeadsScansEachCTEOnce(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	conn := connectWithJobs(t, dbtest.NewDB(t), 2)
+	claimant, nonce := uuid.New(), uuid.New()
+	if _, err := conn.Exec(ctx, `INSERT INTO batchclaim.instances (id, name, expiry_1, expiry_2, nonce)
+		VALUES ($1, 'plan', now() + interval '1 hour', now() + interval '2 hours', $2)`, claimant, nonce); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Exec(ctx, `UPDATE batchclaim.service_id_claims SET claimant = $1, epoch = 1`, claimant); err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	var floors, epochs []int64
+	for i := range 500 {
+		ids = append(ids, fmt.Sprintf("key-%d", i))
+		floors, epochs = append(floors, 0), append(epochs, 1)
+	}
+	// The statement's text as the generated code sends it, run under EXPLAIN ANALYZE in a
+	// transaction that is rolled back.
+	var text string
+	tracer := &statementText{name: "BatchesTakeHeads", text: &text}
+	cfg := conn.Config().Copy()
+	cfg.Tracer = tracer
+	c2, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c2.Close(context.Background())
+	args := db.BatchesTakeHeadsParams{ServiceIds: ids[:1], Floors: floors[:1], Epochs: []int64{2}, MaxJobs: 1,
+		MaxBytes: 1 << 20, Claimant: claimant, Nonce: nonce} // epoch 2: fenced off, nothing written
+	if _, err := db.New().BatchesTakeHeads(ctx, c2, args); err != nil || text == "" {
+		t.Fatalf("no statement seen: %v", err)
+	}
+	for _, mode := range []string{"force_generic_plan", "force_custom_plan"} {
+		tx, err := conn.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tx.Exec(ctx, `SET LOCAL plan_cache_mode = `+mode); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tx.Exec(ctx, `PREPARE `+mode+` AS `+text); err != nil {
+			t.Fatal(err)
+		}
+		var plan []byte
+		if err := tx.QueryRow(ctx, `EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE `+mode+`($1, $2, $3, false, 256, 1048576, true, $4, $5, NULL)`,
+			pgx.QueryExecModeSimpleProtocol, ids, floors, epochs, claimant.String(), nonce.String()).Scan(&plan); err != nil {
+			t.Fatal(err)
+		}
+		if err := tx.Rollback(ctx); err != nil {
+			t.Fatal(err)
+		}
+		var root []struct{ Plan planNode }
+		if err := json.Unmarshal(plan, &root); err != nil || len(root) != 1 {
+			t.Fatalf("plan %s: %v", plan, err)
+		}
+		var marked, loops int
+		var walk func(n planNode)
+		walk = func(n planNode) {
+			if n.Type == "ModifyTable" {
+				marked = n.Rows
+			}
+			if n.Type == "CTE Scan" && n.Loops > 1 {
+				loops++
+			}
+			for _, c := range n.Plans {
+				walk(c)
+			}
+		}
+		walk(root[0].Plan)
+		if marked != 256 || loops != 0 {
+			t.Errorf("%s: marked %d heads (want 256), %d CTE scans repeated per row:\n%s", mode, marked, loops, plan)
+		}
+	}
+}
+
+// planNode is a node of EXPLAIN (ANALYZE, FORMAT JSON).
+type planNode struct {
+	Type  string     `json:"Node Type"`
+	Rows  int        `json:"Actual Rows"`
+	Loops int        `json:"Actual Loops"`
+	Plans []planNode `json:"Plans"`
+}
+
+// statementText keeps the text of the last statement named name.
+type statementText struct {
+	name string
+	text *string
+}
+
+func (s *statementText) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
+	if strings.HasPrefix(d.SQL, "-- name: "+s.name+" ") {
+		*s.text = d.SQL
+	}
+	return ctx
+}
+
+func (s *statementText) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}

@@ -18,8 +18,8 @@ const Scope = "github.com/batchclaim/batchclaim"
 const (
 	Enqueue    = "batchclaim.enqueue"     // one batch stored (ingest)
 	ClaimCycle = "batchclaim.claim_cycle" // one claim cycle (claims)
-	Fetch      = "batchclaim.fetch"       // the queuer reads the head batches of held service_ids
-	Mark       = "batchclaim.mark"        // the queuer marks head batches in flight
+	Fetch      = "batchclaim.fetch"       // the queuer reads the head batches of held service_ids, marking the NEW ones that go
+	Mark       = "batchclaim.mark"        // the queuer marks the other head batches that go in flight
 	Post       = "batchclaim.post"        // one submission: the Submitter's call (submitter)
 	Outcome    = "batchclaim.outcome"     // its outcome recorded, fenced on the claim (observer)
 	Poll       = "batchclaim.poll"        // one status poll of the ledger (observer)
