@@ -276,7 +276,7 @@ func New(db pgdb.DB, cfg Config) (_ *Node, err error) {
 	}
 	recorder, err := observer.NewRecorder(db, eng, observer.RecorderConfig{
 		HaltOnInvalid: cfg.HaltOnInvalid, SkipValid: cfg.SkipValid, TrackIdle: cc.DropIdleAfter > 0,
-		FlushTimeout: timings.LocalDeadline, Events: &events, Recorded: back.recorded, Logger: cfg.Logger,
+		FlushTimeout: timings.LocalDeadline, Events: &events, Recorded: back.recorded, Drained: back.drained, Logger: cfg.Logger,
 	})
 	if err != nil {
 		return nil, err

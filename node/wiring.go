@@ -22,6 +22,9 @@ type queue interface {
 	// Done, MayChain and Chained answer the submitter pool's hooks of the same names: a job is
 	// over, may the next job of its service_id run on its worker, it did.
 	Done(j batchclaim.Job)
+	// Drained: the outcome of the job seq left its service_id without work, so Done need not
+	// look at it again.
+	Drained(serviceID string, seq int64)
 	MayChain(j batchclaim.Job, run int) bool
 	Chained(prev, next batchclaim.Job)
 	// LastRound is when a fetch round last got an answer (progress).
@@ -82,6 +85,9 @@ func (b *backEdge) gained(c claims.Claim) {
 // recorded is the recorder's Recorded: an outcome of the service_id is stored, its next batch
 // may go.
 func (b *backEdge) recorded(serviceID string) { b.queue.Dirty(serviceID) }
+
+// drained is the recorder's Drained: an outcome left the service_id without work.
+func (b *backEdge) drained(serviceID string, seq int64) { b.queue.Drained(serviceID, seq) }
 
 // statusChanged is the poller's part of the recorder's StatusChanged: a batch the ledger
 // accepted (PENDING, asked about now), or one whose outcome it still has to tell (VALID,

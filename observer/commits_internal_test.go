@@ -149,8 +149,9 @@ func TestCommitsWriteWhatOutcomesWrite(t *testing.T) {
 		for _, row := range rows {
 			i := slices.Index(params("general").Seqs, row.Seq) + slices.Index(params("commits").Seqs, row.Seq) + 1
 			next := row.NextSeq != 0
-			out[keys[i].name] = fmt.Sprintf("fenced=%t recorded=%t next=%t %s %q attempts=%d/%d aged=%t",
-				row.Fenced, row.Recorded, next, row.NextBatchID, row.NextPayload, row.NextAttempts, row.NextMaxAttempts, row.AgeSeconds > 0 || !row.Recorded)
+			out[keys[i].name] = fmt.Sprintf("fenced=%t recorded=%t next=%t %s %q attempts=%d/%d aged=%t drained=%t",
+				row.Fenced, row.Recorded, next, row.NextBatchID, row.NextPayload, row.NextAttempts, row.NextMaxAttempts, row.AgeSeconds > 0 || !row.Recorded,
+				row.Drained)
 		}
 		return out
 	}
@@ -165,6 +166,12 @@ func TestCommitsWriteWhatOutcomesWrite(t *testing.T) {
 		!strings.Contains(g["unchained"], "next=false") ||
 		!strings.Contains(g["stale"], "fenced=false") || !strings.Contains(g["old"], "recorded=false") {
 		t.Fatalf("the cases did not take their branches: %v", g)
+	}
+	// Only the key whose one batch finished is left without work.
+	for _, k := range keys {
+		if drained := strings.HasSuffix(g[k.name], "drained=true"); drained != (k.name == "last") {
+			t.Errorf("%s: %s; only \"last\" is drained", k.name, g[k.name])
+		}
 	}
 	// Every column of every batch row, times as offsets from the row's own status time.
 	state := func(twin string) map[string]string {

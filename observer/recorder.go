@@ -72,6 +72,11 @@ type RecorderConfig struct {
 	// Recorded, when set, is called with the service_id of every batch a write changed
 	// (its state, or its count of UNKNOWN answers), so that the queuer looks at it again.
 	Recorded func(serviceID string)
+	// Drained, when set, is called instead of Recorded for an outcome that finished its batch
+	// (seq) and left its service_id without an unfinished batch, as far as the write saw:
+	// there is nothing for the queuer to look at until more work arrives, and an enqueue
+	// wakes the service_id's holder.
+	Drained func(serviceID string, seq int64)
 	// Logger receives a WARN line for every batch recorded INVALID (and for the halt of its
 	// service_id with HaltOnInvalid) or DISCARDED, with the reason. Nil means discard.
 	Logger *slog.Logger
@@ -401,7 +406,11 @@ func (r *Recorder) writeOutcomeChunk(ctx context.Context, batch []*outcome) {
 				r.cfg.Logger.Warn("batch DISCARDED: no more attempts; its service_id goes on with the next batch (retry it with batchclaim retry)",
 					"service_id", j.Claim.ServiceID, "seq", j.Batch.Seq, "batch_id", j.Batch.BatchID, "attempts", j.Batch.Attempts+1, "reason", o.Result.Detail)
 			}
-			r.recorded(j.Claim.ServiceID)
+			if row.Drained && r.cfg.Drained != nil {
+				r.cfg.Drained(j.Claim.ServiceID, j.Batch.Seq)
+			} else {
+				r.recorded(j.Claim.ServiceID)
+			}
 			if row.NextSeq != 0 {
 				o.next = firstJob(j.Claim, row.NextSeq, row.NextBatchID, row.NextPayload, row.NextAttempts,
 					row.NextMaxAttempts, row.NextAttemptBase, row.NextKind, row.NextTimeoutMs)

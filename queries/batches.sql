@@ -331,7 +331,9 @@ LEFT JOIN marked m ON m.seq = w.seq;
 -- still). The request is read from the row the update locks, so a cancel that commits while
 -- this statement waits for the row is seen. A snoozed attempt (outcome 'snooze', DELAYED)
 -- raises attempt_base: it does not count towards the attempt limit or the backoff. new_state
--- is the state written.
+-- is the state written. drained says the outcome finished its batch and the statement saw no
+-- other unfinished batch of its service_id (never with skip_valid): the queuer need not read
+-- the service_id's head again until more work arrives, whose enqueue wakes it.
 --
 -- When chain is set for an outcome that frees its service_id (COMMITTED, DISCARDED, CANCELLED, or INVALID
 -- without halt_on_invalid) and the lease is in phase one, the service_id's next batch, if it is
@@ -433,20 +435,28 @@ lease AS (
     WHERE i.id = sqlc.arg(claimant)::uuid AND i.nonce = sqlc.arg(nonce)::uuid
       AND i.expiry_1 > COALESCE(sqlc.narg(now)::timestamptz, now())
 ),
-next_head AS (
-    SELECT f.seq AS prev_seq, n.seq, f.service_id, f.epoch
+-- The next unfinished batch of each service_id an outcome finished (one probe from its
+-- floor), or none: the batch a chain goes on with, and whether the service_id is left
+-- without work (drained).
+after AS (
+    SELECT f.seq AS prev_seq, f.service_id, f.epoch, f.floor, f.chain, f.chain_max_bytes, f.frees, f.track_idle,
+           n.seq, n.state, n.next_attempt_at, n.size
     FROM finished f
-    CROSS JOIN LATERAL (
+    LEFT JOIN LATERAL (
         SELECT b.seq, b.state, b.next_attempt_at, octet_length(b.payload) AS size FROM batchclaim.batches b
         WHERE b.service_id = f.service_id AND b.pos > f.floor AND b.unfinished AND b.seq <> f.seq
           AND NOT (sqlc.arg(skip_valid)::bool AND b.state = 'VALID')
         ORDER BY b.pos
         LIMIT 1
-    ) n
-    WHERE f.chain AND f.frees AND n.state = 'NEW' AND (n.next_attempt_at IS NULL OR n.next_attempt_at <= now())
+    ) n ON true
+),
+next_head AS (
+    SELECT a.prev_seq, a.seq, a.service_id, a.epoch
+    FROM after a
+    WHERE a.chain AND a.frees AND a.state = 'NEW' AND (a.next_attempt_at IS NULL OR a.next_attempt_at <= now())
       AND EXISTS (SELECT 1 FROM lease)
-      AND (f.chain_max_bytes < 0 OR n.size <= f.chain_max_bytes)
-      AND NOT EXISTS (SELECT 1 FROM batchclaim.service_halts x WHERE x.service_id = f.service_id)
+      AND (a.chain_max_bytes < 0 OR a.size <= a.chain_max_bytes)
+      AND NOT EXISTS (SELECT 1 FROM batchclaim.service_halts x WHERE x.service_id = a.service_id)
 ),
 chained AS (
     UPDATE batchclaim.batches b
@@ -458,16 +468,20 @@ chained AS (
     WHERE b.seq = n.seq AND b.service_id = n.service_id AND b.state = 'NEW'
     RETURNING b.seq, b.batch_id, b.payload, b.attempts, b.max_attempts, b.attempt_base, b.kind, b.timeout_ms, n.prev_seq
 ),
+-- With skip_valid the probe above passes over VALID batches, which are unfinished: only a
+-- service_id without them is drained.
 drained AS (
     UPDATE batchclaim.service_id_claims c
     SET active_at = now()
-    FROM finished f
-    WHERE f.track_idle
-      AND c.service_id = f.service_id AND c.epoch = f.epoch AND (c.claimant = sqlc.arg(claimant)::uuid) IS TRUE
-      AND NOT EXISTS (SELECT 1 FROM batchclaim.batches b WHERE b.service_id = f.service_id AND b.pos > f.floor AND b.unfinished AND b.seq <> f.seq)
+    FROM after a
+    WHERE a.track_idle AND a.seq IS NULL
+      AND c.service_id = a.service_id AND c.epoch = a.epoch AND (c.claimant = sqlc.arg(claimant)::uuid) IS TRUE
+      AND NOT (sqlc.arg(skip_valid)::bool AND EXISTS (SELECT 1 FROM batchclaim.batches b
+          WHERE b.service_id = a.service_id AND b.pos > a.floor AND b.unfinished AND b.seq <> a.prev_seq))
 )
 SELECT o.seq::bigint AS seq, (f.service_id IS NOT NULL)::bool AS fenced, (r.seq IS NOT NULL)::bool AS recorded,
        COALESCE(r.new_state, '')::text AS new_state, COALESCE(r.age_seconds, 0)::float8 AS age_seconds,
+       (a.prev_seq IS NOT NULL AND a.seq IS NULL AND NOT sqlc.arg(skip_valid)::bool)::bool AS drained,
        COALESCE(c.seq, 0)::bigint AS next_seq, COALESCE(c.batch_id, '')::text AS next_batch_id,
        COALESCE(c.payload, ''::bytea)::bytea AS next_payload, COALESCE(c.attempts, 0)::int AS next_attempts,
        COALESCE(c.max_attempts, 0)::int AS next_max_attempts, COALESCE(c.attempt_base, 0)::int AS next_attempt_base,
@@ -475,6 +489,7 @@ SELECT o.seq::bigint AS seq, (f.service_id IS NOT NULL)::bool AS fenced, (r.seq 
 FROM o
 LEFT JOIN fenced f ON f.service_id = o.service_id AND f.epoch = o.epoch
 LEFT JOIN recorded r ON r.seq = o.seq
+LEFT JOIN after a ON a.prev_seq = o.seq
 LEFT JOIN chained c ON c.prev_seq = o.seq;
 
 -- name: BatchesRecordCommits :many
@@ -526,20 +541,26 @@ lease AS (
     WHERE i.id = sqlc.arg(claimant)::uuid AND i.nonce = sqlc.arg(nonce)::uuid
       AND i.expiry_1 > COALESCE(sqlc.narg(now)::timestamptz, now())
 ),
-next_head AS (
-    SELECT f.seq AS prev_seq, n.seq, f.service_id, f.epoch
+-- As in BatchesRecordOutcomes: the next unfinished batch of each service_id, or none.
+after AS (
+    SELECT f.seq AS prev_seq, f.service_id, f.epoch, f.chain, f.chain_max_bytes,
+           n.seq, n.state, n.next_attempt_at, n.size
     FROM recorded f
-    CROSS JOIN LATERAL (
+    LEFT JOIN LATERAL (
         SELECT b.seq, b.state, b.next_attempt_at, octet_length(b.payload) AS size FROM batchclaim.batches b
         WHERE b.service_id = f.service_id AND b.pos > f.floor AND b.unfinished AND b.seq <> f.seq
           AND NOT (sqlc.arg(skip_valid)::bool AND b.state = 'VALID')
         ORDER BY b.pos
         LIMIT 1
-    ) n
-    WHERE f.chain AND n.state = 'NEW' AND (n.next_attempt_at IS NULL OR n.next_attempt_at <= now())
+    ) n ON true
+),
+next_head AS (
+    SELECT a.prev_seq, a.seq, a.service_id, a.epoch
+    FROM after a
+    WHERE a.chain AND a.state = 'NEW' AND (a.next_attempt_at IS NULL OR a.next_attempt_at <= now())
       AND EXISTS (SELECT 1 FROM lease)
-      AND (f.chain_max_bytes < 0 OR n.size <= f.chain_max_bytes)
-      AND NOT EXISTS (SELECT 1 FROM batchclaim.service_halts x WHERE x.service_id = f.service_id)
+      AND (a.chain_max_bytes < 0 OR a.size <= a.chain_max_bytes)
+      AND NOT EXISTS (SELECT 1 FROM batchclaim.service_halts x WHERE x.service_id = a.service_id)
 ),
 chained AS (
     UPDATE batchclaim.batches b
@@ -553,6 +574,7 @@ chained AS (
 )
 SELECT o.seq::bigint AS seq, (f.service_id IS NOT NULL)::bool AS fenced, (r.seq IS NOT NULL)::bool AS recorded,
        (CASE WHEN r.seq IS NOT NULL THEN 'COMMITTED' ELSE '' END)::text AS new_state, COALESCE(r.age_seconds, 0)::float8 AS age_seconds,
+       (a.prev_seq IS NOT NULL AND a.seq IS NULL AND NOT sqlc.arg(skip_valid)::bool)::bool AS drained,
        COALESCE(c.seq, 0)::bigint AS next_seq, COALESCE(c.batch_id, '')::text AS next_batch_id,
        COALESCE(c.payload, ''::bytea)::bytea AS next_payload, COALESCE(c.attempts, 0)::int AS next_attempts,
        COALESCE(c.max_attempts, 0)::int AS next_max_attempts, COALESCE(c.attempt_base, 0)::int AS next_attempt_base,
@@ -560,6 +582,7 @@ SELECT o.seq::bigint AS seq, (f.service_id IS NOT NULL)::bool AS fenced, (r.seq 
 FROM o
 LEFT JOIN fenced f ON f.service_id = o.service_id AND f.epoch = o.epoch
 LEFT JOIN recorded r ON r.seq = o.seq
+LEFT JOIN after a ON a.prev_seq = o.seq
 LEFT JOIN chained c ON c.prev_seq = o.seq;
 
 -- name: BatchesRecordStatuses :many

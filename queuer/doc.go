@@ -16,7 +16,9 @@
 //   - it is told (Dirty): a batch was stored for a held service_id (the database notifies the
 //     holder through LISTEN/NOTIFY, see package node), a status the instance recorded moved a
 //     batch on (the poller's answers), a halt was lifted;
-//   - a submission of the service_id ended (Done), or a claim was gained;
+//   - a submission of the service_id ended (Done), unless its outcome's write found no other
+//     unfinished batch of it (Drained) and nothing told the queuer about it while it ran: an
+//     enqueue after that write wakes it as above; or a claim was gained;
 //   - a time it noted came: a DELAYED head's next_attempt_at, an UNKNOWN head's grace;
 //   - at start, and whenever notifications may have been missed (DirtyAll: the listening
 //     connection was made again), every held claim, behind what it was told about;

@@ -153,6 +153,8 @@ type Queuer struct {
 	mu       sync.Mutex
 	inflight map[string]int64 // service_id -> seq handed to the dispatcher and not yet done
 	floors   map[string]int64 // service_id -> pos of the last head read: no unfinished batch comes before it (BatchesTakeHeads)
+	drained  map[string]int64 // service_id -> seq in flight whose outcome left the service_id without work (Drained)
+	told     map[string]bool  // service_ids in flight the queuer was told about (or swept) meanwhile
 	queue    []string         // service_ids to look at, in the order they were asked for
 	queued   map[string]bool
 	sweeps   []string // held claims to look at when nothing else waits (start, safety sweep)
@@ -179,7 +181,7 @@ func New(db pgdb.DB, eng Engine, disp Dispatcher, rec Recorder, cfg Config) (*Qu
 		return nil, fmt.Errorf("queuer: %w", err)
 	}
 	return &Queuer{cfg: cfg, db: db, eng: eng, disp: disp, rec: rec, q: queries, log: cfg.Logger,
-		wake: make(chan struct{}, 1), inflight: map[string]int64{}, floors: map[string]int64{}, queued: map[string]bool{}, swept: map[string]bool{},
+		wake: make(chan struct{}, 1), inflight: map[string]int64{}, floors: map[string]int64{}, drained: map[string]int64{}, told: map[string]bool{}, queued: map[string]bool{}, swept: map[string]bool{},
 		dueAt: map[string]time.Time{}, all: true}, nil
 }
 
@@ -268,15 +270,42 @@ func (q *Queuer) sweepLocked(id string) {
 }
 
 // Done is called when a job is over, whatever its outcome: its service_id may have its next
-// batch ready.
+// batch ready. It is not looked at again when the job's outcome left it without work
+// (Drained) and nothing told the queuer about it while the job ran.
 func (q *Queuer) Done(j batchclaim.Job) {
+	id := j.Claim.ServiceID
 	q.mu.Lock()
-	if q.inflight[j.Claim.ServiceID] == j.Batch.Seq {
-		delete(q.inflight, j.Claim.ServiceID)
+	ends := q.inflight[id] == j.Batch.Seq
+	quiet := ends && q.drained[id] == j.Batch.Seq && !q.told[id]
+	if ends {
+		q.endLocked(id)
 	}
-	q.enqueueLocked(j.Claim.ServiceID)
+	if !quiet {
+		q.enqueueLocked(id)
+	}
 	q.mu.Unlock()
-	q.Wake()
+	if !quiet {
+		q.Wake()
+	}
+}
+
+// endLocked forgets the job of id in flight.
+func (q *Queuer) endLocked(id string) {
+	delete(q.inflight, id)
+	delete(q.drained, id)
+	delete(q.told, id)
+}
+
+// Drained is told that the outcome of seq, the job of serviceID in flight, finished it and
+// left the service_id without an unfinished batch (observer.RecorderConfig.Drained). Work
+// that arrives later wakes the queuer (Dirty); a wake-up that came while the job ran is
+// kept for its Done, which then looks at the service_id again.
+func (q *Queuer) Drained(serviceID string, seq int64) {
+	q.mu.Lock()
+	if q.inflight[serviceID] == seq {
+		q.drained[serviceID] = seq
+	}
+	q.mu.Unlock()
 }
 
 // Chained is called when a worker that finished prev goes on with next, the next batch of the
@@ -453,7 +482,7 @@ func (q *Queuer) Fetch(ctx context.Context) (int, error) {
 	q.mu.Lock()
 	for _, j := range jobs {
 		if !going[j.Batch.Seq] {
-			delete(q.inflight, j.Claim.ServiceID)
+			q.endLocked(j.Claim.ServiceID)
 			retry = append(retry, j.Claim.ServiceID) // its head moved on, or the claim went
 		}
 	}
@@ -481,7 +510,7 @@ func (q *Queuer) hand(jobs []batchclaim.Job) int {
 		// stays INFLIGHT and is adopted (the ledger is asked before it is sent again).
 		q.log.Warn("the workers are stopping: a batch marked in flight is left for adoption", "service_id", j.Claim.ServiceID, "seq", j.Batch.Seq)
 		q.mu.Lock()
-		delete(q.inflight, j.Claim.ServiceID)
+		q.endLocked(j.Claim.ServiceID)
 		q.mu.Unlock()
 	}
 	return handed
@@ -531,7 +560,8 @@ func (q *Queuer) take(free int) (held map[string]claims.Claim, ids, elsewhere []
 			n++
 			delete(queued, id)
 			if _, busy := q.inflight[id]; busy {
-				continue // its Done queues it again
+				q.told[id] = true // its Done queues it again
+				continue
 			}
 			if !seen[id] {
 				seen[id] = true

@@ -848,27 +848,27 @@ func (q *Queries) BatchesMarkInflight(ctx context.Context, db DBTX, arg BatchesM
 
 const batchesRecordCommits = `-- name: BatchesRecordCommits :many
 WITH o AS (
-    SELECT unnest((SELECT $1::bigint[])) AS seq,
-           unnest((SELECT $2::text[])) AS service_id,
-           unnest((SELECT $3::bigint[])) AS epoch,
-           unnest((SELECT $4::int[])) AS attempt,
-           unnest((SELECT $5::bigint[])) AS retry_after_ms,
-           unnest((SELECT $6::int[])) AS http_status,
-           unnest((SELECT $7::float8[])) AS latency_ms,
-           unnest((SELECT $8::bool[])) AS chain,
-           unnest((SELECT $9::bigint[])) AS chain_max_bytes,
-           unnest((SELECT $10::text[])) AS output
+    SELECT unnest((SELECT $2::bigint[])) AS seq,
+           unnest((SELECT $3::text[])) AS service_id,
+           unnest((SELECT $4::bigint[])) AS epoch,
+           unnest((SELECT $5::int[])) AS attempt,
+           unnest((SELECT $6::bigint[])) AS retry_after_ms,
+           unnest((SELECT $7::int[])) AS http_status,
+           unnest((SELECT $8::float8[])) AS latency_ms,
+           unnest((SELECT $9::bool[])) AS chain,
+           unnest((SELECT $10::bigint[])) AS chain_max_bytes,
+           unnest((SELECT $11::text[])) AS output
 ),
 fenced AS (
     SELECT c.service_id, c.epoch
     FROM (SELECT DISTINCT o.service_id, o.epoch FROM o ORDER BY o.service_id, o.epoch) w
     CROSS JOIN LATERAL (
         SELECT c.service_id, c.epoch FROM batchclaim.service_id_claims c
-        WHERE c.service_id = w.service_id AND c.epoch = w.epoch AND (c.claimant = $11::uuid) IS TRUE
+        WHERE c.service_id = w.service_id AND c.epoch = w.epoch AND (c.claimant = $12::uuid) IS TRUE
         LIMIT 1
         FOR SHARE OF c
     ) c
-    WHERE EXISTS (SELECT 1 FROM batchclaim.instances i WHERE i.id = $11::uuid AND i.nonce = $12::uuid)
+    WHERE EXISTS (SELECT 1 FROM batchclaim.instances i WHERE i.id = $12::uuid AND i.nonce = $13::uuid)
 ),
 recorded AS (
     UPDATE batchclaim.batches b
@@ -879,35 +879,40 @@ recorded AS (
         output = COALESCE(NULLIF(o.output, '')::jsonb, b.output), updated_at = now()
     FROM o JOIN fenced f ON f.service_id = o.service_id AND f.epoch = o.epoch
     WHERE b.seq = o.seq AND b.service_id = o.service_id AND b.state = 'INFLIGHT'
-      AND b.claimant = $11::uuid AND b.claim_epoch = o.epoch AND b.attempts = o.attempt
+      AND b.claimant = $12::uuid AND b.claim_epoch = o.epoch AND b.attempts = o.attempt
     RETURNING b.seq, b.service_id, o.epoch, o.chain, o.chain_max_bytes,
               -- floor: as in BatchesRecordOutcomes' finished
-              CASE WHEN $13::bool THEN 0 ELSE b.pos END AS floor,
+              CASE WHEN $1::bool THEN 0 ELSE b.pos END AS floor,
               EXTRACT(EPOCH FROM now() - b.created_at)::float8 AS age_seconds
 ),
 lease AS (
     SELECT i.id FROM batchclaim.instances i
-    WHERE i.id = $11::uuid AND i.nonce = $12::uuid
+    WHERE i.id = $12::uuid AND i.nonce = $13::uuid
       AND i.expiry_1 > COALESCE($14::timestamptz, now())
 ),
-next_head AS (
-    SELECT f.seq AS prev_seq, n.seq, f.service_id, f.epoch
+after AS (
+    SELECT f.seq AS prev_seq, f.service_id, f.epoch, f.chain, f.chain_max_bytes,
+           n.seq, n.state, n.next_attempt_at, n.size
     FROM recorded f
-    CROSS JOIN LATERAL (
+    LEFT JOIN LATERAL (
         SELECT b.seq, b.state, b.next_attempt_at, octet_length(b.payload) AS size FROM batchclaim.batches b
         WHERE b.service_id = f.service_id AND b.pos > f.floor AND b.unfinished AND b.seq <> f.seq
-          AND NOT ($13::bool AND b.state = 'VALID')
+          AND NOT ($1::bool AND b.state = 'VALID')
         ORDER BY b.pos
         LIMIT 1
-    ) n
-    WHERE f.chain AND n.state = 'NEW' AND (n.next_attempt_at IS NULL OR n.next_attempt_at <= now())
+    ) n ON true
+),
+next_head AS (
+    SELECT a.prev_seq, a.seq, a.service_id, a.epoch
+    FROM after a
+    WHERE a.chain AND a.state = 'NEW' AND (a.next_attempt_at IS NULL OR a.next_attempt_at <= now())
       AND EXISTS (SELECT 1 FROM lease)
-      AND (f.chain_max_bytes < 0 OR n.size <= f.chain_max_bytes)
-      AND NOT EXISTS (SELECT 1 FROM batchclaim.service_halts x WHERE x.service_id = f.service_id)
+      AND (a.chain_max_bytes < 0 OR a.size <= a.chain_max_bytes)
+      AND NOT EXISTS (SELECT 1 FROM batchclaim.service_halts x WHERE x.service_id = a.service_id)
 ),
 chained AS (
     UPDATE batchclaim.batches b
-    SET state = 'INFLIGHT', attempts = b.attempts + 1, claimant = $11::uuid,
+    SET state = 'INFLIGHT', attempts = b.attempts + 1, claimant = $12::uuid,
         claim_epoch = n.epoch, submitted_at = now(), updated_at = now(),
         next_attempt_at = NULL, unknown_count = 0, unknown_since = NULL,
         attempt_reason = 'first', attempt_from = 'NEW', attempt_xid = pg_current_xact_id()
@@ -917,6 +922,7 @@ chained AS (
 )
 SELECT o.seq::bigint AS seq, (f.service_id IS NOT NULL)::bool AS fenced, (r.seq IS NOT NULL)::bool AS recorded,
        (CASE WHEN r.seq IS NOT NULL THEN 'COMMITTED' ELSE '' END)::text AS new_state, COALESCE(r.age_seconds, 0)::float8 AS age_seconds,
+       (a.prev_seq IS NOT NULL AND a.seq IS NULL AND NOT $1::bool)::bool AS drained,
        COALESCE(c.seq, 0)::bigint AS next_seq, COALESCE(c.batch_id, '')::text AS next_batch_id,
        COALESCE(c.payload, ''::bytea)::bytea AS next_payload, COALESCE(c.attempts, 0)::int AS next_attempts,
        COALESCE(c.max_attempts, 0)::int AS next_max_attempts, COALESCE(c.attempt_base, 0)::int AS next_attempt_base,
@@ -924,10 +930,12 @@ SELECT o.seq::bigint AS seq, (f.service_id IS NOT NULL)::bool AS fenced, (r.seq 
 FROM o
 LEFT JOIN fenced f ON f.service_id = o.service_id AND f.epoch = o.epoch
 LEFT JOIN recorded r ON r.seq = o.seq
+LEFT JOIN after a ON a.prev_seq = o.seq
 LEFT JOIN chained c ON c.prev_seq = o.seq
 `
 
 type BatchesRecordCommitsParams struct {
+	SkipValid     bool
 	Seqs          []int64
 	ServiceIds    []string
 	Epochs        []int64
@@ -940,7 +948,6 @@ type BatchesRecordCommitsParams struct {
 	Outputs       []string
 	Claimant      uuid.UUID
 	Nonce         uuid.UUID
-	SkipValid     bool
 	Now           *time.Time
 }
 
@@ -950,6 +957,7 @@ type BatchesRecordCommitsRow struct {
 	Recorded        bool
 	NewState        string
 	AgeSeconds      float64
+	Drained         bool
 	NextSeq         int64
 	NextBatchID     string
 	NextPayload     []byte
@@ -965,8 +973,10 @@ type BatchesRecordCommitsRow struct {
 // attempt log's row, the halt, the idle clock). Each writing CTE costs its start-up at every
 // execution whether it writes or not, and a run of successes is the common case. A change
 // to BatchesRecordOutcomes is made here too (TestCommitsWriteWhatOutcomesWrite compares them).
+// As in BatchesRecordOutcomes: the next unfinished batch of each service_id, or none.
 func (q *Queries) BatchesRecordCommits(ctx context.Context, db DBTX, arg BatchesRecordCommitsParams) ([]BatchesRecordCommitsRow, error) {
 	rows, err := db.Query(ctx, batchesRecordCommits,
+		arg.SkipValid,
 		arg.Seqs,
 		arg.ServiceIds,
 		arg.Epochs,
@@ -979,7 +989,6 @@ func (q *Queries) BatchesRecordCommits(ctx context.Context, db DBTX, arg Batches
 		arg.Outputs,
 		arg.Claimant,
 		arg.Nonce,
-		arg.SkipValid,
 		arg.Now,
 	)
 	if err != nil {
@@ -995,6 +1004,7 @@ func (q *Queries) BatchesRecordCommits(ctx context.Context, db DBTX, arg Batches
 			&i.Recorded,
 			&i.NewState,
 			&i.AgeSeconds,
+			&i.Drained,
 			&i.NextSeq,
 			&i.NextBatchID,
 			&i.NextPayload,
@@ -1016,32 +1026,32 @@ func (q *Queries) BatchesRecordCommits(ctx context.Context, db DBTX, arg Batches
 
 const batchesRecordOutcomes = `-- name: BatchesRecordOutcomes :many
 WITH o AS (
-    SELECT unnest((SELECT $1::bigint[])) AS seq,
-           unnest((SELECT $2::text[])) AS service_id,
-           unnest((SELECT $3::bigint[])) AS epoch,
-           unnest((SELECT $4::int[])) AS attempt,
-           unnest((SELECT $5::text[])) AS new_state,
-           unnest((SELECT $6::text[])) AS dlt_status,
-           unnest((SELECT $7::bigint[])) AS retry_after_ms,
-           unnest((SELECT $8::text[])) AS last_error,
-           unnest((SELECT $9::text[])) AS invalid,
-           unnest((SELECT $10::int[])) AS http_status,
-           unnest((SELECT $11::float8[])) AS latency_ms,
-           unnest((SELECT $12::text[])) AS outcome,
-           unnest((SELECT $13::bool[])) AS chain,
-           unnest((SELECT $14::bigint[])) AS chain_max_bytes,
-           unnest((SELECT $15::text[])) AS output
+    SELECT unnest((SELECT $2::bigint[])) AS seq,
+           unnest((SELECT $3::text[])) AS service_id,
+           unnest((SELECT $4::bigint[])) AS epoch,
+           unnest((SELECT $5::int[])) AS attempt,
+           unnest((SELECT $6::text[])) AS new_state,
+           unnest((SELECT $7::text[])) AS dlt_status,
+           unnest((SELECT $8::bigint[])) AS retry_after_ms,
+           unnest((SELECT $9::text[])) AS last_error,
+           unnest((SELECT $10::text[])) AS invalid,
+           unnest((SELECT $11::int[])) AS http_status,
+           unnest((SELECT $12::float8[])) AS latency_ms,
+           unnest((SELECT $13::text[])) AS outcome,
+           unnest((SELECT $14::bool[])) AS chain,
+           unnest((SELECT $15::bigint[])) AS chain_max_bytes,
+           unnest((SELECT $16::text[])) AS output
 ),
 fenced AS (
     SELECT c.service_id, c.epoch
     FROM (SELECT DISTINCT o.service_id, o.epoch FROM o ORDER BY o.service_id, o.epoch) w
     CROSS JOIN LATERAL (
         SELECT c.service_id, c.epoch FROM batchclaim.service_id_claims c
-        WHERE c.service_id = w.service_id AND c.epoch = w.epoch AND (c.claimant = $16::uuid) IS TRUE
+        WHERE c.service_id = w.service_id AND c.epoch = w.epoch AND (c.claimant = $17::uuid) IS TRUE
         LIMIT 1
         FOR SHARE OF c
     ) c
-    WHERE EXISTS (SELECT 1 FROM batchclaim.instances i WHERE i.id = $16::uuid AND i.nonce = $17::uuid)
+    WHERE EXISTS (SELECT 1 FROM batchclaim.instances i WHERE i.id = $17::uuid AND i.nonce = $18::uuid)
 ),
 recorded AS (
     UPDATE batchclaim.batches b
@@ -1066,7 +1076,7 @@ recorded AS (
         updated_at = now()
     FROM o JOIN fenced f ON f.service_id = o.service_id AND f.epoch = o.epoch
     WHERE b.seq = o.seq AND b.service_id = o.service_id AND b.state = 'INFLIGHT'
-      AND b.claimant = $16::uuid AND b.claim_epoch = o.epoch AND b.attempts = o.attempt
+      AND b.claimant = $17::uuid AND b.claim_epoch = o.epoch AND b.attempts = o.attempt
     -- What the CTEs below need comes from here, so that none of them joins o with recorded
     -- (the planner cannot know how many rows recorded returns, and would loop over both).
     RETURNING b.seq, b.service_id, b.batch_id, b.pos, b.submitted_at, b.attempt_reason, b.attempt_from, o.epoch, b.state AS new_state,
@@ -1076,7 +1086,7 @@ recorded AS (
 attempted AS (
     INSERT INTO batchclaim.submission_attempts (seq, service_id, batch_id, instance_id, epoch, reason, from_state,
         started_at, finished_at, http_status, latency_ms, outcome, error, to_state)
-    SELECT r.seq, r.service_id, r.batch_id, $16::uuid, r.epoch, r.attempt_reason, r.attempt_from,
+    SELECT r.seq, r.service_id, r.batch_id, $17::uuid, r.epoch, r.attempt_reason, r.attempt_from,
            r.submitted_at, now(), NULLIF(r.http_status, 0), r.latency_ms, r.outcome, NULLIF(r.last_error, ''), r.new_state
     FROM recorded r
     WHERE r.new_state <> 'COMMITTED'
@@ -1085,7 +1095,7 @@ halted AS (
     INSERT INTO batchclaim.service_halts (service_id, seq, reason)
     SELECT r.service_id, r.seq, 'batch INVALID: ' || r.last_error
     FROM recorded r
-    WHERE $18::bool AND r.new_state = 'INVALID'
+    WHERE $19::bool AND r.new_state = 'INVALID'
     ON CONFLICT (service_id) DO NOTHING
 ),
 finished AS (
@@ -1093,36 +1103,41 @@ finished AS (
     -- its head (the batch in flight is), so a probe for the next starts past it and reads
     -- none of the finished batches' index entries vacuum has not removed (BatchesTakeHeads). Not
     -- with skip_valid: VALID batches before the head are unfinished.
-    SELECT r.seq, r.service_id, CASE WHEN $19::bool THEN 0 ELSE r.pos END AS floor,
+    SELECT r.seq, r.service_id, CASE WHEN $1::bool THEN 0 ELSE r.pos END AS floor,
            r.epoch, r.chain, r.chain_max_bytes,
-           (r.new_state <> 'INVALID' OR NOT $18::bool) AS frees,
+           (r.new_state <> 'INVALID' OR NOT $19::bool) AS frees,
            $20::bool AS track_idle
     FROM recorded r
     WHERE r.new_state IN ('COMMITTED', 'INVALID', 'DISCARDED', 'CANCELLED')
 ),
 lease AS (
     SELECT i.id FROM batchclaim.instances i
-    WHERE i.id = $16::uuid AND i.nonce = $17::uuid
+    WHERE i.id = $17::uuid AND i.nonce = $18::uuid
       AND i.expiry_1 > COALESCE($21::timestamptz, now())
 ),
-next_head AS (
-    SELECT f.seq AS prev_seq, n.seq, f.service_id, f.epoch
+after AS (
+    SELECT f.seq AS prev_seq, f.service_id, f.epoch, f.floor, f.chain, f.chain_max_bytes, f.frees, f.track_idle,
+           n.seq, n.state, n.next_attempt_at, n.size
     FROM finished f
-    CROSS JOIN LATERAL (
+    LEFT JOIN LATERAL (
         SELECT b.seq, b.state, b.next_attempt_at, octet_length(b.payload) AS size FROM batchclaim.batches b
         WHERE b.service_id = f.service_id AND b.pos > f.floor AND b.unfinished AND b.seq <> f.seq
-          AND NOT ($19::bool AND b.state = 'VALID')
+          AND NOT ($1::bool AND b.state = 'VALID')
         ORDER BY b.pos
         LIMIT 1
-    ) n
-    WHERE f.chain AND f.frees AND n.state = 'NEW' AND (n.next_attempt_at IS NULL OR n.next_attempt_at <= now())
+    ) n ON true
+),
+next_head AS (
+    SELECT a.prev_seq, a.seq, a.service_id, a.epoch
+    FROM after a
+    WHERE a.chain AND a.frees AND a.state = 'NEW' AND (a.next_attempt_at IS NULL OR a.next_attempt_at <= now())
       AND EXISTS (SELECT 1 FROM lease)
-      AND (f.chain_max_bytes < 0 OR n.size <= f.chain_max_bytes)
-      AND NOT EXISTS (SELECT 1 FROM batchclaim.service_halts x WHERE x.service_id = f.service_id)
+      AND (a.chain_max_bytes < 0 OR a.size <= a.chain_max_bytes)
+      AND NOT EXISTS (SELECT 1 FROM batchclaim.service_halts x WHERE x.service_id = a.service_id)
 ),
 chained AS (
     UPDATE batchclaim.batches b
-    SET state = 'INFLIGHT', attempts = b.attempts + 1, claimant = $16::uuid,
+    SET state = 'INFLIGHT', attempts = b.attempts + 1, claimant = $17::uuid,
         claim_epoch = n.epoch, submitted_at = now(), updated_at = now(),
         next_attempt_at = NULL, unknown_count = 0, unknown_since = NULL,
         attempt_reason = 'first', attempt_from = 'NEW', attempt_xid = pg_current_xact_id()
@@ -1133,13 +1148,15 @@ chained AS (
 drained AS (
     UPDATE batchclaim.service_id_claims c
     SET active_at = now()
-    FROM finished f
-    WHERE f.track_idle
-      AND c.service_id = f.service_id AND c.epoch = f.epoch AND (c.claimant = $16::uuid) IS TRUE
-      AND NOT EXISTS (SELECT 1 FROM batchclaim.batches b WHERE b.service_id = f.service_id AND b.pos > f.floor AND b.unfinished AND b.seq <> f.seq)
+    FROM after a
+    WHERE a.track_idle AND a.seq IS NULL
+      AND c.service_id = a.service_id AND c.epoch = a.epoch AND (c.claimant = $17::uuid) IS TRUE
+      AND NOT ($1::bool AND EXISTS (SELECT 1 FROM batchclaim.batches b
+          WHERE b.service_id = a.service_id AND b.pos > a.floor AND b.unfinished AND b.seq <> a.prev_seq))
 )
 SELECT o.seq::bigint AS seq, (f.service_id IS NOT NULL)::bool AS fenced, (r.seq IS NOT NULL)::bool AS recorded,
        COALESCE(r.new_state, '')::text AS new_state, COALESCE(r.age_seconds, 0)::float8 AS age_seconds,
+       (a.prev_seq IS NOT NULL AND a.seq IS NULL AND NOT $1::bool)::bool AS drained,
        COALESCE(c.seq, 0)::bigint AS next_seq, COALESCE(c.batch_id, '')::text AS next_batch_id,
        COALESCE(c.payload, ''::bytea)::bytea AS next_payload, COALESCE(c.attempts, 0)::int AS next_attempts,
        COALESCE(c.max_attempts, 0)::int AS next_max_attempts, COALESCE(c.attempt_base, 0)::int AS next_attempt_base,
@@ -1147,10 +1164,12 @@ SELECT o.seq::bigint AS seq, (f.service_id IS NOT NULL)::bool AS fenced, (r.seq 
 FROM o
 LEFT JOIN fenced f ON f.service_id = o.service_id AND f.epoch = o.epoch
 LEFT JOIN recorded r ON r.seq = o.seq
+LEFT JOIN after a ON a.prev_seq = o.seq
 LEFT JOIN chained c ON c.prev_seq = o.seq
 `
 
 type BatchesRecordOutcomesParams struct {
+	SkipValid      bool
 	Seqs           []int64
 	ServiceIds     []string
 	Epochs         []int64
@@ -1169,7 +1188,6 @@ type BatchesRecordOutcomesParams struct {
 	Claimant       uuid.UUID
 	Nonce          uuid.UUID
 	HaltOnInvalid  bool
-	SkipValid      bool
 	TrackIdle      bool
 	Now            *time.Time
 }
@@ -1180,6 +1198,7 @@ type BatchesRecordOutcomesRow struct {
 	Recorded        bool
 	NewState        string
 	AgeSeconds      float64
+	Drained         bool
 	NextSeq         int64
 	NextBatchID     string
 	NextPayload     []byte
@@ -1207,7 +1226,9 @@ type BatchesRecordOutcomesRow struct {
 // still). The request is read from the row the update locks, so a cancel that commits while
 // this statement waits for the row is seen. A snoozed attempt (outcome 'snooze', DELAYED)
 // raises attempt_base: it does not count towards the attempt limit or the backoff. new_state
-// is the state written.
+// is the state written. drained says the outcome finished its batch and the statement saw no
+// other unfinished batch of its service_id (never with skip_valid): the queuer need not read
+// the service_id's head again until more work arrives, whose enqueue wakes it.
 //
 // When chain is set for an outcome that frees its service_id (COMMITTED, DISCARDED, CANCELLED, or INVALID
 // without halt_on_invalid) and the lease is in phase one, the service_id's next batch, if it is
@@ -1219,8 +1240,14 @@ type BatchesRecordOutcomesRow struct {
 //
 // BatchesRecordCommits below writes a group of successes the same way: a change here is made
 // there too (TestCommitsWriteWhatOutcomesWrite compares the two).
+// The next unfinished batch of each service_id an outcome finished (one probe from its
+// floor), or none: the batch a chain goes on with, and whether the service_id is left
+// without work (drained).
+// With skip_valid the probe above passes over VALID batches, which are unfinished: only a
+// service_id without them is drained.
 func (q *Queries) BatchesRecordOutcomes(ctx context.Context, db DBTX, arg BatchesRecordOutcomesParams) ([]BatchesRecordOutcomesRow, error) {
 	rows, err := db.Query(ctx, batchesRecordOutcomes,
+		arg.SkipValid,
 		arg.Seqs,
 		arg.ServiceIds,
 		arg.Epochs,
@@ -1239,7 +1266,6 @@ func (q *Queries) BatchesRecordOutcomes(ctx context.Context, db DBTX, arg Batche
 		arg.Claimant,
 		arg.Nonce,
 		arg.HaltOnInvalid,
-		arg.SkipValid,
 		arg.TrackIdle,
 		arg.Now,
 	)
@@ -1256,6 +1282,7 @@ func (q *Queries) BatchesRecordOutcomes(ctx context.Context, db DBTX, arg Batche
 			&i.Recorded,
 			&i.NewState,
 			&i.AgeSeconds,
+			&i.Drained,
 			&i.NextSeq,
 			&i.NextBatchID,
 			&i.NextPayload,
