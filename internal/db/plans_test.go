@@ -306,46 +306,55 @@ func TestTakeHeadsScansEachCTEOnce(t *testing.T) {
 		t.Fatalf("no statement seen: %v", err)
 	}
 	for _, mode := range []string{"force_generic_plan", "force_custom_plan"} {
-		tx, err := conn.Begin(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := tx.Exec(ctx, `SET LOCAL plan_cache_mode = `+mode); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := tx.Exec(ctx, `PREPARE `+mode+` AS `+text); err != nil {
-			t.Fatal(err)
-		}
-		var plan []byte
-		if err := tx.QueryRow(ctx, `EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE `+mode+`($1, $2, $3, false, 256, 1048576, true, $4, $5, NULL)`,
-			pgx.QueryExecModeSimpleProtocol, ids, floors, epochs, claimant.String(), nonce.String()).Scan(&plan); err != nil {
-			t.Fatal(err)
-		}
-		if err := tx.Rollback(ctx); err != nil {
-			t.Fatal(err)
-		}
-		var root []struct{ Plan planNode }
-		if err := json.Unmarshal(plan, &root); err != nil || len(root) != 1 {
-			t.Fatalf("plan %s: %v", plan, err)
-		}
-		var marked, loops int
-		var walk func(n planNode)
-		walk = func(n planNode) {
-			if n.Type == "ModifyTable" {
-				marked = n.Rows
-			}
-			if n.Type == "CTE Scan" && n.Loops > 1 {
-				loops++
-			}
-			for _, c := range n.Plans {
-				walk(c)
-			}
-		}
-		walk(root[0].Plan)
+		marked, loops, plan := explainOnce(t, conn, text, mode, "$1, $2, $3, false, 256, 1048576, true, $4, $5, NULL",
+			ids, floors, epochs, claimant.String(), nonce.String())
 		if marked != 256 || loops != 0 {
 			t.Errorf("%s: marked %d heads (want 256), %d CTE scans repeated per row:\n%s", mode, marked, loops, plan)
 		}
 	}
+}
+
+// explainOnce runs the statement text under EXPLAIN ANALYZE with the plan cache mode given,
+// in a transaction it rolls back, with params (the EXECUTE's parameter list) bound to args
+// through the simple protocol. It returns the rows its data-modifying steps wrote, the CTE
+// scans that ran more than once, and the plan.
+func explainOnce(t *testing.T, conn *pgx.Conn, text, mode, params string, args ...any) (modified, loops int, plan []byte) {
+	t.Helper()
+	ctx := t.Context()
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(context.Background()) //nolint:errcheck
+	if _, err := tx.Exec(ctx, `SET LOCAL plan_cache_mode = `+mode); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(ctx, `PREPARE explained AS `+text); err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Exec(context.Background(), `DEALLOCATE explained`) //nolint:errcheck // a prepared statement outlives its transaction
+	if err := tx.QueryRow(ctx, `EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE explained(`+params+`)`,
+		append([]any{pgx.QueryExecModeSimpleProtocol}, args...)...).Scan(&plan); err != nil {
+		t.Fatal(err)
+	}
+	var root []struct{ Plan planNode }
+	if err := json.Unmarshal(plan, &root); err != nil || len(root) != 1 {
+		t.Fatalf("plan %s: %v", plan, err)
+	}
+	var walk func(n planNode)
+	walk = func(n planNode) {
+		if n.Type == "ModifyTable" {
+			modified += n.Rows
+		}
+		if n.Type == "CTE Scan" && n.Loops > 1 {
+			loops++
+		}
+		for _, c := range n.Plans {
+			walk(c)
+		}
+	}
+	walk(root[0].Plan)
+	return modified, loops, plan
 }
 
 // planNode is a node of EXPLAIN (ANALYZE, FORMAT JSON).
@@ -356,17 +365,104 @@ type planNode struct {
 	Plans []planNode `json:"Plans"`
 }
 
-// statementText keeps the text of the last statement named name.
+// statementText keeps the text (in *text, when set) and arguments of the last statement named
+// name.
 type statementText struct {
 	name string
 	text *string
+	sql  string
+	args []any
 }
 
 func (s *statementText) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
 	if strings.HasPrefix(d.SQL, "-- name: "+s.name+" ") {
-		*s.text = d.SQL
+		s.sql, s.args = d.SQL, d.Args
+		if s.text != nil {
+			*s.text = d.SQL
+		}
 	}
 	return ctx
 }
 
 func (s *statementText) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+
+// The statements that record outcomes chain each finished job's next batch and say whether
+// its service_id is left without work, through CTEs the planner takes for one row each. A
+// group of 256 outcomes must scan each CTE once in each place it is read, in the generic plan
+// and in a custom one (a CTE scanned once per row of another cost tens of milliseconds).
+func TestOutcomeWritesScanEachCTEOnce(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	conn := connectWithJobs(t, dbtest.NewDB(t), 2)
+	claimant, nonce := uuid.New(), uuid.New()
+	if _, err := conn.Exec(ctx, `INSERT INTO batchclaim.instances (id, name, expiry_1, expiry_2, nonce)
+		VALUES ($1, 'plan', now() + interval '1 hour', now() + interval '2 hours', $2)`, claimant, nonce); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Exec(ctx, `UPDATE batchclaim.service_id_claims SET claimant = $1, epoch = 1`, claimant); err != nil {
+		t.Fatal(err)
+	}
+	const n = 256
+	var p db.BatchesRecordOutcomesParams
+	if err := conn.QueryRow(ctx, `WITH heads AS (
+			UPDATE batchclaim.batches SET state = 'INFLIGHT', claimant = $1, claim_epoch = 1, attempts = 1, submitted_at = now()
+			WHERE seq IN (SELECT seq FROM batchclaim.batches ORDER BY seq LIMIT $2) RETURNING seq, service_id)
+		SELECT array_agg(seq ORDER BY service_id), array_agg(service_id ORDER BY service_id) FROM heads`, claimant, n).Scan(&p.Seqs, &p.ServiceIds); err != nil {
+		t.Fatal(err)
+	}
+	for range n {
+		p.Epochs, p.Attempts, p.RetryAfterMs = append(p.Epochs, 1), append(p.Attempts, 1), append(p.RetryAfterMs, 0)
+		p.HttpStatuses, p.LatenciesMs = append(p.HttpStatuses, 200), append(p.LatenciesMs, 1)
+		p.Chain, p.ChainMaxBytes, p.Outputs = append(p.Chain, true), append(p.ChainMaxBytes, -1), append(p.Outputs, "")
+		p.NewStates, p.DltStatuses, p.Outcomes = append(p.NewStates, "COMMITTED"), append(p.DltStatuses, "COMMITTED"), append(p.Outcomes, "done")
+		p.LastErrors, p.InvalidDetails = append(p.LastErrors, ""), append(p.InvalidDetails, "")
+	}
+	p.Claimant, p.Nonce, p.TrackIdle = claimant, nonce, true
+	for _, name := range []string{"BatchesRecordCommits", "BatchesRecordOutcomes"} {
+		text, args := statementOf(t, conn, name, p)
+		params := make([]string, len(args))
+		for i := range args {
+			params[i] = fmt.Sprintf("$%d", i+1)
+		}
+		for _, mode := range []string{"force_generic_plan", "force_custom_plan"} {
+			written, loops, plan := explainOnce(t, conn, text, mode, strings.Join(params, ", "), args...)
+			// 256 outcomes and 256 next batches marked.
+			if written != 2*n || loops != 0 {
+				t.Errorf("%s, %s: wrote %d rows (want %d), %d CTE scans repeated per row:\n%s", name, mode, written, 2*n, loops, plan)
+			}
+		}
+	}
+}
+
+// statementOf returns the text and arguments the generated code sends for the outcome
+// statement named name with p, seen in a transaction that is rolled back.
+func statementOf(t *testing.T, conn *pgx.Conn, name string, p db.BatchesRecordOutcomesParams) (string, []any) {
+	t.Helper()
+	ctx := t.Context()
+	seen := &statementText{name: name}
+	cfg := conn.Config().Copy()
+	cfg.Tracer = seen
+	c2, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c2.Close(context.Background())
+	tx, err := c2.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(context.Background()) //nolint:errcheck
+	q := db.New()
+	switch name {
+	case "BatchesRecordCommits":
+		_, err = q.BatchesRecordCommits(ctx, tx, db.BatchesRecordCommitsParams{Seqs: p.Seqs, ServiceIds: p.ServiceIds, Epochs: p.Epochs,
+			Attempts: p.Attempts, RetryAfterMs: p.RetryAfterMs, HttpStatuses: p.HttpStatuses, LatenciesMs: p.LatenciesMs, Chain: p.Chain,
+			ChainMaxBytes: p.ChainMaxBytes, Outputs: p.Outputs, Claimant: p.Claimant, Nonce: p.Nonce})
+	default:
+		_, err = q.BatchesRecordOutcomes(ctx, tx, p)
+	}
+	if err != nil || seen.sql == "" {
+		t.Fatalf("%s: no statement seen: %v", name, err)
+	}
+	return seen.sql, seen.args
+}
