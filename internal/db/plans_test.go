@@ -213,6 +213,22 @@ func connectWithJobs(t *testing.T, url string, perKey int) *pgx.Conn {
 	return conn
 }
 
+// holdClaims registers an instance whose lease runs for an hour and gives it, at epoch 1,
+// the claims of the service_ids LIKE like.
+func holdClaims(t *testing.T, conn *pgx.Conn, like string) (claimant, nonce uuid.UUID) {
+	t.Helper()
+	ctx := t.Context()
+	claimant, nonce = uuid.New(), uuid.New()
+	if _, err := conn.Exec(ctx, `INSERT INTO batchclaim.instances (id, name, expiry_1, expiry_2, nonce)
+		VALUES ($1, 'test', now() + interval '1 hour', now() + interval '2 hours', $2)`, claimant, nonce); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Exec(ctx, `UPDATE batchclaim.service_id_claims SET claimant = $1, epoch = 1 WHERE service_id LIKE $2`, claimant, like); err != nil {
+		t.Fatal(err)
+	}
+	return claimant, nonce
+}
+
 // Every instance runs the claim cycle's survey every renew interval. With idle rows kept
 // (idle_ms 0, the default), a custom plan folded the count of idle claims away and looked
 // cheaper than the generic plan, so the survey was planned at every cycle (0.5 ms of the
@@ -222,14 +238,7 @@ func TestClaimsSurveyKeepsAGenericPlan(t *testing.T) {
 	ctx := t.Context()
 	url := dbtest.NewDB(t)
 	setup := connectWithJobs(t, url, 1)
-	claimant, nonce := uuid.New(), uuid.New()
-	if _, err := setup.Exec(ctx, `INSERT INTO batchclaim.instances (id, name, expiry_1, expiry_2, nonce)
-		VALUES ($1, 'survey', now() + interval '1 hour', now() + interval '2 hours', $2)`, claimant, nonce); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := setup.Exec(ctx, `UPDATE batchclaim.service_id_claims SET claimant = $1, epoch = 1`, claimant); err != nil {
-		t.Fatal(err)
-	}
+	claimant, nonce := holdClaims(t, setup, "%")
 	for _, when := range []string{"tables never analyzed", "tables analyzed"} {
 		if when == "tables analyzed" {
 			if _, err := setup.Exec(ctx, `ANALYZE batchclaim.service_id_claims, batchclaim.instances, batchclaim.batches`); err != nil {
@@ -275,14 +284,7 @@ func TestTakeHeadsScansEachCTEOnce(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
 	conn := connectWithJobs(t, dbtest.NewDB(t), 2)
-	claimant, nonce := uuid.New(), uuid.New()
-	if _, err := conn.Exec(ctx, `INSERT INTO batchclaim.instances (id, name, expiry_1, expiry_2, nonce)
-		VALUES ($1, 'plan', now() + interval '1 hour', now() + interval '2 hours', $2)`, claimant, nonce); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := conn.Exec(ctx, `UPDATE batchclaim.service_id_claims SET claimant = $1, epoch = 1`, claimant); err != nil {
-		t.Fatal(err)
-	}
+	claimant, nonce := holdClaims(t, conn, "%")
 	var ids []string
 	var floors, epochs []int64
 	for i := range 500 {
@@ -394,14 +396,7 @@ func TestOutcomeWritesScanEachCTEOnce(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
 	conn := connectWithJobs(t, dbtest.NewDB(t), 2)
-	claimant, nonce := uuid.New(), uuid.New()
-	if _, err := conn.Exec(ctx, `INSERT INTO batchclaim.instances (id, name, expiry_1, expiry_2, nonce)
-		VALUES ($1, 'plan', now() + interval '1 hour', now() + interval '2 hours', $2)`, claimant, nonce); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := conn.Exec(ctx, `UPDATE batchclaim.service_id_claims SET claimant = $1, epoch = 1`, claimant); err != nil {
-		t.Fatal(err)
-	}
+	claimant, nonce := holdClaims(t, conn, "%")
 	const n = 256
 	var p db.BatchesRecordOutcomesParams
 	if err := conn.QueryRow(ctx, `WITH heads AS (

@@ -5,7 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/batchclaim/batchclaim/internal/db"
@@ -23,14 +22,7 @@ func TestTakeMarksAfterTheCommitItSaw(t *testing.T) {
 	ctx := t.Context()
 	url := dbtest.NewDB(t)
 	conn := connectWithJobs(t, url, 2) // key-0: job-1000 first, then job-2000
-	claimant, nonce := uuid.New(), uuid.New()
-	if _, err := conn.Exec(ctx, `INSERT INTO batchclaim.instances (id, name, expiry_1, expiry_2, nonce)
-		VALUES ($1, 'take', now() + interval '1 hour', now() + interval '2 hours', $2)`, claimant, nonce); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := conn.Exec(ctx, `UPDATE batchclaim.service_id_claims SET claimant = $1, epoch = 1 WHERE service_id = 'key-0'`, claimant); err != nil {
-		t.Fatal(err)
-	}
+	claimant, nonce := holdClaims(t, conn, "key-0")
 	var first, second int64
 	if err := conn.QueryRow(ctx, `SELECT
 		(SELECT seq FROM batchclaim.batches WHERE batch_id = 'job-1000'),
