@@ -86,6 +86,8 @@ func ExampleQueuer() {
 			}
 		}},
 		Recorded: func(serviceID string) { q.Dirty(serviceID) },
+		// An outcome that left its service_id without work: Done need not look at it again.
+		Drained: func(serviceID string, seq int64) { q.Drained(serviceID, seq) },
 	})
 	if err != nil {
 		panic(err)
