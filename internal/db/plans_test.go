@@ -293,20 +293,12 @@ func TestTakeHeadsScansEachCTEOnce(t *testing.T) {
 	}
 	// The statement's text as the generated code sends it, run under EXPLAIN ANALYZE in a
 	// transaction that is rolled back.
-	var text string
-	tracer := &statementText{name: "BatchesTakeHeads", text: &text}
-	cfg := conn.Config().Copy()
-	cfg.Tracer = tracer
-	c2, err := pgx.ConnectConfig(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c2.Close(context.Background())
 	args := db.BatchesTakeHeadsParams{ServiceIds: ids[:1], Floors: floors[:1], Epochs: []int64{2}, MaxJobs: 1,
 		MaxBytes: 1 << 20, Claimant: claimant, Nonce: nonce} // epoch 2: fenced off, nothing written
-	if _, err := db.New().BatchesTakeHeads(ctx, c2, args); err != nil || text == "" {
-		t.Fatalf("no statement seen: %v", err)
-	}
+	text, _ := captured(t, conn, "BatchesTakeHeads", func(tx pgx.Tx) error {
+		_, err := db.New().BatchesTakeHeads(ctx, tx, args)
+		return err
+	})
 	for _, mode := range []string{"force_generic_plan", "force_custom_plan"} {
 		marked, loops, plan := explainOnce(t, conn, text, mode, "$1, $2, $3, false, 256, 1048576, true, $4, $5, NULL",
 			ids, floors, epochs, claimant.String(), nonce.String())
@@ -367,11 +359,9 @@ type planNode struct {
 	Plans []planNode `json:"Plans"`
 }
 
-// statementText keeps the text (in *text, when set) and arguments of the last statement named
-// name.
+// statementText keeps the text and arguments of the last statement named name.
 type statementText struct {
 	name string
-	text *string
 	sql  string
 	args []any
 }
@@ -379,9 +369,6 @@ type statementText struct {
 func (s *statementText) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
 	if strings.HasPrefix(d.SQL, "-- name: "+s.name+" ") {
 		s.sql, s.args = d.SQL, d.Args
-		if s.text != nil {
-			*s.text = d.SQL
-		}
 	}
 	return ctx
 }
@@ -430,8 +417,27 @@ func TestOutcomeWritesScanEachCTEOnce(t *testing.T) {
 }
 
 // statementOf returns the text and arguments the generated code sends for the outcome
-// statement named name with p, seen in a transaction that is rolled back.
+// statement named name with p.
 func statementOf(t *testing.T, conn *pgx.Conn, name string, p db.BatchesRecordOutcomesParams) (string, []any) {
+	t.Helper()
+	ctx := t.Context()
+	q := db.New()
+	return captured(t, conn, name, func(tx pgx.Tx) (err error) {
+		switch name {
+		case "BatchesRecordCommits":
+			_, err = q.BatchesRecordCommits(ctx, tx, db.BatchesRecordCommitsParams{Seqs: p.Seqs, ServiceIds: p.ServiceIds, Epochs: p.Epochs,
+				Attempts: p.Attempts, RetryAfterMs: p.RetryAfterMs, HttpStatuses: p.HttpStatuses, LatenciesMs: p.LatenciesMs, Chain: p.Chain,
+				ChainMaxBytes: p.ChainMaxBytes, Outputs: p.Outputs, Claimant: p.Claimant, Nonce: p.Nonce})
+		default:
+			_, err = q.BatchesRecordOutcomes(ctx, tx, p)
+		}
+		return err
+	})
+}
+
+// captured returns the text and arguments of the statement named name that run sends, on a
+// connection like conn's, in a transaction that is rolled back.
+func captured(t *testing.T, conn *pgx.Conn, name string, run func(pgx.Tx) error) (string, []any) {
 	t.Helper()
 	ctx := t.Context()
 	seen := &statementText{name: name}
@@ -447,16 +453,7 @@ func statementOf(t *testing.T, conn *pgx.Conn, name string, p db.BatchesRecordOu
 		t.Fatal(err)
 	}
 	defer tx.Rollback(context.Background()) //nolint:errcheck
-	q := db.New()
-	switch name {
-	case "BatchesRecordCommits":
-		_, err = q.BatchesRecordCommits(ctx, tx, db.BatchesRecordCommitsParams{Seqs: p.Seqs, ServiceIds: p.ServiceIds, Epochs: p.Epochs,
-			Attempts: p.Attempts, RetryAfterMs: p.RetryAfterMs, HttpStatuses: p.HttpStatuses, LatenciesMs: p.LatenciesMs, Chain: p.Chain,
-			ChainMaxBytes: p.ChainMaxBytes, Outputs: p.Outputs, Claimant: p.Claimant, Nonce: p.Nonce})
-	default:
-		_, err = q.BatchesRecordOutcomes(ctx, tx, p)
-	}
-	if err != nil || seen.sql == "" {
+	if err := run(tx); err != nil || seen.sql == "" {
 		t.Fatalf("%s: no statement seen: %v", name, err)
 	}
 	return seen.sql, seen.args
