@@ -1,14 +1,9 @@
 package queuer_test
 
 import (
-	"context"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
-
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/batchclaim/batchclaim"
 	"github.com/batchclaim/batchclaim/ingest"
@@ -16,18 +11,6 @@ import (
 	"github.com/batchclaim/batchclaim/queuer"
 	"github.com/batchclaim/batchclaim/testkit/dbtest"
 )
-
-// takes counts the BatchesTakeHeads statements a pool ran.
-type takes struct{ n atomic.Int64 }
-
-func (c *takes) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
-	if strings.HasPrefix(d.SQL, "-- name: BatchesTakeHeads ") {
-		c.n.Add(1)
-	}
-	return ctx
-}
-
-func (c *takes) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
 
 // A job whose outcome left its service_id without work ends without another read of the
 // service_id's head: at a steady arrival rate every job cost one more statement that found
@@ -37,17 +20,7 @@ func (c *takes) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData)
 func TestDoneAfterADrainingOutcomeReadsNoHead(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	cfg, err := pgxpool.ParseConfig(dbtest.NewDB(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	counted := &takes{}
-	cfg.ConnConfig.Tracer = counted
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
+	pool, counted := tracedPool(t)
 	if _, err := ingest.Enqueue(ctx, pool, "svc", "b1", []byte("x")); err != nil {
 		t.Fatal(err)
 	}
@@ -86,16 +59,16 @@ func TestDoneAfterADrainingOutcomeReadsNoHead(t *testing.T) {
 		}
 		q.Done(j)
 	}
-	fetchTakes := func() int64 {
+	fetchTakes := func() int {
 		t.Helper()
-		before := counted.n.Load()
+		before := counted.count()
 		if d.Free() == 0 {
 			t.Fatal("no worker free: a fetch would read nothing whatever it was told")
 		}
 		if _, err := q.Fetch(ctx); err != nil {
 			t.Fatal(err)
 		}
-		return counted.n.Load() - before
+		return counted.count() - before
 	}
 
 	// Drained: Done queues nothing, and the next fetch reads nothing.

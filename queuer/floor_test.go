@@ -17,9 +17,11 @@ import (
 	"github.com/batchclaim/batchclaim/testkit/dbtest"
 )
 
-// headsTracer keeps the text and arguments of the last BatchesTakeHeads statement a pool ran.
+// headsTracer counts the BatchesTakeHeads statements a pool ran and keeps the text and
+// arguments of the last.
 type headsTracer struct {
 	mu   sync.Mutex
+	n    int
 	sql  string
 	args []any
 }
@@ -27,10 +29,35 @@ type headsTracer struct {
 func (h *headsTracer) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
 	if strings.HasPrefix(d.SQL, "-- name: BatchesTakeHeads ") {
 		h.mu.Lock()
+		h.n++
 		h.sql, h.args = d.SQL, d.Args
 		h.mu.Unlock()
 	}
 	return ctx
+}
+
+// count is how many BatchesTakeHeads statements the pool ran.
+func (h *headsTracer) count() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.n
+}
+
+// tracedPool returns a pool on a new database whose statements tracer sees.
+func tracedPool(t *testing.T) (*pgxpool.Pool, *headsTracer) {
+	t.Helper()
+	cfg, err := pgxpool.ParseConfig(dbtest.NewDB(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tracer := &headsTracer{}
+	cfg.ConnConfig.Tracer = tracer
+	pool, err := pgxpool.NewWithConfig(t.Context(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	return pool, tracer
 }
 
 func (h *headsTracer) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
@@ -69,18 +96,7 @@ func (h *headsTracer) buffers(t *testing.T, pool *pgxpool.Pool) int {
 func TestFetchStartsAtTheLastHead(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	u := dbtest.NewDB(t)
-	cfg, err := pgxpool.ParseConfig(u)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tracer := &headsTracer{}
-	cfg.ConnConfig.Tracer = tracer
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
+	pool, tracer := tracedPool(t)
 	const n = 200
 	seqs := make([]int64, n)
 	for i := range n {
