@@ -71,7 +71,8 @@ func TestUpDownUp(t *testing.T) {
 
 // finished_at follows state for rows written by hand too: an INSERT of a finished batch takes
 // its updated_at, an UPDATE into a terminal state that leaves updated_at alone takes now(), and
-// leaving a terminal state clears it; unfinished (generated) always follows state.
+// leaving a terminal state clears it; unfinished always follows state (a plain column since
+// migration 21, kept by the same trigger), whatever a writer sets it to.
 func TestFinishedAtFollowsStateForRowsWrittenByHand(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
@@ -108,6 +109,14 @@ func TestFinishedAtFollowsStateForRowsWrittenByHand(t *testing.T) {
 		t.Fatal(err)
 	}
 	check("set INVALID", true, today)
+	if _, err := conn.Exec(ctx, `UPDATE batchclaim.batches SET unfinished = true WHERE seq = $1`, seq); err != nil {
+		t.Fatal(err)
+	}
+	check("INVALID, set unfinished", true, today)
+	if _, err := conn.Exec(ctx, `UPDATE batchclaim.batches SET state = 'DELAYED', unfinished = false, finished_at = now() WHERE seq = $1`, seq); err != nil {
+		t.Fatal(err)
+	}
+	check("DELAYED, set finished", false, "")
 }
 
 // Migration 14 keeps the attempt that committed a batch on its batch row only; going down to

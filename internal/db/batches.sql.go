@@ -46,7 +46,7 @@ WITH old AS (
 ),
 cancelled AS (
     UPDATE batchclaim.batches b
-    SET state = 'CANCELLED', finished_at = now(), updated_at = now(), next_attempt_at = NULL,
+    SET state = 'CANCELLED', finished_at = now(), unfinished = false, updated_at = now(), next_attempt_at = NULL,
         last_error = NULLIF($2::text, '')
     FROM old o
     WHERE b.seq = o.seq AND o.state <> 'INFLIGHT'
@@ -128,7 +128,6 @@ registered AS (
 INSERT INTO batchclaim.batches (service_id, batch_id, payload, ledger, next_attempt_at, max_attempts, kind, timeout_ms)
 SELECT $1::text, $2::text, $3::bytea, $4::bool,
        $5::timestamptz, $6::int, $7::text, $8::bigint FROM serial
-ON CONFLICT DO NOTHING
 RETURNING seq, created_at
 `
 
@@ -159,7 +158,10 @@ type BatchInsertRow struct {
 // Idempotent on (service_id, batch_id): a batch stored twice keeps its first seq. No row
 // comes back on any conflict, including a ledger batch id stored under another service_id.
 // The pair is registered in batch_keys by the trigger batches_key, which skips the row when
-// the pair (or a ledger batch id) is already stored; ON CONFLICT covers the unique indexes.
+// the pair (or a ledger batch id) is already stored. No unique index of batches can refuse a
+// row the trigger lets through (seq is drawn from its sequence, a ledger id is registered in
+// ledger_batch_keys), so the insert has no ON CONFLICT, whose speculative insertion costs a
+// probe of each unique index and a second WAL record per row (as for BatchesInsertMany).
 // The service_id's claim row is created under the same lock, so that an owner dropping the
 // row as idle (ClaimsLockIdle, ClaimsDropIdle) either sees this batch or runs entirely before
 // this statement takes the lock, and then the row is created again here.
@@ -327,7 +329,7 @@ retried AS (
                    ELSE nextval('batchclaim.batches_pos_seq') END,
         attempt_base = CASE WHEN o.state = 'DELAYED' THEN b.attempt_base ELSE b.attempts END,
         dlt_status = CASE WHEN o.state = 'DELAYED' THEN b.dlt_status END,
-        next_attempt_at = now(), finished_at = NULL, unknown_count = 0, unknown_since = NULL,
+        next_attempt_at = now(), finished_at = NULL, unfinished = true, unknown_count = 0, unknown_since = NULL,
         updated_at = now()
     FROM old o
     WHERE b.seq = o.seq
@@ -874,7 +876,7 @@ recorded AS (
     UPDATE batchclaim.batches b
     SET state = 'COMMITTED', dlt_status = 'COMMITTED', status_updated_at = now(),
         next_attempt_at = now() + o.retry_after_ms * interval '1 millisecond',
-        last_error = NULL, unknown_count = 0, unknown_since = NULL, finished_at = now(),
+        last_error = NULL, unknown_count = 0, unknown_since = NULL, finished_at = now(), unfinished = false,
         attempt_http_status = NULLIF(o.http_status, 0), attempt_latency_ms = o.latency_ms,
         output = COALESCE(NULLIF(o.output, '')::jsonb, b.output), updated_at = now()
     FROM o JOIN fenced f ON f.service_id = o.service_id AND f.epoch = o.epoch
@@ -1067,6 +1069,9 @@ recorded AS (
         unknown_since = CASE WHEN o.new_state = 'UNKNOWN' THEN now() END,
         finished_at = CASE WHEN o.new_state IN ('COMMITTED', 'INVALID', 'DISCARDED', 'CANCELLED')
                              OR b.cancel_attempt = b.attempts AND o.new_state = 'DELAYED' THEN now() END,
+        -- As finished_at (migration 21): the trigger batches_finished_at then has nothing to do.
+        unfinished = CASE WHEN o.new_state IN ('COMMITTED', 'INVALID', 'DISCARDED', 'CANCELLED')
+                            OR b.cancel_attempt = b.attempts AND o.new_state = 'DELAYED' THEN false ELSE true END,
         -- A snoozed attempt does not count: the attempt limit and the backoff count from
         -- attempt_base, so it goes up with it (attempts itself never goes down).
         attempt_base = b.attempt_base + CASE WHEN o.outcome = 'snooze' THEN 1 ELSE 0 END,
@@ -1338,6 +1343,7 @@ recorded AS (
                              WHEN b.state = 'UNKNOWN' AND u.answer THEN b.unknown_since
                              ELSE now() END,
         finished_at = CASE WHEN u.new_state IN ('COMMITTED', 'INVALID', 'DISCARDED', 'CANCELLED') THEN now() END,
+        unfinished = CASE WHEN u.new_state IN ('COMMITTED', 'INVALID', 'DISCARDED', 'CANCELLED') THEN false ELSE true END,
         invalid_details = COALESCE(NULLIF(u.invalid, '')::jsonb, b.invalid_details),
         claimant = $11::uuid, claim_epoch = u.epoch,
         updated_at = now()
