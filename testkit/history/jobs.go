@@ -55,6 +55,17 @@ type Job struct {
 	// Queued: it is still stored and its service_id has a claim row, so that whichever
 	// instance takes the row will run it. An unfinished job without one waits for nobody.
 	Queued bool
+	// Row is its batch row's bookkeeping as read with Final; nil when not read.
+	Row *RowMarks
+}
+
+// RowMarks are the columns of a batch row that follow its state: unfinished (which the index
+// of unfinished batches, and so every read of a key's head, goes by) and finished_at (which
+// retention goes by). Each writer sets them with the state, and a trigger corrects any that
+// does not (docs/schema.md).
+type RowMarks struct {
+	Unfinished bool
+	FinishedAt bool // finished_at is set
 }
 
 // JobHistory is what the job checks read: every job stored during a run, deleted or not.
@@ -110,9 +121,11 @@ type JobReport struct {
 	TerminalRegressions Finding
 	// RepeatedAttempts: an attempt number drawn twice by one job.
 	RepeatedAttempts Finding
+	// RowMarks: a job whose row's unfinished or finished_at disagrees with its state.
+	RowMarks Finding
 }
 
-// CheckJobs runs the four job checks.
+// CheckJobs runs the five job checks.
 func CheckJobs(h JobHistory, promises []Promise) JobReport {
 	r := JobReport{Jobs: len(h.Jobs), Promises: len(promises)}
 	for _, j := range h.Jobs {
@@ -130,7 +143,25 @@ func CheckJobs(h JobHistory, promises []Promise) JobReport {
 	r.Lost = CheckLostJobs(h, promises)
 	r.TerminalRegressions = CheckTerminal(h)
 	r.RepeatedAttempts = CheckAttempts(h)
+	r.RowMarks = CheckRowMarks(h)
 	return r
+}
+
+// CheckRowMarks counts the jobs whose row, as read, says unfinished for a terminal state or
+// finished for another, or has finished_at set or not against its state: such a job is
+// skipped by every read of its key's head, or read as the head when it is done, or kept or
+// deleted by retention against its state.
+func CheckRowMarks(h JobHistory) Finding {
+	var f Finding
+	for _, j := range h.Jobs {
+		if j.Row == nil {
+			continue
+		}
+		if done := j.Final.Terminal(); j.Row.Unfinished == done || j.Row.FinishedAt != done {
+			f.add("%s: seq %d is %s with unfinished %t and finished_at set %t", j.Service, j.Seq, j.Final, j.Row.Unfinished, j.Row.FinishedAt)
+		}
+	}
+	return f
 }
 
 // timeline returns a job's changes in the order they happened: by time, and within one

@@ -188,8 +188,38 @@ func TestCheckJobs(t *testing.T) {
 	}}
 	r := history.CheckJobs(h, nil)
 	if r.Jobs != 3 || r.Retries != 1 || r.Deleted != 1 || r.DoubleInFlight.Count != 1 || r.Lost.Count != 1 ||
-		r.TerminalRegressions.Count != 0 || r.RepeatedAttempts.Count != 1 {
+		r.TerminalRegressions.Count != 0 || r.RepeatedAttempts.Count != 1 || r.RowMarks.Count != 0 {
 		t.Fatalf("report: %+v", r)
+	}
+}
+
+// A row's marks must follow its state: unfinished and no finished_at while it is not
+// terminal, the reverse once it is; a job whose row was not read is not judged.
+func TestCheckRowMarks(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		final      history.Job
+		unfinished bool
+		finishedAt bool
+		bad        bool
+	}{
+		{history.Job{Final: sNew}, true, false, false},
+		{history.Job{Final: sInflight}, true, false, false},
+		{history.Job{Final: sCommitted}, false, true, false},
+		{history.Job{Final: sInvalid}, false, true, false},
+		{history.Job{Final: sCommitted}, true, true, true},   // read as a head though done
+		{history.Job{Final: sNew}, false, false, true},       // never read as a head
+		{history.Job{Final: sCommitted}, false, false, true}, // never deleted by retention
+		{history.Job{Final: sInflight}, true, true, true},    // deleted by retention while it runs
+	} {
+		j := tt.final
+		j.Seq, j.Service, j.Row = 1, "s", &history.RowMarks{Unfinished: tt.unfinished, FinishedAt: tt.finishedAt}
+		if got := history.CheckRowMarks(history.JobHistory{Jobs: []history.Job{j}}).Count; got != 0 != tt.bad {
+			t.Errorf("%s, unfinished %t, finished_at %t: %d found, want bad %t", j.Final, tt.unfinished, tt.finishedAt, got, tt.bad)
+		}
+	}
+	if got := history.CheckRowMarks(history.JobHistory{Jobs: []history.Job{{Seq: 1, Final: sCommitted}}}).Count; got != 0 {
+		t.Errorf("a job whose row was not read: %d found", got)
 	}
 }
 

@@ -76,15 +76,16 @@ func ReadJobs(ctx context.Context, q pgdb.Querier) (JobHistory, error) {
 		jobs[j.Seq] = &j
 	}
 	rows, err := q.Query(ctx, `SELECT b.seq, b.service_id, b.batch_id, b.state, b.created_at,
-		EXISTS (SELECT 1 FROM batchclaim.service_id_claims c WHERE c.service_id = b.service_id)
+		EXISTS (SELECT 1 FROM batchclaim.service_id_claims c WHERE c.service_id = b.service_id),
+		b.unfinished, b.finished_at IS NOT NULL
 		FROM batchclaim.batches b ORDER BY b.seq`)
 	if err != nil {
 		return h, fmt.Errorf("read jobs: %w", err)
 	}
 	for rows.Next() {
-		var j Job
+		j := Job{Row: &RowMarks{}}
 		var st string
-		if err := rows.Scan(&j.Seq, &j.Service, &j.BatchID, &st, &j.Stored, &j.Queued); err != nil {
+		if err := rows.Scan(&j.Seq, &j.Service, &j.BatchID, &st, &j.Stored, &j.Queued, &j.Row.Unfinished, &j.Row.FinishedAt); err != nil {
 			rows.Close()
 			return h, fmt.Errorf("read jobs: %w", err)
 		}
@@ -96,15 +97,16 @@ func ReadJobs(ctx context.Context, q pgdb.Querier) (JobHistory, error) {
 	}
 	changeSQL := []string{jobChangesSQL}
 	if audit {
-		rows, err := q.Query(ctx, `SELECT seq, rec->>'service_id', rec->>'batch_id', rec->>'state', (rec->>'created_at')::timestamptz, at
+		rows, err := q.Query(ctx, `SELECT seq, rec->>'service_id', rec->>'batch_id', rec->>'state', (rec->>'created_at')::timestamptz, at,
+				(rec->>'unfinished')::bool, rec->>'finished_at' IS NOT NULL
 			FROM history_audit.deleted_batches ORDER BY seq`)
 		if err != nil {
 			return h, fmt.Errorf("read deleted jobs: %w", err)
 		}
 		for rows.Next() {
-			var j Job
+			j := Job{Row: &RowMarks{}}
 			var st string
-			if err := rows.Scan(&j.Seq, &j.Service, &j.BatchID, &st, &j.Stored, &j.Deleted); err != nil {
+			if err := rows.Scan(&j.Seq, &j.Service, &j.BatchID, &st, &j.Stored, &j.Deleted, &j.Row.Unfinished, &j.Row.FinishedAt); err != nil {
 				rows.Close()
 				return h, fmt.Errorf("read deleted jobs: %w", err)
 			}

@@ -1,6 +1,7 @@
 package history_test
 
 import (
+	"context"
 	"slices"
 	"testing"
 
@@ -13,7 +14,8 @@ import (
 
 // A history written by hand into a real schema with the audit installed: a job revived by a
 // Retry that sets its attempt count back and is marked while a later job of its key is
-// pending, and a revived job that retention then deletes. ReadJobs reads back what the checks
+// pending, a revived job that retention then deletes, and a job set COMMITTED with the
+// triggers off, so that its row still says unfinished. ReadJobs reads back what the checks
 // need, and each check counts its violation.
 func TestReadJobs(t *testing.T) {
 	t.Parallel()
@@ -69,6 +71,21 @@ func TestReadJobs(t *testing.T) {
 	outcome("c", "INVALID", 110)
 	retry("c", 500)
 	exec(`DELETE FROM batchclaim.batches WHERE batch_id = 'c'`) // retention, racing the retry
+	exec(`INSERT INTO batchclaim.batches (service_id, batch_id, payload) VALUES ('u', 'd', '')`)
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(context.Background()) //nolint:errcheck
+	if _, err := tx.Exec(ctx, `SET LOCAL session_replication_role = replica`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(ctx, `UPDATE batchclaim.batches SET state = 'COMMITTED' WHERE batch_id = 'd'`); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
 
 	h, err := history.ReadJobs(ctx, pool)
 	if err != nil {
@@ -78,7 +95,7 @@ func TestReadJobs(t *testing.T) {
 	for _, j := range h.Jobs {
 		jobs[j.Seq] = j
 	}
-	if len(jobs) != 3 {
+	if len(jobs) != 4 {
 		t.Fatalf("jobs read: %+v", h.Jobs)
 	}
 	if ja := jobs[a]; !slices.Equal(ja.Attempts, []int{1, 1}) || len(ja.Resets) != 1 || len(ja.Changes) != 5 || ja.Final != batchclaim.StateInvalid || !ja.Queued {
@@ -91,8 +108,8 @@ func TestReadJobs(t *testing.T) {
 		t.Errorf("job c (deleted): %+v", jc)
 	}
 	r := history.CheckJobs(h, []history.Promise{{Kind: history.PromiseRevived, Seq: a}})
-	if r.Jobs != 3 || r.Deleted != 1 || r.Retries != 2 || r.DoubleInFlight.Count != 1 || r.Lost.Count != 1 ||
-		r.RepeatedAttempts.Count != 1 || r.TerminalRegressions.Count != 0 {
+	if r.Jobs != 4 || r.Deleted != 1 || r.Retries != 2 || r.DoubleInFlight.Count != 1 || r.Lost.Count != 1 ||
+		r.RepeatedAttempts.Count != 1 || r.TerminalRegressions.Count != 0 || r.RowMarks.Count != 1 {
 		t.Fatalf("report: %+v", r)
 	}
 }

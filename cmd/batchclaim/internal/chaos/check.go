@@ -312,7 +312,8 @@ func (r *run) judgeTakeovers(owns map[string][]history.Ownership, jobs history.J
 
 // checkJobs checks the key's promise from the jobs' history: at most one job of a service_id
 // in flight at a time, every job stored or revived run, no terminal state left but by a
-// recorded Retry, no attempt number drawn twice.
+// recorded Retry, no attempt number drawn twice, and each row's unfinished and finished_at as
+// its state says.
 func (r *run) checkJobs(h history.JobHistory, rep *Report) {
 	r.mu.Lock()
 	promises := slices.Clone(r.promises)
@@ -325,7 +326,8 @@ func (r *run) checkJobs(h history.JobHistory, rep *Report) {
 	for _, c := range []struct {
 		name string
 		f    history.Finding
-	}{{DoubleInFlight, jobs.DoubleInFlight}, {LostJobs, jobs.Lost}, {TerminalRegressions, jobs.TerminalRegressions}, {RepeatedAttempts, jobs.RepeatedAttempts}} {
+	}{{DoubleInFlight, jobs.DoubleInFlight}, {LostJobs, jobs.Lost}, {TerminalRegressions, jobs.TerminalRegressions},
+		{RepeatedAttempts, jobs.RepeatedAttempts}, {RowMarks, jobs.RowMarks}} {
 		rep.Violations[c.name] = c.f.Count
 		for _, p := range c.f.Problems {
 			rep.Problems = append(rep.Problems, c.name+": "+p)

@@ -67,6 +67,7 @@ const (
 	LostJobs            = "lost_jobs"
 	TerminalRegressions = "terminal_regressions"
 	RepeatedAttempts    = "repeated_attempts"
+	RowMarks            = "row_marks"
 )
 
 // The operations a run carries out beside the faults (ops.go), by the names the report
@@ -124,7 +125,7 @@ func Kinds() []string { return slices.Concat(hostKinds, ledgerKinds) }
 func Invariants() []string {
 	return []string{Lost, OrderViolations, DoubleOutstanding, DoubleOwner, EpochRegressions,
 		StaleWritesAccepted, UnexplainedDuplicates, SlowTakeovers, Unbalanced, HistoryGaps, StalledWork, SlowWakeups, BulkReports,
-		DoubleInFlight, LostJobs, TerminalRegressions, RepeatedAttempts}
+		DoubleInFlight, LostJobs, TerminalRegressions, RepeatedAttempts, RowMarks}
 }
 
 // Defaults applied to zero Config fields.
