@@ -51,7 +51,8 @@ chaos-ha: build ## Long chaos runs on a Patroni cluster (etcd, three members; ne
 # them. First the producer scenarios (PRODUCER_SCENARIOS: enqueue, bulk, steady), each run by
 # batchclaim and at once by River at the tuning of River's own benchmark (cmd/river/riverbench:
 # FetchCooldown 2ms, FetchPollInterval 20ms, 2,000 workers), the pair PRODUCER_RUNS times, so
-# that both sides of a ratio ran in the same minutes. Then every other scenario of `batchclaim
+# that both sides of a ratio ran in the same minutes; bulk also by River with every job unique
+# by its args (--bulk-unique: a unique key stored per job, as batchclaim registers each pair). Then every other scenario of `batchclaim
 # bench` (BENCH_SCENARIOS); the jobs scenario once more with BENCH_JOBS_TUNED (none: not again).
 # Then River's backlog of no-op jobs RIVER_RUNS times at riverbench's tuning (pgx's default
 # pool; RIVER_JOBS jobs), and once at River's defaults (FetchCooldown 100ms, FetchPollInterval
@@ -76,6 +77,7 @@ bench: build ## Measure every `batchclaim bench` scenario and River (at its own 
 	  for i in $$(seq $(PRODUCER_RUNS)); do for s in $(PRODUCER_SCENARIOS); do \
 	    $(BIN)/batchclaim bench --json --scenario $$s $(BENCH_FLAGS) | tee -a $$out || exit 1; \
 	    $(BIN)/river-bench --tuning riverbench --scenario $$s | tee -a $$out || exit 1; \
+	    if [ $$s = bulk ]; then $(BIN)/river-bench --scenario bulk --bulk-unique | tee -a $$out || exit 1; fi; \
 	  done; done; \
 	  for s in $(BENCH_SCENARIOS); do \
 	    $(BIN)/batchclaim bench --json --scenario $$s $(BENCH_FLAGS) | tee -a $$out || exit 1; \

@@ -2,7 +2,8 @@
 # prints batchclaim over River, each side named with its settings. The producer scenarios come
 # in pairs, batchclaim's line then River's (run at once after it): enqueue and bulk as jobs per
 # second (higher is better), steady as latencies (lower is better), each pair on its own line
-# and the best of each side. Then the backlog: batchclaim's jobs per second over River's best
+# and the best of each side; after each bulk pair, River's bulk once more with every job unique
+# by its args, beside the same batchclaim line. Then the backlog: batchclaim's jobs per second over River's best
 # run at the tuning of River's own benchmark (riverbench), then over River at its defaults.
 
 function num(line, field,    re) {
@@ -38,9 +39,19 @@ function riverProducer(line) {
 	match($0, /"scenario":"river-[a-z]+"/)
 	s = substr($0, RSTART + 18, RLENGTH - 19)
 	theirs = $0
+	# River's bulk with UniqueOpts (a unique key stored per job): beside the batchclaim line of
+	# the pair just before it, which registers every job's pair to skip duplicates.
+	if (s == "bulk" && theirs ~ /"unique_by_args":true/) {
+		if (lastBulk == "") next
+		a = num(lastBulk, "jobs_per_second"); b = num(theirs, "jobs_per_second")
+		producerLines[++np] = sprintf("bulk one call of %d jobs (River: InsertManyFast, every job UniqueOpts{ByArgs: true}): %.0f jobs/s vs River %.0f = %.2f (River %s, no client working)",
+			num(lastBulk, "jobs_per_call"), a, b, b > 0 ? a / b : 0, str(theirs, "river_version"))
+		next
+	}
 	pairs[s]++
 	if (!(s in mine)) next
 	m = mine[s]
+	if (s == "bulk") lastBulk = m
 	if (s == "steady") {
 		line = sprintf("steady %g jobs/s asked (%g and %g achieved), enqueue to done p50/p99 %g/%g ms vs River %g/%g ms, enqueue to start p50/p99 %g/%g vs %g/%g ms (%s)",
 			num(m, "rate_asked"), num(m, "rate_achieved"), num(theirs, "rate_achieved"),

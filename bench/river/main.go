@@ -114,6 +114,7 @@ func main() {
 	fs.DurationVar(&pc.window, "window", 10*time.Second, "steady: latencies are reported per window of this length")
 	fs.IntVar(&pc.bulkJobs, "bulk-jobs", 10000, "bulk: jobs of one InsertManyFast call")
 	fs.IntVar(&pc.bulkRuns, "bulk-runs", 5, "bulk: calls, each timed")
+	fs.BoolVar(&pc.bulkUnique, "bulk-unique", false, "bulk: every job with UniqueOpts{ByArgs: true} (a unique key stored per job, as batchclaim registers each job's pair)")
 	fs.BoolVar(&pc.holdSnapshot, "hold-snapshot", false, "steady: a session holds one REPEATABLE READ snapshot for the whole run, so no dead row of it can be vacuumed")
 	if err := fs.Parse(os.Args[1:]); err != nil {
 		if errors.Is(err, flag.ErrHelp) {

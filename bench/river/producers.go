@@ -34,6 +34,10 @@ type producerConfig struct {
 	window    time.Duration
 	bulkJobs  int
 	bulkRuns  int
+	// bulkUnique gives every job of the bulk scenario UniqueOpts{ByArgs: true}: River then
+	// stores each job's unique key in its unique index, as batchclaim registers every job's
+	// (service_id, batch_id) to skip duplicates.
+	bulkUnique bool
 	// steady: a session holds one REPEATABLE READ snapshot from before the producers start
 	// until every job completed, so no dead row of the run can be vacuumed
 	holdSnapshot bool
@@ -407,6 +411,7 @@ type bulkResult struct {
 	Scenario      string    `json:"scenario"`
 	RiverVersion  string    `json:"river_version"`
 	Method        string    `json:"method"`
+	UniqueByArgs  bool      `json:"unique_by_args"`
 	JobsPerCall   int       `json:"jobs_per_call"`
 	Calls         int       `json:"calls"`
 	CallSeconds   []float64 `json:"call_seconds"`
@@ -417,7 +422,7 @@ type bulkResult struct {
 
 // runBulk times InsertManyFast calls of pc.bulkJobs jobs each, no client working.
 func runBulk(ctx context.Context, serverURL string, c config, pc producerConfig) (bulkResult, error) {
-	r := bulkResult{Scenario: "river-bulk", RiverVersion: riverVersion(), JobsPerCall: pc.bulkJobs, Calls: pc.bulkRuns,
+	r := bulkResult{Scenario: "river-bulk", RiverVersion: riverVersion(), UniqueByArgs: pc.bulkUnique, JobsPerCall: pc.bulkJobs, Calls: pc.bulkRuns,
 		Method: "InsertManyFast (COPY) of jobs_per_call jobs in one call, its own transaction, no client working; " +
 			"each call timed from its start to its return; jobs_per_second from the median call"}
 	rig, err := newProducerRig(ctx, serverURL, c, 1)
@@ -429,6 +434,9 @@ func runBulk(ctx context.Context, serverURL string, c config, pc producerConfig)
 		params := make([]river.InsertManyParams, pc.bulkJobs)
 		for i := range params {
 			params[i] = river.InsertManyParams{Args: idArgs{ID: fmt.Sprintf("bulk-%d-%d", run, i)}}
+			if pc.bulkUnique {
+				params[i].InsertOpts = &river.InsertOpts{UniqueOpts: river.UniqueOpts{ByArgs: true}}
+			}
 		}
 		t := time.Now()
 		n, err := rig.insert.InsertManyFast(ctx, params)
