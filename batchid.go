@@ -62,6 +62,9 @@ func ValidateServiceID(s string) error {
 	case len(s) > MaxServiceIDLen:
 		return fmt.Errorf("service_id is %d bytes; at most %d allowed", len(s), MaxServiceIDLen)
 	}
+	if visibleASCII(s) {
+		return nil // no rune below is refused, and ASCII is in NFC
+	}
 	for i, r := range s {
 		if r == utf8.RuneError {
 			if _, size := utf8.DecodeRuneInString(s[i:]); size == 1 {
@@ -76,6 +79,17 @@ func ValidateServiceID(s string) error {
 		return notNFC(s)
 	}
 	return nil
+}
+
+// visibleASCII reports whether s is all visible ASCII (U+0021 to U+007E), the common case,
+// checked without decoding runes or normalizing: an enqueue of many jobs checks every one.
+func visibleASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c <= ' ' || c >= 0x7f { // space, controls, DEL, non-ASCII
+			return false
+		}
+	}
+	return true
 }
 
 // notNFC names the first part of s that Normalization Form C writes otherwise.

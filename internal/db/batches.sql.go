@@ -598,7 +598,7 @@ numbered AS (
     SELECT i.service_id, i.batch_id, i.payload, i.run_at, i.max_attempts, i.kind, i.timeout_ms, i.ord, nextval('batchclaim.batches_seq_seq') AS seq FROM input i, serial ORDER BY i.ord
 ),
 keyed AS (
-    SELECT unnest(batchclaim.batchclaim_register_keys(array_agg(n.service_id ORDER BY n.ord), array_agg(n.batch_id ORDER BY n.ord),
+    SELECT unnest(batchclaim.batchclaim_register_keys($2::text[], $3::text[],
                                                       array_agg(n.seq ORDER BY n.ord))) AS seq
     FROM numbered n WHERE NOT $1::bool
 ),
@@ -637,8 +637,9 @@ type BatchesInsertManyRow struct {
 // two such statements wait for each other instead of deadlocking (one entry of the server's
 // lock table per service_id, held to the end of the transaction); the claim rows are created
 // under the locks. The rows' seqs are drawn in the order given, and their pairs registered in
-// batch_keys in one insert (batchclaim_register_keys): a pair stored before, or earlier in the
-// list, is skipped and not returned. The rows whose pair was registered are then inserted in
+// batch_keys in one insert (batchclaim_register_keys, given the arrays as they came, which are
+// in that order, and the seqs by position): a pair stored before, or earlier in the list, is
+// skipped and not returned. The rows whose pair was registered are then inserted in
 // the order given (which draws pos in that order), and batchclaim_keys_registered_through
 // keeps the per-row trigger batches_key from registering them again (migration 20). A ledger
 // list (ledger) leaves the registration to the trigger, which also registers each id across
