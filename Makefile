@@ -52,8 +52,9 @@ chaos-ha: build ## Long chaos runs on a Patroni cluster (etcd, three members; ne
 # batchclaim and at once by River at the tuning of River's own benchmark (cmd/river/riverbench:
 # FetchCooldown 2ms, FetchPollInterval 20ms, 2,000 workers), the pair PRODUCER_RUNS times, so
 # that both sides of a ratio ran in the same minutes; bulk also by River with every job unique
-# by its args (--bulk-unique: a unique key stored per job, as batchclaim registers each pair). Then every other scenario of `batchclaim
-# bench` (BENCH_SCENARIOS); the jobs scenario once more with BENCH_JOBS_TUNED (none: not again).
+# by its args (--bulk-unique: a unique key stored per job, as batchclaim registers each pair).
+# Then every other scenario of `batchclaim bench` (BENCH_SCENARIOS); the jobs scenario once
+# more with BENCH_JOBS_TUNED (none: not again).
 # Then River's backlog of no-op jobs RIVER_RUNS times at riverbench's tuning (pgx's default
 # pool; RIVER_JOBS jobs), and once at River's defaults (FetchCooldown 100ms, FetchPollInterval
 # 1s) with RIVER_DEFAULTS_WORKERS workers. BENCH_FLAGS go to every `batchclaim bench`. The

@@ -3,8 +3,9 @@
 # in pairs, batchclaim's line then River's (run at once after it): enqueue and bulk as jobs per
 # second (higher is better), steady as latencies (lower is better), each pair on its own line
 # and the best of each side; after each bulk pair, River's bulk once more with every job unique
-# by its args, beside the same batchclaim line. Then the backlog: batchclaim's jobs per second over River's best
-# run at the tuning of River's own benchmark (riverbench), then over River at its defaults.
+# by its args, beside the same batchclaim line. Then the backlog: batchclaim's jobs per second
+# over River's best run at the tuning of River's own benchmark (riverbench), then over River at
+# its defaults.
 
 function num(line, field,    re) {
 	re = "\"" field "\":-?[0-9.eE+-]+"
