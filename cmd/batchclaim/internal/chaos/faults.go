@@ -6,6 +6,8 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"slices"
+	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -200,7 +202,7 @@ func (r *run) linkFreeze(ctx context.Context, kind string, rng *rand.Rand) error
 	}
 	r.event(kind, "%s's open database connections frozen for %.1fs (new ones pass)", in.name, d.Seconds())
 	r.sleep(ctx, d)
-	r.judgeStall(ctx, in.name, id, since.Add(r.cfg.Expiry1+r.cfg.Expiry1*2/3), "its connections frozen")
+	r.judgeStall(ctx, in, id, since.Add(r.cfg.Expiry1+r.cfg.Expiry1*2/3), "its connections frozen")
 	for _, p := range in.proxies {
 		p.Restore()
 	}
@@ -488,8 +490,9 @@ func (r *run) leaseEnd(ctx context.Context, v *victim, ends bool) {
 // must have written something (an attempt, a status) after from, by which it has had time to
 // give its frozen connections up (a claim-cycle statement is abandoned after expiry-1, a
 // fetch's after the local deadline) or, unable to work, its service_ids. why says what
-// happened to it.
-func (r *run) judgeStall(ctx context.Context, name string, id uuid.UUID, from time.Time, why string) {
+// happened to it. A stall is reported with the heads that waited, and the instance's
+// goroutines and metrics are saved beside its log, while it still stalls.
+func (r *run) judgeStall(ctx context.Context, in *instance, id uuid.UUID, from time.Time, why string) {
 	if id == uuid.Nil {
 		return
 	}
@@ -503,10 +506,49 @@ func (r *run) judgeStall(ctx context.Context, name string, id uuid.UUID, from ti
 	if err != nil {
 		return // the database is unreachable: not judged
 	}
-	if work && !wrote {
-		r.mu.Lock()
-		r.stalled = append(r.stalled, fmt.Sprintf("%s: %s, it held service_ids with unfinished work and wrote nothing after %s",
-			name, why, from.Format(time.StampMilli)))
-		r.mu.Unlock()
+	if !work || wrote {
+		return
 	}
+	name, _, _ := in.snapshot()
+	heads := r.stalledHeads(qctx, id, from)
+	saved := r.saveDiagnostics(ctx, in, "stalled-"+from.UTC().Format("150405.000"))
+	r.mu.Lock()
+	r.stalled = append(r.stalled, fmt.Sprintf("%s: %s, it held service_ids with unfinished work and wrote nothing after %s; heads: %s; %s",
+		name, why, from.Format(time.StampMilli), heads, saved))
+	r.mu.Unlock()
+}
+
+// stalledHeads describes the first unfinished batch of each service_id instance id holds
+// that had work before from: where a stall left the work.
+func (r *run) stalledHeads(ctx context.Context, id uuid.UUID, from time.Time) string {
+	rows, err := r.pool.Query(ctx, `SELECT DISTINCT ON (b.service_id) b.service_id, c.epoch, b.seq, b.state, b.attempts, b.claim_epoch, b.updated_at
+		FROM batchclaim.service_id_claims c JOIN batchclaim.batches b ON b.service_id = c.service_id AND b.unfinished
+		WHERE c.claimant = $1 AND b.created_at < $2
+		ORDER BY b.service_id, b.pos LIMIT 20`, id, from)
+	if err != nil {
+		return "not read: " + err.Error()
+	}
+	var out []string
+	for rows.Next() {
+		var (
+			svc, state    string
+			epoch, seq    int64
+			attempts      int32
+			markedAtEpoch *int64
+			updated       time.Time
+		)
+		if err := rows.Scan(&svc, &epoch, &seq, &state, &attempts, &markedAtEpoch, &updated); err != nil {
+			return "not read: " + err.Error()
+		}
+		marked := "-"
+		if markedAtEpoch != nil {
+			marked = strconv.FormatInt(*markedAtEpoch, 10)
+		}
+		out = append(out, fmt.Sprintf("%s@%d seq %d %s (attempts %d, epoch of its mark %s, updated %s)",
+			svc, epoch, seq, state, attempts, marked, updated.Format(time.StampMilli)))
+	}
+	if err := rows.Err(); err != nil {
+		return "not read: " + err.Error()
+	}
+	return strings.Join(out, ", ")
 }

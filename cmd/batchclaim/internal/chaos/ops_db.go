@@ -68,7 +68,7 @@ func (r *run) opPoolHog(ctx context.Context, rng *rand.Rand) OpRecord {
 	for end := time.Now().Add(d); time.Now().Before(end) && ctx.Err() == nil; r.sleep(ctx, 100*time.Millisecond) {
 		killed += r.terminateExcept(ctx, name, lease)
 	}
-	r.judgeStall(ctx, name, id, since.Add(r.cfg.Expiry1+r.cfg.Expiry1*2/3), "its pool starved (pool_hog) while its lease went on")
+	r.judgeStall(ctx, in, id, since.Add(r.cfg.Expiry1+r.cfg.Expiry1*2/3), "its pool starved (pool_hog) while its lease went on")
 	rec.End, _ = r.dbNow(ctx)
 	rec.Result, rec.Acted = fmt.Sprintf("%d connections held for %.1fs; %s's new connections refused and %d of its backends terminated, its lease connection %v kept",
 		len(held), d.Seconds(), name, killed, lease), true

@@ -460,8 +460,7 @@ func (r *run) quiesce(ctx context.Context) {
 }
 
 // dumpStacks saves the goroutines of every running instance (its profiles on its loopback
-// listener) beside its log, so that an instance that holds a lease but makes no progress can
-// be read after the run.
+// listener), and says where each went, or why not.
 func (r *run) dumpStacks(ctx context.Context, why string) {
 	for _, in := range r.instances {
 		name, state, _ := in.snapshot()
@@ -475,6 +474,25 @@ func (r *run) dumpStacks(ctx context.Context, why string) {
 		}
 		r.say("%s: %s's goroutines in %s", why, name, path)
 	}
+}
+
+// saveDiagnostics saves one instance's goroutines and metrics beside its log, in files named
+// after it and tag, and says where they went (or why not).
+func (r *run) saveDiagnostics(ctx context.Context, in *instance, tag string) string {
+	name, _, _ := in.snapshot()
+	var said []string
+	for _, f := range []struct{ what, path, file string }{
+		{"goroutines", "/debug/pprof/goroutine?debug=2", name + "." + tag + ".goroutines.txt"},
+		{"metrics", "/metrics", name + "." + tag + ".metrics.txt"},
+	} {
+		path := filepath.Join(r.logDir, f.file)
+		if err := saveURL(ctx, "http://"+in.listen+f.path, path); err != nil {
+			said = append(said, fmt.Sprintf("its %s not read: %v", f.what, err))
+			continue
+		}
+		said = append(said, fmt.Sprintf("its %s in %s", f.what, path))
+	}
+	return strings.Join(said, ", ")
 }
 
 // saveURL writes what a GET of u answers to path.
