@@ -193,8 +193,8 @@ func (r *run) linkFreeze(ctx context.Context, kind string, rng *rand.Rand) error
 	d := r.cfg.Expiry2 + 2*r.cfg.Expiry1 + time.Duration(rng.IntN(2000))*time.Millisecond
 	r.count(kind)
 	id := in.lookupID(ctx, r.pool)
-	var since time.Time
-	if err := r.pool.QueryRow(ctx, `SELECT now()`).Scan(&since); err != nil {
+	start, err := r.outageStart(ctx)
+	if err != nil {
 		return err
 	}
 	for _, p := range in.proxies {
@@ -202,7 +202,7 @@ func (r *run) linkFreeze(ctx context.Context, kind string, rng *rand.Rand) error
 	}
 	r.event(kind, "%s's open database connections frozen for %.1fs (new ones pass)", in.name, d.Seconds())
 	r.sleep(ctx, d)
-	r.judgeStall(ctx, in, id, since.Add(r.cfg.Expiry1+r.cfg.Expiry1*2/3), "its connections frozen")
+	r.judgeStall(ctx, in, id, start, "its connections frozen")
 	for _, p := range in.proxies {
 		p.Restore()
 	}
@@ -485,48 +485,72 @@ func (r *run) leaseEnd(ctx context.Context, v *victim, ends bool) {
 	}
 }
 
+// outage is what judgeStall needs of the moment an outage began: the database's time and
+// the service_ids halted then.
+type outage struct {
+	since  time.Time
+	halted []string
+}
+
+// outageStart reads the database's time and its halted service_ids as an outage begins.
+func (r *run) outageStart(ctx context.Context) (outage, error) {
+	qctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	var o outage
+	err := r.pool.QueryRow(qctx, `SELECT now(), COALESCE((SELECT array_agg(service_id) FROM batchclaim.service_halts), '{}')`).Scan(&o.since, &o.halted)
+	return o, err
+}
+
 // judgeStall checks, as a freeze of an instance's connections (or a starvation of its pool)
-// ends, that the instance went on working: if a service_id it holds had unfinished work, it
-// must have written something (an attempt, a status) after from, by which it has had time to
-// give its frozen connections up (a claim-cycle statement is abandoned after expiry-1, a
-// fetch's after the local deadline) or, unable to work, its service_ids. why says what
-// happened to it. A stall is reported with the heads that waited, and the instance's
-// goroutines and metrics are saved beside its log, while it still stalls.
-func (r *run) judgeStall(ctx context.Context, in *instance, id uuid.UUID, from time.Time, why string) {
+// ends, that the instance went on working: if the head of a service_id it holds was waiting
+// for it from T1 + D after the outage began (from), it must have written something (an
+// attempt, a status) since then, by which time it has had to give its frozen connections up
+// (a claim-cycle statement is abandoned after expiry-1, a fetch's after the local deadline)
+// or, unable to work, its service_ids. A head waits for its holder when it was stored before
+// from and due by then, and its service_id is not halted now and was not at the outage's
+// start (a halted service_id's work waits for an operator, and a healthy instance writes
+// nothing for it). why says what happened to the instance. A stall is reported with the heads
+// that waited, and the instance's goroutines and metrics are saved beside its log while it
+// still stalls.
+func (r *run) judgeStall(ctx context.Context, in *instance, id uuid.UUID, start outage, why string) {
 	if id == uuid.Nil {
 		return
 	}
+	from := start.since.Add(r.cfg.Expiry1 + r.cfg.Expiry1*2/3)
 	qctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	var work, wrote bool
-	err := r.pool.QueryRow(qctx, `SELECT
-		EXISTS (SELECT 1 FROM batchclaim.service_id_claims c JOIN batchclaim.batches b ON b.service_id = c.service_id AND b.unfinished
-		        WHERE c.claimant = $1 AND b.created_at < $2),
-		EXISTS (SELECT 1 FROM batchclaim.batch_history h WHERE h.instance_id = $1 AND h.at >= $2)`, id, from).Scan(&work, &wrote)
-	if err != nil {
-		return // the database is unreachable: not judged
+	heads, err := r.waitingHeads(qctx, id, from, start.halted)
+	if err != nil || len(heads) == 0 {
+		return // the database is unreachable (not judged), or nothing waited for the instance
 	}
-	if !work || wrote {
+	var wrote bool
+	err = r.pool.QueryRow(qctx, `SELECT EXISTS (SELECT 1 FROM batchclaim.batch_history h WHERE h.instance_id = $1 AND h.at >= $2)`, id, from).Scan(&wrote)
+	if err != nil || wrote {
 		return
 	}
 	name, _, _ := in.snapshot()
-	heads := r.stalledHeads(qctx, id, from)
 	saved := r.saveDiagnostics(ctx, in, "stalled-"+from.UTC().Format("150405.000"))
 	r.mu.Lock()
-	r.stalled = append(r.stalled, fmt.Sprintf("%s: %s, it held service_ids with unfinished work and wrote nothing after %s; heads: %s; %s",
-		name, why, from.Format(time.StampMilli), heads, saved))
+	r.stalled = append(r.stalled, fmt.Sprintf("%s: %s, it held service_ids with unfinished work and wrote nothing after %s; heads waiting: %s; %s",
+		name, why, from.Format(time.StampMilli), strings.Join(heads, ", "), saved))
 	r.mu.Unlock()
 }
 
-// stalledHeads describes the first unfinished batch of each service_id instance id holds
-// that had work before from: where a stall left the work.
-func (r *run) stalledHeads(ctx context.Context, id uuid.UUID, from time.Time) string {
-	rows, err := r.pool.Query(ctx, `SELECT DISTINCT ON (b.service_id) b.service_id, c.epoch, b.seq, b.state, b.attempts, b.claim_epoch, b.updated_at
+// waitingHeads describes the head (first unfinished batch) of each service_id instance id
+// holds that waited for it from from (see judgeStall): not halted now nor in halted, stored
+// before from (or behind an older unfinished batch), and due by then.
+func (r *run) waitingHeads(ctx context.Context, id uuid.UUID, from time.Time, halted []string) ([]string, error) {
+	rows, err := r.pool.Query(ctx, `SELECT service_id, epoch, seq, state, attempts, claim_epoch, updated_at FROM (
+		SELECT DISTINCT ON (b.service_id) b.service_id, c.epoch, b.seq, b.state, b.attempts, b.claim_epoch, b.updated_at,
+		       b.next_attempt_at IS NULL OR b.next_attempt_at <= $2 AS due
 		FROM batchclaim.service_id_claims c JOIN batchclaim.batches b ON b.service_id = c.service_id AND b.unfinished
-		WHERE c.claimant = $1 AND b.created_at < $2
-		ORDER BY b.service_id, b.pos LIMIT 20`, id, from)
+		WHERE c.claimant = $1 AND NOT c.service_id = ANY($3)
+		  AND NOT EXISTS (SELECT 1 FROM batchclaim.service_halts x WHERE x.service_id = c.service_id)
+		  AND EXISTS (SELECT 1 FROM batchclaim.batches o WHERE o.service_id = c.service_id AND o.unfinished AND o.created_at < $2)
+		ORDER BY b.service_id, b.pos) h
+		WHERE due`, id, from, halted)
 	if err != nil {
-		return "not read: " + err.Error()
+		return nil, err
 	}
 	var out []string
 	for rows.Next() {
@@ -538,7 +562,7 @@ func (r *run) stalledHeads(ctx context.Context, id uuid.UUID, from time.Time) st
 			updated       time.Time
 		)
 		if err := rows.Scan(&svc, &epoch, &seq, &state, &attempts, &markedAtEpoch, &updated); err != nil {
-			return "not read: " + err.Error()
+			return nil, err
 		}
 		marked := "-"
 		if markedAtEpoch != nil {
@@ -547,8 +571,5 @@ func (r *run) stalledHeads(ctx context.Context, id uuid.UUID, from time.Time) st
 		out = append(out, fmt.Sprintf("%s@%d seq %d %s (attempts %d, epoch of its mark %s, updated %s)",
 			svc, epoch, seq, state, attempts, marked, updated.Format(time.StampMilli)))
 	}
-	if err := rows.Err(); err != nil {
-		return "not read: " + err.Error()
-	}
-	return strings.Join(out, ", ")
+	return out, rows.Err()
 }

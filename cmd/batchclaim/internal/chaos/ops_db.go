@@ -56,19 +56,19 @@ func (r *run) opPoolHog(ctx context.Context, rng *rand.Rand) OpRecord {
 			g.refuseNew(false)
 		}
 	}()
-	since, err := r.dbNow(ctx)
+	start, err := r.outageStart(ctx)
 	if err != nil {
 		rec.Result, rec.Err = "no database time", err.Error()
 		return rec
 	}
-	rec.At = since
+	rec.At = start.since
 	d := r.cfg.Expiry2 + 2*r.cfg.Expiry1 + time.Duration(rng.IntN(2000))*time.Millisecond
 	r.event(OpPoolHog, "%d connections held; %s's pool starved for %.1fs (its lease connection %v kept)", len(held), name, d.Seconds(), lease)
 	killed := 0
 	for end := time.Now().Add(d); time.Now().Before(end) && ctx.Err() == nil; r.sleep(ctx, 100*time.Millisecond) {
 		killed += r.terminateExcept(ctx, name, lease)
 	}
-	r.judgeStall(ctx, in, id, since.Add(r.cfg.Expiry1+r.cfg.Expiry1*2/3), "its pool starved (pool_hog) while its lease went on")
+	r.judgeStall(ctx, in, id, start, "its pool starved (pool_hog) while its lease went on")
 	rec.End, _ = r.dbNow(ctx)
 	rec.Result, rec.Acted = fmt.Sprintf("%d connections held for %.1fs; %s's new connections refused and %d of its backends terminated, its lease connection %v kept",
 		len(held), d.Seconds(), name, killed, lease), true

@@ -6,6 +6,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -17,9 +18,11 @@ import (
 
 func TestMain(m *testing.M) { dbtest.Main(m) }
 
-// judgeStall reports an instance that held a service_id with unfinished work and wrote
-// nothing since from, names the head that waited, and saves the instance's goroutines and
-// metrics; an instance that wrote, or held no work, is not reported.
+// judgeStall reports an instance whose held service_id had a head waiting for it and that
+// wrote nothing since T1 + D into the outage, names that head, and saves the instance's
+// goroutines and metrics. Heads that did not wait for it are left out: a service_id halted
+// now or at the outage's start, a head not due; an instance that wrote, held no work, or held
+// only such heads is not reported.
 func TestJudgeStall(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
@@ -41,43 +44,50 @@ func TestJudgeStall(t *testing.T) {
 			t.Fatalf("%s: %v", sql, err)
 		}
 	}
-	stuck, busy, idle := uuid.New(), uuid.New(), uuid.New()
-	for _, id := range []uuid.UUID{stuck, busy, idle} {
+	stuck, busy, idle, halted := uuid.New(), uuid.New(), uuid.New(), uuid.New()
+	for _, id := range []uuid.UUID{stuck, busy, idle, halted} {
 		exec(`INSERT INTO batchclaim.instances (id, name, nonce, expiry_1, expiry_2) VALUES ($1, 'x', gen_random_uuid(), now() + interval '1 hour', now() + interval '2 hours')`, id)
 	}
-	exec(`INSERT INTO batchclaim.service_id_claims (service_id, claimant, epoch) VALUES ('s1', $1, 7), ('s2', $2, 8), ('s3', $3, 9)`, stuck, busy, idle)
+	exec(`INSERT INTO batchclaim.service_id_claims (service_id, claimant, epoch) VALUES
+	      ('s1', $1, 7), ('s4', $1, 7), ('s5', $1, 7), ('s6', $1, 7), ('s2', $2, 8), ('s3', $3, 9), ('s7', $4, 9)`, stuck, busy, idle, halted)
 	exec(`INSERT INTO batchclaim.batches (service_id, batch_id, payload, state, claimant, claim_epoch, attempts, submitted_at)
-	      VALUES ('s1', 'a1', '', 'PENDING', $1, 7, 1, now()), ('s1', 'a2', '', 'NEW', NULL, NULL, 0, NULL), ('s2', 'b1', '', 'NEW', NULL, NULL, 0, NULL)`, stuck)
+	      VALUES ('s1', 'a1', '', 'PENDING', $1, 7, 1, now())`, stuck)
+	exec(`INSERT INTO batchclaim.batches (service_id, batch_id, payload) VALUES ('s1', 'a2', ''), ('s2', 'b1', ''), ('s4', 'd1', ''), ('s5', 'e1', ''), ('s7', 'g1', '')`)
+	exec(`INSERT INTO batchclaim.batches (service_id, batch_id, payload, next_attempt_at) VALUES ('s6', 'f1', '', now() + interval '1 hour')`)
 	exec(`INSERT INTO batchclaim.batches (service_id, batch_id, payload, state, finished_at) VALUES ('s3', 'c1', '', 'COMMITTED', now())`)
-	var from time.Time
-	if err := pool.QueryRow(ctx, `SELECT now() + interval '1 second'`).Scan(&from); err != nil {
+	exec(`INSERT INTO batchclaim.service_halts (service_id, seq, reason) VALUES ('s4', 1, 'invalid'), ('s7', 1, 'invalid')`)
+	start, err := (&run{pool: pool}).outageStart(ctx)
+	if err != nil {
 		t.Fatal(err)
 	}
+	start.halted = append(start.halted, "s5") // halted as the outage began, resumed since
 	exec(`INSERT INTO batchclaim.batch_transitions (seq, from_state, to_state, instance_id, epoch, at)
-	      SELECT seq, 'NEW', 'INFLIGHT', $1, 8, now() + interval '2 seconds' FROM batchclaim.batches WHERE batch_id = 'b1'`, busy)
+	      SELECT seq, 'NEW', 'INFLIGHT', $1, 8, now() + interval '10 seconds' FROM batchclaim.batches WHERE batch_id = 'b1'`, busy)
 
-	r := &run{logDir: t.TempDir(), pool: pool}
+	r := &run{logDir: t.TempDir(), pool: pool, cfg: Config{Expiry1: 3 * time.Second}} // from: 5 s into the outage
 	addr := strings.TrimPrefix(srv.URL, "http://")
 	for _, c := range []struct {
 		name string
 		id   uuid.UUID
-	}{{"i1-1", stuck}, {"i2-1", busy}, {"i3-1", idle}} {
-		r.judgeStall(ctx, &instance{name: c.name, state: stateRunning, listen: addr}, c.id, from, "its connections frozen")
+	}{{"i1-1", stuck}, {"i2-1", busy}, {"i3-1", idle}, {"i4-1", halted}} {
+		r.judgeStall(ctx, &instance{name: c.name, state: stateRunning, listen: addr}, c.id, start, "its connections frozen")
 	}
 	if len(r.stalled) != 1 {
 		t.Fatalf("stalled: %q, want i1-1's alone", r.stalled)
 	}
 	got := r.stalled[0]
-	for _, want := range []string{"i1-1: its connections frozen", "heads: s1@7 seq ", " PENDING (attempts 1, epoch of its mark 7, updated ",
+	for _, want := range []string{"i1-1: its connections frozen", "heads waiting: s1@7 seq ", " PENDING (attempts 1, epoch of its mark 7, updated ",
 		"its goroutines in ", "its metrics in "} {
 		if !strings.Contains(got, want) {
 			t.Errorf("report %q lacks %q", got, want)
 		}
 	}
-	if strings.Contains(got, "NEW") {
-		t.Errorf("report %q names more than the head", got)
+	for _, not := range []string{"NEW", "s4@", "s5@", "s6@"} {
+		if strings.Contains(got, not) {
+			t.Errorf("report %q names %q, which did not wait for the instance", got, not)
+		}
 	}
-	tag := "stalled-" + from.UTC().Format("150405.000")
+	tag := "stalled-" + start.since.Add(5*time.Second).UTC().Format("150405.000")
 	for file, want := range map[string]string{
 		"i1-1." + tag + ".goroutines.txt": "goroutine 1 [select]:\n",
 		"i1-1." + tag + ".metrics.txt":    "batchclaim_queuer_in_flight 3\n",
@@ -85,5 +95,8 @@ func TestJudgeStall(t *testing.T) {
 		if b, err := os.ReadFile(filepath.Join(r.logDir, file)); err != nil || string(b) != want {
 			t.Errorf("%s: %q, %v", file, b, err)
 		}
+	}
+	if !slices.Contains(start.halted, "s4") || !slices.Contains(start.halted, "s7") {
+		t.Errorf("halted at the start: %q, want s4 and s7 among them", start.halted)
 	}
 }
