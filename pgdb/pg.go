@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -25,10 +26,17 @@ type Beginner interface {
 	BeginTx(ctx context.Context, opts pgx.TxOptions) (pgx.Tx, error)
 }
 
+// RollbackTimeout bounds the rollback InTx runs after a failure. A healthy server answers a
+// ROLLBACK in milliseconds; a link that froze after fn's last statement (no reset, nothing
+// moves) would otherwise hold the caller for as long as the kernel keeps the connection, up
+// to a quarter of an hour. Past the bound the connection is closed instead of going back to
+// the pool, and the server ends the transaction when it notices.
+const RollbackTimeout = 2 * time.Second
+
 // InTx runs fn in a transaction with opts started on b and commits it when fn returns nil;
 // otherwise, or when the commit fails, the transaction is rolled back and the error returned.
 // The rollback runs even when ctx has ended, so that the connection goes back to the pool
-// clean instead of being closed.
+// clean instead of being closed, and is bounded by RollbackTimeout.
 func InTx(ctx context.Context, b Beginner, opts pgx.TxOptions, fn func(pgx.Tx) error) error {
 	return pgx.BeginTxFunc(ctx, cleanRollback{b}, opts, fn)
 }
@@ -47,7 +55,9 @@ func (b cleanRollback) BeginTx(ctx context.Context, opts pgx.TxOptions) (pgx.Tx,
 type rollbackTx struct{ pgx.Tx }
 
 func (t rollbackTx) Rollback(ctx context.Context) error {
-	return t.Tx.Rollback(context.WithoutCancel(ctx))
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), RollbackTimeout)
+	defer cancel()
+	return t.Tx.Rollback(ctx)
 }
 
 // NoRows reports whether err is, or wraps, pgx.ErrNoRows: a statement that should return a

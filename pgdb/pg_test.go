@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -80,6 +81,52 @@ func TestInTxRollbackAfterCancel(t *testing.T) {
 	}
 	if st := conn.Conn().PgConn().TxStatus(); st != 'I' {
 		t.Fatalf("connection after the rollback: transaction status %c, want idle", st)
+	}
+}
+
+// A rollback on a link that froze after fn's last statement (nothing moves, no reset) is
+// given up after RollbackTimeout: InTx returns fn's error, and the connection is closed
+// rather than handed out again.
+func TestInTxRollbackOnFrozenLink(t *testing.T) {
+	t.Parallel()
+	proxy, viaProxy := dbtest.Proxied(t, dbtest.NewDB(t))
+	cfg, err := pgxpool.ParseConfig(viaProxy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.MaxConns = 1
+	pool, err := pgxpool.NewWithConfig(t.Context(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	var pid uint32
+	done := make(chan error, 1)
+	go func() {
+		done <- pgdb.InTx(t.Context(), pool, pgx.TxOptions{}, func(tx pgx.Tx) error {
+			pid = tx.Conn().PgConn().PID()
+			_, err := tx.Exec(t.Context(), "SELECT 1/0") // the server refuses; the link is fine
+			proxy.Freeze()
+			return err
+		})
+	}()
+	select {
+	case err = <-done:
+	case <-time.After(10 * pgdb.RollbackTimeout): // not a timing check: InTx must return at all
+		proxy.Restore()
+		t.Fatalf("InTx still waits for its rollback %s after the link froze", 10*pgdb.RollbackTimeout)
+	}
+	proxy.Restore()
+	if code := pgdb.Code(err); code != "22012" {
+		t.Fatalf("InTx = %v, want fn's division_by_zero", err)
+	}
+	conn, err := pool.Acquire(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Release()
+	if got := conn.Conn().PgConn().PID(); got == pid {
+		t.Fatalf("the connection whose rollback was given up (pid %d) was handed out again", pid)
 	}
 }
 
