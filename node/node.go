@@ -296,7 +296,7 @@ func New(db pgdb.DB, cfg Config) (_ *Node, err error) {
 	}
 	q, err := queuer.New(db, eng, workers, recorder, queuer.Config{
 		Interval: timings.RenewInterval, SweepAll: cfg.NoListen, StatementTimeout: timings.LocalDeadline,
-		UnknownGrace: cfg.UnknownGrace, UnknownAnswers: cfg.UnknownAnswers, SkipValid: cfg.SkipValid, Logger: cfg.Logger,
+		UnknownGrace: cfg.UnknownGrace, UnknownAnswers: cfg.UnknownAnswers, SkipValid: cfg.SkipValid, Awaiting: back.awaiting, Logger: cfg.Logger,
 	})
 	if err != nil {
 		return nil, err

@@ -82,6 +82,15 @@ func (b *backEdge) gained(c claims.Claim) {
 	}
 }
 
+// awaiting is the queuer's Awaiting: a fetch read a head that waits for the ledger's answer,
+// and the poller asks about it (it may not know of it: the write that put it there committed
+// with its answer lost).
+func (b *backEdge) awaiting(serviceID string) {
+	if b.watch != nil {
+		b.watch.Note(serviceID)
+	}
+}
+
 // recorded is the recorder's Recorded: an outcome of the service_id is stored, its next batch
 // may go.
 func (b *backEdge) recorded(serviceID string) { b.queue.Dirty(serviceID) }

@@ -92,6 +92,12 @@ type Config struct {
 	// SkipValid lets the next batch go once the head is VALID (adapters whose VALID fixes
 	// the order).
 	SkipValid bool
+	// Awaiting, if set, is told the service_id of each head a fetch read that waits for the
+	// ledger's answer (PENDING, VALID, or UNKNOWN before its resubmission), so that the
+	// status poller asks about it (node passes observer.Poller.Note). The poller learns of such
+	// a head from the write that put it there; when that write committed but its answer was
+	// lost (a link that froze), the fetch that follows is how it learns.
+	Awaiting func(serviceID string)
 	// Logger; nil discards.
 	Logger *slog.Logger
 }
@@ -429,6 +435,9 @@ func (q *Queuer) Fetch(ctx context.Context) (int, error) {
 			if d.wait > 0 {
 				q.at(h.ServiceID, now.Add(d.wait))
 			}
+			if q.cfg.Awaiting != nil && awaitsLedger(batchclaim.State(h.State)) {
+				q.cfg.Awaiting(h.ServiceID)
+			}
 		case len(taken)+len(jobs) < free && (h.Size <= room || empty && len(jobs) == 0):
 			j.Reason = d.reason
 			jobs = append(jobs, j)
@@ -689,6 +698,12 @@ func (q *Queuer) decide(c claims.Claim, h db.BatchesTakeHeadsRow) decision {
 		return decision{adopt: batchclaim.ReasonOwnerChanged}
 	}
 	return decision{} // PENDING, VALID: the poller's answers queue it
+}
+
+// awaitsLedger reports whether a head in state s that may not go now waits for the
+// ledger's answer (rather than for a time, or for an operator).
+func awaitsLedger(s batchclaim.State) bool {
+	return s == batchclaim.StatePending || s == batchclaim.StateValid || s == batchclaim.StateUnknown
 }
 
 // at notes that id's head becomes ready at t.

@@ -102,21 +102,22 @@ func TestFetchPolicy(t *testing.T) {
 		halt       bool
 		wantReason batchclaim.Reason // "" = nothing handed out
 		wantAdopt  bool
+		wantAwait  bool // Config.Awaiting is told of the service_id: the poller asks about its head
 	}{
 		{name: "new head goes first", wantReason: "first"},
-		{name: "pending head waits for the ledger", head: "state = 'PENDING'"},
-		{name: "valid head waits for commit", head: "state = 'VALID'"},
+		{name: "pending head waits for the ledger", head: "state = 'PENDING'", wantAwait: true},
+		{name: "valid head waits for commit", head: "state = 'VALID'", wantAwait: true},
 		{name: "delayed head waits for next_attempt_at", head: "state = 'DELAYED', next_attempt_at = now() + interval '1 hour'"},
 		{name: "delayed head goes once due", head: "state = 'DELAYED', next_attempt_at = now() - interval '1 second'", wantReason: "retry"},
-		{name: "fresh unknown head waits", head: "state = 'UNKNOWN', unknown_count = 1, status_updated_at = now()"},
+		{name: "fresh unknown head waits", head: "state = 'UNKNOWN', unknown_count = 1, status_updated_at = now()", wantAwait: true},
 		{name: "unknown head resubmitted after K answers", head: "state = 'UNKNOWN', unknown_count = 3, status_updated_at = now()", wantReason: "resubmit"},
 		{name: "unknown head resubmitted after the grace period", head: "state = 'UNKNOWN', unknown_count = 0, submitted_at = now() - interval '1 hour', status_updated_at = now() - interval '1 hour'", wantReason: "resubmit"},
 		// The grace runs from the POST: a poll that just answered UNKNOWN does not restart it.
 		{name: "unknown grace runs from the post, not the last answer", head: "state = 'UNKNOWN', unknown_count = 1, submitted_at = now() - interval '1 hour', status_updated_at = now()", wantReason: "resubmit"},
-		{name: "unknown head posted recently waits however old its last answer", head: "state = 'UNKNOWN', unknown_count = 1, submitted_at = now(), status_updated_at = now() - interval '1 hour'"},
+		{name: "unknown head posted recently waits however old its last answer", head: "state = 'UNKNOWN', unknown_count = 1, submitted_at = now(), status_updated_at = now() - interval '1 hour'", wantAwait: true},
 		// Adopted from a previous owner long after its POST: the grace starts at the adoption,
 		// so the ledger is asked before the batch goes again.
-		{name: "unknown head adopted just now waits however old its post", head: "state = 'UNKNOWN', unknown_count = 0, submitted_at = now() - interval '1 hour', unknown_since = now()"},
+		{name: "unknown head adopted just now waits however old its post", head: "state = 'UNKNOWN', unknown_count = 0, submitted_at = now() - interval '1 hour', unknown_since = now()", wantAwait: true},
 		{name: "orphaned in-flight head is adopted, not resent", head: "state = 'INFLIGHT', claim_epoch = 99", wantAdopt: true},
 		{name: "committed head lets the next batch go", head: "state = 'COMMITTED'", wantReason: "first"},
 		{name: "invalid head lets the next batch go", head: "state = 'INVALID'", wantReason: "first"},
@@ -137,7 +138,9 @@ func TestFetchPolicy(t *testing.T) {
 			}
 			eng := engine(t, pool)
 			d, a := &dispatcher{free: 10}, newRecorder(t, pool, eng)
-			q, err := queuer.New(dbtest.Open(t, pool, ""), eng, d, a, queuer.Config{Interval: time.Second, UnknownAnswers: 3, UnknownGrace: time.Minute})
+			var awaited []string
+			q, err := queuer.New(dbtest.Open(t, pool, ""), eng, d, a, queuer.Config{Interval: time.Second, UnknownAnswers: 3, UnknownGrace: time.Minute,
+				Awaiting: func(id string) { awaited = append(awaited, id) }})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -161,6 +164,9 @@ func TestFetchPolicy(t *testing.T) {
 			}
 			if got := len(a.adopted) == 1 && a.adopted[0] == first.Seq; got != tt.wantAdopt {
 				t.Fatalf("adopted %v, want adoption of the head: %v", a.adopted, tt.wantAdopt)
+			}
+			if got := len(awaited) == 1 && awaited[0] == "svc"; got != tt.wantAwait || len(awaited) > 1 {
+				t.Fatalf("told the poller of %q, want svc: %v", awaited, tt.wantAwait)
 			}
 		})
 	}
