@@ -384,6 +384,7 @@ func (q *Queuer) Fetch(ctx context.Context) (int, error) {
 		q.mu.Unlock()
 		return 0, nil
 	}
+	parent := ctx
 	ctx, cancel := context.WithTimeout(ctx, q.cfg.StatementTimeout)
 	defer cancel()
 	ctx, span := tracing.Start(ctx, tracing.Fetch, tracing.Claims.Int(len(ids)))
@@ -446,20 +447,24 @@ func (q *Queuer) Fetch(ctx context.Context) (int, error) {
 			waiting = append(waiting, h.ServiceID)
 		}
 	}
+	// The adopted service_ids are looked at again: an adoption starts the head's grace, and
+	// one that failed is tried again (not only when the safety sweep comes back to them,
+	// which with many claims can take many Intervals).
 	var adopted []string
+	adoptFailed := false
 	if len(adopt) > 0 {
-		if err := q.rec.Adopt(ctx, adopt); err != nil {
-			if ctx.Err() == nil {
-				q.log.Info("could not adopt in-flight batches", "batches", len(adopt), "error", err)
-			}
-		} else {
-			for _, j := range adopt {
-				adopted = append(adopted, j.Claim.ServiceID) // look again: the adoption starts its grace
+		for _, j := range adopt {
+			adopted = append(adopted, j.Claim.ServiceID)
+		}
+		if err := q.rec.Adopt(ctx, adopt); err != nil && !errors.Is(err, batchclaim.ErrClaimLost) {
+			adoptFailed = true // no fetch at once: the next waits for a tick or a wake-up
+			if parent.Err() == nil {
+				q.log.Warn("could not adopt in-flight batches; trying again at the next fetch", "batches", len(adopt), "error", err)
 			}
 		}
 	}
 	q.mu.Lock()
-	q.progress = true
+	q.progress = !adoptFailed
 	q.starved = len(waiting) > 0
 	if !q.cfg.SkipValid {
 		for _, h := range heads {

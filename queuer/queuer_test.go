@@ -2,6 +2,7 @@ package queuer_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -70,10 +71,12 @@ func (d *dispatcher) handedOut() []string {
 	return got
 }
 
-// recorder marks in flight for real and records adoptions instead of making them.
+// recorder marks in flight for real and records adoptions instead of making them; while
+// adoptErr is set, adoptions fail with it.
 type recorder struct {
 	*observer.Recorder
-	adopted []int64
+	adopted  []int64
+	adoptErr error
 }
 
 func newRecorder(t testing.TB, pool *pgxpool.Pool, eng *claims.Engine) *recorder {
@@ -86,6 +89,9 @@ func newRecorder(t testing.TB, pool *pgxpool.Pool, eng *claims.Engine) *recorder
 }
 
 func (a *recorder) Adopt(_ context.Context, jobs []batchclaim.Job) error {
+	if a.adoptErr != nil {
+		return a.adoptErr
+	}
 	for _, j := range jobs {
 		a.adopted = append(a.adopted, j.Batch.Seq)
 	}
@@ -169,6 +175,39 @@ func TestFetchPolicy(t *testing.T) {
 				t.Fatalf("told the poller of %q, want svc: %v", awaited, tt.wantAwait)
 			}
 		})
+	}
+}
+
+// An adoption that fails is tried again at the next fetch: the orphaned head's service_id
+// goes back to the queue rather than waiting for the safety sweep to come back to it.
+func TestFailedAdoptionIsTriedAgain(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	pool := dbtest.NewPool(t)
+	head, err := ingest.Enqueue(ctx, pool, "svc", "b1", []byte("1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	exec(t, pool, "UPDATE batchclaim.batches SET state = 'INFLIGHT', claim_epoch = 99 WHERE seq = $1", head.Seq)
+	eng := engine(t, pool)
+	d, a := &dispatcher{free: 10}, newRecorder(t, pool, eng)
+	a.adoptErr = errors.New("connection reset")
+	q, err := queuer.New(dbtest.Open(t, pool, ""), eng, d, a, queuer.Config{Interval: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := q.Fetch(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if len(a.adopted) != 0 {
+		t.Fatalf("adopted %v while adoptions fail", a.adopted)
+	}
+	a.adoptErr = nil
+	if _, err := q.Fetch(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if len(a.adopted) != 1 || a.adopted[0] != head.Seq {
+		t.Fatalf("adopted %v at the fetch after the failure, want seq %d", a.adopted, head.Seq)
 	}
 }
 
