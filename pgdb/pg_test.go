@@ -47,11 +47,11 @@ func TestInTx(t *testing.T) {
 	}
 }
 
-// A transaction whose context ends inside fn is rolled back on a connection that stays open
-// and goes back to the pool usable.
-func TestInTxRollbackAfterCancel(t *testing.T) {
-	t.Parallel()
-	cfg, err := pgxpool.ParseConfig(dbtest.NewDB(t))
+// onePool is a pool of one connection to url, closed when the test ends: each use of it
+// meets the same connection while that connection lives.
+func onePool(t *testing.T, url string) *pgxpool.Pool {
+	t.Helper()
+	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,9 +61,17 @@ func TestInTxRollbackAfterCancel(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(pool.Close)
+	return pool
+}
+
+// A transaction whose context ends inside fn is rolled back on a connection that stays open
+// and goes back to the pool usable.
+func TestInTxRollbackAfterCancel(t *testing.T) {
+	t.Parallel()
+	pool := onePool(t, dbtest.NewDB(t))
 	ctx, cancel := context.WithCancel(t.Context())
 	var pid uint32
-	err = pgdb.InTx(ctx, pool, pgx.TxOptions{}, func(tx pgx.Tx) error {
+	err := pgdb.InTx(ctx, pool, pgx.TxOptions{}, func(tx pgx.Tx) error {
 		pid = tx.Conn().PgConn().PID()
 		cancel()
 		return ctx.Err()
@@ -90,16 +98,7 @@ func TestInTxRollbackAfterCancel(t *testing.T) {
 func TestInTxRollbackOnFrozenLink(t *testing.T) {
 	t.Parallel()
 	proxy, viaProxy := dbtest.Proxied(t, dbtest.NewDB(t))
-	cfg, err := pgxpool.ParseConfig(viaProxy)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.MaxConns = 1
-	pool, err := pgxpool.NewWithConfig(t.Context(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
+	pool := onePool(t, viaProxy)
 	var pid uint32
 	done := make(chan error, 1)
 	go func() {
@@ -110,6 +109,7 @@ func TestInTxRollbackOnFrozenLink(t *testing.T) {
 			return err
 		})
 	}()
+	var err error
 	select {
 	case err = <-done:
 	case <-time.After(10 * pgdb.RollbackTimeout): // not a timing check: InTx must return at all
