@@ -460,7 +460,8 @@ func (r *run) quiesce(ctx context.Context) {
 }
 
 // dumpStacks saves the goroutines of every running instance (its profiles on its loopback
-// listener), and says where each went, or why not.
+// listener) beside its log, so that an instance that holds a lease but makes no progress can
+// be read after the run, and says where each went, or why not.
 func (r *run) dumpStacks(ctx context.Context, why string) {
 	for _, in := range r.instances {
 		name, state, _ := in.snapshot()
