@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -253,5 +254,40 @@ func TestDumpStacks(t *testing.T) {
 	out := progress.String()
 	if !strings.Contains(out, "not quiescent: i1-1's goroutines in ") || !strings.Contains(out, "not quiescent: i3-1's goroutines not read: ") {
 		t.Errorf("progress says:\n%s", out)
+	}
+}
+
+// A process the harness stops is not taken by the watcher for one that exited by itself, from
+// the signal until the slot's next start (a restart): that would start a second process in
+// the slot. A process that ends on its own still is.
+func TestStoppedIsNotExitedByItself(t *testing.T) {
+	t.Parallel()
+	spawn := func(in *instance, args ...string) {
+		cmd := exec.Command(args[0], args[1:]...)
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan struct{})
+		go func() { _ = cmd.Wait(); close(done) }()
+		in.proc, in.done, in.state = cmd, done, stateRunning
+	}
+	var progress strings.Builder
+	r := &run{cfg: Config{Progress: &progress}}
+	stopped := &instance{name: "i1-1"}
+	spawn(stopped, "sleep", "60")
+	r.instances = []*instance{stopped}
+	stopped.stop(10 * time.Second)
+	if _, state, _ := stopped.snapshot(); state != stateStopping {
+		t.Fatalf("a stopped process's slot is %q, want %q until its next start", state, stateStopping)
+	}
+	r.checkExited()
+	if len(r.problems) != 0 {
+		t.Fatalf("problems: %q", r.problems)
+	}
+	ended := &instance{name: "i2-1"}
+	spawn(ended, "true")
+	<-ended.done
+	if _, state, _ := ended.snapshot(); state != stateExited {
+		t.Fatalf("a process that ended on its own: %q, want %q", state, stateExited)
 	}
 }

@@ -57,9 +57,12 @@ func (in *instance) setSkew(d time.Duration) {
 
 const (
 	stateRunning = "running"
-	stateStopped = "stopped"
-	stateKilled  = "killed"
-	stateExited  = "exited"
+	stateStopped = "stopped" // SIGSTOPped
+	// stateStopping: the harness is stopping the process, or has stopped it and will start
+	// the next one (restart): its exit is not one by itself.
+	stateStopping = "stopping"
+	stateKilled   = "killed"
+	stateExited   = "exited"
 )
 
 func newInstance(slot int, targets []string) (*instance, error) {
@@ -230,10 +233,15 @@ func (in *instance) kill() {
 	}
 }
 
-// stop asks the process to stop gracefully and kills it if it has not within grace.
+// stop asks the process to stop gracefully and kills it if it has not within grace. The slot
+// is stopping from before the signal until the next start, so that the watcher (checkExited)
+// does not take the exit for one by itself and start a second process in the slot.
 func (in *instance) stop(grace time.Duration) {
 	in.mu.Lock()
 	proc, done := in.proc, in.done
+	if proc != nil {
+		in.state = stateStopping
+	}
 	in.mu.Unlock()
 	if proc == nil {
 		return
@@ -246,7 +254,4 @@ func (in *instance) stop(grace time.Duration) {
 		_ = proc.Process.Signal(syscall.SIGKILL)
 		<-done
 	}
-	in.mu.Lock()
-	in.state = stateExited
-	in.mu.Unlock()
 }
