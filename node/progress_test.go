@@ -83,6 +83,7 @@ func TestStarvedPoolGivesClaimsUp(t *testing.T) {
 		}
 	})
 	a, _ := runJobsOn(t, shared, "a", job("a"), func(c *node.Config) {
+		sturdy(c)
 		c.SharePool = true
 		c.Logger = slog.New(slog.NewTextHandler(logs, nil))
 	})
@@ -117,7 +118,7 @@ func TestStarvedPoolGivesClaimsUp(t *testing.T) {
 	if _, err := node.Enqueue(ctx, admin, "k", "while-starved", nil); err != nil {
 		t.Fatal(err)
 	}
-	runJobs(t, url, "b", job("b"), nil)
+	runJobs(t, url, "b", job("b"), sturdy)
 	select {
 	case who := <-ran:
 		if who != "b" {

@@ -106,7 +106,7 @@ func TestRetryWaitsForTheJobInFlight(t *testing.T) {
 		}
 		return batchclaim.Result{Verdict: batchclaim.Done}, nil
 	})
-	runJobs(t, url, "a", job, nil)
+	runJobs(t, url, "a", job, sturdy)
 	t.Cleanup(func() {
 		if t.Failed() {
 			logRows(t, admin, `SELECT seq, batch_id, state, pos, attempts, attempt_base, claimant FROM batchclaim.batches ORDER BY seq`)
@@ -140,7 +140,7 @@ func TestRetryWaitsForTheJobInFlight(t *testing.T) {
 		t.Fatalf("claim of k busy = %v (%v) while second is in flight after the retry; want true", busy, err)
 	}
 	// A peer joins and runs claim cycles; the retried job stays NEW while second runs.
-	runJobs(t, url, "b", job, nil)
+	runJobs(t, url, "b", job, sturdy)
 	var beats int
 	testutil.WaitFor(t, 20*time.Second, "b renewed its lease a few times", func() bool {
 		_ = admin.QueryRow(ctx, `SELECT count(*) FROM batchclaim.instances WHERE name = 'b' AND heartbeat_at > started_at + interval '500 milliseconds'`).Scan(&beats)

@@ -66,6 +66,14 @@ func testClaims(name string) claims.Config {
 	return claims.Config{Name: name, RenewInterval: 100 * time.Millisecond, Expiry1: time.Second, Expiry2: 4 * time.Second}
 }
 
+// sturdy gives a node twice testClaims' timings, for a test whose steps must not meet a
+// fence of its own: on a loaded machine (the race detector, every package's tests at once) a
+// node with a local deadline of 0.67 s can miss it right after it registers, and the job it
+// marked in flight then waits for its adoption's grace.
+func sturdy(c *node.Config) {
+	c.Claims.RenewInterval, c.Claims.Expiry1, c.Claims.Expiry2 = 200*time.Millisecond, 2*time.Second, 8*time.Second
+}
+
 // start runs an instance until the test ends (or stop is called).
 func (e *env) start(name string, tweak func(*node.Config)) (n *node.Node, stop func()) {
 	e.t.Helper()
@@ -143,7 +151,9 @@ func (e *env) waitFinished(timeout time.Duration) {
 
 // logRows logs the rows of query, one line each, for a failed test's log.
 func logRows(t testing.TB, pool *pgxpool.Pool, query string) {
-	rows, err := pool.Query(t.Context(), query)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second) // in a cleanup, t.Context has ended
+	defer cancel()
+	rows, err := pool.Query(ctx, query)
 	if err != nil {
 		t.Logf("%s: %v", query, err)
 		return
