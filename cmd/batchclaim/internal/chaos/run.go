@@ -144,6 +144,9 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 		return Report{}, fmt.Errorf("the instances did not all register within a minute; see their logs in %s", r.logDir)
 	}
 	r.say("%d instances (logs in %s); R=%v T1=%v T2=%v; halt-on-invalid %t; ledger at %s", cfg.Instances, r.logDir, cfg.Renew, cfg.Expiry1, cfg.Expiry2, r.halt, r.simURL)
+	if !r.spreadOut(ctx, spreadWait) {
+		r.say("the claims were not spread evenly over the instances within %v; the faults start anyway", spreadWait)
+	}
 	r.start = time.Now()
 	r.chaos(ctx)
 	if ctx.Err() != nil {
@@ -166,6 +169,10 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	})
 	return rep, err
 }
+
+// spreadWait bounds the wait for the claims to be spread over the instances before the first
+// fault (spreadOut).
+const spreadWait = 30 * time.Second
 
 // checkRetryLimit bounds how long the check tries again to read the history.
 const checkRetryLimit = 2 * time.Minute
@@ -429,27 +436,15 @@ func (r *run) quiesce(ctx context.Context) {
 	}
 	balanceDeadline := time.Now().Add(BalanceWaitDefault)
 	for ctx.Err() == nil {
-		counts, err := r.claimCounts(ctx)
+		b, err := r.balance(ctx)
 		if err == nil {
-			var per []int
-			var ids []string
-			for _, in := range r.instances {
-				name, _, id := in.snapshot()
-				per = append(per, counts[id])
-				ids = append(ids, fmt.Sprintf("%s:%d", name, counts[id]))
-			}
-			sort.Ints(per)
-			held := 0
-			for _, n := range counts {
-				held += n
-			}
-			if per[len(per)-1]-per[0] <= 1 && held == sumInts(per) {
-				r.say("balanced: %s", strings.Join(ids, " "))
+			if b.even() {
+				r.say("balanced: %s", b.desc)
 				return
 			}
 			if time.Now().After(balanceDeadline) {
 				r.unbalanced = fmt.Sprintf("claims per instance after %v of quiescence: %s (held by others: %d)",
-					BalanceWaitDefault, strings.Join(ids, " "), held-sumInts(per))
+					BalanceWaitDefault, b.desc, b.others)
 				r.say("unbalanced: %s", r.unbalanced)
 				r.dumpStacks(ctx, "unbalanced")
 				return
@@ -457,6 +452,58 @@ func (r *run) quiesce(ctx context.Context) {
 		}
 		r.sleep(ctx, 500*time.Millisecond)
 	}
+}
+
+// spread is how the service_ids' claims are held: per slot, by others (instances no slot
+// runs any more), and by nobody.
+type spread struct {
+	per            []int // the slots' counts, sorted
+	others, nobody int
+	desc           string // name:count per slot
+}
+
+// even reports whether the slots' counts differ by at most one and nobody else holds a claim.
+func (s spread) even() bool { return s.per[len(s.per)-1]-s.per[0] <= 1 && s.others == 0 }
+
+// balance reads how the claims are spread over the slots.
+func (r *run) balance(ctx context.Context) (spread, error) {
+	counts, err := r.claimCounts(ctx)
+	if err != nil {
+		return spread{}, err
+	}
+	var s spread
+	if err := r.pool.QueryRow(ctx, `SELECT count(*) FROM batchclaim.service_id_claims WHERE claimant IS NULL`).Scan(&s.nobody); err != nil {
+		return spread{}, err
+	}
+	var ids []string
+	for _, in := range r.instances {
+		name, _, id := in.snapshot()
+		s.per = append(s.per, counts[id])
+		ids = append(ids, fmt.Sprintf("%s:%d", name, counts[id]))
+	}
+	sort.Ints(s.per)
+	for _, n := range counts {
+		s.others += n
+	}
+	s.others -= sumInts(s.per)
+	s.desc = strings.Join(ids, " ")
+	return s, nil
+}
+
+// spreadOut waits, up to limit, until the slots hold every service_id between them evenly,
+// before the first fault: on a slow machine the first fault came while the instances were
+// still taking their claims, hit a victim that held none, and had nothing to judge. It
+// reports whether they did.
+func (r *run) spreadOut(ctx context.Context, limit time.Duration) bool {
+	for deadline := time.Now().Add(limit); ctx.Err() == nil; r.sleep(ctx, 200*time.Millisecond) {
+		if s, err := r.balance(ctx); err == nil && s.even() && s.nobody == 0 {
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+	}
+	return false
 }
 
 // dumpStacks saves the goroutines of every running instance (its profiles on its loopback

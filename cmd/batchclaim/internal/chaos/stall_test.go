@@ -1,6 +1,7 @@
 package chaos
 
 import (
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -98,5 +99,52 @@ func TestJudgeStall(t *testing.T) {
 	}
 	if !slices.Contains(start.halted, "s4") || !slices.Contains(start.halted, "s7") {
 		t.Errorf("halted at the start: %q, want s4 and s7 among them", start.halted)
+	}
+}
+
+// spreadOut waits for the slots to hold every service_id evenly: not while one is
+// unclaimed, nor while the counts differ by more than one, nor while an instance no slot runs
+// holds some.
+func TestSpreadOut(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	pool := dbtest.NewPool(t)
+	exec := func(sql string, args ...any) {
+		t.Helper()
+		if _, err := pool.Exec(ctx, sql, args...); err != nil {
+			t.Fatalf("%s: %v", sql, err)
+		}
+	}
+	a, b, gone := uuid.New(), uuid.New(), uuid.New()
+	for _, id := range []uuid.UUID{a, b, gone} {
+		exec(`INSERT INTO batchclaim.instances (id, name, nonce, expiry_1, expiry_2) VALUES ($1, 'x', gen_random_uuid(), now() + interval '1 hour', now() + interval '2 hours')`, id)
+	}
+	exec(`INSERT INTO batchclaim.service_id_claims (service_id) SELECT 's' || g FROM generate_series(1, 4) g`)
+	r := &run{pool: pool, instances: []*instance{{name: "i1-1", id: a, state: stateRunning}, {name: "i2-1", id: b, state: stateRunning}}}
+	for _, c := range []struct {
+		name  string
+		claim string // the claims' holders, in service_id order: a, b, g(one) or - (nobody)
+		even  bool
+	}{
+		{"one unclaimed", "aab-", false},
+		{"three against one", "aaab", false},
+		{"one held by an instance no slot runs", "aabg", false},
+		{"two and two", "abab", true},
+	} {
+		for i, h := range c.claim {
+			var holder *uuid.UUID
+			switch h {
+			case 'a':
+				holder = &a
+			case 'b':
+				holder = &b
+			case 'g':
+				holder = &gone
+			}
+			exec(`UPDATE batchclaim.service_id_claims SET claimant = $1, epoch = epoch + 1 WHERE service_id = $2`, holder, fmt.Sprintf("s%d", i+1))
+		}
+		if got := r.spreadOut(ctx, 300*time.Millisecond); got != c.even {
+			t.Errorf("%s: spreadOut = %v, want %v", c.name, got, c.even)
+		}
 	}
 }
