@@ -13,11 +13,29 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/batchclaim/batchclaim/testkit/dbtest"
 )
 
 func TestMain(m *testing.M) { dbtest.Main(m) }
+
+// execer returns a func that runs a statement on pool and fails the test if it fails.
+func execer(t *testing.T, pool *pgxpool.Pool) func(sql string, args ...any) {
+	return func(sql string, args ...any) {
+		t.Helper()
+		if _, err := pool.Exec(t.Context(), sql, args...); err != nil {
+			t.Fatalf("%s: %v", sql, err)
+		}
+	}
+}
+
+// registerLive stores instances with these ids, their leases live for an hour.
+func registerLive(exec func(string, ...any), ids ...uuid.UUID) {
+	for _, id := range ids {
+		exec(`INSERT INTO batchclaim.instances (id, name, nonce, expiry_1, expiry_2) VALUES ($1, 'x', gen_random_uuid(), now() + interval '1 hour', now() + interval '2 hours')`, id)
+	}
+}
 
 // judgeStall reports an instance whose held service_id had a head waiting for it and that
 // wrote nothing since T1 + D into the outage, names that head, and saves the instance's
@@ -39,16 +57,9 @@ func TestJudgeStall(t *testing.T) {
 		}
 	}))
 	defer srv.Close()
-	exec := func(sql string, args ...any) {
-		t.Helper()
-		if _, err := pool.Exec(ctx, sql, args...); err != nil {
-			t.Fatalf("%s: %v", sql, err)
-		}
-	}
+	exec := execer(t, pool)
 	stuck, busy, idle, halted := uuid.New(), uuid.New(), uuid.New(), uuid.New()
-	for _, id := range []uuid.UUID{stuck, busy, idle, halted} {
-		exec(`INSERT INTO batchclaim.instances (id, name, nonce, expiry_1, expiry_2) VALUES ($1, 'x', gen_random_uuid(), now() + interval '1 hour', now() + interval '2 hours')`, id)
-	}
+	registerLive(exec, stuck, busy, idle, halted)
 	exec(`INSERT INTO batchclaim.service_id_claims (service_id, claimant, epoch) VALUES
 	      ('s1', $1, 7), ('s4', $1, 7), ('s5', $1, 7), ('s6', $1, 7), ('s2', $2, 8), ('s3', $3, 9), ('s7', $4, 9)`, stuck, busy, idle, halted)
 	exec(`INSERT INTO batchclaim.batches (service_id, batch_id, payload, state, claimant, claim_epoch, attempts, submitted_at)
@@ -109,16 +120,9 @@ func TestSpreadOut(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
 	pool := dbtest.NewPool(t)
-	exec := func(sql string, args ...any) {
-		t.Helper()
-		if _, err := pool.Exec(ctx, sql, args...); err != nil {
-			t.Fatalf("%s: %v", sql, err)
-		}
-	}
+	exec := execer(t, pool)
 	a, b, gone := uuid.New(), uuid.New(), uuid.New()
-	for _, id := range []uuid.UUID{a, b, gone} {
-		exec(`INSERT INTO batchclaim.instances (id, name, nonce, expiry_1, expiry_2) VALUES ($1, 'x', gen_random_uuid(), now() + interval '1 hour', now() + interval '2 hours')`, id)
-	}
+	registerLive(exec, a, b, gone)
 	exec(`INSERT INTO batchclaim.service_id_claims (service_id) SELECT 's' || g FROM generate_series(1, 4) g`)
 	r := &run{pool: pool, instances: []*instance{{name: "i1-1", id: a, state: stateRunning}, {name: "i2-1", id: b, state: stateRunning}}}
 	for _, c := range []struct {
