@@ -24,6 +24,9 @@ func SnoozeFor(d time.Duration) error { return &SnoozeError{Delay: max(d, 0)} }
 // SnoozeDelay reports whether err asks to snooze the job (a SnoozeError in its chain), and
 // for how long.
 func SnoozeDelay(err error) (time.Duration, bool) {
+	if err == nil { // the common case, without the allocation errors.As's target costs
+		return 0, false
+	}
 	var s *SnoozeError
 	if errors.As(err, &s) {
 		return max(s.Delay, 0), true

@@ -277,8 +277,10 @@ type outcome struct {
 // returns batchclaim.ErrClaimLost (nothing is written for it); one whose batch moved on, or
 // whose attempt is not the batch's latest any more, returns batchclaim.ErrStateChanged.
 func (r *Recorder) Finish(ctx context.Context, o batchclaim.Outcome) (next batchclaim.Job, ok bool, err error) {
-	_, span := tracing.Start(ctx, tracing.Outcome, append(tracing.Job(o.Job), tracing.Verdict.String(o.Result.Verdict.String()),
-		tracing.HTTPCode.Int(o.Result.HTTPStatus))...)
+	_, span := tracing.StartJob(ctx, tracing.Outcome, o.Job)
+	if span.IsRecording() {
+		span.SetAttributes(tracing.Verdict.String(o.Result.Verdict.String()), tracing.HTTPCode.Int(o.Result.HTTPStatus))
+	}
 	defer func() { tracing.End(span, err) }()
 	w := &outcome{ctx: ctx, Outcome: o, done: make(chan struct{})}
 	r.mu.Lock()

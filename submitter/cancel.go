@@ -2,34 +2,37 @@ package submitter
 
 import (
 	"context"
+	"sync/atomic"
+	"time"
 
 	"github.com/batchclaim/batchclaim"
 )
 
-// call is a running Submit call that a cancel can reach: the attempt it runs and the cancel
-// of its context.
+// call is a job the Pool runs, from its Submit call to its outcome's write.
 type call struct {
-	attempt int // the job's attempt number (Batch.Attempts + 1)
-	cancel  context.CancelCauseFunc
+	attempt  int                     // the job's attempt number (Batch.Attempts + 1)
+	deadline time.Time               // the Submit call's deadline (Overdue)
+	stop     context.CancelFunc      // ends the call's context and the outcome's write (Cancel)
+	cancel   context.CancelCauseFunc // ends the call's context (CancelJob)
+	returned atomic.Bool             // the Submit call returned
 }
 
-// cancellable returns a context under ctx that CancelJob can cancel while j's Submit call
-// runs, and the function that forgets it once the call is over.
-func (p *Pool) cancellable(ctx context.Context, j Job) (context.Context, func()) {
-	ctx, cancel := context.WithCancelCause(ctx)
-	seq := j.Batch.Seq
+// track registers c, job seq's run, with the Pool until untrack; a run the Pool's Cancel came
+// before is stopped at once.
+func (p *Pool) track(seq int64, c *call) {
 	p.mu.Lock()
-	if p.calls == nil {
-		p.calls = map[int64]call{}
+	defer p.mu.Unlock()
+	p.calls[seq] = c
+	if p.stopped.Err() != nil { // Cancel ran: it stopped the runs it found, not this one
+		c.stop()
 	}
-	p.calls[seq] = call{attempt: j.Batch.Attempts + 1, cancel: cancel}
-	p.mu.Unlock()
-	return ctx, func() {
-		p.mu.Lock()
-		delete(p.calls, seq)
-		p.mu.Unlock()
-		cancel(nil)
-	}
+}
+
+// untrack forgets job seq's run once it is over.
+func (p *Pool) untrack(seq int64) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	delete(p.calls, seq)
 }
 
 // Calls returns the jobs whose Submit call runs now: seq -> attempt number (Batch.Attempts
@@ -39,7 +42,9 @@ func (p *Pool) Calls() map[int64]int {
 	defer p.mu.Unlock()
 	out := make(map[int64]int, len(p.calls))
 	for seq, c := range p.calls {
-		out[seq] = c.attempt
+		if !c.returned.Load() {
+			out[seq] = c.attempt
+		}
 	}
 	return out
 }
@@ -55,7 +60,7 @@ func (p *Pool) CancelJob(seq int64, attempt int, cause error) bool {
 	p.mu.Lock()
 	c, ok := p.calls[seq]
 	p.mu.Unlock()
-	if !ok || c.attempt != attempt {
+	if !ok || c.attempt != attempt || c.returned.Load() {
 		return false
 	}
 	c.cancel(cause)

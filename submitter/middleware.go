@@ -77,9 +77,11 @@ func (h Hooks) Submit(ctx context.Context, j Job, next func(context.Context) (ba
 type traced struct{}
 
 func (traced) Submit(ctx context.Context, j Job, next func(context.Context) (batchclaim.Result, error)) (batchclaim.Result, error) {
-	ctx, span := tracing.Start(ctx, tracing.Post, tracing.Job(j)...)
+	ctx, span := tracing.StartJob(ctx, tracing.Post, j)
 	res, err := next(ctx)
-	span.SetAttributes(tracing.HTTPCode.Int(res.HTTPStatus))
+	if span.IsRecording() {
+		span.SetAttributes(tracing.HTTPCode.Int(res.HTTPStatus))
+	}
 	tracing.End(span, err)
 	return res, err
 }

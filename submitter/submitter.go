@@ -122,13 +122,12 @@ type Pool struct {
 	waiting atomic.Int64  // jobs marked in flight waiting for a slot
 	wg      sync.WaitGroup
 
-	stopped context.Context // ended by Cancel: ends every running submission
+	stopped context.Context // ended by Cancel, which ends every running submission too (calls)
 	cancel  context.CancelFunc
 	mu      sync.Mutex
-	running map[string]int      // service_id -> submissions running
-	posting map[int64]time.Time // seq -> deadline of the Submit call running for it
-	calls   map[int64]call      // seq -> the Submit call running for it, for CancelJob (cancel.go)
-	held    int64               // bytes of the payloads of the running submissions
+	running map[string]int  // service_id -> submissions running
+	calls   map[int64]*call // seq -> the job running for it from its call to its outcome (cancel.go)
+	held    int64           // bytes of the payloads of the running submissions
 }
 
 // New returns a Pool that runs jobs with sub and records their outcomes with rec. done, if not
@@ -145,7 +144,7 @@ func New(sub Submitter, rec Recorder, done func(Job), cfg Config) (*Pool, error)
 	timeouts, _ := sub.(Timeouter)
 	mws := append([]Middleware{traced{}}, cfg.Middleware...)
 	return &Pool{cfg: cfg, sub: sub, timeouts: timeouts, mws: mws, rec: rec, log: cfg.Logger, done: done, slots: make(chan struct{}, cfg.Workers),
-		stopped: stopped, cancel: cancel, running: map[string]int{}, posting: map[int64]time.Time{}}, nil
+		stopped: stopped, cancel: cancel, running: map[string]int{}, calls: map[int64]*call{}}, nil
 }
 
 // withDefaults replaces zero values with the defaults they stand for.
@@ -274,8 +273,8 @@ func (p *Pool) Overdue(now time.Time, grace time.Duration) int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	n := 0
-	for _, d := range p.posting {
-		if now.After(d.Add(grace)) {
+	for _, c := range p.calls {
+		if !c.returned.Load() && now.After(c.deadline.Add(grace)) {
 			n++
 		}
 	}
@@ -296,7 +295,14 @@ func (p *Pool) Running() []string {
 // Cancel cancels every running submission's context (a stopping instance whose drain took
 // too long). Their outcomes are not recorded: the batches stay INFLIGHT for the next owner,
 // who asks the ledger before sending them again.
-func (p *Pool) Cancel() { p.cancel() }
+func (p *Pool) Cancel() {
+	p.cancel()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, c := range p.calls {
+		c.stop()
+	}
+}
 
 // Wait blocks until every running submission has ended or ctx ends.
 func (p *Pool) Wait(ctx context.Context) error {
@@ -317,8 +323,6 @@ func (p *Pool) Wait(ctx context.Context) error {
 // recorder's next statement, takes no slot another job could use for its call.
 func (p *Pool) run(j Job, run int) (Job, bool) {
 	log := jobLogger{p.log, j}
-	claimCtx, stop := p.jobContext(j.Claim.Context())
-	defer stop()
 	// The mark is committed; between it and the call the claim may have gone (a takeover, or
 	// this process paused past its local deadline without its watchdog having run yet).
 	deadline, ok := p.mayPost(j)
@@ -327,20 +331,22 @@ func (p *Pool) run(j Job, run int) (Job, bool) {
 		log.Info("claim lost or local deadline passed after the in-flight mark; not posting (the next owner asks the ledger)")
 		return Job{}, false
 	}
+	// claimCtx ends with the claim, or by Cancel; the call's context also at the call's
+	// deadline, or by CancelJob.
+	claimCtx, stop := context.WithCancel(j.Claim.Context())
+	defer stop()
 	start := time.Now()
 	at, cause := p.jobDeadline(j, start, deadline)
 	ctx, cancel := context.WithDeadlineCause(batchclaim.WithClaim(claimCtx, j.Claim), at, cause)
-	ctx, forget := p.cancellable(ctx, j) // a cancel of the running job reaches it (CancelJob)
-	defer forget()
-	p.mu.Lock()
-	p.posting[j.Batch.Seq] = deadline
-	p.mu.Unlock()
+	ctx, cancelCall := context.WithCancelCause(ctx)
+	c := &call{attempt: j.Batch.Attempts + 1, deadline: deadline, stop: stop, cancel: cancelCall}
+	p.track(j.Batch.Seq, c)
+	defer p.untrack(j.Batch.Seq)
 	res := p.call(ctx, j)
 	<-p.slots
 	latency := time.Since(start)
-	p.mu.Lock()
-	delete(p.posting, j.Batch.Seq)
-	p.mu.Unlock()
+	c.returned.Store(true)
+	cancelCall(nil)
 	cancel()
 	res.Output = p.output(log, res.Output)
 	o := batchclaim.Outcome{Job: j, Result: res, Latency: latency, RetryIn: p.retryIn(j, res)}
@@ -362,7 +368,9 @@ func (p *Pool) run(j Job, run int) (Job, bool) {
 		log.Info("submission outcome not recorded: claim lost", "verdict", res.Verdict.String())
 		return Job{}, false
 	}
-	log.Debug("submitted", "verdict", res.Verdict.String(), "http_status", res.HTTPStatus, "latency", latency)
+	if log.enabled(slog.LevelDebug) { // its arguments alone cost an allocation each, per job
+		log.Debug("submitted", "verdict", res.Verdict.String(), "http_status", res.HTTPStatus, "latency", latency)
+	}
 	return next, ok
 }
 
@@ -378,12 +386,13 @@ func (l jobLogger) Debug(msg string, args ...any) { l.write(slog.LevelDebug, msg
 func (l jobLogger) Info(msg string, args ...any)  { l.write(slog.LevelInfo, msg, args) }
 func (l jobLogger) Warn(msg string, args ...any)  { l.write(slog.LevelWarn, msg, args) }
 
+func (l jobLogger) enabled(level slog.Level) bool { return l.log.Enabled(context.Background(), level) }
+
 func (l jobLogger) write(level slog.Level, msg string, args []any) {
-	ctx := context.Background()
-	if !l.log.Enabled(ctx, level) {
+	if !l.enabled(level) {
 		return
 	}
-	l.log.Log(ctx, level, msg, append([]any{"service_id", l.j.Batch.ServiceID, "batch_id", short(l.j.Batch.BatchID),
+	l.log.Log(context.Background(), level, msg, append([]any{"service_id", l.j.Batch.ServiceID, "batch_id", short(l.j.Batch.BatchID),
 		"epoch", l.j.Claim.Epoch, "seq", l.j.Batch.Seq}, args...)...)
 }
 
@@ -469,25 +478,14 @@ func (p *Pool) mayPost(j Job) (time.Time, bool) {
 	return time.Now().Add(p.cfg.Timeout), true
 }
 
-// jobContext returns a context that ends when claimCtx ends or Cancel is called, and the
-// function that releases it.
-func (p *Pool) jobContext(claimCtx context.Context) (context.Context, func()) {
-	ctx, cancel := context.WithCancel(claimCtx)
-	unhook := context.AfterFunc(p.stopped, cancel)
-	return ctx, func() {
-		unhook()
-		cancel()
-	}
-}
-
 // backoff is the delay before a DELAYED batch may be tried again: step attempts+1 of a
 // jittered exponential backoff (base, doubling, capped at max, randomization 0.5), or the
 // server's Retry-After when that is longer. The attempt count lives in the database, so each
 // retry may run on another instance and still back off further.
 func (p *Pool) backoff(attempts int, retryAfter time.Duration) time.Duration {
-	b := backoff.NewExponentialBackOff()
-	b.InitialInterval, b.MaxInterval = p.cfg.BackoffBase, p.cfg.BackoffMax
-	b.Multiplier, b.RandomizationFactor, b.MaxElapsedTime = 2, 0.5, 0
+	// A value, not NewExponentialBackOff's pointer: every outcome computes one.
+	b := backoff.ExponentialBackOff{InitialInterval: p.cfg.BackoffBase, MaxInterval: p.cfg.BackoffMax,
+		Multiplier: 2, RandomizationFactor: 0.5, MaxElapsedTime: 0, Stop: backoff.Stop, Clock: backoff.SystemClock}
 	b.Reset()
 	d := b.NextBackOff()
 	for range min(attempts, 40) {

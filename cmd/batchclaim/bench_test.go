@@ -74,15 +74,18 @@ func TestBenchJSONScenarios(t *testing.T) { // not parallel: it sets DATABASE_UR
 		t.Errorf("jobs %v, batches %v: want 4 x 3 = 12 each", jobs["jobs"], ledger["batches"])
 	}
 	for _, c := range []struct {
-		m                map[string]any
-		rate, stmts, cmt string
+		m                     map[string]any
+		rate, stmts, cmt, cpu string
 	}{
-		{jobs, "jobs_per_second", "statements_per_job", "commits_per_job"},
-		{ledger, "batches_per_second", "statements_per_batch", "commits_per_batch"},
+		{jobs, "jobs_per_second", "statements_per_job", "commits_per_job", "process_cpu_us_per_job"},
+		{ledger, "batches_per_second", "statements_per_batch", "commits_per_batch", "process_cpu_us_per_batch"},
 	} {
 		rate, _ := c.m[c.rate].(float64)
 		stmts, _ := c.m[c.stmts].(float64)
 		cmt, _ := c.m[c.cmt].(float64)
+		if cpu, _ := c.m[c.cpu].(float64); cpu <= 0 {
+			t.Errorf("%s: %s %v, want the process's CPU counted", c.m["scenario"], c.cpu, c.m[c.cpu])
+		}
 		p50, _ := c.m["latency_p50_ms"].(float64)
 		p99, _ := c.m["latency_p99_ms"].(float64)
 		if rate <= 0 || cmt <= 0 || stmts <= 0 || p50 <= 0 || p99 < p50 {

@@ -2,6 +2,8 @@ package tracing
 
 import (
 	"context"
+	"reflect"
+	"sync/atomic"
 
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
@@ -42,7 +44,47 @@ const (
 
 // Start starts a span of the current global tracer provider.
 func Start(ctx context.Context, name string, attrs ...attribute.KeyValue) (context.Context, trace.Span) {
-	return otel.GetTracerProvider().Tracer(Scope).Start(ctx, name, trace.WithAttributes(attrs...))
+	return tracer().Start(ctx, name, trace.WithAttributes(attrs...))
+}
+
+// providerTracer is the tracer of one provider.
+type providerTracer struct {
+	tp trace.TracerProvider
+	t  trace.Tracer
+}
+
+// last is the tracer of the provider tracer last saw.
+var last atomic.Pointer[providerTracer]
+
+// tracer returns the current global provider's tracer of Scope. It is kept while the provider
+// stays the same: a provider's Tracer may take a lock and look up a map (the default
+// provider's does), and every job starts two spans.
+func tracer() trace.Tracer {
+	tp := otel.GetTracerProvider()
+	// Providers of the same type are compared only if the type is comparable: last keeps
+	// no other.
+	if c := last.Load(); c != nil && c.tp == tp {
+		return c.t
+	}
+	t := tp.Tracer(Scope)
+	if reflect.TypeOf(tp).Comparable() {
+		last.Store(&providerTracer{tp, t})
+	}
+	return t
+}
+
+// StartJob starts a span of one job (a post, an outcome): Start with Job(j)'s attributes,
+// which are built and set only when the span records (a caller sets its others the same way,
+// under span.IsRecording). An instance runs thousands of jobs a second, and while no
+// provider is installed, or the sampler drops the trace, they would be built for nothing. A
+// sampler does not see them: the samplers of OTEL_TRACES_SAMPLER go by the trace id and the
+// parent.
+func StartJob(ctx context.Context, name string, j batchclaim.Job) (context.Context, trace.Span) {
+	ctx, span := tracer().Start(ctx, name)
+	if span.IsRecording() {
+		span.SetAttributes(Job(j)...)
+	}
+	return ctx, span
 }
 
 // Job are the attributes of a job: service_id, batch id, seq, epoch, attempt and reason.

@@ -6,8 +6,10 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"runtime"
 	"slices"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -45,6 +47,10 @@ type pathResult struct {
 	Statements, TxControl        int64
 	Commits, Rollbacks           int64
 	ByStatement                  []stmtStat
+	// Process is what this process (the nodes, their workers and the bench around them) used
+	// while the units ran: the client's side of the cost per unit. The Go runtime lends idle
+	// cores to the collector, so the CPU time grows with idle cores as well as with work.
+	Process use
 }
 
 func (r pathResult) perSecond() float64 { return round3(float64(r.Units) / r.Seconds) }
@@ -58,7 +64,13 @@ func (r pathResult) jobsJSON() map[string]any {
 		"workers_per_node": r.Workers, "conns_per_node": r.Conns, "jobs": r.Units, "seconds": round3(r.Seconds),
 		"jobs_per_second": r.perSecond(), "latency_p50_ms": r.P50Ms, "latency_p99_ms": r.P99Ms,
 		"statements_per_job": r.per(r.Statements), "tx_control_per_job": r.per(r.TxControl),
-		"commits_per_job": r.per(r.Commits), "rollbacks": r.Rollbacks, "statements": r.ByStatement}
+		"commits_per_job": r.per(r.Commits), "rollbacks": r.Rollbacks, "statements": r.ByStatement,
+		"process_cpu_us_per_job": r.cpuPer(), "process_allocs_per_job": r.per(int64(r.Process.allocs)), "process_gcs": r.Process.gcs}
+}
+
+// cpuPer is the process's CPU time per unit, in microseconds.
+func (r pathResult) cpuPer() float64 {
+	return round3(float64(r.Process.cpu.Microseconds()) / float64(max(r.Units, 1)))
 }
 
 // serialJSON is the line `bench --json` prints for the serial scenario: one key's jobs.
@@ -74,7 +86,8 @@ func (r pathResult) ledgerJSON(poll time.Duration) map[string]any {
 		"workers_per_node": r.Workers, "conns_per_node": r.Conns, "poll_interval_ms": poll.Milliseconds(), "batches": r.Units, "seconds": round3(r.Seconds),
 		"batches_per_second": r.perSecond(), "latency_p50_ms": r.P50Ms, "latency_p99_ms": r.P99Ms,
 		"statements_per_batch": r.per(r.Statements), "tx_control_per_batch": r.per(r.TxControl),
-		"commits_per_batch": r.per(r.Commits), "rollbacks": r.Rollbacks, "statements": r.ByStatement}
+		"commits_per_batch": r.per(r.Commits), "rollbacks": r.Rollbacks, "statements": r.ByStatement,
+		"process_cpu_us_per_batch": r.cpuPer(), "process_allocs_per_batch": r.per(int64(r.Process.allocs)), "process_gcs": r.Process.gcs}
 }
 
 func (r pathResult) print(w io.Writer, scenario, unit, units, extra string) {
@@ -83,6 +96,8 @@ func (r pathResult) print(w io.Writer, scenario, unit, units, extra string) {
 		r.Units, units, r.Seconds, r.perSecond(), units, r.P50Ms, r.P99Ms)
 	fmt.Fprintf(w, "  per %s: %.2f statements (%.2f of them BEGIN/COMMIT/ROLLBACK), %.2f commits; %d rollbacks in all\n",
 		unit, r.per(r.Statements), r.per(r.TxControl), r.per(r.Commits), r.Rollbacks)
+	fmt.Fprintf(w, "  this process, per %s: %.1f us of CPU, %.1f heap allocations (%d collections in all)\n",
+		unit, r.cpuPer(), r.per(int64(r.Process.allocs)), r.Process.gcs)
 	fmt.Fprintf(w, "  %-44s %9s %8s %9s\n", "statement", "calls", "per "+unit, "mean ms")
 	for i, s := range r.ByStatement {
 		if i == 12 {
@@ -212,7 +227,7 @@ func benchPath(ctx context.Context, c pathConfig, prefix string, stderr io.Write
 		}
 		nodes = append(nodes, n)
 	}
-	start := time.Now()
+	start, use0 := time.Now(), processUse()
 	var wg sync.WaitGroup
 	errs := make(chan error, len(nodes))
 	for _, n := range nodes {
@@ -238,6 +253,7 @@ func benchPath(ctx context.Context, c pathConfig, prefix string, stderr io.Write
 		return r, fmt.Errorf("%d of %d done: %w", len(ages), r.Units, ctx.Err())
 	}
 	r.Seconds = time.Since(start).Seconds()
+	r.Process = processUse().since(use0)
 	stop()
 	wg.Wait()
 	for _, p := range pools {
@@ -337,3 +353,22 @@ const (
 	claimExpiry1 = 1500 * time.Millisecond
 	claimExpiry2 = 6 * time.Second
 )
+
+// use is what this process has used: CPU time (user and system, every thread) and heap
+// allocations (objects, and collections of the heap).
+type use struct {
+	cpu         time.Duration
+	allocs, gcs uint64
+}
+
+func processUse() use {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru) // only EFAULT or EINVAL, neither possible here
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return use{cpu: time.Duration(ru.Utime.Nano() + ru.Stime.Nano()), allocs: ms.Mallocs, gcs: uint64(ms.NumGC)}
+}
+
+func (u use) since(then use) use {
+	return use{cpu: u.cpu - then.cpu, allocs: u.allocs - then.allocs, gcs: u.gcs - then.gcs}
+}
