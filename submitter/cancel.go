@@ -28,11 +28,14 @@ func (p *Pool) track(seq int64, c *call) {
 	}
 }
 
-// untrack forgets job seq's run once it is over.
-func (p *Pool) untrack(seq int64) {
+// untrack forgets c, job seq's run, once it is over (and not a later run of seq's that took
+// its place).
+func (p *Pool) untrack(seq int64, c *call) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	delete(p.calls, seq)
+	if p.calls[seq] == c {
+		delete(p.calls, seq)
+	}
 }
 
 // Calls returns the jobs whose Submit call runs now: seq -> attempt number (Batch.Attempts

@@ -341,7 +341,7 @@ func (p *Pool) run(j Job, run int) (Job, bool) {
 	ctx, cancelCall := context.WithCancelCause(ctx)
 	c := &call{attempt: j.Batch.Attempts + 1, deadline: deadline, stop: stop, cancel: cancelCall}
 	p.track(j.Batch.Seq, c)
-	defer p.untrack(j.Batch.Seq)
+	defer p.untrack(j.Batch.Seq, c)
 	res := p.call(ctx, j)
 	<-p.slots
 	latency := time.Since(start)
