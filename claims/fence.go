@@ -184,9 +184,11 @@ func (e *Engine) Retry(ctx context.Context, fn func() error) error {
 // before it hands out a connection that sat idle, and the wait for a connection given up to
 // close (see boundedDeadlines). Unbounded, each ping used up a statement's whole budget and
 // each connection given up held its place for 15 seconds, so that a claim cycle failed every
-// T1 for as long. Call it with the timings in force (Config.Resolve, then Timings) before
-// pgxpool.NewWithConfig.
+// T1 for as long. It registers the library's identifier type on each connection too
+// (pgdb.ConfigureTypes). Call it with the timings in force (Config.Resolve, then Timings)
+// before pgxpool.NewWithConfig.
 func ConfigurePool(pc *pgxpool.Config, t Timings) {
+	pgdb.ConfigureTypes(pc)
 	pc.PingTimeout = PingTimeout(t)
 	bound := PingTimeout(t)
 	// Wrapped where it is dialled, under TLS, so that a TLS connection stays a *tls.Conn
