@@ -13,6 +13,9 @@
 //     choosing (ValidateSchema checks its name); SchemaOf tells it back. See docs/schema.md.
 //   - InTx is the one transaction helper; GuardTx bounds a transaction's lock waits and how long
 //     the server keeps it open while its client is silent.
+//   - ConfigureTypes (on a pool's config) and RegisterTypes (on a connection's type map) have
+//     pgx send and read uuid.UUID, the library's identifiers, as its 16 bytes instead of
+//     through text; claims.ConfigurePool calls ConfigureTypes.
 //   - Code, Conflict, LockTimeout, UndefinedTable, PermissionDenied and Retryable are the
 //     predicates on SQLSTATEs the library acts on; NoRows and NotFound are the one place that
 //     knows pgx.ErrNoRows.
