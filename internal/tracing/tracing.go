@@ -61,13 +61,13 @@ var last atomic.Pointer[providerTracer]
 // provider's does), and every job starts two spans.
 func tracer() trace.Tracer {
 	tp := otel.GetTracerProvider()
-	// Providers of the same type are compared only if the type is comparable: last keeps
-	// no other.
+	// last keeps only a provider that is a pointer (the SDK's, the default one), so that this
+	// comparison is of two pointers or of two values of different types, and never panics.
 	if c := last.Load(); c != nil && c.tp == tp {
 		return c.t
 	}
 	t := tp.Tracer(Scope)
-	if reflect.TypeOf(tp).Comparable() {
+	if reflect.TypeOf(tp).Kind() == reflect.Pointer {
 		last.Store(&providerTracer{tp, t})
 	}
 	return t

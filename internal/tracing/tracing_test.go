@@ -16,12 +16,15 @@ import (
 	"github.com/batchclaim/batchclaim/internal/tracing"
 )
 
-// unhashable is a provider whose type cannot be compared (it holds a map): the tracer is
-// looked up from it every time instead of being kept.
+// unhashable is a provider whose type cannot be compared (it holds a map), and wrapped a
+// provider of a comparable type that holds one: neither may be compared with the provider
+// kept, and the tracer is looked up from them every time.
 type unhashable struct {
 	trace.TracerProvider
 	tags map[string]string
 }
+
+type wrapped struct{ trace.TracerProvider }
 
 // Spans go to the provider installed when they start, whichever was installed before, and a
 // job's span carries the job's attributes only when it records.
@@ -41,7 +44,9 @@ func TestSpansFollowTheInstalledProvider(t *testing.T) {
 	start("second")
 	otel.SetTracerProvider(unhashable{sdktrace.NewTracerProvider(sdktrace.WithSyncer(a)), map[string]string{}})
 	start("third")
-	otel.SetTracerProvider(unhashable{sdktrace.NewTracerProvider(sdktrace.WithSyncer(b)), map[string]string{}})
+	otel.SetTracerProvider(wrapped{unhashable{sdktrace.NewTracerProvider(sdktrace.WithSyncer(b)), map[string]string{}}})
+	start("fourth")
+	otel.SetTracerProvider(wrapped{unhashable{sdktrace.NewTracerProvider(sdktrace.WithSyncer(b)), map[string]string{}}})
 	start("fourth")
 	otel.SetTracerProvider(noop.NewTracerProvider())
 	if span := start("fifth"); span.IsRecording() {
@@ -66,7 +71,7 @@ func TestSpansFollowTheInstalledProvider(t *testing.T) {
 	if got := names(a); len(got) != 2 || got[0] != "first" || got[1] != "third" {
 		t.Errorf("the first provider got %v, want [first third]", got)
 	}
-	if got := names(b); len(got) != 2 || got[0] != "second" || got[1] != "fourth" {
-		t.Errorf("the second provider got %v, want [second fourth]", got)
+	if got := names(b); len(got) != 3 || got[0] != "second" || got[1] != "fourth" || got[2] != "fourth" {
+		t.Errorf("the second provider got %v, want [second fourth fourth]", got)
 	}
 }
