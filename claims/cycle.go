@@ -175,6 +175,9 @@ func (e *Engine) cycle(ctx context.Context) (CycleReport, error) {
 		e.notifyGained(gained)
 	}
 
+	if !p.over(rep.Held) {
+		e.yieldOnly(nil) // within the share again (surplus released, or a peer left): no claim yields
+	}
 	e.mu.Lock()
 	if p.over(rep.Held) {
 		e.overCycles++
@@ -370,18 +373,31 @@ func (e *Engine) acquireWithWork(ctx context.Context, now *time.Time, want, live
 	return len(rows), err
 }
 
-// releaseSurplus gives back up to n idle claims, the most recently acquired first.
+// releaseSurplus gives back n claims over the fair share, those with no job running:
+// the release judges that under the claim rows' locks (ClaimsRelease with only_idle). The
+// claims it picks are the ones yielding already (idle now, most likely), then those with no
+// POST in progress, then the most recently claimed. Those of them it could not release
+// yield (Yielding): no new job starts on them, so each is idle once its running job ends and
+// a later cycle gives it back. Without that, a claim whose service_id has a backlog always
+// has a job in flight (each outcome chains the next), and an instance that joined under load
+// would wait for the backlog to drain before it had any work.
 func (e *Engine) releaseSurplus(ctx context.Context, held []db.ClaimsHeldRow, n int, rep *CycleReport) (int, error) {
-	idle := make([]db.ClaimsHeldRow, 0, len(held))
-	for _, h := range held {
-		if h.SubmittingSince == nil {
-			idle = append(idle, h)
+	e.mu.Lock()
+	yielding := func(id string) bool { h, ok := e.held[id]; return ok && h.yielding }
+	picked := slices.Clone(held)
+	slices.SortFunc(picked, func(a, b db.ClaimsHeldRow) int {
+		if ya, yb := yielding(a.ServiceID), yielding(b.ServiceID); ya != yb {
+			return boolOrder(ya)
 		}
-	}
-	slices.SortFunc(idle, func(a, b db.ClaimsHeldRow) int { return timeOf(b.ClaimedAt).Compare(timeOf(a.ClaimedAt)) })
-	idle = idle[:min(n, len(idle))]
-	give := make([]Claim, len(idle))
-	for i, h := range idle {
+		if ia, ib := a.SubmittingSince == nil, b.SubmittingSince == nil; ia != ib {
+			return boolOrder(ia)
+		}
+		return timeOf(b.ClaimedAt).Compare(timeOf(a.ClaimedAt))
+	})
+	e.mu.Unlock()
+	picked = picked[:min(n, len(picked))]
+	give := make([]Claim, len(picked))
+	for i, h := range picked {
 		give[i] = Claim{ServiceID: h.ServiceID, Epoch: h.Epoch}
 	}
 	var released int
@@ -394,8 +410,42 @@ func (e *Engine) releaseSurplus(ctx context.Context, held []db.ClaimsHeldRow, n 
 	if err != nil {
 		return 0, err
 	}
-	e.log.Info("released surplus claims over fair share", "released", released)
+	// The released claims leave e.held at the cycle's reconcile; the others picked yield.
+	e.yieldOnly(give)
+	if yielding := len(give) - released; yielding > 0 {
+		e.log.Info("released surplus claims over fair share; the busy ones yield: no new job starts on them, each is released once its running job ends",
+			"released", released, "yielding", yielding)
+	} else {
+		e.log.Info("released surplus claims over fair share", "released", released)
+	}
 	return released, nil
+}
+
+// boolOrder orders true before false.
+func boolOrder(first bool) int {
+	if first {
+		return -1
+	}
+	return 1
+}
+
+// yieldOnly makes the given claims, those still held with their epoch, the ones yielding.
+func (e *Engine) yieldOnly(cs []Claim) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if len(cs) == 0 && e.yields == 0 {
+		return // the common case: nothing yields, and held may be thousands of claims
+	}
+	for _, h := range e.held {
+		h.yielding = false
+	}
+	e.yields = 0
+	for _, c := range cs {
+		if h, ok := e.held[c.ServiceID]; ok && h.claim.Epoch == c.Epoch && !h.yielding {
+			h.yielding = true
+			e.yields++
+		}
+	}
 }
 
 // dropIdle deletes idle claim rows, a chunk at a time (up to dropChunksPerCycle chunks a

@@ -42,7 +42,9 @@
 //  3. Only if the survey says there is something to do: void expired claims (the two phases
 //     above), take free claims up to its target, give back idle surplus claims if it has
 //     been over its target for two cycles in a row (so a newcomer gets work within a few
-//     cycles without keys churning on every small fluctuation), drop idle claim rows (idle
+//     cycles without keys churning on every small fluctuation) and make the busy surplus
+//     yield (Engine.Yielding: its holder starts no new job on it, so a later cycle gives it
+//     back once its running job ends; a backlog never leaves a claim idle), drop idle claim rows (idle
 //     free rows before acquiring, its own idle claims after). Each is
 //     a READ COMMITTED statement over a bounded chunk (Config.ChunkSize) that skips rows
 //     another transaction has locked (FOR UPDATE SKIP LOCKED) instead of waiting for them,

@@ -50,6 +50,7 @@ type Engine struct {
 	registered bool
 	loop       *leaseLoop // the lease loop, while it runs (Run to Shutdown)
 	overCycles int        // consecutive cycles with more claims than the fair share
+	yields     int        // held claims yielding (at most; a claim lost since still counts)
 	cycles     int
 }
 
@@ -60,6 +61,9 @@ var queries = db.New()
 type heldClaim struct {
 	claim  Claim
 	cancel context.CancelFunc
+	// yielding: the claim is surplus over the fair share and busy; no new work should start
+	// on it, so that a later cycle can give it back once its running job ends (Yielding).
+	yielding bool
 }
 
 // New checks cfg and returns an Engine working in db. It does no I/O.
@@ -253,6 +257,20 @@ func (e *Engine) Holds(serviceID string) (Claim, bool) {
 		return Claim{}, false
 	}
 	return h.claim, true
+}
+
+// Yielding reports whether the claim on serviceID is being given back: it is surplus over
+// this instance's fair share and was busy (a job of it in flight) when the claim cycle
+// would have released it. The holder should start no new work on it (the queuer neither
+// fetches its next batch nor chains one to it), so that it goes idle when the job running
+// now ends and a later cycle releases it. The claim stays held and usable meanwhile: the
+// running job's outcome is written under it as under any other. A cycle that ends within
+// the fair share (a peer left) stops the yield.
+func (e *Engine) Yielding(serviceID string) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	h, ok := e.held[serviceID]
+	return ok && h.yielding
 }
 
 // Healthy reports whether the local deadline has not passed.

@@ -1,6 +1,7 @@
 package claims_test
 
 import (
+	"slices"
 	"testing"
 
 	"github.com/batchclaim/batchclaim/claims"
@@ -35,5 +36,93 @@ CREATE TRIGGER second_instance_joins AFTER UPDATE ON batchclaim.service_id_claim
 	}
 	if got := countOwned(owners(t, pool), a); got != 50 {
 		t.Fatalf("the database lists %d claims of the first instance, want 50", got)
+	}
+}
+
+// A claim over the fair share whose service_id has a job in flight is not given back while
+// the job runs, and with a backlog each outcome chains the next job: an instance that held
+// every busy claim kept them all, and one that joined under load had nothing to do until the
+// backlog drained. The surplus busy claims now yield (no new job starts on them) and are
+// given back as their running jobs end; the joining instance takes them at its next cycle.
+// A cycle that ends within the share stops the yield.
+func TestBusySurplusYieldsAndIsReleasedAsItsJobsEnd(t *testing.T) {
+	t.Parallel()
+	pool := dbtest.NewPool(t)
+	ids := registerServiceIDs(t, pool, 10)
+	a, _ := newEngine(t, pool, 1, nil)
+	if rep := cycle(t, a); rep.Held != 10 {
+		t.Fatalf("alone: held %d, want 10", rep.Held)
+	}
+	// A job of every service_id in flight under a's claim.
+	for _, c := range a.Held() {
+		if _, err := pool.Exec(t.Context(), `INSERT INTO batchclaim.batches (service_id, batch_id, payload, state, attempts, claimant, claim_epoch)
+VALUES ($1, 'job', '', 'INFLIGHT', 1, $2, $3)`, c.ServiceID, a.InstanceID(), c.Epoch); err != nil {
+			t.Fatal(err)
+		}
+	}
+	finish := func(id string) {
+		t.Helper()
+		if _, err := pool.Exec(t.Context(), `UPDATE batchclaim.batches SET state = 'COMMITTED' WHERE service_id = $1`, id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	yielding := func() []string {
+		var out []string
+		for _, id := range ids {
+			if a.Yielding(id) {
+				out = append(out, id)
+			}
+		}
+		return out
+	}
+
+	b, _ := newEngine(t, pool, 2, nil)
+	if rep := cycle(t, b); rep.Held != 0 || rep.Share.Target != 5 {
+		t.Fatalf("joining: held %d, share %+v; want 0 of a target of 5 (nothing free)", rep.Held, rep.Share)
+	}
+	cycle(t, a) // over the share for the first cycle: nothing given back yet
+	if y := yielding(); len(y) != 0 {
+		t.Fatalf("yielding after one cycle over the share: %v", y)
+	}
+	rep := cycle(t, a) // the second: the surplus is busy, so it yields
+	if rep.Released != 0 || rep.Held != 10 {
+		t.Fatalf("second cycle over the share: released %d, held %d; want 0 and 10 (every claim busy)", rep.Released, rep.Held)
+	}
+	y := yielding()
+	if len(y) != 5 || a.Stats().Yielding != 5 {
+		t.Fatalf("%d claims yield (%v), Stats.Yielding %d; want the surplus, 5", len(y), y, a.Stats().Yielding)
+	}
+	for _, id := range y {
+		if _, ok := a.Holds(id); !ok {
+			t.Fatalf("yielding claim %s is not usable: its running job's outcome must be written under it", id)
+		}
+	}
+
+	// Two of the yielding service_ids' jobs end: those two are given back, and b takes them.
+	finish(y[0])
+	finish(y[1])
+	if rep := cycle(t, a); rep.Released != 2 || rep.Held != 8 {
+		t.Fatalf("after two yielding jobs ended: released %d, held %d; want 2 and 8", rep.Released, rep.Held)
+	}
+	if got := yielding(); !slices.Equal(got, y[2:]) || a.Stats().Yielding != 3 {
+		t.Fatalf("yielding %v (Stats.Yielding %d), want the three still busy %v", got, a.Stats().Yielding, y[2:])
+	}
+	if rep := cycle(t, b); rep.Held != 2 {
+		t.Fatalf("b holds %d after the release, want 2", rep.Held)
+	}
+	for _, id := range y[:2] {
+		if !owners(t, pool)[id].is(b) {
+			t.Fatalf("%s is not b's after its release", id)
+		}
+	}
+
+	// b leaves before the rest is given back: a is within the share of one instance again,
+	// and the three stop yielding.
+	if err := b.Shutdown(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	cycle(t, a)
+	if got := yielding(); len(got) != 0 || a.Stats().Yielding != 0 {
+		t.Fatalf("still yielding %v (Stats.Yielding %d) with a alone", got, a.Stats().Yielding)
 	}
 }

@@ -33,6 +33,7 @@ type Stats struct {
 	RenewErrors          int64 // lease renewals that failed (the local deadline decides when that means fencing)
 	Stalls               int64 // times renewal stopped because Config.Progress said the instance's work does not move
 	Held                 int64 // claims held now
+	Yielding             int64 // of those, claims being given back as their running jobs end (Engine.Yielding)
 	// CycleSeconds is how long the claim cycles took (Cycle from start to end, failed
 	// ones included), as a histogram with bounds from 1 ms to 10 s.
 	CycleSeconds Histogram
@@ -93,14 +94,21 @@ func (e *Engine) LastSurvey() (at time.Time, held int64) {
 // Stats returns a snapshot of the counters.
 func (e *Engine) Stats() Stats {
 	e.mu.Lock()
-	held := int64(len(e.held))
+	held, yielding := int64(len(e.held)), int64(0)
+	if e.yields > 0 {
+		for _, h := range e.held {
+			if h.yielding {
+				yielding++
+			}
+		}
+	}
 	e.mu.Unlock()
 	return Stats{
 		Cycles: e.stats.cycles.Load(), CycleErrors: e.stats.cycleErrors.Load(),
 		SerializationRetries: e.stats.serializationRetries.Load(), SerializationGiveUps: e.stats.serializationGiveUps.Load(),
 		Gained: e.stats.gained.Load(), Lost: e.stats.lost.Load(), Voided: e.stats.voided.Load(),
 		Released: e.stats.released.Load(), Dropped: e.stats.dropped.Load(), DeadlineFences: e.stats.deadlineFences.Load(), StaleWritesRejected: e.stats.staleWrites.Load(),
-		WriteRetries: e.stats.writeRetries.Load(), RenewErrors: e.stats.renewErrors.Load(), Stalls: e.stats.stalls.Load(), Held: held,
+		WriteRetries: e.stats.writeRetries.Load(), RenewErrors: e.stats.renewErrors.Load(), Stalls: e.stats.stalls.Load(), Held: held, Yielding: yielding,
 		CycleSeconds: e.stats.cycleTime.snapshot(),
 	}
 }

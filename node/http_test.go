@@ -46,7 +46,7 @@ func TestHealthReadinessMetrics(t *testing.T) {
 			strings.Contains(metrics, `batchclaim_batch_transitions_total{to="COMMITTED"} 6`)
 	})
 	for _, m := range []string{
-		"batchclaim_claims_held ", "batchclaim_claims_gained_total ", "batchclaim_claims_lost_total ",
+		"batchclaim_claims_held ", "batchclaim_claims_yielding ", "batchclaim_claims_gained_total ", "batchclaim_claims_lost_total ",
 		"batchclaim_takeovers_total ", "batchclaim_serialization_retries_total ", `batchclaim_batches{state="NEW"} 0`,
 		`batchclaim_batch_transitions_total{to="COMMITTED"} 6`, "batchclaim_batches_pruned_total 0",
 		"batchclaim_retention_last_run_timestamp_seconds ",

@@ -94,6 +94,7 @@ func ClaimMetrics(eng *claims.Engine) []prometheus.Collector {
 	}
 	return []prometheus.Collector{
 		stat("batchclaim_claims_held", "Claims this instance holds.", func(s claims.Stats) int64 { return s.Held }, false),
+		stat("batchclaim_claims_yielding", "Claims over this instance's fair share being given back: no new job starts on them, each is released once its running job ends.", func(s claims.Stats) int64 { return s.Yielding }, false),
 		stat("batchclaim_claims_gained_total", "Claims gained.", func(s claims.Stats) int64 { return s.Gained }, true),
 		stat("batchclaim_claims_lost_total", "Claims lost (taken, fenced, deadline, released, dropped).", func(s claims.Stats) int64 { return s.Lost }, true),
 		stat("batchclaim_takeovers_total", "Claims of expired instances this instance freed.", func(s claims.Stats) int64 { return s.Voided }, true),

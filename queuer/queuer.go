@@ -27,6 +27,8 @@ import (
 type Engine interface {
 	Held() []claims.Claim
 	Holds(serviceID string) (claims.Claim, bool)
+	// Yielding: the claim is being given back; no new job of it starts here.
+	Yielding(serviceID string) bool
 	InstanceID() uuid.UUID
 }
 
@@ -330,12 +332,12 @@ const ChainBurst = 16
 
 // MayChain reports whether a worker that finished a job, its run-th in a row of the same
 // service_id, may go on with the service_id's next batch at once: yes unless the queuer is
-// stopping, or other service_ids' ready heads waited for a worker at the last fetch and the
+// stopping, the claim yields (claims.Engine.Yielding: it is being given back), or other service_ids' ready heads waited for a worker at the last fetch and the
 // worker has had its burst (ChainBurst): it then goes back to the queuer, which serves the
 // service_ids in turn. A burst costs the service_ids waiting a little fairness and saves a
 // round of statements per job.
-func (q *Queuer) MayChain(_ batchclaim.Job, run int) bool {
-	if q.stopped.Load() {
+func (q *Queuer) MayChain(j batchclaim.Job, run int) bool {
+	if q.stopped.Load() || q.eng.Yielding(j.Claim.ServiceID) {
 		return false
 	}
 	q.mu.Lock()
@@ -594,6 +596,9 @@ func (q *Queuer) take(free int) (held map[string]claims.Claim, ids, elsewhere []
 	ids = picked[:0]
 	for _, id := range picked {
 		if c, ok := q.eng.Holds(id); ok {
+			if q.eng.Yielding(id) {
+				continue // being given back: its next holder fetches it (the sweep, should the yield stop)
+			}
 			held[id] = c
 			ids = append(ids, id)
 		} else {

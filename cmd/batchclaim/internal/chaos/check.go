@@ -84,6 +84,12 @@ func (r *run) check(ctx context.Context) (Report, error) {
 			return rep, fmt.Errorf("count dropped claims: %w", err)
 		}
 	}
+	if err := r.pool.QueryRow(ctx, `SELECT count(*), count(*) FILTER (WHERE EXISTS (
+    SELECT 1 FROM batchclaim.batches b
+    WHERE b.service_id = e.service_id AND b.created_at < e.at AND (b.finished_at IS NULL OR b.finished_at > e.at)))
+FROM batchclaim.claim_events e WHERE e.event = 'surplus_released'`).Scan(&rep.SurplusReleased, &rep.SurplusWithWork); err != nil {
+		return rep, fmt.Errorf("count surplus releases: %w", err)
+	}
 	rep.Violations[DoubleOwner] = claims.DoubleOwners
 	rep.Violations[EpochRegressions] = claims.EpochRegressions
 	rep.Violations[HistoryGaps] = claims.Gaps

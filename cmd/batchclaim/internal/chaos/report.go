@@ -45,6 +45,11 @@ type Report struct {
 	// claim event and are not counted).
 	DropIdleAfterMs int64 `json:"drop_idle_after_ms"`
 	Dropped         int   `json:"claims_dropped"`
+	// SurplusReleased: claims given back over the fair share; SurplusWithWork, those of them
+	// whose service_id had a batch stored before the release and not finished by it (a busy
+	// claim that yielded, or an idle one with work waiting).
+	SurplusReleased int `json:"surplus_released"`
+	SurplusWithWork int `json:"surplus_released_with_work"`
 	// LeaderTakeovers: what each fault of the Patroni leader or of etcd cost (Patroni
 	// cluster only); PGRewinds: the times a member rejoined through pg_rewind.
 	LeaderTakeovers []LeaderTakeover `json:"leader_takeovers,omitempty"`
@@ -98,6 +103,7 @@ func (r Report) Print(w io.Writer) {
 		r.Batches, r.Committed, r.Invalid, r.Cancelled, r.Discarded, r.DeletedByRetention, r.Posts, r.DuplicatePosts, r.Acquisitions, r.Writes, r.TakeoversJudged)
 	fmt.Fprintf(w, "jobs: %d (%d deleted), %d state changes (%d by Retry), %d promises of stored or revived jobs\n",
 		r.Jobs.Jobs, r.Jobs.Deleted, r.Jobs.Changes, r.Jobs.Retries, r.Jobs.Promises)
+	fmt.Fprintf(w, "surplus claims released: %d (%d with work left on their service_id)\n", r.SurplusReleased, r.SurplusWithWork)
 	if r.DropIdleAfterMs > 0 {
 		fmt.Fprintf(w, "idle claim rows dropped after %dms: %d claims dropped by their owners (free rows dropped leave no claim event)\n", r.DropIdleAfterMs, r.Dropped)
 	}
