@@ -433,19 +433,20 @@ func boolOrder(first bool) int {
 func (e *Engine) yieldOnly(cs []Claim) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if len(cs) == 0 && e.yields == 0 {
+	if len(cs) == 0 && e.yields.Load() == 0 {
 		return // the common case: nothing yields, and held may be thousands of claims
 	}
 	for _, h := range e.held {
 		h.yielding = false
 	}
-	e.yields = 0
+	n := int64(0)
 	for _, c := range cs {
 		if h, ok := e.held[c.ServiceID]; ok && h.claim.Epoch == c.Epoch && !h.yielding {
 			h.yielding = true
-			e.yields++
+			n++
 		}
 	}
+	e.yields.Store(n)
 }
 
 // dropIdle deletes idle claim rows, a chunk at a time (up to dropChunksPerCycle chunks a

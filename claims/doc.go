@@ -44,9 +44,9 @@
 //     been over its target for two cycles in a row (so a newcomer gets work within a few
 //     cycles without keys churning on every small fluctuation) and make the busy surplus
 //     yield (Engine.Yielding: its holder starts no new job on it, so a later cycle gives it
-//     back once its running job ends; a backlog never leaves a claim idle), drop idle claim rows (idle
-//     free rows before acquiring, its own idle claims after). Each is
-//     a READ COMMITTED statement over a bounded chunk (Config.ChunkSize) that skips rows
+//     back once its running job ends; a backlog never leaves a claim idle), drop idle claim
+//     rows (idle free rows before acquiring, its own idle claims after). Each is a READ
+//     COMMITTED statement over a bounded chunk (Config.ChunkSize) that skips rows
 //     another transaction has locked (FOR UPDATE SKIP LOCKED) instead of waiting for them,
 //     run again as many chunks as needed; a deadlock or lock timeout is retried with
 //     jittered backoff.

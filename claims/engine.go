@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -48,9 +49,9 @@ type Engine struct {
 	base       context.Context // parent of claim contexts; never cancelled by Run's ctx
 	held       map[string]*heldClaim
 	registered bool
-	loop       *leaseLoop // the lease loop, while it runs (Run to Shutdown)
-	overCycles int        // consecutive cycles with more claims than the fair share
-	yields     int        // held claims yielding (at most; a claim lost since still counts)
+	loop       *leaseLoop   // the lease loop, while it runs (Run to Shutdown)
+	overCycles int          // consecutive cycles with more claims than the fair share
+	yields     atomic.Int64 // held claims yielding (a claim lost since may still count until the next yield or cycle); written under mu
 	cycles     int
 }
 
@@ -267,6 +268,9 @@ func (e *Engine) Holds(serviceID string) (Claim, bool) {
 // running job's outcome is written under it as under any other. A cycle that ends within
 // the fair share (a peer left) stops the yield.
 func (e *Engine) Yielding(serviceID string) bool {
+	if e.yields.Load() == 0 {
+		return false // asked for every job: no lock while nothing yields
+	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	h, ok := e.held[serviceID]

@@ -95,7 +95,7 @@ func (e *Engine) LastSurvey() (at time.Time, held int64) {
 func (e *Engine) Stats() Stats {
 	e.mu.Lock()
 	held, yielding := int64(len(e.held)), int64(0)
-	if e.yields > 0 {
+	if e.yields.Load() > 0 {
 		for _, h := range e.held {
 			if h.yielding {
 				yielding++
