@@ -117,7 +117,7 @@ func (e *Engine) cycle(ctx context.Context) (CycleReport, error) {
 		}
 		wrote = got > 0
 	case takeFree:
-		got, err := e.acquire(ctx, now, n, &rep, func(ctx context.Context) (int, error) {
+		got, err := e.acquire(ctx, now, n, held == 0, &rep, func(ctx context.Context) (int, error) {
 			sv, fig, err := e.survey(ctx, now)
 			if errors.Is(err, ErrInstanceIDInUse) {
 				return 0, err
@@ -332,11 +332,18 @@ func (e *Engine) voidExpired(ctx context.Context, now *time.Time, rep *CycleRepo
 // when a chunk comes back short. After the 1st, 2nd, 4th, 8th... full chunk, when more are
 // wanted, left says how many are still to take, from a fresh survey: instances that joined
 // meanwhile lower the target. (The survey counts the claims table; spacing them out bounds
-// an acquisition of many chunks to a logarithm of them.)
-func (e *Engine) acquire(ctx context.Context, now *time.Time, want int, rep *CycleReport, left func(context.Context) (int, error)) (int, error) {
+// an acquisition of many chunks to a logarithm of them.) An instance that holds nothing yet
+// (newcomer) takes at most half of what it wants in its first chunk, so that it surveys
+// again even when all of it fits in one chunk: instances of a fleet that start together
+// register milliseconds apart, and the first to cycle would otherwise take every claim in
+// one statement and give half of them back cycles later.
+func (e *Engine) acquire(ctx context.Context, now *time.Time, want int, newcomer bool, rep *CycleReport, left func(context.Context) (int, error)) (int, error) {
 	got := 0
 	for chunks := 1; want > 0; chunks++ {
 		n := min(want, e.cfg.ChunkSize)
+		if newcomer && chunks == 1 && want > 1 {
+			n = min(n, (want+1)/2)
+		}
 		var rows []db.ClaimsAcquireRow
 		err := e.retried(ctx, rep, "acquire claims", func(ctx context.Context) (err error) {
 			rows, err = e.q.ClaimsAcquire(ctx, e.db, db.ClaimsAcquireParams{

@@ -39,6 +39,43 @@ CREATE TRIGGER second_instance_joins AFTER UPDATE ON batchclaim.service_id_claim
 	}
 }
 
+// The same when every claim fits in one chunk: an instance that holds nothing yet takes at
+// most half of its target in its first chunk and surveys again, so that of a fleet started
+// together the first to cycle does not take every claim in one statement.
+func TestNewcomerSurveysAgainWithinOneChunk(t *testing.T) {
+	t.Parallel()
+	pool := dbtest.NewPool(t)
+	registerServiceIDs(t, pool, 100)
+	a, _ := newEngine(t, pool, 1, nil) // ChunkSize 1,000: every claim fits in one chunk
+	if _, err := pool.Exec(t.Context(), `
+CREATE FUNCTION public.second_instance_joins() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO batchclaim.instances (id, name, expiry_1, expiry_2, nonce)
+    VALUES ('`+instanceID(2).String()+`', 'i2', now() + interval '1 hour', now() + interval '2 hours', gen_random_uuid())
+    ON CONFLICT (id) DO NOTHING;
+    RETURN NULL;
+END $$;
+CREATE TRIGGER second_instance_joins AFTER UPDATE ON batchclaim.service_id_claims
+    FOR EACH STATEMENT EXECUTE FUNCTION public.second_instance_joins();`); err != nil {
+		t.Fatal(err)
+	}
+	if rep := cycle(t, a); rep.Held != 50 || rep.Share.Target != 50 {
+		t.Fatalf("first cycle: held %d, share %+v; want 50 of 100 with two instances live", rep.Held, rep.Share)
+	}
+	// Alone, a newcomer still takes everything in its first cycle, in two chunks.
+	if _, err := pool.Exec(t.Context(), `DROP TRIGGER second_instance_joins ON batchclaim.service_id_claims;
+DELETE FROM batchclaim.instances WHERE id = '`+instanceID(2).String()+`'`); err != nil {
+		t.Fatal(err)
+	}
+	c, _ := newEngine(t, pool, 3, nil)
+	if err := a.Shutdown(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if rep := cycle(t, c); rep.Held != 100 {
+		t.Fatalf("a newcomer alone holds %d after its first cycle, want all 100", rep.Held)
+	}
+}
+
 // A claim over the fair share whose service_id has a job in flight is not given back while
 // the job runs, and with a backlog each outcome chains the next job: an instance that held
 // every busy claim kept them all, and one that joined under load had nothing to do until the
