@@ -175,11 +175,12 @@ func (e *Engine) cycle(ctx context.Context) (CycleReport, error) {
 		e.notifyGained(gained)
 	}
 
-	if !p.over(rep.Held) {
+	over := p.over(rep.Held)
+	if !over {
 		e.yieldOnly(nil) // within the share again (surplus released, or a peer left): no claim yields
 	}
 	e.mu.Lock()
-	if p.over(rep.Held) {
+	if over {
 		e.overCycles++
 	} else {
 		e.overCycles = 0
