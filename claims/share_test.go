@@ -4,6 +4,8 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/batchclaim/batchclaim/claims"
 	"github.com/batchclaim/batchclaim/testkit/dbtest"
 )
@@ -18,6 +20,20 @@ func TestAcquisitionFollowsInstancesThatJoinMidCycle(t *testing.T) {
 	pool := dbtest.NewPool(t)
 	registerServiceIDs(t, pool, 100)
 	a, _ := newEngine(t, pool, 1, func(c *claims.Config) { c.ChunkSize = 10 })
+	secondJoinsAtFirstChunk(t, pool)
+	rep := cycle(t, a)
+	if rep.Held != 50 || rep.Share.LiveInstances != 2 || rep.Share.Target != 50 {
+		t.Fatalf("first cycle: held %d, share %+v; want 50 of 100 with two instances live", rep.Held, rep.Share)
+	}
+	if got := countOwned(owners(t, pool), a); got != 50 {
+		t.Fatalf("the database lists %d claims of the first instance, want 50", got)
+	}
+}
+
+// secondJoinsAtFirstChunk registers a second live instance (a trigger of the test database)
+// when the first acquisition chunk commits.
+func secondJoinsAtFirstChunk(t *testing.T, pool *pgxpool.Pool) {
+	t.Helper()
 	if _, err := pool.Exec(t.Context(), `
 CREATE FUNCTION public.second_instance_joins() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
@@ -29,13 +45,6 @@ END $$;
 CREATE TRIGGER second_instance_joins AFTER UPDATE ON batchclaim.service_id_claims
     FOR EACH STATEMENT EXECUTE FUNCTION public.second_instance_joins();`); err != nil {
 		t.Fatal(err)
-	}
-	rep := cycle(t, a)
-	if rep.Held != 50 || rep.Share.LiveInstances != 2 || rep.Share.Target != 50 {
-		t.Fatalf("first cycle: held %d, share %+v; want 50 of 100 with two instances live", rep.Held, rep.Share)
-	}
-	if got := countOwned(owners(t, pool), a); got != 50 {
-		t.Fatalf("the database lists %d claims of the first instance, want 50", got)
 	}
 }
 
@@ -47,18 +56,7 @@ func TestNewcomerSurveysAgainWithinOneChunk(t *testing.T) {
 	pool := dbtest.NewPool(t)
 	registerServiceIDs(t, pool, 100)
 	a, _ := newEngine(t, pool, 1, nil) // ChunkSize 1,000: every claim fits in one chunk
-	if _, err := pool.Exec(t.Context(), `
-CREATE FUNCTION public.second_instance_joins() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
-    INSERT INTO batchclaim.instances (id, name, expiry_1, expiry_2, nonce)
-    VALUES ('`+instanceID(2).String()+`', 'i2', now() + interval '1 hour', now() + interval '2 hours', gen_random_uuid())
-    ON CONFLICT (id) DO NOTHING;
-    RETURN NULL;
-END $$;
-CREATE TRIGGER second_instance_joins AFTER UPDATE ON batchclaim.service_id_claims
-    FOR EACH STATEMENT EXECUTE FUNCTION public.second_instance_joins();`); err != nil {
-		t.Fatal(err)
-	}
+	secondJoinsAtFirstChunk(t, pool)
 	if rep := cycle(t, a); rep.Held != 50 || rep.Share.Target != 50 {
 		t.Fatalf("first cycle: held %d, share %+v; want 50 of 100 with two instances live", rep.Held, rep.Share)
 	}

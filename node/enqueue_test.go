@@ -4,13 +4,10 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/batchclaim/batchclaim"
 	"github.com/batchclaim/batchclaim/node"
-	"github.com/batchclaim/batchclaim/submitter"
 	"github.com/batchclaim/batchclaim/testkit/dbtest"
 	"github.com/batchclaim/batchclaim/testkit/testutil"
 )
@@ -26,24 +23,8 @@ func TestEnqueueManyRunsEveryKeyInOrder(t *testing.T) {
 	ctx := t.Context()
 	url := dbtest.NewDB(t)
 	admin := newPool(t, url)
-	var mu sync.Mutex
-	ran := map[string][]string{} // key -> job ids in the order they ran
-	running := map[string]bool{}
-	var overlap []string
-	job := submitter.SubmitterFunc(func(ctx context.Context, b batchclaim.Batch) (batchclaim.Result, error) {
-		mu.Lock()
-		if running[b.ServiceID] {
-			overlap = append(overlap, b.ServiceID)
-		}
-		running[b.ServiceID] = true
-		mu.Unlock()
-		time.Sleep(time.Millisecond) // the job's own work
-		mu.Lock()
-		defer mu.Unlock()
-		running[b.ServiceID] = false
-		ran[b.ServiceID] = append(ran[b.ServiceID], b.BatchID)
-		return batchclaim.Result{Verdict: batchclaim.Done}, nil
-	})
+	log := newKeyLog()
+	job := log.submitter(time.Millisecond, nil)
 	for _, name := range []string{"a", "b"} {
 		n, err := node.New(dbtest.Open(t, newPool(t, url), ""), node.Config{Claims: testClaims(name), Submitter: job, Workers: 4, UnknownGrace: time.Second})
 		if err != nil {
@@ -103,18 +84,18 @@ func TestEnqueueManyRunsEveryKeyInOrder(t *testing.T) {
 	if err := rows.Err(); err != nil {
 		t.Fatal(err)
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	if len(overlap) > 0 {
-		t.Errorf("two jobs of one key ran at once: %v", overlap)
+	log.mu.Lock()
+	defer log.mu.Unlock()
+	if len(log.overlap) > 0 {
+		t.Errorf("two jobs of one key ran at once: %v", log.overlap)
 	}
 	for key, ids := range want {
 		runs := map[string]int{}
-		for _, id := range ran[key] {
+		for _, id := range log.ran[key] {
 			runs[id]++
 		}
-		if got := slices.Compact(slices.Clone(ran[key])); !slices.Equal(got, ids) {
-			t.Errorf("%s ran %v, want %v", key, ran[key], ids)
+		if got := slices.Compact(slices.Clone(log.ran[key])); !slices.Equal(got, ids) {
+			t.Errorf("%s ran %v, want %v", key, log.ran[key], ids)
 		}
 		for id, n := range runs {
 			if n > 1 {

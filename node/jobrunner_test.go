@@ -3,7 +3,6 @@ package node_test
 import (
 	"context"
 	"fmt"
-	"sync"
 	"testing"
 	"time"
 
@@ -33,28 +32,14 @@ func TestJobRunnerWithCustomSubmitter(t *testing.T) {
 			}
 		}
 	}
-	var mu sync.Mutex
-	ran := map[string][]string{}    // key -> job ids in the order they finished
-	running := map[string]bool{}    // key -> a job of it is running
+	log := newKeyLog()
 	failedOnce := map[string]bool{} // job-2 of every key fails once with Retry
-	var overlap []string
-	job := submitter.SubmitterFunc(func(ctx context.Context, b batchclaim.Batch) (batchclaim.Result, error) {
-		mu.Lock()
-		if running[b.ServiceID] {
-			overlap = append(overlap, b.ServiceID)
-		}
-		running[b.ServiceID] = true
-		mu.Unlock()
-		time.Sleep(time.Millisecond) // the job's own work
-		mu.Lock()
-		defer mu.Unlock()
-		running[b.ServiceID] = false
+	job := log.submitter(time.Millisecond, func(b batchclaim.Batch) batchclaim.Result {
 		if b.BatchID == "job-2" && !failedOnce[b.ServiceID] {
 			failedOnce[b.ServiceID] = true
-			return batchclaim.Result{Verdict: batchclaim.Retry, Detail: "try again"}, nil
+			return batchclaim.Result{Verdict: batchclaim.Retry, Detail: "try again"}
 		}
-		ran[b.ServiceID] = append(ran[b.ServiceID], b.BatchID)
-		return batchclaim.Result{Verdict: batchclaim.Done}, nil
+		return batchclaim.Result{Verdict: batchclaim.Done}
 	})
 	for _, name := range []string{"a", "b"} {
 		n, err := node.New(dbtest.Open(t, newPool(t, url), ""), node.Config{Claims: testClaims(name), Submitter: job, Workers: 3,
@@ -83,14 +68,14 @@ func TestJobRunnerWithCustomSubmitter(t *testing.T) {
 		err := admin.QueryRow(ctx, `SELECT count(*) FROM batchclaim.batches WHERE state <> 'COMMITTED'`).Scan(&open)
 		return err == nil && open == 0
 	})
-	mu.Lock()
-	defer mu.Unlock()
-	if len(overlap) > 0 {
-		t.Fatalf("two jobs of one key ran at once: %v", overlap)
+	log.mu.Lock()
+	defer log.mu.Unlock()
+	if len(log.overlap) > 0 {
+		t.Fatalf("two jobs of one key ran at once: %v", log.overlap)
 	}
 	for k := range keys {
 		key := fmt.Sprintf("key-%d", k)
-		if got := fmt.Sprint(ran[key]); got != "[job-0 job-1 job-2 job-3 job-4]" {
+		if got := fmt.Sprint(log.ran[key]); got != "[job-0 job-1 job-2 job-3 job-4]" {
 			t.Errorf("%s ran %s, want every job once, in order", key, got)
 		}
 	}

@@ -10,11 +10,13 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/batchclaim/batchclaim"
 	"github.com/batchclaim/batchclaim/claims"
 	"github.com/batchclaim/batchclaim/dlt"
 	"github.com/batchclaim/batchclaim/dlt/dltsim"
 	"github.com/batchclaim/batchclaim/ingest"
 	"github.com/batchclaim/batchclaim/node"
+	"github.com/batchclaim/batchclaim/submitter"
 	"github.com/batchclaim/batchclaim/testkit/dbtest"
 	"github.com/batchclaim/batchclaim/testkit/history"
 	"github.com/batchclaim/batchclaim/testkit/testutil"
@@ -202,4 +204,41 @@ func (e *env) state(id string) string {
 		e.t.Fatal(err)
 	}
 	return s
+}
+
+// keyLog is what a test's job Submitters saw: per key, the batch ids of the jobs that
+// succeeded, in the order they ended, and each key that had two jobs running at once.
+type keyLog struct {
+	mu      sync.Mutex
+	ran     map[string][]string
+	running map[string]bool
+	overlap []string
+}
+
+func newKeyLog() *keyLog { return &keyLog{ran: map[string][]string{}, running: map[string]bool{}} }
+
+// submitter returns a Submitter whose job takes work and then answers what decide says
+// (Done when decide is nil; decide runs under the log's lock); a job answered Done is logged
+// as run.
+func (l *keyLog) submitter(work time.Duration, decide func(batchclaim.Batch) batchclaim.Result) submitter.Submitter {
+	return submitter.SubmitterFunc(func(ctx context.Context, b batchclaim.Batch) (batchclaim.Result, error) {
+		l.mu.Lock()
+		if l.running[b.ServiceID] {
+			l.overlap = append(l.overlap, b.ServiceID)
+		}
+		l.running[b.ServiceID] = true
+		l.mu.Unlock()
+		time.Sleep(work) // the job's own work
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		l.running[b.ServiceID] = false
+		res := batchclaim.Result{Verdict: batchclaim.Done}
+		if decide != nil {
+			res = decide(b)
+		}
+		if res.Verdict == batchclaim.Done {
+			l.ran[b.ServiceID] = append(l.ran[b.ServiceID], b.BatchID)
+		}
+		return res, nil
+	})
 }

@@ -1,17 +1,14 @@
 package node_test
 
 import (
-	"context"
 	"fmt"
 	"slices"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/batchclaim/batchclaim"
 	"github.com/batchclaim/batchclaim/ingest"
 	"github.com/batchclaim/batchclaim/node"
-	"github.com/batchclaim/batchclaim/submitter"
 	"github.com/batchclaim/batchclaim/testkit/dbtest"
 	"github.com/batchclaim/batchclaim/testkit/testutil"
 )
@@ -37,50 +34,27 @@ func TestJoiningInstanceGetsItsShareUnderLoad(t *testing.T) {
 	if _, err := ingest.EnqueueMany(ctx, admin, jobs); err != nil {
 		t.Fatal(err)
 	}
-	var mu sync.Mutex
-	ran := map[string][]string{}           // key -> job ids in the order they ran
-	byNode := map[string]int{}             // node -> jobs it ran
+	log := newKeyLog()
+	byNode := map[string]int{}             // node -> jobs it ran (under log.mu)
 	keysOf := map[string]map[string]bool{} // node -> keys it ran jobs of
-	running := map[string]bool{}
-	var overlap []string
-	worker := func(name string) submitter.Submitter {
-		return submitter.SubmitterFunc(func(ctx context.Context, b batchclaim.Batch) (batchclaim.Result, error) {
-			mu.Lock()
-			if running[b.ServiceID] {
-				overlap = append(overlap, b.ServiceID)
-			}
-			running[b.ServiceID] = true
-			mu.Unlock()
-			time.Sleep(2 * time.Millisecond) // the job's own work
-			mu.Lock()
-			defer mu.Unlock()
-			running[b.ServiceID] = false
-			ran[b.ServiceID] = append(ran[b.ServiceID], b.BatchID)
+	start := func(name string) *node.Node {
+		job := log.submitter(2*time.Millisecond, func(b batchclaim.Batch) batchclaim.Result {
 			byNode[name]++
 			if keysOf[name] == nil {
 				keysOf[name] = map[string]bool{}
 			}
 			keysOf[name][b.ServiceID] = true
-			return batchclaim.Result{Verdict: batchclaim.Done}, nil
+			return batchclaim.Result{Verdict: batchclaim.Done}
 		})
-	}
-	start := func(name string) *node.Node {
-		cfg := node.Config{Claims: testClaims(name), Submitter: worker(name), Workers: 2 * keys, UnknownGrace: time.Second}
-		sturdy(&cfg)
-		n, err := node.New(dbtest.Open(t, newPool(t, url), ""), cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		runCtx, cancel := context.WithCancel(ctx)
-		done := make(chan error, 1)
-		go func() { done <- n.Run(runCtx) }()
-		t.Cleanup(func() { cancel(); <-done })
-		return n
+		return runJobs(t, url, name, job, func(c *node.Config) {
+			sturdy(c)
+			c.Workers, c.UnknownGrace = 2*keys, time.Second
+		})
 	}
 	a := start("a")
 	testutil.WaitFor(t, 10*time.Second, "a holds every key and runs jobs", func() bool {
-		mu.Lock()
-		defer mu.Unlock()
+		log.mu.Lock()
+		defer log.mu.Unlock()
 		return a.Engine().Stats().Held == keys && byNode["a"] > 0
 	})
 	b := start("b")
@@ -89,19 +63,19 @@ func TestJoiningInstanceGetsItsShareUnderLoad(t *testing.T) {
 		err := admin.QueryRow(ctx, `SELECT count(*) FROM batchclaim.batches WHERE state <> 'COMMITTED'`).Scan(&open)
 		return err == nil && open == 0
 	})
-	mu.Lock()
-	defer mu.Unlock()
+	log.mu.Lock()
+	defer log.mu.Unlock()
 	t.Logf("jobs run: a %d (%d keys), b %d (%d keys); b holds %d", byNode["a"], len(keysOf["a"]), byNode["b"], len(keysOf["b"]), b.Engine().Stats().Held)
-	if len(overlap) > 0 {
-		t.Fatalf("two jobs of one key ran at once: %v", overlap)
+	if len(log.overlap) > 0 {
+		t.Fatalf("two jobs of one key ran at once: %v", log.overlap)
 	}
 	want := make([]string, perKey)
 	for j := range want {
 		want[j] = fmt.Sprintf("job-%04d", j)
 	}
 	for k := range keys {
-		if key := fmt.Sprintf("key-%d", k); !slices.Equal(ran[key], want) {
-			t.Errorf("%s ran %d jobs, not every job once in order", key, len(ran[key]))
+		if key := fmt.Sprintf("key-%d", k); !slices.Equal(log.ran[key], want) {
+			t.Errorf("%s ran %d jobs, not every job once in order", key, len(log.ran[key]))
 		}
 	}
 	if len(keysOf["b"]) < keys/2-1 || byNode["b"] < keys*perKey/10 {
