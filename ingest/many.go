@@ -24,10 +24,11 @@ type Job struct {
 const MaxEnqueueMany = 100_000
 
 // EnqueueMany stores many jobs, of one service_id or many, in one statement: what Enqueue
-// does for each, in the order given, all or nothing. Each service_id's jobs are stored after
-// every job of it committed before, in the order they have in jobs (their seq and their
-// place in the key's queue follow it), and other enqueues of those service_ids wait for the
-// statement's transaction to end.
+// does for each, all or nothing. Each service_id's jobs are stored after every job of it
+// committed before, in the order they have in jobs (their seq and their place in the key's
+// queue follow it), and other enqueues of those service_ids wait for the statement's
+// transaction to end. Jobs of different service_ids have no order between them: the
+// statement stores them grouped by service_id, so their seqs need not follow the list.
 //
 // The result has one Stored per job, in the order given: New false for a duplicate, a
 // (ServiceID, BatchID) stored before or earlier in jobs, which is skipped (its options too)
