@@ -334,8 +334,9 @@ const ChainBurst = 16
 // service_id, may go on with the service_id's next batch at once: yes unless the queuer is
 // stopping, the claim yields (claims.Engine.Yielding: it is being given back), or other
 // service_ids' ready heads waited for a worker at the last fetch and the worker has had its
-// burst (ChainBurst): it then goes back to the queuer, which serves the service_ids in turn. A burst costs the service_ids waiting a little fairness and saves a
-// round of statements per job.
+// burst (ChainBurst): it then goes back to the queuer, which serves the service_ids in turn.
+// A burst costs the service_ids waiting a little fairness and saves a round of statements
+// per job.
 func (q *Queuer) MayChain(j batchclaim.Job, run int) bool {
 	if q.stopped.Load() || q.eng.Yielding(j.Claim.ServiceID) {
 		return false
