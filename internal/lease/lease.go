@@ -1,23 +1,3 @@
-// Package lease is the one implementation of the local side of a lease in the database: a
-// row with an owner, an epoch or token and an expiry of now() + TTL by the database clock,
-// renewed apart from the work it protects. The row and its statements belong to each user;
-// what is shared is how the holder decides, without asking the database, that it must stop:
-//
-//   - Deadline: the local deadline, sent + Window on the monotonic clock, where sent is when
-//     the last renewal the database confirmed was sent. The database stamped that renewal no
-//     earlier than sent, so its expiry is at least sent + TTL: with Window < TTL the holder
-//     stops before anyone else can take the lease, however long the answer took to arrive
-//     or the process was paused. A watchdog timer calls OnExpire when the deadline passes
-//     without a confirmed renewal, so that the work is cancelled even while a renewal hangs.
-//   - Keep: the renewal loop. It renews every Every, bounds each try by Step and by the
-//     deadline (a renewal that arrives later is of no use), retries a failed try at the next
-//     tick, and stops when its context ends, when the database refuses a renewal (the lease
-//     was taken over or ended) or when the deadline passes.
-//
-// Packages claims (the instance's lease, with a renewal loop of its own that goes on past the
-// deadline: a later renewal starts the next life) and election (its renewal shares a cycle
-// and a connection with the campaign for roles) use Deadline; packages lock (KeepAlive) and
-// singleflight (a fetch's lease) use Keep. patterns/doc.go says why each uses which.
 package lease
 
 import (
@@ -35,7 +15,8 @@ var ErrExpired = errors.New("local lease deadline passed without a confirmed ren
 // its deadline passes (OnExpire runs, once), or until Lose or Stop; only Start makes it live
 // again. It is safe for concurrent use. OnExpire runs on the watchdog's goroutine, or on the
 // goroutine calling Check or Confirm, never with the Deadline's lock held: call those without
-// holding a lock OnExpire takes.
+// holding a lock OnExpire takes. Done closes after OnExpire returns, so OnExpire must not wait
+// on Done.
 type Deadline struct {
 	window   time.Duration
 	onExpire func()
@@ -82,9 +63,7 @@ func (d *Deadline) Confirm(sent time.Time) bool {
 	if !time.Now().Before(sent.Add(wallclock.Span(sent, d.window))) {
 		// Renewals are sent one after another, so the current deadline, which is no later
 		// than this one, has passed too.
-		d.endLocked()
-		d.mu.Unlock()
-		d.onExpire()
+		d.expireUnlocking()
 		return false
 	}
 	d.setLocked(sent)
@@ -117,9 +96,7 @@ func (d *Deadline) Check() bool {
 		d.mu.Unlock()
 		return true
 	}
-	d.endLocked()
-	d.mu.Unlock()
-	d.onExpire()
+	d.expireUnlocking()
 	return false
 }
 
@@ -150,6 +127,18 @@ func (d *Deadline) endLocked() {
 	close(d.done)
 }
 
+// expireUnlocking ends the current life at its deadline: called with d.mu held, it releases
+// it, runs OnExpire and only then closes Done, so that whoever waits on Done (Keep, and the
+// caller Keep returns to) finds the work OnExpire cancels cancelled already. The life is over
+// (Live and Check say so, Start begins a new one) from the moment the lock is released.
+func (d *Deadline) expireUnlocking() {
+	d.live = false
+	done := d.done
+	d.mu.Unlock()
+	d.onExpire()
+	close(done)
+}
+
 // Live reports whether the lease is live and its deadline has not passed. It never runs
 // OnExpire, so it may be called with any lock held.
 func (d *Deadline) Live() bool {
@@ -165,8 +154,8 @@ func (d *Deadline) At() time.Time {
 	return d.at
 }
 
-// Done is closed when the current life of the lease ends (deadline, Lose or Stop); before
-// the first Start it is closed already.
+// Done is closed when the current life of the lease ends: by Lose or Stop, or at its
+// deadline once OnExpire has returned. Before the first Start it is closed already.
 func (d *Deadline) Done() <-chan struct{} {
 	d.mu.Lock()
 	defer d.mu.Unlock()

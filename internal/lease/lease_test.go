@@ -20,9 +20,8 @@ func TestDeadlineExpiresOnce(t *testing.T) {
 	case <-time.After(2 * time.Second):
 		t.Fatal("the watchdog did not end the lease at its deadline")
 	}
-	time.Sleep(20 * time.Millisecond)
-	if n := fired.Load(); n != 1 {
-		t.Fatalf("OnExpire ran %d times, want 1", n)
+	if n := fired.Load(); n != 1 { // Done closes after OnExpire has returned
+		t.Fatalf("OnExpire ran %d times when Done closed, want 1", n)
 	}
 	if d.Live() || d.Check() {
 		t.Fatal("live after its deadline")
@@ -35,6 +34,37 @@ func TestDeadlineExpiresOnce(t *testing.T) {
 		t.Fatal("Start did not begin a new life")
 	}
 	d.Stop()
+}
+
+func TestDoneClosesAfterOnExpire(t *testing.T) {
+	// Whoever waits on Done (Keep, and its caller after it) must find the work cancelled:
+	// while OnExpire runs, the lease is over but Done stays open.
+	running, release := make(chan struct{}), make(chan struct{})
+	d := lease.NewDeadline(time.Millisecond, func() {
+		close(running)
+		<-release
+	})
+	defer d.Stop()
+	d.Start(time.Now().Add(-time.Second)) // already past: the watchdog expires it at once
+	select {
+	case <-running:
+	case <-time.After(2 * time.Second):
+		t.Fatal("OnExpire did not run at the deadline")
+	}
+	if d.Live() || d.Check() {
+		t.Fatal("live while OnExpire runs")
+	}
+	select {
+	case <-d.Done():
+		t.Fatal("Done closed before OnExpire returned")
+	default:
+	}
+	close(release)
+	select {
+	case <-d.Done():
+	case <-time.After(2 * time.Second):
+		t.Fatal("Done did not close after OnExpire returned")
+	}
 }
 
 func TestConfirmMovesDeadline(t *testing.T) {
