@@ -207,13 +207,53 @@ type Take struct {
 	AnySize  bool
 }
 
+// Head is the head (the oldest unfinished batch) of a service_id as Take read it, with what
+// the queuer decides on, judged by the database clock.
+type Head struct {
+	Seq       int64
+	ServiceID string
+	BatchID   string
+	State     batchclaim.State // as read, before Take's own mark
+	Attempts  int              // attempts made, as read
+	// ClaimEpoch is the epoch of the claim it was last marked in flight under; 0 if it never
+	// was (claim epochs start at 1).
+	ClaimEpoch   int64
+	Pos          int64 // its place in the service_id's queue
+	UnknownCount int   // the ledger's UNKNOWN answers since it went UNKNOWN
+	Size         int64 // payload bytes
+	// Due reports whether it may go now by its time (a run-at time, a retry's backoff);
+	// DueIn is how long until it may, when not.
+	Due   bool
+	DueIn time.Duration
+	// UnknownFor is how long it has been UNKNOWN (0 in another state).
+	UnknownFor time.Duration
+	// Wanted: NEW, due and within Take's budget, so Take tried to mark it; Fenced: its claim
+	// was held with its epoch; Marked: Take marked it in flight (it is among the jobs).
+	Wanted, Fenced, Marked bool
+}
+
+func headOf(row db.BatchesTakeHeadsRow) Head {
+	h := Head{Seq: row.Seq, ServiceID: row.ServiceID, BatchID: row.BatchID, State: batchclaim.State(row.State),
+		Attempts: int(row.Attempts), Pos: row.Pos, UnknownCount: int(row.UnknownCount), Size: row.Size,
+		Due: row.Due, DueIn: seconds(row.DueInSeconds), UnknownFor: seconds(row.UnknownSeconds),
+		Wanted: row.Wanted, Fenced: row.Fenced, Marked: row.Marked}
+	if row.ClaimEpoch != nil {
+		h.ClaimEpoch = *row.ClaimEpoch
+	}
+	return h
+}
+
+func seconds(s float64) time.Duration {
+	return time.Duration(s * float64(time.Second))
+}
+
 // Take reads the head (oldest unfinished batch) of each of t.Claims' service_ids and, in the
 // same statement, marks in flight the heads that are NEW and due, in order, within t's
 // budget, each fenced on its own claim as Mark fences (a job whose claim is no longer held
 // with its epoch is left out and its claim dropped). It returns every head read (the queuer
 // decides on the ones not marked: Wanted is false for them) and the jobs marked, in order,
 // with their payload and attempt count filled in.
-func (r *Recorder) Take(ctx context.Context, t Take) ([]db.BatchesTakeHeadsRow, []batchclaim.Job, error) {
+func (r *Recorder) Take(ctx context.Context, t Take) ([]Head, []batchclaim.Job, error) {
 	now, err := r.fence.DBNow(ctx, r.db)
 	if err != nil {
 		return nil, nil, err
@@ -237,7 +277,9 @@ func (r *Recorder) Take(ctx context.Context, t Take) ([]db.BatchesTakeHeadsRow, 
 		return nil, nil, fmt.Errorf("read head batches: %w", err)
 	}
 	var jobs []batchclaim.Job
-	for _, row := range rows {
+	heads := make([]Head, len(rows))
+	for i, row := range rows {
+		heads[i] = headOf(row)
 		c := byID[row.ServiceID]
 		switch {
 		case row.Marked:
@@ -246,7 +288,7 @@ func (r *Recorder) Take(ctx context.Context, t Take) ([]db.BatchesTakeHeadsRow, 
 			r.fence.Fenced(c)
 		}
 	}
-	return rows, jobs, nil
+	return heads, jobs, nil
 }
 
 // firstJob is the first attempt of a NEW batch of c's service_id that a statement marked in

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/batchclaim/batchclaim/claims"
 	"github.com/batchclaim/batchclaim/ingest"
@@ -91,8 +92,8 @@ func TestTakeMarksNewHeadsWithinItsBudget(t *testing.T) {
 		t.Fatal("the stale claim was not dropped")
 	}
 	for _, h := range heads {
-		if h.ServiceID == "svc-3" && (h.Due || h.DueInSeconds < 3500) || h.ServiceID == "svc-2" && !h.Due {
-			t.Errorf("%s: due %t in %.0f s", h.ServiceID, h.Due, h.DueInSeconds)
+		if h.ServiceID == "svc-3" && (h.Due || h.DueIn < 3500*time.Second) || h.ServiceID == "svc-2" && !h.Due {
+			t.Errorf("%s: due %t in %s", h.ServiceID, h.Due, h.DueIn)
 		}
 	}
 

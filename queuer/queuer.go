@@ -50,7 +50,7 @@ type Recorder interface {
 	// Take reads the heads of the claims' service_ids and marks in flight, in the same
 	// statement, those that are NEW and due, within the budget; it returns every head read and
 	// the jobs marked.
-	Take(ctx context.Context, t observer.Take) ([]db.BatchesTakeHeadsRow, []batchclaim.Job, error)
+	Take(ctx context.Context, t observer.Take) ([]observer.Head, []batchclaim.Job, error)
 	// Mark marks the jobs' batches in flight, each fenced on its own claim, and returns the
 	// ones marked with their payload and attempt count filled in.
 	Mark(ctx context.Context, jobs []batchclaim.Job) ([]batchclaim.Job, error)
@@ -430,7 +430,7 @@ func (q *Queuer) Fetch(ctx context.Context) (int, error) {
 			continue
 		}
 		c := claimsByID[h.ServiceID]
-		j := batchclaim.Job{Claim: c, Batch: batchOf(h), FromState: batchclaim.State(h.State)}
+		j := batchclaim.Job{Claim: c, Batch: batchOf(h), FromState: h.State}
 		switch d := q.decide(c, h); {
 		case d.adopt != "":
 			j.Reason = d.adopt
@@ -439,7 +439,7 @@ func (q *Queuer) Fetch(ctx context.Context) (int, error) {
 			if d.wait > 0 {
 				q.at(h.ServiceID, now.Add(d.wait))
 			}
-			if q.cfg.Awaiting != nil && awaitsLedger(batchclaim.State(h.State)) {
+			if q.cfg.Awaiting != nil && awaitsLedger(h.State) {
 				q.cfg.Awaiting(h.ServiceID)
 			}
 		case len(taken)+len(jobs) < free && (h.Size <= room || empty && len(jobs) == 0):
@@ -683,27 +683,27 @@ type decision struct {
 }
 
 // decide says whether the head h of c's service_id may go now, and why.
-func (q *Queuer) decide(c claims.Claim, h db.BatchesTakeHeadsRow) decision {
-	switch batchclaim.State(h.State) {
+func (q *Queuer) decide(c claims.Claim, h observer.Head) decision {
+	switch h.State {
 	case batchclaim.StateNew:
 		if !h.Due { // a run-at time ahead
-			return decision{wait: seconds(h.DueInSeconds)}
+			return decision{wait: h.DueIn}
 		}
 		return decision{reason: batchclaim.ReasonFirst}
 	case batchclaim.StateDelayed:
 		if h.Due {
 			return decision{reason: batchclaim.ReasonRetry}
 		}
-		return decision{wait: seconds(h.DueInSeconds)}
+		return decision{wait: h.DueIn}
 	case batchclaim.StateUnknown:
-		if h.UnknownSeconds >= q.cfg.UnknownGrace.Seconds() || int(h.UnknownCount) >= q.cfg.UnknownAnswers {
+		if h.UnknownFor >= q.cfg.UnknownGrace || h.UnknownCount >= q.cfg.UnknownAnswers {
 			return decision{reason: batchclaim.ReasonResubmit}
 		}
 		// New answers from the ledger also make it ready; the recorder's write queues it then.
-		return decision{wait: q.cfg.UnknownGrace - seconds(h.UnknownSeconds)}
+		return decision{wait: q.cfg.UnknownGrace - h.UnknownFor}
 	case batchclaim.StateInflight:
 		// Not ours in flight (those are never queued): the outcome of that POST is unknown.
-		if h.ClaimEpoch != nil && *h.ClaimEpoch == c.Epoch {
+		if h.ClaimEpoch == c.Epoch {
 			return decision{adopt: batchclaim.ReasonLostTrack}
 		}
 		return decision{adopt: batchclaim.ReasonOwnerChanged}
@@ -756,12 +756,8 @@ func (q *Queuer) fireDue(now time.Time) {
 	q.mu.Unlock()
 }
 
-func batchOf(h db.BatchesTakeHeadsRow) batchclaim.Batch {
-	return batchclaim.Batch{Seq: h.Seq, ServiceID: h.ServiceID, BatchID: h.BatchID, Attempts: int(h.Attempts)}
-}
-
-func seconds(s float64) time.Duration {
-	return time.Duration(s * float64(time.Second))
+func batchOf(h observer.Head) batchclaim.Batch {
+	return batchclaim.Batch{Seq: h.Seq, ServiceID: h.ServiceID, BatchID: h.BatchID, Attempts: h.Attempts}
 }
 
 type dueEntry struct {
