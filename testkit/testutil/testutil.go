@@ -1,5 +1,3 @@
-// Package testutil holds the helpers the project's tests share: waiting for a condition
-// (WaitFor) and running the test binary itself as a child process (StartChild).
 package testutil
 
 import (
