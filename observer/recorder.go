@@ -219,7 +219,7 @@ type Head struct {
 	// was (claim epochs start at 1).
 	ClaimEpoch   int64
 	Pos          int64 // its place in the service_id's queue
-	UnknownCount int   // the ledger's UNKNOWN answers since it went UNKNOWN
+	UnknownCount int   // consecutive UNKNOWN answers from the ledger about its last POST
 	Size         int64 // payload bytes
 	// Due reports whether it may go now by its time (a run-at time, a retry's backoff);
 	// DueIn is how long until it may, when not.
