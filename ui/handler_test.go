@@ -35,6 +35,9 @@ type bundle struct {
 	beta   *claims.Engine // took alpha's claims over
 	seqs   map[string][]int64
 	tokens *httpauth.Tokens
+	// alphaEpoch is the epoch alpha took each service_id at. Epochs come from one sequence
+	// and one cycle takes its rows in no fixed order, so svc-a's is not known in advance.
+	alphaEpoch map[string]int64
 }
 
 // setup stores batches for three service_ids, lets instance alpha claim them, has beta take
@@ -70,6 +73,22 @@ func setup(t *testing.T, auth bool) *bundle {
 	}
 	b.alpha = engine("alpha")
 	if _, err := b.alpha.Cycle(ctx); err != nil {
+		t.Fatal(err)
+	}
+	b.alphaEpoch = map[string]int64{}
+	rows, err := pool.Query(ctx, `SELECT service_id, epoch FROM batchclaim.service_id_claims`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var svc string
+		var epoch int64
+		if err := rows.Scan(&svc, &epoch); err != nil {
+			t.Fatal(err)
+		}
+		b.alphaEpoch[svc] = epoch
+	}
+	if err := rows.Err(); err != nil {
 		t.Fatal(err)
 	}
 	b.beta = engine("beta")
