@@ -42,9 +42,9 @@ func TestJobRunnerWithCustomSubmitter(t *testing.T) {
 		return batchclaim.Result{Verdict: batchclaim.Done}
 	})
 	for _, name := range []string{"a", "b"} {
-		n, err := node.New(dbtest.Open(t, newPool(t, url), ""), node.Config{Claims: testClaims(name), Submitter: job, Workers: 3,
+		n, err := node.New(dbtest.Open(t, newPool(t, url), ""), node.Config{Claims: sturdyClaims(name), Submitter: job, Workers: 3,
 			BackoffBase: 10 * time.Millisecond, BackoffMax: 50 * time.Millisecond,
-			// On a loaded machine a local deadline can pass (R is 100ms here) and cancel a job
+			// On a loaded machine a local deadline can pass and cancel a job
 			// in flight: it becomes UNKNOWN and, with no status source, waits out the grace
 			// before it runs again. The default (30s) would outlast the test's wait.
 			UnknownGrace: time.Second})
@@ -112,7 +112,7 @@ func TestJobWritesItsEffectFencedOnItsClaim(t *testing.T) {
 		return batchclaim.Result{Verdict: batchclaim.Done}, nil
 	})
 	var err error
-	n, err = node.New(dbtest.Open(t, newPool(t, url), ""), node.Config{Claims: testClaims("a"), Submitter: job})
+	n, err = node.New(dbtest.Open(t, newPool(t, url), ""), node.Config{Claims: sturdyClaims("a"), Submitter: job})
 	if err != nil {
 		t.Fatal(err)
 	}

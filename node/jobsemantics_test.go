@@ -41,7 +41,7 @@ func TestJobSemantics(t *testing.T) {
 		return batchclaim.Result{Verdict: batchclaim.Done}, nil
 	})
 	logs := &lockedBuffer{}
-	n, err := node.New(dbtest.Open(t, newPool(t, url), ""), node.Config{Claims: testClaims("a"), Submitter: job, MaxAttempts: 3,
+	n, err := node.New(dbtest.Open(t, newPool(t, url), ""), node.Config{Claims: sturdyClaims("a"), Submitter: job, MaxAttempts: 3,
 		BackoffBase: 10 * time.Millisecond, BackoffMax: 50 * time.Millisecond,
 		Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn}))})
 	if err != nil {

@@ -155,7 +155,9 @@ func TestHungSubmitterGivesClaimsUp(t *testing.T) {
 		<-unblock // ignores ctx
 		return batchclaim.Result{Verdict: batchclaim.Done}, nil
 	})
-	a := runJobs(t, url, "a", hung, nil) // its stop gives up on the hung call after MaxSubmission and StopTime
+	// sturdy: a fence of a's own before it posts would leave the job to its adoption's grace.
+	// Its stop gives up on the hung call after MaxSubmission and StopTime.
+	a := runJobs(t, url, "a", hung, sturdy)
 	if _, err := node.Enqueue(ctx, admin, "k", "stuck", nil); err != nil {
 		t.Fatal(err)
 	}

@@ -54,7 +54,7 @@ func TestJobRunnerBesideAnApplication(t *testing.T) {
 	dbs := map[string]pgdb.DB{}
 	for _, schema := range []string{"", "jobs"} {
 		dbs[schema] = dbtest.Open(t, newPool(t, url), schema)
-		n, err := node.New(dbs[schema], node.Config{Claims: testClaims("n" + schema), Submitter: runner(schema)})
+		n, err := node.New(dbs[schema], node.Config{Claims: sturdyClaims("n" + schema), Submitter: runner(schema)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -87,7 +87,7 @@ func TestJobRunnerBesideAnApplication(t *testing.T) {
 	})
 	// The lease is renewed on a connection of its own, in the node's schema: still renewed
 	// after more than the first expiry.
-	time.Sleep(2 * testClaims("").Expiry1)
+	time.Sleep(2 * sturdyClaims("").Expiry1)
 	for i, n := range nodes {
 		if !n.Engine().Healthy() {
 			t.Errorf("node %d stopped renewing its lease", i)

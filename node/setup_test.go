@@ -73,7 +73,12 @@ func testClaims(name string) claims.Config {
 // node with a local deadline of 0.67 s can miss it right after it registers, and the job it
 // marked in flight then waits for its adoption's grace.
 func sturdy(c *node.Config) {
-	c.Claims.RenewInterval, c.Claims.Expiry1, c.Claims.Expiry2 = 200*time.Millisecond, 2*time.Second, 8*time.Second
+	c.Claims = sturdyClaims(c.Claims.Name)
+}
+
+// sturdyClaims is sturdy's claims.Config: R = 200ms, T1 = 2s, T2 = 8s.
+func sturdyClaims(name string) claims.Config {
+	return claims.Config{Name: name, RenewInterval: 200 * time.Millisecond, Expiry1: 2 * time.Second, Expiry2: 8 * time.Second}
 }
 
 // start runs an instance until the test ends (or stop is called).

@@ -50,7 +50,7 @@ func TestSnooze(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	runJobs(t, url, "a", job, nil)
+	runJobs(t, url, "a", job, sturdy)
 	defer func() { // before the cleanups, which run once the test's context has ended
 		if t.Failed() {
 			logRows(t, admin, `SELECT seq, batch_id, state, attempts, attempt_base, next_attempt_at, last_error FROM batchclaim.batches ORDER BY seq`)

@@ -92,7 +92,7 @@ func TestWakeFollowsTheKeyToItsNewOwner(t *testing.T) {
 	a := runJobs(t, url, "a", submitter.SubmitterFunc(func(ctx context.Context, b batchclaim.Batch) (batchclaim.Result, error) {
 		ran <- b.BatchID
 		return batchclaim.Result{Verdict: batchclaim.Done}, nil
-	}), nil)
+	}), sturdy) // a fence of its own would leave the warm-up to its adoption's grace
 	if _, err := node.Enqueue(ctx, admin, "k", "warm-up", nil); err != nil {
 		t.Fatal(err)
 	}
