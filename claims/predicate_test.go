@@ -58,7 +58,9 @@ func TestClaimPredicates(t *testing.T) {
 		{
 			name: "renewed claims are kept past their first expiry",
 			prepare: func(t *testing.T, env *predicateEnv) {
-				env.a.ShiftDBTime(2 * time.Second) // A renews 2s later: expiry_1 moves to +5s
+				// A renews 6s later: expiry_1 moves to +9s, past B's view at +4s by a margin a
+				// slow machine between the two cycles does not eat (+5s left only 1s).
+				env.a.ShiftDBTime(6 * time.Second)
 				cycle(t, env.a)
 			},
 			shift: 4 * time.Second, wantB: 0, wantA: 4,

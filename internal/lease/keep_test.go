@@ -107,7 +107,7 @@ func TestKeepExpiresWhileRenewalHangs(t *testing.T) {
 		t.Fatal("OnExpire had not cancelled the work when Keep returned")
 	}
 	window := ttl * 2 / 3
-	if took := time.Since(sent); took < window || took > window+ttl/2 {
+	if took := time.Since(sent); took < window || took > window+ttl { // a loaded machine runs the watchdog late, never early
 		t.Fatalf("Keep returned %v after the send, want at the window %v", took, window)
 	}
 }

@@ -50,17 +50,18 @@ func TestCycleClockSince(t *testing.T) {
 		time.Sleep(d)
 		c.TraceQueryEnd(sctx, nil, pgx.TraceQueryEndData{})
 	}
-	stmt(cycleFirstStatement, 50*time.Millisecond) // a slow cycle, running when the window opens
+	const slow = 200 * time.Millisecond // far above the short cycle's 4ms, however loaded the machine
+	stmt(cycleFirstStatement, slow)     // a slow cycle, running when the window opens
 	c.since(time.Now())
 	stmt(cycleFirstStatement, 2*time.Millisecond) // records the one before, which began before the window
 	stmt("ClaimsHeld", 2*time.Millisecond)
-	stmt(renewalStatement, 50*time.Millisecond) // a renewal is no part of the cycle
+	stmt(renewalStatement, slow) // a renewal is no part of the cycle
 	stmt(cycleFirstStatement, 2*time.Millisecond)
 	got := c.take()
 	if len(got) != 1 {
 		t.Fatalf("cycles in the window = %v, want exactly the one that began in it", got)
 	}
-	if got[0] < 4*time.Millisecond || got[0] >= 50*time.Millisecond {
+	if got[0] < 4*time.Millisecond || got[0] >= slow {
 		t.Fatalf("cycle = %v, want its two statements (4ms and a little) and not the renewal", got[0])
 	}
 }
