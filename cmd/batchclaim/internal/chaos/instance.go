@@ -3,7 +3,6 @@ package chaos
 import (
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,6 +14,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/subproc"
 	"github.com/batchclaim/batchclaim/testkit/tcpproxy"
 	"github.com/batchclaim/batchclaim/wallclock"
 )
@@ -109,12 +109,11 @@ func (in *instance) start(r *run) error {
 	in.gen++
 	in.name = fmt.Sprintf("i%d-%d", in.slot, in.gen)
 	in.id = uuid.Nil
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := subproc.FreeAddr()
 	if err != nil {
 		return err
 	}
-	in.listen = l.Addr().String()
-	l.Close()
+	in.listen = addr
 	c := r.cfg
 	args := []string{"run", "--database-url", r.db.url(in.addrs(), in.name), "--dlt-url", r.simURL,
 		"--instance-name", in.name, "--listen", in.listen, "--log-level", "info",

@@ -6,8 +6,11 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"strconv"
 	"syscall"
 	"time"
+
+	"github.com/batchclaim/batchclaim/testkit/pglocal"
 )
 
 // Child is an instance of this same binary started as a separate OS process.
@@ -110,12 +113,12 @@ func (c *Child) Stop(grace time.Duration) {
 }
 
 // FreeAddr returns a loopback address with a port that was free a moment ago, for a child to
-// listen on.
+// listen on: pglocal.FreePort's, below the kernel's ephemeral range, so that no outgoing
+// connection on the machine takes it before the child binds it.
 func FreeAddr() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	p, err := pglocal.FreePort()
 	if err != nil {
 		return "", err
 	}
-	defer l.Close()
-	return l.Addr().String(), nil
+	return net.JoinHostPort("127.0.0.1", strconv.Itoa(p)), nil
 }
