@@ -61,7 +61,10 @@ func Keep(ctx context.Context, l Loop, renew Renew) error {
 			return err
 		case err != nil:
 			last = err
-			if !d.Check() { // the renewal ran into the deadline: do not wait for the watchdog
+			if !d.Check() { // the renewal ran into the deadline: do not wait for the next tick
+				// The watchdog may have ended the lease first and be running OnExpire still:
+				// Done closes once it has returned (at once if this Check ran it).
+				<-d.Done()
 				return expired(last)
 			}
 			if l.OnError != nil {

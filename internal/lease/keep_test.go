@@ -111,3 +111,29 @@ func TestKeepExpiresWhileRenewalHangs(t *testing.T) {
 		t.Fatalf("Keep returned %v after the send, want at the window %v", took, window)
 	}
 }
+
+// A renewal that returns its error just after the deadline finds the lease ended by the
+// watchdog, which may still be running OnExpire: Keep returns only once OnExpire has, as the
+// watchdog's own path through Done does.
+func TestKeepReturnsAfterTheWatchdogsOnExpire(t *testing.T) {
+	t.Parallel()
+	var cancelled atomic.Bool
+	onExpire := func() {
+		time.Sleep(200 * time.Millisecond) // cancelling the work takes a while
+		cancelled.Store(true)
+	}
+	late := func(ctx context.Context) (time.Time, bool, error) {
+		sent := time.Now()
+		<-ctx.Done()                      // bounded by the deadline
+		time.Sleep(20 * time.Millisecond) // and answers just after it: the watchdog went first
+		return sent, false, errors.New("renewal timed out")
+	}
+	err := lease.Keep(t.Context(), lease.Loop{Every: 10 * time.Millisecond, Step: time.Minute, Window: 100 * time.Millisecond,
+		Sent: time.Now(), OnExpire: onExpire}, late)
+	if !errors.Is(err, lease.ErrExpired) {
+		t.Fatalf("Keep = %v, want ErrExpired", err)
+	}
+	if !cancelled.Load() {
+		t.Fatal("Keep returned while OnExpire was still running")
+	}
+}
