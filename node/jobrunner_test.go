@@ -44,9 +44,9 @@ func TestJobRunnerWithCustomSubmitter(t *testing.T) {
 	for _, name := range []string{"a", "b"} {
 		n, err := node.New(dbtest.Open(t, newPool(t, url), ""), node.Config{Claims: sturdyClaims(name), Submitter: job, Workers: 3,
 			BackoffBase: 10 * time.Millisecond, BackoffMax: 50 * time.Millisecond,
-			// On a loaded machine a local deadline can pass and cancel a job
-			// in flight: it becomes UNKNOWN and, with no status source, waits out the grace
-			// before it runs again. The default (30s) would outlast the test's wait.
+			// On a loaded machine a local deadline can pass and cancel a job in flight: it
+			// becomes UNKNOWN and, with no status source, waits out the grace before it runs
+			// again. The default (30s) would outlast the test's wait.
 			UnknownGrace: time.Second})
 		if err != nil {
 			t.Fatal(err)
