@@ -19,14 +19,16 @@ func TestLocalDeadlineFencesAndRecovers(t *testing.T) {
 	pool := dbtest.NewPool(t)
 	registerServiceIDs(t, pool, 3)
 	e, ev := newEngine(t, pool, 1, func(c *claims.Config) {
-		c.RenewInterval, c.Expiry1, c.Expiry2 = 100*time.Millisecond, time.Second, 5*time.Second
+		// T1 = 3 s: after the recovery below the test reads the engine within the new local
+		// deadline (2 s), which a pause of a loaded machine must not outlast.
+		c.RenewInterval, c.Expiry1, c.Expiry2 = 100*time.Millisecond, 3*time.Second, 10*time.Second
 	})
 	cycle(t, e)
 	held := e.Held()
 	if len(held) != 3 {
 		t.Fatalf("holds %d claims, want 3", len(held))
 	}
-	// No further renewal: the watchdog must fire at the local deadline (2/3 s).
+	// No further renewal: the watchdog must fire at the local deadline (2/3 of T1, 2 s).
 	for range 3 {
 		select {
 		case r := <-ev.lostCh:
