@@ -76,20 +76,11 @@ func setup(t *testing.T, auth bool) *bundle {
 		t.Fatal(err)
 	}
 	b.alphaEpoch = map[string]int64{}
-	rows, err := pool.Query(ctx, `SELECT service_id, epoch FROM batchclaim.service_id_claims`)
-	if err != nil {
-		t.Fatal(err)
+	for _, c := range b.alpha.Held() {
+		b.alphaEpoch[c.ServiceID] = c.Epoch
 	}
-	for rows.Next() {
-		var svc string
-		var epoch int64
-		if err := rows.Scan(&svc, &epoch); err != nil {
-			t.Fatal(err)
-		}
-		b.alphaEpoch[svc] = epoch
-	}
-	if err := rows.Err(); err != nil {
-		t.Fatal(err)
+	if len(b.alphaEpoch) != 3 {
+		t.Fatalf("alpha holds %v, want svc-a, svc-b and svc-c", b.alphaEpoch)
 	}
 	b.beta = engine("beta")
 	b.beta.ShiftDBTime(time.Minute) // alpha's lease is long over in beta's view
