@@ -68,7 +68,7 @@ func tlsHTTPClient(caFile, certFile, keyFile string) (*http.Client, error) {
 }
 
 // IdleConnsDefault is how many idle connections to the ledger the default client keeps for
-// reuse: more than the submitter's workers (256 by default) POST at once, so that a burst's
+// reuse: as many as the submitter's workers (1024 by default) POST at once, so that a burst's
 // connections stay open for the next one.
 const IdleConnsDefault = 1024
 

@@ -43,7 +43,7 @@ type Config struct {
 	Statuses observer.StatusSource
 	// SkipValid: VALID fixes the order (scabbard); the next batch may go.
 	SkipValid bool
-	// Workers bounds concurrent submissions. Zero means submitter.WorkersDefault (256).
+	// Workers bounds concurrent submissions. Zero means submitter.WorkersDefault (1024).
 	Workers int
 	// MaxSubmitMemory bounds the bytes of the payloads the running submissions hold (one
 	// larger batch still goes alone). Zero means submitter.MaxMemoryDefault (64 MiB).

@@ -53,7 +53,7 @@ type Lease interface {
 
 // Defaults.
 const (
-	WorkersDefault       = 256
+	WorkersDefault       = 1024
 	MaxMemoryDefault     = 64 << 20
 	BackoffBaseDefault   = 200 * time.Millisecond
 	BackoffMaxDefault    = 30 * time.Second
@@ -65,7 +65,9 @@ type Config struct {
 	// Workers bounds concurrent submissions: calls to the Submitter. A submission's outcome is
 	// written after its worker is free again (a worker waits for no database write). At most
 	// one batch of a service_id is in flight, so more workers than service_ids with work add
-	// nothing. Zero means 256.
+	// nothing. Zero means 1024: a worker is a goroutine for the call alone, so the default is
+	// wide enough that a burst of new work on many keys starts at once rather than in waves
+	// (docs/operations.md, --workers); set fewer to bound what the Submitter's calls load.
 	Workers int
 	// MaxMemory bounds the bytes of the payloads the running submissions hold: a job is handed
 	// out (or chained) only while its payload fits, except one at a time when nothing else

@@ -34,7 +34,7 @@ func TestRunRefusesBadFlags(t *testing.T) {
 		{[]string{"--renew-interval", "1ms"}, "--renew-interval 1ms: at least 50ms"},
 		{[]string{"--renew-interval", "0s"}, "--renew-interval 0s: must be positive"},
 		{[]string{"--expiry-1", "-3s"}, "--expiry-1 -3s: must be positive"},
-		{[]string{"--workers", "0"}, "--workers 0: must be positive (default 256)"},
+		{[]string{"--workers", "0"}, "--workers 0: must be positive (default 1024)"},
 		{[]string{"--max-body", "0"}, "--max-body 0: must be positive (default 10485760)"},
 		{[]string{"--max-ingest-requests", "-1"}, "--max-ingest-requests -1: must be positive"},
 		{[]string{"--poll-interval", "0s"}, "--poll-interval 0s: must be positive"},
