@@ -51,8 +51,10 @@ chaos-ha: build ## Long chaos runs on a Patroni cluster (etcd, three members; ne
 # them. First the producer scenarios (PRODUCER_SCENARIOS: enqueue, bulk, steady), each run by
 # batchclaim and at once by River at the tuning of River's own benchmark (cmd/river/riverbench:
 # FetchCooldown 2ms, FetchPollInterval 20ms, 2,000 workers), the pair PRODUCER_RUNS times, so
-# that both sides of a ratio ran in the same minutes; bulk also by River with every job unique
-# by its args (--bulk-unique: a unique key stored per job, as batchclaim registers each pair).
+# that both sides of a ratio ran in the same minutes. Bulk is two pairs: jobs without ids
+# (--bulk-without-ids) against River's InsertManyFast, then jobs each with an id (registered to
+# skip repeats) against River's with every job unique by its args (--bulk-unique: a unique key
+# stored per job).
 # Then every other scenario of `batchclaim bench` (BENCH_SCENARIOS); the jobs scenario once
 # more with BENCH_JOBS_TUNED (none: not again).
 # Then River's backlog of no-op jobs RIVER_RUNS times at riverbench's tuning (pgx's default
@@ -76,9 +78,15 @@ bench: build ## Measure every `batchclaim bench` scenario and River (at its own 
 	@set -o pipefail; out=$$(mktemp); trap 'rm -f '$$out EXIT; \
 	  export DATABASE_URL='$(BENCH_DATABASE_URL)'; \
 	  for i in $$(seq $(PRODUCER_RUNS)); do for s in $(PRODUCER_SCENARIOS); do \
+	    if [ $$s = bulk ]; then \
+	      $(BIN)/batchclaim bench --json --scenario bulk --bulk-without-ids $(BENCH_FLAGS) | tee -a $$out || exit 1; \
+	      $(BIN)/river-bench --tuning riverbench --scenario bulk | tee -a $$out || exit 1; \
+	      $(BIN)/batchclaim bench --json --scenario bulk $(BENCH_FLAGS) | tee -a $$out || exit 1; \
+	      $(BIN)/river-bench --scenario bulk --bulk-unique | tee -a $$out || exit 1; \
+	      continue; \
+	    fi; \
 	    $(BIN)/batchclaim bench --json --scenario $$s $(BENCH_FLAGS) | tee -a $$out || exit 1; \
 	    $(BIN)/river-bench --tuning riverbench --scenario $$s | tee -a $$out || exit 1; \
-	    if [ $$s = bulk ]; then $(BIN)/river-bench --scenario bulk --bulk-unique | tee -a $$out || exit 1; fi; \
 	  done; done; \
 	  for s in $(BENCH_SCENARIOS); do \
 	    $(BIN)/batchclaim bench --json --scenario $$s $(BENCH_FLAGS) | tee -a $$out || exit 1; \

@@ -9,7 +9,7 @@ import (
 type Batch struct {
 	Seq       int64
 	ServiceID string
-	BatchID   string
+	BatchID   string // the id it was enqueued with; empty for a job enqueued without one
 	Payload   []byte
 	Attempts  int // attempts made before this one; never counted afresh, not even by a Retry
 	// AttemptBase is how many of Attempts were made before the job's last Retry (0: never

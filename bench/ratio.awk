@@ -2,8 +2,9 @@
 # prints batchclaim over River, each side named with its settings. The producer scenarios come
 # in pairs, batchclaim's line then River's (run at once after it): enqueue and bulk as jobs per
 # second (higher is better), steady as latencies (lower is better), each pair on its own line
-# and the best of each side; after each bulk pair, River's bulk once more with every job unique
-# by its args, beside the same batchclaim line. Then the backlog: batchclaim's jobs per second
+# and the best of each side. Bulk comes in two pairs: jobs without ids against River's plain
+# InsertManyFast, then jobs each with an id (registered to skip repeats) against River's with
+# every job unique by its args; the best of each side is the first pair's. Then the backlog: batchclaim's jobs per second
 # over River's best run at the tuning of River's own benchmark (riverbench), then over River at
 # its defaults.
 
@@ -40,19 +41,18 @@ function riverProducer(line) {
 	match($0, /"scenario":"river-[a-z]+"/)
 	s = substr($0, RSTART + 18, RLENGTH - 19)
 	theirs = $0
-	# River's bulk with UniqueOpts (a unique key stored per job): beside the batchclaim line of
-	# the pair just before it, which registers every job's pair to skip duplicates.
-	if (s == "bulk" && theirs ~ /"unique_by_args":true/) {
-		if (lastBulk == "") next
-		a = num(lastBulk, "jobs_per_second"); b = num(theirs, "jobs_per_second")
-		producerLines[++np] = sprintf("bulk one call of %d jobs (River: InsertManyFast, every job UniqueOpts{ByArgs: true}): %.0f jobs/s vs River %.0f = %.2f (River %s, no client working)",
-			num(lastBulk, "jobs_per_call"), a, b, b > 0 ? a / b : 0, str(theirs, "river_version"))
-		next
-	}
 	pairs[s]++
 	if (!(s in mine)) next
 	m = mine[s]
-	if (s == "bulk") lastBulk = m
+	# River's bulk with UniqueOpts (a unique key stored per job): beside the batchclaim line
+	# just before it, whose jobs each have an id registered to skip duplicates.
+	if (s == "bulk" && theirs ~ /"unique_by_args":true/) {
+		a = num(m, "jobs_per_second"); b = num(theirs, "jobs_per_second")
+		producerLines[++np] = sprintf("bulk one call of %d jobs%s (River: InsertManyFast, every job UniqueOpts{ByArgs: true}): %.0f jobs/s vs River %.0f = %.2f (River %s, no client working)",
+			num(m, "jobs_per_call"), m ~ /"without_ids":true/ ? " without ids" : ", each with an id", a, b, b > 0 ? a / b : 0, str(theirs, "river_version"))
+		delete mine[s]
+		next
+	}
 	if (s == "steady") {
 		line = sprintf("steady %g jobs/s asked (%g and %g achieved), enqueue to done p50/p99 %g/%g ms vs River %g/%g ms, enqueue to start p50/p99 %g/%g vs %g/%g ms (%s)",
 			num(m, "rate_asked"), num(m, "rate_achieved"), num(theirs, "rate_achieved"),
@@ -63,7 +63,8 @@ function riverProducer(line) {
 		if (!(s in bestTheirs) || num(theirs, "enqueue_to_done_p99_ms") < num(bestTheirs[s], "enqueue_to_done_p99_ms")) bestTheirs[s] = theirs
 	} else {
 		a = num(m, "jobs_per_second"); b = num(theirs, "jobs_per_second")
-		what = s == "enqueue" ? sprintf("%d producers, single-job enqueue (River: Insert)", num(m, "producers")) : sprintf("one call of %d jobs (River: InsertManyFast)", num(m, "jobs_per_call"))
+		what = s == "enqueue" ? sprintf("%d producers, single-job enqueue (River: Insert)", num(m, "producers")) : \
+			sprintf("one call of %d jobs%s (River: InsertManyFast)", num(m, "jobs_per_call"), m ~ /"without_ids":true/ ? " without ids" : ", each with an id")
 		who = s == "bulk" ? "River " str(theirs, "river_version") ", no client working" : riverProducer(theirs)
 		line = sprintf("%s %s: %.0f jobs/s vs River %.0f = %.2f (%s)", s, what, a, b, b > 0 ? a / b : 0, who)
 		if (a > num(bestMine[s], "jobs_per_second")) bestMine[s] = m

@@ -16,9 +16,9 @@ import (
 
 // Stored is one batch as Enqueue left it.
 type Stored struct {
-	BatchID string
-	Seq     int64 // its place in the service_id's order
-	New     bool  // false when it was already stored (idempotent repeat)
+	BatchID string // empty for a job stored without an id
+	Seq     int64  // its place in the service_id's order
+	New     bool   // false when it was already stored (idempotent repeat)
 }
 
 // ErrBatchIDTaken: a ledger batch id is already stored under another service_id. A ledger
@@ -30,7 +30,9 @@ var ErrBatchIDTaken = errors.New("ledger batch id already stored under another s
 // service_id committed before it: enqueues of one service_id are serialized (a
 // transaction-scoped advisory lock), so the per-service order is the order of the commits.
 // batchID must be unique per service_id; storing the same (serviceID, batchID) again changes
-// nothing (its options included). Run it in a transaction (pass a pgx.Tx) to store the batch
+// nothing (its options included). An empty batchID is no id: the job is stored every time,
+// never deduplicated, and known by its Seq; it costs the database less than one with an id,
+// whose pair is registered to find its repeats. Run it in a transaction (pass a pgx.Tx) to store the batch
 // atomically with other writes; other enqueues of serviceID then wait for that transaction to
 // end, so keep it short. The instance holding serviceID is woken when that transaction
 // commits. Given a *pgxpool.Pool, the statement is a transaction of its own and the holder
@@ -131,9 +133,6 @@ func enqueue(ctx context.Context, q pgdb.Querier, serviceID, batchID string, pay
 	}()
 	if err := batchclaim.ValidateServiceID(serviceID); err != nil {
 		return Stored{}, err
-	}
-	if batchID == "" {
-		return Stored{}, errors.New("batch id is empty")
 	}
 	if payload == nil {
 		payload = []byte{} // a job without a payload: stored empty, not NULL

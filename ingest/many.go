@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/batchclaim/batchclaim"
@@ -15,7 +16,7 @@ import (
 // Job is one job (batch) for EnqueueMany: Enqueue's arguments.
 type Job struct {
 	ServiceID string
-	BatchID   string
+	BatchID   string // the job's id, unique within its service_id; empty: none (Enqueue)
 	Payload   []byte
 	Options   []EnqueueOption // RunAt, MaxAttempts, Kind, Timeout
 }
@@ -32,7 +33,9 @@ const MaxEnqueueMany = 100_000
 //
 // The result has one Stored per job, in the order given: New false for a duplicate, a
 // (ServiceID, BatchID) stored before or earlier in jobs, which is skipped (its options too)
-// and reported with the Seq of the job stored under that pair. A job whose pair a concurrent
+// and reported with the Seq of the job stored under that pair. A job with an empty BatchID
+// has no id: it is always stored, never a duplicate, and known by its Seq; such jobs cost the
+// database less, since only an id is registered to find its repeats (docs/performance.md). A job whose pair a concurrent
 // transaction stored, invisible to this one's snapshot (a REPEATABLE READ transaction), fails
 // the call. Any error stores nothing (pass a pgx.Tx to make it atomic with your own writes
 // as well); an error inside a transaction leaves that transaction to be rolled back.
@@ -78,7 +81,7 @@ func insertMany(ctx context.Context, q pgdb.Querier, jobs []Job, ledger bool) ([
 		if err := batchclaim.ValidateServiceID(j.ServiceID); err != nil {
 			return nil, fmt.Errorf("job %d: %w", i, err)
 		}
-		if j.BatchID == "" {
+		if j.BatchID == "" && ledger {
 			return nil, fmt.Errorf("job %d: batch id is empty", i)
 		}
 		o, err := resolveOptions(j.Options)
@@ -109,12 +112,34 @@ func insertMany(ctx context.Context, q pgdb.Querier, jobs []Job, ledger bool) ([
 	}
 	type pair struct{ serviceID, batchID string }
 	seqs := make(map[pair]int64, len(rows))
+	// The rows of the jobs without an id, by service_id in seq order, which is the order of
+	// those jobs in the list (the statement draws each service_id's seqs in it).
+	var idless map[string][]int64
 	for _, r := range rows {
+		if r.BatchID == "" {
+			if idless == nil {
+				idless = map[string][]int64{}
+			}
+			idless[r.ServiceID] = append(idless[r.ServiceID], r.Seq)
+			continue
+		}
 		seqs[pair{r.ServiceID, r.BatchID}] = r.Seq
+	}
+	for _, s := range idless {
+		slices.Sort(s)
 	}
 	out := make([]Stored, len(jobs))
 	var before []int // jobs stored before this call
 	for i, j := range jobs {
+		if j.BatchID == "" {
+			s := idless[j.ServiceID]
+			if len(s) == 0 { // cannot happen: every job without an id is stored
+				return nil, fmt.Errorf("job %d (service_id %q, no id): not among the rows stored", i, j.ServiceID)
+			}
+			out[i] = Stored{Seq: s[0], New: true}
+			idless[j.ServiceID] = s[1:]
+			continue
+		}
 		k := pair{j.ServiceID, j.BatchID}
 		seq, ok := seqs[k]
 		switch {

@@ -123,6 +123,92 @@ func TestEnqueueMany(t *testing.T) {
 		}
 	})
 
+	t.Run("jobs without an id are always stored, in order, and never registered", func(t *testing.T) {
+		t.Parallel()
+		ctx, pool := t.Context(), dbtest.NewPool(t)
+		first, err := ingest.Enqueue(ctx, pool, "k", "", []byte("single"))
+		if err != nil || !first.New || first.BatchID != "" {
+			t.Fatalf("single enqueue without an id: %+v, %v; want it stored", first, err)
+		}
+		again, err := ingest.Enqueue(ctx, pool, "k", "", []byte("single"))
+		if err != nil || !again.New || again.Seq <= first.Seq {
+			t.Fatalf("the same enqueue again: %+v, %v; want a second job after seq %d", again, err, first.Seq)
+		}
+		// Jobs with and without ids of two keys, interleaved; the keys' jobs without an id
+		// carry their place in the list as payload.
+		var jobs []ingest.Job
+		for i := range 12 {
+			j := ingest.Job{ServiceID: fmt.Sprintf("k%d", i%2), Payload: []byte(fmt.Sprint(i))}
+			if i%3 == 0 {
+				j.BatchID = fmt.Sprintf("id%d", i)
+			}
+			jobs = append(jobs, j)
+		}
+		jobs = append(jobs, jobs[1], jobs[0]) // a job without an id again is new; with one, a duplicate
+		stored, err := ingest.EnqueueMany(ctx, pool, jobs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, s := range stored {
+			want := jobs[i].BatchID == "" || i < 12
+			if s.New != want || s.BatchID != jobs[i].BatchID || s.Seq == 0 {
+				t.Errorf("job %d (%+v): %+v, want New %v", i, jobs[i], s, want)
+			}
+		}
+		if stored[13].Seq != stored[0].Seq || stored[12].Seq == stored[1].Seq {
+			t.Errorf("repeats: %+v of %+v and %+v of %+v", stored[13], stored[0], stored[12], stored[1])
+		}
+		for k := range 2 {
+			svc := fmt.Sprintf("k%d", k)
+			rows, err := pool.Query(ctx, `SELECT seq, batch_id, payload FROM batchclaim.batches WHERE service_id = $1 ORDER BY pos`, svc)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got, want []string
+			for rows.Next() {
+				var seq int64
+				var id string
+				var payload []byte
+				if err := rows.Scan(&seq, &id, &payload); err != nil {
+					t.Fatal(err)
+				}
+				got = append(got, fmt.Sprintf("%d:%s:%s", seq, id, payload))
+			}
+			if err := rows.Err(); err != nil {
+				t.Fatal(err)
+			}
+			for i, j := range jobs {
+				if j.ServiceID == svc && stored[i].New {
+					want = append(want, fmt.Sprintf("%d:%s:%s", stored[i].Seq, j.BatchID, j.Payload))
+				}
+			}
+			if fmt.Sprint(got) != fmt.Sprint(want) {
+				t.Errorf("%s in queue order %v, want %v (each job's seq as reported)", svc, got, want)
+			}
+		}
+		var keys int
+		if err := pool.QueryRow(ctx, `SELECT count(*) FROM batchclaim.batch_keys WHERE batch_id = ''`).Scan(&keys); err != nil || keys != 0 {
+			t.Errorf("%d pairs without an id registered (%v), want none", keys, err)
+		}
+		// An application's own INSERT without an id goes through the key trigger's condition
+		// the same way; a ledger batch without one is registered, so a second is refused.
+		for range 2 {
+			if _, err := pool.Exec(ctx, `INSERT INTO batchclaim.batches (service_id, batch_id, payload) VALUES ('app', '', '')`); err != nil {
+				t.Fatal(err)
+			}
+		}
+		var appRows int
+		if err := pool.QueryRow(ctx, `SELECT count(*) FROM batchclaim.batches WHERE service_id = 'app'`).Scan(&appRows); err != nil || appRows != 2 {
+			t.Errorf("%d of the application's two inserts without an id stored (%v)", appRows, err)
+		}
+		for i, want := range []int64{1, 0} {
+			tag, err := pool.Exec(ctx, `INSERT INTO batchclaim.batches (service_id, batch_id, payload, ledger) VALUES ('ledger', '', '', true)`)
+			if err != nil || tag.RowsAffected() != want {
+				t.Errorf("ledger insert %d without an id: %d rows (%v), want %d", i, tag.RowsAffected(), err, want)
+			}
+		}
+	})
+
 	t.Run("options, and a job without a payload is stored empty", func(t *testing.T) {
 		t.Parallel()
 		ctx, pool := t.Context(), dbtest.NewPool(t)
@@ -159,7 +245,6 @@ func TestEnqueueMany(t *testing.T) {
 		t.Parallel()
 		ctx, pool := t.Context(), dbtest.NewPool(t)
 		for name, jobs := range map[string][]ingest.Job{
-			"empty batch id":   {{ServiceID: "k", BatchID: "ok"}, {ServiceID: "k"}},
 			"bad service_id":   {{ServiceID: "k", BatchID: "ok"}, {ServiceID: " k", BatchID: "x"}},
 			"max attempts < 1": {{ServiceID: "k", BatchID: "ok"}, {ServiceID: "k", BatchID: "x", Options: []ingest.EnqueueOption{ingest.MaxAttempts(0)}}},
 			"negative timeout": {{ServiceID: "k", BatchID: "ok"}, {ServiceID: "k", BatchID: "x", Options: []ingest.EnqueueOption{ingest.Timeout(-time.Second)}}},

@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/google/uuid"
-
 	"github.com/batchclaim/batchclaim/ingest"
 	"github.com/batchclaim/batchclaim/pgdb"
 )
@@ -23,8 +21,9 @@ type InsertOption = ingest.EnqueueOption
 // Insert stores a job of args' kind under key, with args as JSON, after every job of key
 // committed before it: the jobs of one key run one at a time, in this order. id is the job's
 // id, unique within its key: inserting the same id again changes nothing and returns the job
-// stored first (New false), which makes an insert safe to repeat. An empty id is a new random
-// one (a UUID). Pass a pgx.Tx as q to store the job atomically with your own writes (River's
+// stored first (New false), which makes an insert safe to repeat. An empty id is none: the job
+// is stored every time, never deduplicated, and known by its Seq (River's job id); it costs
+// the database less than one with an id (see ingest.Enqueue). Pass a pgx.Tx as q to store the job atomically with your own writes (River's
 // InsertTx): it exists, and the instance holding key runs it, only if that transaction
 // commits. Other inserts of key wait for the transaction to end, so keep it short. Options:
 // RunAt, MaxAttempts, Timeout.
@@ -39,9 +38,6 @@ func Insert(ctx context.Context, q pgdb.Querier, key, id string, args Args, opts
 	payload, err := json.Marshal(args)
 	if err != nil {
 		return Stored{}, fmt.Errorf("jobs: encode the arguments of kind %q: %w", kind, err)
-	}
-	if id == "" {
-		id = uuid.NewString()
 	}
 	return ingest.Enqueue(ctx, q, key, id, payload, append(opts[:len(opts):len(opts)], ingest.Kind(kind))...)
 }

@@ -12,8 +12,8 @@ import (
 	"github.com/batchclaim/batchclaim/testkit/testutil"
 )
 
-// Jobs stored by EnqueueMany and by single enqueues, on a pool and while two nodes run, all
-// run: each key's jobs in the order they were stored, one at a time. Every enqueue here is
+// Jobs stored by EnqueueMany and by single enqueues, with ids and without, on a pool and while
+// two nodes run, all run: each key's jobs in the order they were stored, one at a time. Every enqueue here is
 // its own transaction, whose holder is woken just after its commit. A job may run again right
 // after itself only as a recorded further attempt (its outcome was not recorded: an instance
 // that missed its local deadline on a loaded machine fenced itself, and the batch was adopted
@@ -43,6 +43,11 @@ func TestEnqueueManyRunsEveryKeyInOrder(t *testing.T) {
 		for i := range 5 {
 			for k := range keys {
 				key, id := fmt.Sprintf("key-%d", k), fmt.Sprintf("r%d-set-%d", r, i)
+				if i%2 == 1 { // no id: named by its payload
+					jobs = append(jobs, node.Job{ServiceID: key, Payload: []byte(id)})
+					want[key] = append(want[key], "#"+id)
+					continue
+				}
 				jobs = append(jobs, node.Job{ServiceID: key, BatchID: id})
 				want[key] = append(want[key], id)
 			}
@@ -57,8 +62,11 @@ func TestEnqueueManyRunsEveryKeyInOrder(t *testing.T) {
 			if _, err := node.Enqueue(ctx, admin, key, id, nil); err != nil {
 				t.Fatal(err)
 			}
-			want[key] = append(want[key], id)
-			total++
+			if _, err := node.Enqueue(ctx, admin, key, "", []byte(id+"-no-id")); err != nil {
+				t.Fatal(err)
+			}
+			want[key] = append(want[key], id, "#"+id+"-no-id")
+			total += 2
 		}
 	}
 	testutil.WaitFor(t, time.Minute, "every job run and finished", func() bool {
@@ -69,7 +77,8 @@ func TestEnqueueManyRunsEveryKeyInOrder(t *testing.T) {
 		return finished == total
 	})
 	attempts := map[string]int{} // key/job id -> attempts recorded
-	rows, err := admin.Query(ctx, `SELECT service_id, batch_id, attempts FROM batchclaim.batches`)
+	rows, err := admin.Query(ctx, `SELECT service_id, CASE WHEN batch_id = '' THEN '#' || convert_from(payload, 'UTF8') ELSE batch_id END,
+		attempts FROM batchclaim.batches`)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -224,7 +224,7 @@ func newKeyLog() *keyLog { return &keyLog{ran: map[string][]string{}, running: m
 
 // submitter returns a Submitter whose job takes work and then answers what decide says
 // (Done when decide is nil; decide runs under the log's lock); a job answered Done is logged
-// as run.
+// as run, by its id, or as # and its payload when it has none.
 func (l *keyLog) submitter(work time.Duration, decide func(batchclaim.Batch) batchclaim.Result) submitter.Submitter {
 	return submitter.SubmitterFunc(func(ctx context.Context, b batchclaim.Batch) (batchclaim.Result, error) {
 		l.mu.Lock()
@@ -242,7 +242,11 @@ func (l *keyLog) submitter(work time.Duration, decide func(batchclaim.Batch) bat
 			res = decide(b)
 		}
 		if res.Verdict == batchclaim.Done {
-			l.ran[b.ServiceID] = append(l.ran[b.ServiceID], b.BatchID)
+			name := b.BatchID
+			if name == "" {
+				name = "#" + string(b.Payload)
+			}
+			l.ran[b.ServiceID] = append(l.ran[b.ServiceID], name)
 		}
 		return res, nil
 	})

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"os"
 	"os/exec"
+	"strconv"
 	"testing"
 	"time"
 
@@ -273,11 +274,13 @@ func TestBenchProducerScenarios(t *testing.T) {
 	if m["scenario"] != "enqueue" || num(m, "jobs") <= 0 || num(m, "jobs_per_second") <= 0 || num(m, "call_p99_ms") < num(m, "call_p50_ms") {
 		t.Errorf("enqueue: %v", m)
 	}
-	m = benchJSON(t, bin, "--scenario", "bulk", "--bulk-jobs", "300", "--bulk-runs", "3", "--producer-keys", "20")
-	hasFields(t, m, "keys", "jobs_per_call", "calls", "call_seconds", "best_seconds", "median_seconds", "jobs_per_second", "method")
-	if calls, _ := m["call_seconds"].([]any); m["scenario"] != "bulk" || len(calls) != 3 || num(m, "best_seconds") <= 0 ||
-		num(m, "median_seconds") < num(m, "best_seconds") || num(m, "jobs_per_second") <= 0 {
-		t.Errorf("bulk: %v", m)
+	for _, withoutIDs := range []bool{false, true} {
+		m = benchJSON(t, bin, "--scenario", "bulk", "--bulk-jobs", "300", "--bulk-runs", "3", "--producer-keys", "20", "--bulk-without-ids="+strconv.FormatBool(withoutIDs))
+		hasFields(t, m, "keys", "jobs_per_call", "without_ids", "calls", "call_seconds", "best_seconds", "median_seconds", "jobs_per_second", "method")
+		if calls, _ := m["call_seconds"].([]any); m["scenario"] != "bulk" || m["without_ids"] != withoutIDs || len(calls) != 3 || num(m, "best_seconds") <= 0 ||
+			num(m, "median_seconds") < num(m, "best_seconds") || num(m, "jobs_per_second") <= 0 {
+			t.Errorf("bulk: %v", m)
+		}
 	}
 	m = benchJSON(t, bin, append([]string{"--scenario", "steady", "--steady-rate", "40", "--steady-duration", "3s", "--steady-window", "1s"}, shape...)...)
 	hasFields(t, m, "rate_asked", "rate_achieved", "jobs", "window_s", "all", "windows", "call_p50_ms")

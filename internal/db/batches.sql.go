@@ -157,6 +157,7 @@ type BatchInsertRow struct {
 // (or of this statement alone when it runs outside one).
 // Idempotent on (service_id, batch_id): a batch stored twice keeps its first seq. No row
 // comes back on any conflict, including a ledger batch id stored under another service_id.
+// An empty batch_id is no id: such a job is stored every time (migration 22).
 // The pair is registered in batch_keys by the trigger batches_key, which skips the row when
 // the pair (or a ledger batch id) is already stored. No unique index of batches can refuse a
 // row the trigger lets through (seq is drawn from its sequence, a ledger id is registered in
@@ -600,7 +601,7 @@ numbered AS (
 keyed AS (
     SELECT unnest(batchclaim.batchclaim_register_keys(array_agg(n.service_id ORDER BY n.seq), array_agg(n.batch_id ORDER BY n.seq),
                                                       array_agg(n.seq ORDER BY n.seq))) AS seq
-    FROM numbered n WHERE NOT $1::bool
+    FROM numbered n WHERE NOT $1::bool AND n.batch_id <> ''
 ),
 marked AS (
     SELECT CASE WHEN $1::bool THEN 0 ELSE batchclaim.batchclaim_keys_registered_through(max(seq)) END AS through FROM numbered
@@ -608,7 +609,7 @@ marked AS (
 INSERT INTO batchclaim.batches (seq, service_id, batch_id, payload, ledger, next_attempt_at, max_attempts, kind, timeout_ms)
 SELECT n.seq, n.service_id, n.batch_id, n.payload, $1::bool, n.run_at, n.max_attempts, n.kind, n.timeout_ms
 FROM numbered n, marked m
-WHERE $1::bool OR m.through IS NOT NULL AND n.seq IN (SELECT k.seq FROM keyed k)
+WHERE $1::bool OR m.through IS NOT NULL AND (n.batch_id = '' OR n.seq IN (SELECT k.seq FROM keyed k))
 ORDER BY n.seq
 RETURNING seq, service_id, batch_id
 `
@@ -639,7 +640,9 @@ type BatchesInsertManyRow struct {
 // under the locks. The rows' seqs are drawn by service_id and, within one, in the order
 // given, and their pairs registered in batch_keys in one insert in that order
 // (batchclaim_register_keys): a pair stored before, or earlier in the list, is skipped and
-// not returned. The rows whose pair was registered are then inserted in the same order (which
+// not returned. A job without an id (an empty batch_id) is never a duplicate: its pair is not
+// registered (nor by the trigger, migration 22). The rows whose pair was registered, and the
+// rows without an id, are then inserted in the same order (which
 // draws pos in it). Grouped by service_id, consecutive inserts land on one leaf page of the
 // indexes that lead with it (batch_keys' and the open index), where the order given (keys
 // in turn, say) sends each to another: a tenth less time for 10,000 jobs of 1,000 keys once

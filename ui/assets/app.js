@@ -61,9 +61,10 @@
   const serviceLink = (id) => el("a", { href: serviceHref(id), class: "service-link" }, id);
   // batchLink shows a batch id shortened and links to the batch's page; the full id is the
   // link's title and data-batch-id.
+  // A job enqueued without an id (an empty batch_id) is shown by its seq.
   function batchLink(seq, batchID) {
-    const short = batchID.length > 16 ? batchID.slice(0, 12) + "…" : batchID;
-    return el("a", { href: "#/batch/" + seq, title: batchID, class: "batch-link", dataset: { batchId: batchID, seq: String(seq) } },
+    const short = !batchID ? "#" + seq : batchID.length > 16 ? batchID.slice(0, 12) + "…" : batchID;
+    return el("a", { href: "#/batch/" + seq, title: batchID || "no id: seq " + seq, class: "batch-link", dataset: { batchId: batchID, seq: String(seq) } },
       el("code", {}, short));
   }
   const chip = (state) => el("span", { class: "chip s-" + state }, state);
@@ -415,7 +416,7 @@
     }
     show("batch",
       card(["Batch #" + b.seq + " ", chip(b.state)], actions, facts([
-        ["batch id", el("code", { id: "batch-id" }, b.batch_id)], ["service_id", serviceLink(b.service_id)],
+        ["batch id", b.batch_id ? el("code", { id: "batch-id" }, b.batch_id) : el("span", { id: "batch-id" }, "none (enqueued without an id)")], ["service_id", serviceLink(b.service_id)],
         ["kind", b.kind ? kindLink(b.kind) : ""], ["timeout", b.timeout_ms != null ? (b.timeout_ms / 1000) + " s (its own)" : ""],
         ["state", b.state], ["ledger status", b.dlt_status], ["attempts", String(b.attempts)],
         ["last written by", b.owner ? b.owner + (b.epoch != null ? " (epoch " + b.epoch + ")" : "") : ""],

@@ -40,6 +40,9 @@ type producerConfig struct {
 	window    time.Duration // steady: the latencies are reported per window of arrival
 	bulkJobs  int           // bulk: jobs of one call
 	bulkRuns  int           // bulk: calls, each timed
+	// bulk: the jobs have no id (an empty BatchID), so none is registered to find repeats:
+	// what River's InsertManyFast stores, where the default gives each job an id
+	bulkWithoutIDs bool
 	// steady: a session of the scratch database holds one REPEATABLE READ snapshot from before
 	// the producers start until every job ended, so no dead row of the run can be vacuumed
 	holdSnapshot bool
@@ -523,6 +526,7 @@ type bulkResult struct {
 	Method        string    `json:"method"`
 	Keys          int       `json:"keys"`
 	JobsPerCall   int       `json:"jobs_per_call"`
+	WithoutIDs    bool      `json:"without_ids"`
 	Calls         int       `json:"calls"`
 	CallSeconds   []float64 `json:"call_seconds"`
 	BestSeconds   float64   `json:"best_seconds"`
@@ -531,17 +535,21 @@ type bulkResult struct {
 }
 
 const bulkMethod = "ingest.EnqueueMany of jobs_per_call jobs over keys keys (jobs_per_call/keys each, the keys in turn) in one " +
-	"call, given the pool (its own transaction), no node working; each call timed from its start to its return; " +
-	"jobs_per_second from the median call"
+	"call, given the pool (its own transaction), no node working; each job with an id of its own, registered to skip repeats, " +
+	"or with without_ids none; each call timed from its start to its return; jobs_per_second from the median call"
 
 func (r bulkResult) print(w io.Writer) {
-	fmt.Fprintf(w, "bulk: ingest.EnqueueMany of %d jobs over %d keys in one call, %d calls\n", r.JobsPerCall, r.Keys, r.Calls)
+	ids := "each with an id"
+	if r.WithoutIDs {
+		ids = "without ids"
+	}
+	fmt.Fprintf(w, "bulk: ingest.EnqueueMany of %d jobs (%s) over %d keys in one call, %d calls\n", r.JobsPerCall, ids, r.Keys, r.Calls)
 	fmt.Fprintf(w, "  seconds a call %v: best %.3f, median %.3f: %.0f jobs/s\n\n", r.CallSeconds, r.BestSeconds, r.MedianSeconds, r.JobsPerSecond)
 }
 
 // benchBulk times EnqueueMany calls of c.bulkJobs jobs each.
 func benchBulk(ctx context.Context, c producerConfig, info io.Writer) (bulkResult, error) {
-	r := bulkResult{Scenario: "bulk", Method: bulkMethod, Keys: c.keys, JobsPerCall: c.bulkJobs, Calls: c.bulkRuns}
+	r := bulkResult{Scenario: "bulk", Method: bulkMethod, Keys: c.keys, JobsPerCall: c.bulkJobs, WithoutIDs: c.bulkWithoutIDs, Calls: c.bulkRuns}
 	db, admin, err := scratchWithAdmin(ctx, "batchclaim_bench_bulk", c.keep, info)
 	if err != nil {
 		return r, err
@@ -552,7 +560,10 @@ func benchBulk(ctx context.Context, c producerConfig, info io.Writer) (bulkResul
 	for run := range c.bulkRuns {
 		jobs := make([]ingest.Job, c.bulkJobs)
 		for i := range jobs {
-			jobs[i] = ingest.Job{ServiceID: keys[i%len(keys)], BatchID: fmt.Sprintf("bulk-%d-%d", run, i), Payload: []byte("{}")}
+			jobs[i] = ingest.Job{ServiceID: keys[i%len(keys)], Payload: []byte("{}")}
+			if !c.bulkWithoutIDs {
+				jobs[i].BatchID = fmt.Sprintf("bulk-%d-%d", run, i)
+			}
 		}
 		t := time.Now()
 		stored, err := ingest.EnqueueMany(ctx, admin, jobs)

@@ -68,6 +68,7 @@ func (s *settings) define(fs *flag.FlagSet) {
 	fs.DurationVar(&s.steadyFor, "steady-duration", time.Minute, "steady: how long the producers run")
 	fs.IntVar(&s.producer.bulkJobs, "bulk-jobs", 10000, "bulk: jobs of one EnqueueMany call")
 	fs.IntVar(&s.producer.bulkRuns, "bulk-runs", 5, "bulk: calls, each timed")
+	fs.BoolVar(&s.producer.bulkWithoutIDs, "bulk-without-ids", false, "bulk: jobs without ids (none registered to skip repeats), as River's InsertManyFast stores them")
 	fs.DurationVar(&s.producer.window, "steady-window", 10*time.Second, "steady: latencies are reported per window of this length")
 	fs.BoolVar(&s.producer.holdSnapshot, "steady-hold-snapshot", false, "steady: a session holds one REPEATABLE READ snapshot for the whole run, so no dead row of it can be vacuumed")
 

@@ -42,7 +42,7 @@ var scenarios = []scenario{
 	{name: "enqueue", help: "producers call ingest.Enqueue as fast as they can while nodes work: jobs per second",
 		flags: []string{"producers", "producer-keys", "producer-nodes", "enqueue-duration"}, run: runEnqueue},
 	{name: "bulk", help: "timed calls of ingest.EnqueueMany, no node working: seconds a call",
-		flags: []string{"bulk-jobs", "bulk-runs", "producer-keys"}, run: runBulk},
+		flags: []string{"bulk-jobs", "bulk-runs", "bulk-without-ids", "producer-keys"}, run: runBulk},
 	{name: "steady", help: "producers at a fixed rate: enqueue to start and to done, p50/p99/max per window",
 		flags: []string{"steady-rate", "steady-duration", "steady-window", "steady-hold-snapshot", "producers", "producer-keys", "producer-nodes"}, run: runSteady},
 	{name: "defaults", help: "two `run` processes with default flags: batches per second, /readyz probed meanwhile",
