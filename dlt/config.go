@@ -43,6 +43,11 @@ type Config struct {
 	// own Timeout also bounds status requests that ask the ledger to wait (StatusesWait): keep
 	// it above RequestTimeout plus the longest wait, or leave it zero.
 	HTTPClient *http.Client
+	// IdleConns is how many idle connections the default client keeps for reuse: at least as
+	// many as POST at once (the submitter's workers) and ask for statuses beside them, so
+	// that a burst's connections serve the next one instead of being closed and dialled
+	// again. Zero means IdleConnsDefault. Not with an HTTPClient, which keeps its own.
+	IdleConns int
 	// CAFile names a PEM bundle of the certificate authorities trusted for an https URL, in
 	// place of the system's roots. Empty means the system's roots.
 	CAFile string
@@ -86,12 +91,16 @@ func NewClient(cfg Config) (Client, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	if cfg.CAFile != "" || cfg.ClientCertFile != "" {
-		hc, err := tlsHTTPClient(cfg.CAFile, cfg.ClientCertFile, cfg.ClientKeyFile)
+	idle := cmp.Or(cfg.IdleConns, IdleConnsDefault)
+	switch {
+	case cfg.CAFile != "" || cfg.ClientCertFile != "":
+		hc, err := tlsHTTPClient(cfg.CAFile, cfg.ClientCertFile, cfg.ClientKeyFile, idle)
 		if err != nil {
 			return nil, fmt.Errorf("dlt config: %w", err)
 		}
 		cfg.HTTPClient = hc
+	case cfg.HTTPClient == nil:
+		cfg.HTTPClient = &http.Client{Transport: ledgerTransport(idle)}
 	}
 	switch cfg.Flavor {
 	case FlavorSawtooth:
@@ -118,6 +127,12 @@ func (c Config) validate() error {
 	}
 	if err := c.validateTLS(u.Scheme); err != nil {
 		return fmt.Errorf("dlt config: %w", err)
+	}
+	switch {
+	case c.IdleConns < 0:
+		return fmt.Errorf("dlt config: idle connections must not be negative, got %d", c.IdleConns)
+	case c.IdleConns > 0 && c.HTTPClient != nil:
+		return errors.New("dlt config: idle connections are set together with an HTTPClient: configure them in the HTTPClient instead")
 	}
 	if c.Flavor == FlavorScabbard {
 		if err := checkScabbardNames(c.Circuit, c.Service); err != nil {
@@ -202,7 +217,7 @@ func (c transportConfig) withDefaults() transportConfig {
 	c.timeout = cmp.Or(c.timeout, RequestTimeoutDefault)
 	c.concurrency = cmp.Or(c.concurrency, StatusConcurrencyDefault)
 	if c.httpClient == nil {
-		c.httpClient = &http.Client{Transport: ledgerTransport()}
+		c.httpClient = &http.Client{Transport: ledgerTransport(IdleConnsDefault)}
 	}
 	if c.logger == nil {
 		c.logger = slog.New(slog.DiscardHandler)

@@ -1,6 +1,7 @@
 package dlt_test
 
 import (
+	"net/http"
 	"strings"
 	"testing"
 
@@ -39,6 +40,8 @@ func TestNewClientValidation(t *testing.T) {
 		{"neither", func(c *dlt.Config) { c.Circuit, c.Service = "", "" }, "needs a circuit and a service"},
 		{"negative timeout", func(c *dlt.Config) { c.RequestTimeout = -1 }, "request timeout"},
 		{"negative concurrency", func(c *dlt.Config) { c.StatusConcurrency = -1 }, "status concurrency"},
+		{"negative idle connections", func(c *dlt.Config) { c.IdleConns = -1 }, "idle connections must not be negative"},
+		{"idle connections and a client", func(c *dlt.Config) { c.IdleConns, c.HTTPClient = 8, &http.Client{} }, "configure them in the HTTPClient"},
 	}
 	for _, tt := range tests {
 		cfg := ok

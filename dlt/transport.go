@@ -43,7 +43,7 @@ func (e *HTTPError) Error() string {
 
 // tlsHTTPClient returns a client that trusts the CAs of caFile (the system's roots when empty)
 // and presents the client certificate of certFile and keyFile when set.
-func tlsHTTPClient(caFile, certFile, keyFile string) (*http.Client, error) {
+func tlsHTTPClient(caFile, certFile, keyFile string, idleConns int) (*http.Client, error) {
 	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
 	if caFile != "" {
 		pemData, err := os.ReadFile(caFile)
@@ -62,24 +62,25 @@ func tlsHTTPClient(caFile, certFile, keyFile string) (*http.Client, error) {
 		}
 		cfg.Certificates = []tls.Certificate{cert}
 	}
-	tr := ledgerTransport()
+	tr := ledgerTransport(idleConns)
 	tr.TLSClientConfig = cfg
 	return &http.Client{Transport: tr}, nil
 }
 
 // IdleConnsDefault is how many idle connections to the ledger the default client keeps for
-// reuse: as many as the submitter's workers (1024 by default) POST at once, so that a burst's
+// reuse (Config.IdleConns): as many as the submitter's workers (1024 by default) POST at once
+// and the status poller's requests beside them (16: 4 polls of 4 requests), so that a burst's
 // connections stay open for the next one.
-const IdleConnsDefault = 1024
+const IdleConnsDefault = 1040
 
-// ledgerTransport is http.DefaultTransport's settings with room for IdleConnsDefault idle
-// connections to the one ledger host. The default transport keeps 2 per host: after every
-// burst of concurrent POSTs all but 2 of their connections were closed, and the next burst
-// dialed again (and left the closed ones in TIME_WAIT).
-func ledgerTransport() *http.Transport {
+// ledgerTransport is http.DefaultTransport's settings with room for `idle` idle connections to
+// the one ledger host. The default transport keeps 2 per host: after every burst of
+// concurrent POSTs all but 2 of their connections were closed, and the next burst dialed
+// again (and left the closed ones in TIME_WAIT).
+func ledgerTransport(idle int) *http.Transport {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
-	tr.MaxIdleConns = IdleConnsDefault
-	tr.MaxIdleConnsPerHost = IdleConnsDefault
+	tr.MaxIdleConns = idle
+	tr.MaxIdleConnsPerHost = idle
 	return tr
 }
 

@@ -154,6 +154,11 @@ func enqueue(ctx context.Context, q pgdb.Querier, serviceID, batchID string, pay
 	if !pgdb.NoRows(err) {
 		return Stored{}, fmt.Errorf("store batch: %w", err)
 	}
+	if batchID == "" {
+		// A job without an id is never a repeat: only a schema older than this binary's
+		// (before migration 22) registers its empty id and skips the next one.
+		return Stored{}, errors.New("a job without an id was not stored: the database's schema is older than this binary's (run batchclaim migrate up)")
+	}
 	// A conflict: the same batch stored before (an idempotent repeat).
 	old, err := qs.BatchLookup(ctx, q, db.BatchLookupParams{ServiceID: serviceID, BatchID: batchID})
 	if err == nil {

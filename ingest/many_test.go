@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -11,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/batchclaim/batchclaim/ingest"
+	"github.com/batchclaim/batchclaim/migrations"
 	"github.com/batchclaim/batchclaim/pgdb"
 	"github.com/batchclaim/batchclaim/testkit/dbtest"
 	"github.com/batchclaim/batchclaim/testkit/testutil"
@@ -206,6 +208,29 @@ func TestEnqueueMany(t *testing.T) {
 			if err != nil || tag.RowsAffected() != want {
 				t.Errorf("ledger insert %d without an id: %d rows (%v), want %d", i, tag.RowsAffected(), err, want)
 			}
+		}
+	})
+
+	t.Run("on a schema before jobs without ids, the second one fails instead of passing as a repeat", func(t *testing.T) {
+		t.Parallel()
+		ctx, url := t.Context(), dbtest.NewDB(t)
+		latest, err := migrations.Latest()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := migrations.Down(ctx, url, int(latest)-21); err != nil { // to 21: the key trigger registers an empty id
+			t.Fatal(err)
+		}
+		pool, err := pgxpool.New(ctx, url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(pool.Close)
+		if st, err := ingest.Enqueue(ctx, pool, "k", "", nil); err != nil || !st.New {
+			t.Fatalf("first job without an id: %+v, %v", st, err)
+		}
+		if st, err := ingest.Enqueue(ctx, pool, "k", "", nil); err == nil || !strings.Contains(err.Error(), "migrate up") {
+			t.Fatalf("second job without an id on schema 21: %+v, %v; want an error that asks for the migration", st, err)
 		}
 	})
 

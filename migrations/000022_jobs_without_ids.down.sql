@@ -1,5 +1,7 @@
--- Back to migration 20's condition. Rows stored without an id stay; later inserts without
--- one are registered (and a second one of a service_id skipped as its duplicate), as before.
+-- Back to migration 20's condition. Rows stored without an id stay. A later single insert
+-- without one registers its empty pair, and the next one of the service_id is skipped as its
+-- duplicate (a newer binary's Enqueue fails on it, asking for the migration); a bulk
+-- statement's rows register nothing either way.
 DROP TRIGGER batches_key ON batches;
 CREATE TRIGGER batches_key BEFORE INSERT ON batches
     FOR EACH ROW

@@ -81,6 +81,10 @@ const (
 	// connOverhead is what one open connection holds besides its headers: its goroutine's
 	// stack and its read and write buffers.
 	connOverhead = 16 << 10
+	// workerOverhead is what one submission in flight holds besides its payload: its
+	// goroutine, and on the ledger path its HTTP connection's two goroutines and buffers (43
+	// KiB measured with TLS, 30 without; an idle kept connection 36 and 23).
+	workerOverhead = 48 << 10
 )
 
 // MemoryBound is the most memory an instance with this configuration, on a pool of
@@ -91,6 +95,7 @@ const (
 //	+ 2 x IngestConns x MaxBody            the driver's copies of the batch each storing request sends
 //	+ max(MaxSubmitMemory, MaxBody) + MaxBody   the payloads of submissions in flight, and those read
 //	+ (MaxConnections + 16) x (MaxHeaderBytes + 16 KiB)   connections (and the probes' reserve), their headers being read
+//	+ Workers x 48 KiB                     submissions in flight: goroutines, ledger connections
 //
 // A batch is never larger than the body it came in. The garbage collector lets the heap grow
 // to twice what is live before it collects (GOGC=100), unless a soft memory limit
@@ -100,8 +105,9 @@ func (c Config) MemoryBound(poolConns int32) int64 {
 	inflight := max(cmp.Or(c.MaxSubmitMemory, submitter.MaxMemoryDefault), body)
 	conns := int64(cmp.Or(c.MaxConnections, MaxConnectionsDefault) + httpguard.ProbeConnections)
 	header := int64(cmp.Or(c.MaxHeaderBytes, MaxHeaderBytesDefault))
+	workers := int64(cmp.Or(c.Workers, submitter.WorkersDefault))
 	return MemoryBase + cmp.Or(c.MaxIngestMemory, ingest.MaxMemoryDefault) + 2*int64(IngestConns(poolConns))*body +
-		inflight + body + conns*(header+connOverhead)
+		inflight + body + conns*(header+connOverhead) + workers*workerOverhead
 }
 
 // ProbeConns is the size of the listener's own small pool, dialled with the node's pool's

@@ -125,15 +125,15 @@ func TestMemoryBound(t *testing.T) {
 		conns int32
 		want  int64
 	}{
-		// 32 + 128 + 2 x 2 x 10 + (64 + 10) + (1024 + 16) x (64 + 16) KiB: the listener's
-		// connections and the probes' reserve beyond them
-		{node.Config{}, 4, 32*MiB + 128*MiB + 40*MiB + 74*MiB + 80*MiB + 16*(80<<10)},
-		{node.Config{MaxBody: MiB, MaxIngestMemory: 16 * MiB, MaxSubmitMemory: 4 * MiB, MaxConnections: 64, MaxHeaderBytes: 16 << 10}, 10,
-			32*MiB + 16*MiB + 2*5*MiB + 5*MiB + (64+16)*(32<<10)},
+		// 32 + 128 + 2 x 2 x 10 + (64 + 10) + (1024 + 16) x (64 + 16) KiB (the listener's
+		// connections and the probes' reserve beyond them) + 1024 workers x 48 KiB
+		{node.Config{}, 4, 32*MiB + 128*MiB + 40*MiB + 74*MiB + 80*MiB + 16*(80<<10) + 48*MiB},
+		{node.Config{MaxBody: MiB, MaxIngestMemory: 16 * MiB, MaxSubmitMemory: 4 * MiB, MaxConnections: 64, MaxHeaderBytes: 16 << 10, Workers: 64}, 10,
+			32*MiB + 16*MiB + 2*5*MiB + 5*MiB + (64+16)*(32<<10) + 3*MiB},
 		// One batch as large as a body goes alone even when it is larger than the submissions'
 		// memory: max(1 MiB, 10 MiB) + 10 MiB.
 		{node.Config{MaxSubmitMemory: MiB, MaxIngestMemory: 16 * MiB, MaxConnections: 64, MaxHeaderBytes: 16 << 10}, 4,
-			32*MiB + 16*MiB + 2*2*10*MiB + 20*MiB + (64+16)*(32<<10)},
+			32*MiB + 16*MiB + 2*2*10*MiB + 20*MiB + (64+16)*(32<<10) + 48*MiB},
 	} {
 		if got := tt.cfg.MemoryBound(tt.conns); got != tt.want {
 			t.Errorf("%+v on %d connections: %d MiB, want %d MiB", tt.cfg, tt.conns, got/MiB, tt.want/MiB)

@@ -206,7 +206,9 @@ func runDaemon(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		}
 		client, err = dlt.NewClient(dlt.Config{Flavor: fl, URL: *dltURL, Circuit: *circuit, Service: *service,
 			Authorization: *auth, RequestTimeout: timings.MaxSubmission, Logger: logger,
-			CAFile: *dltCA, ClientCertFile: *dltCert, ClientKeyFile: *dltKey})
+			CAFile: *dltCA, ClientCertFile: *dltCert, ClientKeyFile: *dltKey,
+			// A connection kept for each worker's POST and each status request beside them.
+			IdleConns: cfg.Workers + observer.PollConcurrency*dlt.StatusConcurrencyDefault})
 		if err != nil {
 			return fmt.Errorf("ledger (%s): %w", strings.Join(givenFlags(fs, "dlt-url", "dlt-flavor", "dlt-ca", "dlt-client-cert", "dlt-client-key", "scabbard-circuit", "scabbard-service"), ", "), err)
 		}

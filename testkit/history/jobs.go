@@ -335,7 +335,9 @@ func CheckLostJobs(h JobHistory, promises []Promise) Finding {
 	for i := range h.Jobs {
 		j := &h.Jobs[i]
 		bySeq[j.Seq] = j
-		byID[j.BatchID] = j
+		if j.BatchID != "" { // a job without an id is promised by its seq
+			byID[j.BatchID] = j
+		}
 		switch {
 		case !j.Deleted.IsZero() && !j.Final.Terminal():
 			f.add("%s: seq %d deleted by retention at %s while %s%s: it will never run", j.Service, j.Seq, stamp(j.Deleted), j.Final, revivedNote(*j))
