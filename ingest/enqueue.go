@@ -32,13 +32,13 @@ var ErrBatchIDTaken = errors.New("ledger batch id already stored under another s
 // batchID must be unique per service_id; storing the same (serviceID, batchID) again changes
 // nothing (its options included). An empty batchID is no id: the job is stored every time,
 // never deduplicated, and known by its Seq; it costs the database less than one with an id,
-// whose pair is registered to find its repeats. Run it in a transaction (pass a pgx.Tx) to store the batch
-// atomically with other writes; other enqueues of serviceID then wait for that transaction to
-// end, so keep it short. The instance holding serviceID is woken when that transaction
-// commits. Given a *pgxpool.Pool, the statement is a transaction of its own and the holder
-// is woken just after its commit, by a statement that carries the wake-ups of every enqueue
-// that committed on the pool meanwhile (Enqueue does not wait for it; see wake.go). Options:
-// RunAt, MaxAttempts, Kind, Timeout.
+// whose pair is registered to find its repeats. Run it in a transaction (pass a pgx.Tx) to
+// store the batch atomically with other writes; other enqueues of serviceID then wait for
+// that transaction to end, so keep it short. The instance holding serviceID is woken when
+// that transaction commits. Given a *pgxpool.Pool, the statement is a transaction of its own
+// and the holder is woken just after its commit, by a statement that carries the wake-ups of
+// every enqueue that committed on the pool meanwhile (Enqueue does not wait for it; see
+// wake.go). Options: RunAt, MaxAttempts, Kind, Timeout.
 func Enqueue(ctx context.Context, q pgdb.Querier, serviceID, batchID string, payload []byte, opts ...EnqueueOption) (Stored, error) {
 	o, err := resolveOptions(opts)
 	if err != nil {

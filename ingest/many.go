@@ -35,10 +35,11 @@ const MaxEnqueueMany = 100_000
 // (ServiceID, BatchID) stored before or earlier in jobs, which is skipped (its options too)
 // and reported with the Seq of the job stored under that pair. A job with an empty BatchID
 // has no id: it is always stored, never a duplicate, and known by its Seq; such jobs cost the
-// database less, since only an id is registered to find its repeats (docs/performance.md). A job whose pair a concurrent
-// transaction stored, invisible to this one's snapshot (a REPEATABLE READ transaction), fails
-// the call. Any error stores nothing (pass a pgx.Tx to make it atomic with your own writes
-// as well); an error inside a transaction leaves that transaction to be rolled back.
+// database less, since only an id is registered to find its repeats (docs/performance.md).
+// A job whose pair a concurrent transaction stored, invisible to this one's snapshot (a
+// REPEATABLE READ transaction), fails the call. Any error stores nothing (pass a pgx.Tx to
+// make it atomic with your own writes as well); an error inside a transaction leaves that
+// transaction to be rolled back.
 //
 // Given a pool, the statement is a transaction of its own and the holders of the
 // service_ids are woken just after it commits; given a transaction, when that transaction
