@@ -95,3 +95,36 @@ func Example() {
 	// stopped: <nil>
 	// invoice COMMITTED {"invoice": "INV-1"}
 }
+
+// Many jobs of several keys in one statement, as River's InsertMany: a job with an id is
+// stored once (its repeat reported, not stored again); a job without an id is stored every
+// time and known by its seq.
+func ExampleInsertMany() {
+	pool, drop := dbtest.ExamplePool()
+	defer drop()
+	ctx := context.Background()
+
+	stored, err := jobs.InsertMany(ctx, pool, []jobs.InsertManyParams{
+		{Key: "customer-1", ID: "welcome", Args: Welcome{User: "ann"}},
+		{Key: "customer-2", Args: Invoice{Cents: 300}},
+		{Key: "customer-1", Args: Invoice{Cents: 1250}, Options: []jobs.InsertOption{jobs.MaxAttempts(3)}},
+		{Key: "customer-1", ID: "welcome", Args: Welcome{User: "ann"}}, // a repeat
+	})
+	if err != nil {
+		panic(err)
+	}
+	for i, s := range stored {
+		fmt.Printf("job %d: id %q, new %v, same seq as job 0: %v\n", i, s.BatchID, s.New, s.Seq == stored[0].Seq)
+	}
+	var n int
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM batchclaim.batches WHERE kind IN ('welcome', 'invoice')`).Scan(&n); err != nil {
+		panic(err)
+	}
+	fmt.Println("stored:", n)
+	// Output:
+	// job 0: id "welcome", new true, same seq as job 0: true
+	// job 1: id "", new true, same seq as job 0: false
+	// job 2: id "", new true, same seq as job 0: false
+	// job 3: id "welcome", new false, same seq as job 0: true
+	// stored: 3
+}

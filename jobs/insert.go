@@ -28,18 +28,55 @@ type InsertOption = ingest.EnqueueOption
 // commits. Other inserts of key wait for the transaction to end, so keep it short. Options:
 // RunAt, MaxAttempts, Timeout.
 func Insert(ctx context.Context, q pgdb.Querier, key, id string, args Args, opts ...InsertOption) (Stored, error) {
+	payload, opts, err := encode(args, opts)
+	if err != nil {
+		return Stored{}, err
+	}
+	return ingest.Enqueue(ctx, q, key, id, payload, opts...)
+}
+
+// InsertManyParams is one job of InsertMany: Insert's arguments.
+type InsertManyParams struct {
+	Key     string
+	ID      string // unique within Key; empty: none (Insert)
+	Args    Args
+	Options []InsertOption
+}
+
+// InsertMany stores many jobs, of one key or many, in one statement (River's InsertMany and
+// InsertManyFast): what Insert does for each, all or nothing. Each key's jobs are stored
+// after every job of it committed before, in the order they have in params. The result has
+// one Stored per job, in that order; a job whose id is stored already, or earlier in params,
+// is skipped and reported with New false. Jobs without an id cost the database less (see
+// Insert). Pass a pgx.Tx as q to store them atomically with your own writes. It is
+// ingest.EnqueueMany, with each job's kind and its arguments as JSON; at most
+// ingest.MaxEnqueueMany jobs a call.
+func InsertMany(ctx context.Context, q pgdb.Querier, params []InsertManyParams) ([]Stored, error) {
+	many := make([]ingest.Job, len(params))
+	for i, p := range params {
+		payload, opts, err := encode(p.Args, p.Options)
+		if err != nil {
+			return nil, fmt.Errorf("job %d: %w", i, err)
+		}
+		many[i] = ingest.Job{ServiceID: p.Key, BatchID: p.ID, Payload: payload, Options: opts}
+	}
+	return ingest.EnqueueMany(ctx, q, many)
+}
+
+// encode returns args as JSON, and opts with the kind of args after them.
+func encode(args Args, opts []InsertOption) ([]byte, []InsertOption, error) {
 	if args == nil {
-		return Stored{}, fmt.Errorf("jobs: nil arguments")
+		return nil, nil, fmt.Errorf("jobs: nil arguments")
 	}
 	kind := args.Kind()
 	if kind == "" {
-		return Stored{}, errNoKind
+		return nil, nil, errNoKind
 	}
 	payload, err := json.Marshal(args)
 	if err != nil {
-		return Stored{}, fmt.Errorf("jobs: encode the arguments of kind %q: %w", kind, err)
+		return nil, nil, fmt.Errorf("jobs: encode the arguments of kind %q: %w", kind, err)
 	}
-	return ingest.Enqueue(ctx, q, key, id, payload, append(opts[:len(opts):len(opts)], ingest.Kind(kind))...)
+	return payload, append(opts[:len(opts):len(opts)], ingest.Kind(kind)), nil
 }
 
 // RunAt makes the job wait until t, by the database clock (River's ScheduledAt); the later

@@ -286,3 +286,58 @@ func TestAddWorkerRefusesADuplicateKind(t *testing.T) {
 	}()
 	jobs.AddWorker(w, work)
 }
+
+// InsertMany stores typed jobs of several keys and kinds in one call, with ids and without:
+// each key's jobs run in the order given, a repeated id is reported and skipped, and a bad
+// job stores nothing of the call.
+func TestInsertMany(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := t.Context()
+	if _, err := jobs.InsertMany(ctx, b.pool, []jobs.InsertManyParams{
+		{Key: "order-1", Args: chargeCard{Cents: 1}}, {Key: "order-1", Args: nil},
+	}); err == nil || !strings.Contains(err.Error(), "job 1") {
+		t.Fatalf("a job without arguments: %v, want an error naming job 1", err)
+	}
+	stored, err := jobs.InsertMany(ctx, b.pool, []jobs.InsertManyParams{
+		{Key: "order-1", ID: "charge", Args: chargeCard{Cents: 1250}},
+		{Key: "order-2", Args: chargeCard{Cents: 7}},
+		{Key: "order-1", Args: sendEmail{To: "ann@example.com", Subject: "paid"}, Options: []jobs.InsertOption{jobs.MaxAttempts(2)}},
+		{Key: "order-1", ID: "charge", Args: chargeCard{Cents: 99}}, // a repeat of the first
+		{Key: "order-2", Args: sendEmail{To: "bob@example.com", Subject: "paid"}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !stored[0].New || stored[3].New || stored[3].Seq != stored[0].Seq || stored[1].BatchID != "" || !stored[4].New {
+		t.Fatalf("stored %+v", stored)
+	}
+	var n int
+	if err := b.pool.QueryRow(ctx, `SELECT count(*) FROM batchclaim.batches`).Scan(&n); err != nil || n != 4 {
+		t.Fatalf("%d jobs stored (%v), want 4: the failed call stored nothing, the repeat was skipped", n, err)
+	}
+	var seen log
+	w := jobs.NewWorkers()
+	jobs.AddWorker(w, jobs.WorkFunc(func(ctx context.Context, j *jobs.Job[sendEmail]) error {
+		seen.add("%s email to %s (max attempts %d)", j.ServiceID, j.Args.To, j.MaxAttempts)
+		return nil
+	}))
+	jobs.AddWorker(w, jobs.WorkFunc(func(ctx context.Context, j *jobs.Job[chargeCard]) error {
+		seen.add("%s charge %d", j.ServiceID, j.Args.Cents)
+		return nil
+	}))
+	b.run("a", w, nil)
+	b.waitFinished(time.Minute)
+	byKey := map[string][]string{}
+	for _, l := range strings.Split(seen.String(), "\n") {
+		key, _, _ := strings.Cut(l, " ")
+		byKey[key] = append(byKey[key], l)
+	}
+	want := map[string][]string{
+		"order-1": {"order-1 charge 1250", "order-1 email to ann@example.com (max attempts 2)"},
+		"order-2": {"order-2 charge 7", "order-2 email to bob@example.com (max attempts 0)"},
+	}
+	if fmt.Sprint(byKey) != fmt.Sprint(want) {
+		t.Errorf("ran %v, want %v", byKey, want)
+	}
+}
