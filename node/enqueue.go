@@ -19,8 +19,9 @@ type Stored = ingest.Stored
 // changes nothing; an empty one is none (the job is stored every time, see ingest.Enqueue).
 // Pass a pgx.Tx as q to store the batch atomically with your own writes (the instance holding
 // the service_id is woken when that transaction commits; given a pool, just after the
-// enqueue's own commit); other enqueues of serviceID wait for it to end, so keep it short. Options: RunAt, MaxAttempts, Timeout. It is ingest.Enqueue, here so that an embedder
-// needs one import.
+// enqueue's own commit); other enqueues of serviceID wait for it to end, so keep it short.
+// Options: RunAt, MaxAttempts, Timeout. It is ingest.Enqueue, here so that an embedder needs
+// one import.
 func Enqueue(ctx context.Context, q pgdb.Querier, serviceID, batchID string, payload []byte, opts ...EnqueueOption) (Stored, error) {
 	return ingest.Enqueue(ctx, q, serviceID, batchID, payload, opts...)
 }

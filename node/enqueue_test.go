@@ -13,11 +13,11 @@ import (
 )
 
 // Jobs stored by EnqueueMany and by single enqueues, with ids and without, on a pool and while
-// two nodes run, all run: each key's jobs in the order they were stored, one at a time. Every enqueue here is
-// its own transaction, whose holder is woken just after its commit. A job may run again right
-// after itself only as a recorded further attempt (its outcome was not recorded: an instance
-// that missed its local deadline on a loaded machine fenced itself, and the batch was adopted
-// and run again), never out of order.
+// two nodes run, all run: each key's jobs in the order they were stored, one at a time. Every
+// enqueue here is its own transaction, whose holder is woken just after its commit. A job may
+// run again right after itself only as a recorded further attempt (its outcome was not
+// recorded: an instance that missed its local deadline on a loaded machine fenced itself,
+// and the batch was adopted and run again), never out of order.
 func TestEnqueueManyRunsEveryKeyInOrder(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
