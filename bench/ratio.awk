@@ -5,8 +5,8 @@
 # and the best of each side. Bulk comes in two pairs: jobs without ids against River's plain
 # InsertManyFast, then jobs each with an id (registered to skip repeats) against River's with
 # every job unique by its args; the best of each side is the first pair's. Then the backlog:
-# batchclaim's jobs per second over River's best run at the tuning of River's own benchmark (riverbench), then over River at
-# its defaults.
+# batchclaim's jobs per second over River's best run at the tuning of River's own benchmark
+# (riverbench), then over River at its defaults.
 
 function num(line, field,    re) {
 	re = "\"" field "\":-?[0-9.eE+-]+"
