@@ -69,6 +69,7 @@ type SawtoothConfig struct {
 	URL               string
 	Authorization     string
 	HTTPClient        *http.Client
+	IdleConns         int
 	RequestTimeout    time.Duration
 	StatusConcurrency int
 	Logger            *slog.Logger
@@ -80,6 +81,7 @@ type ScabbardConfig struct {
 	Circuit, Service  string
 	Authorization     string
 	HTTPClient        *http.Client
+	IdleConns         int
 	RequestTimeout    time.Duration
 	StatusConcurrency int
 	Logger            *slog.Logger
@@ -91,27 +93,23 @@ func NewClient(cfg Config) (Client, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	idle := cmp.Or(cfg.IdleConns, IdleConnsDefault)
-	switch {
-	case cfg.CAFile != "" || cfg.ClientCertFile != "":
-		hc, err := tlsHTTPClient(cfg.CAFile, cfg.ClientCertFile, cfg.ClientKeyFile, idle)
+	if cfg.CAFile != "" || cfg.ClientCertFile != "" {
+		hc, err := tlsHTTPClient(cfg.CAFile, cfg.ClientCertFile, cfg.ClientKeyFile, cmp.Or(cfg.IdleConns, IdleConnsDefault))
 		if err != nil {
 			return nil, fmt.Errorf("dlt config: %w", err)
 		}
-		cfg.HTTPClient = hc
-	case cfg.HTTPClient == nil:
-		cfg.HTTPClient = &http.Client{Transport: ledgerTransport(idle)}
+		cfg.HTTPClient, cfg.IdleConns = hc, 0 // the client keeps them
 	}
 	switch cfg.Flavor {
 	case FlavorSawtooth:
 		return NewSawtooth(SawtoothConfig{
-			URL: cfg.URL, Authorization: cfg.Authorization, HTTPClient: cfg.HTTPClient,
+			URL: cfg.URL, Authorization: cfg.Authorization, HTTPClient: cfg.HTTPClient, IdleConns: cfg.IdleConns,
 			RequestTimeout: cfg.RequestTimeout, StatusConcurrency: cfg.StatusConcurrency, Logger: cfg.Logger,
 		})
 	default:
 		return NewScabbard(ScabbardConfig{
 			URL: cfg.URL, Circuit: cfg.Circuit, Service: cfg.Service, Authorization: cfg.Authorization,
-			HTTPClient: cfg.HTTPClient, RequestTimeout: cfg.RequestTimeout,
+			HTTPClient: cfg.HTTPClient, IdleConns: cfg.IdleConns, RequestTimeout: cfg.RequestTimeout,
 			StatusConcurrency: cfg.StatusConcurrency, Logger: cfg.Logger,
 		})
 	}
@@ -128,18 +126,12 @@ func (c Config) validate() error {
 	if err := c.validateTLS(u.Scheme); err != nil {
 		return fmt.Errorf("dlt config: %w", err)
 	}
-	switch {
-	case c.IdleConns < 0:
-		return fmt.Errorf("dlt config: idle connections must not be negative, got %d", c.IdleConns)
-	case c.IdleConns > 0 && c.HTTPClient != nil:
-		return errors.New("dlt config: idle connections are set together with an HTTPClient: configure them in the HTTPClient instead")
-	}
 	if c.Flavor == FlavorScabbard {
 		if err := checkScabbardNames(c.Circuit, c.Service); err != nil {
 			return fmt.Errorf("dlt config: %w", err)
 		}
 	}
-	return checkLimits(c.RequestTimeout, c.StatusConcurrency)
+	return checkLimits(c.RequestTimeout, c.StatusConcurrency, c.IdleConns, c.HTTPClient)
 }
 
 func (c Config) validateTLS(scheme string) error {
@@ -170,12 +162,16 @@ func checkScabbardNames(circuit, service string) error {
 	return nil
 }
 
-func checkLimits(timeout time.Duration, concurrency int) error {
-	if timeout < 0 {
+func checkLimits(timeout time.Duration, concurrency, idleConns int, hc *http.Client) error {
+	switch {
+	case timeout < 0:
 		return fmt.Errorf("dlt config: request timeout %v is negative", timeout)
-	}
-	if concurrency < 0 {
+	case concurrency < 0:
 		return fmt.Errorf("dlt config: status concurrency %d is negative", concurrency)
+	case idleConns < 0:
+		return fmt.Errorf("dlt config: idle connections must not be negative, got %d", idleConns)
+	case idleConns > 0 && hc != nil:
+		return errors.New("dlt config: idle connections are set together with an HTTPClient: configure them in the HTTPClient instead")
 	}
 	return nil
 }
@@ -205,6 +201,7 @@ type transportConfig struct {
 	url           string
 	authorization string
 	httpClient    *http.Client
+	idleConns     int // of the default client
 	timeout       time.Duration
 	concurrency   int
 	logger        *slog.Logger
@@ -217,7 +214,7 @@ func (c transportConfig) withDefaults() transportConfig {
 	c.timeout = cmp.Or(c.timeout, RequestTimeoutDefault)
 	c.concurrency = cmp.Or(c.concurrency, StatusConcurrencyDefault)
 	if c.httpClient == nil {
-		c.httpClient = &http.Client{Transport: ledgerTransport(IdleConnsDefault)}
+		c.httpClient = &http.Client{Transport: ledgerTransport(cmp.Or(c.idleConns, IdleConnsDefault))}
 	}
 	if c.logger == nil {
 		c.logger = slog.New(slog.DiscardHandler)
@@ -226,13 +223,13 @@ func (c transportConfig) withDefaults() transportConfig {
 }
 
 func newTransport(c transportConfig) (*transport, error) {
+	if err := checkLimits(c.timeout, c.concurrency, c.idleConns, c.httpClient); err != nil {
+		return nil, err
+	}
 	c = c.withDefaults()
 	base, err := parseBaseURL(c.url)
 	if err != nil {
 		return nil, fmt.Errorf("dlt config: %w", err)
-	}
-	if err := checkLimits(c.timeout, c.concurrency); err != nil {
-		return nil, err
 	}
 	return &transport{
 		base:        base,

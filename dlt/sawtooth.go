@@ -18,7 +18,7 @@ type Sawtooth struct {
 // NewSawtooth returns a client of the REST API at cfg.URL. It does no I/O.
 func NewSawtooth(cfg SawtoothConfig) (*Sawtooth, error) {
 	t, err := newTransport(transportConfig{
-		url: cfg.URL, authorization: cfg.Authorization, httpClient: cfg.HTTPClient,
+		url: cfg.URL, authorization: cfg.Authorization, httpClient: cfg.HTTPClient, idleConns: cfg.IdleConns,
 		timeout: cfg.RequestTimeout, concurrency: cfg.StatusConcurrency, logger: cfg.Logger,
 	})
 	if err != nil {

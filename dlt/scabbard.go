@@ -26,7 +26,7 @@ func NewScabbard(cfg ScabbardConfig) (*Scabbard, error) {
 		return nil, fmt.Errorf("dlt config: %w", err)
 	}
 	t, err := newTransport(transportConfig{
-		url: cfg.URL, authorization: cfg.Authorization, httpClient: cfg.HTTPClient,
+		url: cfg.URL, authorization: cfg.Authorization, httpClient: cfg.HTTPClient, idleConns: cfg.IdleConns,
 		timeout: cfg.RequestTimeout, concurrency: cfg.StatusConcurrency, logger: cfg.Logger,
 		headers: map[string]string{"SplinterProtocolVersion": ScabbardProtocolVersion},
 	})
