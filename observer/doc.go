@@ -4,7 +4,9 @@
 // Recorder makes every write about a batch, a set at a time: Take reads the heads of a queuer
 // round and marks the NEW ones that go in flight in the same statement, Mark marks the other
 // heads the round hands out (retries, resubmissions) in one statement, Finish records POST outcomes (those that arrive
-// while another is being written are written together by it, a group commit), and
+// while another is being written are written together next, a group commit, by one of their
+// callers: a caller whose write committed returns at once and never writes for others, so no
+// service_id's next batch waits while the load lasts), and
 // RecordStatuses records a poll's answers (and Adopt the adoption of batches left in flight)
 // in one statement. Each statement is fenced per row through the claim row (claimant, epoch
 // and the registry row's nonce, under a shared lock on the claim row that no takeover can

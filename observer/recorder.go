@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"slices"
 	"sync"
 	"time"
 
@@ -90,8 +91,8 @@ type Recorder struct {
 	q     *db.Queries
 
 	mu      sync.Mutex // guards pending and leading
-	pending []*outcome
-	leading bool // a Finish is writing pending outcomes
+	pending []*outcome // outcomes waiting for the next group write
+	leading bool       // a Finish is writing, or has been handed the next group's write
 }
 
 // queries are the observer's statements; they hold no state (the constructors' db parameter
@@ -307,47 +308,87 @@ type outcome struct {
 
 	next batchclaim.Job // the chained next job, if the write marked one
 	err  error
-	done chan struct{}
+	done chan struct{} // closed once written (next and err are set)
+	lead chan struct{} // closed when this caller is to write the pending group
+}
+
+// written reports whether o's write has ended.
+func (o *outcome) written() bool {
+	select {
+	case <-o.done:
+		return true
+	default:
+		return false
+	}
 }
 
 // Finish records the outcome of a submission (fenced on its claim and on its attempt) and
 // returns once it is committed. Outcomes that arrive while another Finish is writing are
-// written together by it in one statement (group commit), so a busy instance writes many
-// outcomes per statement and per commit. With o.Chain, an outcome that frees its service_id
-// also marks the service_id's next batch in flight, if it is NEW, in the same statement, and
-// Finish returns it (ok true) for the caller to run at once. An outcome whose claim is lost
-// returns batchclaim.ErrClaimLost (nothing is written for it); one whose batch moved on, or
-// whose attempt is not the batch's latest any more, returns batchclaim.ErrStateChanged.
+// written together in one statement (group commit), so a busy instance writes many outcomes
+// per statement and per commit. The caller whose write ends hands the next group to one of
+// the callers waiting in it and returns: a caller never waits for a write that does not hold
+// its own outcome, so no service_id's next batch waits while others' outcomes keep
+// arriving. With o.Chain, an outcome that frees its service_id also marks the service_id's
+// next batch in flight, if it is NEW, in the same statement, and Finish returns it (ok true)
+// for the caller to run at once. An outcome whose claim is lost returns
+// batchclaim.ErrClaimLost (nothing is written for it); one whose batch moved on, or whose
+// attempt is not the batch's latest any more, returns batchclaim.ErrStateChanged.
 func (r *Recorder) Finish(ctx context.Context, o batchclaim.Outcome) (next batchclaim.Job, ok bool, err error) {
 	_, span := tracing.StartJob(ctx, tracing.Outcome, o.Job)
 	if span.IsRecording() {
 		span.SetAttributes(tracing.Verdict.String(o.Result.Verdict.String()), tracing.HTTPCode.Int(o.Result.HTTPStatus))
 	}
 	defer func() { tracing.End(span, err) }()
-	w := &outcome{ctx: ctx, Outcome: o, done: make(chan struct{})}
+	w := &outcome{ctx: ctx, Outcome: o, done: make(chan struct{}), lead: make(chan struct{})}
 	r.mu.Lock()
 	r.pending = append(r.pending, w)
-	if r.leading {
-		r.mu.Unlock()
-		select {
-		case <-w.done:
-			return w.next, w.next.Batch.Seq != 0, w.err
-		case <-ctx.Done():
-			return batchclaim.Job{}, false, ctx.Err()
-		}
+	if r.leading && !r.wait(ctx, w) {
+		return batchclaim.Job{}, false, ctx.Err()
 	}
+	if w.written() {
+		r.mu.Unlock()
+		return w.next, w.next.Batch.Seq != 0, w.err
+	}
+	// This caller writes the group pending now, its own outcome in it.
 	r.leading = true
-	for len(r.pending) > 0 {
-		batch := r.pending
-		r.pending = nil
-		r.mu.Unlock()
-		r.writeOutcomes(batch)
-		r.mu.Lock()
-	}
-	r.leading = false
+	batch := r.pending
+	r.pending = nil
 	r.mu.Unlock()
-	<-w.done
+	r.writeOutcomes(batch)
+	r.mu.Lock()
+	if len(r.pending) > 0 {
+		close(r.pending[0].lead) // the next group's first caller writes it
+	} else {
+		r.leading = false
+	}
+	r.mu.Unlock()
 	return w.next, w.next.Batch.Seq != 0, w.err
+}
+
+// wait waits, with r.mu held on entry, while another caller writes: until w's outcome is
+// written, or w is handed the next group's write. It returns with r.mu held, or false with
+// r.mu released when ctx ended first: w is then taken out of the pending group, so that the
+// write is never handed to a caller that left.
+func (r *Recorder) wait(ctx context.Context, w *outcome) bool {
+	r.mu.Unlock()
+	select {
+	case <-w.done:
+	case <-w.lead:
+	case <-ctx.Done():
+	}
+	r.mu.Lock()
+	select {
+	case <-w.lead: // handed the write (under r.mu): it must be done, whatever ctx says
+		return true
+	case <-w.done:
+		return true
+	default:
+	}
+	// ctx ended first. w is either still pending, and taken out here (no write can take it
+	// while r.mu is held), or in the group being written, which no longer waits for it.
+	r.pending = slices.DeleteFunc(r.pending, func(p *outcome) bool { return p == w })
+	r.mu.Unlock()
+	return false
 }
 
 // writeOutcomes writes a group of outcomes and tells each waiter its result. The write does

@@ -1,0 +1,190 @@
+package observer
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/batchclaim/batchclaim"
+	"github.com/batchclaim/batchclaim/ingest"
+	"github.com/batchclaim/batchclaim/pgdb"
+	"github.com/batchclaim/batchclaim/testkit/dbtest"
+)
+
+// gated passes statements through to the database, holding each group write of outcomes
+// until the test lets it go.
+type gated struct {
+	pgdb.Querier
+	started chan []any // each group write's arguments, as it starts
+	release chan struct{}
+}
+
+func (g *gated) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
+	if strings.HasPrefix(sql, "-- name: BatchesRecord") {
+		g.started <- args
+		<-g.release
+	}
+	return g.Querier.Query(ctx, sql, args...)
+}
+
+// handoffSetup stores one batch of each service_id, claims them all, and returns a recorder
+// whose group writes wait at a gate, with each batch marked in flight.
+func handoffSetup(t *testing.T, services ...string) (*pgxpool.Pool, *Recorder, *gated, map[string]batchclaim.Job) {
+	t.Helper()
+	ctx := t.Context()
+	pool := dbtest.NewPool(t)
+	for _, svc := range services {
+		if _, err := ingest.Enqueue(ctx, pool, svc, "b1", []byte("p")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	eng := claimAll(t, pool)
+	rec, err := NewRecorder(dbtest.Open(t, pool, ""), eng, RecorderConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	jobs := map[string]batchclaim.Job{}
+	for _, svc := range services {
+		c, ok := eng.Holds(svc)
+		if !ok {
+			t.Fatalf("the engine does not hold %s", svc)
+		}
+		var seq int64
+		if err := pool.QueryRow(ctx, `SELECT seq FROM batchclaim.batches WHERE service_id = $1`, svc).Scan(&seq); err != nil {
+			t.Fatal(err)
+		}
+		marked, err := rec.Mark(ctx, []batchclaim.Job{{Claim: c, FromState: batchclaim.StateNew, Reason: batchclaim.ReasonFirst,
+			Batch: batchclaim.Batch{Seq: seq, ServiceID: svc, BatchID: "b1"}}})
+		if err != nil || len(marked) != 1 {
+			t.Fatalf("mark %s: %d marked, %v", svc, len(marked), err)
+		}
+		jobs[svc] = marked[0]
+	}
+	g := &gated{Querier: rec.db, started: make(chan []any), release: make(chan struct{})}
+	rec.db = g
+	return pool, rec, g, jobs
+}
+
+// finishAsync calls rec.Finish for job in a goroutine and returns where its error arrives.
+func finishAsync(ctx context.Context, rec *Recorder, job batchclaim.Job) <-chan error {
+	res := make(chan error, 1)
+	go func() {
+		_, _, err := rec.Finish(ctx, batchclaim.Outcome{Job: job, Result: batchclaim.Result{Verdict: batchclaim.Done}})
+		res <- err
+	}()
+	return res
+}
+
+// writeStarts waits for the next group write to reach the gate and returns the service_ids
+// it writes.
+func writeStarts(t *testing.T, g *gated, what string) []string {
+	t.Helper()
+	select {
+	case args := <-g.started:
+		return args[2].([]string) // both statements take service_ids second, after skip_valid
+	case <-time.After(10 * time.Second):
+		t.Fatalf("no group write started in 10s: %s", what)
+		return nil
+	}
+}
+
+func waitPending(t *testing.T, rec *Recorder, n int) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+		rec.mu.Lock()
+		got := len(rec.pending)
+		rec.mu.Unlock()
+		if got == n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d outcomes pending after 10s, want %d", got, n)
+		}
+	}
+}
+
+func result(t *testing.T, res <-chan error, what string) error {
+	t.Helper()
+	select {
+	case err := <-res:
+		return err
+	case <-time.After(10 * time.Second):
+		t.Fatalf("Finish did not return in 10s: %s", what)
+		return nil
+	}
+}
+
+// A Finish returns once the write that holds its own outcome commits. It does not go on to
+// write the outcomes that arrived meanwhile: it hands that write to one of their callers. A
+// worker that wrote a group would otherwise keep writing while outcomes keep arriving (a
+// backlog), and its service_id's next batch would wait for as long as the load lasts.
+func TestFinishHandsTheNextWriteOn(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	pool, rec, g, jobs := handoffSetup(t, "a", "b")
+	a := finishAsync(ctx, rec, jobs["a"])
+	if got := writeStarts(t, g, "a's outcome"); len(got) != 1 || got[0] != "a" {
+		t.Fatalf("the first write holds %v, want [a]", got)
+	}
+	b := finishAsync(ctx, rec, jobs["b"])
+	waitPending(t, rec, 1) // b waits for a's write
+	g.release <- struct{}{}
+	if got := writeStarts(t, g, "b's outcome, handed on after a's write"); len(got) != 1 || got[0] != "b" {
+		t.Fatalf("the second write holds %v, want [b]", got)
+	}
+	// b's write is held at the gate: a's Finish must have returned all the same.
+	if err := result(t, a, "a's Finish, whose write committed, while b's write is held"); err != nil {
+		t.Fatalf("finish a: %v", err)
+	}
+	g.release <- struct{}{}
+	if err := result(t, b, "b's Finish"); err != nil {
+		t.Fatalf("finish b: %v", err)
+	}
+	for _, svc := range []string{"a", "b"} {
+		var state string
+		if err := pool.QueryRow(ctx, `SELECT state FROM batchclaim.batches WHERE service_id = $1`, svc).Scan(&state); err != nil || state != "COMMITTED" {
+			t.Fatalf("%s's batch is %s (%v), want COMMITTED", svc, state, err)
+		}
+	}
+}
+
+// A caller that gives up while it waits leaves the pending group: the next write goes to a
+// caller still waiting, never to one that left, and the outcome given up is not written.
+func TestFinishGivenUpIsNotHandedTheWrite(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	pool, rec, g, jobs := handoffSetup(t, "a", "b", "c")
+	a := finishAsync(ctx, rec, jobs["a"])
+	writeStarts(t, g, "a's outcome")
+	bctx, cancel := context.WithCancel(ctx)
+	b := finishAsync(bctx, rec, jobs["b"])
+	waitPending(t, rec, 1)
+	c := finishAsync(ctx, rec, jobs["c"])
+	waitPending(t, rec, 2) // b first in line, then c
+	cancel()
+	if err := result(t, b, "b's Finish, given up"); !errors.Is(err, context.Canceled) {
+		t.Fatalf("finish b given up: %v, want context.Canceled", err)
+	}
+	waitPending(t, rec, 1)
+	g.release <- struct{}{}
+	if got := writeStarts(t, g, "c's outcome, handed to c"); len(got) != 1 || got[0] != "c" {
+		t.Fatalf("the second write holds %v, want [c]", got)
+	}
+	g.release <- struct{}{}
+	for svc, res := range map[string]<-chan error{"a": a, "c": c} {
+		if err := result(t, res, svc+"'s Finish"); err != nil {
+			t.Fatalf("finish %s: %v", svc, err)
+		}
+	}
+	for svc, want := range map[string]string{"a": "COMMITTED", "b": "INFLIGHT", "c": "COMMITTED"} {
+		var state string
+		if err := pool.QueryRow(ctx, `SELECT state FROM batchclaim.batches WHERE service_id = $1`, svc).Scan(&state); err != nil || state != want {
+			t.Fatalf("%s's batch is %s (%v), want %s", svc, state, err, want)
+		}
+	}
+}
