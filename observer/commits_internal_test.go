@@ -275,21 +275,12 @@ func TestFinishPicksTheStatementByTheGroup(t *testing.T) {
 		}
 		q := &named{Querier: rec.db}
 		rec.db = q
-		c, _ := eng.Holds(svc)
-		var seq int64
-		if err := pool.QueryRow(ctx, `SELECT seq FROM batchclaim.batches WHERE service_id = $1`, svc).Scan(&seq); err != nil {
-			t.Fatal(err)
-		}
-		marked, err := rec.Mark(ctx, []batchclaim.Job{{Claim: c, FromState: batchclaim.StateNew, Reason: batchclaim.ReasonFirst,
-			Batch: batchclaim.Batch{Seq: seq, ServiceID: svc, BatchID: "b1"}}})
-		if err != nil || len(marked) != 1 {
-			t.Fatalf("mark %s: %d marked, %v", svc, len(marked), err)
-		}
-		if _, _, err := rec.Finish(ctx, batchclaim.Outcome{Job: marked[0], Result: res}); err != nil {
+		job := markOnly(t, pool, eng, rec, svc)
+		if _, _, err := rec.Finish(ctx, batchclaim.Outcome{Job: job, Result: res}); err != nil {
 			t.Fatal(err)
 		}
 		var state string
-		if err := pool.QueryRow(ctx, `SELECT state FROM batchclaim.batches WHERE seq = $1`, seq).Scan(&state); err != nil {
+		if err := pool.QueryRow(ctx, `SELECT state FROM batchclaim.batches WHERE seq = $1`, job.Batch.Seq).Scan(&state); err != nil {
 			t.Fatal(err)
 		}
 		if state != string(res.Verdict.State()) {

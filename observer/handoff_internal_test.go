@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/batchclaim/batchclaim"
+	"github.com/batchclaim/batchclaim/claims"
 	"github.com/batchclaim/batchclaim/ingest"
 	"github.com/batchclaim/batchclaim/pgdb"
 	"github.com/batchclaim/batchclaim/testkit/dbtest"
@@ -50,24 +51,30 @@ func handoffSetup(t *testing.T, services ...string) (*pgxpool.Pool, *Recorder, *
 	}
 	jobs := map[string]batchclaim.Job{}
 	for _, svc := range services {
-		c, ok := eng.Holds(svc)
-		if !ok {
-			t.Fatalf("the engine does not hold %s", svc)
-		}
-		var seq int64
-		if err := pool.QueryRow(ctx, `SELECT seq FROM batchclaim.batches WHERE service_id = $1`, svc).Scan(&seq); err != nil {
-			t.Fatal(err)
-		}
-		marked, err := rec.Mark(ctx, []batchclaim.Job{{Claim: c, FromState: batchclaim.StateNew, Reason: batchclaim.ReasonFirst,
-			Batch: batchclaim.Batch{Seq: seq, ServiceID: svc, BatchID: "b1"}}})
-		if err != nil || len(marked) != 1 {
-			t.Fatalf("mark %s: %d marked, %v", svc, len(marked), err)
-		}
-		jobs[svc] = marked[0]
+		jobs[svc] = markOnly(t, pool, eng, rec, svc)
 	}
 	g := &gated{Querier: rec.db, started: make(chan []any), release: make(chan struct{})}
 	rec.db = g
 	return pool, rec, g, jobs
+}
+
+// markOnly marks svc's only batch, stored with batch id b1, in flight for eng's claim.
+func markOnly(t *testing.T, pool *pgxpool.Pool, eng *claims.Engine, rec *Recorder, svc string) batchclaim.Job {
+	t.Helper()
+	c, ok := eng.Holds(svc)
+	if !ok {
+		t.Fatalf("the engine does not hold %s", svc)
+	}
+	var seq int64
+	if err := pool.QueryRow(t.Context(), `SELECT seq FROM batchclaim.batches WHERE service_id = $1`, svc).Scan(&seq); err != nil {
+		t.Fatal(err)
+	}
+	marked, err := rec.Mark(t.Context(), []batchclaim.Job{{Claim: c, FromState: batchclaim.StateNew, Reason: batchclaim.ReasonFirst,
+		Batch: batchclaim.Batch{Seq: seq, ServiceID: svc, BatchID: "b1"}}})
+	if err != nil || len(marked) != 1 {
+		t.Fatalf("mark %s: %d marked, %v", svc, len(marked), err)
+	}
+	return marked[0]
 }
 
 // finishAsync calls rec.Finish for job in a goroutine and returns where its error arrives.
