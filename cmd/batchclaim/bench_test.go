@@ -94,6 +94,10 @@ func TestBenchJSONScenarios(t *testing.T) { // not parallel: it sets DATABASE_UR
 		if list, _ := c.m["statements"].([]any); len(list) == 0 {
 			t.Errorf("%s: no statement breakdown", c.m["scenario"])
 		}
+		if half, last := num(c.m, "key_half_done_p50"), num(c.m, "key_half_done_max"); half <= 0 || last < half || last > 1 {
+			t.Errorf("%s: keys half done by %v of the run at the median key, %v at the last: want 0 < median <= last <= 1",
+				c.m["scenario"], half, last)
+		}
 	}
 	if phases, _ := cycle["phases"].([]any); len(phases) != 2 {
 		t.Errorf("cycle: phases %v", cycle["phases"])

@@ -44,9 +44,13 @@ type pathResult struct {
 	Units                        int
 	Seconds                      float64
 	P50Ms, P99Ms                 float64
-	Statements, TxControl        int64
-	Commits, Rollbacks           int64
-	ByStatement                  []stmtStat
+	// HalfP50, HalfMax: when each key had half its units done, as a fraction of the run's
+	// time, at the median key and at the last: how evenly the keys progressed. A key that
+	// waited while the others ran shows as a maximum near 1.
+	HalfP50, HalfMax      float64
+	Statements, TxControl int64
+	Commits, Rollbacks    int64
+	ByStatement           []stmtStat
 	// Process is what this process (the nodes, their workers and the bench around them) used
 	// while the units ran: the client's side of the cost per unit. The Go runtime lends idle
 	// cores to the collector, so the CPU time grows with idle cores as well as with work.
@@ -63,6 +67,7 @@ func (r pathResult) jobsJSON() map[string]any {
 	return map[string]any{"scenario": "jobs", "nodes": r.Nodes, "keys": r.Keys, "jobs_per_key": r.PerKey,
 		"workers_per_node": r.Workers, "conns_per_node": r.Conns, "jobs": r.Units, "seconds": round3(r.Seconds),
 		"jobs_per_second": r.perSecond(), "latency_p50_ms": r.P50Ms, "latency_p99_ms": r.P99Ms,
+		"key_half_done_p50": r.HalfP50, "key_half_done_max": r.HalfMax,
 		"statements_per_job": r.per(r.Statements), "tx_control_per_job": r.per(r.TxControl),
 		"commits_per_job": r.per(r.Commits), "rollbacks": r.Rollbacks, "statements": r.ByStatement,
 		"process_cpu_us_per_job": r.cpuPer(), "process_allocs_per_job": r.per(int64(r.Process.allocs)), "process_gcs": r.Process.gcs}
@@ -85,6 +90,7 @@ func (r pathResult) ledgerJSON(poll time.Duration) map[string]any {
 	return map[string]any{"scenario": "ledger", "nodes": r.Nodes, "service_ids": r.Keys, "batches_per_service_id": r.PerKey,
 		"workers_per_node": r.Workers, "conns_per_node": r.Conns, "poll_interval_ms": poll.Milliseconds(), "batches": r.Units, "seconds": round3(r.Seconds),
 		"batches_per_second": r.perSecond(), "latency_p50_ms": r.P50Ms, "latency_p99_ms": r.P99Ms,
+		"key_half_done_p50": r.HalfP50, "key_half_done_max": r.HalfMax,
 		"statements_per_batch": r.per(r.Statements), "tx_control_per_batch": r.per(r.TxControl),
 		"commits_per_batch": r.per(r.Commits), "rollbacks": r.Rollbacks, "statements": r.ByStatement,
 		"process_cpu_us_per_batch": r.cpuPer(), "process_allocs_per_batch": r.per(int64(r.Process.allocs)), "process_gcs": r.Process.gcs}
@@ -94,6 +100,7 @@ func (r pathResult) print(w io.Writer, scenario, unit, units, extra string) {
 	fmt.Fprintf(w, "%s: %d nodes x %d workers (%d connections each), %d keys x %d %s stored up front%s\n", scenario, r.Nodes, r.Workers, r.Conns, r.Keys, r.PerKey, units, extra)
 	fmt.Fprintf(w, "  %d %s in %.1fs: %.0f %s/s; stored-to-done latency p50 %.0f ms, p99 %.0f ms\n",
 		r.Units, units, r.Seconds, r.perSecond(), units, r.P50Ms, r.P99Ms)
+	fmt.Fprintf(w, "  each key half done by %.0f %% of the run at the median key, %.0f %% at the last\n", r.HalfP50*100, r.HalfMax*100)
 	fmt.Fprintf(w, "  per %s: %.2f statements (%.2f of them BEGIN/COMMIT/ROLLBACK), %.2f commits; %d rollbacks in all\n",
 		unit, r.per(r.Statements), r.per(r.TxControl), r.per(r.Commits), r.Rollbacks)
 	fmt.Fprintf(w, "  this process, per %s: %.1f us of CPU, %.1f heap allocations (%d collections in all)\n",
@@ -180,6 +187,8 @@ func benchPath(ctx context.Context, c pathConfig, prefix string, stderr io.Write
 	counter := NewStmtCounter()
 	var mu sync.Mutex
 	ages := make([]float64, 0, r.Units)
+	doneOf := make(map[string]int, r.Keys)
+	halfAt := make([]time.Time, 0, r.Keys)
 	allDone := make(chan struct{})
 	events := observer.Events{StatusChanged: func(t observer.Transition) {
 		if t.To != batchclaim.StateCommitted && t.To != batchclaim.StateInvalid {
@@ -188,6 +197,9 @@ func benchPath(ctx context.Context, c pathConfig, prefix string, stderr io.Write
 		mu.Lock()
 		defer mu.Unlock()
 		ages = append(ages, t.AgeSeconds)
+		if doneOf[t.ServiceID]++; doneOf[t.ServiceID] == (r.PerKey+1)/2 {
+			halfAt = append(halfAt, time.Now())
+		}
 		if len(ages) == r.Units {
 			close(allDone)
 		}
@@ -273,6 +285,9 @@ func benchPath(ctx context.Context, c pathConfig, prefix string, stderr io.Write
 	slices.Sort(ages)
 	r.P50Ms = round3(ages[len(ages)/2] * 1000)
 	r.P99Ms = round3(ages[len(ages)*99/100] * 1000)
+	// halfAt is in the order the keys got there.
+	r.HalfP50 = round3(halfAt[len(halfAt)/2].Sub(start).Seconds() / r.Seconds)
+	r.HalfMax = round3(halfAt[len(halfAt)-1].Sub(start).Seconds() / r.Seconds)
 	return r, nil
 }
 
