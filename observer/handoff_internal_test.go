@@ -3,7 +3,10 @@ package observer
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -194,4 +197,92 @@ func TestFinishGivenUpIsNotHandedTheWrite(t *testing.T) {
 			t.Fatalf("%s's batch is %s (%v), want %s", svc, state, err, want)
 		}
 	}
+}
+
+// Many callers, some giving up at random moments, on a recorder writing for real: every
+// Finish returns, and the recorder ends with nobody writing and nothing pending (the write
+// was never handed to a caller that had left).
+func TestFinishUnderLoadNeverLosesTheWrite(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	pool := dbtest.NewPool(t)
+	const keys, perKey = 24, 15
+	var services []string
+	for k := range keys {
+		svc := fmt.Sprintf("k%02d", k)
+		services = append(services, svc)
+		for i := range perKey {
+			if _, err := ingest.Enqueue(ctx, pool, svc, fmt.Sprintf("b%d", i), []byte("p")); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	eng := claimAll(t, pool)
+	rec, err := NewRecorder(dbtest.Open(t, pool, ""), eng, RecorderConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	returned := make(chan struct{})
+	var finished, gaveUp atomic.Int64
+	for k, svc := range services {
+		c, _ := eng.Holds(svc)
+		var seq int64
+		if err := pool.QueryRow(ctx, `SELECT min(seq) FROM batchclaim.batches WHERE service_id = $1`, svc).Scan(&seq); err != nil {
+			t.Fatal(err)
+		}
+		marked, err := rec.Mark(ctx, []batchclaim.Job{{Claim: c, FromState: batchclaim.StateNew, Reason: batchclaim.ReasonFirst,
+			Batch: batchclaim.Batch{Seq: seq, ServiceID: svc}}})
+		if err != nil || len(marked) != 1 {
+			t.Fatalf("mark %s: %d marked, %v", svc, len(marked), err)
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			job := marked[0]
+			for i := 0; ; i++ {
+				fctx, cancel := ctx, context.CancelFunc(func() {})
+				if k%3 == 0 && i%4 == 3 { // a third of the keys give up now and then
+					fctx, cancel = context.WithTimeout(ctx, time.Duration(i%3)*300*time.Microsecond)
+				}
+				next, ok, err := rec.Finish(fctx, batchclaim.Outcome{Job: job, Result: batchclaim.Result{Verdict: batchclaim.Done},
+					Chain: true, ChainMaxBytes: -1})
+				cancel()
+				if err != nil {
+					gaveUp.Add(1)
+					return
+				}
+				finished.Add(1)
+				if !ok {
+					return
+				}
+				job = next
+			}
+		}()
+	}
+	go func() { wg.Wait(); close(returned) }()
+	select {
+	case <-returned:
+	case <-time.After(60 * time.Second):
+		t.Fatalf("callers still in Finish after 60s (%d outcomes written, %d given up)", finished.Load(), gaveUp.Load())
+	}
+	rec.mu.Lock()
+	leading, pending := rec.leading, len(rec.pending)
+	rec.mu.Unlock()
+	if leading || pending != 0 {
+		t.Fatalf("after every caller returned: leading %t, %d pending; want neither", leading, pending)
+	}
+	var committed int64
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM batchclaim.batches WHERE state = 'COMMITTED'`).Scan(&committed); err != nil {
+		t.Fatal(err)
+	}
+	// An outcome given up may have been written already (its group had taken it): at least
+	// every one Finish reported is committed, and at most one more per caller that gave up.
+	if committed < finished.Load() || committed > finished.Load()+gaveUp.Load() {
+		t.Fatalf("%d batches committed; %d outcomes reported written, %d given up", committed, finished.Load(), gaveUp.Load())
+	}
+	if finished.Load() < keys*perKey/2 {
+		t.Fatalf("only %d of %d outcomes written: the load this test means to make did not happen", finished.Load(), keys*perKey)
+	}
+	t.Logf("%d outcomes written, %d callers gave up", finished.Load(), gaveUp.Load())
 }
