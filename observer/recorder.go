@@ -326,13 +326,13 @@ func (o *outcome) written() bool {
 // returns once it is committed. Outcomes that arrive while another Finish is writing are
 // written together in one statement (group commit), so a busy instance writes many outcomes
 // per statement and per commit. The caller whose write ends hands the next group to one of
-// the callers waiting in it and returns: a caller never waits for a write that does not hold
-// its own outcome, so no service_id's next batch waits while others' outcomes keep
-// arriving. With o.Chain, an outcome that frees its service_id also marks the service_id's
-// next batch in flight, if it is NEW, in the same statement, and Finish returns it (ok true)
-// for the caller to run at once. An outcome whose claim is lost returns
-// batchclaim.ErrClaimLost (nothing is written for it); one whose batch moved on, or whose
-// attempt is not the batch's latest any more, returns batchclaim.ErrStateChanged.
+// the callers waiting in it and returns at once: it never goes on to write for others, so no
+// service_id's next batch waits while others' outcomes keep arriving. With o.Chain, an
+// outcome that frees its service_id also marks the service_id's next batch in flight, if it
+// is NEW, in the same statement, and Finish returns it (ok true) for the caller to run at
+// once. An outcome whose claim is lost returns batchclaim.ErrClaimLost (nothing is written
+// for it); one whose batch moved on, or whose attempt is not the batch's latest any more,
+// returns batchclaim.ErrStateChanged.
 func (r *Recorder) Finish(ctx context.Context, o batchclaim.Outcome) (next batchclaim.Job, ok bool, err error) {
 	_, span := tracing.StartJob(ctx, tracing.Outcome, o.Job)
 	if span.IsRecording() {
