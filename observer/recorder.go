@@ -342,12 +342,14 @@ func (r *Recorder) Finish(ctx context.Context, o batchclaim.Outcome) (next batch
 	w := &outcome{ctx: ctx, Outcome: o, done: make(chan struct{}), lead: make(chan struct{})}
 	r.mu.Lock()
 	r.pending = append(r.pending, w)
-	if r.leading && !r.wait(ctx, w) {
-		return batchclaim.Job{}, false, ctx.Err()
-	}
-	if w.written() {
-		r.mu.Unlock()
-		return w.next, w.next.Batch.Seq != 0, w.err
+	if r.leading {
+		if !r.wait(ctx, w) {
+			return batchclaim.Job{}, false, ctx.Err()
+		}
+		if w.written() {
+			r.mu.Unlock()
+			return w.next, w.next.Batch.Seq != 0, w.err
+		}
 	}
 	// This caller writes the group pending now, its own outcome in it.
 	r.leading = true
