@@ -17,7 +17,8 @@ type Args interface {
 
 // Job is one job of kind T as its worker gets it: its decoded arguments and the stored job
 // (batchclaim.Batch: Seq, ServiceID the key, BatchID the job's id (empty for one inserted
-// without, which Seq names), Payload the arguments' JSON, Attempts made before this one, Kind, MaxAttempts, Timeout).
+// without, which Seq names), Payload the arguments' JSON, Attempts made before this one,
+// Kind, MaxAttempts, Timeout).
 type Job[T Args] struct {
 	batchclaim.Batch
 	Args T
