@@ -55,19 +55,19 @@ chaos-ha: build ## Long chaos runs on a Patroni cluster (etcd, three members; ne
 # (--bulk-without-ids) against River's InsertManyFast, then jobs each with an id (registered to
 # skip repeats) against River's with every job unique by its args (--bulk-unique: a unique key
 # stored per job).
-# Then every other scenario of `batchclaim bench` (BENCH_SCENARIOS); the jobs scenario once
-# more with BENCH_JOBS_TUNED (none: not again).
-# Then River's backlog of no-op jobs RIVER_RUNS times at riverbench's tuning (pgx's default
-# pool; RIVER_JOBS jobs), and once at River's defaults (FetchCooldown 100ms, FetchPollInterval
-# 1s) with RIVER_DEFAULTS_WORKERS workers. BENCH_FLAGS go to every `batchclaim bench`. The
-# ratios to River come last, each side named with its settings.
+# Then every other scenario of `batchclaim bench` (BENCH_SCENARIOS). Then the backlog of no-op
+# jobs in BACKLOG_PAIRS alternated pairs: the jobs scenario with BENCH_JOBS_TUNED (none: River
+# alone), then River at riverbench's tuning (pgx's default pool; RIVER_JOBS jobs); and River
+# once at its defaults (FetchCooldown 100ms, FetchPollInterval 1s) with RIVER_DEFAULTS_WORKERS
+# workers. BENCH_FLAGS go to every `batchclaim bench`. The ratios to River come last, each
+# side named with its settings, the backlog's as each pair's and their median.
 BENCH_DATABASE_URL := $(or $(DATABASE_URL),postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable)
 BENCH_FLAGS ?=
 BENCH_SCENARIOS ?= jobs serial ledger defaults latency many-claims failover scale churn cycle
 BENCH_JOBS_TUNED ?= --workers 500 --per-key 50 --conns 8
 PRODUCER_SCENARIOS ?= enqueue bulk steady
 PRODUCER_RUNS ?= 2
-RIVER_RUNS ?= 2
+BACKLOG_PAIRS ?= 3
 RIVER_JOBS ?= 100000
 RIVER_DEFAULTS_WORKERS ?= 1000
 RIVER_DEFAULTS_JOBS ?= 50000
@@ -91,10 +91,10 @@ bench: build ## Measure every `batchclaim bench` scenario and River (at its own 
 	  for s in $(BENCH_SCENARIOS); do \
 	    $(BIN)/batchclaim bench --json --scenario $$s $(BENCH_FLAGS) | tee -a $$out || exit 1; \
 	  done; \
-	  if [ -n '$(strip $(BENCH_JOBS_TUNED))' ]; then \
-	    $(BIN)/batchclaim bench --json --scenario jobs $(BENCH_JOBS_TUNED) | tee -a $$out || exit 1; \
-	  fi; \
-	  for i in $$(seq $(RIVER_RUNS)); do \
+	  for i in $$(seq $(BACKLOG_PAIRS)); do \
+	    if [ -n '$(strip $(BENCH_JOBS_TUNED))' ]; then \
+	      $(BIN)/batchclaim bench --json --scenario jobs $(BENCH_JOBS_TUNED) | tee -a $$out || exit 1; \
+	    fi; \
 	    $(BIN)/river-bench --tuning riverbench --jobs $(RIVER_JOBS) | tee -a $$out || exit 1; \
 	  done; \
 	  $(BIN)/river-bench --tuning defaults --workers $(RIVER_DEFAULTS_WORKERS) --jobs $(RIVER_DEFAULTS_JOBS) | tee -a $$out || exit 1; \

@@ -6,7 +6,10 @@
 # InsertManyFast, then jobs each with an id (registered to skip repeats) against River's with
 # every job unique by its args; the best of each side is the first pair's. Then the backlog:
 # batchclaim's jobs per second over River's best run at the tuning of River's own benchmark
-# (riverbench), then over River at its defaults.
+# (riverbench), then over River at its defaults; and the alternated pairs: a batchclaim jobs
+# line followed at once by River's run at riverbench's tuning is a pair, each pair's ratio is
+# printed and the median of them, the figure least moved by a noisy machine (one run a side
+# spreads by a fifth or more there).
 
 function num(line, field,    re) {
 	re = "\"" field "\":-?[0-9.eE+-]+"
@@ -85,7 +88,15 @@ function riverProducer(line) {
 	r = num($0, "jobs_per_second")
 	runs[t]++
 	if (r > best[t]) { best[t] = r; bestSet[t] = riverSettings($0) }
+	if (t == "riverbench" && lastJobs) {
+		pairs_n++
+		pairMine[pairs_n] = jobs[lastJobs]; pairTheirs[pairs_n] = r
+		pairSet[pairs_n] = jobsSet[lastJobs]; pairRiver[pairs_n] = riverSettings($0)
+	}
 }
+
+# lastJobs: the jobs line just before this one, if this one is River's run of its pair.
+/"scenario":/ { lastJobs = $0 ~ /"scenario":"jobs"/ ? nj : 0 }
 
 END {
 	for (i = 1; i <= np; i++) print producerLines[i]
@@ -100,6 +111,21 @@ END {
 				num(bestTheirs[s], "jobs_per_second"), num(bestMine[s], "jobs_per_second") / num(bestTheirs[s], "jobs_per_second")
 	}
 	if (!nj) { print "no jobs line: no ratio to River"; exit }
+	if (pairs_n) {
+		printf "backlog, %d alternated pairs (batchclaim's run, then River's at once after it):\n", pairs_n
+		for (i = 1; i <= pairs_n; i++) {
+			ratio[i] = pairTheirs[i] > 0 ? pairMine[i] / pairTheirs[i] : 0
+			printf "  %.0f jobs/s (%s) / %.0f (%s) = %.2f\n", pairMine[i], pairSet[i], pairTheirs[i], pairRiver[i], ratio[i]
+		}
+		# insertion sort of the ratios, for their median
+		for (i = 2; i <= pairs_n; i++) {
+			v = ratio[i]
+			for (k = i - 1; k >= 1 && ratio[k] > v; k--) ratio[k + 1] = ratio[k]
+			ratio[k + 1] = v
+		}
+		med = pairs_n % 2 ? ratio[(pairs_n + 1) / 2] : (ratio[pairs_n / 2] + ratio[pairs_n / 2 + 1]) / 2
+		printf "  median of the pairs' ratios: %.2f (lowest %.2f, highest %.2f)\n", med, ratio[1], ratio[pairs_n]
+	}
 	for (i = 1; i <= nj; i++) {
 		printf "batchclaim jobs: %.0f jobs/s (%s)\n", jobs[i], jobsSet[i]
 		if (best["riverbench"] > 0)

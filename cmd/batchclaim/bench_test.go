@@ -4,11 +4,53 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"fmt"
+	"os/exec"
 	"strings"
 	"testing"
 
 	"github.com/batchclaim/batchclaim/testkit/dbtest"
 )
+
+// make bench's ratios (bench/ratio.awk): a tuned jobs line followed at once by River's run at
+// riverbench's tuning is a pair; each pair's ratio is printed, and their median. A jobs line
+// followed by another scenario, and a River run after another River run, make no pair.
+func TestBenchRatioPairs(t *testing.T) {
+	awk, err := exec.LookPath("awk")
+	if err != nil {
+		t.Fatalf("make bench needs awk: %v", err)
+	}
+	jobs := func(rate, workers, conns int) string {
+		return fmt.Sprintf(`{"scenario":"jobs","jobs_per_second":%d,"nodes":2,"workers_per_node":%d,"conns_per_node":%d,"keys":1000,"jobs_per_key":50}`, rate, workers, conns)
+	}
+	river := func(tuning string, rate int) string {
+		return fmt.Sprintf(`{"scenario":"river","tuning":"%s","river_version":"v0","jobs_per_second":%d,"workers":2000,"fetch_cooldown_ms":2,"fetch_poll_interval_ms":20,"conns":4,"jobs":100000}`, tuning, rate)
+	}
+	in := strings.Join([]string{
+		jobs(24000, 1024, 4), `{"scenario":"serial","jobs_per_second":1800}`, river("riverbench", 20000),
+		jobs(40000, 500, 8), river("riverbench", 35000),
+		jobs(38000, 500, 8), river("riverbench", 38000),
+		jobs(45000, 500, 8), river("riverbench", 36000),
+		river("riverbench", 50000), river("defaults", 9000),
+	}, "\n") + "\n"
+	cmd := exec.Command(awk, "-f", "../../bench/ratio.awk")
+	cmd.Stdin = strings.NewReader(in)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("ratio.awk: %v\n%s", err, out)
+	}
+	for _, want := range []string{
+		"backlog, 3 alternated pairs",
+		"40000 jobs/s (2 nodes x 500 workers, 8 connections each, 1000 keys x 50 jobs) / 35000 (River v0, riverbench tuning",
+		"= 1.14\n", "= 1.00\n", "= 1.25\n",
+		"median of the pairs' ratios: 1.14 (lowest 1.00, highest 1.25)",
+		"best of 5 runs: 50000 jobs/s",
+	} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("ratio.awk's output lacks %q:\n%s", want, out)
+		}
+	}
+}
 
 // Bad flags are usage errors (exit 2) that name what is wrong, before any database is used.
 func TestBenchFlags(t *testing.T) {
