@@ -1,15 +1,15 @@
 # ratio.awk reads the JSON lines of `make bench` (batchclaim bench --json and bench/river) and
 # prints batchclaim over River, each side named with its settings. The producer scenarios come
 # in pairs, batchclaim's line then River's (run at once after it): enqueue and bulk as jobs per
-# second (higher is better), steady as latencies (lower is better), each pair on its own line
-# and the best of each side. Bulk comes in two pairs: jobs without ids against River's plain
-# InsertManyFast, then jobs each with an id (registered to skip repeats) against River's with
-# every job unique by its args; the best of each side is the first pair's. Then the backlog:
-# batchclaim's jobs per second over River's best run at the tuning of River's own benchmark
-# (riverbench), then over River at its defaults; and the alternated pairs: a batchclaim jobs
-# line followed at once by River's run at riverbench's tuning is a pair, each pair's ratio is
-# printed and the median of them, the figure least moved by a noisy machine (one run a side
-# spreads by a fifth or more there).
+# second (higher is better), steady as latencies (lower is better), each pair on its own line,
+# the best of each side, and for enqueue and bulk the median of the pairs' ratios. Bulk comes
+# in two pairs: jobs without ids against River's plain InsertManyFast (the best and the median
+# are of these), then jobs each with an id (registered to skip repeats) against River's with
+# every job unique by its args. Then the backlog: the alternated pairs (a batchclaim jobs line
+# followed at once by River's run at riverbench's tuning), each pair's ratio and their median,
+# the figure least moved by a noisy machine (one run a side spreads by a fifth or more there);
+# then each batchclaim jobs line over River's best run at the tuning of River's own benchmark
+# (riverbench) and over River at its defaults.
 
 function num(line, field,    re) {
 	re = "\"" field "\":-?[0-9.eE+-]+"
@@ -27,6 +27,16 @@ function riverSettings(line) {
 	return sprintf("River %s, %s tuning: FetchCooldown %gms, FetchPollInterval %gms, %d workers, %d connections, %d jobs",
 		str(line, "river_version"), str(line, "tuning"), num(line, "fetch_cooldown_ms"), num(line, "fetch_poll_interval_ms"),
 		num(line, "workers"), num(line, "conns"), num(line, "jobs"))
+}
+
+# median sorts v[1..n] in place (insertion sort) and returns its median.
+function median(v, n,    i, k, x) {
+	for (i = 2; i <= n; i++) {
+		x = v[i]
+		for (k = i - 1; k >= 1 && v[k] > x; k--) v[k + 1] = v[k]
+		v[k + 1] = x
+	}
+	return n % 2 ? v[(n + 1) / 2] : (v[n / 2] + v[n / 2 + 1]) / 2
 }
 
 function riverProducer(line) {
@@ -72,6 +82,7 @@ function riverProducer(line) {
 		line = sprintf("%s %s: %.0f jobs/s vs River %.0f = %.2f (%s)", s, what, a, b, b > 0 ? a / b : 0, who)
 		if (a > num(bestMine[s], "jobs_per_second")) bestMine[s] = m
 		if (b > num(bestTheirs[s], "jobs_per_second")) bestTheirs[s] = theirs
+		if (b > 0) pairRatio[s, ++pairRatios[s]] = a / b
 	}
 	producerLines[++np] = line
 	delete mine[s]
@@ -110,6 +121,12 @@ END {
 			printf "%s, best of each side: %.0f vs %.0f jobs/s = %.2f\n", s, num(bestMine[s], "jobs_per_second"),
 				num(bestTheirs[s], "jobs_per_second"), num(bestMine[s], "jobs_per_second") / num(bestTheirs[s], "jobs_per_second")
 	}
+	for (s in pairRatios) {
+		n = pairRatios[s]
+		for (i = 1; i <= n; i++) v[i] = pairRatio[s, i]
+		med = median(v, n)
+		printf "%s, median of the %d pairs' ratios: %.2f (lowest %.2f, highest %.2f)\n", s, n, med, v[1], v[n]
+	}
 	if (!nj) { print "no jobs line: no ratio to River"; exit }
 	if (pairs_n) {
 		printf "backlog, %d alternated pairs (batchclaim's run, then River's at once after it):\n", pairs_n
@@ -117,13 +134,7 @@ END {
 			ratio[i] = pairTheirs[i] > 0 ? pairMine[i] / pairTheirs[i] : 0
 			printf "  %.0f jobs/s (%s) / %.0f (%s) = %.2f\n", pairMine[i], pairSet[i], pairTheirs[i], pairRiver[i], ratio[i]
 		}
-		# insertion sort of the ratios, for their median
-		for (i = 2; i <= pairs_n; i++) {
-			v = ratio[i]
-			for (k = i - 1; k >= 1 && ratio[k] > v; k--) ratio[k + 1] = ratio[k]
-			ratio[k + 1] = v
-		}
-		med = pairs_n % 2 ? ratio[(pairs_n + 1) / 2] : (ratio[pairs_n / 2] + ratio[pairs_n / 2 + 1]) / 2
+		med = median(ratio, pairs_n)
 		printf "  median of the pairs' ratios: %.2f (lowest %.2f, highest %.2f)\n", med, ratio[1], ratio[pairs_n]
 	}
 	for (i = 1; i <= nj; i++) {

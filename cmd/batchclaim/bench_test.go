@@ -13,8 +13,9 @@ import (
 )
 
 // make bench's ratios (bench/ratio.awk): a tuned jobs line followed at once by River's run at
-// riverbench's tuning is a pair; each pair's ratio is printed, and their median. A jobs line
-// followed by another scenario, and a River run after another River run, make no pair.
+// riverbench's tuning is a pair; each pair's ratio is printed, and their median, as for the
+// producer scenarios' pairs. A jobs line followed by another scenario, and a River run after
+// another River run, make no pair.
 func TestBenchRatioPairs(t *testing.T) {
 	awk, err := exec.LookPath("awk")
 	if err != nil {
@@ -26,7 +27,12 @@ func TestBenchRatioPairs(t *testing.T) {
 	river := func(tuning string, rate int) string {
 		return fmt.Sprintf(`{"scenario":"river","tuning":"%s","river_version":"v0","jobs_per_second":%d,"workers":2000,"fetch_cooldown_ms":2,"fetch_poll_interval_ms":20,"conns":4,"jobs":100000}`, tuning, rate)
 	}
+	enqueue := func(mine, theirs int) string {
+		return fmt.Sprintf(`{"scenario":"enqueue","producers":16,"jobs_per_second":%d}`+"\n"+
+			`{"scenario":"river-enqueue","river_version":"v0","tuning":"riverbench","workers":2000,"jobs_per_second":%d}`, mine, theirs)
+	}
 	in := strings.Join([]string{
+		enqueue(5500, 5000), enqueue(4700, 5000), enqueue(5200, 5000),
 		jobs(24000, 1024, 4), `{"scenario":"serial","jobs_per_second":1800}`, river("riverbench", 20000),
 		jobs(40000, 500, 8), river("riverbench", 35000),
 		jobs(38000, 500, 8), river("riverbench", 38000),
@@ -45,6 +51,9 @@ func TestBenchRatioPairs(t *testing.T) {
 		"= 1.14\n", "= 1.00\n", "= 1.25\n",
 		"median of the pairs' ratios: 1.14 (lowest 1.00, highest 1.25)",
 		"best of 5 runs: 50000 jobs/s",
+		"enqueue 16 producers, single-job enqueue (River: Insert): 4700 jobs/s vs River 5000 = 0.94",
+		"enqueue, best of each side: 5500 vs 5000 jobs/s = 1.10",
+		"enqueue, median of the 3 pairs' ratios: 1.04 (lowest 0.94, highest 1.10)",
 	} {
 		if !strings.Contains(string(out), want) {
 			t.Errorf("ratio.awk's output lacks %q:\n%s", want, out)
