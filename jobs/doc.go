@@ -27,10 +27,10 @@
 // arguments as JSON in its payload; InsertMany does so for many jobs of many keys and kinds in
 // one statement. A job inserted without an id is never deduplicated. The status page and
 // `batchclaim status` show the kind. A node runs any number of kinds; jobs stored without a
-// kind (node.Enqueue) go to the Submitter given to Workers.AddPlain. A job whose kind no worker on the instance knows is
-// DISCARDED at once, its last error naming the kind and the kinds registered (a job it is no
-// use trying again until the worker is deployed: retry it then). So register a new kind on
-// every instance before inserting its jobs.
+// kind (node.Enqueue) go to the Submitter given to Workers.AddPlain. A job whose kind no
+// worker on the instance knows is DISCARDED at once, its last error naming the kind and the
+// kinds registered (a job it is no use trying again until the worker is deployed: retry it
+// then). So register a new kind on every instance before inserting its jobs.
 //
 // # Outcomes
 //
