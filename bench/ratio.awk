@@ -92,6 +92,7 @@ function riverProducer(line) {
 	jobs[++nj] = num($0, "jobs_per_second")
 	jobsSet[nj] = sprintf("%d nodes x %d workers, %d connections each, %d keys x %d jobs",
 		num($0, "nodes"), num($0, "workers_per_node"), num($0, "conns_per_node"), num($0, "keys"), num($0, "jobs_per_key"))
+	if (num($0, "fillfactor") != "") jobsSet[nj] = jobsSet[nj] sprintf(", batches fillfactor %d", num($0, "fillfactor"))
 }
 
 /"scenario":"river"/ {

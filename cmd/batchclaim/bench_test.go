@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"net/url"
 	"os/exec"
 	"strings"
 	"testing"
@@ -24,6 +25,9 @@ func TestBenchRatioPairs(t *testing.T) {
 	jobs := func(rate, workers, conns int) string {
 		return fmt.Sprintf(`{"scenario":"jobs","jobs_per_second":%d,"nodes":2,"workers_per_node":%d,"conns_per_node":%d,"keys":1000,"jobs_per_key":50}`, rate, workers, conns)
 	}
+	withFillfactor := func(line string, ff int) string {
+		return strings.Replace(line, "}", fmt.Sprintf(`,"fillfactor":%d}`, ff), 1)
+	}
 	river := func(tuning string, rate int) string {
 		return fmt.Sprintf(`{"scenario":"river","tuning":"%s","river_version":"v0","jobs_per_second":%d,"workers":2000,"fetch_cooldown_ms":2,"fetch_poll_interval_ms":20,"conns":4,"jobs":100000}`, tuning, rate)
 	}
@@ -36,7 +40,7 @@ func TestBenchRatioPairs(t *testing.T) {
 		jobs(24000, 1024, 4), `{"scenario":"serial","jobs_per_second":1800}`, river("riverbench", 20000),
 		jobs(40000, 500, 8), river("riverbench", 35000),
 		jobs(38000, 500, 8), river("riverbench", 38000),
-		jobs(45000, 500, 8), river("riverbench", 36000),
+		withFillfactor(jobs(45000, 500, 8), 35), river("riverbench", 36000),
 		river("riverbench", 50000), river("defaults", 9000),
 	}, "\n") + "\n"
 	cmd := exec.Command(awk, "-f", "../../bench/ratio.awk")
@@ -49,6 +53,7 @@ func TestBenchRatioPairs(t *testing.T) {
 		"backlog, 3 alternated pairs",
 		"40000 jobs/s (2 nodes x 500 workers, 8 connections each, 1000 keys x 50 jobs) / 35000 (River v0, riverbench tuning",
 		"= 1.14\n", "= 1.00\n", "= 1.25\n",
+		"45000 jobs/s (2 nodes x 500 workers, 8 connections each, 1000 keys x 50 jobs, batches fillfactor 35) / 36000",
 		"median of the pairs' ratios: 1.14 (lowest 1.00, highest 1.25)",
 		"best of 5 runs: 50000 jobs/s",
 		"enqueue 16 producers, single-job enqueue (River: Insert): 4700 jobs/s vs River 5000 = 0.94",
@@ -79,6 +84,8 @@ func TestBenchFlags(t *testing.T) {
 		{[]string{"--defaults-readyz-interval", "0s"}, "--defaults-readyz-interval and --defaults-timeout positive"},
 		{[]string{"--many-claims", "10", "--many-claims-last", "11"}, "--many-claims-last at most --many-claims"},
 		{[]string{"--keys", "0"}, "--keys and --per-key must be at least 1"},
+		{[]string{"--fillfactor", "5"}, "--fillfactor 5: want 10 to 100, or 0 for the table's own"},
+		{[]string{"--fillfactor", "101"}, "--fillfactor 101: want 10 to 100"},
 		{[]string{"--scenario", "cycle", "--duration", "0s"}, "--duration positive"},
 		{[]string{"--poll-interval", "-1s"}, "--poll-interval -1s: must not be negative"},
 		{[]string{"extra"}, `unexpected argument "extra"`},
@@ -103,7 +110,7 @@ func TestBenchJSONScenarios(t *testing.T) { // not parallel: it sets DATABASE_UR
 	var stdout, stderr bytes.Buffer
 	for _, scenario := range []string{"jobs", "ledger", "cycle"} {
 		code := realMain(t.Context(), []string{"bench", "--json", "--scenario", scenario, "--nodes", "2", "--workers", "2", "--keys", "4", "--per-key", "3",
-			"--poll-interval", "100ms", "--instances", "2", "--service-ids", "10", "--duration", "300ms"}, &stdout, &stderr)
+			"--poll-interval", "100ms", "--fillfactor", "50", "--instances", "2", "--service-ids", "10", "--duration", "300ms"}, &stdout, &stderr)
 		if code != 0 {
 			t.Fatalf("bench --scenario %s: exit %d: %s", scenario, code, stderr.String())
 		}
@@ -124,13 +131,27 @@ func TestBenchJSONScenarios(t *testing.T) { // not parallel: it sets DATABASE_UR
 	if jobs["jobs"] != 12.0 || ledger["batches"] != 12.0 {
 		t.Errorf("jobs %v, batches %v: want 4 x 3 = 12 each", jobs["jobs"], ledger["batches"])
 	}
+	// The server's CPU is read from /proc when it runs on this machine, as the test's does
+	// when its URL names the loopback.
+	u, err := url.Parse(dbtest.AdminURL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	local := u.Hostname() == "127.0.0.1" || u.Hostname() == "localhost" || u.Hostname() == "::1"
 	for _, c := range []struct {
-		m                     map[string]any
-		rate, stmts, cmt, cpu string
+		m                             map[string]any
+		rate, stmts, cmt, cpu, server string
 	}{
-		{jobs, "jobs_per_second", "statements_per_job", "commits_per_job", "process_cpu_us_per_job"},
-		{ledger, "batches_per_second", "statements_per_batch", "commits_per_batch", "process_cpu_us_per_batch"},
+		{jobs, "jobs_per_second", "statements_per_job", "commits_per_job", "process_cpu_us_per_job", "server_cpu_us_per_job"},
+		{ledger, "batches_per_second", "statements_per_batch", "commits_per_batch", "process_cpu_us_per_batch", "server_cpu_us_per_batch"},
 	} {
+		if c.m["fillfactor"] != 50.0 {
+			t.Errorf("%s: fillfactor %v, want the 50 asked for", c.m["scenario"], c.m["fillfactor"])
+		}
+		if server, ok := c.m[c.server].(float64); (local || ok) && (server <= 0 || num(c.m, "server_backends") < 1) {
+			t.Errorf("%s: %s %v from %v backends; want the server's CPU counted (server on this machine: %v)",
+				c.m["scenario"], c.server, c.m[c.server], c.m["server_backends"], local)
+		}
 		rate, _ := c.m[c.rate].(float64)
 		stmts, _ := c.m[c.stmts].(float64)
 		cmt, _ := c.m[c.cmt].(float64)

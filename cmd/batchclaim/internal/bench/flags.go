@@ -57,6 +57,7 @@ func (s *settings) define(fs *flag.FlagSet) {
 	fs.IntVar(&s.path.conns, "conns", 0, "jobs, ledger: database connections per node (0: pgx's default, max(4, CPUs), as batchclaim run uses)")
 	fs.IntVar(&s.path.keys, "keys", 1000, "jobs, ledger: keys (service_ids)")
 	fs.IntVar(&s.path.perKey, "per-key", 10, "jobs, ledger: jobs (batches) per key")
+	fs.IntVar(&s.path.fillfactor, "fillfactor", 0, "jobs, serial, ledger: the batches table's fillfactor in the scratch database, set before the work is stored (10 to 100; 0: the table's own, 100; see docs/operations.md, \"Fill factor\")")
 	fs.DurationVar(&s.path.pollInterval, "poll-interval", time.Second, "ledger: how often each node asks the ledger about accepted batches")
 	fs.IntVar(&s.serialJobs, "serial-jobs", 2000, "serial: jobs of the one key")
 
@@ -129,6 +130,9 @@ func (s *settings) check() error {
 	fo, sc, ch := s.failover, s.scale, s.churn
 	if p.nodes < 1 || p.workers < 1 || p.keys < 1 || p.perKey < 1 || p.pollInterval <= 0 || p.conns < 0 {
 		return fmt.Errorf("--nodes, --workers, --keys and --per-key must be at least 1, --conns not negative, --poll-interval positive")
+	}
+	if p.fillfactor != 0 && (p.fillfactor < 10 || p.fillfactor > 100) {
+		return fmt.Errorf("--fillfactor %d: want 10 to 100, or 0 for the table's own", p.fillfactor)
 	}
 	if s.cycle.instances < 1 || s.cycle.serviceIDs < 1 || s.cycle.duration <= 0 {
 		return fmt.Errorf("--instances and --service-ids must be at least 1, --duration positive")

@@ -33,6 +33,7 @@ type pathConfig struct {
 	nodes, keys, perKey, workers int
 	conns                        int           // per node; 0: pgx's default, as `batchclaim run` uses
 	pollInterval                 time.Duration // ledger only
+	fillfactor                   int           // the batches table's; 0: the table's own (100)
 	keep                         bool
 }
 
@@ -55,6 +56,11 @@ type pathResult struct {
 	// while the units ran: the client's side of the cost per unit. The Go runtime lends idle
 	// cores to the collector, so the CPU time grows with idle cores as well as with work.
 	Process use
+	// Server is the CPU time the nodes' server processes (their connections' backends) took
+	// while the units ran, read from /proc: known only when the server runs on this machine.
+	Server serverUse
+	// Fillfactor is the batches table's fillfactor in the scratch database.
+	Fillfactor int
 }
 
 func (r pathResult) perSecond() float64 { return round3(float64(r.Units) / r.Seconds) }
@@ -64,13 +70,16 @@ func (r pathResult) per(n int64) float64 {
 
 // jobsJSON is the line `bench --json` prints for the jobs scenario.
 func (r pathResult) jobsJSON() map[string]any {
-	return map[string]any{"scenario": "jobs", "nodes": r.Nodes, "keys": r.Keys, "jobs_per_key": r.PerKey,
+	m := map[string]any{"scenario": "jobs", "nodes": r.Nodes, "keys": r.Keys, "jobs_per_key": r.PerKey,
 		"workers_per_node": r.Workers, "conns_per_node": r.Conns, "jobs": r.Units, "seconds": round3(r.Seconds),
 		"jobs_per_second": r.perSecond(), "latency_p50_ms": r.P50Ms, "latency_p99_ms": r.P99Ms,
 		"key_half_done_p50": r.HalfP50, "key_half_done_max": r.HalfMax,
 		"statements_per_job": r.per(r.Statements), "tx_control_per_job": r.per(r.TxControl),
 		"commits_per_job": r.per(r.Commits), "rollbacks": r.Rollbacks, "statements": r.ByStatement,
-		"process_cpu_us_per_job": r.cpuPer(), "process_allocs_per_job": r.per(int64(r.Process.allocs)), "process_gcs": r.Process.gcs}
+		"process_cpu_us_per_job": r.cpuPer(), "process_allocs_per_job": r.per(int64(r.Process.allocs)), "process_gcs": r.Process.gcs,
+		"fillfactor": r.Fillfactor}
+	r.Server.addJSON(m, "server_cpu_us_per_job", r.Units)
+	return m
 }
 
 // cpuPer is the process's CPU time per unit, in microseconds.
@@ -87,13 +96,16 @@ func (r pathResult) serialJSON() map[string]any {
 
 // ledgerJSON is the line `bench --json` prints for the ledger scenario.
 func (r pathResult) ledgerJSON(poll time.Duration) map[string]any {
-	return map[string]any{"scenario": "ledger", "nodes": r.Nodes, "service_ids": r.Keys, "batches_per_service_id": r.PerKey,
+	m := map[string]any{"scenario": "ledger", "nodes": r.Nodes, "service_ids": r.Keys, "batches_per_service_id": r.PerKey,
 		"workers_per_node": r.Workers, "conns_per_node": r.Conns, "poll_interval_ms": poll.Milliseconds(), "batches": r.Units, "seconds": round3(r.Seconds),
 		"batches_per_second": r.perSecond(), "latency_p50_ms": r.P50Ms, "latency_p99_ms": r.P99Ms,
 		"key_half_done_p50": r.HalfP50, "key_half_done_max": r.HalfMax,
 		"statements_per_batch": r.per(r.Statements), "tx_control_per_batch": r.per(r.TxControl),
 		"commits_per_batch": r.per(r.Commits), "rollbacks": r.Rollbacks, "statements": r.ByStatement,
-		"process_cpu_us_per_batch": r.cpuPer(), "process_allocs_per_batch": r.per(int64(r.Process.allocs)), "process_gcs": r.Process.gcs}
+		"process_cpu_us_per_batch": r.cpuPer(), "process_allocs_per_batch": r.per(int64(r.Process.allocs)), "process_gcs": r.Process.gcs,
+		"fillfactor": r.Fillfactor}
+	r.Server.addJSON(m, "server_cpu_us_per_batch", r.Units)
+	return m
 }
 
 func (r pathResult) print(w io.Writer, scenario, unit, units, extra string) {
@@ -105,6 +117,12 @@ func (r pathResult) print(w io.Writer, scenario, unit, units, extra string) {
 		unit, r.per(r.Statements), r.per(r.TxControl), r.per(r.Commits), r.Rollbacks)
 	fmt.Fprintf(w, "  this process, per %s: %.1f us of CPU, %.1f heap allocations (%d collections in all)\n",
 		unit, r.cpuPer(), r.per(int64(r.Process.allocs)), r.Process.gcs)
+	if r.Server.known {
+		fmt.Fprintf(w, "  the nodes' server backends (%d), per %s: %.1f us of CPU; the batches table's fillfactor %d\n",
+			r.Server.backends, unit, r.Server.per(r.Units), r.Fillfactor)
+	} else {
+		fmt.Fprintf(w, "  the batches table's fillfactor %d (the server's CPU is read only when it runs on this machine)\n", r.Fillfactor)
+	}
 	fmt.Fprintf(w, "  %-44s %9s %8s %9s\n", "statement", "calls", "per "+unit, "mean ms")
 	for i, s := range r.ByStatement {
 		if i == 12 {
@@ -167,7 +185,13 @@ func benchPath(ctx context.Context, c pathConfig, prefix string, stderr io.Write
 		return pathResult{}, err
 	}
 	defer db.Close(ctx)
-	r := pathResult{Nodes: c.nodes, Keys: c.keys, PerKey: c.perKey, Workers: c.workers, Units: c.keys * c.perKey}
+	r := pathResult{Nodes: c.nodes, Keys: c.keys, PerKey: c.perKey, Workers: c.workers, Units: c.keys * c.perKey, Fillfactor: 100}
+	if c.fillfactor > 0 {
+		if err := setFillfactor(ctx, db.URL, c.fillfactor); err != nil {
+			return r, err
+		}
+		r.Fillfactor = c.fillfactor
+	}
 	if err := benchStore(ctx, db.URL, c.keys, c.perKey, payload); err != nil {
 		return r, err
 	}
@@ -239,6 +263,7 @@ func benchPath(ctx context.Context, c pathConfig, prefix string, stderr io.Write
 		}
 		nodes = append(nodes, n)
 	}
+	server0 := backendsUse(ctx, server, db.Name)
 	start, use0 := time.Now(), processUse()
 	var wg sync.WaitGroup
 	errs := make(chan error, len(nodes))
@@ -266,6 +291,7 @@ func benchPath(ctx context.Context, c pathConfig, prefix string, stderr io.Write
 	}
 	r.Seconds = time.Since(start).Seconds()
 	r.Process = processUse().since(use0)
+	r.Server = backendsUse(ctx, server, db.Name).since(server0)
 	stop()
 	wg.Wait()
 	for _, p := range pools {

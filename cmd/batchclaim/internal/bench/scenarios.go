@@ -34,11 +34,11 @@ type result struct {
 // scenarios are the scenarios of `batchclaim bench`, in the order --scenario all runs them.
 var scenarios = []scenario{
 	{name: "jobs", help: "the job-runner path: nodes in this process, jobs stored up front, a no-op Submitter",
-		flags: []string{"nodes", "workers", "conns", "keys", "per-key"}, run: runJobs},
+		flags: []string{"nodes", "workers", "conns", "keys", "per-key", "fillfactor"}, run: runJobs},
 	{name: "serial", help: "the jobs scenario on one key: its jobs on one node, which runs them one at a time",
-		flags: []string{"serial-jobs", "workers", "conns"}, run: runSerial},
+		flags: []string{"serial-jobs", "workers", "conns", "fillfactor"}, run: runSerial},
 	{name: "ledger", help: "the ledger path: run's node against the ledger simulator at zero commit latency",
-		flags: []string{"nodes", "workers", "conns", "keys", "per-key", "poll-interval"}, run: runLedger},
+		flags: []string{"nodes", "workers", "conns", "keys", "per-key", "poll-interval", "fillfactor"}, run: runLedger},
 	{name: "enqueue", help: "producers call ingest.Enqueue as fast as they can while nodes work: jobs per second",
 		flags: []string{"producers", "producer-keys", "producer-nodes", "enqueue-duration"}, run: runEnqueue},
 	{name: "bulk", help: "timed calls of ingest.EnqueueMany, no node working: seconds a call",
@@ -182,7 +182,7 @@ func runJobs(ctx context.Context, s *settings, info io.Writer) (result, error) {
 }
 
 func runSerial(ctx context.Context, s *settings, info io.Writer) (result, error) {
-	c := pathConfig{nodes: 1, conns: s.path.conns, keys: 1, perKey: s.serialJobs, workers: s.path.workers, keep: s.keep}
+	c := pathConfig{nodes: 1, conns: s.path.conns, keys: 1, perKey: s.serialJobs, workers: s.path.workers, fillfactor: s.path.fillfactor, keep: s.keep}
 	r, err := benchJobs(ctx, c, info)
 	if err != nil {
 		return result{}, err
