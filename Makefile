@@ -58,10 +58,11 @@ chaos-ha: build ## Long chaos runs on a Patroni cluster (etcd, three members; ne
 # Then every other scenario of `batchclaim bench` (BENCH_SCENARIOS). Then the backlog of no-op
 # jobs in BACKLOG_PAIRS alternated pairs: the jobs scenario with BENCH_JOBS_TUNED (none: River
 # alone; its --fillfactor is a tuning of the batches table in the scratch database, with its
-# cost in docs/operations.md), then River at riverbench's tuning (pgx's default pool; RIVER_JOBS jobs); and River
-# once at its defaults (FetchCooldown 100ms, FetchPollInterval 1s) with RIVER_DEFAULTS_WORKERS
-# workers. BENCH_FLAGS go to every `batchclaim bench`. The ratios to River come last, each
-# side named with its settings, the backlog's as each pair's and their median.
+# cost in docs/operations.md), then River at riverbench's tuning (pgx's default pool;
+# RIVER_JOBS jobs); and River once at its defaults (FetchCooldown 100ms, FetchPollInterval
+# 1s) with RIVER_DEFAULTS_WORKERS workers. BENCH_FLAGS go to every `batchclaim bench`. The
+# ratios to River come last, each side named with its settings, the backlog's as each pair's
+# and their median.
 BENCH_DATABASE_URL := $(or $(DATABASE_URL),postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable)
 BENCH_FLAGS ?=
 BENCH_SCENARIOS ?= jobs serial ledger defaults latency many-claims failover scale churn cycle
