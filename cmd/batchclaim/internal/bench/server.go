@@ -12,7 +12,7 @@ import (
 )
 
 // userHZ is the unit of the CPU times in /proc/<pid>/stat: Linux reports them in ticks of
-// 1/100 s (USER_HZ) whatever the kernel's own tick.
+// USER_HZ, 100 a second on x86 and arm whatever the kernel's own tick.
 const userHZ = 100
 
 // serverUse is the CPU time (user and system) of the server processes that serve one
