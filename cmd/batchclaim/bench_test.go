@@ -132,7 +132,8 @@ func TestBenchJSONScenarios(t *testing.T) { // not parallel: it sets DATABASE_UR
 		t.Errorf("jobs %v, batches %v: want 4 x 3 = 12 each", jobs["jobs"], ledger["batches"])
 	}
 	// The server's CPU is read from /proc when it runs on this machine, as the test's does
-	// when its URL names the loopback.
+	// when its URL names the loopback. Twelve jobs may take less than /proc's tick of 10 ms,
+	// so the figure may be 0; what must hold is that the backends were found and read.
 	u, err := url.Parse(dbtest.AdminURL(t))
 	if err != nil {
 		t.Fatal(err)
@@ -148,8 +149,8 @@ func TestBenchJSONScenarios(t *testing.T) { // not parallel: it sets DATABASE_UR
 		if c.m["fillfactor"] != 50.0 {
 			t.Errorf("%s: fillfactor %v, want the 50 asked for", c.m["scenario"], c.m["fillfactor"])
 		}
-		if server, ok := c.m[c.server].(float64); (local || ok) && (server <= 0 || num(c.m, "server_backends") < 1) {
-			t.Errorf("%s: %s %v from %v backends; want the server's CPU counted (server on this machine: %v)",
+		if server, ok := c.m[c.server].(float64); (local || ok) && (!ok || server < 0 || num(c.m, "server_backends") < 1) {
+			t.Errorf("%s: %s %v from %v backends; want the server's CPU read (server on this machine: %v)",
 				c.m["scenario"], c.server, c.m[c.server], c.m["server_backends"], local)
 		}
 		rate, _ := c.m[c.rate].(float64)
