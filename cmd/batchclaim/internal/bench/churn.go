@@ -244,7 +244,7 @@ func churnRun(ctx context.Context, c churnConfig, keys int, dropIdle time.Durati
 	}
 	// The keys with work: one unfinished batch each, stored through ingest, which creates
 	// their claim rows.
-	if err := benchStore(ctx, db.URL, c.active, 1, func(string, int) (string, []byte) { return "", nil }); err != nil {
+	if err := benchStore(ctx, db.URL, c.active, 1, 0, func(string, int) (string, []byte) { return "", nil }); err != nil {
 		return p, err
 	}
 

@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -185,14 +186,8 @@ func benchPath(ctx context.Context, c pathConfig, prefix string, stderr io.Write
 		return pathResult{}, err
 	}
 	defer db.Close(ctx)
-	r := pathResult{Nodes: c.nodes, Keys: c.keys, PerKey: c.perKey, Workers: c.workers, Units: c.keys * c.perKey, Fillfactor: 100}
-	if c.fillfactor > 0 {
-		if err := setFillfactor(ctx, db.URL, c.fillfactor); err != nil {
-			return r, err
-		}
-		r.Fillfactor = c.fillfactor
-	}
-	if err := benchStore(ctx, db.URL, c.keys, c.perKey, payload); err != nil {
+	r := pathResult{Nodes: c.nodes, Keys: c.keys, PerKey: c.perKey, Workers: c.workers, Units: c.keys * c.perKey, Fillfactor: cmp.Or(c.fillfactor, 100)}
+	if err := benchStore(ctx, db.URL, c.keys, c.perKey, c.fillfactor, payload); err != nil {
 		return r, err
 	}
 	server, err := pgx.Connect(ctx, db.Admin)
@@ -318,13 +313,20 @@ func benchPath(ctx context.Context, c pathConfig, prefix string, stderr io.Write
 }
 
 // benchStore inserts keys x perKey units through ingest.Enqueue, in the order the ingest API
-// would (unit n of every key, then unit n+1), one transaction per 1,000, and disconnects.
-func benchStore(ctx context.Context, dbURL string, keys, perKey int, payload func(string, int) (string, []byte)) error {
+// would (unit n of every key, then unit n+1), one transaction per 1,000, and disconnects. A
+// fillfactor other than 0 is set on the batches table first, so that every page the units
+// fill leaves that room for their rows' updates (docs/operations.md, "Fill factor").
+func benchStore(ctx context.Context, dbURL string, keys, perKey, fillfactor int, payload func(string, int) (string, []byte)) error {
 	pool, err := database.Open(ctx, dbURL, 1)
 	if err != nil {
 		return err
 	}
 	defer pool.Close()
+	if fillfactor != 0 {
+		if _, err := pool.Exec(ctx, fmt.Sprintf(`ALTER TABLE batchclaim.batches SET (fillfactor = %d)`, fillfactor)); err != nil {
+			return fmt.Errorf("--fillfactor: %w", err)
+		}
+	}
 	var tx pgx.Tx
 	for i := range keys * perKey {
 		if tx == nil {

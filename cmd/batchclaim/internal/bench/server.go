@@ -102,18 +102,3 @@ func (u serverUse) addJSON(m map[string]any, key string, units int) {
 		m["server_backends"] = u.backends
 	}
 }
-
-// setFillfactor sets the fillfactor of the batches table in the database at url, before any
-// row is stored: each page is then filled to that share at insert, and the room left takes
-// the new versions of its rows' updates (docs/operations.md, "Fill factor").
-func setFillfactor(ctx context.Context, url string, fillfactor int) error {
-	conn, err := pgx.Connect(ctx, url)
-	if err != nil {
-		return fmt.Errorf("--fillfactor: %w", err)
-	}
-	defer conn.Close(context.WithoutCancel(ctx))
-	if _, err := conn.Exec(ctx, fmt.Sprintf(`ALTER TABLE batchclaim.batches SET (fillfactor = %d)`, fillfactor)); err != nil {
-		return fmt.Errorf("--fillfactor: %w", err)
-	}
-	return nil
-}
