@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/batchclaim/batchclaim/testkit/dbtest"
+	"github.com/batchclaim/batchclaim/testkit/pglocal"
 )
 
 // make bench's ratios (bench/ratio.awk): a tuned jobs line followed at once by River's run at
@@ -62,6 +63,40 @@ func TestBenchRatioPairs(t *testing.T) {
 	} {
 		if !strings.Contains(string(out), want) {
 			t.Errorf("ratio.awk's output lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+// make bench-slow-wal's script refuses what it cannot run with before it starts a server:
+// no output file, a delay that is not a whole number of microseconds, no server binaries,
+// the binaries it measures missing. None of these needs strace, which it would install.
+func TestBenchSlowWALRefuses(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		env  []string
+		args []string
+		want string
+	}{
+		{nil, nil, "usage: bench/slow-wal.sh OUT"},
+		{[]string{"DELAY_US=1.5ms"}, []string{dir + "/out"}, "DELAY_US must be a whole number of microseconds, got '1.5ms'"},
+		{[]string{"PG_BIN=" + dir}, []string{dir + "/out"}, "no Postgres server binaries in '" + dir + "': set PG_BIN"},
+	} {
+		cmd := exec.Command("bash", append([]string{"../../bench/slow-wal.sh"}, tc.args...)...)
+		cmd.Env = append(cmd.Environ(), tc.env...)
+		out, err := cmd.CombinedOutput()
+		if err == nil || !strings.Contains(string(out), tc.want) {
+			t.Errorf("slow-wal.sh %v with %v: %v, output %q; want a failure saying %q", tc.args, tc.env, err, out, tc.want)
+		}
+		if strings.Contains(string(out), "initdb") || strings.Contains(string(out), "database system") {
+			t.Errorf("slow-wal.sh %v with %v went on to start a server: %q", tc.args, tc.env, out)
+		}
+	}
+	if pg, err := pglocal.Find(""); err == nil {
+		cmd := exec.Command("bash", "../../bench/slow-wal.sh", dir+"/out")
+		cmd.Env = append(cmd.Environ(), "PG_BIN="+pg, "BIN="+dir)
+		if out, err := cmd.CombinedOutput(); err == nil || !strings.Contains(string(out), dir+"/batchclaim is missing: run make build") {
+			t.Errorf("slow-wal.sh without the binaries it measures: %v, output %q", err, out)
 		}
 	}
 }
