@@ -102,19 +102,18 @@ bench: build ## Measure every `batchclaim bench` scenario and River (at its own 
 	  $(BIN)/river-bench --tuning defaults --workers $(RIVER_DEFAULTS_WORKERS) --jobs $(RIVER_DEFAULTS_JOBS) | tee -a $$out || exit 1; \
 	  awk -f bench/ratio.awk $$out
 
-# make bench-slow-wal: the producer pairs (enqueue, steady) and the backlog's pairs of make
-# bench, SLOW_WAL_RUNS times, against a throwaway server whose every WAL flush takes
-# SLOW_WAL_DELAY_US microseconds longer, as on network block storage (bench/slow-wal.sh: the
-# server runs under strace, which delays each fdatasync's return), then the ratios to River.
+# make bench-slow-wal: make bench's producer pairs (enqueue, steady) and backlog pairs, each
+# SLOW_WAL_RUNS times, and its River-at-defaults run, against a throwaway server whose every WAL
+# flush takes SLOW_WAL_DELAY_US microseconds longer, as on network block storage
+# (bench/slow-wal.sh: the server runs under strace, which delays each fdatasync's return), then
+# the ratios to River.
 SLOW_WAL_DELAY_US ?= 1500
 SLOW_WAL_RUNS ?= 2
 
 .PHONY: bench-slow-wal
 bench-slow-wal: build ## Measure the producer and backlog pairs against River on a throwaway server whose WAL flushes are slowed (SLOW_WAL_DELAY_US); print the ratios
-	cd bench/river && $(GO) build -o ../../$(BIN)/river-bench .
-	@set -o pipefail; out=$$(mktemp); trap 'rm -f '$$out EXIT; \
-	  DELAY_US='$(SLOW_WAL_DELAY_US)' RUNS='$(SLOW_WAL_RUNS)' BIN='$(BIN)' JOBS_TUNED='$(BENCH_JOBS_TUNED)' RIVER_JOBS='$(RIVER_JOBS)' \
-	    bash bench/slow-wal.sh $$out && awk -f bench/ratio.awk $$out
+	DELAY_US='$(SLOW_WAL_DELAY_US)' bash bench/slow-wal.sh $(MAKE) --no-print-directory bench \
+	  PRODUCER_SCENARIOS='enqueue steady' BENCH_SCENARIOS= PRODUCER_RUNS='$(SLOW_WAL_RUNS)' BACKLOG_PAIRS='$(SLOW_WAL_RUNS)'
 
 # The long scenarios, minutes each: the short chaos runs (two 60s runs on a throwaway primary
 # with a synchronous standby), every fault of the Patroni harness on one cluster, the demo

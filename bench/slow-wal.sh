@@ -1,35 +1,29 @@
 #!/usr/bin/env bash
-# slow-wal.sh: the producer and backlog pairs of `make bench` against a throwaway Postgres
-# whose WAL flushes each take longer by a fixed delay, as on network block storage, where a
-# flush takes a millisecond or more rather than a local disk's tenth of one. Used by
-# `make bench-slow-wal`; see docs/performance.md, "On a server whose WAL flushes are slow".
+# slow-wal.sh: runs a command (make bench-slow-wal: `make bench` with its producer pairs,
+# enqueue and steady, and its backlog pairs) against a throwaway Postgres whose WAL flushes
+# each take longer by a fixed delay, as on network block storage, where a flush takes a
+# millisecond or more rather than a local disk's tenth of one. See docs/performance.md, "On a
+# server whose WAL flushes are slow".
 #
 # The server runs under strace, which delays the return of every fdatasync (the WAL's flush,
 # wal_sync_method's default on Linux) by DELAY_US microseconds and stops the server at no
 # other call. It is started from the local server binaries (PG_BIN) with fsync on and the
 # settings of the local server this project's benchmarks run on (autovacuum off, 128 MB of
 # shared buffers), in a temporary directory removed on exit. As root, the server runs as the
-# postgres user.
+# postgres user. The script prints what one commit costs on it, then runs the command with
+# DATABASE_URL naming the server, and exits with the command's status.
 #
-# Usage: bench/slow-wal.sh OUT   (the JSON lines of every run are appended to OUT)
-# Environment: DELAY_US (1500), PORT (5499), BIN (bin), RUNS (2), JOBS_TUNED (the backlog's
-# flags), RIVER_JOBS (100000), PG_BIN (the newest /usr/lib/postgresql/*/bin).
+# Usage: bench/slow-wal.sh COMMAND [ARG...]
+# Environment: DELAY_US (1500), PORT (5499), PG_BIN (the newest /usr/lib/postgresql/*/bin).
 set -euo pipefail
 
-out=${1:?usage: bench/slow-wal.sh OUT}
+[ $# -gt 0 ] || { echo "usage: bench/slow-wal.sh COMMAND [ARG...]" >&2; exit 2; }
 DELAY_US=${DELAY_US:-1500}
 PORT=${PORT:-5499}
-BIN=${BIN:-bin}
-RUNS=${RUNS:-2}
-JOBS_TUNED=${JOBS_TUNED:---workers 500 --per-key 50 --conns 8 --fillfactor 35}
-RIVER_JOBS=${RIVER_JOBS:-100000}
 PG_BIN=${PG_BIN:-$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -1)}
 
 case $DELAY_US in '' | *[!0-9]*) echo "DELAY_US must be a whole number of microseconds, got '$DELAY_US'" >&2; exit 2 ;; esac
 [ -x "$PG_BIN/initdb" ] || { echo "no Postgres server binaries in '$PG_BIN': set PG_BIN" >&2; exit 2; }
-for b in "$BIN/batchclaim" "$BIN/river-bench"; do
-	[ -x "$b" ] || { echo "$b is missing: run make build and build bench/river first (make bench-slow-wal does both)" >&2; exit 2; }
-done
 if ! command -v strace >/dev/null; then
 	if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
 		apt-get update -qq && apt-get install -y -qq strace >/dev/null
@@ -76,12 +70,4 @@ printf 'INSERT INTO commit_probe VALUES (1);\n' >"$dir/probe.sql"
 	awk -v d="$DELAY_US" '/latency average/ { printf "one commit on this server (fdatasync delayed %d us): %s ms on average, one session\n", d, $4 }'
 "$PG_BIN/psql" -q -d "$DATABASE_URL" -c 'DROP TABLE commit_probe'
 
-for i in $(seq "$RUNS"); do
-	for s in enqueue steady; do
-		"$BIN/batchclaim" bench --json --scenario "$s" | tee -a "$out"
-		"$BIN/river-bench" --tuning riverbench --scenario "$s" | tee -a "$out"
-	done
-	# shellcheck disable=SC2086 # JOBS_TUNED is a list of flags
-	"$BIN/batchclaim" bench --json --scenario jobs $JOBS_TUNED | tee -a "$out"
-	"$BIN/river-bench" --tuning riverbench --jobs "$RIVER_JOBS" | tee -a "$out"
-done
+"$@"

@@ -4,8 +4,11 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"net"
 	"net/url"
+	"os"
 	"os/exec"
 	"strings"
 	"testing"
@@ -68,8 +71,8 @@ func TestBenchRatioPairs(t *testing.T) {
 }
 
 // make bench-slow-wal's script refuses what it cannot run with before it starts a server:
-// no output file, a delay that is not a whole number of microseconds, no server binaries,
-// the binaries it measures missing. None of these needs strace, which it would install.
+// no command, a delay that is not a whole number of microseconds, no server binaries. None of
+// these needs strace, which it would install.
 func TestBenchSlowWALRefuses(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
@@ -78,9 +81,9 @@ func TestBenchSlowWALRefuses(t *testing.T) {
 		args []string
 		want string
 	}{
-		{nil, nil, "usage: bench/slow-wal.sh OUT"},
-		{[]string{"DELAY_US=1.5ms"}, []string{dir + "/out"}, "DELAY_US must be a whole number of microseconds, got '1.5ms'"},
-		{[]string{"PG_BIN=" + dir}, []string{dir + "/out"}, "no Postgres server binaries in '" + dir + "': set PG_BIN"},
+		{nil, nil, "usage: bench/slow-wal.sh COMMAND [ARG...]"},
+		{[]string{"DELAY_US=1.5ms"}, []string{"true"}, "DELAY_US must be a whole number of microseconds, got '1.5ms'"},
+		{[]string{"PG_BIN=" + dir}, []string{"true"}, "no Postgres server binaries in '" + dir + "': set PG_BIN"},
 	} {
 		cmd := exec.Command("bash", append([]string{"../../bench/slow-wal.sh"}, tc.args...)...)
 		cmd.Env = append(cmd.Environ(), tc.env...)
@@ -92,12 +95,53 @@ func TestBenchSlowWALRefuses(t *testing.T) {
 			t.Errorf("slow-wal.sh %v with %v went on to start a server: %q", tc.args, tc.env, out)
 		}
 	}
-	if pg, err := pglocal.Find(""); err == nil {
-		cmd := exec.Command("bash", "../../bench/slow-wal.sh", dir+"/out")
-		cmd.Env = append(cmd.Environ(), "PG_BIN="+pg, "BIN="+dir)
-		if out, err := cmd.CombinedOutput(); err == nil || !strings.Contains(string(out), dir+"/batchclaim is missing: run make build") {
-			t.Errorf("slow-wal.sh without the binaries it measures: %v, output %q", err, out)
+}
+
+// make bench-slow-wal's script runs its command against a server of its own whose WAL flushes
+// take at least the delay asked for (one commit's probe says so), with DATABASE_URL naming that
+// server, fsync on; it exits with the command's status and leaves no server behind.
+func TestBenchSlowWALServer(t *testing.T) {
+	t.Parallel()
+	if _, err := exec.LookPath("strace"); err != nil {
+		if os.Getenv("REQUIRE_STRACE") == "1" {
+			t.Fatal("REQUIRE_STRACE=1 but strace is not installed (apt-get install strace)")
 		}
+		t.Skip("strace is not installed; set REQUIRE_STRACE=1 to make this a failure")
+	}
+	pg, err := pglocal.Find("")
+	if err != nil {
+		if os.Getenv("REQUIRE_DB") == "1" {
+			t.Fatalf("REQUIRE_DB=1 but %v", err)
+		}
+		t.Skipf("no local PostgreSQL binaries: %v", err)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	const delayMS = 20
+	cmd := exec.Command("bash", "../../bench/slow-wal.sh", "bash", "-c",
+		`echo "url=$DATABASE_URL"; "$PG_BIN/psql" -d "$DATABASE_URL" -Atc 'SHOW fsync' | sed 's/^/fsync=/'; exit 3`)
+	cmd.Env = append(cmd.Environ(), fmt.Sprintf("DELAY_US=%d", delayMS*1000), fmt.Sprintf("PORT=%d", port), "PG_BIN="+pg)
+	out, err := cmd.CombinedOutput()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != 3 {
+		t.Fatalf("slow-wal.sh with a command that exits 3: %v, output %q; want exit status 3", err, out)
+	}
+	for _, want := range []string{fmt.Sprintf("url=postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", port), "fsync=on"} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("slow-wal.sh's command printed no %q: %q", want, out)
+		}
+	}
+	var ms float64
+	if _, err := fmt.Sscanf(string(out[bytes.Index(out, []byte("): "))+3:]), "%f ms on average", &ms); err != nil || ms < delayMS {
+		t.Errorf("one commit's probe with fdatasync delayed %d ms: %v ms (%v); want at least the delay: %q", delayMS, ms, err, out)
+	}
+	if c, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", port)); err == nil {
+		c.Close()
+		t.Errorf("a server still listens on port %d after slow-wal.sh returned", port)
 	}
 }
 
