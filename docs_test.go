@@ -36,6 +36,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/batchclaim/batchclaim/testkit/dbtest"
+	"github.com/batchclaim/batchclaim/testkit/testutil"
 )
 
 func TestMain(m *testing.M) { dbtest.Main(m) }
@@ -166,24 +167,11 @@ func goSources(t *testing.T, tests bool) map[string]string {
 
 // --- The layer table ---------------------------------------------------------------------
 
-// goTool is the go command that runs this test.
-func goTool(t *testing.T) string {
-	t.Helper()
-	if p, err := exec.LookPath("go"); err == nil {
-		return p
-	}
-	if root := os.Getenv("GOROOT"); root != "" {
-		return filepath.Join(root, "bin", "go")
-	}
-	t.Fatal("no go command in PATH or GOROOT: the layer check lists packages with go list")
-	return ""
-}
-
 // listImports lists the packages of the module in dir, each with the repository's packages
 // its non-test files import, by path in the repository ("" for the root).
 func listImports(t *testing.T, dir string) map[string][]string {
 	t.Helper()
-	cmd := exec.Command(goTool(t), "list", "-e", "-f", "{{.ImportPath}}{{range .Imports}} {{.}}{{end}}", "./...")
+	cmd := exec.Command(testutil.GoTool(t), "list", "-e", "-f", "{{.ImportPath}}{{range .Imports}} {{.}}{{end}}", "./...")
 	cmd.Dir = dir
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr

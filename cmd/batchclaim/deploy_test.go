@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"os/exec"
 	"regexp"
 	"slices"
 	"strconv"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/batchclaim/batchclaim/claims"
 	"github.com/batchclaim/batchclaim/node"
+	"github.com/batchclaim/batchclaim/testkit/testutil"
 )
 
 // The files under deploy/ are read here rather than run (no container engine or cluster on
@@ -386,10 +388,38 @@ func TestDeployDockerfile(t *testing.T) {
 	}
 	// The program is its own module: its go.mod must be in the image before the download, and
 	// the build must run in it (the root's module does not contain the package).
-	for _, want := range []string{"COPY cmd/batchclaim/go.mod cmd/batchclaim/go.sum", "go -C cmd/batchclaim build"} {
+	for _, want := range []string{"COPY cmd/batchclaim/go.mod cmd/batchclaim/go.sum", "go -C cmd/batchclaim build -tags nodocker"} {
 		if !strings.Contains(string(raw), want) {
 			t.Errorf("the Dockerfile lacks %q", want)
 		}
+	}
+}
+
+// The image's build tag leaves testcontainers-go and the Docker client out of the daemon:
+// none of their packages is in the program's dependencies with it, and the default build
+// (make build, whose demo and bench may start a container) still has them.
+func TestNoDockerBuildLeavesTheDockerClientOut(t *testing.T) {
+	t.Parallel()
+	gotool := testutil.GoTool(t)
+	docker := func(tags ...string) []string {
+		args := append([]string{"list", "-deps"}, tags...)
+		out, err := exec.CommandContext(t.Context(), gotool, append(args, ".")...).Output()
+		if err != nil {
+			t.Fatalf("go %s: %v", strings.Join(args, " "), err)
+		}
+		var found []string
+		for p := range strings.Lines(string(out)) {
+			if strings.Contains(p, "testcontainers") || strings.HasPrefix(p, "github.com/docker/") {
+				found = append(found, strings.TrimSpace(p))
+			}
+		}
+		return found
+	}
+	if got := docker("-tags", "nodocker"); len(got) > 0 {
+		t.Errorf("with -tags nodocker the program still depends on %v", got)
+	}
+	if got := docker(); len(got) == 0 {
+		t.Error("the default build depends on no testcontainers or Docker package: is the check still looking at the right names?")
 	}
 }
 

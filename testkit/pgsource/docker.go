@@ -2,54 +2,16 @@ package pgsource
 
 import (
 	"context"
-	"fmt"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"time"
-
-	"github.com/testcontainers/testcontainers-go"
-	tcpostgres "github.com/testcontainers/testcontainers-go/modules/postgres"
 )
 
-const (
-	// containerImage is the image of the Docker fallback.
-	containerImage = "postgres:15-alpine"
-	// containerTimeout bounds pulling and starting the container.
-	containerTimeout = 3 * time.Minute
-	// pingTimeout bounds the check that a Docker engine answers.
-	pingTimeout = 2 * time.Second
-)
-
-// startContainer runs a postgres container with testcontainers-go.
-func startContainer(ctx context.Context) (*Source, error) {
-	ctx, cancel := context.WithTimeout(ctx, containerTimeout)
-	defer cancel()
-	c, err := tcpostgres.Run(ctx, containerImage,
-		tcpostgres.WithDatabase("postgres"),
-		tcpostgres.WithUsername("postgres"),
-		tcpostgres.WithPassword("postgres"),
-		tcpostgres.BasicWaitStrategies(),
-	)
-	if err != nil {
-		if c != nil {
-			_ = testcontainers.TerminateContainer(c)
-		}
-		return nil, fmt.Errorf("run %s: %w", containerImage, err)
-	}
-	url, err := c.ConnectionString(ctx, "sslmode=disable")
-	if err != nil {
-		_ = testcontainers.TerminateContainer(c)
-		return nil, fmt.Errorf("container connection string: %w", err)
-	}
-	return &Source{
-		URL:   url,
-		Kind:  KindDocker,
-		close: func(context.Context) error { return testcontainers.TerminateContainer(c) },
-	}, nil
-}
+// pingTimeout bounds the check that a Docker engine answers.
+const pingTimeout = 2 * time.Second
 
 // dockerReachable reports whether a Docker engine answers /_ping quickly, so that a machine
 // without Docker does not wait for testcontainers to give up. It checks DOCKER_HOST when set,

@@ -79,6 +79,10 @@ func server(ctx context.Context, logger *slog.Logger, envVar, binDir string) (*S
 	if ctx.Err() != nil {
 		return nil, fmt.Errorf("find postgres: %w", ctx.Err())
 	}
+	if !dockerFallback {
+		return nil, fmt.Errorf("no postgres server: set %s or install PostgreSQL server binaries (initdb, pg_ctl); "+
+			"this build has no Docker fallback (built with -tags nodocker) (%s)", envVar, strings.Join(why, "; "))
+	}
 	if endpoint, ok := dockerReachable(ctx); ok {
 		logger.Info("starting a postgres container", "docker", endpoint)
 		src, err := startContainer(ctx)

@@ -4,9 +4,12 @@ import (
 	"context"
 	"net"
 	"net/http"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/batchclaim/batchclaim/testkit/testutil"
 )
 
 func TestServerPrefersTheEnvironment(t *testing.T) {
@@ -32,6 +35,9 @@ func TestServerNamesTheThreeWaysWhenNothingWorks(t *testing.T) {
 		t.Fatal("server found a postgres with no variable, no binaries and no docker")
 	}
 	want := "set PGSOURCE_TEST_URL, install PostgreSQL server binaries (initdb, pg_ctl), or start Docker"
+	if !dockerFallback {
+		want = "set PGSOURCE_TEST_URL or install PostgreSQL server binaries (initdb, pg_ctl); this build has no Docker fallback"
+	}
 	if !strings.Contains(err.Error(), want) {
 		t.Fatalf("error %q does not contain %q", err, want)
 	}
@@ -81,5 +87,24 @@ func TestDockerReachable(t *testing.T) {
 				t.Fatalf("dockerReachable = %v, want %v", got, tt.want)
 			}
 		})
+	}
+}
+
+// A build with the nodocker tag (the release image's daemon) has no Docker fallback and says
+// so when nothing else is found. This runs the test above in such a build.
+func TestServerWithoutTheDockerFallback(t *testing.T) {
+	if !dockerFallback {
+		t.Skip("this is the nodocker build: TestServerNamesTheThreeWaysWhenNothingWorks checks its message")
+	}
+	cmd := exec.CommandContext(t.Context(), testutil.GoTool(t), "test", "-count=1", "-tags", "nodocker", "-v",
+		"-run", "^(TestServerNamesTheThreeWaysWhenNothingWorks|TestServerWithoutTheDockerFallback)$", ".")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("go test -tags nodocker: %v\n%s", err, out)
+	}
+	for _, want := range []string{"--- PASS: TestServerNamesTheThreeWaysWhenNothingWorks", "--- SKIP: TestServerWithoutTheDockerFallback"} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("go test -tags nodocker did not report %q:\n%s", want, out)
+		}
 	}
 }

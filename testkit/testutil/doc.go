@@ -1,6 +1,6 @@
 // Package testutil holds the helpers the project's tests share: waiting for a condition
-// (WaitFor), counting the JSON log lines one log site wrote (SiteLines), and running the test
-// binary itself as a child process (StartChild).
+// (WaitFor), counting the JSON log lines one log site wrote (SiteLines), running the test
+// binary itself as a child process (StartChild), and finding the go command (GoTool).
 //
 // WaitFor polls a condition every PollInterval until it holds and fails the test, naming what
 // it waited for, once its bound has passed; tests use it instead of sleeping for state. The
@@ -15,6 +15,9 @@
 // Child collects its output line by line (Line, Said, SaidPrefix), takes input (Stdin) and
 // signals (Signal), and is killed and waited for when the test ends. Fault tests use it for a
 // process that can be frozen (SIGSTOP) or killed while it holds a lease.
+//
+// GoTool is the go command from PATH, else GOROOT's, for a test that lists packages or runs
+// a build with other tags (the layer check of the docs, the nodocker build).
 //
 // The package belongs to the test kit (docs/architecture.md, "Layers"): tests import it, a
 // running instance never does.

@@ -5,12 +5,27 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
 )
+
+// GoTool returns the go command (from PATH, else GOROOT's) for a test that lists packages or
+// builds with other tags, and fails t when there is none.
+func GoTool(t testing.TB) string {
+	t.Helper()
+	if p, err := exec.LookPath("go"); err == nil {
+		return p
+	}
+	if root := os.Getenv("GOROOT"); root != "" {
+		return filepath.Join(root, "bin", "go")
+	}
+	t.Fatal("no go command in PATH or GOROOT")
+	return ""
+}
 
 // PollInterval is how often WaitFor looks at its condition.
 const PollInterval = 10 * time.Millisecond
