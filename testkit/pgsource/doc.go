@@ -5,4 +5,8 @@
 // provide one. The demo (Acquire) and the test harness (package dbtest, through Server) share
 // this chain. WaitDatabase waits until every host of a multi-host URL has a database just
 // created on its primary.
+//
+// A build with the nodocker tag (the release image's daemon, deploy/Dockerfile) has no
+// container step, and with it none of testcontainers-go and the Docker client: its error then
+// names the other two ways and says that the build has no Docker fallback.
 package pgsource
