@@ -194,7 +194,9 @@ func (e *takenError) Unwrap() error { return e.err }
 // EnqueueBatchList stores every batch of a serialized BatchList for serviceID, in list
 // order, each as a one-batch BatchList keyed by its header signature. Nothing is stored if the
 // list does not decode. A batch already stored under another service_id is refused with
-// ErrBatchIDTaken. Pass a pgx.Tx to make the whole list atomic (and nothing stored on error).
+// ErrBatchIDTaken. Given a pool, each MaxEnqueueMany batches of the list are a transaction of
+// their own: an error stores nothing of the part it came in and leaves the parts before it
+// stored. Pass a pgx.Tx to make the whole list atomic (and nothing stored on error).
 func EnqueueBatchList(ctx context.Context, q pgdb.Querier, serviceID string, list []byte) ([]Stored, error) {
 	if err := batchclaim.ValidateServiceID(serviceID); err != nil {
 		return nil, err

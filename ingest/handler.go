@@ -79,9 +79,10 @@ type Config struct {
 	// (CodeBusy). Zero means MaxWaitDefault.
 	MaxWait time.Duration
 	// StoreTimeout bounds the transaction that stores a request's batches once it has its
-	// turn and a connection: a database that stops answering (a frozen link, a lock held
-	// elsewhere) costs the API that connection for this long at most, and the request is
-	// answered 503 with nothing stored. Zero means StoreTimeoutDefault.
+	// turn and a connection, and the read of a status request once it has a connection: a
+	// database that stops answering (a frozen link, a lock held elsewhere) costs the API that
+	// connection for this long at most, and the request is answered 503 (with nothing
+	// stored). Zero means StoreTimeoutDefault.
 	StoreTimeout time.Duration
 	// BaseURL, e.g. "https://ingest.example:8443", starts the status links of 202 answers.
 	// Empty means the request's Host when a listener guard (package httpguard)
@@ -409,7 +410,9 @@ func (h *Handler) answerStatuses(w http.ResponseWriter, r *http.Request, ids []s
 	writeJSON(w, http.StatusOK, out)
 }
 
-// readStatuses reads the rows of ids on one of the API's connections.
+// readStatuses reads the rows of ids on one of the API's connections, for StoreTimeout at
+// most: a read on a link that stopped answering would otherwise keep the connection from
+// the stores for as long as its client waits.
 func (h *Handler) readStatuses(ctx context.Context, ids []string) ([]db.BatchStatusesByIDRow, error) {
 	wctx, cancel := context.WithTimeout(ctx, h.cfg.MaxWait)
 	defer cancel()
@@ -417,7 +420,9 @@ func (h *Handler) readStatuses(ctx context.Context, ids []string) ([]db.BatchSta
 		return nil, errors.Join(errWaited, err)
 	}
 	defer h.conns.release()
-	return db.New().BatchStatusesByID(ctx, h.db, ids)
+	rctx, cancel := context.WithTimeout(ctx, h.cfg.StoreTimeout)
+	defer cancel()
+	return db.New().BatchStatusesByID(rctx, h.db, ids)
 }
 
 // onlyParams rejects query parameters other than the allowed ones, and any given twice

@@ -7,6 +7,9 @@ import (
 	"slices"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/batchclaim/batchclaim"
 	"github.com/batchclaim/batchclaim/internal/db"
 	"github.com/batchclaim/batchclaim/internal/tracing"
@@ -41,9 +44,10 @@ const MaxEnqueueMany = 100_000
 // make it atomic with your own writes as well); an error inside a transaction leaves that
 // transaction to be rolled back.
 //
-// Given a pool, the statement is a transaction of its own and the holders of the
-// service_ids are woken just after it commits; given a transaction, when that transaction
-// commits (once per service_id either way).
+// Given a pool, the call is a transaction of its own (the statement, and for jobs stored
+// before it the lookup of their seqs) and the holders of the service_ids are woken just
+// after it commits; given a transaction, when that transaction commits (once per service_id
+// either way).
 //
 // The statement takes one entry of the server's lock table per distinct service_id (the
 // enqueue lock) until its transaction ends. The server holds max_locks_per_transaction x
@@ -69,25 +73,55 @@ func EnqueueMany(ctx context.Context, q pgdb.Querier, jobs []Job) (_ []Stored, e
 // insertMany is EnqueueMany, and with ledger true the ingest API's list of ledger batches:
 // each batch id is then registered across service_ids too, and one stored under another
 // service_id fails the call with ErrBatchIDTaken (a takenError naming it).
+//
+// Given a pool, it runs in a transaction of its own: the statement stores the new jobs and
+// the lookups that follow it (the seqs of jobs stored before, the owner of a refused ledger
+// id) may fail, and an error must leave nothing stored, as EnqueueMany promises, not new
+// jobs that the caller, told it failed, stores a second time. The holders are woken once it
+// committed.
 func insertMany(ctx context.Context, q pgdb.Querier, jobs []Job, ledger bool) ([]Stored, error) {
+	if !commitsAlone(q) {
+		out, _, err := insertManyIn(ctx, q, jobs, ledger, false)
+		return out, err
+	}
+	var out []Stored
+	var woken []string
+	b := pgdb.InSchema(pgdb.Unwrap(q).(*pgxpool.Pool), pgdb.SchemaOf(q))
+	err := pgdb.InTx(ctx, b, pgx.TxOptions{}, func(tx pgx.Tx) (err error) {
+		out, woken, err = insertManyIn(ctx, pgdb.QuerierInSchema(tx, pgdb.SchemaOf(q)), jobs, ledger, true)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	if len(woken) > 0 {
+		wakeAfterCommit(ctx, q, woken...)
+	}
+	return out, nil
+}
+
+// insertManyIn is insertMany on q. With wakeAfterCommit the statement does not notify the
+// holders (its transaction's caller wakes them after the commit: woken are their
+// service_ids, once each); without, its transaction's commit does.
+func insertManyIn(ctx context.Context, q pgdb.Querier, jobs []Job, ledger, wakeAfterCommit bool) (_ []Stored, woken []string, _ error) {
 	// An option's array stays empty when no job sets it: the statement reads an empty one as
 	// none for every job, and the call sends and encodes nothing for it.
 	p := db.BatchesInsertManyParams{
 		Ledger:     ledger,
 		ServiceIds: make([]string, len(jobs)), BatchIds: make([]string, len(jobs)), Payloads: make([][]byte, len(jobs)),
 		RunAts: []time.Time{}, MaxAttempts: []int32{}, Kinds: []string{}, TimeoutsMs: []int64{},
-		WakeAfterCommit: commitsAlone(q),
+		WakeAfterCommit: wakeAfterCommit,
 	}
 	for i, j := range jobs {
 		if err := batchclaim.ValidateServiceID(j.ServiceID); err != nil {
-			return nil, fmt.Errorf("job %d: %w", i, err)
+			return nil, nil, fmt.Errorf("job %d: %w", i, err)
 		}
 		if j.BatchID == "" && ledger {
-			return nil, fmt.Errorf("job %d: batch id is empty", i)
+			return nil, nil, fmt.Errorf("job %d: batch id is empty", i)
 		}
 		o, err := resolveOptions(j.Options)
 		if err != nil {
-			return nil, fmt.Errorf("job %d: %w", i, err)
+			return nil, nil, fmt.Errorf("job %d: %w", i, err)
 		}
 		p.ServiceIds[i], p.BatchIds[i], p.Payloads[i] = j.ServiceID, j.BatchID, j.Payload
 		if p.Payloads[i] == nil {
@@ -109,7 +143,7 @@ func insertMany(ctx context.Context, q pgdb.Querier, jobs []Job, ledger bool) ([
 	qs := db.New()
 	rows, err := qs.BatchesInsertMany(ctx, q, p)
 	if err != nil {
-		return nil, fmt.Errorf("store jobs: %w", err)
+		return nil, nil, fmt.Errorf("store jobs: %w", err)
 	}
 	type pair struct{ serviceID, batchID string }
 	seqs := make(map[pair]int64, len(rows))
@@ -135,7 +169,7 @@ func insertMany(ctx context.Context, q pgdb.Querier, jobs []Job, ledger bool) ([
 		if j.BatchID == "" {
 			s := idless[j.ServiceID]
 			if len(s) == 0 { // cannot happen: every job without an id is stored
-				return nil, fmt.Errorf("job %d (service_id %q, no id): not among the rows stored", i, j.ServiceID)
+				return nil, nil, fmt.Errorf("job %d (service_id %q, no id): not among the rows stored", i, j.ServiceID)
 			}
 			out[i] = Stored{Seq: s[0], New: true}
 			idless[j.ServiceID] = s[1:]
@@ -155,25 +189,23 @@ func insertMany(ctx context.Context, q pgdb.Querier, jobs []Job, ledger bool) ([
 	}
 	if len(before) > 0 {
 		if err := lookUpStored(ctx, qs, q, jobs, before, out, ledger); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		// Reported stored only once as durable as new ones would be (durable.go).
 		if err := durableRepeat(ctx, q); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
-	if len(rows) > 0 && p.WakeAfterCommit {
-		woken := make(map[string]struct{}, len(rows))
-		ids := make([]string, 0, len(rows))
+	if wakeAfterCommit {
+		seen := make(map[string]struct{}, len(rows))
 		for _, r := range rows {
-			if _, ok := woken[r.ServiceID]; !ok {
-				woken[r.ServiceID] = struct{}{}
-				ids = append(ids, r.ServiceID)
+			if _, ok := seen[r.ServiceID]; !ok {
+				seen[r.ServiceID] = struct{}{}
+				woken = append(woken, r.ServiceID)
 			}
 		}
-		wakeAfterCommit(ctx, q, ids...)
 	}
-	return out, nil
+	return out, woken, nil
 }
 
 // setAt sets (*a)[i] to v, first making *a n zero values long if it is still empty.

@@ -119,6 +119,27 @@ func TestLedgerBatchIDIsGlobal(t *testing.T) {
 	}
 }
 
+// Given a pool, a list that fails stores nothing of the batches it holds, not only nothing
+// of the one that failed: the new batch before a refused one is not left stored for a caller
+// who was told the call failed and sends the list again.
+func TestRefusedListStoresNothingThroughAPool(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	_, pool := setup(t)
+	taken, takenList := dlt.FakeBatch("x", 1)
+	if _, err := ingest.EnqueueBatchList(ctx, pool, "a", takenList); err != nil {
+		t.Fatal(err)
+	}
+	fresh, freshList := dlt.FakeBatch("x", 2)
+	_, err := ingest.EnqueueBatchList(ctx, pool, "b", append(freshList, takenList...))
+	if !errors.Is(err, ingest.ErrBatchIDTaken) {
+		t.Fatalf("a list with a batch stored under another service_id: err = %v, want ErrBatchIDTaken", err)
+	}
+	assertRows(t, pool, "SELECT count(*) FROM batchclaim.batches WHERE batch_id = $1", fresh, 0)
+	assertRows(t, pool, "SELECT count(*) FROM batchclaim.batches WHERE batch_id = $1", taken, 1)
+	assertRows(t, pool, "SELECT count(*) FROM batchclaim.service_id_claims WHERE service_id = 'b'", nil, 0)
+}
+
 func assertRows(t *testing.T, pool *pgxpool.Pool, sql string, arg any, want int) {
 	t.Helper()
 	var n int

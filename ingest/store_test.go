@@ -1,6 +1,7 @@
 package ingest_test
 
 import (
+	"context"
 	"net/http"
 	"net/http/httptest"
 	"testing"
@@ -57,5 +58,51 @@ func TestStoreTimeoutFreesTheConnection(t *testing.T) {
 	}
 	if n := count(t, direct, "batches"); n != 2 {
 		t.Fatalf("%d batches stored, want 2: the timed-out request stored nothing", n)
+	}
+}
+
+// A status read on a link that stopped answering holds the API's connection for StoreTimeout
+// at most, as a store does: it is answered 503, and a store waiting for the only connection
+// slot goes ahead once the link is back.
+func TestStatusReadTimeoutFreesTheConnection(t *testing.T) {
+	t.Parallel()
+	dbURL := dbtest.NewDB(t)
+	proxy, viaProxy := dbtest.Proxied(t, dbURL)
+	pool, err := pgxpool.New(t.Context(), viaProxy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	h, err := ingest.NewHandler(dbtest.Open(t, pool, ""), ingest.Config{MaxConns: 1, StoreTimeout: 500 * time.Millisecond, MaxWait: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	h.Register(mux)
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	id, list := dlt.FakeBatch("svc", 0)
+	if code, _ := post(t, srv.URL+"/batches?service_id=svc", "application/octet-stream", list); code != http.StatusAccepted {
+		t.Fatalf("first batch: %d", code)
+	}
+
+	proxy.Freeze()
+	// The client waits far longer than the timeout: without it, the read would hold the
+	// connection until then, and the request would fail here instead of being answered.
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL+"/batch_statuses?id="+id, nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("status read over a frozen link: %v; want a 503 once the store timeout passed", err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable {
+		t.Fatalf("status read over a frozen link: %d, want 503", resp.StatusCode)
+	}
+	proxy.Restore()
+	_, next := dlt.FakeBatch("svc", 1)
+	if code, _ := post(t, srv.URL+"/batches?service_id=svc", "application/octet-stream", next); code != http.StatusAccepted {
+		t.Fatalf("a batch after the link came back: %d, want 202 (the timed-out read gave its connection slot back)", code)
 	}
 }
