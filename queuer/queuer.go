@@ -279,7 +279,10 @@ func (q *Queuer) sweepLocked(id string) {
 
 // Done is called when a job is over, whatever its outcome: its service_id may have its next
 // batch ready. It is not looked at again when the job's outcome left it without work
-// (Drained) and nothing told the queuer about it while the job ran.
+// (Drained) and nothing told the queuer about it while the job ran. Either way the worker and
+// the memory the job held are free again: when ready heads waited for them at the last fetch
+// (starved) or service_ids wait in the queue, the queuer fetches again now, not at its next
+// Interval.
 func (q *Queuer) Done(j batchclaim.Job) {
 	id := j.Claim.ServiceID
 	q.mu.Lock()
@@ -291,8 +294,9 @@ func (q *Queuer) Done(j batchclaim.Job) {
 	if !quiet {
 		q.enqueueLocked(id)
 	}
+	wake := !quiet || q.starved || len(q.queue) > 0
 	q.mu.Unlock()
-	if !quiet {
+	if wake {
 		q.Wake()
 	}
 }
@@ -388,8 +392,6 @@ func (q *Queuer) Fetch(ctx context.Context) (int, error) {
 		return 0, nil
 	}
 	parent := ctx
-	ctx, cancel := context.WithTimeout(ctx, q.cfg.StatementTimeout)
-	defer cancel()
 	ctx, span := tracing.Start(ctx, tracing.Fetch, tracing.Claims.Int(len(ids)))
 	defer span.End()
 	take := observer.Take{Claims: make([]claims.Claim, len(ids)), MaxJobs: free}
@@ -405,7 +407,9 @@ func (q *Queuer) Fetch(ctx context.Context) (int, error) {
 		}
 	}
 	q.mu.Unlock()
-	heads, taken, err := q.rec.Take(ctx, take)
+	tctx, cancel := context.WithTimeout(ctx, q.cfg.StatementTimeout)
+	heads, taken, err := q.rec.Take(tctx, take)
+	cancel()
 	if err != nil {
 		q.requeue(ids)
 		return 0, err
@@ -459,7 +463,10 @@ func (q *Queuer) Fetch(ctx context.Context) (int, error) {
 		for _, j := range adopt {
 			adopted = append(adopted, j.Claim.ServiceID)
 		}
-		if err := q.rec.Adopt(ctx, adopt); err != nil && !errors.Is(err, batchclaim.ErrClaimLost) {
+		actx, cancel := context.WithTimeout(ctx, q.cfg.StatementTimeout)
+		err := q.rec.Adopt(actx, adopt)
+		cancel()
+		if err != nil && !errors.Is(err, batchclaim.ErrClaimLost) {
 			adoptFailed = true // no fetch at once: the next waits for a tick or a wake-up
 			if parent.Err() == nil {
 				q.log.Warn("could not adopt in-flight batches; trying again at the next fetch", "batches", len(adopt), "error", err)
@@ -467,7 +474,10 @@ func (q *Queuer) Fetch(ctx context.Context) (int, error) {
 		}
 	}
 	q.mu.Lock()
-	q.progress = !adoptFailed
+	// A fetch whose ready heads all waited (for memory: it found workers free) made no
+	// progress: the next one would read the same heads and find the same budget. The end of
+	// a running job frees memory and wakes the queuer (Done).
+	q.progress = !adoptFailed && (len(waiting) == 0 || len(taken)+len(jobs) > 0)
 	q.starved = len(waiting) > 0
 	if !q.cfg.SkipValid {
 		for _, h := range heads {
@@ -489,7 +499,9 @@ func (q *Queuer) Fetch(ctx context.Context) (int, error) {
 		return handed, nil
 	}
 	mctx, mspan := tracing.Start(ctx, tracing.Mark, tracing.Batches.Int(len(jobs)))
+	mctx, cancel = context.WithTimeout(mctx, q.cfg.StatementTimeout)
 	marked, err := q.rec.Mark(mctx, jobs)
+	cancel()
 	tracing.End(mspan, err)
 	going := make(map[int64]bool, len(marked))
 	for _, j := range marked {
