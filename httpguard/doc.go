@@ -32,12 +32,14 @@
 // send neither header and pass.
 //
 // One listener. Listen (and Start, which also serves) builds every HTTP server batchclaim
-// starts: the handler behind the Guard, read, header and idle timeouts, a bound on the header
-// block and on the connections open at once (LimitConns), and ErrorLog. A listener with open
-// paths keeps ProbeConnections beyond its cap for them: when clients hold every regular
-// connection, a probe still gets an answer (anything else on such a connection gets 503). A
-// server built any other way lacks one of these; a test of the program looks through the
-// source for such servers.
+// starts: the handler behind the Guard, read, header, write and idle timeouts, a bound on the
+// header block and on the connections open at once (LimitConns), and ErrorLog. A listener with
+// open paths keeps ProbeConnections beyond its cap for them: when clients hold every regular
+// connection, a probe still gets an answer (anything else on such a connection gets 503). The
+// write timeout frees the connection of a client that asks for answers and never reads them;
+// a handler that rightly works for long before it answers (a profile) extends it
+// (LimitSeconds, ExtendWriteDeadline). A server built any other way lacks one of these; a test
+// of the program looks through the source for such servers.
 //
 // ErrorLog gives an http.Server an error log that writes the failed TLS handshakes any client
 // can cause at debug level and everything else at warn, so that a client cannot fill the log.

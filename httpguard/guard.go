@@ -29,12 +29,13 @@ const HeaderRequestID = "X-Request-Id"
 type Hosts struct {
 	any      bool
 	names    map[string]bool
-	suffixes []string // ".example.com" matches example.com and its subdomains
+	suffixes []string // ".example.com" matches example.com and its subdomains; never just "."
 }
 
 // NewHosts returns the hosts a listener on listen (host:port) answers to: IP literals,
 // localhost, listen's host when it is a name, and extra. An entry of extra that is "*"
-// allows every host; one that starts with a dot allows that domain and its subdomains.
+// allows every host; one that starts with a dot allows that domain and its subdomains. An
+// entry that is no host name (with a scheme or a port, "*" within it, "." alone) is an error.
 func NewHosts(listen string, extra []string) (*Hosts, error) {
 	h := &Hosts{names: map[string]bool{"localhost": true}}
 	if host, _, err := net.SplitHostPort(listen); err == nil && host != "" && net.ParseIP(host) == nil {
@@ -48,6 +49,12 @@ func NewHosts(listen string, extra []string) (*Hosts, error) {
 			h.any = true
 		case strings.ContainsAny(e, "/:@ ") || strings.Contains(e, ".."):
 			return nil, fmt.Errorf("allowed host %q: want a host name without scheme or port, \".domain\" for a domain and its subdomains, or *", e)
+		case strings.Contains(e, "*"):
+			// "*.example.com" would be a name no Host matches; "*" is a wildcard only alone.
+			return nil, fmt.Errorf("allowed host %q: * allows every host only alone; for a domain and its subdomains give \".domain\"", e)
+		case strings.TrimPrefix(canonical(e), ".") == "":
+			// "." would leave an empty suffix, without the dot Allowed strips.
+			return nil, fmt.Errorf("allowed host %q names no host: want a host name, \".domain\" for a domain and its subdomains, or *", e)
 		case strings.HasPrefix(e, "."):
 			h.suffixes = append(h.suffixes, canonical(e))
 		default:

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -37,6 +38,8 @@ func TestHostsAllowed(t *testing.T) {
 		{":8080", []string{".example.com"}, "example.com", true},
 		{":8080", []string{".example.com"}, "a.b.example.com:443", true},
 		{":8080", []string{".example.com"}, "badexample.com", false},
+		{":8080", []string{".Example.com."}, "a.example.com", true},
+		{":8080", []string{".example.com"}, "com", false},
 		{":8080", []string{"*"}, "anything.example", true},
 	} {
 		h, err := httpguard.NewHosts(tt.listen, tt.extra)
@@ -47,9 +50,12 @@ func TestHostsAllowed(t *testing.T) {
 			t.Errorf("listen %s, allowed %v: Host %q allowed = %v, want %v", tt.listen, tt.extra, tt.host, got, tt.want)
 		}
 	}
-	for _, bad := range []string{"http://x.example", "x.example:80", "a b", "a..b"} {
-		if _, err := httpguard.NewHosts(":8080", []string{bad}); err == nil {
+	// "." once made an empty suffix, and the check of any Host that is a name panicked.
+	for _, bad := range []string{"http://x.example", "x.example:80", "a b", "a..b", ".", " . ", "..", "*.", "*.example.com", "x*"} {
+		if _, err := httpguard.NewHosts(":8080", []string{"ok.example", bad}); err == nil {
 			t.Errorf("allowed host %q accepted", bad)
+		} else if !strings.Contains(err.Error(), strconv.Quote(strings.TrimSpace(bad))) {
+			t.Errorf("allowed host %q: the error %q does not name it", bad, err)
 		}
 	}
 }

@@ -19,6 +19,14 @@ const (
 	IdleTimeoutDefault       = 2 * time.Minute
 	MaxHeaderBytesDefault    = 64 << 10
 	MaxConnectionsDefault    = 1024
+	// WriteTimeoutDefault is the write timeout with ReadTimeoutDefault; a longer ReadTimeout
+	// lengthens it as much (Config.WriteTimeout). The deadline is set once a request's headers
+	// are read, so it spans reading the body (up to ReadTimeout), the handler (ingest waits up
+	// to 10s for its turn and stores for up to 30s) and writing the answer. A GET has nearly
+	// all of it to write a large answer (/metrics, a page of the status page's job list): a
+	// megabyte at 10 KB/s. A client that never reads holds its connection no longer than an
+	// idle one may (IdleTimeoutDefault).
+	WriteTimeoutDefault = 2 * time.Minute
 	// ProbeConnections is the reserve of connections beyond MaxConnections that serve only
 	// the open paths (LimitConns), each for at most ProbeTimeout.
 	ProbeConnections = 16
@@ -48,6 +56,12 @@ type Config struct {
 	// ReadHeaderTimeout bounds reading one request's headers. Zero means
 	// ReadHeaderTimeoutDefault.
 	ReadHeaderTimeout time.Duration
+	// WriteTimeout bounds a request from the end of its headers to the end of its answer,
+	// so that a client that stops reading (its socket buffers full) does not hold its
+	// connection for ever. Zero means WriteTimeoutDefault, plus how much ReadTimeout exceeds
+	// ReadTimeoutDefault. A handler that works for long before it answers extends it
+	// (ExtendWriteDeadline, LimitSeconds).
+	WriteTimeout time.Duration
 	// IdleTimeout closes keep-alive connections idle this long. Zero means
 	// IdleTimeoutDefault.
 	IdleTimeout time.Duration
@@ -67,6 +81,7 @@ type Config struct {
 func (c Config) withDefaults() Config {
 	c.ReadTimeout = cmp.Or(c.ReadTimeout, ReadTimeoutDefault)
 	c.ReadHeaderTimeout = cmp.Or(c.ReadHeaderTimeout, ReadHeaderTimeoutDefault)
+	c.WriteTimeout = cmp.Or(c.WriteTimeout, WriteTimeoutDefault+max(0, c.ReadTimeout-ReadTimeoutDefault))
 	c.IdleTimeout = cmp.Or(c.IdleTimeout, IdleTimeoutDefault)
 	c.MaxHeaderBytes = cmp.Or(c.MaxHeaderBytes, MaxHeaderBytesDefault)
 	c.MaxConnections = cmp.Or(c.MaxConnections, MaxConnectionsDefault)
@@ -81,9 +96,9 @@ func (c Config) validate() error {
 	if c.Handler == nil {
 		return errors.New("listener: a handler is required")
 	}
-	if c.ReadTimeout < 0 || c.ReadHeaderTimeout < 0 || c.IdleTimeout < 0 || c.MaxHeaderBytes < 0 || c.MaxConnections < 0 {
-		return fmt.Errorf("listener limits must not be negative (zero means the default), got read timeout %s, read header timeout %s, idle timeout %s, max header bytes %d, max connections %d",
-			c.ReadTimeout, c.ReadHeaderTimeout, c.IdleTimeout, c.MaxHeaderBytes, c.MaxConnections)
+	if c.ReadTimeout < 0 || c.ReadHeaderTimeout < 0 || c.WriteTimeout < 0 || c.IdleTimeout < 0 || c.MaxHeaderBytes < 0 || c.MaxConnections < 0 {
+		return fmt.Errorf("listener limits must not be negative (zero means the default), got read timeout %s, read header timeout %s, write timeout %s, idle timeout %s, max header bytes %d, max connections %d",
+			c.ReadTimeout, c.ReadHeaderTimeout, c.WriteTimeout, c.IdleTimeout, c.MaxHeaderBytes, c.MaxConnections)
 	}
 	return nil
 }
@@ -107,6 +122,7 @@ func Listen(cfg Config) (*http.Server, net.Listener, error) {
 		TLSConfig:         cfg.TLSConfig,
 		ReadTimeout:       cfg.ReadTimeout,
 		ReadHeaderTimeout: cfg.ReadHeaderTimeout,
+		WriteTimeout:      cfg.WriteTimeout,
 		IdleTimeout:       cfg.IdleTimeout,
 		MaxHeaderBytes:    cfg.MaxHeaderBytes,
 		ErrorLog:          ErrorLog(cfg.Logger),

@@ -2,10 +2,13 @@ package httpguard_test
 
 import (
 	"bufio"
+	"bytes"
 	"errors"
 	"io"
 	"net"
 	"net/http"
+	"net/http/pprof"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -172,6 +175,7 @@ func TestListenRefusesBadConfig(t *testing.T) {
 	for _, cfg := range []httpguard.Config{
 		{Addr: "127.0.0.1:0"},
 		{Addr: "127.0.0.1:0", Handler: h, ReadTimeout: -1},
+		{Addr: "127.0.0.1:0", Handler: h, WriteTimeout: -1},
 		{Addr: "127.0.0.1:0", Handler: h, MaxConnections: -1},
 		{Addr: "127.0.0.1:0", Handler: h, AllowedHosts: []string{"http://x.example"}},
 	} {
@@ -246,5 +250,89 @@ func TestListenProbeReserve(t *testing.T) {
 	t.Cleanup(func() { _ = beyond.Close() })
 	if !closedWithin(beyond, 2*time.Second) {
 		t.Errorf("a connection beyond MaxConnections and the reserve was not closed at once")
+	}
+}
+
+// A client that pipelines requests for a large answer and never reads fills the sockets'
+// buffers, and the server's write blocks: WriteTimeout ends it and closes the connection, so
+// that with MaxConnections 1 the next client is served. Without a write timeout the
+// connection was held for ever, and every later one closed as soon as it was accepted.
+func TestListenWriteTimeout(t *testing.T) {
+	t.Parallel()
+	big := bytes.Repeat([]byte("x"), 1<<20)
+	serving := make(chan struct{}, 1)
+	addr := start(t, httpguard.Config{MaxConnections: 1, WriteTimeout: 200 * time.Millisecond}, func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/big" {
+			w.WriteHeader(http.StatusNoContent)
+			return
+		}
+		select {
+		case serving <- struct{}{}:
+		default:
+		}
+		_, _ = w.Write(big)
+	})
+	hog, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = hog.Close() })
+	// 64 MiB of answers asked for: far more than the two sockets' buffers hold.
+	if _, err := io.WriteString(hog, strings.Repeat("GET /big HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n", 64)); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-serving: // the hog holds the only connection
+	case <-time.After(10 * time.Second):
+		t.Fatal("the pipelined requests were not served within 10s")
+	}
+	client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+	testutil.WaitFor(t, 10*time.Second, "a request served once the write to a client that never reads timed out", func() bool {
+		resp, err := client.Get("http://" + addr + "/small")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusNoContent
+	})
+	if !closedWithin(hog, 10*time.Second) {
+		t.Error("the connection of the client that never reads was still open")
+	}
+}
+
+// A handler that works for the seconds asked before it answers is served under a shorter
+// write timeout behind LimitSeconds, which extends the deadline; more seconds than its
+// maximum get 400. The runtime's execution trace, which writes while it runs, is served the
+// same way.
+func TestLimitSeconds(t *testing.T) {
+	t.Parallel()
+	mux := http.NewServeMux()
+	mux.Handle("GET /wait", httpguard.LimitSeconds(5*time.Second, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s, _ := strconv.ParseFloat(r.FormValue("seconds"), 64)
+		time.Sleep(time.Duration(s * float64(time.Second)))
+		_, _ = io.WriteString(w, "done")
+	})))
+	mux.Handle("GET /debug/pprof/trace", httpguard.LimitSeconds(5*time.Second, http.HandlerFunc(pprof.Trace)))
+	addr := start(t, httpguard.Config{WriteTimeout: 100 * time.Millisecond}, mux.ServeHTTP)
+	client := &http.Client{Timeout: 10 * time.Second}
+	get := func(path string) (int, string, error) {
+		resp, err := client.Get("http://" + addr + path)
+		if err != nil {
+			return 0, "", err
+		}
+		defer resp.Body.Close()
+		body, err := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(body), err
+	}
+	if code, body, err := get("/wait?seconds=0.5"); err != nil || code != http.StatusOK || body != "done" {
+		t.Errorf("0.5s of work under a 100ms write timeout: %d %q %v; want 200 done", code, body, err)
+	}
+	for _, path := range []string{"/wait?seconds=6", "/wait?seconds=Inf", "/debug/pprof/trace?seconds=6"} {
+		if code, body, err := get(path); err != nil || code != http.StatusBadRequest || !strings.Contains(body, "at most 5 here") {
+			t.Errorf("GET %s with at most 5s: %d %q %v; want 400", path, code, body, err)
+		}
+	}
+	if code, body, err := get("/debug/pprof/trace?seconds=0.5"); err != nil || code != http.StatusOK || len(body) == 0 {
+		t.Errorf("a trace of 0.5s under a 100ms write timeout: %d, %d bytes, %v; want 200 and the trace", code, len(body), err)
 	}
 }

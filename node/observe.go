@@ -9,9 +9,12 @@ import (
 	"runtime"
 	"runtime/debug"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/batchclaim/batchclaim/httpguard"
 )
 
 // buildInfo is batchclaim_build_info: one series of value 1 whose labels say what runs.
@@ -101,19 +104,26 @@ func collectPool(ch chan<- prometheus.Metric, name string, pool *pgxpool.Pool) {
 	counter(poolCanceledAcquires, float64(s.CanceledAcquireCount()))
 }
 
+// pprofSecondsMax bounds the seconds a CPU profile, an execution trace or a delta profile may
+// run (?seconds=; 400 beyond): twice the CPU profile's default of 30s.
+const pprofSecondsMax = 60 * time.Second
+
 // registerPprof serves the runtime's profiles under /debug/pprof/ (Config.Pprof). The
 // command line is served with every value masked (redactedCmdline): a flag may hold a secret.
+// The handlers that run for ?seconds= get that long beyond the listener's write timeout, up to
+// pprofSecondsMax (httpguard.LimitSeconds): net/http/pprof bounds nothing itself.
 func registerPprof(mux *http.ServeMux) {
-	mux.HandleFunc("GET /debug/pprof/", pprof.Index) // the named profiles: heap, goroutine, block, ...
+	seconds := func(h http.HandlerFunc) http.Handler { return httpguard.LimitSeconds(pprofSecondsMax, h) }
+	mux.Handle("GET /debug/pprof/", seconds(pprof.Index)) // the named profiles: heap, goroutine, block, ... (?seconds= for a delta)
 	mux.HandleFunc("GET /debug/pprof/cmdline", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("X-Content-Type-Options", "nosniff")
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		_, _ = io.WriteString(w, redactedCmdline(os.Args))
 	})
-	mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
+	mux.Handle("GET /debug/pprof/profile", seconds(pprof.Profile))
 	mux.HandleFunc("GET /debug/pprof/symbol", pprof.Symbol)
 	mux.HandleFunc("POST /debug/pprof/symbol", pprof.Symbol)
-	mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
+	mux.Handle("GET /debug/pprof/trace", seconds(pprof.Trace))
 }
 
 // redactedCmdline is the process's command line as /debug/pprof/cmdline shows it: the program,

@@ -8,6 +8,7 @@ import (
 
 	"github.com/batchclaim/batchclaim"
 	"github.com/batchclaim/batchclaim/dlt"
+	"github.com/batchclaim/batchclaim/httpguard"
 )
 
 // Sawtooth REST API error codes.
@@ -104,7 +105,9 @@ func (a sawtoothAPI) statuses(w http.ResponseWriter, r *http.Request) {
 		a.writeError(w, e)
 		return
 	}
-	views := a.s.waitFor(r.Context(), ids, parseWait(r), sawtoothWaitCheckInterval,
+	wait := parseWait(r)
+	_ = httpguard.ExtendWriteDeadline(w, r, wait) // a long poll answers after its wait, not within the listener's write timeout
+	views := a.s.waitFor(r.Context(), ids, wait, sawtoothWaitCheckInterval,
 		func(st batchclaim.Status) bool { return st != batchclaim.StatusPending })
 	data := make([]map[string]any, len(views))
 	for i, v := range views {

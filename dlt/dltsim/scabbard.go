@@ -7,6 +7,7 @@ import (
 
 	"github.com/batchclaim/batchclaim"
 	"github.com/batchclaim/batchclaim/dlt"
+	"github.com/batchclaim/batchclaim/httpguard"
 )
 
 // scabbardAPI speaks the Splinter scabbard REST API.
@@ -87,7 +88,9 @@ func (a scabbardAPI) statuses(w http.ResponseWriter, r *http.Request) {
 		a.writeError(w, &apiError{status: 400, message: "No batch IDs specified"})
 		return
 	}
-	views := a.s.waitFor(r.Context(), ids, parseWait(r), scabbardWaitCheckInterval,
+	wait := parseWait(r)
+	_ = httpguard.ExtendWriteDeadline(w, r, wait) // a long poll answers after its wait, not within the listener's write timeout
+	views := a.s.waitFor(r.Context(), ids, wait, scabbardWaitCheckInterval,
 		func(st batchclaim.Status) bool {
 			return st == batchclaim.StatusCommitted || st == batchclaim.StatusInvalid
 		})
