@@ -18,6 +18,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/batchclaim/batchclaim"
 	"github.com/batchclaim/batchclaim/httpguard"
 	"github.com/batchclaim/batchclaim/observer"
@@ -33,6 +35,13 @@ const (
 	ServicesDefault = 20
 	ScanDefault     = 100_000
 )
+
+// writeTimeout bounds one write of the page (resume, retry, cancel), as readContext bounds a
+// read, and with the same 5s: a write changes one row, which a healthy database does in
+// milliseconds. Without it a write stuck behind a row lock, or on a database that stopped
+// answering, would hang its request for minutes and hold one of the page's connections (two
+// in run, shared with /metrics). It does not follow Refresh, which paces the reads only.
+const writeTimeout = 5 * time.Second
 
 //go:embed assets
 var assets embed.FS
@@ -99,6 +108,8 @@ type Handler struct {
 	// quiet throttles the lines a client can cause: every failed read or write during a
 	// database outage would otherwise write one.
 	quiet *httpguard.Throttle
+	// writeTimeout is the constant writeTimeout; tests shorten it.
+	writeTimeout time.Duration
 
 	mu     sync.Mutex
 	last   []byte
@@ -123,11 +134,12 @@ func New(db pgdb.DB, cfg Config) (*Handler, error) {
 		return nil, fmt.Errorf("ui: assets: %w", err)
 	}
 	return &Handler{db: db, cfg: cfg, log: cfg.Logger, page: page, static: static,
-		quiet: httpguard.NewThrottle(cfg.Logger, httpguard.LogIntervalDefault)}, nil
+		quiet: httpguard.NewThrottle(cfg.Logger, httpguard.LogIntervalDefault), writeTimeout: writeTimeout}, nil
 }
 
-// Register adds the page's routes to mux. Only the resume POST changes anything; an
-// authentication middleware around mux protects it (the handler does not authenticate).
+// Register adds the page's routes to mux. Only the POSTs (resume, retry, cancel) change
+// anything, each bounded by writeTimeout; an authentication middleware around mux protects
+// them (the handler does not authenticate).
 //
 //	GET  /                                   the page
 //	GET  /assets/{file}                      its stylesheet and script
@@ -139,6 +151,8 @@ func New(db pgdb.DB, cfg Config) (*Handler, error) {
 //	GET  /api/services/{service_id}?after=&limit=
 //	                                         a service_id's queue, owner history and halt (ServicePage)
 //	POST /api/halts/{service_id}/resume      lift a halt; 404 if the service_id is not halted
+//	POST /api/batches/{seq}/retry            run a DISCARDED, CANCELLED or INVALID batch again, a DELAYED one now
+//	POST /api/batches/{seq}/cancel           cancel a batch, or ask its running attempt to stop
 //
 // Bad parameters are answered 400 with what is wrong, an unknown batch or service_id 404.
 func (h *Handler) Register(mux *http.ServeMux) {
@@ -269,6 +283,35 @@ func (h *Handler) readContext(r *http.Request) (context.Context, context.CancelF
 	return context.WithTimeout(r.Context(), max(h.cfg.Refresh, 5*time.Second))
 }
 
+// write runs one write of the page in a transaction bounded by h.writeTimeout. At the
+// deadline the driver closes the connection and asks the server to cancel over a new one,
+// which a cut network does not carry; so the server bounds the transaction too: a lock wait
+// ends at half the deadline (lock_timeout; the rest is for the round trips), and a transaction
+// the page went silent in ends at the deadline (idle_in_transaction_session_timeout). A write
+// that timed out holds no row for long, and is not committed after its 503.
+func (h *Handler) write(r *http.Request, fn func(context.Context, pgx.Tx) error) error {
+	ctx, cancel := context.WithTimeout(r.Context(), h.writeTimeout)
+	defer cancel()
+	return pgdb.InTx(ctx, h.db, pgx.TxOptions{}, func(tx pgx.Tx) error {
+		if err := pgdb.GuardTx(ctx, tx, h.writeTimeout/2, h.writeTimeout); err != nil {
+			return err
+		}
+		return fn(ctx, tx)
+	})
+}
+
+// writeFailed is the message of a write's 503. A write that ran out of time (a lock wait past
+// lock_timeout, or the deadline) says so; past the deadline its commit may have been on its
+// way, so the operator is told to look before trying again. failed says what failed; row is
+// what another transaction may hold, made what to look for.
+func (h *Handler) writeFailed(err error, failed, row, made string) string {
+	if !pgdb.LockTimeout(err) && !errors.Is(err, context.DeadlineExceeded) {
+		return failed + "; try again"
+	}
+	return fmt.Sprintf("%s within %s (another transaction may hold %s, or the database is unreachable); "+
+		"reload to see whether %s, then try again", failed, h.writeTimeout, row, made)
+}
+
 // onceEach refuses a request that gives a query parameter twice (service_id=a&service_id=b):
 // which one was meant would be a guess.
 func onceEach(next http.HandlerFunc) http.HandlerFunc {
@@ -351,7 +394,11 @@ func (h *Handler) resume(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	log := httpguard.Logger(r.Context(), h.log)
-	halt, err := observer.Resume(r.Context(), h.db, id)
+	var halt observer.Halt
+	err := h.write(r, func(ctx context.Context, tx pgx.Tx) (err error) {
+		halt, err = observer.Resume(ctx, tx, id)
+		return err
+	})
 	switch {
 	case errors.Is(err, batchclaim.ErrNotFound):
 		writeError(w, http.StatusNotFound, "not halted", fmt.Sprintf("service_id %q is not halted", id))
@@ -361,7 +408,8 @@ func (h *Handler) resume(w http.ResponseWriter, r *http.Request) {
 		return
 	case err != nil:
 		h.quiet.Log(r.Context(), slog.LevelWarn, "status page: resume", "service_id", id, "error", err)
-		writeError(w, http.StatusServiceUnavailable, "database unavailable", "The halt could not be lifted; try again")
+		writeError(w, http.StatusServiceUnavailable, "database unavailable",
+			h.writeFailed(err, "The halt could not be lifted", "the halt", "it was lifted"))
 		return
 	}
 	log.Info("service_id resumed from the status page", "service_id", id, "seq", halt.Seq, "remote", r.RemoteAddr)
@@ -385,7 +433,11 @@ func (h *Handler) change(action string, do func(context.Context, pgdb.Querier, i
 			return
 		}
 		log := httpguard.Logger(r.Context(), h.log)
-		c, err := do(r.Context(), h.db, seq)
+		var c observer.Change
+		err = h.write(r, func(ctx context.Context, tx pgx.Tx) (err error) {
+			c, err = do(ctx, tx, seq)
+			return err
+		})
 		switch {
 		case errors.Is(err, batchclaim.ErrNotFound):
 			writeError(w, http.StatusNotFound, "no such batch", fmt.Sprintf("there is no batch #%d", seq))
@@ -398,7 +450,8 @@ func (h *Handler) change(action string, do func(context.Context, pgdb.Querier, i
 			return
 		case err != nil:
 			h.quiet.Log(r.Context(), slog.LevelWarn, "status page: "+action, "seq", seq, "error", err)
-			writeError(w, http.StatusServiceUnavailable, "database unavailable", "The batch could not be changed; try again")
+			writeError(w, http.StatusServiceUnavailable, "database unavailable",
+				h.writeFailed(err, "The batch could not be changed", "the batch", "it changed"))
 			return
 		}
 		log.Info("batch changed from the status page", "action", action, "seq", seq, "service_id", c.ServiceID,

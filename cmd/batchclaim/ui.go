@@ -54,7 +54,13 @@ func runUI(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	cli.WarnReachable(logger, *listen, tokens != nil, true) // no TLS of its own: tokens are expected to travel through TLS in front
+	switch {
+	case tokens == nil:
+		cli.WarnReachable(logger, *listen, false, false) // --insecure-listen on a reachable address
+	case !loopbackOnly(*listen):
+		// Not WarnReachable's own line, whose advice names --tls-cert: ui has no TLS of its own.
+		logger.Warn("bearer tokens travel in clear text: ui serves plain HTTP; terminate TLS in front of it, or listen on loopback", "listen", *listen)
+	}
 	pool, err := database.OpenSchema(ctx, *dbURL, *schema, 4)
 	if err != nil {
 		return err

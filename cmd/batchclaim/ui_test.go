@@ -26,6 +26,32 @@ func TestUIRefusesOpenListenWithoutTokens(t *testing.T) {
 	}
 }
 
+// ui has no TLS of its own: with a token file on an address other hosts can reach it warns
+// that the tokens travel in clear text, naming what to do; on loopback it does not. The
+// warning comes before the database is opened, which fails here.
+func TestUIWarnsOfClearTextTokens(t *testing.T) {
+	t.Parallel()
+	tokens := filepath.Join(t.TempDir(), "tokens")
+	if err := os.WriteFile(tokens, []byte("t0ken\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	const warning = "bearer tokens travel in clear text: ui serves plain HTTP; terminate TLS in front of it, or listen on loopback"
+	for listen, warns := range map[string]bool{"0.0.0.0:0": true, ":0": true, "127.0.0.1:0": false, "[::1]:0": false, "localhost:0": false} {
+		var stdout, stderr bytes.Buffer
+		code := realMain(t.Context(), []string{"ui", "--listen", listen, "--auth-token-file", tokens,
+			"--database-url", "postgres://nobody@127.0.0.1:1/none?connect_timeout=1"}, &stdout, &stderr)
+		if code != 1 || !strings.Contains(stderr.String(), "127.0.0.1:1") {
+			t.Errorf("--listen %s: exit %d, stderr %q; want 1 and the database error", listen, code, stderr.String())
+		}
+		if got := strings.Contains(stderr.String(), warning); got != warns {
+			t.Errorf("--listen %s with a token file: warned %t, want %t; stderr %q", listen, got, warns, stderr.String())
+		}
+		if strings.Contains(stderr.String(), "--tls-cert") {
+			t.Errorf("--listen %s: the log names --tls-cert, which ui lacks: %q", listen, stderr.String())
+		}
+	}
+}
+
 // ui serves the page and its data from the database alone; with a token file, the data and
 // resume need a bearer token while the page itself stays readable.
 func TestUIServesStatusPage(t *testing.T) {
