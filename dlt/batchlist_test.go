@@ -117,6 +117,53 @@ func TestNewBatchList(t *testing.T) {
 	if !bytes.Equal(batches[0].List, dlt.NewBatchList(rawBatch("h1", a))) {
 		t.Fatal("List is not the one-batch list")
 	}
+	batches[1].Header[0] = 'x' // the header is part of the list, not a copy
+	if !bytes.Equal(batches[1].List, dlt.NewBatchList(rawBatch("x2", b))) {
+		t.Fatal("Header is not part of List")
+	}
+	if batches[0].List = append(batches[0].List, 0); !bytes.Equal(batches[1].List, dlt.NewBatchList(rawBatch("x2", b))) {
+		t.Fatal("an append to one List changed the next one")
+	}
+}
+
+// Without the transactions' ids a split gives the same batches.
+func TestSplitBatchListNoTransactionIDs(t *testing.T) {
+	t.Parallel()
+	var all []byte
+	for i := range 3 {
+		_, list := dlt.FakeBatch("svc", i)
+		all = append(all, list...)
+	}
+	want, err := dlt.SplitBatchList(all)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := dlt.SplitBatchListNoTransactionIDs(all)
+	if err != nil || len(got) != len(want) {
+		t.Fatalf("split = %d batches, %v; want %d", len(got), err, len(want))
+	}
+	for i, b := range got {
+		w := want[i]
+		if b.ID != w.ID || !bytes.Equal(b.List, w.List) || !bytes.Equal(b.Header, w.Header) || b.TransactionIDs != nil {
+			t.Errorf("batch %d = %+v, want %+v without transaction ids", i, b, w)
+		}
+	}
+}
+
+// The reservation for a split counts only the batches it could decode: it stops at one too
+// short to hold an id, so a body of empty batches reserves next to nothing.
+func TestSplitBatchListMemory(t *testing.T) {
+	t.Parallel()
+	empties := bytes.Repeat(dlt.NewBatchList(nil), 1<<20)
+	if got := dlt.SplitBatchListMemory(empties); got > 64<<10 {
+		t.Fatalf("%d bytes of empty batches reserve %d bytes", len(empties), got)
+	}
+	// Each of the smallest batches costs more than its bytes: its id and bookkeeping.
+	one := dlt.NewBatchList(rawBatch("", strings.Repeat("a", 128)))
+	many := bytes.Repeat(one, 1000)
+	if m1, m := dlt.SplitBatchListMemory(one), dlt.SplitBatchListMemory(many); m-m1 < 999*2*int64(len(one)) {
+		t.Fatalf("1,000 of the smallest batches (%d bytes) reserve %d bytes, one %d", len(many), m, m1)
+	}
 }
 
 func TestSplitBatchListErrors(t *testing.T) {
@@ -125,6 +172,9 @@ func TestSplitBatchListErrors(t *testing.T) {
 	unknownOnly := protowire.AppendVarint(protowire.AppendTag(nil, 5, protowire.VarintType), 3)
 	wrongType := protowire.AppendVarint(protowire.AppendTag(nil, 1, protowire.VarintType), 3)
 	_, fake := dlt.FakeBatch("s", 1)
+	// A transaction whose header signature is a varint.
+	badTxn := protowire.AppendBytes(protowire.AppendTag(nil, 3, protowire.BytesType),
+		protowire.AppendVarint(protowire.AppendTag(nil, 2, protowire.VarintType), 1))
 	tests := []struct {
 		name    string
 		payload []byte
@@ -138,7 +188,10 @@ func TestSplitBatchListErrors(t *testing.T) {
 		{"wrong wire type", wrongType, dlt.ErrBadBatchList, ""},
 		{"upper-case id", dlt.NewBatchList(rawBatch("h", strings.ToUpper(good))), dlt.ErrInvalidBatch, strings.ToUpper(good)},
 		{"short id", dlt.NewBatchList(rawBatch("h", "abc")), dlt.ErrInvalidBatch, `"abc"`},
+		{"long id", dlt.NewBatchList(rawBatch("h", strings.Repeat("d", 300))), dlt.ErrInvalidBatch, `"` + strings.Repeat("d", 140) + `..."`},
 		{"duplicate", dlt.NewBatchList(rawBatch("h", good), rawBatch("h2", good)), dlt.ErrInvalidBatch, good},
+		{"duplicate before garbage", append(dlt.NewBatchList(rawBatch("h", good), rawBatch("h2", good)), 0xff), dlt.ErrInvalidBatch, good},
+		{"bad transaction", dlt.NewBatchList(append(rawBatch("h", good), badTxn...)), dlt.ErrBadBatchList, "transaction field 2"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -152,6 +205,9 @@ func TestSplitBatchListErrors(t *testing.T) {
 			}
 			if _, err := dlt.BatchIDs(tt.payload); !errors.Is(err, tt.want) {
 				t.Fatalf("BatchIDs err = %v, want %v", err, tt.want)
+			}
+			if _, lean := dlt.SplitBatchListNoTransactionIDs(tt.payload); lean == nil || lean.Error() != err.Error() {
+				t.Fatalf("without transaction ids err = %v, want %v", lean, err)
 			}
 		})
 	}

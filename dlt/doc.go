@@ -4,7 +4,10 @@
 // BatchList helpers. A payload is a serialized protobuf BatchList (field 1: repeated Batch; a
 // Batch has header (1), header_signature (2, the batch id: 128 lowercase hex characters),
 // transactions (3) and trace (4)). SplitBatchList walks the wire format with protowire and
-// returns one single-batch BatchList per batch, so every batch can be tracked on its own. The
+// returns one single-batch BatchList per batch, so every batch can be tracked on its own.
+// SplitBatchListNoTransactionIDs does the same without copying the transactions' ids, and
+// SplitBatchListMemory bounds what it allocates, whatever the payload holds, so that a server
+// can reserve that before decoding (a list of tiny batches costs about 3.2 x its size). The
 // concatenation of serialized BatchLists is itself a BatchList, so one-batch lists can be
 // joined by appending their bytes. FakeBatch builds deterministic, syntactically valid
 // batches for tests and demos; FakeBatchService reads back the service id it put in the

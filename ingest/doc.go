@@ -30,9 +30,13 @@
 //
 //   - Memory (Config.MaxMemory): a body is read into a buffer that grows only as its bytes
 //     arrive, each buffer reserved from the budget before it is allocated; once the body is
-//     in, as much again is reserved for the decoded batches. A request that cannot reserve is
-//     answered 503 with Retry-After at once. The budget, not the number of clients, bounds
-//     the bodies held; docs/operations.md gives the instance's worst case as a formula.
+//     in, what decoding it allocates is reserved before decoding starts
+//     (dlt.SplitBatchListMemory): the batches' copy of the body and, per batch, its id and
+//     bookkeeping, about 300 bytes, so a list of the smallest batches (134 bytes each)
+//     reserves about 3.2 x its body on top of it. A request that cannot reserve is answered
+//     503 with Retry-After at once, or 413 if it could not even alone. The budget, not the
+//     number of clients or what they send, bounds the bodies and batches held;
+//     docs/operations.md gives the instance's worst case as a formula.
 //   - Work (Config.MaxRequests): a request takes one of these places only once its body has
 //     arrived, so clients that send slowly (bounded by the server's read timeout) hold none.
 //   - Connections (Config.MaxConns): the API holds at most this many of the pool's

@@ -61,10 +61,12 @@ type Config struct {
 	// MaxBody bounds a POST /batches body in bytes. Zero means MaxBodyDefault (10 MiB).
 	MaxBody int64
 	// MaxMemory bounds, in bytes, what the requests being read and worked on hold at once: a
-	// request reserves its body's buffer as the bytes arrive and, once they have, as much
-	// again for the decoded batches, and gives it all back when it is answered. A request
-	// that cannot reserve is answered 503 (CodeBusy) at once. Zero means MaxMemoryDefault
-	// (128 MiB); at least 2 x MaxBody.
+	// request reserves its body's buffer as the bytes arrive and, once they have, what
+	// decoding the batches allocates (dlt.SplitBatchListMemory: their copy of the body and
+	// about 300 bytes a batch, up to 3.2 x the body for a list of the smallest batches), and
+	// gives it all back when it is answered. A request that cannot reserve is answered 503
+	// (CodeBusy) at once, or 413 if it could not even alone. Zero means MaxMemoryDefault
+	// (128 MiB); at least 2 x MaxBody, and 4.2 x MaxBody to decode any body of up to MaxBody.
 	MaxMemory int64
 	// MaxRequests bounds the requests worked on at once (decoding, waiting for the
 	// service_id's turn or a connection, storing, reading statuses). A request takes its place
@@ -232,13 +234,17 @@ func (h *Handler) postBatches(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer h.slots.release()
-	if !mem.take(int64(len(body))) { // the decoded batches are a copy of the body
+	batches, err := decodeBatches(body, mem)
+	body = nil //nolint:ineffassign,wastedassign // the batches hold their own copies from here on
+	switch {
+	case errors.Is(err, errTooLarge):
+		writeError(w, apiError{http.StatusRequestEntityTooLarge, 36, "Body Too Large",
+			"Decoding this body's batches would take more memory than this instance allows a request (each batch costs about 300 bytes beyond its own); send them in smaller lists"})
+		return
+	case errors.Is(err, errOverBudget):
 		busy(w, "This instance holds as many request bodies as its memory limit allows")
 		return
-	}
-	batches, err := dlt.SplitBatchList(body)
-	body = nil //nolint:ineffassign,wastedassign // the batches hold their own copies from here on
-	if err != nil {
+	case err != nil:
 		writeError(w, apiError{http.StatusBadRequest, 35, "Protobuf Not Decodable", err.Error()})
 		return
 	}
@@ -283,6 +289,23 @@ func (h *Handler) postBatches(w http.ResponseWriter, r *http.Request) {
 		out["links"] = links
 	}
 	writeJSON(w, http.StatusAccepted, out)
+}
+
+// decodeBatches decodes a POST /batches body into the batches to store, their ids and lists,
+// after reserving from mem what decoding allocates. That is not just a copy of the body: each
+// batch adds its id and bookkeeping, so a list of the smallest batches takes about 3.2 x its
+// body (dlt.SplitBatchListMemory), and it is all reserved before anything is allocated. It
+// fails with errOverBudget when the budget cannot cover that now, with errTooLarge when it
+// could not even with this request alone, or with the decoding's error.
+func decodeBatches(body []byte, mem *hold) ([]dlt.Batch, error) {
+	need := dlt.SplitBatchListMemory(body)
+	if need > mem.b.size-mem.n {
+		return nil, errTooLarge
+	}
+	if !mem.take(need) {
+		return nil, errOverBudget
+	}
+	return dlt.SplitBatchListNoTransactionIDs(body)
 }
 
 // errWaited: MaxWait passed while a request waited for its turn or a connection.

@@ -126,7 +126,8 @@ type Config struct {
 	MaxIngestRequests int
 	// MaxIngestMemory bounds the bytes that ingest request bodies, and the batches decoded
 	// from them, hold at once (ingest.Config.MaxMemory); a request that would exceed it is
-	// answered 503 with Retry-After. Zero means ingest.MaxMemoryDefault; at least 2 x MaxBody.
+	// answered 503 with Retry-After. Zero means ingest.MaxMemoryDefault; at least 2 x MaxBody,
+	// and 4.2 x MaxBody to decode any body.
 	MaxIngestMemory int64
 	// AllowedHosts are host names the listener answers to besides IP addresses, localhost and
 	// the host of Listen; a leading dot allows a domain and its subdomains, "*" every name.

@@ -92,7 +92,7 @@ func newRunFlags(stderr io.Writer) *runFlags {
 	fs.IntVar(&cfg.MaxHeaderBytes, "max-header-bytes", node.MaxHeaderBytesDefault, "largest request header block in bytes")
 	fs.IntVar(&cfg.MaxConnections, "max-connections", node.MaxConnectionsDefault, "open connections to the listener; 16 more serve only /healthz, /readyz and /metrics, and one more is closed at once")
 	fs.IntVar(&cfg.MaxIngestRequests, "max-ingest-requests", node.MaxIngestRequestsDefault, "ingest requests worked on at once, counted once their body has arrived; more are answered 503 with Retry-After")
-	fs.Int64Var(&cfg.MaxIngestMemory, "max-ingest-memory", ingest.MaxMemoryDefault, "bytes that ingest request bodies and their decoded batches may hold at once (at least 2 x --max-body); beyond, 503 with Retry-After")
+	fs.Int64Var(&cfg.MaxIngestMemory, "max-ingest-memory", ingest.MaxMemoryDefault, "bytes that ingest request bodies and their decoded batches may hold at once (at least 2 x --max-body; 4.2 x decodes any body, a list of tiny batches included); beyond, 503 with Retry-After")
 	f.dbMaxConns = fs.Int("db-max-conns", defaultPoolConns(), "connections of the instance's database pool (ingest holds at most half; /metrics and the status page have 2 of their own, /readyz's pings 1, the lease 1)")
 	fs.IntVar(&cfg.Workers, "workers", submitter.WorkersDefault, "concurrent submissions (at most one per service_id)")
 	fs.Int64Var(&cfg.MaxSubmitMemory, "max-submit-memory", submitter.MaxMemoryDefault, "bytes of the payloads the running submissions may hold; a batch is handed out only while it fits (one larger batch goes alone)")
