@@ -19,6 +19,8 @@ func TestParseWait(t *testing.T) {
 		{"?wait=0", 0},
 		{"?wait=-5", 0},
 		{"?wait=7", 7 * time.Second},
+		{"?wait=301", WaitDefault},
+		{"?wait=9223372036854775807", WaitDefault},
 		{"?wait=true", WaitDefault},
 		{"?wait=1.5", WaitDefault},
 		{"?wait=soon", WaitDefault},

@@ -29,8 +29,9 @@ func (s *Sim) routes() http.Handler {
 	return mux
 }
 
-// parseWait reads the wait parameter: absent, empty or "false" is 0; an integer is seconds;
-// anything else means WaitDefault.
+// parseWait reads the wait parameter: absent, empty or "false" is 0; an integer is seconds,
+// at most WaitDefault (the answer's write deadline moves by the wait); anything else means
+// WaitDefault.
 func parseWait(r *http.Request) time.Duration {
 	v := r.URL.Query().Get("wait")
 	if v == "" || strings.EqualFold(v, "false") {
@@ -38,6 +39,9 @@ func parseWait(r *http.Request) time.Duration {
 	}
 	n, err := strconv.Atoi(v)
 	if err != nil {
+		return WaitDefault
+	}
+	if n > int(WaitDefault/time.Second) { // compared before the product, which could overflow
 		return WaitDefault
 	}
 	return time.Duration(max(n, 0)) * time.Second
