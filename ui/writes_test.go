@@ -19,9 +19,10 @@ import (
 	"github.com/batchclaim/batchclaim/ui"
 )
 
-// writeBound is the write timeout these tests give the page, short so that they do not wait
-// the real one out.
-const writeBound = 400 * time.Millisecond
+// writeBound is the write timeout these tests give the page, shorter than the real one so that
+// they do not wait it out, and long enough that a write with nothing in its way finishes
+// within it on a loaded machine (four round trips).
+const writeBound = 2 * time.Second
 
 // postWithin posts to path and fails the test if no answer comes within 30s: far beyond the
 // write's bound, so a failure means the write hung, not that it was slow.
