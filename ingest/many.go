@@ -88,7 +88,7 @@ func insertMany(ctx context.Context, q pgdb.Querier, jobs []Job, ledger bool) ([
 	var woken []string
 	b := pgdb.InSchema(pgdb.Unwrap(q).(*pgxpool.Pool), pgdb.SchemaOf(q))
 	err := pgdb.InTx(ctx, b, pgx.TxOptions{}, func(tx pgx.Tx) (err error) {
-		out, woken, err = insertManyIn(ctx, pgdb.QuerierInSchema(tx, pgdb.SchemaOf(q)), jobs, ledger, true)
+		out, woken, err = insertManyIn(ctx, tx, jobs, ledger, true) // tx runs in q's schema (InSchema)
 		return err
 	})
 	if err != nil {

@@ -156,3 +156,25 @@ func assertRows(t *testing.T, pool *pgxpool.Pool, sql string, arg any, want int)
 		t.Fatalf("%s: %d rows, want %d", sql, n, want)
 	}
 }
+
+// Given a pool in another schema, EnqueueMany's transaction runs there: the jobs are stored in
+// that schema's tables and the call reports them.
+func TestEnqueueManyThroughAPoolInASchema(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	pool, err := pgxpool.New(ctx, dbtest.NewDBInSchema(t, "tenant_3"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	db := dbtest.Open(t, pool, "tenant_3")
+	stored, err := ingest.EnqueueMany(ctx, db, []ingest.Job{{ServiceID: "k", BatchID: "j1"}, {ServiceID: "k"}})
+	if err != nil || len(stored) != 2 || !stored[0].New || !stored[1].New {
+		t.Fatalf("EnqueueMany in schema tenant_3: %+v, %v", stored, err)
+	}
+	again, err := ingest.EnqueueMany(ctx, db, []ingest.Job{{ServiceID: "k", BatchID: "j1"}})
+	if err != nil || len(again) != 1 || again[0].New || again[0].Seq != stored[0].Seq {
+		t.Fatalf("the repeat in schema tenant_3: %+v, %v; want the first job's seq, not new", again, err)
+	}
+	assertRows(t, pool, "SELECT count(*) FROM tenant_3.batches", nil, 2)
+}
