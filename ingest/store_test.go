@@ -12,20 +12,15 @@ import (
 	"github.com/batchclaim/batchclaim/dlt"
 	"github.com/batchclaim/batchclaim/ingest"
 	"github.com/batchclaim/batchclaim/testkit/dbtest"
+	"github.com/batchclaim/batchclaim/testkit/tcpproxy"
 )
 
-// A database that stops answering while a request stores its batches costs the API its
-// connection for StoreTimeout at most: the request is answered 503 with nothing stored, and
-// the next one, on the API's only connection slot, is stored once the link is back.
-func TestStoreTimeoutFreesTheConnection(t *testing.T) {
-	t.Parallel()
-	dbURL := dbtest.NewDB(t)
+// apiBehindProxy serves the ingest API on the database at dbURL through a proxy the test can
+// freeze, with one connection slot, a store timeout of 500 ms and waits long enough never to
+// be what ends a request.
+func apiBehindProxy(t *testing.T, dbURL string) (*tcpproxy.Proxy, *httptest.Server) {
+	t.Helper()
 	proxy, viaProxy := dbtest.Proxied(t, dbURL)
-	direct, err := pgxpool.New(t.Context(), dbURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(direct.Close)
 	pool, err := pgxpool.New(t.Context(), viaProxy)
 	if err != nil {
 		t.Fatal(err)
@@ -39,6 +34,21 @@ func TestStoreTimeoutFreesTheConnection(t *testing.T) {
 	h.Register(mux)
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
+	return proxy, srv
+}
+
+// A database that stops answering while a request stores its batches costs the API its
+// connection for StoreTimeout at most: the request is answered 503 with nothing stored, and
+// the next one, on the API's only connection slot, is stored once the link is back.
+func TestStoreTimeoutFreesTheConnection(t *testing.T) {
+	t.Parallel()
+	dbURL := dbtest.NewDB(t)
+	proxy, srv := apiBehindProxy(t, dbURL)
+	direct, err := pgxpool.New(t.Context(), dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(direct.Close)
 	postBatch := func(i int) int {
 		_, list := dlt.FakeBatch("svc", i)
 		code, _ := post(t, srv.URL+"/batches?service_id=svc", "application/octet-stream", list)
@@ -66,21 +76,7 @@ func TestStoreTimeoutFreesTheConnection(t *testing.T) {
 // slot goes ahead once the link is back.
 func TestStatusReadTimeoutFreesTheConnection(t *testing.T) {
 	t.Parallel()
-	dbURL := dbtest.NewDB(t)
-	proxy, viaProxy := dbtest.Proxied(t, dbURL)
-	pool, err := pgxpool.New(t.Context(), viaProxy)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	h, err := ingest.NewHandler(dbtest.Open(t, pool, ""), ingest.Config{MaxConns: 1, StoreTimeout: 500 * time.Millisecond, MaxWait: time.Minute})
-	if err != nil {
-		t.Fatal(err)
-	}
-	mux := http.NewServeMux()
-	h.Register(mux)
-	srv := httptest.NewServer(mux)
-	t.Cleanup(srv.Close)
+	proxy, srv := apiBehindProxy(t, dbtest.NewDB(t))
 	id, list := dlt.FakeBatch("svc", 0)
 	if code, _ := post(t, srv.URL+"/batches?service_id=svc", "application/octet-stream", list); code != http.StatusAccepted {
 		t.Fatalf("first batch: %d", code)

@@ -6,12 +6,39 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/batchclaim/batchclaim"
 	"github.com/batchclaim/batchclaim/ingest"
 	"github.com/batchclaim/batchclaim/observer"
 	"github.com/batchclaim/batchclaim/queuer"
 	"github.com/batchclaim/batchclaim/testkit/dbtest"
 )
+
+// running starts a queuer on pool's claims, handing out to d, with a recorder that tells it
+// what a node's does (Recorded, Drained), and an Interval of an hour, so that only a wake-up
+// makes it fetch after its first look at every claim. It runs until the test ends.
+func running(t *testing.T, pool *pgxpool.Pool, d *dispatcher) (*queuer.Queuer, *observer.Recorder) {
+	t.Helper()
+	eng := engine(t, pool)
+	var q *queuer.Queuer
+	rec, err := observer.NewRecorder(dbtest.Open(t, pool, ""), eng, observer.RecorderConfig{
+		Recorded: func(id string) { q.Dirty(id) },
+		Drained:  func(id string, seq int64) { q.Drained(id, seq) },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	q, err = queuer.New(dbtest.Open(t, pool, ""), eng, d, &recorder{Recorder: rec}, queuer.Config{Interval: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- q.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return q, rec
+}
 
 // handOuts waits, far longer than a fetch takes, for the dispatcher to hold n jobs, and
 // fails the test if it does not: the queuer runs with an Interval of an hour, so only a
@@ -63,24 +90,8 @@ func TestADrainedJobsWorkerGoesToTheWaitingKeys(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	eng := engine(t, pool)
-	var q *queuer.Queuer
-	rec, err := observer.NewRecorder(dbtest.Open(t, pool, ""), eng, observer.RecorderConfig{
-		Recorded: func(id string) { q.Dirty(id) },
-		Drained:  func(id string, seq int64) { q.Drained(id, seq) },
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	d := &dispatcher{free: 1}
-	q, err = queuer.New(dbtest.Open(t, pool, ""), eng, d, &recorder{Recorder: rec}, queuer.Config{Interval: time.Hour})
-	if err != nil {
-		t.Fatal(err)
-	}
-	runCtx, cancel := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- q.Run(runCtx) }()
-	defer func() { cancel(); <-done }()
+	q, rec := running(t, pool, d)
 
 	ran := map[string]bool{}
 	for range 3 {
@@ -111,24 +122,8 @@ func TestAHeadWaitingForMemoryIsNotReadAgainUntilAJobEnds(t *testing.T) {
 	if _, err := ingest.Enqueue(ctx, pool, "svc-2", "b0", make([]byte, 100)); err != nil {
 		t.Fatal(err)
 	}
-	eng := engine(t, pool)
-	var q *queuer.Queuer
-	rec, err := observer.NewRecorder(dbtest.Open(t, pool, ""), eng, observer.RecorderConfig{
-		Recorded: func(id string) { q.Dirty(id) },
-		Drained:  func(id string, seq int64) { q.Drained(id, seq) },
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	d := &dispatcher{free: 10, mem: 25}
-	q, err = queuer.New(dbtest.Open(t, pool, ""), eng, d, &recorder{Recorder: rec}, queuer.Config{Interval: time.Hour})
-	if err != nil {
-		t.Fatal(err)
-	}
-	runCtx, cancel := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- q.Run(runCtx) }()
-	defer func() { cancel(); <-done }()
+	q, rec := running(t, pool, d)
 
 	handOuts(t, d, 1)
 	if got := d.handedOut(); fmt.Sprint(got) != "[svc-1]" {

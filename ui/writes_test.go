@@ -14,6 +14,7 @@ import (
 
 	"github.com/batchclaim/batchclaim/ingest"
 	"github.com/batchclaim/batchclaim/observer"
+	"github.com/batchclaim/batchclaim/pgdb"
 	"github.com/batchclaim/batchclaim/testkit/dbtest"
 	"github.com/batchclaim/batchclaim/testkit/testutil"
 	"github.com/batchclaim/batchclaim/ui"
@@ -23,6 +24,21 @@ import (
 // they do not wait it out, and long enough that a write with nothing in its way finishes
 // within it on a loaded machine (four round trips).
 const writeBound = 2 * time.Second
+
+// pageWithWriteBound serves the page on db with writeBound as its write timeout.
+func pageWithWriteBound(t *testing.T, db pgdb.DB) *httptest.Server {
+	t.Helper()
+	h, err := ui.New(db, ui.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ui.SetWriteTimeout(h, writeBound)
+	mux := http.NewServeMux()
+	h.Register(mux)
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	return srv
+}
 
 // postWithin posts to path and fails the test if no answer comes within 30s: far beyond the
 // write's bound, so a failure means the write hung, not that it was slow.
@@ -65,15 +81,7 @@ func TestWritesBehindARowLockAnswer503(t *testing.T) {
 		t.Fatal(err)
 	}
 	execSQL(t, pool, `INSERT INTO batchclaim.service_halts (service_id, seq, reason) VALUES ('svc-lock', $1, 'test')`, queued)
-	h, err := ui.New(db, ui.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ui.SetWriteTimeout(h, writeBound)
-	mux := http.NewServeMux()
-	h.Register(mux)
-	srv := httptest.NewServer(mux)
-	t.Cleanup(srv.Close)
+	srv := pageWithWriteBound(t, db)
 
 	holder, err := pool.Begin(ctx)
 	if err != nil {
@@ -141,15 +149,7 @@ func TestWritesToABlackholedDatabaseAnswer503(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(pool.Close)
-	h, err := ui.New(dbtest.Open(t, pool, ""), ui.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ui.SetWriteTimeout(h, writeBound)
-	mux := http.NewServeMux()
-	h.Register(mux)
-	srv := httptest.NewServer(mux)
-	t.Cleanup(srv.Close)
+	srv := pageWithWriteBound(t, dbtest.Open(t, pool, ""))
 	if code, body := postWithin(t, srv, "/api/halts/svc-x/resume"); code != http.StatusNotFound {
 		t.Fatalf("resume before the outage: %d %s, want 404 (not halted)", code, body)
 	}
