@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 )
 
@@ -80,3 +81,25 @@ func GuardTx(ctx context.Context, q Querier, lockTimeout, idleTimeout time.Durat
 	}
 	return nil
 }
+
+// BoundedTx runs fn in a READ COMMITTED transaction on b that lasts at most d, for a write
+// an operator asks for (a retry, a cancel, a resume). fn's context ends at d; at that point
+// the driver closes the connection and asks the server to cancel over a new one, which a cut
+// network does not carry, so the server bounds the transaction too (GuardTx): a lock wait
+// ends at d/2, leaving the rest for the round trips, and a transaction the client went silent
+// in ends at d. A write that timed out holds no row for long; TimedOut tells its error.
+func BoundedTx(ctx context.Context, b Beginner, d time.Duration, fn func(context.Context, pgx.Tx) error) error {
+	ctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	return InTx(ctx, b, pgx.TxOptions{}, func(tx pgx.Tx) error {
+		if err := GuardTx(ctx, tx, d/2, d); err != nil {
+			return err
+		}
+		return fn(ctx, tx)
+	})
+}
+
+// TimedOut reports whether err is the end of a bound: a lock wait past lock_timeout, or a
+// context deadline. After a deadline the commit may have been on its way, so the caller
+// should look before trying again.
+func TimedOut(err error) bool { return LockTimeout(err) || errors.Is(err, context.DeadlineExceeded) }

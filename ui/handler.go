@@ -283,21 +283,11 @@ func (h *Handler) readContext(r *http.Request) (context.Context, context.CancelF
 	return context.WithTimeout(r.Context(), max(h.cfg.Refresh, 5*time.Second))
 }
 
-// write runs one write of the page in a transaction bounded by h.writeTimeout. At the
-// deadline the driver closes the connection and asks the server to cancel over a new one,
-// which a cut network does not carry; so the server bounds the transaction too: a lock wait
-// ends at half the deadline (lock_timeout; the rest is for the round trips), and a transaction
-// the page went silent in ends at the deadline (idle_in_transaction_session_timeout). A write
-// that timed out holds no row for long, and is not committed after its 503.
+// write runs one write of the page in a transaction bounded by h.writeTimeout
+// (pgdb.BoundedTx): a write that timed out holds no row for long, and is not committed after
+// its 503.
 func (h *Handler) write(r *http.Request, fn func(context.Context, pgx.Tx) error) error {
-	ctx, cancel := context.WithTimeout(r.Context(), h.writeTimeout)
-	defer cancel()
-	return pgdb.InTx(ctx, h.db, pgx.TxOptions{}, func(tx pgx.Tx) error {
-		if err := pgdb.GuardTx(ctx, tx, h.writeTimeout/2, h.writeTimeout); err != nil {
-			return err
-		}
-		return fn(ctx, tx)
-	})
+	return pgdb.BoundedTx(r.Context(), h.db, h.writeTimeout, fn)
 }
 
 // writeFailed is the message of a write's 503. A write that ran out of time (a lock wait past
@@ -305,7 +295,7 @@ func (h *Handler) write(r *http.Request, fn func(context.Context, pgx.Tx) error)
 // way, so the operator is told to look before trying again. failed says what failed; row is
 // what another transaction may hold, made what to look for.
 func (h *Handler) writeFailed(err error, failed, row, made string) string {
-	if !pgdb.LockTimeout(err) && !errors.Is(err, context.DeadlineExceeded) {
+	if !pgdb.TimedOut(err) {
 		return failed + "; try again"
 	}
 	return fmt.Sprintf("%s within %s (another transaction may hold %s, or the database is unreachable); "+

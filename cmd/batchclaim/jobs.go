@@ -3,11 +3,15 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"strconv"
 	"strings"
+	"time"
 	"unicode/utf8"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/batchclaim/batchclaim"
 	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/cli"
@@ -51,6 +55,7 @@ func batchCommand(ctx context.Context, name, help string, args []string, stdout,
 	fs := cli.NewFlagSet(name, "SEQ [flags]", help, stderr)
 	dbURL := database.Flag(fs)
 	schema := database.SchemaFlag(fs)
+	timeout := writeTimeoutFlag(fs)
 	reason := "cancelled with batchclaim cancel"
 	if name == "cancel" {
 		fs.StringVar(&reason, "reason", reason, "why, kept as the batch's last error and in its history")
@@ -75,10 +80,17 @@ func batchCommand(ctx context.Context, name, help string, args []string, stdout,
 		return err
 	}
 	defer pool.Close()
-	c, err := do(ctx, pgdb.InSchema(pool, *schema), seq, reason)
+	var c observer.Change
+	err = pgdb.BoundedTx(ctx, pgdb.InSchema(pool, *schema), *timeout, func(ctx context.Context, tx pgx.Tx) (err error) {
+		c, err = do(ctx, tx, seq, reason)
+		return err
+	})
 	switch {
 	case errors.Is(err, batchclaim.ErrNotFound):
 		return fmt.Errorf("there is no batch %d", seq)
+	case pgdb.TimedOut(err):
+		return writeTimedOut(*timeout, fmt.Sprintf("batch %d", seq), "its row",
+			fmt.Sprintf("batchclaim status --job %d", seq))
 	case err != nil:
 		return database.Explain(*schema, err)
 	}
@@ -91,6 +103,25 @@ func batchCommand(ctx context.Context, name, help string, args []string, stdout,
 	}
 	fmt.Fprintln(stdout)
 	return nil
+}
+
+// writeTimeoutDefault bounds retry, cancel and resume: time enough for a lock held by a
+// running instance's transaction, which lasts milliseconds.
+const writeTimeoutDefault = 10 * time.Second
+
+// writeTimeoutFlag is the --timeout of retry, cancel and resume (pgdb.BoundedTx): without a
+// bound the command would wait behind a transaction that holds its row until interrupted.
+func writeTimeoutFlag(fs *flag.FlagSet) *time.Duration {
+	d := fs.Duration("timeout", writeTimeoutDefault, "give up after this long, when another transaction holds the row or the database does not answer")
+	cli.BoundDuration(fs, "timeout", 100*time.Millisecond, time.Hour, "")
+	return d
+}
+
+// writeTimedOut is the error of a write that ran out of time: what may hold it, and that the
+// commit may have been on its way, so the operator looks before trying again.
+func writeTimedOut(timeout time.Duration, what, row, look string) error {
+	return fmt.Errorf("%s not changed within %s: another transaction may hold %s, or the database does not answer; "+
+		"see whether it changed (%s), then try again, with a longer --timeout if a transaction holds it", what, timeout, row, look)
 }
 
 // checkReason refuses a reason that says nothing (empty, or blanks), one that is not UTF-8

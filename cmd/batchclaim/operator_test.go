@@ -200,6 +200,13 @@ func TestResumeAndUnmigratedStatus(t *testing.T) {
 	if out, _ := run(0, "status"); !strings.Contains(out, "HALTED svc-h at seq 7") || !strings.Contains(out, "batchclaim resume SERVICE_ID") {
 		t.Fatalf("status: %s", out)
 	}
+	// A transaction holding the halt's row: resume gives up at its --timeout, changing nothing.
+	lockRow(t, url, `SELECT 1 FROM batchclaim.service_halts WHERE service_id = 'svc-h' FOR UPDATE`, func() {
+		_, errOut := run(1, "resume", "svc-h", "--timeout", "1s")
+		if !strings.Contains(errOut, `service_id "svc-h" not changed within 1s: another transaction may hold its halt`) {
+			t.Fatalf("resume behind a lock: %q", errOut)
+		}
+	})
 	if out, _ := run(0, "resume", "svc-h"); !strings.HasPrefix(out, "resumed svc-h: halted at seq 7 since ") || !strings.HasSuffix(out, ": batch INVALID: bad signature\n") {
 		t.Fatalf("resume: %q", out)
 	}
@@ -246,6 +253,21 @@ func TestRetryAndCancelCommands(t *testing.T) {
 	}
 	seq := strconv.FormatInt(st.Seq, 10)
 
+	// A transaction holding the batch's row: cancel and retry give up at their --timeout, and
+	// the batch is as it was.
+	behindLock := func(cmd string) {
+		t.Helper()
+		lockRow(t, url, `SELECT 1 FROM batchclaim.batches WHERE seq = `+seq+` FOR UPDATE`, func() {
+			if _, errOut := run(1, cmd, seq, "--timeout", "1s"); !strings.Contains(errOut, "batch "+seq+" not changed within 1s: another transaction may hold its row") ||
+				!strings.Contains(errOut, "batchclaim status --job "+seq) {
+				t.Fatalf("%s behind a lock: %q", cmd, errOut)
+			}
+		})
+	}
+	behindLock("cancel")
+	if _, errOut := run(1, "cancel", seq, "--timeout", "0s"); !strings.Contains(errOut, "--timeout 0s: must be positive") {
+		t.Fatalf("cancel --timeout 0s: %q", errOut)
+	}
 	if out, _ := run(0, "cancel", seq, "--reason", "not needed"); out != "batch "+seq+" of svc-j: NEW -> CANCELLED\n" {
 		t.Fatalf("cancel: %q", out)
 	}
@@ -256,6 +278,7 @@ func TestRetryAndCancelCommands(t *testing.T) {
 	if _, errOut := run(1, "cancel", seq); !strings.Contains(errOut, "batch state changed: it is CANCELLED, not NEW, DELAYED or INFLIGHT") {
 		t.Fatalf("cancel again: %q", errOut)
 	}
+	behindLock("retry")
 	if out, _ := run(0, "retry", seq); out != "batch "+seq+" of svc-j: CANCELLED -> NEW\n" {
 		t.Fatalf("retry: %q", out)
 	}
@@ -267,5 +290,31 @@ func TestRetryAndCancelCommands(t *testing.T) {
 	}
 	if _, errOut := run(2, "cancel"); !strings.Contains(errOut, "give one SEQ") {
 		t.Fatalf("cancel without SEQ: %q", errOut)
+	}
+}
+
+// lockRow runs during with a row locked by another transaction (lock, a SELECT ... FOR
+// UPDATE, must find it), and checks that a command that gave up at its --timeout left no
+// transaction behind waiting for the row: no session waits for the lock's holder after during.
+func lockRow(t *testing.T, url, lock string, during func()) {
+	t.Helper()
+	ctx := t.Context()
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx) //nolint:errcheck // the test's own lock
+	if tag, err := tx.Exec(ctx, lock); err != nil || tag.RowsAffected() != 1 {
+		t.Fatalf("%s: %v, %v", lock, tag, err)
+	}
+	during()
+	var waiters int
+	if err := tx.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE pg_backend_pid() = ANY (pg_blocking_pids(pid))`).Scan(&waiters); err != nil || waiters != 0 {
+		t.Fatalf("%d lock waiters left behind, %v", waiters, err)
 	}
 }

@@ -7,6 +7,8 @@ import (
 	"io"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/batchclaim/batchclaim"
 	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/cli"
 	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/database"
@@ -23,6 +25,7 @@ func runResume(ctx context.Context, args []string, stdout, stderr io.Writer) err
 			"from its next cycle on. The INVALID batch stays INVALID. Exit 1 if it was not halted.", stderr)
 	dbURL := database.Flag(fs)
 	schema := database.SchemaFlag(fs)
+	timeout := writeTimeoutFlag(fs)
 	rest, err := cli.ParseInterspersed(fs, args)
 	if err != nil {
 		return err
@@ -40,11 +43,17 @@ func runResume(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return err
 	}
 	defer pool.Close()
-	halt, err := observer.Resume(ctx, pgdb.InSchema(pool, *schema), id)
-	if errors.Is(err, batchclaim.ErrNotFound) {
+	var halt observer.Halt
+	err = pgdb.BoundedTx(ctx, pgdb.InSchema(pool, *schema), *timeout, func(ctx context.Context, tx pgx.Tx) (err error) {
+		halt, err = observer.Resume(ctx, tx, id)
+		return err
+	})
+	switch {
+	case errors.Is(err, batchclaim.ErrNotFound):
 		return fmt.Errorf("service_id %q is not halted", id)
-	}
-	if err != nil {
+	case pgdb.TimedOut(err):
+		return writeTimedOut(*timeout, fmt.Sprintf("service_id %q", id), "its halt", "batchclaim status")
+	case err != nil:
 		return database.Explain(*schema, err)
 	}
 	fmt.Fprintf(stdout, "resumed %s: halted at seq %d since %s: %s\n", printable(halt.ServiceID), halt.Seq,
