@@ -256,10 +256,16 @@ func WriteError(w http.ResponseWriter, status, code int, title, message string) 
 
 // WriteJSON answers status with v as JSON.
 func WriteJSON(w http.ResponseWriter, status int, v any) {
+	JSONHeader(w, status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+// JSONHeader writes the headers of a JSON answer with status, for a handler that then
+// writes the body itself, as it is made.
+func JSONHeader(w http.ResponseWriter, status int) {
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(v)
 }
 
 // ErrorLog is an http.Server's ErrorLog writing to l: failed TLS handshakes (any client can

@@ -210,12 +210,26 @@ func EnqueueBatchList(ctx context.Context, q pgdb.Querier, serviceID string, lis
 
 // enqueueBatches stores decoded batches of serviceID in order (see EnqueueBatchList): one
 // statement for each MaxEnqueueMany of them, as EnqueueMany does, so that a list of thousands
-// of batches costs a few round trips rather than one per batch.
+// of batches costs a few round trips rather than one per batch. In a transaction a statement
+// also carries at most maxStatementBytes of ids and payloads (one larger batch goes alone),
+// since the driver holds about three copies of a statement's parameters while it encodes and
+// sends them: what storing a list holds stays about three times maxStatementBytes, however
+// many small batches the list has, and not a multiple of the list. On a pool the parts stay
+// MaxEnqueueMany batches, each its own transaction, as documented.
 func enqueueBatches(ctx context.Context, q pgdb.Querier, serviceID string, batches []dlt.Batch) ([]Stored, error) {
 	out := make([]Stored, 0, len(batches))
+	inTx := !commitsAlone(q)
 	for len(batches) > 0 {
-		chunk := batches[:min(len(batches), MaxEnqueueMany)]
-		batches = batches[len(chunk):]
+		n, size := 0, 0
+		for n < len(batches) && n < MaxEnqueueMany {
+			size += len(serviceID) + len(batches[n].ID) + len(batches[n].List)
+			if inTx && n > 0 && size > maxStatementBytes {
+				break
+			}
+			n++
+		}
+		chunk := batches[:n]
+		batches = batches[n:]
 		jobs := make([]Job, len(chunk))
 		for i, b := range chunk {
 			jobs[i] = Job{ServiceID: serviceID, BatchID: b.ID, Payload: b.List}
@@ -228,3 +242,14 @@ func enqueueBatches(ctx context.Context, q pgdb.Querier, serviceID string, batch
 	}
 	return out, nil
 }
+
+// maxStatementBytes bounds the ids (service_ids and batch ids) and payloads of one statement
+// of enqueueBatches in a transaction.
+const maxStatementBytes = 1 << 20
+
+// StoreMemory bounds what the driver holds while one POST /batches request of at most
+// maxBody bytes is stored, outside the ingest memory budget: the encoded statement and the
+// message it is copied into. Either a batch as large as the body goes alone (about twice its
+// size), or a statement carries at most maxStatementBytes of small batches' ids and payloads
+// (about three times that, with the encoding's growth).
+func StoreMemory(maxBody int64) int64 { return 2 * max(maxBody, 2*maxStatementBytes) }

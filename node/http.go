@@ -92,7 +92,7 @@ const (
 //
 //	MemoryBase
 //	+ MaxIngestMemory                      request bodies and their decoded batches
-//	+ 2 x IngestConns x MaxBody            the driver's copies of the batch each storing request sends
+//	+ IngestConns x 2 x max(MaxBody, 2 MiB)   the driver's copies of what each storing request sends (ingest.StoreMemory)
 //	+ max(MaxSubmitMemory, MaxBody) + MaxBody   the payloads of submissions in flight, and those read
 //	+ (MaxConnections + 16) x (MaxHeaderBytes + 16 KiB)   connections (and the probes' reserve), their headers being read
 //	+ Workers x 48 KiB                     submissions in flight: goroutines, ledger connections
@@ -106,7 +106,7 @@ func (c Config) MemoryBound(poolConns int32) int64 {
 	conns := int64(cmp.Or(c.MaxConnections, MaxConnectionsDefault) + httpguard.ProbeConnections)
 	header := int64(cmp.Or(c.MaxHeaderBytes, MaxHeaderBytesDefault))
 	workers := int64(cmp.Or(c.Workers, submitter.WorkersDefault))
-	return MemoryBase + cmp.Or(c.MaxIngestMemory, ingest.MaxMemoryDefault) + 2*int64(IngestConns(poolConns))*body +
+	return MemoryBase + cmp.Or(c.MaxIngestMemory, ingest.MaxMemoryDefault) + int64(IngestConns(poolConns))*ingest.StoreMemory(body) +
 		inflight + body + conns*(header+connOverhead) + workers*workerOverhead
 }
 
