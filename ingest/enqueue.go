@@ -126,9 +126,14 @@ func Timeout(d time.Duration) EnqueueOption {
 }
 
 func enqueue(ctx context.Context, q pgdb.Querier, serviceID, batchID string, payload []byte, o enqueueOptions) (st Stored, err error) {
-	ctx, span := tracing.Start(ctx, tracing.Enqueue, tracing.ServiceID.String(serviceID), tracing.BatchID.String(batchID))
+	ctx, span := tracing.Start(ctx, tracing.Enqueue)
+	if span.IsRecording() { // the attributes cost allocations a call: built only for a span that keeps them
+		span.SetAttributes(tracing.ServiceID.String(serviceID), tracing.BatchID.String(batchID))
+	}
 	defer func() {
-		span.SetAttributes(tracing.Seq.Int64(st.Seq), tracing.New.Bool(st.New))
+		if span.IsRecording() {
+			span.SetAttributes(tracing.Seq.Int64(st.Seq), tracing.New.Bool(st.New))
+		}
 		tracing.End(span, err)
 	}()
 	if err := batchclaim.ValidateServiceID(serviceID); err != nil {

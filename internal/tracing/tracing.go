@@ -9,6 +9,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/batchclaim/batchclaim"
 )
@@ -42,15 +43,45 @@ const (
 	New       = attribute.Key("batchclaim.new")     // false: the batch was stored before
 )
 
-// Start starts a span of the current global tracer provider.
+// Start starts a span of the current global tracer provider. Its attributes are set when
+// the span records; a caller whose attributes cost something to build should start the span
+// without them and set them under span.IsRecording, as StartJob does.
 func Start(ctx context.Context, name string, attrs ...attribute.KeyValue) (context.Context, trace.Span) {
-	return tracer().Start(ctx, name, trace.WithAttributes(attrs...))
+	t, off := tracer()
+	if off {
+		return ctx, noSpan
+	}
+	ctx, span := t.Start(ctx, name)
+	if len(attrs) > 0 && span.IsRecording() {
+		span.SetAttributes(attrs...)
+	}
+	return ctx, span
 }
+
+// noSpan is the span Start and StartJob return while no provider is installed: it records
+// nothing, ends nothing, and costs no allocation.
+var noSpan = trace.SpanFromContext(context.Background())
 
 // providerTracer is the tracer of one provider.
 type providerTracer struct {
-	tp trace.TracerProvider
-	t  trace.Tracer
+	tp  trace.TracerProvider
+	t   trace.Tracer
+	off bool // tp is a provider whose spans are never recorded or exported (noProvider)
+}
+
+// noProvider reports whether tp is OpenTelemetry's global provider while no program has
+// installed one, or the API's no-op provider: their spans record nothing, and a span started
+// from them would only copy its parent's span context into a new context. Start and StartJob
+// then start none, and leave ctx as it is, whose span context is the same: an instance runs
+// thousands of jobs a second, each with two spans, and these are allocations a job. The
+// global provider is recognised by its type, as the API keeps it unexported; should the API
+// rename it, spans are started as before (TestNoProviderCostsNothing says so).
+func noProvider(tp trace.TracerProvider) bool {
+	if _, ok := tp.(noop.TracerProvider); ok {
+		return true
+	}
+	t := reflect.TypeOf(tp)
+	return t.Kind() == reflect.Pointer && t.Elem().PkgPath() == "go.opentelemetry.io/otel/internal/global" && t.Elem().Name() == "tracerProvider"
 }
 
 // last is the tracer of the provider tracer last saw.
@@ -59,18 +90,18 @@ var last atomic.Pointer[providerTracer]
 // tracer returns the current global provider's tracer of Scope. It is kept while the provider
 // stays the same: a provider's Tracer may take a lock and look up a map (the default
 // provider's does), and every job starts two spans.
-func tracer() trace.Tracer {
+func tracer() (t trace.Tracer, off bool) {
 	tp := otel.GetTracerProvider()
 	// last keeps only a provider that is a pointer (the SDK's, the default one), so that this
 	// comparison is of two pointers or of two values of different types, and never panics.
 	if c := last.Load(); c != nil && c.tp == tp {
-		return c.t
+		return c.t, c.off
 	}
-	t := tp.Tracer(Scope)
+	t, off = tp.Tracer(Scope), noProvider(tp)
 	if reflect.TypeOf(tp).Kind() == reflect.Pointer {
-		last.Store(&providerTracer{tp, t})
+		last.Store(&providerTracer{tp, t, off})
 	}
-	return t
+	return t, off
 }
 
 // StartJob starts a span of one job (a post, an outcome): Start with Job(j)'s attributes,
@@ -80,7 +111,11 @@ func tracer() trace.Tracer {
 // sampler does not see them: the samplers of OTEL_TRACES_SAMPLER go by the trace id and the
 // parent.
 func StartJob(ctx context.Context, name string, j batchclaim.Job) (context.Context, trace.Span) {
-	ctx, span := tracer().Start(ctx, name)
+	t, off := tracer()
+	if off {
+		return ctx, noSpan
+	}
+	ctx, span := t.Start(ctx, name)
 	if span.IsRecording() {
 		span.SetAttributes(Job(j)...)
 	}
@@ -97,7 +132,7 @@ func Job(j batchclaim.Job) []attribute.KeyValue {
 
 // End ends span, with an error status when err is not nil.
 func End(span trace.Span, err error) {
-	if err != nil {
+	if err != nil && span.IsRecording() {
 		span.RecordError(err)
 		span.SetStatus(codes.Error, err.Error())
 	}
