@@ -12,7 +12,7 @@ import (
 type call struct {
 	attempt  int                     // the job's attempt number (Batch.Attempts + 1)
 	deadline time.Time               // the Submit call's deadline (Overdue)
-	stop     context.CancelFunc      // ends the call's context and the outcome's write (Cancel)
+	stop     context.CancelFunc      // ends the call's context and the outcome's write, the worker's run of the service_id with them (Cancel)
 	cancel   context.CancelCauseFunc // ends the call's context (CancelJob)
 	returned atomic.Bool             // the Submit call returned
 }

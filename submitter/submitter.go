@@ -228,8 +228,10 @@ func (p *Pool) TrySubmit(j Job) bool {
 			}
 		}()
 		p.take(idle)
+		var under claimRun
+		defer under.end()
 		for run := 1; ; run++ {
-			next, ok := p.run(last, run) // gives the slot back
+			next, ok := p.run(&under, last, run) // gives the slot back
 			if !ok {
 				return
 			}
@@ -322,8 +324,9 @@ func (p *Pool) Wait(ctx context.Context) error {
 // then the fenced outcome. It returns the service_id's next job when the outcome's write
 // marked one in flight for this worker (chaining). It gives the worker's slot back as soon as
 // the call has returned (or was not made): the outcome's write, which waits for the
-// recorder's next statement, takes no slot another job could use for its call.
-func (p *Pool) run(j Job, run int) (Job, bool) {
+// recorder's next statement, takes no slot another job could use for its call. under is the
+// context of the worker's run of j's service_id (claimRun).
+func (p *Pool) run(under *claimRun, j Job, run int) (Job, bool) {
 	log := jobLogger{p.log, j}
 	// The mark is committed; between it and the call the claim may have gone (a takeover, or
 	// this process paused past its local deadline without its watchdog having run yet).
@@ -335,13 +338,13 @@ func (p *Pool) run(j Job, run int) (Job, bool) {
 	}
 	// claimCtx ends with the claim, or by Cancel; the call's context also at the call's
 	// deadline, or by CancelJob.
-	claimCtx, stop := context.WithCancel(j.Claim.Context())
-	defer stop()
+	under.start(j.Claim)
+	claimCtx := under.ctx
 	start := time.Now()
 	at, cause := p.jobDeadline(j, start, deadline)
-	ctx, cancel := context.WithDeadlineCause(batchclaim.WithClaim(claimCtx, j.Claim), at, cause)
+	ctx, cancel := context.WithDeadlineCause(under.withClaim, at, cause)
 	ctx, cancelCall := context.WithCancelCause(ctx)
-	c := &call{attempt: j.Batch.Attempts + 1, deadline: deadline, stop: stop, cancel: cancelCall}
+	c := &call{attempt: j.Batch.Attempts + 1, deadline: deadline, stop: under.stop, cancel: cancelCall}
 	p.track(j.Batch.Seq, c)
 	defer p.untrack(j.Batch.Seq, c)
 	res := p.call(ctx, j)
@@ -374,6 +377,38 @@ func (p *Pool) run(j Job, run int) (Job, bool) {
 		log.Debug("submitted", "verdict", res.Verdict.String(), "http_status", res.HTTPStatus, "latency", latency)
 	}
 	return next, ok
+}
+
+// claimRun is the context a worker shares across the jobs of one service_id it runs in a row
+// under one claim (a chain, Config.MayChain): the claim's context, ended by the Pool's Cancel
+// too, under which each outcome is written, and the same with the claim as a value, the
+// parent of each call's context. It is made once a claim rather than once a job: it is
+// several allocations, and a worker may run thousands of a service_id's jobs in a row.
+type claimRun struct {
+	claim     batchclaim.Claim
+	ctx       context.Context // the claim's context, ended by stop too
+	withClaim context.Context // ctx with the claim (batchclaim.WithClaim)
+	stop      context.CancelFunc
+}
+
+// start makes r the context of claim c, unless it is already: a chained job comes with the
+// claim its predecessor's outcome was fenced on, the same acquisition (service_id and epoch),
+// whose context is the same.
+func (r *claimRun) start(c batchclaim.Claim) {
+	if r.stop != nil && r.claim.ServiceID == c.ServiceID && r.claim.Epoch == c.Epoch && r.claim.ClaimedAt.Equal(c.ClaimedAt) {
+		return
+	}
+	r.end()
+	r.claim = c
+	r.ctx, r.stop = context.WithCancel(c.Context())
+	r.withClaim = batchclaim.WithClaim(r.ctx, c)
+}
+
+// end ends r's context, once the worker's run is over.
+func (r *claimRun) end() {
+	if r.stop != nil {
+		r.stop()
+	}
 }
 
 // jobLogger logs a line about one job with the job's attributes, built only for a line that
