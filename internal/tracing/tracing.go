@@ -107,11 +107,7 @@ func tracer() (t trace.Tracer, off bool) {
 // sampler does not see them: the samplers of OTEL_TRACES_SAMPLER go by the trace id and the
 // parent.
 func StartJob(ctx context.Context, name string, j batchclaim.Job) (context.Context, trace.Span) {
-	t, off := tracer()
-	if off {
-		return ctx, noSpan
-	}
-	ctx, span := t.Start(ctx, name)
+	ctx, span := Start(ctx, name)
 	if span.IsRecording() {
 		span.SetAttributes(Job(j)...)
 	}
