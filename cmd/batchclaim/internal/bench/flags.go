@@ -11,17 +11,18 @@ import (
 
 // commonFlags are the flags of `batchclaim bench` that are no scenario's own: every scenario
 // reads them, and a scenario's row in scenarios lists only the others.
-var commonFlags = []string{"scenario", "json", "keep", "cpu-profile"}
+var commonFlags = []string{"scenario", "json", "keep", "cpu-profile", "alloc-profile"}
 
 // settings are the flags of `batchclaim bench`, parsed: the common ones, then each
 // scenario's own (a scenario's row in scenarios names those it reads). The flags of a
 // scenario go straight into the fields of its config where it has one; each run function
 // completes that config (keep, the --*-run-flags split into arguments) before it runs.
 type settings struct {
-	scenario   string
-	asJSON     bool
-	keep       bool
-	cpuProfile string
+	scenario     string
+	asJSON       bool
+	keep         bool
+	cpuProfile   string
+	allocProfile string
 
 	path       pathConfig // jobs and ledger; serial reads its workers and conns
 	serialJobs int
@@ -51,6 +52,7 @@ func (s *settings) define(fs *flag.FlagSet) {
 	fs.BoolVar(&s.asJSON, "json", false, "print one JSON object per scenario, one a line")
 	fs.BoolVar(&s.keep, "keep", false, "keep the scratch databases (and the failover and scale instance logs)")
 	fs.StringVar(&s.cpuProfile, "cpu-profile", "", "write a CPU profile of this process over the scenarios to this file (go tool pprof)")
+	fs.StringVar(&s.allocProfile, "alloc-profile", "", "write the allocations of this process over the scenarios (sampled; the work's storing included) to this file (go tool pprof -sample_index=alloc_space)")
 
 	fs.IntVar(&s.path.nodes, "nodes", 2, "jobs, ledger: nodes, each with its own pool")
 	fs.IntVar(&s.path.workers, "workers", submitter.WorkersDefault, "jobs, ledger: workers (concurrent submissions) per node (default: run's)")

@@ -107,8 +107,9 @@ func describe() string {
 		}
 		b.WriteString(line + "\n")
 	}
-	b.WriteString("\nEvery scenario reads --json, --keep and --cpu-profile. --json prints one object per line,\n")
-	b.WriteString("each with a \"scenario\" field; everything else goes to stderr. See docs/performance.md.")
+	b.WriteString("\nEvery scenario reads --json, --keep, --cpu-profile and --alloc-profile. --json prints one\n")
+	b.WriteString("object per line, each with a \"scenario\" field; everything else goes to stderr. See\n")
+	b.WriteString("docs/performance.md.")
 	return b.String()
 }
 
@@ -134,6 +135,18 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) error
 			return fmt.Errorf("--cpu-profile: %v", err)
 		}
 		defer pprof.StopCPUProfile()
+	}
+	if s.allocProfile != "" {
+		f, err := os.Create(s.allocProfile)
+		if err != nil {
+			return fmt.Errorf("--alloc-profile: %v", err)
+		}
+		defer f.Close()
+		defer func() {
+			if err := pprof.Lookup("allocs").WriteTo(f, 0); err != nil {
+				fmt.Fprintf(stderr, "--alloc-profile: %v\n", err)
+			}
+		}()
 	}
 	run, err := choose(s.scenario)
 	if err != nil {
