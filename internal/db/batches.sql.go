@@ -902,10 +902,10 @@ lease AS (
 ),
 after AS (
     SELECT f.seq AS prev_seq, f.service_id, f.epoch, f.chain, f.chain_max_bytes,
-           n.seq, n.state, n.next_attempt_at, n.size
+           n.tid, n.seq, n.state, n.next_attempt_at, n.size
     FROM recorded f
     LEFT JOIN LATERAL (
-        SELECT b.seq, b.state, b.next_attempt_at, octet_length(b.payload) AS size FROM batchclaim.batches b
+        SELECT (b.ctid)::tid AS tid, b.seq, b.state, b.next_attempt_at, octet_length(b.payload) AS size FROM batchclaim.batches b
         WHERE b.service_id = f.service_id AND b.pos > f.floor AND b.unfinished AND b.seq <> f.seq
           AND NOT ($1::bool AND b.state = 'VALID')
         ORDER BY b.pos
@@ -913,12 +913,12 @@ after AS (
     ) n ON true
 ),
 next_head AS (
-    SELECT a.prev_seq, a.seq, a.service_id, a.epoch
+    SELECT a.prev_seq, a.tid, a.seq, a.service_id, a.epoch
     FROM after a
     WHERE a.chain AND a.state = 'NEW' AND (a.next_attempt_at IS NULL OR a.next_attempt_at <= now())
       AND EXISTS (SELECT 1 FROM lease)
       AND (a.chain_max_bytes < 0 OR a.size <= a.chain_max_bytes)
-      AND NOT EXISTS (SELECT 1 FROM batchclaim.service_halts x WHERE x.service_id = a.service_id)
+      AND (NOT (SELECT EXISTS (SELECT 1 FROM batchclaim.service_halts)) OR NOT EXISTS (SELECT 1 FROM batchclaim.service_halts x WHERE x.service_id = a.service_id))
 ),
 chained AS (
     UPDATE batchclaim.batches b
@@ -927,7 +927,7 @@ chained AS (
         next_attempt_at = NULL, unknown_count = 0, unknown_since = NULL,
         attempt_reason = 'first', attempt_from = 'NEW', attempt_xid = pg_current_xact_id()
     FROM next_head n
-    WHERE b.seq = n.seq AND b.service_id = n.service_id AND b.state = 'NEW'
+    WHERE b.ctid = n.tid AND b.seq = n.seq AND b.service_id = n.service_id AND b.state = 'NEW'
     RETURNING b.seq, b.batch_id, b.payload, b.attempts, b.max_attempts, b.attempt_base, b.kind, b.timeout_ms, n.prev_seq
 )
 SELECT o.seq::bigint AS seq, (f.service_id IS NOT NULL)::bool AS fenced, (r.seq IS NOT NULL)::bool AS recorded,
@@ -1130,10 +1130,10 @@ lease AS (
 ),
 after AS (
     SELECT f.seq AS prev_seq, f.service_id, f.epoch, f.floor, f.chain, f.chain_max_bytes, f.frees, f.track_idle,
-           n.seq, n.state, n.next_attempt_at, n.size
+           n.tid, n.seq, n.state, n.next_attempt_at, n.size
     FROM finished f
     LEFT JOIN LATERAL (
-        SELECT b.seq, b.state, b.next_attempt_at, octet_length(b.payload) AS size FROM batchclaim.batches b
+        SELECT (b.ctid)::tid AS tid, b.seq, b.state, b.next_attempt_at, octet_length(b.payload) AS size FROM batchclaim.batches b
         WHERE b.service_id = f.service_id AND b.pos > f.floor AND b.unfinished AND b.seq <> f.seq
           AND NOT ($1::bool AND b.state = 'VALID')
         ORDER BY b.pos
@@ -1141,12 +1141,12 @@ after AS (
     ) n ON true
 ),
 next_head AS (
-    SELECT a.prev_seq, a.seq, a.service_id, a.epoch
+    SELECT a.prev_seq, a.tid, a.seq, a.service_id, a.epoch
     FROM after a
     WHERE a.chain AND a.frees AND a.state = 'NEW' AND (a.next_attempt_at IS NULL OR a.next_attempt_at <= now())
       AND EXISTS (SELECT 1 FROM lease)
       AND (a.chain_max_bytes < 0 OR a.size <= a.chain_max_bytes)
-      AND NOT EXISTS (SELECT 1 FROM batchclaim.service_halts x WHERE x.service_id = a.service_id)
+      AND (NOT (SELECT EXISTS (SELECT 1 FROM batchclaim.service_halts)) OR NOT EXISTS (SELECT 1 FROM batchclaim.service_halts x WHERE x.service_id = a.service_id))
 ),
 chained AS (
     UPDATE batchclaim.batches b
@@ -1155,7 +1155,7 @@ chained AS (
         next_attempt_at = NULL, unknown_count = 0, unknown_since = NULL,
         attempt_reason = 'first', attempt_from = 'NEW', attempt_xid = pg_current_xact_id()
     FROM next_head n
-    WHERE b.seq = n.seq AND b.service_id = n.service_id AND b.state = 'NEW'
+    WHERE b.ctid = n.tid AND b.seq = n.seq AND b.service_id = n.service_id AND b.state = 'NEW'
     RETURNING b.seq, b.batch_id, b.payload, b.attempts, b.max_attempts, b.attempt_base, b.kind, b.timeout_ms, n.prev_seq
 ),
 drained AS (
@@ -1255,7 +1255,10 @@ type BatchesRecordOutcomesRow struct {
 // there too (TestCommitsWriteWhatOutcomesWrite compares the two).
 // The next unfinished batch of each service_id an outcome finished (one probe from its
 // floor), or none: the batch a chain goes on with, and whether the service_id is left
-// without work (drained).
+// without work (drained). The chain marks it by the tuple id the probe read, as
+// BatchesTakeHeads marks its heads: a batch updated meanwhile is not chained, and its
+// service_id goes back to the queuer. The halt is probed only while some service_id is
+// halted.
 // With skip_valid the probe above passes over VALID batches, which are unfinished: only a
 // service_id without them is drained.
 func (q *Queries) BatchesRecordOutcomes(ctx context.Context, db DBTX, arg BatchesRecordOutcomesParams) ([]BatchesRecordOutcomesRow, error) {
@@ -1480,7 +1483,7 @@ func (q *Queries) BatchesRecordStatuses(ctx context.Context, db DBTX, arg Batche
 
 const batchesTakeHeads = `-- name: BatchesTakeHeads :many
 WITH heads AS (
-    SELECT h.seq, h.service_id, h.batch_id, h.state, h.attempts, h.claim_epoch, h.claimant, h.pos,
+    SELECT h.tid, h.seq, h.service_id, h.batch_id, h.state, h.attempts, h.claim_epoch, h.claimant, h.pos,
            h.unknown_count, h.size, s.epoch AS want_epoch, s.n,
            (h.next_attempt_at IS NULL OR h.next_attempt_at <= now()) AS due,
            -- How long until a DELAYED head, or a NEW one with a run-at time, is due (0 when it is).
@@ -1492,7 +1495,7 @@ WITH heads AS (
                  unnest((SELECT $3::bigint[])) AS epoch,
                  generate_series(1, cardinality((SELECT $1::text[]))) AS n) s
     CROSS JOIN LATERAL (
-        SELECT b.seq, b.service_id, b.batch_id, b.state, b.attempts, b.claim_epoch, b.claimant, b.pos,
+        SELECT (b.ctid)::tid AS tid, b.seq, b.service_id, b.batch_id, b.state, b.attempts, b.claim_epoch, b.claimant, b.pos,
                b.unknown_count, b.unknown_since, b.submitted_at, b.created_at, b.next_attempt_at,
                octet_length(b.payload)::bigint AS size
         FROM batchclaim.batches b
@@ -1503,11 +1506,12 @@ WITH heads AS (
         ORDER BY b.pos
         LIMIT 1
     ) h
-    WHERE NOT EXISTS (SELECT 1 FROM batchclaim.service_halts x WHERE x.service_id = s.service_id OFFSET 0)
+    WHERE NOT (SELECT EXISTS (SELECT 1 FROM batchclaim.service_halts))
+       OR NOT EXISTS (SELECT 1 FROM batchclaim.service_halts x WHERE x.service_id = s.service_id OFFSET 0)
 ),
 want AS (
-    SELECT r.seq, r.service_id, r.epoch FROM (
-        SELECT h.seq, h.service_id, h.want_epoch AS epoch,
+    SELECT r.tid, r.seq, r.service_id, r.epoch FROM (
+        SELECT h.tid, h.seq, h.service_id, h.want_epoch AS epoch,
                row_number() OVER (ORDER BY h.n) AS rn, sum(h.size) OVER (ORDER BY h.n) AS bytes
         FROM heads h
         WHERE h.state = 'NEW' AND h.due
@@ -1521,8 +1525,8 @@ lease AS (
       AND i.expiry_1 > COALESCE($10::timestamptz, now())
 ),
 fenced AS (
-    SELECT w.seq, c.service_id, c.epoch
-    FROM (SELECT w.seq, w.service_id, w.epoch FROM want w ORDER BY w.service_id) w
+    SELECT w.tid, w.seq, c.service_id, c.epoch
+    FROM (SELECT w.tid, w.seq, w.service_id, w.epoch FROM want w ORDER BY w.service_id) w
     CROSS JOIN LATERAL (
         SELECT c.service_id, c.epoch FROM batchclaim.service_id_claims c
         WHERE c.service_id = w.service_id AND c.epoch = w.epoch AND (c.claimant = (SELECT id FROM lease)) IS TRUE
@@ -1540,7 +1544,7 @@ marked AS (
         next_attempt_at = NULL, unknown_count = 0, unknown_since = NULL,
         attempt_reason = 'first', attempt_from = 'NEW', attempt_xid = pg_current_xact_id()
     FROM fenced f
-    WHERE b.seq = f.seq AND b.service_id = f.service_id AND b.state = 'NEW'
+    WHERE b.ctid = f.tid AND b.seq = f.seq AND b.service_id = f.service_id AND b.state = 'NEW'
     RETURNING b.seq, b.payload, b.attempts, b.max_attempts, b.attempt_base, b.kind, b.timeout_ms
 )
 SELECT h.seq, h.service_id, h.batch_id, h.state, h.attempts, h.claim_epoch, h.claimant, h.pos,
@@ -1617,7 +1621,12 @@ type BatchesTakeHeadsRow struct {
 // keeps that probe from becoming a join): a plan for given arrays then looks no cheaper than
 // the generic one, so Postgres keeps one plan instead of planning every call (a call for one
 // service_id, the common one, cost about three times as much, planned); the generic plan
-// looks up each service_id's halt on its own, not by a join that reads every halt per call.
+// looks up each service_id's halt on its own, not by a join that reads every halt per call,
+// and only while some service_id is halted (none is, as a rule).
+// The mark finds each head by the tuple id (ctid) its probe read in this statement's snapshot,
+// not by a second descent of the primary key. A head updated meanwhile (a cancel, a new run-at
+// time) no longer has that id: it is left unmarked (fenced, not marked), and the queuer looks
+// at its service_id again.
 // The planner cannot know how many heads are wanted, and takes it for one: every step below
 // goes from one CTE to a table by key, and the final select finds a head in want and
 // fenced by a hashed IN, so that no step loops over one CTE for each row of another (which

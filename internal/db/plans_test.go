@@ -305,6 +305,11 @@ func TestTakeHeadsScansEachCTEOnce(t *testing.T) {
 		if marked != 256 || loops != 0 {
 			t.Errorf("%s: marked %d heads (want 256), %d CTE scans repeated per row:\n%s", mode, marked, loops, plan)
 		}
+		// The mark finds each head by the tuple id its probe read, not by another descent of
+		// the primary key; with no service_id halted, no service_id's halt is looked up.
+		if s := scans(t, plan); s["index batches_pkey"] != 0 || s["tid batches"] == 0 || s["index service_halts_pkey"] != 0 {
+			t.Errorf("%s: scans %v, want no batches_pkey nor service_halts_pkey, the marks by tid:\n%s", mode, s, plan)
+		}
 	}
 }
 
@@ -353,10 +358,37 @@ func explainOnce(t *testing.T, conn *pgx.Conn, text, mode, params string, args .
 
 // planNode is a node of EXPLAIN (ANALYZE, FORMAT JSON).
 type planNode struct {
-	Type  string     `json:"Node Type"`
-	Rows  int        `json:"Actual Rows"`
-	Loops int        `json:"Actual Loops"`
-	Plans []planNode `json:"Plans"`
+	Type     string     `json:"Node Type"`
+	Relation string     `json:"Relation Name"`
+	Index    string     `json:"Index Name"`
+	Rows     int        `json:"Actual Rows"`
+	Loops    int        `json:"Actual Loops"`
+	Plans    []planNode `json:"Plans"`
+}
+
+// scans returns how many times the plan (EXPLAIN (ANALYZE, FORMAT JSON)) read each index
+// ("index batches_pkey") and each table by tuple id ("tid batches"): the loops of its scans.
+func scans(t *testing.T, plan []byte) map[string]int {
+	t.Helper()
+	var root []struct{ Plan planNode }
+	if err := json.Unmarshal(plan, &root); err != nil || len(root) != 1 {
+		t.Fatalf("plan %s: %v", plan, err)
+	}
+	out := map[string]int{}
+	var walk func(n planNode)
+	walk = func(n planNode) {
+		switch {
+		case n.Index != "":
+			out["index "+n.Index] += n.Loops
+		case n.Type == "Tid Scan":
+			out["tid "+n.Relation] += n.Loops
+		}
+		for _, c := range n.Plans {
+			walk(c)
+		}
+	}
+	walk(root[0].Plan)
+	return out
 }
 
 // statementText keeps the text and arguments of the last statement named name.
@@ -411,6 +443,12 @@ func TestOutcomeWritesScanEachCTEOnce(t *testing.T) {
 			// 256 outcomes and 256 next batches marked.
 			if written != 2*n || loops != 0 {
 				t.Errorf("%s, %s: wrote %d rows (want %d), %d CTE scans repeated per row:\n%s", name, mode, written, 2*n, loops, plan)
+			}
+			// Each outcome's batch is found by its seq; the next batch by the tuple id the probe
+			// of its service_id read, not by another descent of the primary key; with no
+			// service_id halted, no service_id's halt is looked up.
+			if s := scans(t, plan); s["index batches_pkey"] > n || s["tid batches"] == 0 || s["index service_halts_pkey"] != 0 {
+				t.Errorf("%s, %s: scans %v, want batches_pkey at most %d times, no service_halts_pkey, the marks by tid:\n%s", name, mode, s, n, plan)
 			}
 		}
 	}
