@@ -136,9 +136,13 @@ func TestCommitsWriteWhatOutcomesWrite(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	commits, err := rec.recordCommits(ctx, params("commits"))
+	commitRows, err := rec.q.BatchesRecordCommits(ctx, pool, commitsParams(params("commits")))
 	if err != nil {
 		t.Fatal(err)
+	}
+	commits := make([]db.BatchesRecordOutcomesRow, len(commitRows))
+	for i, row := range commitRows {
+		commits[i] = db.BatchesRecordOutcomesRow(row)
 	}
 	if len(general) != len(keys) || len(commits) != len(keys) {
 		t.Fatalf("rows: %d and %d, want %d each", len(general), len(commits), len(keys))

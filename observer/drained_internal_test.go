@@ -58,3 +58,50 @@ func TestDrainedCountsEveryUnfinishedBatch(t *testing.T) {
 		}
 	}
 }
+
+// An outcome whose write marks its service_id's next batch in flight for its caller (a
+// chain) tells the queuer nothing: the service_id's work is in flight again, and the
+// chained job's end tells it. Without a chain, the outcome is Recorded (more work behind it)
+// or Drained (none).
+func TestChainedOutcomeIsNotRecorded(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	pool := dbtest.NewPool(t)
+	var seqs []int64
+	for _, id := range []string{"b1", "b2", "b3"} {
+		s, err := ingest.Enqueue(ctx, pool, "chain", id, []byte("x"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		seqs = append(seqs, s.Seq)
+	}
+	eng := claimAll(t, pool)
+	var recorded, drained int
+	rec, err := NewRecorder(dbtest.Open(t, pool, ""), eng, RecorderConfig{
+		Recorded: func(string) { recorded++ }, Drained: func(string, int64) { drained++ }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	claim, _ := eng.Holds("chain")
+	marked, err := rec.Mark(ctx, []batchclaim.Job{{Claim: claim, FromState: batchclaim.StateNew, Reason: batchclaim.ReasonFirst,
+		Batch: batchclaim.Batch{Seq: seqs[0], ServiceID: "chain", BatchID: "b1"}}})
+	if err != nil || len(marked) != 1 {
+		t.Fatalf("marked %d: %v", len(marked), err)
+	}
+	job := marked[0]
+	for i, c := range []struct {
+		chain             bool
+		recorded, drained int
+	}{{true, 0, 0}, {false, 1, 0}} {
+		next, ok, err := rec.Finish(ctx, batchclaim.Outcome{Job: job, Result: batchclaim.Result{Verdict: batchclaim.Done}, Chain: c.chain, ChainMaxBytes: -1})
+		if err != nil || ok != c.chain || (ok && next.Batch.Seq != seqs[i+1]) {
+			t.Fatalf("outcome %d (chain %t): next %d, %t, %v", i+1, c.chain, next.Batch.Seq, ok, err)
+		}
+		if recorded != c.recorded || drained != c.drained {
+			t.Errorf("outcome %d (chain %t): recorded %d, drained %d; want %d, %d", i+1, c.chain, recorded, drained, c.recorded, c.drained)
+		}
+		if ok {
+			job = next
+		}
+	}
+}

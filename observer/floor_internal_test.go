@@ -107,7 +107,7 @@ func TestOutcomeLooksForTheNextHeadPastTheFinishedOne(t *testing.T) {
 		t.Fatalf("BatchesRecordOutcomes: %v", err)
 	}
 	rec.db = &commits
-	if _, err := rec.recordCommits(ctx, p); !errors.Is(err, errCaptured) {
+	if _, err := rec.q.BatchesRecordCommits(ctx, rec.db, commitsParams(p)); !errors.Is(err, errCaptured) {
 		t.Fatalf("BatchesRecordCommits: %v", err)
 	}
 	for _, st := range []struct {

@@ -71,7 +71,9 @@ type RecorderConfig struct {
 	// Events receives status changes.
 	Events *Events
 	// Recorded, when set, is called with the service_id of every batch a write changed
-	// (its state, or its count of UNKNOWN answers), so that the queuer looks at it again.
+	// (its state, or its count of UNKNOWN answers), so that the queuer looks at it again;
+	// not for an outcome whose write marked the service_id's next batch in flight for its
+	// caller (Finish returns it): the service_id's work is in flight again.
 	Recorded func(serviceID string)
 	// Drained, when set, is called instead of Recorded for an outcome that finished its batch
 	// (seq) and left its service_id without an unfinished batch, as far as the write saw:
@@ -419,11 +421,11 @@ func (r *Recorder) writeOutcomes(batch []*outcome) {
 }
 
 func (r *Recorder) writeOutcomeChunk(ctx context.Context, batch []*outcome) {
-	p := db.BatchesRecordOutcomesParams{Claimant: r.fence.InstanceID(), Nonce: r.fence.Nonce(),
-		HaltOnInvalid: r.cfg.HaltOnInvalid, SkipValid: r.cfg.SkipValid, TrackIdle: r.cfg.TrackIdle}
+	p := outcomeParams(len(batch))
+	p.Claimant, p.Nonce, p.HaltOnInvalid, p.SkipValid, p.TrackIdle = r.fence.InstanceID(), r.fence.Nonce(), r.cfg.HaltOnInvalid, r.cfg.SkipValid, r.cfg.TrackIdle
 	chain, commits := false, !r.cfg.TrackIdle
 	for _, o := range batch {
-		j, res := o.Job, o.Result
+		j, res := &o.Job, &o.Result
 		p.Seqs = append(p.Seqs, j.Batch.Seq)
 		p.ServiceIds = append(p.ServiceIds, j.Claim.ServiceID)
 		p.Epochs = append(p.Epochs, j.Claim.Epoch)
@@ -448,6 +450,7 @@ func (r *Recorder) writeOutcomeChunk(ctx context.Context, batch []*outcome) {
 		commits = commits && res.Verdict == batchclaim.Done && invalid == ""
 	}
 	var rows []db.BatchesRecordOutcomesRow
+	var commitRows []db.BatchesRecordCommitsRow
 	err := r.fence.Retry(ctx, func() (err error) {
 		if chain { // the chained marks judge the lease by the engine's clock
 			if p.Now, err = r.fence.DBNow(ctx, r.db); err != nil {
@@ -455,7 +458,7 @@ func (r *Recorder) writeOutcomeChunk(ctx context.Context, batch []*outcome) {
 			}
 		}
 		if commits {
-			rows, err = r.recordCommits(ctx, p)
+			commitRows, err = r.q.BatchesRecordCommits(ctx, r.db, commitsParams(p))
 			return err
 		}
 		rows, err = r.q.BatchesRecordOutcomes(ctx, r.db, p)
@@ -467,12 +470,57 @@ func (r *Recorder) writeOutcomeChunk(ctx context.Context, batch []*outcome) {
 		}
 		return
 	}
-	bySeq := make(map[int64]db.BatchesRecordOutcomesRow, len(rows))
-	for _, row := range rows {
-		bySeq[row.Seq] = row
+	if commits {
+		settleOutcomes(r, batch, commitRows)
+	} else {
+		settleOutcomes(r, batch, rows)
+	}
+}
+
+// outcomeParams returns the parameters of an outcome statement with room for n rows in each
+// array: a group of successes writes hundreds of rows, and arrays grown row by row would be
+// copied several times over.
+func outcomeParams(n int) db.BatchesRecordOutcomesParams {
+	return db.BatchesRecordOutcomesParams{
+		Seqs: make([]int64, 0, n), ServiceIds: make([]string, 0, n), Epochs: make([]int64, 0, n), Attempts: make([]int32, 0, n),
+		NewStates: make([]string, 0, n), DltStatuses: make([]string, 0, n), RetryAfterMs: make([]int64, 0, n),
+		LastErrors: make([]string, 0, n), InvalidDetails: make([]string, 0, n), HttpStatuses: make([]int32, 0, n),
+		LatenciesMs: make([]float64, 0, n), Outcomes: make([]string, 0, n), Chain: make([]bool, 0, n),
+		ChainMaxBytes: make([]int64, 0, n), Outputs: make([]string, 0, n),
+	}
+}
+
+// commitsParams are BatchesRecordCommits' parameters for a group of successes whose
+// BatchesRecordOutcomes parameters are p: the same, less those its rows never need.
+func commitsParams(p db.BatchesRecordOutcomesParams) db.BatchesRecordCommitsParams {
+	return db.BatchesRecordCommitsParams{
+		Seqs: p.Seqs, ServiceIds: p.ServiceIds, Epochs: p.Epochs, Attempts: p.Attempts, RetryAfterMs: p.RetryAfterMs,
+		HttpStatuses: p.HttpStatuses, LatenciesMs: p.LatenciesMs, Chain: p.Chain, ChainMaxBytes: p.ChainMaxBytes, Outputs: p.Outputs,
+		Claimant: p.Claimant, Nonce: p.Nonce, Now: p.Now, SkipValid: p.SkipValid,
+	}
+}
+
+// outcomeRow is a row of an outcome statement: BatchesRecordCommits writes, for a group of
+// successes, the rows BatchesRecordOutcomes writes, and returns the same columns
+// (TestCommitsWriteWhatOutcomesWrite).
+type outcomeRow interface {
+	db.BatchesRecordOutcomesRow | db.BatchesRecordCommitsRow
+}
+
+// settleOutcomes tells each outcome of batch what its write did (rows, one per outcome, by
+// seq): its error if it was not written, else its status change, and the next job when the
+// write chained one.
+func settleOutcomes[R outcomeRow](r *Recorder, batch []*outcome, rows []R) {
+	at := make(map[int64]int, len(rows))
+	for i := range rows {
+		at[db.BatchesRecordOutcomesRow(rows[i]).Seq] = i
 	}
 	for _, o := range batch {
-		row, j := bySeq[o.Job.Batch.Seq], o.Job
+		var row db.BatchesRecordOutcomesRow
+		if i, ok := at[o.Job.Batch.Seq]; ok {
+			row = db.BatchesRecordOutcomesRow(rows[i])
+		}
+		j := &o.Job
 		switch {
 		case !row.Fenced:
 			r.fence.Fenced(j.Claim)
@@ -493,34 +541,17 @@ func (r *Recorder) writeOutcomeChunk(ctx context.Context, batch []*outcome) {
 				r.cfg.Logger.Warn("batch DISCARDED: no more attempts; its service_id goes on with the next batch (retry it with batchclaim retry)",
 					"service_id", j.Claim.ServiceID, "seq", j.Batch.Seq, "batch_id", j.Batch.BatchID, "attempts", j.Batch.Attempts+1, "reason", o.Result.Detail)
 			}
-			if row.Drained && r.cfg.Drained != nil {
-				r.cfg.Drained(j.Claim.ServiceID, j.Batch.Seq)
-			} else {
-				r.recorded(j.Claim.ServiceID)
-			}
-			if row.NextSeq != 0 {
+			switch {
+			case row.NextSeq != 0: // the service_id's next batch is this caller's to run: nothing to look at
 				o.next = firstJob(j.Claim, row.NextSeq, row.NextBatchID, row.NextPayload, row.NextAttempts,
 					row.NextMaxAttempts, row.NextAttemptBase, row.NextKind, row.NextTimeoutMs)
+			case row.Drained && r.cfg.Drained != nil:
+				r.cfg.Drained(j.Claim.ServiceID, j.Batch.Seq)
+			default:
+				r.recorded(j.Claim.ServiceID)
 			}
 		}
 	}
-}
-
-// recordCommits writes a group whose every outcome commits its batch with
-// BatchesRecordCommits: the rows BatchesRecordOutcomes writes for such a group, through a
-// statement without the parts it would not write through. sqlc gives each statement its own
-// row type; the two have the same columns, so the rows are handed out as one.
-func (r *Recorder) recordCommits(ctx context.Context, p db.BatchesRecordOutcomesParams) ([]db.BatchesRecordOutcomesRow, error) {
-	rows, err := r.q.BatchesRecordCommits(ctx, r.db, db.BatchesRecordCommitsParams{
-		Seqs: p.Seqs, ServiceIds: p.ServiceIds, Epochs: p.Epochs, Attempts: p.Attempts, RetryAfterMs: p.RetryAfterMs,
-		HttpStatuses: p.HttpStatuses, LatenciesMs: p.LatenciesMs, Chain: p.Chain, ChainMaxBytes: p.ChainMaxBytes, Outputs: p.Outputs,
-		Claimant: p.Claimant, Nonce: p.Nonce, Now: p.Now, SkipValid: p.SkipValid,
-	})
-	out := make([]db.BatchesRecordOutcomesRow, len(rows))
-	for i, row := range rows {
-		out[i] = db.BatchesRecordOutcomesRow(row)
-	}
-	return out, err
 }
 
 // logInvalid logs a batch recorded INVALID at WARN with its reason: the halt of its service_id

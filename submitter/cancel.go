@@ -10,6 +10,7 @@ import (
 
 // call is a job the Pool runs, from its Submit call to its outcome's write.
 type call struct {
+	job      Job                     // the job the Submit call runs (read by the middlewares' chain)
 	attempt  int                     // the job's attempt number (Batch.Attempts + 1)
 	deadline time.Time               // the Submit call's deadline (Overdue)
 	stop     context.CancelFunc      // ends the call's context and the outcome's write, the worker's run of the service_id with them (Cancel)

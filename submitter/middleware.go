@@ -90,13 +90,13 @@ func (traced) Submit(ctx context.Context, j Job, next func(context.Context) (bat
 // and call innermost. What each middleware returns is made the Result the outcome would be
 // recorded from before the next one out sees it: a Result of no verdict takes its error's
 // (or Unknown), and the attempt limit applies.
-func (p *Pool) chain(j Job, call func(context.Context) (batchclaim.Result, error)) func(context.Context) (batchclaim.Result, error) {
+func (p *Pool) chain(j *Job, call func(context.Context) (batchclaim.Result, error)) func(context.Context) (batchclaim.Result, error) {
 	next := call
 	for i := len(p.mws) - 1; i >= 0; i-- {
 		m, inner := p.mws[i], next
 		next = func(ctx context.Context) (batchclaim.Result, error) {
-			r, err := m.Submit(ctx, j, inner)
-			return p.settle(ctx, j, r, err), err
+			r, err := m.Submit(ctx, *j, inner)
+			return p.settle(ctx, *j, r, err), err
 		}
 	}
 	return next

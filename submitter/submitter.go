@@ -344,10 +344,10 @@ func (p *Pool) run(under *claimRun, j Job, run int) (Job, bool) {
 	at, cause := p.jobDeadline(j, start, deadline)
 	ctx, cancel := context.WithDeadlineCause(under.withClaim, at, cause)
 	ctx, cancelCall := context.WithCancelCause(ctx)
-	c := &call{attempt: j.Batch.Attempts + 1, deadline: deadline, stop: under.stop, cancel: cancelCall}
+	c := &call{job: j, attempt: j.Batch.Attempts + 1, deadline: deadline, stop: under.stop, cancel: cancelCall}
 	p.track(j.Batch.Seq, c)
 	defer p.untrack(j.Batch.Seq, c)
-	res := p.call(ctx, j)
+	res := p.call(ctx, &c.job)
 	<-p.slots
 	latency := time.Since(start)
 	c.returned.Store(true)
@@ -434,11 +434,12 @@ func (l jobLogger) write(level slog.Level, msg string, args []any) {
 }
 
 // call runs j through the middlewares and the Submitter under ctx and returns the Result
-// its outcome is recorded from.
-func (p *Pool) call(ctx context.Context, j Job) batchclaim.Result {
+// its outcome is recorded from. j is the job its run keeps (call.job), not a copy: every
+// step of the chain reads it through the pointer rather than holding its own copy.
+func (p *Pool) call(ctx context.Context, j *Job) batchclaim.Result {
 	res, _ := p.chain(j, func(ctx context.Context) (batchclaim.Result, error) {
 		res, err := p.sub.Submit(ctx, j.Batch)
-		return p.verdict(ctx, j, res, err), err
+		return p.verdict(ctx, *j, res, err), err
 	})(ctx)
 	return res
 }
