@@ -14,8 +14,8 @@ type call struct {
 	attempt  int                     // the job's attempt number (Batch.Attempts + 1)
 	deadline time.Time               // the Submit call's deadline (Overdue)
 	stop     context.CancelFunc      // ends the call's context and the outcome's write, the worker's run of the service_id with them (Cancel)
-	cancel   context.CancelCauseFunc // ends the call's context (CancelJob)
-	returned atomic.Bool             // the Submit call returned
+	cancel   context.CancelCauseFunc // ends the call's context (CancelJob): the parent the worker's calls share, made again for the next
+	returned atomic.Bool             // the Submit call returned (set under Pool.mu: CancelJob ends no later call)
 }
 
 // track registers c, job seq's run, with the Pool until untrack; a run the Pool's Cancel came
@@ -62,11 +62,21 @@ func (p *Pool) CancelJob(seq int64, attempt int, cause error) bool {
 		cause = batchclaim.ErrCancelled
 	}
 	p.mu.Lock()
+	defer p.mu.Unlock()
 	c, ok := p.calls[seq]
-	p.mu.Unlock()
 	if !ok || c.attempt != attempt || c.returned.Load() {
 		return false
 	}
+	// Under p.mu, before returned is set: the context c.cancel ends is the parent of c's call
+	// and of no later one (the worker makes it again for its next job once it ended).
 	c.cancel(cause)
 	return true
+}
+
+// returned marks c's Submit call returned: from then on CancelJob leaves it, and the context
+// c.cancel ends, alone.
+func (p *Pool) returned(c *call) {
+	p.mu.Lock()
+	c.returned.Store(true)
+	p.mu.Unlock()
 }

@@ -98,3 +98,57 @@ func TestRunningCallRegistry(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// The jobs a worker runs in a row under one claim share the parent of their calls'
+// contexts; CancelJob ends that parent with its cause. The job it reaches ends with the
+// cause; the next job of the row runs under a parent made again, and a CancelJob that comes
+// for a job once its call returned reaches neither it nor the job running after it.
+func TestCancelJobInARowEndsThatJobAlone(t *testing.T) {
+	t.Parallel()
+	c := batchclaim.Claim{ServiceID: "svc", Epoch: 1, ClaimedAt: time.Unix(1, 0)}
+	job := func(seq int64) submitter.Job {
+		return submitter.Job{Claim: c, Batch: batchclaim.Batch{Seq: seq, ServiceID: "svc", BatchID: "b"}}
+	}
+	started := map[int64]chan struct{}{1: make(chan struct{}), 2: make(chan struct{}), 3: make(chan struct{})}
+	proceed := make(chan struct{})
+	causes := make(chan error, 3)
+	sub := submitter.SubmitterFunc(func(ctx context.Context, b batchclaim.Batch) (batchclaim.Result, error) {
+		close(started[b.Seq])
+		switch b.Seq {
+		case 1:
+			<-ctx.Done()
+		case 2:
+			<-proceed
+		}
+		causes <- context.Cause(ctx)
+		return batchclaim.Result{Verdict: batchclaim.Done}, nil
+	})
+	rec := &chainRecorder{next: []submitter.Job{job(2), job(3)}}
+	p, err := submitter.New(sub, rec, nil, submitter.Config{Workers: 1, Timeout: time.Minute,
+		MayChain: func(submitter.Job, int) bool { return true }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.TrySubmit(job(1))
+	<-started[1]
+	cause := batchclaim.CancelCause("an operator's cancel")
+	if !p.CancelJob(1, 1, cause) {
+		t.Fatal("CancelJob did not reach job 1 while it ran")
+	}
+	<-started[2]
+	if p.CancelJob(1, 1, cause) {
+		t.Error("CancelJob reached job 1 after its call returned")
+	}
+	close(proceed)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := p.Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for seq := int64(1); seq <= 3; seq++ {
+		got := <-causes
+		if want := seq == 1; errors.Is(got, batchclaim.ErrCancelled) != want || (!want && got != nil) {
+			t.Errorf("job %d ended with cause %v; cancelled: want %t", seq, got, want)
+		}
+	}
+}

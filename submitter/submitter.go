@@ -342,16 +342,14 @@ func (p *Pool) run(under *claimRun, j Job, run int) (Job, bool) {
 	claimCtx := under.ctx
 	start := time.Now()
 	at, cause := p.jobDeadline(j, start, deadline)
-	ctx, cancel := context.WithDeadlineCause(under.withClaim, at, cause)
-	ctx, cancelCall := context.WithCancelCause(ctx)
-	c := &call{job: j, attempt: j.Batch.Attempts + 1, deadline: deadline, stop: under.stop, cancel: cancelCall}
+	ctx, cancel := context.WithDeadlineCause(under.calls, at, cause)
+	c := &call{job: j, attempt: j.Batch.Attempts + 1, deadline: deadline, stop: under.stop, cancel: under.cancelCalls}
 	p.track(j.Batch.Seq, c)
 	defer p.untrack(j.Batch.Seq, c)
 	res := p.call(ctx, &c.job)
 	<-p.slots
 	latency := time.Since(start)
-	c.returned.Store(true)
-	cancelCall(nil)
+	p.returned(c)
 	cancel()
 	res.Output = p.output(log, res.Output)
 	o := batchclaim.Outcome{Job: j, Result: res, Latency: latency, RetryIn: p.retryIn(j, res)}
@@ -381,27 +379,33 @@ func (p *Pool) run(under *claimRun, j Job, run int) (Job, bool) {
 
 // claimRun is the context a worker shares across the jobs of one service_id it runs in a row
 // under one claim (a chain, Config.MayChain): the claim's context, ended by the Pool's Cancel
-// too, under which each outcome is written, and the same with the claim as a value, the
-// parent of each call's context. It is made once a claim rather than once a job: it is
-// several allocations, and a worker may run thousands of a service_id's jobs in a row.
+// too, under which each outcome is written, and under it, with the claim as a value, the
+// parent of each call's context, which CancelJob ends with its cause. It is made once a
+// claim rather than once a job: it is several allocations, and a worker may run thousands
+// of a service_id's jobs in a row. Only the parent of the calls is made again, for the job
+// after one CancelJob ended.
 type claimRun struct {
-	claim     batchclaim.Claim
-	ctx       context.Context // the claim's context, ended by stop too
-	withClaim context.Context // ctx with the claim (batchclaim.WithClaim)
-	stop      context.CancelFunc
+	claim       batchclaim.Claim
+	ctx         context.Context // the claim's context, ended by stop too
+	stop        context.CancelFunc
+	calls       context.Context // ctx with the claim (batchclaim.WithClaim), ended by cancelCalls too: the parent of each call's
+	cancelCalls context.CancelCauseFunc
 }
 
 // start makes r the context of claim c, unless it is already: a chained job comes with the
 // claim its predecessor's outcome was fenced on, the same acquisition (service_id and epoch),
-// whose context is the same.
+// whose context is the same. The calls' parent is made again when CancelJob ended it.
 func (r *claimRun) start(c batchclaim.Claim) {
 	if r.stop != nil && r.claim.ServiceID == c.ServiceID && r.claim.Epoch == c.Epoch && r.claim.ClaimedAt.Equal(c.ClaimedAt) {
+		if r.calls.Err() != nil && r.ctx.Err() == nil { // a CancelJob ended the previous call
+			r.calls, r.cancelCalls = context.WithCancelCause(batchclaim.WithClaim(r.ctx, c))
+		}
 		return
 	}
 	r.end()
 	r.claim = c
 	r.ctx, r.stop = context.WithCancel(c.Context())
-	r.withClaim = batchclaim.WithClaim(r.ctx, c)
+	r.calls, r.cancelCalls = context.WithCancelCause(batchclaim.WithClaim(r.ctx, c))
 }
 
 // end ends r's context, once the worker's run is over.
