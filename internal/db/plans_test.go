@@ -336,24 +336,32 @@ func explainOnce(t *testing.T, conn *pgx.Conn, text, mode, params string, args .
 		append([]any{pgx.QueryExecModeSimpleProtocol}, args...)...).Scan(&plan); err != nil {
 		t.Fatal(err)
 	}
-	var root []struct{ Plan planNode }
-	if err := json.Unmarshal(plan, &root); err != nil || len(root) != 1 {
-		t.Fatalf("plan %s: %v", plan, err)
-	}
-	var walk func(n planNode)
-	walk = func(n planNode) {
+	walkPlan(t, plan, func(n planNode) {
 		if n.Type == "ModifyTable" {
 			modified += n.Rows
 		}
 		if n.Type == "CTE Scan" && n.Loops > 1 {
 			loops++
 		}
+	})
+	return modified, loops, plan
+}
+
+// walkPlan calls visit with every node of plan (EXPLAIN (FORMAT JSON)), parents first.
+func walkPlan(t *testing.T, plan []byte, visit func(planNode)) {
+	t.Helper()
+	var root []struct{ Plan planNode }
+	if err := json.Unmarshal(plan, &root); err != nil || len(root) != 1 {
+		t.Fatalf("plan %s: %v", plan, err)
+	}
+	var walk func(n planNode)
+	walk = func(n planNode) {
+		visit(n)
 		for _, c := range n.Plans {
 			walk(c)
 		}
 	}
 	walk(root[0].Plan)
-	return modified, loops, plan
 }
 
 // planNode is a node of EXPLAIN (ANALYZE, FORMAT JSON).
@@ -370,24 +378,15 @@ type planNode struct {
 // ("index batches_pkey") and each table by tuple id ("tid batches"): the loops of its scans.
 func scans(t *testing.T, plan []byte) map[string]int {
 	t.Helper()
-	var root []struct{ Plan planNode }
-	if err := json.Unmarshal(plan, &root); err != nil || len(root) != 1 {
-		t.Fatalf("plan %s: %v", plan, err)
-	}
 	out := map[string]int{}
-	var walk func(n planNode)
-	walk = func(n planNode) {
+	walkPlan(t, plan, func(n planNode) {
 		switch {
 		case n.Index != "":
 			out["index "+n.Index] += n.Loops
 		case n.Type == "Tid Scan":
 			out["tid "+n.Relation] += n.Loops
 		}
-		for _, c := range n.Plans {
-			walk(c)
-		}
-	}
-	walk(root[0].Plan)
+	})
 	return out
 }
 
