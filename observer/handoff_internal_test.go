@@ -226,7 +226,7 @@ func TestFinishUnderLoadNeverLosesTheWrite(t *testing.T) {
 	}
 	var wg sync.WaitGroup
 	returned := make(chan struct{})
-	var finished, gaveUp atomic.Int64
+	var finished, gaveUp, mixed atomic.Int64
 	for _, svc := range services {
 		c, _ := eng.Holds(svc)
 		var seq int64
@@ -258,6 +258,12 @@ func TestFinishUnderLoadNeverLosesTheWrite(t *testing.T) {
 				if !ok {
 					return
 				}
+				// Each caller is told its own result: the waiters are recycled, and one
+				// handed back too early would carry another caller's next job.
+				if next.Claim.ServiceID != svc || next.Batch.ServiceID != svc || next.Batch.Seq <= job.Batch.Seq {
+					mixed.Add(1)
+					return
+				}
 				job = next
 			}
 		}()
@@ -267,6 +273,9 @@ func TestFinishUnderLoadNeverLosesTheWrite(t *testing.T) {
 	case <-returned:
 	case <-time.After(60 * time.Second):
 		t.Fatalf("callers still in Finish after 60s (%d outcomes written, %d given up)", finished.Load(), gaveUp.Load())
+	}
+	if n := mixed.Load(); n != 0 {
+		t.Fatalf("%d callers were told another service_id's next job", n)
 	}
 	rec.mu.Lock()
 	leading, pending := rec.leading, len(rec.pending)

@@ -314,6 +314,20 @@ type outcome struct {
 	lead chan struct{} // closed when this caller is to write the pending group
 }
 
+// waiters recycles the outcome waiters: Finish makes one a job, hundreds a statement, and
+// each (about 600 bytes) would otherwise be garbage once its caller has its result.
+var waiters = sync.Pool{New: func() any { return new(outcome) }}
+
+// result returns o's result and recycles o. Call it only when nothing else holds o: its
+// group's write has told it its result and it is in no pending group. A waiter whose caller
+// gave up is not recycled: a group being written may still hold it.
+func (o *outcome) result() (next batchclaim.Job, ok bool, err error) {
+	next, err = o.next, o.err
+	*o = outcome{} // drops the caller's context and payloads
+	waiters.Put(o)
+	return next, next.Batch.Seq != 0, err
+}
+
 // written reports whether o's write has ended.
 func (o *outcome) written() bool {
 	select {
@@ -341,7 +355,8 @@ func (r *Recorder) Finish(ctx context.Context, o batchclaim.Outcome) (next batch
 		span.SetAttributes(tracing.Verdict.String(o.Result.Verdict.String()), tracing.HTTPCode.Int(o.Result.HTTPStatus))
 	}
 	defer func() { tracing.End(span, err) }()
-	w := &outcome{ctx: ctx, Outcome: o, done: make(chan struct{}), lead: make(chan struct{})}
+	w := waiters.Get().(*outcome)
+	*w = outcome{ctx: ctx, Outcome: o, done: make(chan struct{}), lead: make(chan struct{})}
 	r.mu.Lock()
 	r.pending = append(r.pending, w)
 	if r.leading {
@@ -350,7 +365,7 @@ func (r *Recorder) Finish(ctx context.Context, o batchclaim.Outcome) (next batch
 		}
 		if w.written() {
 			r.mu.Unlock()
-			return w.next, w.next.Batch.Seq != 0, w.err
+			return w.result()
 		}
 	}
 	// This caller writes the group pending now, its own outcome in it.
@@ -366,7 +381,7 @@ func (r *Recorder) Finish(ctx context.Context, o batchclaim.Outcome) (next batch
 		r.leading = false
 	}
 	r.mu.Unlock()
-	return w.next, w.next.Batch.Seq != 0, w.err
+	return w.result()
 }
 
 // wait waits, with r.mu held on entry, while another caller writes: until w's outcome is
