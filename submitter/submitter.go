@@ -343,7 +343,8 @@ func (p *Pool) run(under *claimRun, j Job, run int) (Job, bool) {
 	start := time.Now()
 	at, cause := p.jobDeadline(j, start, deadline)
 	ctx, cancel := context.WithDeadlineCause(under.calls, at, cause)
-	c := &call{job: j, attempt: j.Batch.Attempts + 1, deadline: deadline, stop: under.stop, cancel: under.cancelCalls}
+	c := &under.call // the worker runs one job at a time: its call is made again in place
+	*c = call{job: j, attempt: j.Batch.Attempts + 1, deadline: deadline, stop: under.stop, cancel: under.cancelCalls}
 	p.track(j.Batch.Seq, c)
 	defer p.untrack(j.Batch.Seq, c)
 	res := p.call(ctx, &c.job)
@@ -390,6 +391,9 @@ type claimRun struct {
 	stop        context.CancelFunc
 	calls       context.Context // ctx with the claim (batchclaim.WithClaim), ended by cancelCalls too: the parent of each call's
 	cancelCalls context.CancelCauseFunc
+	// call is the job running now, tracked by the Pool while it runs (track, untrack) and
+	// written again for the next job once untracked: nothing else holds it then.
+	call call
 }
 
 // start makes r the context of claim c, unless it is already: a chained job comes with the
