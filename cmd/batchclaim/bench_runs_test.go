@@ -17,7 +17,7 @@ func TestBenchSerialScenario(t *testing.T) {
 		t.Fatalf("scenario %v", m["scenario"])
 	}
 	hasFields(t, m, "nodes", "keys", "jobs_per_key", "workers_per_node", "conns_per_node", "jobs", "seconds", "jobs_per_second",
-		"latency_p50_ms", "latency_p99_ms", "key_half_done_p50", "key_half_done_max", "statements_per_job", "tx_control_per_job", "commits_per_job", "rollbacks", "statements",
+		"latency_p50_ms", "latency_p99_ms", "key_half_done_p50", "key_half_done_max", "first_done_seconds", "statements_per_job", "tx_control_per_job", "commits_per_job", "rollbacks", "statements",
 		"process_cpu_us_per_job", "process_allocs_per_job", "process_gcs")
 	if num(m, "process_cpu_us_per_job") <= 0 || num(m, "process_allocs_per_job") <= 0 {
 		t.Errorf("the process used %v us of CPU and %v allocations per job: want both counted", m["process_cpu_us_per_job"], m["process_allocs_per_job"])

@@ -250,6 +250,9 @@ func TestBenchJSONScenarios(t *testing.T) { // not parallel: it sets DATABASE_UR
 			t.Errorf("%s: keys half done by %v of the run at the median key, %v at the last: want 0 < median <= last <= 1",
 				c.m["scenario"], half, last)
 		}
+		if first := num(c.m, "first_done_seconds"); first <= 0 || first > num(c.m, "seconds") {
+			t.Errorf("%s: first unit done %v s after the start of a %v s run", c.m["scenario"], first, c.m["seconds"])
+		}
 	}
 	if phases, _ := cycle["phases"].([]any); len(phases) != 2 {
 		t.Errorf("cycle: phases %v", cycle["phases"])

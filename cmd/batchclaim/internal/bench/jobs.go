@@ -49,7 +49,10 @@ type pathResult struct {
 	// HalfP50, HalfMax: when each key had half its units done, as a fraction of the run's
 	// time, at the median key and at the last: how evenly the keys progressed. A key that
 	// waited while the others ran shows as a maximum near 1.
-	HalfP50, HalfMax      float64
+	HalfP50, HalfMax float64
+	// FirstDone: seconds from the nodes' start to the first unit done: the start-up (register,
+	// claim, first fetch) the run's time includes.
+	FirstDone             float64
 	Statements, TxControl int64
 	Commits, Rollbacks    int64
 	ByStatement           []stmtStat
@@ -74,7 +77,7 @@ func (r pathResult) jobsJSON() map[string]any {
 	m := map[string]any{"scenario": "jobs", "nodes": r.Nodes, "keys": r.Keys, "jobs_per_key": r.PerKey,
 		"workers_per_node": r.Workers, "conns_per_node": r.Conns, "jobs": r.Units, "seconds": round3(r.Seconds),
 		"jobs_per_second": r.perSecond(), "latency_p50_ms": r.P50Ms, "latency_p99_ms": r.P99Ms,
-		"key_half_done_p50": r.HalfP50, "key_half_done_max": r.HalfMax,
+		"key_half_done_p50": r.HalfP50, "key_half_done_max": r.HalfMax, "first_done_seconds": r.FirstDone,
 		"statements_per_job": r.per(r.Statements), "tx_control_per_job": r.per(r.TxControl),
 		"commits_per_job": r.per(r.Commits), "rollbacks": r.Rollbacks, "statements": r.ByStatement,
 		"process_cpu_us_per_job": r.cpuPer(), "process_allocs_per_job": r.per(int64(r.Process.allocs)), "process_gcs": r.Process.gcs,
@@ -100,7 +103,7 @@ func (r pathResult) ledgerJSON(poll time.Duration) map[string]any {
 	m := map[string]any{"scenario": "ledger", "nodes": r.Nodes, "service_ids": r.Keys, "batches_per_service_id": r.PerKey,
 		"workers_per_node": r.Workers, "conns_per_node": r.Conns, "poll_interval_ms": poll.Milliseconds(), "batches": r.Units, "seconds": round3(r.Seconds),
 		"batches_per_second": r.perSecond(), "latency_p50_ms": r.P50Ms, "latency_p99_ms": r.P99Ms,
-		"key_half_done_p50": r.HalfP50, "key_half_done_max": r.HalfMax,
+		"key_half_done_p50": r.HalfP50, "key_half_done_max": r.HalfMax, "first_done_seconds": r.FirstDone,
 		"statements_per_batch": r.per(r.Statements), "tx_control_per_batch": r.per(r.TxControl),
 		"commits_per_batch": r.per(r.Commits), "rollbacks": r.Rollbacks, "statements": r.ByStatement,
 		"process_cpu_us_per_batch": r.cpuPer(), "process_allocs_per_batch": r.per(int64(r.Process.allocs)), "process_gcs": r.Process.gcs,
@@ -208,6 +211,7 @@ func benchPath(ctx context.Context, c pathConfig, prefix string, stderr io.Write
 	ages := make([]float64, 0, r.Units)
 	doneOf := make(map[string]int, r.Keys)
 	halfAt := make([]time.Time, 0, r.Keys)
+	var firstAt time.Time
 	allDone := make(chan struct{})
 	events := observer.Events{StatusChanged: func(t observer.Transition) {
 		if t.To != batchclaim.StateCommitted && t.To != batchclaim.StateInvalid {
@@ -215,6 +219,9 @@ func benchPath(ctx context.Context, c pathConfig, prefix string, stderr io.Write
 		}
 		mu.Lock()
 		defer mu.Unlock()
+		if len(ages) == 0 {
+			firstAt = time.Now()
+		}
 		ages = append(ages, t.AgeSeconds)
 		if doneOf[t.ServiceID]++; doneOf[t.ServiceID] == (r.PerKey+1)/2 {
 			halfAt = append(halfAt, time.Now())
@@ -309,6 +316,7 @@ func benchPath(ctx context.Context, c pathConfig, prefix string, stderr io.Write
 	// halfAt is in the order the keys got there.
 	r.HalfP50 = round3(halfAt[len(halfAt)/2].Sub(start).Seconds() / r.Seconds)
 	r.HalfMax = round3(halfAt[len(halfAt)-1].Sub(start).Seconds() / r.Seconds)
+	r.FirstDone = round3(firstAt.Sub(start).Seconds())
 	return r, nil
 }
 
