@@ -56,10 +56,12 @@ type limitedConn struct {
 	until   time.Time
 }
 
+// Close frees the connection's slot, then closes it: by the time its client sees it closed,
+// a new connection of that client is accepted in its place rather than closed as one beyond
+// the limit. While a connection closes, one more than the limit may be open for a moment.
 func (c *limitedConn) Close() error {
-	err := c.Conn.Close()
 	c.once.Do(c.release)
-	return err
+	return c.Conn.Close()
 }
 
 func (c *limitedConn) clamp(t time.Time) time.Time {
