@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -26,6 +27,23 @@ type metrics struct {
 	ingested      prometheus.Counter
 	states        *batchStates
 	readiness     atomic.Pointer[pgxpool.Pool] // the readiness pings' pool while the listener runs
+
+	// The children of submitLatency by verdict and of responses by HTTP status, looked up
+	// once each: measure runs for every job, and a lookup through the vector formats and
+	// hashes the label and takes the vector's lock.
+	latencyByVerdict sync.Map // batchclaim.Verdict -> prometheus.Observer
+	responsesByCode  sync.Map // int -> prometheus.Counter
+}
+
+// child returns the child of a metric vector for key k, from cache, creating it with with
+// and caching it at its first use: the children a process uses are few (the verdicts, the
+// HTTP statuses its ledger answers with).
+func child[K comparable, M any](cache *sync.Map, k K, with func(K) M) M {
+	if c, ok := cache.Load(k); ok {
+		return c.(M)
+	}
+	c, _ := cache.LoadOrStore(k, with(k))
+	return c.(M)
 }
 
 // newMetrics makes the instance's own metrics, reading the batches through pool; register
@@ -133,8 +151,12 @@ func (c cycleHistogram) Collect(ch chan<- prometheus.Metric) {
 func (m *metrics) measure(ctx context.Context, _ submitter.Job, next func(context.Context) (batchclaim.Result, error)) (batchclaim.Result, error) {
 	start := time.Now()
 	r, err := next(ctx)
-	m.submitLatency.WithLabelValues(r.Verdict.String()).Observe(time.Since(start).Seconds())
-	m.responses.WithLabelValues(strconv.Itoa(r.HTTPStatus)).Inc()
+	child(&m.latencyByVerdict, r.Verdict, func(v batchclaim.Verdict) prometheus.Observer {
+		return m.submitLatency.WithLabelValues(v.String())
+	}).Observe(time.Since(start).Seconds())
+	child(&m.responsesByCode, r.HTTPStatus, func(code int) prometheus.Counter {
+		return m.responses.WithLabelValues(strconv.Itoa(code))
+	}).Inc()
 	return r, err
 }
 

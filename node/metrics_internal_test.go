@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -12,6 +13,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/batchclaim/batchclaim"
+	"github.com/batchclaim/batchclaim/submitter"
 	"github.com/batchclaim/batchclaim/testkit/dbtest"
 )
 
@@ -133,5 +136,60 @@ func (n planNode) walk(f func(planNode)) {
 	f(n)
 	for _, c := range n.Plans {
 		c.walk(f)
+	}
+}
+
+// measure counts each job under its own verdict and HTTP status, from many workers at once,
+// though it looks each child up only once.
+func TestMeasureCountsByVerdictAndStatus(t *testing.T) {
+	t.Parallel()
+	m := newMetrics(nil)
+	results := []batchclaim.Result{{Verdict: batchclaim.Done, HTTPStatus: 200}, {Verdict: batchclaim.Retry, HTTPStatus: 503},
+		{Verdict: batchclaim.Unknown}, {Verdict: batchclaim.Done, HTTPStatus: 200}}
+	var wg sync.WaitGroup
+	for w := 0; w < 8; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < 100; i++ {
+				r := results[(w+i)%len(results)]
+				m.measure(t.Context(), submitter.Job{}, func(context.Context) (batchclaim.Result, error) { return r, nil })
+			}
+		}()
+	}
+	wg.Wait()
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(m.responses, m.submitLatency)
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]float64{}
+	for _, f := range families {
+		for _, s := range f.GetMetric() {
+			l := s.GetLabel()[0]
+			got[f.GetName()+" "+l.GetValue()] = s.GetCounter().GetValue() + float64(s.GetHistogram().GetSampleCount())
+		}
+	}
+	want := map[string]float64{
+		"batchclaim_dlt_responses_total 200": 400, "batchclaim_dlt_responses_total 503": 200, "batchclaim_dlt_responses_total 0": 200,
+		"batchclaim_submit_latency_seconds done": 400, "batchclaim_submit_latency_seconds retry": 200, "batchclaim_submit_latency_seconds unknown": 200,
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("series %v, want %v", got, want)
+	}
+}
+
+// BenchmarkMeasure is the metrics middleware around a job that does nothing: what it costs a
+// job on the worker's side.
+func BenchmarkMeasure(b *testing.B) {
+	m := newMetrics(nil)
+	next := func(context.Context) (batchclaim.Result, error) {
+		return batchclaim.Result{Verdict: batchclaim.Done, HTTPStatus: 200}, nil
+	}
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		m.measure(ctx, submitter.Job{}, next)
 	}
 }
