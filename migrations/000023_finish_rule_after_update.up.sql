@@ -8,7 +8,7 @@
 -- AFTER UPDATE row trigger's condition is judged without a lock. Its function runs only for a
 -- write that left the columns disagreeing with state (an operator's or an application's own
 -- UPDATE that names state alone, or a binary built for schema 20), and sets them by a second
--- update of the row at the end of that statement, with the values the BEFORE trigger gave.
+-- update of the row at the end of that statement, to the values the BEFORE UPDATE trigger set.
 -- An insert has no row to lock and keeps the BEFORE INSERT trigger and its function.
 --
 -- The function names the table through the trigger's own schema and table, whatever the
