@@ -85,11 +85,12 @@ const (
 	OpClockDrift    = "clock_drift"
 	OpHeldEnqueue   = "held_enqueue"
 	OpClockRate     = "clock_rate"
+	OpUpgrade       = "upgrade" // the latest migration applied while the instances work
 )
 
 // Operations returns every operation kind.
 func Operations() []string {
-	return []string{OpRetry, OpCancel, OpCancelRunning, OpRunAt, OpResume, OpRetentionOn, OpDropIdleOn, OpPoolHog, OpLongSnapshot, OpClockDrift, OpHeldEnqueue, OpClockRate}
+	return []string{OpRetry, OpCancel, OpCancelRunning, OpRunAt, OpResume, OpRetentionOn, OpDropIdleOn, OpPoolHog, OpLongSnapshot, OpClockDrift, OpHeldEnqueue, OpClockRate, OpUpgrade}
 }
 
 // The values of Config.HaltOnInvalid.

@@ -119,6 +119,7 @@ var operations = map[string]operation{
 	OpHeldEnqueue:  {weight: 1, fleet: true, apply: (*run).opHeldEnqueue},
 	OpClockRate: {weight: 1, fleet: true, apply: (*run).opClockRate,
 		idle: func(r *run) bool { return r.slotWithoutRate() == nil }},
+	OpUpgrade: {apply: (*run).opUpgrade},
 }
 
 // pickOp draws the next operation of the random phase among the configured kinds, each as

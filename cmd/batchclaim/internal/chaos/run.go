@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -107,6 +108,13 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 		return Report{}, err
 	}
 	defer r.pool.Close()
+	if slices.Contains(cfg.Ops, OpUpgrade) {
+		v, err := r.startOnPreviousSchema(ctx)
+		if err != nil {
+			return Report{}, err
+		}
+		r.say("schema version %d until the upgrade operation applies the latest migration", v)
+	}
 	if err := history.InstallAudit(ctx, r.pool); err != nil {
 		return Report{}, err
 	}
