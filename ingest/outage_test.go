@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -20,24 +19,6 @@ import (
 	"github.com/batchclaim/batchclaim/testkit/testutil"
 )
 
-// lockedBuffer is a log destination written from several goroutines.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // During a database outage every store and every status read fails; 1,000 requests to each
 // write a bounded number of log lines per site (a line, then a count per interval), not one
 // each, and every request is still answered 503.
@@ -48,7 +29,7 @@ func TestOutageLogsAreBounded(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(pool.Close)
-	var logs lockedBuffer
+	var logs testutil.SyncBuffer
 	h, err := ingest.NewHandler(dbtest.Open(t, pool, ""), ingest.Config{Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
 	if err != nil {
 		t.Fatal(err)

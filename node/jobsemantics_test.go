@@ -1,12 +1,10 @@
 package node_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"log/slog"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -40,7 +38,7 @@ func TestJobSemantics(t *testing.T) {
 		}
 		return batchclaim.Result{Verdict: batchclaim.Done}, nil
 	})
-	logs := &lockedBuffer{}
+	logs := &testutil.SyncBuffer{}
 	n, err := node.New(dbtest.Open(t, newPool(t, url), ""), node.Config{Claims: sturdyClaims("a"), Submitter: job, MaxAttempts: 3,
 		BackoffBase: 10 * time.Millisecond, BackoffMax: 50 * time.Millisecond,
 		Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn}))})
@@ -184,22 +182,4 @@ func finishedAt(t *testing.T, pool *pgxpool.Pool, seq int64) time.Time {
 		t.Fatalf("last attempt of %d: %v", seq, err)
 	}
 	return at
-}
-
-// lockedBuffer is a log destination safe for concurrent writers.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }

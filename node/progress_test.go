@@ -74,7 +74,7 @@ func TestStarvedPoolGivesClaimsUp(t *testing.T) {
 		})
 	}
 	shared := newPool(t, url) // the embedder's pool, which the node "a" uses as well
-	logs := &lockedBuffer{}
+	logs := &testutil.SyncBuffer{}
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("a's log:\n%s", logs.String())

@@ -1,7 +1,6 @@
 package ui_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"io"
@@ -12,7 +11,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -386,7 +384,7 @@ func TestStatusDuringOutage(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(pool.Close)
-	var logs syncBuffer
+	var logs testutil.SyncBuffer
 	h, err := ui.New(dbtest.Open(t, pool, ""), ui.Config{Refresh: 100 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	if err != nil {
 		t.Fatal(err)
@@ -429,23 +427,6 @@ func TestStatusDuringOutage(t *testing.T) {
 		t.Errorf("10 failed reads and a recovery logged %d warnings (%d in full) and %d recoveries, want 1 in full, at most 1 count, and 1 recovery:\n%s",
 			warn, first, info, logs.String())
 	}
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // A query parameter given twice is refused, naming it: service_id=a&service_id=b names two

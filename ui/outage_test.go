@@ -26,7 +26,7 @@ func TestOutageLogsAreBounded(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(pool.Close)
-	var logs syncBuffer
+	var logs testutil.SyncBuffer
 	h, err := ui.New(dbtest.Open(t, pool, ""), ui.Config{Refresh: 100 * time.Millisecond, Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
 	if err != nil {
 		t.Fatal(err)

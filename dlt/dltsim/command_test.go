@@ -10,7 +10,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -18,24 +17,6 @@ import (
 	"github.com/batchclaim/batchclaim/dlt/dltsim"
 	"github.com/batchclaim/batchclaim/testkit/testutil"
 )
-
-// syncBuffer is a bytes.Buffer safe for one writer and concurrent readers.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
 
 func TestCommandHelp(t *testing.T) {
 	t.Parallel()
@@ -89,7 +70,7 @@ func TestCommandRuns(t *testing.T) {
 	postLog := filepath.Join(t.TempDir(), "posts.jsonl")
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
-	var stdout, stderr syncBuffer
+	var stdout, stderr testutil.SyncBuffer
 	done := make(chan error, 1)
 	go func() {
 		done <- dltsim.Command(ctx, []string{"--flavor", "scabbard", "--listen", "127.0.0.1:0",
@@ -130,7 +111,7 @@ func TestCommandRuns(t *testing.T) {
 func TestCommandInjectsFailuresFromFlags(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	out := &syncBuffer{}
+	out := &testutil.SyncBuffer{}
 	done := make(chan error, 1)
 	go func() {
 		done <- dltsim.Command(ctx, []string{"--listen", "127.0.0.1:0", "--fail-count", "2", "--fail-status", "503", "--drop-responses", "1"}, out, io.Discard)
@@ -173,7 +154,7 @@ func TestCommandWarnsOnOpenListen(t *testing.T) {
 	t.Parallel()
 	for listen, warn := range map[string]bool{"0.0.0.0:0": true, "127.0.0.1:0": false} {
 		ctx, cancel := context.WithCancel(t.Context())
-		var stdout, stderr syncBuffer
+		var stdout, stderr testutil.SyncBuffer
 		done := make(chan error, 1)
 		go func() { done <- dltsim.Command(ctx, []string{"--listen", listen}, &stdout, &stderr) }()
 		testutil.WaitFor(t, 10*time.Second, "the URL is printed", func() bool { return strings.HasSuffix(stdout.String(), "\n") })

@@ -1,34 +1,15 @@
 package main
 
 import (
-	"bytes"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/batchclaim/batchclaim/testkit/dbtest"
+	"github.com/batchclaim/batchclaim/testkit/testutil"
 )
 
 func TestMain(m *testing.M) { dbtest.Main(m) }
-
-// syncBuffer is a bytes.Buffer the example's goroutines may write to at once.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // The example runs against a fresh database and does what it says: its kinds run, each order's
 // jobs in order (a receipt after a failed first attempt, with its output), a charge ends at its
@@ -36,7 +17,7 @@ func (s *syncBuffer) String() string {
 // and the periodic sales report runs.
 func TestExampleRuns(t *testing.T) {
 	t.Parallel()
-	var out syncBuffer
+	var out testutil.SyncBuffer
 	if err := run(t.Context(), dbtest.NewDB(t), &out); err != nil {
 		t.Fatalf("run: %v\n%s", err, out.String())
 	}
