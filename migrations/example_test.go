@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io/fs"
 	"strings"
+	"time"
 
 	"github.com/batchclaim/batchclaim/migrations"
 	"github.com/batchclaim/batchclaim/testkit/dbtest"
@@ -98,4 +99,50 @@ func ExampleFS() {
 	// 000001_claims.down.sql
 	// 000001_claims.up.sql
 	// an up and a down file for every version: true
+}
+
+// A migration waits at most LockTimeout at a time for a lock a long transaction holds, so that
+// the statements queued behind it wait no longer; OnLockWait hears each time it gave up, and
+// it goes in once the transaction ends.
+func ExampleLockTimeout() {
+	pool, drop := dbtest.ExamplePool()
+	defer drop()
+	ctx := context.Background()
+	url := pool.Config().ConnString()
+	if err := migrations.Down(ctx, url, 1); err != nil {
+		panic(err)
+	}
+	long, err := pool.Begin(ctx) // a report that read batches and stays open
+	if err != nil {
+		panic(err)
+	}
+	if _, err := long.Exec(ctx, `SELECT count(*) FROM batchclaim.batches`); err != nil {
+		panic(err)
+	}
+	heard := make(chan struct{})
+	var once bool
+	done := make(chan error)
+	go func() {
+		done <- migrations.Up(ctx, url, migrations.LockTimeout(100*time.Millisecond), migrations.OnLockWait(func(w migrations.LockWait) {
+			if !once {
+				once = true
+				fmt.Println("gave up for a lock, attempt", w.Attempt, "held by", len(w.Holders), "transaction")
+				close(heard)
+			}
+		}))
+	}()
+	<-heard
+	var n int
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM batchclaim.batches`).Scan(&n); err != nil { // not stuck behind it
+		panic(err)
+	}
+	fmt.Println("read meanwhile:", n, "batches")
+	if err := long.Commit(ctx); err != nil {
+		panic(err)
+	}
+	fmt.Println("up:", <-done)
+	// Output:
+	// gave up for a lock, attempt 1 held by 1 transaction
+	// read meanwhile: 0 batches
+	// up: <nil>
 }

@@ -7,9 +7,11 @@ import (
 	"fmt"
 	"net/url"
 	"strings"
+	"time"
 
 	"github.com/golang-migrate/migrate/v4"
 	_ "github.com/golang-migrate/migrate/v4/database/pgx/v5" // registers pgx5://
+	"github.com/golang-migrate/migrate/v4/source"
 	"github.com/golang-migrate/migrate/v4/source/iofs"
 	"github.com/jackc/pgx/v5"
 
@@ -35,8 +37,10 @@ const VersionTable = "schema_migrations"
 type Option func(*options)
 
 type options struct {
-	schema string
-	onMove func(version uint)
+	schema      string
+	onMove      func(version uint)
+	lockTimeout time.Duration
+	onLockWait  func(LockWait)
 }
 
 // InSchema runs the migrations in schema instead of SchemaDefault. Every instance and command
@@ -48,7 +52,7 @@ func InSchema(schema string) Option { return func(o *options) { o.schema = schem
 func OnMove(fn func(version uint)) Option { return func(o *options) { o.onMove = fn } }
 
 func resolve(opts []Option) (options, error) {
-	o := options{schema: SchemaDefault}
+	o := options{schema: SchemaDefault, lockTimeout: LockTimeoutDefault}
 	for _, f := range opts {
 		f(&o)
 	}
@@ -66,22 +70,59 @@ func Up(ctx context.Context, databaseURL string, opts ...Option) error {
 	if err := prepare(ctx, databaseURL, o); err != nil {
 		return err
 	}
-	return run(ctx, databaseURL, o, func(m *migrate.Migrate) error { return m.Up() })
+	return retryLocks(ctx, databaseURL, o, true, func(m *migrate.Migrate) error { return m.Up() })
 }
 
 // Down reverts steps migrations (all of them when steps <= 0). The schema and its version
-// table stay.
+// table stay. Like Up, a migration given up for a lock is tried again (LockTimeout).
 func Down(ctx context.Context, databaseURL string, steps int, opts ...Option) error {
 	o, err := resolve(opts)
 	if err != nil {
 		return err
 	}
-	return run(ctx, databaseURL, o, func(m *migrate.Migrate) error {
-		if steps <= 0 {
+	if steps <= 0 {
+		return retryLocks(ctx, databaseURL, o, false, func(m *migrate.Migrate) error { return m.Down() })
+	}
+	// The version to go down to, found once: an attempt given up for a lock may have
+	// reverted some of the steps already.
+	v, dirty, err := Version(ctx, databaseURL, InSchema(o.schema))
+	if err != nil {
+		return err
+	}
+	target, ok := stepsDown(v, steps)
+	if dirty || !ok {
+		// golang-migrate says what is wrong: a dirty version, or fewer migrations than steps.
+		return run(ctx, databaseURL, o, func(m *migrate.Migrate) error { return m.Steps(-steps) })
+	}
+	return retryLocks(ctx, databaseURL, o, false, func(m *migrate.Migrate) error {
+		if target < 0 {
 			return m.Down()
 		}
-		return m.Steps(-steps)
+		return m.Migrate(uint(target))
 	})
+}
+
+// stepsDown is the version steps migrations below v (-1: none applied), and whether there
+// are that many.
+func stepsDown(v uint, steps int) (int, bool) {
+	src, err := embedded()
+	if err != nil || v == 0 {
+		return 0, false
+	}
+	defer src.Close()
+	target := int(v)
+	for range steps {
+		if target < 0 {
+			return 0, false
+		}
+		prev, err := src.Prev(uint(target))
+		if err != nil {
+			target = -1
+			continue
+		}
+		target = int(prev)
+	}
+	return target, true
 }
 
 // ErrInPublic is returned by Version for a database whose tables an earlier release left in
@@ -133,9 +174,12 @@ func inPublic(ctx context.Context, q pgdb.Querier, schema string) (bool, error) 
 	return legacy, err
 }
 
+// embedded is the embedded migrations as golang-migrate reads them.
+func embedded() (source.Driver, error) { return iofs.New(files, ".") }
+
 // Latest is the highest version among the embedded files.
 func Latest() (uint, error) {
-	src, err := iofs.New(files, ".")
+	src, err := embedded()
 	if err != nil {
 		return 0, err
 	}
@@ -154,9 +198,12 @@ func Latest() (uint, error) {
 }
 
 func run(ctx context.Context, databaseURL string, o options, step func(*migrate.Migrate) error) error {
-	src, err := iofs.New(files, ".")
+	src, err := embedded()
 	if err != nil {
 		return fmt.Errorf("read embedded migrations: %w", err)
+	}
+	if o.lockTimeout > 0 {
+		src = lockTimed{Driver: src, timeout: o.lockTimeout}
 	}
 	u, err := driverURL(databaseURL, o.schema)
 	if err != nil {

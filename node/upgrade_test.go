@@ -25,14 +25,7 @@ import (
 func TestLatestMigrationAppliedUnderLoad(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	url := dbtest.NewDB(t)
-	latest, err := migrations.Latest()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := migrations.Down(ctx, url, 1); err != nil {
-		t.Fatal(err)
-	}
+	url, latest := dbtest.NewDBBeforeLatest(t)
 	admin := newPool(t, url)
 	const keys, perKey = 20, 60
 	jobs := make([]node.Job, 0, keys*perKey)

@@ -2,16 +2,21 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"os/exec"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/batchclaim/batchclaim/cmd/batchclaim/internal/testbin"
 	"github.com/batchclaim/batchclaim/migrations"
 	"github.com/batchclaim/batchclaim/testkit/dbtest"
+	"github.com/batchclaim/batchclaim/testkit/testutil"
 )
 
 // The operator's commands on a real database: migrate version/down/up, enqueue, status.
@@ -163,5 +168,57 @@ func TestBenchJSON(t *testing.T) { // not parallel: it sets DATABASE_URL
 	}
 	if out.Totals.InstanceRowUpdates < out.Totals.Cycles {
 		t.Fatalf("totals %+v: every cycle renews the lease row", out.Totals)
+	}
+}
+
+// migrate down behind a long transaction that holds batches: it says what it waits for and
+// tries again, and goes in once the transaction ends. A negative --lock-timeout is refused.
+func TestMigrateSaysWhatItWaitsFor(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	url := dbtest.NewDB(t)
+	var stderr bytes.Buffer
+	if code := realMain(ctx, []string{"migrate", "up", "--lock-timeout", "-1s", "--database-url", url}, io.Discard, &stderr); code == 0 ||
+		!strings.Contains(stderr.String(), "--lock-timeout -1s: must not be negative") {
+		t.Fatalf("migrate up --lock-timeout -1s: exit %d, %q", code, stderr.String())
+	}
+	holder, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Close(context.Background())
+	var pid int
+	tx, err := holder.Begin(ctx)
+	if err == nil {
+		err = tx.QueryRow(ctx, `SELECT pg_backend_pid() FROM batchclaim.batches RIGHT JOIN (SELECT 1) one ON true LIMIT 1`).Scan(&pid)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := &testutil.SyncBuffer{}
+	var stdout bytes.Buffer
+	code := make(chan int, 1)
+	go func() {
+		code <- realMain(ctx, []string{"migrate", "down", "--lock-timeout", "100ms", "--database-url", url}, &stdout, w)
+	}()
+	testutil.WaitFor(t, 30*time.Second, "migrate down says it waits", func() bool { return w.String() != "" })
+	select {
+	case c := <-code:
+		t.Fatalf("migrate down ended (exit %d) while a transaction held batches: %s", c, w.String())
+	default:
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if c := <-code; c != 0 {
+		t.Fatalf("migrate down: exit %d: %s", c, w.String())
+	}
+	latest, _ := migrations.Latest()
+	if out := w.String(); !strings.Contains(out, fmt.Sprintf("migration %d waited 100ms for a lock and was rolled back (attempt 1); trying again in 100ms", latest)) ||
+		!strings.Contains(out, fmt.Sprintf("pid %d (idle in transaction", pid)) {
+		t.Errorf("stderr %q: want the wait and the holder, pid %d", out, pid)
+	}
+	if want := fmt.Sprintf("schema version %d of %d in schema batchclaim (clean)", latest-1, latest); !strings.Contains(stdout.String(), want) {
+		t.Errorf("stdout %q, want %q", stdout.String(), want)
 	}
 }

@@ -17,6 +17,9 @@ func runMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		"Applies the embedded schema migrations (up), reverts N of them (down N; down alone reverts\none, down 0 reverts all), or prints the applied version (version).", stderr)
 	dbURL := database.Flag(fs)
 	schema := database.SchemaFlag(fs)
+	lockTimeout := fs.Duration("lock-timeout", migrations.LockTimeoutDefault,
+		"how long each migration waits for a lock on a table before it is rolled back and tried again after as long a pause,\n"+
+			"until it gets its locks (0: wait as long as it takes; meanwhile every statement on that table waits behind it)")
 	rest, err := cli.ParseInterspersed(fs, args)
 	if err != nil {
 		return err
@@ -43,11 +46,18 @@ func runMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return err
 	}
 	in := migrations.InSchema(*schema)
+	locks := []migrations.Option{in, migrations.LockTimeout(*lockTimeout), migrations.OnLockWait(func(w migrations.LockWait) {
+		fmt.Fprintf(stderr, "migration %d waited %v for a lock and was rolled back (attempt %d); trying again in %v. The oldest transactions holding locks on the schema's tables:\n",
+			w.Version, *lockTimeout, w.Attempt, w.Retry)
+		for _, h := range w.Holders {
+			fmt.Fprintf(stderr, "  %s\n", h)
+		}
+	})}
 	switch action {
 	case "up":
-		if err := migrations.Up(ctx, *dbURL, in, migrations.OnMove(func(v uint) {
+		if err := migrations.Up(ctx, *dbURL, append(locks, migrations.OnMove(func(v uint) {
 			fmt.Fprintf(stdout, "moving the tables of schema version %d from public into %s\n", v, *schema)
-		})); err != nil {
+		}))...); err != nil {
 			return fmt.Errorf("migrate up: %w", err)
 		}
 	case "down":
@@ -57,7 +67,7 @@ func runMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) er
 				return fmt.Errorf("down takes a number of steps >= 0, got %q", rest[0])
 			}
 		}
-		if err := migrations.Down(ctx, *dbURL, steps, in); err != nil {
+		if err := migrations.Down(ctx, *dbURL, steps, locks...); err != nil {
 			return fmt.Errorf("migrate down: %w", err)
 		}
 	}

@@ -76,6 +76,21 @@ func NewDBInSchema(t testing.TB, schema string) string {
 	return u
 }
 
+// NewDBBeforeLatest is NewDB one migration down: the schema a rolling upgrade's migration
+// meets. It returns the latest version too.
+func NewDBBeforeLatest(t testing.TB) (url string, latest uint) {
+	t.Helper()
+	u := NewDB(t)
+	latest, err := migrations.Latest()
+	if err != nil {
+		t.Fatalf("dbtest: %v", err)
+	}
+	if err := migrations.Down(t.Context(), u, 1); err != nil {
+		t.Fatalf("dbtest: down one migration: %v", err)
+	}
+	return u, latest
+}
+
 // NewPool returns a pool on a fresh database from NewDB. The pool is closed when the test
 // ends, before the database is dropped.
 func NewPool(t testing.TB) *pgxpool.Pool {

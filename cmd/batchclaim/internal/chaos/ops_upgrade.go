@@ -52,13 +52,19 @@ func (r *run) opUpgrade(ctx context.Context, _ *rand.Rand) OpRecord {
 		return rec
 	}
 	rec.At, _ = r.dbNow(ctx)
-	began := time.Now()
-	if err := migrations.Up(ctx, url); err != nil {
+	began, waits := time.Now(), 0
+	// With the default lock timeout: a migration that meets a long transaction (long_snapshot)
+	// gives up and tries again instead of stalling every instance behind its lock request.
+	if err := migrations.Up(ctx, url, migrations.OnLockWait(func(w migrations.LockWait) {
+		waits = w.Attempt
+		r.event("upgrade", "migration %d gave up waiting for a lock (attempt %d), trying again in %v; oldest holders: %v", w.Version, w.Attempt, w.Retry, w.Holders)
+	})); err != nil {
 		rec.Result, rec.Err = fmt.Sprintf("migrating from version %d failed", from), err.Error()
 		return rec
 	}
 	took := time.Since(began)
 	rec.End, _ = r.dbNow(ctx)
-	rec.Result, rec.Acted = fmt.Sprintf("schema version %d -> %d while the instances worked, in %v", from, latest, took.Round(time.Millisecond)), true
+	rec.Result, rec.Acted = fmt.Sprintf("schema version %d -> %d while the instances worked, in %v (%d times given up for a lock)",
+		from, latest, took.Round(time.Millisecond), waits), true
 	return rec
 }
