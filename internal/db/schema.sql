@@ -39,7 +39,6 @@ ALTER FUNCTION batchclaim_notify_work() SET SCHEMA batchclaim;
 ALTER FUNCTION batchclaim_batch_key() SET SCHEMA batchclaim;
 ALTER FUNCTION batchclaim_drop_batch_keys() SET SCHEMA batchclaim;
 ALTER FUNCTION batchclaim_finished_at() SET SCHEMA batchclaim;
-ALTER FUNCTION batchclaim_finished_at_update() SET SCHEMA batchclaim;
 ALTER FUNCTION batchclaim_wake(text) SET SCHEMA batchclaim;
 ALTER FUNCTION batchclaim_keys_registered_through(bigint) SET SCHEMA batchclaim;
 ALTER FUNCTION batchclaim_register_keys(text[], text[], bigint[]) SET SCHEMA batchclaim;

@@ -12,12 +12,10 @@ import (
 )
 
 // unfinished is a plain column since migration 21: each statement that moves a batch into or
-// out of a terminal state sets it, as it sets finished_at, and the triggers batches_finished_at
-// (inserts) and batches_finished_at_update (updates, migration 23) keep it right for every
-// other writer. The statements must leave the triggers nothing to do (a PL/pgSQL call per row,
-// and for an update a second write of the row, is what setting the column saves), and every
-// row must agree with its state. Each write below is one the data path, an operator or an
-// application makes.
+// out of a terminal state sets it, as it sets finished_at, and the trigger batches_finished_at
+// keeps it right for every other writer. The statements must leave the trigger nothing to do
+// (its PL/pgSQL call per row is what setting the column saves), and every row must agree with
+// its state. Each write below is one the data path, an operator or an application makes.
 func TestWritesKeepUnfinishedWithoutTheTrigger(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
@@ -54,8 +52,7 @@ func TestWritesKeepUnfinishedWithoutTheTrigger(t *testing.T) {
 	}
 	calls := func() (n int64) {
 		t.Helper()
-		if err := tx.QueryRow(ctx, `SELECT COALESCE(pg_stat_get_xact_function_calls('batchclaim.batchclaim_finished_at()'::regprocedure), 0)
-			+ COALESCE(pg_stat_get_xact_function_calls('batchclaim.batchclaim_finished_at_update()'::regprocedure), 0)`).Scan(&n); err != nil {
+		if err := tx.QueryRow(ctx, `SELECT COALESCE(pg_stat_get_xact_function_calls('batchclaim.batchclaim_finished_at()'::regprocedure), 0)`).Scan(&n); err != nil {
 			t.Fatal(err)
 		}
 		return n
@@ -109,7 +106,7 @@ func TestWritesKeepUnfinishedWithoutTheTrigger(t *testing.T) {
 		t.Fatalf("retry: %+v, %v", r, err)
 	}
 	if n := calls(); n != 0 {
-		t.Errorf("the finished_at triggers ran %d times for the statements' own writes", n)
+		t.Errorf("batches_finished_at ran %d times for the statements' own writes", n)
 	}
 	var states []string
 	if err := tx.QueryRow(ctx, `SELECT array_agg(service_id || ' ' || state ORDER BY service_id) FROM batchclaim.batches
@@ -120,8 +117,8 @@ func TestWritesKeepUnfinishedWithoutTheTrigger(t *testing.T) {
 		t.Errorf("states %v, want %s", states, want)
 	}
 
-	// What the data path of a binary built for schema 20 writes: finished_at without
-	// unfinished. The update trigger runs, once per such row, and sets it.
+	// What the previous release's data path writes: finished_at without unfinished. The
+	// trigger runs, once per such row, and sets it.
 	if _, err := tx.Exec(ctx, `UPDATE batchclaim.batches SET state = 'COMMITTED', finished_at = now() WHERE seq = $1`, heads["key-4"]); err != nil {
 		t.Fatal(err)
 	}
@@ -129,7 +126,7 @@ func TestWritesKeepUnfinishedWithoutTheTrigger(t *testing.T) {
 		t.Fatal(err)
 	}
 	if n := calls(); n != 2 {
-		t.Errorf("the finished_at triggers ran %d times for two writes that left unfinished behind, want 2", n)
+		t.Errorf("batches_finished_at ran %d times for two writes that left unfinished behind, want 2", n)
 	}
 	assertUnfinishedFollowsState(t, tx)
 }
@@ -146,22 +143,5 @@ func assertUnfinishedFollowsState(t *testing.T, tx pgx.Tx) {
 	}
 	if len(bad) > 0 {
 		t.Errorf("rows whose unfinished or finished_at disagrees with their state: %v", bad)
-	}
-}
-
-// Postgres locks a row before it runs a BEFORE UPDATE row trigger on it, whatever the
-// trigger's condition: a tuple lock and its WAL record ahead of each update, two a job on the
-// data path. So batches has no such trigger (migration 23): the rules that need one for an
-// update run after it.
-func TestBatchesHaveNoBeforeUpdateRowTrigger(t *testing.T) {
-	t.Parallel()
-	// tgtype's bits: 1 row, 2 before, 16 update (pg_trigger.h).
-	var before []string
-	if err := dbtest.NewPool(t).QueryRow(t.Context(), `SELECT COALESCE(array_agg(tgname::text ORDER BY tgname), '{}') FROM pg_trigger
-		WHERE tgrelid = 'batchclaim.batches'::regclass AND NOT tgisinternal AND tgtype & 1 <> 0 AND tgtype & 2 <> 0 AND tgtype & 16 <> 0`).Scan(&before); err != nil {
-		t.Fatal(err)
-	}
-	if len(before) > 0 {
-		t.Errorf("BEFORE UPDATE row triggers on batches: %v", before)
 	}
 }
