@@ -65,7 +65,7 @@ func (l lockTimed) wrap(r io.ReadCloser) io.ReadCloser {
 	if r == nil {
 		return nil
 	}
-	set := fmt.Sprintf("SET LOCAL lock_timeout = '%dms'; ", l.timeout.Milliseconds())
+	set := fmt.Sprintf("SET LOCAL lock_timeout = '%dms'; ", max(l.timeout.Milliseconds(), 1)) // 0ms would be no limit
 	return struct {
 		io.Reader
 		io.Closer
