@@ -69,7 +69,7 @@ func (e *Engine) cycle(ctx context.Context) (CycleReport, error) {
 	if err != nil {
 		return rep, err
 	}
-	sv, fig, err := e.survey(ctx, now)
+	sv, fig, err := e.survey(ctx, now, e.surveyCount())
 	if err != nil {
 		return rep, err
 	}
@@ -118,7 +118,7 @@ func (e *Engine) cycle(ctx context.Context) (CycleReport, error) {
 		wrote = got > 0
 	case takeFree:
 		got, err := e.acquire(ctx, now, n, held == 0, &rep, func(ctx context.Context) (int, error) {
-			sv, fig, err := e.survey(ctx, now)
+			sv, fig, err := e.survey(ctx, now, countNever) // the service_ids this cycle counted
 			if errors.Is(err, ErrInstanceIDInUse) {
 				return 0, err
 			}
@@ -186,6 +186,9 @@ func (e *Engine) cycle(ctx context.Context) (CycleReport, error) {
 		e.overCycles = 0
 	}
 	e.cycles++
+	if rep.Dropped > 0 {
+		e.counted = -1 // fewer service_ids now: the next survey counts them
+	}
 	prune := e.cycles%10 == 1 && e.cfg.PruneAfter > 0
 	e.mu.Unlock()
 
@@ -195,17 +198,66 @@ func (e *Engine) cycle(ctx context.Context) (CycleReport, error) {
 	return rep, nil
 }
 
+// When a survey counts the service_ids (ClaimsSurvey's count_all). Counting reads every row of
+// the claims table, which every instance of a fleet would do at every cycle; the number changes
+// only when service_ids come (as free rows) or go (dropped).
+const (
+	countNever  = 0 // a survey between chunks of one acquisition: the cycle's first survey counted, or its count holds
+	countIfFree = 1 // count only if some row is free: a new service_id is a free row
+	countAlways = 2
+	// recountCycles: count at least every this many cycles, for rows another instance or an
+	// operator deleted (which free no row) and rows this engine did not see come and go.
+	recountCycles = 10
+)
+
+// surveyCount says when the cycle's first survey counts the service_ids: always before any
+// count, every recountCycles cycles, and when the previous cycle ended over the fair share (this
+// one may give claims back, and must not do it on an old count); otherwise only if some row is
+// free. In between the engine goes on with the count it read last.
+func (e *Engine) surveyCount() int32 {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.counted < 0 || e.cycles%recountCycles == 0 || e.overCycles >= 1 {
+		return countAlways
+	}
+	return countIfFree
+}
+
+// freeCap is how far the survey counts free rows: whether any is free is all the plan needs,
+// except that a cycle that drops idle free rows needs to know whether more than it can drop
+// (dropChunksPerCycle chunks) are free.
+func (e *Engine) freeCap() int32 {
+	if e.cfg.DropIdleAfter > 0 {
+		return int32(dropChunksPerCycle*min(e.cfg.ChunkSize, dropChunk) + 1)
+	}
+	return 1
+}
+
 // survey reads what the cycle plans from, in one statement (ClaimsSurvey), and refuses a
-// registry row that another process took over.
-func (e *Engine) survey(ctx context.Context, now *time.Time) (db.ClaimsSurveyRow, figures, error) {
+// registry row that another process took over. count says whether it counts the service_ids
+// (countNever, countIfFree, countAlways); when it does not, the figures carry the last count.
+func (e *Engine) survey(ctx context.Context, now *time.Time, count int32) (db.ClaimsSurveyRow, figures, error) {
+	e.mu.Lock()
+	if e.counted < 0 {
+		count = countAlways
+	}
+	e.mu.Unlock()
 	sctx, cancel := e.stmtCtx(ctx)
 	defer cancel()
 	sv, err := e.q.ClaimsSurvey(sctx, e.db, db.ClaimsSurveyParams{
-		Claimant: e.cfg.InstanceID, Nonce: e.nonce, Now: now, IdleMs: e.cfg.DropIdleAfter.Milliseconds(),
+		Claimant: e.cfg.InstanceID, Nonce: e.nonce, Now: now, CountAll: count, IdleMs: e.cfg.DropIdleAfter.Milliseconds(),
+		FreeCap: e.freeCap(),
 	})
 	if err != nil {
 		return sv, figures{}, fmt.Errorf("survey: %w", err)
 	}
+	e.mu.Lock()
+	if sv.ServiceIds >= 0 {
+		e.counted = sv.ServiceIds
+	} else {
+		sv.ServiceIds = e.counted
+	}
+	e.mu.Unlock()
 	e.stats.surveyHeld.Store(sv.Held)
 	e.stats.surveyAt.Store(time.Now().UnixNano())
 	if !sv.Owned {
@@ -330,14 +382,13 @@ func (e *Engine) voidExpired(ctx context.Context, now *time.Time, rep *CycleRepo
 
 // acquire takes up to want free claims, a chunk at a time, each chunk starting at a random
 // point of the free index so that concurrent acquirers mostly read different rows. It stops
-// when a chunk comes back short. After the 1st, 2nd, 4th, 8th... full chunk, when more are
-// wanted, left says how many are still to take, from a fresh survey: instances that joined
-// meanwhile lower the target. (The survey counts the claims table; spacing them out bounds
-// an acquisition of many chunks to a logarithm of them.) An instance that holds nothing yet
-// (newcomer) takes at most half of what it wants in its first chunk, so that it surveys
-// again even when all of it fits in one chunk: instances of a fleet that start together
-// register milliseconds apart, and the first to cycle would otherwise take every claim in
-// one statement and give half of them back cycles later.
+// when a chunk comes back short. After each full chunk, when more are wanted, left says how
+// many are still to take, from a fresh survey that does not count the service_ids again
+// (countNever): instances that joined meanwhile lower the target. An instance that holds
+// nothing yet (newcomer) takes at most half of what it wants in its first chunk, so that it
+// surveys again even when all of it fits in one chunk: instances of a fleet that start
+// together register milliseconds apart, and the first to cycle would otherwise take every
+// claim in one statement and give half of them back cycles later.
 func (e *Engine) acquire(ctx context.Context, now *time.Time, want int, newcomer bool, rep *CycleReport, left func(context.Context) (int, error)) (int, error) {
 	got := 0
 	for chunks := 1; want > 0; chunks++ {
@@ -359,7 +410,7 @@ func (e *Engine) acquire(ctx context.Context, now *time.Time, want int, newcomer
 		if len(rows) < n {
 			break
 		}
-		if want -= n; want > 0 && chunks&(chunks-1) == 0 {
+		if want -= n; want > 0 {
 			if want, err = left(ctx); err != nil {
 				return got, err
 			}
@@ -382,13 +433,16 @@ func (e *Engine) acquireWithWork(ctx context.Context, now *time.Time, want, live
 }
 
 // releaseSurplus gives back n claims over the fair share, those with no job running:
-// the release judges that under the claim rows' locks (ClaimsRelease with only_idle). The
-// claims it picks are the ones yielding already (idle now, most likely), then those with no
-// POST in progress, then the most recently claimed. Those of them it could not release
-// yield (Yielding): no new job starts on them, so each is idle once its running job ends and
-// a later cycle gives it back. Without that, a claim whose service_id has a backlog always
-// has a job in flight (each outcome chains the next), and an instance that joined under load
-// would wait for the backlog to drain before it had any work.
+// the release judges that under the claim rows' locks (releaseIdle). It offers every claim
+// held, the ones yielding already first (idle now, most likely), then those with no POST in
+// progress, then the most recently claimed, and the first n it can lock are released or, when
+// busy, yield (Yielding): no new job starts on them, so each is idle once its running job
+// ends and a later cycle gives it back. A row another transaction has locked is passed over
+// for the next: offered only the first n, an instance whose newest claims were locked by
+// peers' acquisitions (which lock a row they read as free until their statement ends) gave
+// none back for cycles on end while a fleet started. Without the yield, a claim whose
+// service_id has a backlog always has a job in flight (each outcome chains the next), and an
+// instance that joined under load would wait for the backlog to drain before it had any work.
 func (e *Engine) releaseSurplus(ctx context.Context, held []db.ClaimsHeldRow, n int, rep *CycleReport) (int, error) {
 	e.mu.Lock()
 	yielding := func(id string) bool { h, ok := e.held[id]; return ok && h.yielding }
@@ -403,24 +457,24 @@ func (e *Engine) releaseSurplus(ctx context.Context, held []db.ClaimsHeldRow, n 
 		return timeOf(b.ClaimedAt).Compare(timeOf(a.ClaimedAt))
 	})
 	e.mu.Unlock()
-	picked = picked[:min(n, len(picked))]
-	give := make([]Claim, len(picked))
+	offered := make([]Claim, len(picked))
 	for i, h := range picked {
-		give[i] = Claim{ServiceID: h.ServiceID, Epoch: h.Epoch}
+		offered[i] = Claim{ServiceID: h.ServiceID, Epoch: h.Epoch}
 	}
+	var locked []Claim
 	var released int
 	err := e.retried(ctx, rep, "release surplus", func(ctx context.Context) error {
 		return runTx(ctx, e.db, pgx.TxOptions{}, e.GuardTx, func(tx pgx.Tx) (err error) {
-			released, err = e.release(ctx, tx, give, "surplus_released", true)
+			locked, released, err = e.releaseIdle(ctx, tx, offered, n)
 			return err
 		})
 	})
 	if err != nil {
 		return 0, err
 	}
-	// The released claims leave e.held at the cycle's reconcile; the others picked yield.
-	e.yieldOnly(give)
-	if yielding := len(give) - released; yielding > 0 {
+	// The released claims leave e.held at the cycle's reconcile; the busy ones locked yield.
+	e.yieldOnly(locked)
+	if yielding := len(locked) - released; yielding > 0 {
 		e.log.Info("released surplus claims over fair share; the busy ones yield: no new job starts on them, each is released once its running job ends",
 			"released", released, "yielding", yielding)
 	} else {

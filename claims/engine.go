@@ -49,10 +49,13 @@ type Engine struct {
 	base       context.Context // parent of claim contexts; never cancelled by Run's ctx
 	held       map[string]*heldClaim
 	registered bool
-	loop       *leaseLoop   // the lease loop, while it runs (Run to Shutdown)
-	overCycles int          // consecutive cycles with more claims than the fair share
-	yields     atomic.Int64 // held claims yielding (a claim lost since may still count until the next yield or cycle); written under mu
-	cycles     int
+	loop       *leaseLoop // the lease loop, while it runs (Run to Shutdown)
+	overCycles int        // consecutive cycles with more claims than the fair share
+	// counted is the number of service_ids the last survey that counted them read, -1 before
+	// the first or after this engine dropped rows (survey and surveyCount in cycle.go).
+	counted int64
+	yields  atomic.Int64 // held claims yielding (a claim lost since may still count until the next yield or cycle); written under mu
+	cycles  int
 }
 
 // queries are the engine's statements; they hold no state (New's db parameter hides the
@@ -77,13 +80,14 @@ func New(db pgdb.DB, cfg Config) (*Engine, error) {
 		return nil, fmt.Errorf("claims: %w", err)
 	}
 	e := &Engine{
-		cfg:   cfg,
-		db:    db,
-		q:     queries,
-		log:   cfg.Logger.With("instance_id", cfg.InstanceID.String()),
-		nonce: uuid.New(),
-		held:  map[string]*heldClaim{},
-		kick:  make(chan struct{}, 1),
+		cfg:     cfg,
+		db:      db,
+		q:       queries,
+		log:     cfg.Logger.With("instance_id", cfg.InstanceID.String()),
+		nonce:   uuid.New(),
+		held:    map[string]*heldClaim{},
+		counted: -1,
+		kick:    make(chan struct{}, 1),
 	}
 	e.deadline = lease.NewDeadline(cfg.LocalDeadline, e.fence)
 	return e, nil
@@ -449,36 +453,34 @@ func (e *Engine) ShutdownKeeping(ctx context.Context, busy []string) error {
 	return nil
 }
 
-// release gives claims back with an epoch check and returns how many were released. With
-// onlyIdle, busy claims are kept: q must then be a transaction, in which the claims are locked
-// first (skipping rows an owner's write has locked), so that busy is judged after the lock.
-func (e *Engine) release(ctx context.Context, q pgdb.Querier, claims []Claim, event string, onlyIdle bool) (int, error) {
-	if len(claims) == 0 {
-		return 0, nil
+// releaseIdle gives back up to n of the given claims, in the order given, each only if it is
+// idle: in transaction tx it locks them first (ClaimsLockOwn, skipping rows another
+// transaction has locked and taking the next ones given instead), so that busy is judged after
+// the lock, then releases those with no job or POST running (ClaimsRelease with only_idle).
+// It returns the claims it locked and how many of them it released; the others are busy.
+func (e *Engine) releaseIdle(ctx context.Context, tx pgdb.Querier, claims []Claim, n int) (locked []Claim, released int, err error) {
+	if len(claims) == 0 || n <= 0 {
+		return nil, 0, nil
 	}
 	ids, epochs := make([]string, len(claims)), make([]int64, len(claims))
 	for i, c := range claims {
 		ids[i], epochs[i] = c.ServiceID, c.Epoch
 	}
-	if onlyIdle {
-		locked, err := e.q.ClaimsLockOwn(ctx, q, db.ClaimsLockOwnParams{Claimant: e.cfg.InstanceID, ServiceIds: ids, Epochs: epochs})
-		if err != nil {
-			return 0, err
-		}
-		ids, epochs = ids[:0], epochs[:0]
-		for _, l := range locked {
-			ids, epochs = append(ids, l.ServiceID), append(epochs, l.Epoch)
-		}
-		if len(ids) == 0 {
-			return 0, nil
-		}
+	rows, err := e.q.ClaimsLockOwn(ctx, tx, db.ClaimsLockOwnParams{Claimant: e.cfg.InstanceID, ServiceIds: ids, Epochs: epochs, Max: int32(n)})
+	if err != nil || len(rows) == 0 {
+		return nil, 0, err
 	}
-	rows, err := e.q.ClaimsRelease(ctx, q, db.ClaimsReleaseParams{
-		Claimant: e.cfg.InstanceID, Event: event, OnlyIdle: onlyIdle, ServiceIds: ids, Epochs: epochs,
+	ids, epochs = ids[:0], epochs[:0]
+	for _, l := range rows {
+		locked = append(locked, Claim{ServiceID: l.ServiceID, Epoch: l.Epoch})
+		ids, epochs = append(ids, l.ServiceID), append(epochs, l.Epoch)
+	}
+	out, err := e.q.ClaimsRelease(ctx, tx, db.ClaimsReleaseParams{
+		Claimant: e.cfg.InstanceID, Event: "surplus_released", OnlyIdle: true, ServiceIds: ids, Epochs: epochs,
 	})
 	if err != nil {
-		return 0, err
+		return nil, 0, err
 	}
-	e.stats.released.Add(int64(len(rows)))
-	return len(rows), nil
+	e.stats.released.Add(int64(len(out)))
+	return locked, len(out), nil
 }

@@ -1,6 +1,7 @@
 package claims_test
 
 import (
+	"context"
 	"slices"
 	"testing"
 
@@ -82,12 +83,7 @@ DELETE FROM batchclaim.instances WHERE id = '`+instanceID(2).String()+`'`); err 
 // A cycle that ends within the share stops the yield.
 func TestBusySurplusYieldsAndIsReleasedAsItsJobsEnd(t *testing.T) {
 	t.Parallel()
-	pool := dbtest.NewPool(t)
-	ids := registerServiceIDs(t, pool, 10)
-	a, _ := newEngine(t, pool, 1, nil)
-	if rep := cycle(t, a); rep.Held != 10 {
-		t.Fatalf("alone: held %d, want 10", rep.Held)
-	}
+	pool, ids, a := holdingAll(t, 10)
 	// A job of every service_id in flight under a's claim.
 	for _, c := range a.Held() {
 		if _, err := pool.Exec(t.Context(), `INSERT INTO batchclaim.batches (service_id, batch_id, payload, state, attempts, claimant, claim_epoch)
@@ -160,4 +156,94 @@ VALUES ($1, 'job', '', 'INFLIGHT', 1, $2, $3)`, c.ServiceID, a.InstanceID(), c.E
 	if got := yielding(); len(got) != 0 || a.Stats().Yielding != 0 {
 		t.Fatalf("still yielding %v (Stats.Yielding %d) with a alone", got, a.Stats().Yielding)
 	}
+}
+
+// Counting the service_ids reads every row of the claims table, and every instance of a fleet
+// did it at every cycle. A survey counts them only when the number may have changed: when some
+// row is free (a new service_id comes as one), before a cycle that may give claims back, and
+// every tenth cycle for rows deleted without freeing any.
+func TestSurveyCountsServiceIDsWhenTheyMayHaveChanged(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	pool, ids, a := holdingAll(t, 20)
+	// A held row deleted frees none: the cycles go on with the last count, until the tenth.
+	if _, err := pool.Exec(ctx, `DELETE FROM batchclaim.service_id_claims WHERE service_id = $1`, ids[0]); err != nil {
+		t.Fatal(err)
+	}
+	stale := 0
+	for ; ; stale++ {
+		rep := cycle(t, a)
+		if rep.Held != 19 {
+			t.Fatalf("held %d after one of 20 rows was deleted, want 19", rep.Held)
+		}
+		if rep.Share.ServiceIDs == 19 {
+			break
+		}
+		if rep.Share.ServiceIDs != 20 || stale == 20 {
+			t.Fatalf("cycle %d after the delete: %d service_ids, want 20 (the last count) until a recount gives 19", stale+1, rep.Share.ServiceIDs)
+		}
+	}
+	if stale == 0 || stale > 9 {
+		t.Errorf("the survey counted again %d cycles after the delete, want 1 to 9: counted at every cycle, or not every tenth", stale)
+	}
+	// A new service_id is a free row: counted and taken in the next cycle.
+	if err := claims.RegisterServiceIDs(ctx, pool, "svc-new"); err != nil {
+		t.Fatal(err)
+	}
+	if rep := cycle(t, a); rep.Held != 20 || rep.Share.ServiceIDs != 20 {
+		t.Fatalf("the cycle after a new service_id: held %d of %d, want 20 of 20", rep.Held, rep.Share.ServiceIDs)
+	}
+}
+
+// The surplus release locks the claims it gives back, skipping rows another transaction has
+// locked. It offered only as many as it wanted to give back, the newest first, and while a
+// fleet started those were the rows peers' acquisitions had locked (an acquisition that read
+// a row as free before this instance took it keeps its lock until its statement ends): an
+// instance gave none back for cycles on end. A locked row now makes room for the next one.
+func TestSurplusReleasePassesOverLockedRows(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	pool, ids, a := holdingAll(t, 20)
+	// The first ten are the newest claims, which the release offers first.
+	if _, err := pool.Exec(ctx, `UPDATE batchclaim.service_id_claims
+SET claimed_at = claimed_at + CASE WHEN service_id < $1 THEN interval '1 minute' ELSE interval '0' END`, ids[10]); err != nil {
+		t.Fatal(err)
+	}
+	newEngine(t, pool, 2, nil) // live: a's target is 10
+	if rep := cycle(t, a); rep.Released != 0 || rep.Share.Target != 10 {
+		t.Fatalf("first cycle over the share: released %d, share %+v; want 0 of a target of 10", rep.Released, rep.Share)
+	}
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(context.Background())
+	if _, err := tx.Exec(ctx, `SELECT 1 FROM batchclaim.service_id_claims WHERE service_id < $1 FOR UPDATE`, ids[10]); err != nil {
+		t.Fatal(err)
+	}
+	rep := cycle(t, a) // the second: ten idle claims go back, the locked ones passed over
+	if rep.Released != 10 || rep.Held != 10 {
+		t.Fatalf("second cycle over the share with the ten newest rows locked: released %d, held %d; want 10 and 10", rep.Released, rep.Held)
+	}
+	for _, c := range a.Held() {
+		if c.ServiceID >= ids[10] {
+			t.Errorf("%s, not locked, is still held, want the ten unlocked claims given back (held %v)", c.ServiceID, a.Held())
+			break
+		}
+	}
+	if a.Stats().Yielding != 0 {
+		t.Errorf("%d claims yield, want none: every claim is idle", a.Stats().Yielding)
+	}
+}
+
+// holdingAll registers n service_ids and an engine that holds them all after its first cycle.
+func holdingAll(t *testing.T, n int) (*pgxpool.Pool, []string, *claims.Engine) {
+	t.Helper()
+	pool := dbtest.NewPool(t)
+	ids := registerServiceIDs(t, pool, n)
+	a, _ := newEngine(t, pool, 1, nil)
+	if rep := cycle(t, a); rep.Held != n || rep.Share.ServiceIDs != n {
+		t.Fatalf("alone: held %d of %d service_ids, want %d of %d", rep.Held, rep.Share.ServiceIDs, n, n)
+	}
+	return pool, ids, a
 }

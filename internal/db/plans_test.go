@@ -250,7 +250,7 @@ func TestClaimsSurveyKeepsAGenericPlan(t *testing.T) {
 			t.Fatal(err)
 		}
 		for range 8 {
-			s, err := db.New().ClaimsSurvey(ctx, conn, db.ClaimsSurveyParams{Claimant: claimant, Nonce: nonce})
+			s, err := db.New().ClaimsSurvey(ctx, conn, db.ClaimsSurveyParams{Claimant: claimant, Nonce: nonce, CountAll: 1, FreeCap: 1})
 			if err != nil {
 				t.Fatal(err)
 			}
