@@ -38,7 +38,10 @@
 //     free ones, whether any claim waits to be voided, a fingerprint (count, sum of epochs) of
 //     its own claims, and how many of them are idle past DropIdleAfter. Target = K/N, plus one
 //     for the first K mod N instances. The targets add up to K, so at rest no claim is free
-//     and no two instances hold counts that differ by more than one.
+//     and no two instances hold counts that differ by more than one. Counting K reads every
+//     row, so a survey counts it only when it may have changed (some row is free, a surplus
+//     release may follow, the engine dropped rows, every tenth cycle) and otherwise keeps the
+//     last count.
 //  3. Only if the survey says there is something to do: void expired claims (the two phases
 //     above), take free claims up to its target, give back idle surplus claims if it has
 //     been over its target for two cycles in a row (so a newcomer gets work within a few
