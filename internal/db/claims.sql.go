@@ -892,12 +892,14 @@ type ClaimsSurveyRow struct {
 // free (a free row is how a new service_id shows), 0 never; service_ids is -1 when not
 // counted, and the engine goes on with the count it read last (claims/cycle.go). free is
 // counted up to free_cap rows through the free index: the plan asks only whether some are
-// free, and how many only as far as one cycle can drop. The last four columns are for the failover guard
-// (claims/guard.go): the server's timeline, whether its commits wait for a synchronous
-// standby, the epoch sequence, and this instance's last renewal (the epoch when there is
-// none). The idle switch is read through a sub-select: as a parameter, a custom plan for
-// idle_ms = 0 (the default) folds the idle count away and looks cheaper than the generic
-// plan, and Postgres planned the survey at every cycle.
+// free, and how many only as far as one cycle can drop.
+//
+// The last four columns are for the failover guard (claims/guard.go): the server's
+// timeline, whether its commits wait for a synchronous standby, the epoch sequence, and this
+// instance's last renewal (the epoch when there is none). The idle switch and count_all are
+// read through sub-selects: as a parameter, a custom plan for idle_ms = 0 (the default)
+// folds the idle count away and looks cheaper than the generic plan, and Postgres planned
+// the survey at every cycle.
 func (q *Queries) ClaimsSurvey(ctx context.Context, db DBTX, arg ClaimsSurveyParams) (ClaimsSurveyRow, error) {
 	row := db.QueryRow(ctx, claimsSurvey,
 		arg.Claimant,
