@@ -210,14 +210,15 @@ const (
 	recountCycles = 10
 )
 
-// surveyCount says when the cycle's first survey counts the service_ids: always before any
-// count, every recountCycles cycles, and when the previous cycle ended over the fair share (this
-// one may give claims back, and must not do it on an old count); otherwise only if some row is
-// free. In between the engine goes on with the count it read last.
+// surveyCount says when the cycle's first survey counts the service_ids: every recountCycles
+// cycles, and when the previous cycle ended over the fair share (this one may give claims back,
+// and must not do it on an old count); otherwise only if some row is free. (survey counts
+// whatever it is asked while it has no count.) In between the engine goes on with the count it
+// read last.
 func (e *Engine) surveyCount() int32 {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if e.counted < 0 || e.cycles%recountCycles == 0 || e.overCycles >= 1 {
+	if e.cycles%recountCycles == 0 || e.overCycles >= 1 {
 		return countAlways
 	}
 	return countIfFree
